@@ -1,0 +1,150 @@
+"""Compare a candidate's result with the reference's.
+
+Policy (also printed by ``bbagent eval --help``):
+
+* structure, shapes, dtypes and devices must match exactly;
+* integer and bool tensors must be equal;
+* floating values pass where ``|actual - expected| <= atol + rtol * |expected|``
+  with the per-dtype tolerances in ``TOLERANCES``;
+* NaN positions must match exactly and infinities must match in position and sign
+  (NaN is never a wildcard);
+* non-tensor outputs (ints, floats, bools, None) must be equal (floats within float64
+  tolerance).
+
+A failure returns a dict with the error kind, a message, the number of mismatching
+elements, the largest absolute and relative errors and the first few mismatching
+indices with expected and actual values.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+# dtype -> (atol, rtol). The torch.testing defaults; a dtype missing here is compared exactly.
+TOLERANCES = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-5, 1.3e-6),
+    torch.float16: (1e-5, 1e-3),
+    torch.bfloat16: (1e-5, 1.6e-2),
+}
+MAX_REPORTED = 5
+
+TOLERANCE_POLICY = (
+    "Outputs must match the aten reference in structure, shape, dtype and device. "
+    "Integer/bool: exact. Floating: |actual-expected| <= atol + rtol*|expected| with "
+    + ", ".join(f"{str(d).removeprefix('torch.')} atol={a:g} rtol={r:g}" for d, (a, r) in TOLERANCES.items())
+    + ". NaN and +/-inf positions must match exactly."
+)
+
+
+def compare(expected: Any, actual: Any, path: str = "output") -> dict | None:
+    """Return None when ``actual`` matches ``expected``, else a failure dict."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(actual, torch.Tensor):
+            return _fail("wrong_type", f"{path}: expected a Tensor, got {type(actual).__name__}")
+        return compare_tensors(expected, actual, path)
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(actual, (tuple, list)) or len(actual) != len(expected):
+            got = f"{type(actual).__name__} of length {len(actual)}" if isinstance(actual, (tuple, list)) \
+                else type(actual).__name__
+            return _fail("wrong_structure", f"{path}: expected a {type(expected).__name__} of "
+                                            f"{len(expected)} values, got {got}")
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            failure = compare(e, a, f"{path}[{i}]")
+            if failure:
+                return failure
+        return None
+    if isinstance(expected, float) and isinstance(actual, (int, float)):
+        if math.isnan(expected) and math.isnan(actual):
+            return None
+        if math.isclose(expected, actual, rel_tol=1e-7, abs_tol=1e-7):
+            return None
+        return _fail("mismatch", f"{path}: expected {expected!r}, got {actual!r}")
+    if expected != actual or type(expected) is not type(actual):
+        return _fail("mismatch", f"{path}: expected {expected!r}, got {actual!r}")
+    return None
+
+
+def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = "output") -> dict | None:
+    if tuple(actual.shape) != tuple(expected.shape):
+        return _fail("wrong_shape", f"{path}: expected shape {list(expected.shape)}, got {list(actual.shape)}")
+    if actual.dtype != expected.dtype:
+        return _fail("wrong_dtype", f"{path}: expected dtype {expected.dtype}, got {actual.dtype}")
+    if actual.device.type != expected.device.type:
+        return _fail("wrong_device", f"{path}: expected device {expected.device}, got {actual.device}")
+    if expected.numel() == 0:
+        return None
+    exp = expected.detach()
+    act = actual.detach()
+    if not (exp.dtype.is_floating_point or exp.dtype.is_complex):
+        bad = exp != act
+        return _mismatch_report(path, exp, act, bad, "mismatch", exact=True) if bad.any() else None
+    exp64, act64 = exp.to(torch.float64), act.to(torch.float64)
+    exp_nan, act_nan = torch.isnan(exp64), torch.isnan(act64)
+    nan_bad = exp_nan != act_nan
+    if nan_bad.any():
+        return _mismatch_report(path, exp64, act64, nan_bad, "nan_mismatch", exact=True)
+    atol, rtol = TOLERANCES.get(exp.dtype, (0.0, 0.0))
+    exp_inf = torch.isinf(exp64)
+    both_finite = ~exp_nan & ~exp_inf & torch.isfinite(act64)
+    inf_bad = (exp_inf | torch.isinf(act64)) & (exp64 != act64) & ~exp_nan
+    diff = torch.where(both_finite, (act64 - exp64).abs(), torch.zeros_like(exp64))
+    close_bad = both_finite & (diff > atol + rtol * exp64.abs())
+    bad = inf_bad | close_bad
+    if bad.any():
+        return _mismatch_report(path, exp64, act64, bad, "mismatch", atol=atol, rtol=rtol, diff=diff)
+    return None
+
+
+def _mismatch_report(path, exp, act, bad, kind, exact=False, atol=0.0, rtol=0.0, diff=None) -> dict:
+    count = int(bad.sum())
+    total = bad.numel()
+    flat_bad = bad.reshape(-1).nonzero().reshape(-1)[:MAX_REPORTED].tolist()
+    shape = tuple(bad.shape)
+    examples = []
+    exp_flat, act_flat = exp.reshape(-1), act.reshape(-1)
+    for flat in flat_bad:
+        examples.append({"index": list(_unravel(flat, shape)),
+                         "expected": _py(exp_flat[flat]), "actual": _py(act_flat[flat])})
+    report = _fail(kind, "")
+    report.update(mismatch_count=count, numel=total, mismatches=examples)
+    if diff is not None:
+        finite_exp = exp.abs().clamp_min(1e-30)
+        report["max_abs_error"] = float(diff.max())
+        report["max_rel_error"] = float((diff / finite_exp).max())
+    what = "NaN positions differ" if kind == "nan_mismatch" else "values differ"
+    tol = "" if exact else f" (atol={atol:g}, rtol={rtol:g})"
+    first = examples[0]
+    report["message"] = (f"{path}: {what} at {count} of {total} elements{tol}; first at index "
+                         f"{first['index']}: expected {first['expected']}, got {first['actual']}")
+    return report
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return tuple(reversed(index))
+
+
+def _py(value: torch.Tensor):
+    item = value.item()
+    if isinstance(item, float) and (math.isnan(item) or math.isinf(item)):
+        return str(item)
+    return item
+
+
+def _fail(kind: str, message: str) -> dict:
+    return {"error_kind": kind, "message": message}
+
+
+def equal_exactly(before: torch.Tensor, after: torch.Tensor) -> bool:
+    """Bitwise-style equality that treats NaN as equal to NaN (for mutation checks)."""
+    if before.shape != after.shape or before.dtype != after.dtype:
+        return False
+    if before.dtype.is_floating_point:
+        return bool(((before == after) | (torch.isnan(before) & torch.isnan(after))).all())
+    return bool((before == after).all())

@@ -1,0 +1,104 @@
+"""Run-time guards while a candidate kernel runs.
+
+* ``LaunchCounter`` counts Triton kernel launches (compiled and interpreted), so a
+  test can prove that a Triton kernel actually ran.
+* ``AtenRecorder`` records aten operators the candidate calls outside a Triton
+  launch. Allocation, views and metadata are allowed (``ALLOWED_ATEN``); anything
+  else is compute done by PyTorch instead of the kernel, and is reported with the
+  candidate's line that caused it. The target operator itself is never allowed.
+"""
+from __future__ import annotations
+
+import traceback
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Packet names (aten.<name>.*) a kernel wrapper may call.
+ALLOWED_ATEN = frozenset({
+    # allocation
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+    "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "full", "full_like",
+    "fill_", "zero_", "scalar_tensor", "arange",
+    # layout copies (contiguous(), .to(dtype)): data movement, not the op's compute
+    "clone", "copy_", "_to_copy", "contiguous",
+    # views and metadata
+    "view", "_unsafe_view", "reshape", "as_strided", "expand", "permute", "transpose",
+    "t", "unsqueeze", "squeeze", "select", "slice", "alias", "detach", "flatten",
+    "unflatten", "narrow", "view_as", "expand_as", "resize_", "sym_size", "sym_stride",
+    "sym_numel", "sym_storage_offset", "is_contiguous", "lift_fresh", "unbind", "split",
+    "split_with_sizes", "chunk", "movedim", "_reshape_alias", "item", "_local_scalar_dense",
+})
+
+
+def packet_of(func) -> str:
+    return func._schema.name.split("::")[1]
+
+
+class LaunchCounter:
+    """Counts launches by wrapping the ``run`` method of Triton's kernel classes."""
+
+    def __init__(self):
+        self.launches = 0
+        self.in_launch = 0
+        self._patched: list[tuple[type, object]] = []
+
+    def install(self) -> None:
+        classes = []
+        from triton.runtime.jit import JITFunction
+        classes.append(JITFunction)
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+            classes.append(InterpretedFunction)
+        except ImportError:
+            pass
+        for cls in classes:
+            original = cls.run
+            self._patched.append((cls, original))
+            cls.run = self._wrap(original)
+
+    def _wrap(self, original):
+        counter = self
+
+        def run(fn_self, *args, **kwargs):
+            if kwargs.get("warmup"):
+                return original(fn_self, *args, **kwargs)
+            counter.launches += 1
+            counter.in_launch += 1
+            try:
+                return original(fn_self, *args, **kwargs)
+            finally:
+                counter.in_launch -= 1
+        return run
+
+
+class AtenRecorder(TorchDispatchMode):
+    """Record disallowed aten calls made by candidate code (not by Triton itself)."""
+
+    def __init__(self, target, launch_counter: LaunchCounter, candidate_file: str):
+        super().__init__()
+        self.target = target
+        self.launches = launch_counter
+        self.candidate_file = candidate_file
+        self.findings: list[dict] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if not self.launches.in_launch:
+            allowed = packet_of(func) in ALLOWED_ATEN and func is not self.target
+            if not allowed and len(self.findings) < 20:
+                line = self._candidate_line()
+                self.findings.append({
+                    "guard": "aten_compute",
+                    "op": str(func),
+                    "line": line,
+                    "message": f"candidate called {func} (PyTorch compute) at "
+                               f"{'line ' + str(line) if line else 'an unknown line'}; "
+                               "compute must happen in a @triton.jit kernel",
+                })
+        return func(*args, **(kwargs or {}))
+
+    def _candidate_line(self) -> int | None:
+        for frame in reversed(traceback.extract_stack()):
+            if frame.filename == self.candidate_file:
+                return frame.lineno
+        return None
+

@@ -1,0 +1,79 @@
+"""Turn trace argument descriptions into seeded tensors on a device.
+
+Floating tensors are signed and varied (normal values with a spread of
+magnitudes and some exact zeros), never uniform [0, 1): an identity "relu" must
+not pass by accident. Strided specs are honoured with ``as_strided`` over a
+buffer just large enough for the strides.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from harness.traces import DtypeRef, NamedConstant, TensorSpec
+
+
+def make_tensor(spec: TensorSpec, device: str, gen: torch.Generator) -> torch.Tensor:
+    dtype = getattr(torch, spec.dtype)
+    if spec.stride is None:
+        return _values(spec.shape, dtype, device, gen)
+    span = 1 + sum((n - 1) * s for n, s in zip(spec.shape, spec.stride) if n > 0)
+    if any(n == 0 for n in spec.shape):
+        span = 0
+    buffer = _values((span,), dtype, device, gen)
+    return buffer.as_strided(spec.shape, spec.stride)
+
+
+def _values(shape: tuple[int, ...], dtype: torch.dtype, device: str,
+            gen: torch.Generator) -> torch.Tensor:
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool().to(device)
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return torch.randint(-8, 9, shape, generator=gen).to(dtype).to(device)
+    base = torch.randn(shape, generator=gen, dtype=torch.float32)
+    # A spread of magnitudes (about 1e-2 .. 1e2) and ~3% exact zeros.
+    scale = torch.pow(10.0, torch.randint(-2, 3, shape, generator=gen).float())
+    zeros = torch.rand(shape, generator=gen) < 0.03
+    values = torch.where(zeros, torch.zeros_like(base), base * scale)
+    return values.to(dtype).to(device)
+
+
+def materialize(value: Any, device: str, gen: torch.Generator) -> Any:
+    """Replace every TensorSpec / DtypeRef in a parsed trace value by real objects."""
+    if isinstance(value, TensorSpec):
+        return make_tensor(value, device, gen)
+    if isinstance(value, DtypeRef):
+        return getattr(torch, value.name)
+    if isinstance(value, NamedConstant):
+        return getattr(torch, value.name.removeprefix("torch."))
+    if isinstance(value, tuple):
+        return tuple(materialize(v, device, gen) for v in value)
+    if isinstance(value, list):
+        return [materialize(v, device, gen) for v in value]
+    if isinstance(value, dict):
+        return {k: _device_kwarg(k, materialize(v, device, gen), device) for k, v in value.items()}
+    return value
+
+
+def _device_kwarg(key: str, value: Any, device: str) -> Any:
+    """Traces were recorded on CUDA; a ``device=`` argument follows the evaluation device."""
+    if key == "device" and isinstance(value, str):
+        return device
+    return value
+
+
+def describe_runtime(value: Any) -> str:
+    """Short description of a real argument: ``T([64, 256], f16, stride=(1, 64))``."""
+    if isinstance(value, torch.Tensor):
+        spec = TensorSpec(tuple(value.shape), str(value.dtype).removeprefix("torch."),
+                          None if value.is_contiguous() else tuple(value.stride()))
+        return spec.describe()
+    if isinstance(value, tuple):
+        inner = ", ".join(describe_runtime(v) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, list):
+        return "[" + ", ".join(describe_runtime(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={describe_runtime(v)}" for k, v in value.items()) + "}"
+    return repr(value)

@@ -1,0 +1,140 @@
+"""Run one test case: reference, candidate under guards, then every check.
+
+Checks, in order: the candidate raised; no Triton kernel launched; aten compute
+called; the output differs from the reference; arguments the schema does not mark
+as written were changed; written arguments (in-place ``self``, ``out=``) hold the
+wrong values; a return that the schema aliases to a written argument is not that
+argument.
+"""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from harness.compare import compare, compare_tensors, equal_exactly
+from harness.suite import TestCase, clone_value
+
+
+def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000) -> str:
+    """The exception with the frames inside the candidate (or the last frame if none)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if f.filename == candidate_file] or frames[-1:]
+    lines = [f"  {os.path.basename(f.filename)}, line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
+             for f in mine]
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    body = ("\n".join(lines) + "\n" if lines else "") + text
+    return body if len(body) <= limit else body[: limit // 2] + "\n...\n" + body[-limit // 2:]
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _schema_arguments(op, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any]]:
+    """(name, schema argument, value) for every argument actually passed."""
+    schema_args = op._schema.arguments
+    bound = [(a.name, a, v) for a, v in zip(schema_args, args)]
+    by_name = {a.name: a for a in schema_args}
+    bound += [(k, by_name.get(k), v) for k, v in kwargs.items()]
+    return bound
+
+
+def _is_written(schema_arg) -> bool:
+    return schema_arg is not None and schema_arg.alias_info is not None and schema_arg.alias_info.is_write
+
+
+def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candidate_file: str) -> dict:
+    result: dict[str, Any] = {"id": case.id, "source": case.source, "input": case.description,
+                              "dtype": case.dtype, "passed": False}
+    ref_args, ref_kwargs = clone_value(case.args), clone_value(case.kwargs)
+    try:
+        expected = op(*ref_args, **ref_kwargs)
+        _synchronize(device)
+    except Exception as exc:  # the reference itself rejects this input on this device
+        result.update(passed=None, error_kind="reference_error",
+                      message=f"reference raised {type(exc).__name__}: {exc}"[:500])
+        return result
+
+    cand_args, cand_kwargs = clone_value(case.args), clone_value(case.kwargs)
+    before = clone_value((cand_args, cand_kwargs))
+    launches_before = launches.launches
+    started = time.perf_counter()
+    try:
+        with recorder:
+            actual = kernel(*cand_args, **cand_kwargs)
+        _synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - the candidate's failure, reported as such
+        kind = "compile_error" if type(exc).__module__.startswith("triton") else "exception"
+        result.update(error_kind=kind, message=trimmed_traceback(exc, candidate_file))
+        return result
+    result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+
+    failure = _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,
+                     launches.launches - launches_before, recorder.findings)
+    if failure:
+        result.update(failure)
+    else:
+        result["passed"] = True
+    return result
+
+
+def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,
+           launched: int, findings: list[dict]) -> dict | None:
+    if findings:
+        first = findings[0]
+        return {"error_kind": "guard", "message": first["message"], "guard_findings": findings}
+    if launched == 0 and not _all_inputs_empty(cand_args, cand_kwargs):
+        return {"error_kind": "no_triton_launch",
+                "message": "no Triton kernel was launched; the result must be computed by a "
+                           "@triton.jit kernel called as kernel_fn[grid](...)"}
+    failure = compare(expected, actual)
+    if failure:
+        return failure
+
+    bound_ref = _schema_arguments(op, ref_args, ref_kwargs)
+    bound_cand = _schema_arguments(op, cand_args, cand_kwargs)
+    bound_before = _schema_arguments(op, *before)
+    for (name, schema_arg, ref_val), (_, _, cand_val), (_, _, old_val) in zip(bound_ref, bound_cand, bound_before):
+        if not isinstance(cand_val, torch.Tensor):
+            continue
+        if _is_written(schema_arg):
+            failure = compare_tensors(ref_val, cand_val, path=f"argument '{name}' after the call")
+            if failure:
+                failure["error_kind"] = "mutation_mismatch"
+                failure["message"] = (f"'{name}' is written by this overload ({schema_arg.type} "
+                                      f"{schema_arg.alias_info}) but holds wrong values: " + failure["message"])
+                return failure
+        elif not equal_exactly(old_val, cand_val):
+            return {"error_kind": "input_mutated",
+                    "message": f"input '{name}' was modified; this overload must not write its inputs"}
+    return _check_return_aliases(op, actual, bound_cand)
+
+
+def _check_return_aliases(op, actual, bound_cand) -> dict | None:
+    """A return annotated ``Tensor(a!)`` must be the argument annotated ``(a!)``."""
+    returns = op._schema.returns
+    outputs = actual if isinstance(actual, (tuple, list)) and len(returns) > 1 else (actual,)
+    for ret, out in zip(returns, outputs):
+        if ret.alias_info is None or not ret.alias_info.is_write:
+            continue
+        alias_set = set(ret.alias_info.before_set)
+        for name, schema_arg, value in bound_cand:
+            if schema_arg is None or schema_arg.alias_info is None:
+                continue
+            if set(schema_arg.alias_info.before_set) & alias_set:
+                if not (isinstance(out, torch.Tensor) and out.data_ptr() == value.data_ptr()
+                        and out.shape == value.shape and out.stride() == value.stride()):
+                    return {"error_kind": "wrong_alias",
+                            "message": f"this overload must return its argument '{name}' itself "
+                                       f"(schema: {op._schema.returns}); the kernel returned another tensor"}
+    return None
+
+
+def _all_inputs_empty(args, kwargs) -> bool:
+    tensors = [v for v in list(args) + list(kwargs.values()) if isinstance(v, torch.Tensor)]
+    return bool(tensors) and all(t.numel() == 0 for t in tensors)

@@ -1,0 +1,172 @@
+"""Build the correctness tests for one aten overload: OpInfo samples plus real-model traces.
+
+OpInfo samples are run once under a dispatch recorder; every call that reaches
+exactly the target overload is captured with the arguments aten received, so a
+sample that goes through ``F.relu`` becomes a direct ``aten.relu.default`` test.
+Trace calls are materialised into seeded tensors.
+
+Under the Triton interpreter (no CUDA) the suite is cut down, and every cut is
+recorded as a skipped test with its reason: traces above ``cpu_max_numel``
+elements, and bfloat16 cases (triton 3.9's interpreter computes bf16 arithmetic
+and comparisons wrongly, so a CPU verdict on them would be noise).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from harness.inputs import describe_runtime, materialize
+from harness.ops import op_name
+from harness.traces import describe_value, load_calls
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+MAX_OPINFO_CASES = 48
+MAX_TRACE_CASES_CPU = 5
+
+
+@dataclass
+class TestCase:
+    id: str
+    source: str              # "opinfo:<name>" or "trace"
+    args: tuple
+    kwargs: dict
+    description: str
+    dtype: str
+
+
+@dataclass
+class Suite:
+    cases: list[TestCase] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def clone_value(value: Any) -> Any:
+    """Deep copy of an argument structure; tensors keep shape, strides and dtype."""
+    if isinstance(value, torch.Tensor):
+        copy = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
+                                   device=value.device)
+        return copy.copy_(value)
+    if isinstance(value, tuple):
+        return tuple(clone_value(v) for v in value)
+    if isinstance(value, list):
+        return [clone_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: clone_value(v) for k, v in value.items()}
+    return value
+
+
+class _CallCapture(TorchDispatchMode):
+    """Record (args, kwargs) copies of every call that reaches ``target``."""
+
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is self.target:
+            with torch.utils._python_dispatch._disable_current_modes():
+                self.calls.append((clone_value(args), clone_value(kwargs)))
+        return func(*args, **kwargs)
+
+
+def _matching_opinfos(op) -> list:
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db
+    except Exception as exc:  # expecttest missing, or a torch without the testing package
+        raise RuntimeError(f"OpInfo database unavailable ({type(exc).__name__}: {exc})") from exc
+    base = op._schema.name.split("::")[1].rstrip("_")
+    return [info for info in op_db
+            if info.name.split(".")[-1] == base or getattr(info, "aten_name", None) == base]
+
+
+def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list[TestCase], list[str]]:
+    notes = []
+    try:
+        infos = _matching_opinfos(op)
+    except RuntimeError as exc:
+        return [], [str(exc)]
+    if not infos:
+        notes.append("no OpInfo entry has this operator's name; OpInfo tests: none")
+    cases: list[TestCase] = []
+    for info in infos:
+        supported = info.supported_dtypes(torch.device(device).type)
+        variants = [v for v in (info.op, info.inplace_variant) if v is not None]
+        for dtype in dtypes:
+            if dtype not in supported:
+                continue
+            for sample in info.sample_inputs(device, dtype, requires_grad=False):
+                for variant in variants:
+                    capture = _CallCapture(op)
+                    try:
+                        with capture:
+                            variant(clone_value(sample.input), *clone_value(sample.args),
+                                    **clone_value(sample.kwargs))
+                    except Exception:
+                        continue  # a sample this variant does not accept
+                    for args, kwargs in capture.calls:
+                        n = len(cases)
+                        cases.append(TestCase(
+                            id=f"opinfo-{n}", source=f"opinfo:{info.name}", args=args,
+                            kwargs=kwargs, description=_describe_call(args, kwargs),
+                            dtype=str(dtype).removeprefix("torch.")))
+                if len(cases) >= MAX_OPINFO_CASES:
+                    return _dedupe(cases), notes
+    return _dedupe(cases), notes
+
+
+def _describe_call(args: tuple, kwargs: dict) -> str:
+    text = describe_runtime(tuple(args))
+    if kwargs:
+        text += " " + describe_runtime(kwargs)
+    return text
+
+
+def _dedupe(cases: list[TestCase]) -> list[TestCase]:
+    """Drop cases whose description and dtype repeat (OpInfo variants often coincide)."""
+    seen, unique = set(), []
+    for case in cases:
+        key = (case.description, case.dtype)
+        if key not in seen:
+            seen.add(key)
+            unique.append(case)
+    return unique
+
+
+def build_suite(op, device: str, seed: int, *, interpreter: bool,
+                cpu_max_numel: int = 1 << 20) -> Suite:
+    suite = Suite()
+    dtypes = FLOAT_DTYPES
+    torch.manual_seed(seed)  # OpInfo's make_tensor draws from the global generator
+    cases, notes = opinfo_cases(op, device, dtypes)
+    suite.notes.extend(notes)
+    gen = torch.Generator().manual_seed(seed)
+    trace_cases = []
+    for i, call in enumerate(load_calls(op_name(op))):
+        description = describe_value(call.args) + (f" {describe_value(call.kwargs)}" if call.kwargs else "")
+        trace_id = f"trace-{i}"
+        if interpreter and call.numel() > cpu_max_numel:
+            suite.skipped.append({"id": trace_id, "input": description,
+                                  "reason": f"{call.numel()} elements > {cpu_max_numel} (CPU interpreter budget)"})
+            continue
+        if interpreter and len(trace_cases) >= MAX_TRACE_CASES_CPU:
+            suite.skipped.append({"id": trace_id, "input": description,
+                                  "reason": f"CPU interpreter runs at most {MAX_TRACE_CASES_CPU} trace inputs"})
+            continue
+        specs = call.tensor_specs()
+        trace_cases.append(TestCase(
+            id=trace_id, source=f"trace (cnt {call.count})",
+            args=materialize(call.args, device, gen), kwargs=materialize(call.kwargs, device, gen),
+            description=description, dtype=specs[0].dtype if specs else "none"))
+    for case in cases + trace_cases:
+        if interpreter and case.dtype == "bfloat16":
+            suite.skipped.append({"id": case.id, "input": case.description,
+                                  "reason": "bfloat16 under the Triton CPU interpreter is unreliable; runs on GPU"})
+        else:
+            suite.cases.append(case)
+    return suite

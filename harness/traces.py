@@ -1,0 +1,242 @@
+"""Real-model operator traces: parse the ``T([shape], dtype, stride=...)`` format.
+
+A trace file is a sequence of blocks::
+
+    Operator: aten.add.Tensor
+    cnt: 156, ((T([1, 512, 768], f16), T([1, 512, 768], f16)), {})
+
+The project ships one consolidated file (``harness/data/model_traces.txt``) built
+from the per-model logs with ``python -m harness.traces consolidate SRC_DIR``:
+identical argument lines are merged and their counts summed, most frequent first.
+Arguments are parsed with ``ast`` into plain values and :class:`TensorSpec`;
+nothing in a trace is ever evaluated as code.
+"""
+from __future__ import annotations
+
+import ast
+import math
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+SHIPPED_TRACES = Path(__file__).parent / "data" / "model_traces.txt"
+
+DTYPE_NAMES = {
+    "f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+    "b8": "bool", "c32": "complex32", "c64": "complex64", "c128": "complex128",
+}
+SHORT_DTYPE = {v: k for k, v in DTYPE_NAMES.items()}
+
+
+class TraceFormatError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor described by a trace: shape, dtype name (torch spelling), optional strides."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    stride: tuple[int, ...] | None = None
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def describe(self) -> str:
+        text = f"T({list(self.shape)}, {SHORT_DTYPE.get(self.dtype, self.dtype)}"
+        if self.stride is not None:
+            text += f", stride={tuple(self.stride)}"
+        return text + ")"
+
+
+@dataclass(frozen=True)
+class DtypeRef:
+    """A dtype appearing as a plain argument (``dtype=f16``), kept by name."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class NamedConstant:
+    """Other ``torch.X`` constants (``torch.strided``, ``torch.channels_last``)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class TraceCall:
+    op: str
+    args: tuple
+    kwargs: dict
+    count: int
+
+    def tensor_specs(self) -> list[TensorSpec]:
+        return [v for v in _walk((self.args, self.kwargs)) if isinstance(v, TensorSpec)]
+
+    def numel(self) -> int:
+        return sum(spec.numel() for spec in self.tensor_specs())
+
+
+def _walk(value: Any) -> Iterator[Any]:
+    if isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _walk(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _walk(item)
+    else:
+        yield value
+
+
+def describe_value(value: Any) -> str:
+    """Short human description of a parsed (or materialised) argument."""
+    if isinstance(value, TensorSpec):
+        return value.describe()
+    if isinstance(value, (DtypeRef, NamedConstant)):
+        return value.name
+    if isinstance(value, tuple):
+        inner = ", ".join(describe_value(v) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})"
+    if isinstance(value, list):
+        return "[" + ", ".join(describe_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}={describe_value(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+# --- parsing -----------------------------------------------------------------
+
+def _eval_node(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple):
+        return tuple(_eval_node(e) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_eval_node(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return {_eval_node(k): _eval_node(v) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval_node(node.operand)
+    if isinstance(node, ast.Name):
+        if node.id in DTYPE_NAMES:
+            return DtypeRef(DTYPE_NAMES[node.id])
+        if node.id == "inf":
+            return math.inf
+        if node.id == "nan":
+            return math.nan
+        raise TraceFormatError(f"unknown name '{node.id}'")
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+        if node.attr in SHORT_DTYPE or node.attr in DTYPE_NAMES.values():
+            return DtypeRef(node.attr)
+        return NamedConstant(f"torch.{node.attr}")
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "T":
+        return _tensor_spec(node)
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "device"):
+        return str(_eval_node(node.args[0]))
+    raise TraceFormatError(f"unsupported syntax: {ast.dump(node)[:80]}")
+
+
+def _tensor_spec(node: ast.Call) -> TensorSpec:
+    if len(node.args) != 2:
+        raise TraceFormatError("T(...) takes a shape and a dtype")
+    shape = _eval_node(node.args[0])
+    dtype = _eval_node(node.args[1])
+    stride = None
+    for kw in node.keywords:
+        if kw.arg == "stride":
+            stride = tuple(_eval_node(kw.value))
+        else:
+            raise TraceFormatError(f"unknown T() keyword '{kw.arg}'")
+    if not isinstance(dtype, DtypeRef):
+        raise TraceFormatError(f"bad dtype in T(): {dtype!r}")
+    if stride is not None and len(stride) != len(shape):
+        raise TraceFormatError("stride and shape differ in length")
+    return TensorSpec(tuple(int(s) for s in shape), dtype.name, stride)
+
+
+def parse_call_line(op: str, line: str) -> TraceCall:
+    """Parse one ``cnt: N, ((args), {kwargs})`` line."""
+    head, sep, rest = line.partition(",")
+    if not sep or not head.strip().startswith("cnt:"):
+        raise TraceFormatError(f"expected 'cnt: N, (...)': {line[:80]}")
+    count = int(head.split(":", 1)[1])
+    try:
+        tree = ast.parse(rest.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise TraceFormatError(f"cannot parse arguments: {exc}") from None
+    value = _eval_node(tree)
+    if not (isinstance(value, tuple) and len(value) == 2 and isinstance(value[1], dict)):
+        raise TraceFormatError("expected ((args), {kwargs})")
+    args = value[0] if isinstance(value[0], tuple) else (value[0],)
+    return TraceCall(op, args, value[1], count)
+
+
+def iter_blocks(text: str) -> Iterator[tuple[str, str]]:
+    """Yield (operator, call line) pairs from trace text."""
+    current = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("Operator:"):
+            current = line.split(":", 1)[1].strip()
+        elif line.startswith("cnt:"):
+            if current is None:
+                raise TraceFormatError("call line before any 'Operator:' line")
+            yield current, line
+
+
+def load_calls(op: str, path: Path = SHIPPED_TRACES) -> list[TraceCall]:
+    """All trace calls of ``op`` in ``path``, most frequent first; bad lines are skipped."""
+    if not path.exists():
+        return []
+    calls = []
+    for name, line in iter_blocks(path.read_text()):
+        if name != op:
+            continue
+        try:
+            calls.append(parse_call_line(name, line))
+        except TraceFormatError:
+            continue
+    return sorted(calls, key=lambda c: -c.count)
+
+
+# --- consolidation -----------------------------------------------------------
+
+def consolidate(src_dir: Path) -> str:
+    """Merge every ``*.txt`` trace under ``src_dir`` into one text, counts summed."""
+    counts: dict[str, dict[str, int]] = defaultdict(dict)
+    files = sorted(Path(src_dir).rglob("*.txt"))
+    if not files:
+        raise FileNotFoundError(f"no *.txt trace files under {src_dir}")
+    for path in files:
+        for op, line in iter_blocks(path.read_text()):
+            head, _, rest = line.partition(",")
+            args = rest.strip()
+            n = int(head.split(":", 1)[1])
+            counts[op][args] = counts[op].get(args, 0) + n
+    out = [f"# consolidated from {len(files)} model traces; counts summed over models"]
+    for op in sorted(counts):
+        out.append(f"Operator: {op}")
+        for args, n in sorted(counts[op].items(), key=lambda kv: (-kv[1], kv[0])):
+            out.append(f"cnt: {n}, {args}")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3 or argv[0] != "consolidate":
+        print("usage: python -m harness.traces consolidate SRC_DIR DEST_FILE", file=sys.stderr)
+        return 2
+    text = consolidate(Path(argv[1]))
+    Path(argv[2]).write_text(text)
+    print(f"wrote {argv[2]} ({len(text)} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,81 @@
+"""The Verdict: one JSON document per evaluated candidate.
+
+Everything downstream (feedback prompts, storage, reports) reads this shape.
+Top-level keys: ``schema_version``, ``op``, ``kernel`` {path, sha256}, ``verdict``
+("pass" | "fail"), ``error_kind`` and ``message`` (for failures that are not one
+test's: import error, timeout, crash, no tests), ``seed``, ``summary`` (counts),
+``tests`` (one result per test run), ``skipped`` (tests not run, each with a reason),
+``failure_groups`` (identical failures merged), ``guard_findings``, ``suite``
+(notes on what the suite holds), ``timings``, ``environment``, ``stderr_tail``.
+"""
+from __future__ import annotations
+
+import re
+
+SCHEMA_VERSION = 1
+
+ERROR_KINDS = {
+    "import_error": "the kernel file raised while being imported (syntax error, bad import, ...)",
+    "missing_entry_point": "the kernel file defines no callable named 'kernel'",
+    "compile_error": "Triton failed to compile a kernel",
+    "exception": "the kernel raised an exception",
+    "timeout": "the evaluation ran past its wall-clock limit",
+    "crash": "the process running the kernel died (signal or exit)",
+    "no_triton_launch": "no Triton kernel was launched",
+    "guard": "the kernel broke a rule (e.g. called PyTorch compute)",
+    "wrong_type": "returned a value of the wrong type",
+    "wrong_structure": "returned the wrong number of values",
+    "wrong_shape": "returned a tensor of the wrong shape",
+    "wrong_dtype": "returned a tensor of the wrong dtype",
+    "wrong_device": "returned a tensor on the wrong device",
+    "mismatch": "values differ from the reference beyond tolerance",
+    "nan_mismatch": "NaN positions differ from the reference",
+    "input_mutated": "modified an input it must not modify",
+    "mutation_mismatch": "an argument the overload writes holds wrong values",
+    "wrong_alias": "did not return the argument the overload must return",
+    "no_tests": "no test could be run for this operator",
+    "worker_error": "the evaluation harness itself failed",
+}
+
+
+def group_failures(tests: list[dict], limit: int = 10) -> list[dict]:
+    """Merge failing tests with the same kind and message shape (numbers masked)."""
+    groups: dict[tuple[str, str], dict] = {}
+    for test in tests:
+        if test.get("passed") is not False:
+            continue
+        message = test.get("message", "")
+        key = (test.get("error_kind", "?"), _message_shape(message))
+        group = groups.get(key)
+        if group is None:
+            groups[key] = {"error_kind": key[0], "count": 1, "tests": [test["id"]], "example": test}
+        else:
+            group["count"] += 1
+            group["tests"].append(test["id"])
+    ordered = sorted(groups.values(), key=lambda g: -g["count"])
+    return ordered[:limit]
+
+
+def _message_shape(message: str) -> str:
+    """First line of a message with numbers and index lists masked, for grouping."""
+    first = message.strip().split("\n")[-1] if "Error" in message else message.split("\n")[0]
+    first = re.sub(r"\[[^\]]*\]", "[#]", first)
+    return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", first)
+
+
+def describe_failures(summary: dict, groups: list[dict]) -> str:
+    """One line: how many tests failed and how, e.g. '13 of 13 tests failed: mismatch x13'."""
+    kinds = ", ".join(f"{g['error_kind']} x{g['count']}" for g in groups)
+    return f"{summary['failed']} of {summary['total']} tests failed: {kinds}"
+
+
+def summarize(tests: list[dict], skipped: list[dict], planned: int) -> dict:
+    return {
+        "planned": planned,
+        "not_run": max(0, planned - len(tests)),
+        "total": len(tests),
+        "passed": sum(1 for t in tests if t.get("passed") is True),
+        "failed": sum(1 for t in tests if t.get("passed") is False),
+        "reference_errors": sum(1 for t in tests if t.get("passed") is None),
+        "skipped": len(skipped),
+    }

@@ -1,0 +1,98 @@
+"""The sandbox child: build the suite, import the candidate, run and check every test.
+
+Run as ``python -m harness.worker --op OP --kernel FILE --seed N --result-fd FD``.
+Needs only the standard library, torch, triton and numpy. Results go out as JSON
+lines on the file descriptor ``--result-fd`` (not stdout, which the candidate may
+print into); the parent turns them into a Verdict, also when this process dies
+half-way, because every test is announced before it runs.
+
+Order per test: the reference runs first on its own clone of the inputs and its
+output stays alive until the comparison, so the candidate cannot hand back memory
+that held the reference result; the candidate then runs on a fresh clone.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+
+
+def _emit_factory(fd: int):
+    stream = os.fdopen(fd, "w", buffering=1)
+
+    def emit(event: str, **data) -> None:
+        stream.write(json.dumps({"event": event, **data}, default=str) + "\n")
+        stream.flush()
+    return emit
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness.worker")
+    parser.add_argument("--op", required=True)
+    parser.add_argument("--kernel", required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    parser.add_argument("--cpu-max-numel", type=int, default=1 << 20)
+    args = parser.parse_args(argv)
+    emit = _emit_factory(args.result_fd)
+
+    started = time.perf_counter()
+    import torch
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    interpreter = device == "cpu"
+    if interpreter:
+        os.environ["TRITON_INTERPRET"] = "1"  # must be set before triton is imported
+    import triton
+
+    emit("environment", device=device, interpreter=interpreter,
+         gpu=torch.cuda.get_device_name() if device == "cuda" else None,
+         torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
+         cuda=torch.version.cuda, startup_s=round(time.perf_counter() - started, 3))
+
+    from harness.ops import resolve_op
+    from harness.suite import build_suite
+    op = resolve_op(args.op)
+    suite_started = time.perf_counter()
+    suite = build_suite(op, device, args.seed, interpreter=interpreter,
+                        cpu_max_numel=args.cpu_max_numel)
+    emit("suite", cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype}
+                         for c in suite.cases],
+         skipped=suite.skipped, notes=suite.notes,
+         build_s=round(time.perf_counter() - suite_started, 3))
+
+    from harness.guards import AtenRecorder, LaunchCounter
+    from harness.runner import run_case, trimmed_traceback
+    launches = LaunchCounter()
+    launches.install()
+    candidate_file = os.path.abspath(args.kernel)
+    try:
+        spec = importlib.util.spec_from_file_location("bbagent_candidate", candidate_file)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        kernel = getattr(module, "kernel")
+        if not callable(kernel):
+            raise TypeError("'kernel' is not callable")
+    except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its failure
+        kind = "missing_entry_point" if isinstance(exc, AttributeError) and "kernel" in str(exc) \
+            else "import_error"
+        emit("fatal", error_kind=kind, message=trimmed_traceback(exc, candidate_file))
+        return 0
+
+    for case in suite.cases:
+        emit("test_start", id=case.id)
+        recorder = AtenRecorder(op, launches, candidate_file)
+        result = run_case(op, case, kernel, device, launches, recorder, candidate_file)
+        emit("test", **result)
+    emit("done", total_s=round(time.perf_counter() - started, 3))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
