@@ -1,0 +1,1 @@
+"""bbagent's LLM side: CLI, loop, providers, prompt rendering, storage."""

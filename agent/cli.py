@@ -1,0 +1,154 @@
+"""The ``bbagent`` command line.
+
+Exit codes: 0 success (kernel accepted / verdict pass); 1 the kernel failed (every
+round failed / verdict fail); 2 usage error (unknown op, missing file, bad option);
+3 provider error (missing key, rejected request, retries exhausted); 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+DEFAULT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    from harness.compare import TOLERANCE_POLICY
+    parser = argparse.ArgumentParser(prog="bbagent", description="Generate and test Triton kernels for aten operators.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="ask an LLM for a kernel, test it, feed failures back",
+                         description="Ask an LLM for a Triton kernel for OP, test it, and feed failures back "
+                                     "for up to --rounds rounds. An accepted kernel goes to "
+                                     "ROOT/generated_kernels/OP/; every run is recorded in ROOT/runs/.")
+    gen.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
+    gen.add_argument("--rounds", type=int, default=5, help="most rounds to try (default 5)")
+    gen.add_argument("--provider", default="openai", help="openai | anthropic | replay (default openai)")
+    gen.add_argument("--model", help="model name, e.g. gpt-5 or claude-sonnet-4-5 (required for openai/anthropic)")
+    gen.add_argument("--base-url", help="OpenAI-compatible server URL (vLLM, Ollama); default OPENAI_BASE_URL")
+    gen.add_argument("--replay", help="replay source for --provider replay: a JSON file or a runs/<id> directory "
+                                      "(default: the one shipped for OP)")
+    gen.add_argument("--max-output-tokens", type=int, default=8192)
+    gen.add_argument("--temperature", type=float)
+    gen.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
+    _add_eval_options(gen)
+
+    ev = sub.add_parser("eval", help="test one kernel file against an operator",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="Run the kernel in FILE against OP's tests in a separate process and print "
+                                    "the Verdict.\n\nComparison policy: " + TOLERANCE_POLICY +
+                                    "\n\nExit status: 0 pass, 1 fail, 2 usage error.")
+    ev.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
+    ev.add_argument("--kernel", required=True, help="Python file defining kernel(...)")
+    ev.add_argument("--json", action="store_true", help="print the Verdict as one JSON object")
+    _add_eval_options(ev)
+    return parser
+
+
+def _add_eval_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu (Triton interpreter)")
+    p.add_argument("--timeout", type=float, default=300.0, help="wall-clock seconds per evaluation (default 300)")
+    p.add_argument("--seed", type=int, help="input seed (default: fresh per evaluation; recorded in the Verdict)")
+    p.add_argument("--root", type=Path, default=Path(os.environ.get("BBAGENT_ROOT", DEFAULT_ROOT)),
+                   help="folder holding runs/ and generated_kernels/ (default: $BBAGENT_ROOT or the checkout)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=getattr(args, "json", False), soft_wrap=True)
+    try:
+        if args.command == "eval":
+            return cmd_eval(args, console)
+        return cmd_generate(args, console)
+    except UsageError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+        return EXIT_INTERRUPTED
+
+
+def _resolve(op: str) -> None:
+    from harness.ops import UnknownOpError, resolve_op
+    try:
+        resolve_op(op)
+    except UnknownOpError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _evaluator(args):
+    from harness.evaluate import evaluate
+
+    def run(op: str, kernel: Path) -> dict:
+        return evaluate(op, kernel, device=args.device, seed=args.seed, timeout_s=args.timeout)
+    return run
+
+
+def cmd_eval(args, console: Console) -> int:
+    from harness.evaluate import KernelFileError
+    _resolve(args.op)
+    try:
+        verdict = _evaluator(args)(args.op, Path(args.kernel))
+    except KernelFileError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        print(json.dumps(verdict, indent=2, default=str))
+    else:
+        from agent.report import print_verdict
+        print_verdict(console, verdict)
+    return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
+
+
+def cmd_generate(args, console: Console) -> int:
+    from agent.loop import Agent
+    from agent.providers import ProviderError, RetryPolicy, make_provider
+    from agent.report import round_reporter
+    from agent.storage import RunDir, new_run_id
+    if args.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1 (got {args.rounds})")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive (got {args.timeout})")
+    _resolve(args.op)
+    try:
+        provider = make_provider(args.provider, op=args.op, model=args.model, base_url=args.base_url,
+                                 replay=args.replay, max_output_tokens=args.max_output_tokens,
+                                 temperature=args.temperature, retry=RetryPolicy(attempts=max(1, args.retries)))
+    except ProviderError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return EXIT_PROVIDER
+    root = args.root.resolve()
+    run = RunDir(root, new_run_id(args.op))
+    console.print(f"bbagent generate {args.op}: provider {provider.name}, model {provider.model}, "
+                  f"up to {args.rounds} round(s); run directory {run.path}", highlight=False)
+    agent = Agent(op=args.op, provider=provider, evaluate=_evaluator(args), run=run, root=root,
+                  rounds=args.rounds, report=round_reporter(console),
+                  config={"device": args.device, "timeout_s": args.timeout, "seed": args.seed})
+    try:
+        outcome = agent.generate()
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted[/yellow]; the run is recorded as interrupted in {run.path}")
+        return EXIT_INTERRUPTED
+    if outcome.status == "accepted":
+        console.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}",
+                      highlight=False)
+        return EXIT_OK
+    if outcome.status == "error":
+        console.print(f"[red]error:[/red] {outcome.message}\nrun recorded in {run.path}", highlight=False)
+        return EXIT_PROVIDER
+    console.print(f"[red]not accepted:[/red] {outcome.message}; nothing written to generated_kernels/. "
+                  f"Transcript: {run.path}", highlight=False)
+    return EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Render prompts from the Jinja templates in ``prompts/``.
+
+Template choice for an operator: ``prompts/ops/<op>.j2`` if it exists, else the
+family template named for the op in ``prompts/families.json`` (``generic`` when the
+op is not listed). Rendering uses StrictUndefined, so a template that asks for a
+value the code does not provide fails loudly instead of printing nothing.
+"""
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+import jinja2
+
+from harness.ops import describe, resolve_op
+from harness.suite import FLOAT_DTYPES
+from harness.traces import describe_value, load_calls
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+TRACE_SHAPES_IN_PROMPT = 5
+
+
+def elide(text: str, limit: int) -> str:
+    """Keep the head and the tail of a long text, with a marker in between."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - limit} characters elided ...]\n{text[-half:]}"
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             autoescape=False)
+    env.filters["elide"] = elide
+    return env
+
+
+def family_of(op: str) -> str:
+    mapping = json.loads((PROMPTS_DIR / "families.json").read_text())
+    for family, ops in mapping.items():
+        if not family.startswith("_") and op in ops:
+            return family
+    return "generic"
+
+
+def template_name(op: str) -> str:
+    if (PROMPTS_DIR / "ops" / f"{op}.j2").exists():
+        return f"ops/{op}.j2"
+    return f"families/{family_of(op)}.j2"
+
+
+def _params(schema) -> str:
+    parts, star = [], False
+    for arg in schema.arguments:
+        if arg.kwarg_only and not star:
+            parts.append("*")
+            star = True
+        parts.append(arg.name if arg.default_value is None else f"{arg.name}={arg.default_value!r}")
+    return ", ".join(parts)
+
+
+def op_context(op_name: str) -> dict:
+    op = resolve_op(op_name)
+    summary = describe(op)
+    calls = load_calls(op_name)
+    trace_dtypes = {spec.dtype for call in calls for spec in call.tensor_specs()}
+    dtypes = [str(d).removeprefix("torch.") for d in FLOAT_DTYPES]
+    dtypes += sorted(trace_dtypes - set(dtypes))
+    return {
+        "op": {"name": summary.name, "schema": summary.schema, "doc": summary.doc,
+               "params": _params(op._schema), "base": op._schema.name.split("::")[1].rstrip("_"),
+               "is_inplace": summary.is_inplace, "is_out": summary.is_out},
+        "dtypes": dtypes,
+        "traces": [{"count": c.count, "args": describe_value(c.args)
+                    + (f" {describe_value(c.kwargs)}" if c.kwargs else "")}
+                   for c in calls[:TRACE_SHAPES_IN_PROMPT]],
+    }
+
+
+def render_prompt(op_name: str) -> str:
+    return _environment().get_template(template_name(op_name)).render(**op_context(op_name)).strip() + "\n"
+
+
+def render_feedback(verdict: dict | None, *, no_code: bool = False, max_groups: int = 4) -> str:
+    template = _environment().get_template("feedback.j2")
+    return template.render(verdict=verdict or {}, no_code=no_code, max_groups=max_groups).strip() + "\n"

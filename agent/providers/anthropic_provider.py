@@ -1,0 +1,60 @@
+"""Anthropic Messages API through the official SDK."""
+from __future__ import annotations
+
+import os
+
+import anthropic
+
+from agent.providers.base import (Completion, ProviderError, RetryPolicy, call_with_retries,
+                                  explain_http_error, status_code)
+
+KEY_VAR = "ANTHROPIC_API_KEY"
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, (anthropic.APITimeoutError, anthropic.APIConnectionError, anthropic.RateLimitError)):
+        return True
+    code = status_code(exc)
+    return code is not None and (code == 429 or code >= 500)  # 529 = overloaded
+
+
+class AnthropicProvider:
+    name = "anthropic"
+
+    def __init__(self, model: str, *, base_url: str | None = None, max_output_tokens: int = 8192,
+                 temperature: float | None = None, timeout_s: float = 600.0,
+                 retry: RetryPolicy | None = None):
+        key = os.environ.get(KEY_VAR)
+        if not key:
+            raise ProviderError(f"{KEY_VAR} is not set. Export your key (export {KEY_VAR}=sk-ant-...), "
+                                "or run the offline demo with --provider replay.")
+        self.model = model
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
+        self.retry = retry or RetryPolicy()
+        self.client = anthropic.Anthropic(api_key=key, base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL"),
+                                          max_retries=0, timeout=timeout_s)
+
+    def complete(self, messages: list[dict]) -> Completion:
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        turns = [m for m in messages if m["role"] != "system"]
+
+        def call() -> Completion:
+            params = {"model": self.model, "max_tokens": self.max_output_tokens, "messages": turns}
+            if system:
+                params["system"] = system
+            if self.temperature is not None:
+                params["temperature"] = self.temperature
+            response = self.client.messages.create(**params)
+            text = "".join(block.text for block in response.content if getattr(block, "type", "") == "text")
+            return Completion(text=text, input_tokens=response.usage.input_tokens or 0,
+                              output_tokens=response.usage.output_tokens or 0,
+                              model=response.model or self.model, response_id=response.id)
+
+        return call_with_retries(call, is_transient, self._explain, self.retry)
+
+    def _explain(self, exc: BaseException) -> str:
+        if isinstance(exc, anthropic.APIConnectionError):
+            return (f"cannot reach the Anthropic API at {self.client.base_url} ({exc}). "
+                    "Check your network, or ANTHROPIC_BASE_URL.")
+        return explain_http_error(exc, vendor="Anthropic API", key_var=KEY_VAR, model=self.model)

@@ -1,0 +1,91 @@
+"""What every provider shares: the Completion record, errors that name their fix, retries.
+
+A provider is any object with ``name``, ``model`` and ``complete(messages) -> Completion``,
+where ``messages`` is a list of ``{"role": "user" | "assistant", "content": str}``.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Protocol
+
+from pydantic import BaseModel
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+
+class Completion(BaseModel):
+    text: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_s: float = 0.0
+    model: str = ""
+    attempts: int = 1
+    response_id: str | None = None
+
+
+class Provider(Protocol):
+    name: str
+    model: str
+
+    def complete(self, messages: list[dict]) -> Completion: ...
+
+
+class ProviderError(RuntimeError):
+    """An LLM call failed for good. The message says what to do about it."""
+
+
+class RetryPolicy(BaseModel):
+    """Bounded retries on 429, 5xx, timeouts and dropped connections."""
+
+    attempts: int = 5
+    initial_wait_s: float = 2.0
+    max_wait_s: float = 60.0
+
+
+def call_with_retries(call: Callable[[], Completion], is_transient: Callable[[BaseException], bool],
+                      explain: Callable[[BaseException], str], policy: RetryPolicy) -> Completion:
+    """Run ``call``; retry transient errors up to ``policy.attempts`` times, never others."""
+    attempts = 0
+
+    def counted() -> Completion:
+        nonlocal attempts
+        attempts += 1
+        return call()
+
+    started = time.perf_counter()
+    try:
+        completion = Retrying(
+            stop=stop_after_attempt(policy.attempts),
+            wait=wait_exponential_jitter(initial=policy.initial_wait_s, max=policy.max_wait_s),
+            retry=retry_if_exception(is_transient),
+            reraise=True,
+        )(counted)
+    except Exception as exc:
+        prefix = f"gave up after {attempts} attempts: " if is_transient(exc) else ""
+        raise ProviderError(prefix + explain(exc)) from exc
+    completion.latency_s = round(time.perf_counter() - started, 3)
+    completion.attempts = attempts
+    return completion
+
+
+def status_code(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def explain_http_error(exc: BaseException, *, vendor: str, key_var: str, model: str) -> str:
+    """A message for an SDK error that names the fix."""
+    code = status_code(exc)
+    detail = str(getattr(exc, "message", None) or exc)[:300]
+    if code == 401:
+        return (f"{vendor} rejected the API key in {key_var} (401 Unauthorized). "
+                f"Set a valid key: export {key_var}=...")
+    if code == 403:
+        return f"{vendor} refused the request (403 Forbidden): {detail}. Check that the key in {key_var} may use model '{model}'."
+    if code == 404:
+        return f"{vendor} does not know model '{model}' or the endpoint (404): {detail}. Check --model and --base-url."
+    if code == 400:
+        return f"{vendor} rejected the request (400 Bad Request): {detail}. Check --model '{model}' and --max-output-tokens."
+    if code == 429:
+        return f"{vendor} rate limit or quota exceeded (429): {detail}. Wait, or raise your quota."
+    if code is not None and code >= 500:
+        return f"{vendor} server error ({code}): {detail}. The service may be down; try again later."
+    return f"{vendor} request failed ({type(exc).__name__}): {detail}"

@@ -1,0 +1,64 @@
+"""OpenAI Chat Completions through the official SDK; also any OpenAI-compatible server
+(vLLM, Ollama, ...) via ``--base-url`` or ``OPENAI_BASE_URL``."""
+from __future__ import annotations
+
+import os
+
+import openai
+
+from agent.providers.base import (Completion, ProviderError, RetryPolicy, call_with_retries,
+                                  explain_http_error, status_code)
+
+KEY_VAR = "OPENAI_API_KEY"
+
+
+def is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
+        return True
+    code = status_code(exc)
+    return code is not None and (code == 429 or code >= 500)
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(self, model: str, *, base_url: str | None = None, max_output_tokens: int = 8192,
+                 temperature: float | None = None, timeout_s: float = 600.0,
+                 retry: RetryPolicy | None = None):
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        key = os.environ.get(KEY_VAR)
+        if not key and not base_url:
+            raise ProviderError(f"{KEY_VAR} is not set. Export your key (export {KEY_VAR}=sk-...), "
+                                "or run the offline demo with --provider replay.")
+        self.model = model
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
+        self.retry = retry or RetryPolicy()
+        # Local OpenAI-compatible servers usually ignore the key; the SDK still wants one.
+        self.client = openai.OpenAI(api_key=key or "unused-local-server", base_url=base_url,
+                                    max_retries=0, timeout=timeout_s)
+
+    def complete(self, messages: list[dict]) -> Completion:
+        def call() -> Completion:
+            params = {"model": self.model, "messages": messages,
+                      "max_completion_tokens": self.max_output_tokens}
+            if self.temperature is not None:
+                params["temperature"] = self.temperature
+            response = self.client.chat.completions.create(**params)
+            if not response.choices:
+                raise ProviderError("the OpenAI-compatible server returned no choices")
+            usage = response.usage
+            return Completion(text=response.choices[0].message.content or "",
+                              input_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                              output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                              model=response.model or self.model, response_id=response.id)
+
+        return call_with_retries(call, is_transient, self._explain, self.retry)
+
+    def _explain(self, exc: BaseException) -> str:
+        if isinstance(exc, ProviderError):
+            return str(exc)
+        if isinstance(exc, openai.APIConnectionError):
+            return (f"cannot reach the OpenAI API at {self.client.base_url} ({exc}). "
+                    "Check your network, or --base-url / OPENAI_BASE_URL for a local server.")
+        return explain_http_error(exc, vendor="OpenAI API", key_var=KEY_VAR, model=self.model)

@@ -1,0 +1,53 @@
+"""Human-readable console output for verdicts and rounds."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+
+def verdict_line(verdict: dict) -> str:
+    s = verdict["summary"]
+    status = "[green]PASS[/green]" if verdict["verdict"] == "pass" else "[red]FAIL[/red]"
+    text = f"{status} {s['passed']}/{s['total']} tests passed"
+    if s["skipped"]:
+        text += f", {s['skipped']} skipped"
+    if verdict["message"]:
+        text += f" - {escape(verdict['message'].splitlines()[0][:200])}"
+    return text
+
+
+def print_verdict(console: Console, verdict: dict) -> None:
+    env = verdict["environment"]
+    where = env.get("gpu") or ("CPU, Triton interpreter" if env.get("interpreter") else env.get("device", "?"))
+    console.print(f"{verdict['op']} on {where} (seed {verdict['seed']}): {verdict_line(verdict)}", highlight=False)
+    for group in verdict["failure_groups"]:
+        example = group["example"]
+        console.print(f"  {group['error_kind']} x{group['count']}, e.g. {example.get('input')}:", highlight=False)
+        console.print("    " + example.get("message", "").replace("\n", "\n    "), highlight=False, markup=False)
+    skipped_reasons: dict[str, int] = {}
+    for item in verdict["skipped"]:
+        skipped_reasons[item["reason"]] = skipped_reasons.get(item["reason"], 0) + 1
+    for reason, count in skipped_reasons.items():
+        console.print(f"  skipped {count}: {reason}", highlight=False, markup=False)
+
+
+def round_reporter(console: Console):
+    def report(event: str, data: dict) -> None:
+        if event == "asking":
+            console.print(f"round {data['round']}/{data['rounds']}: asking the model...", highlight=False)
+        elif event == "evaluating":
+            console.print(f"round {data['round']}: evaluating the kernel...", highlight=False)
+        elif event == "round":
+            record = data["record"]
+            usage = record.get("usage", {})
+            tokens = f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
+            if record["outcome"] == "no_code":
+                console.print(f"round {data['round']}: [red]no code block[/red] in the answer ({tokens})")
+                return
+            s = record["summary"]
+            status = "[green]PASS[/green]" if record["outcome"] == "pass" else "[red]FAIL[/red]"
+            line = f"round {data['round']}: {status} {s['passed']}/{s['total']} tests ({tokens})"
+            if record.get("message"):
+                line += f" - {escape(record['message'].splitlines()[0][:200])}"
+            console.print(line, highlight=False)
+    return report

@@ -1,0 +1,85 @@
+"""Everything a run writes: ``runs/<run_id>/`` and, on success, ``generated_kernels/<op>/``.
+
+Files are written atomically (temp file + rename), so an interrupted run never
+leaves a half-written file. Layout of a run directory::
+
+    run.json                 config, versions, status, totals, per-round outcomes (rewritten after each step)
+    round-N/prompt.md        the user message sent in round N
+    round-N/messages.json    the full conversation sent to the provider in round N
+    round-N/response.md      the raw answer
+    round-N/usage.json       tokens, latency, attempts
+    round-N/kernel.py        the extracted kernel (absent when the answer had no code)
+    round-N/verdict.json     the Verdict of that kernel
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data) -> None:
+    write_atomic(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def new_run_id(op: str) -> str:
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{op}-{secrets.token_hex(2)}"
+
+
+class RunDir:
+    def __init__(self, root: Path, run_id: str):
+        self.path = root / "runs" / run_id
+        self.path.mkdir(parents=True, exist_ok=False)
+
+    def round_dir(self, n: int) -> Path:
+        return self.path / f"round-{n}"
+
+    def write(self, relative: str, text: str) -> Path:
+        target = self.path / relative
+        write_atomic(target, text)
+        return target
+
+    def write_json(self, relative: str, data) -> Path:
+        target = self.path / relative
+        write_json(target, data)
+        return target
+
+
+def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: str) -> Path:
+    """Install the accepted kernel as ``generated_kernels/<op>/``, replacing any earlier one whole."""
+    final = root / "generated_kernels" / op
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{op}."))
+    try:
+        (staging / "kernel.py").write_text(kernel_source)
+        write_json(staging / "meta.json", meta)
+        (staging / "README.md").write_text(readme)
+        if final.exists():
+            old = final.with_name(f".{op}.old-{secrets.token_hex(2)}")
+            os.replace(final, old)
+            os.replace(staging, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return final

@@ -1,0 +1,5 @@
+"""Defines no function named kernel."""
+
+
+def relu(self):
+    return self

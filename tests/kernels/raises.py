@@ -1,0 +1,5 @@
+"""Raises on purpose inside kernel()."""
+
+
+def kernel(self):
+    raise ValueError("deliberate failure in the wrapper")

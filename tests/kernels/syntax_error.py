@@ -1,0 +1,3 @@
+"""Does not parse."""
+def kernel(self)
+    return self

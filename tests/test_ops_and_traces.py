@@ -1,0 +1,89 @@
+import math
+
+import pytest
+import torch
+
+from agent.cli import main
+from harness.inputs import make_tensor, materialize
+from harness.ops import UnknownOpError, describe, resolve_op
+from harness.traces import (SHIPPED_TRACES, DtypeRef, TensorSpec, TraceFormatError, consolidate,
+                            load_calls, parse_call_line)
+
+
+def test_resolves_exact_overloads():
+    assert resolve_op("aten.relu.default") is torch.ops.aten.relu.default
+    assert resolve_op("aten.add.Tensor") is torch.ops.aten.add.Tensor
+    info = describe(resolve_op("aten.relu_.default"))
+    assert info.is_inplace and not info.is_out
+    assert describe(resolve_op("aten.relu.out")).is_out
+
+
+@pytest.mark.parametrize("name, expected_match", [
+    ("aten.relux.default", "aten.relu.default"),
+    ("relu", "aten.relu.default"),
+    ("aten.relu", "aten.relu.default"),
+    ("aten.relu.Tensor", "aten.relu.default"),
+])
+def test_unknown_ops_suggest_close_matches(name, expected_match):
+    with pytest.raises(UnknownOpError) as info:
+        resolve_op(name)
+    assert expected_match in str(info.value)
+
+
+def test_cli_unknown_op_is_a_usage_error_without_traceback(tmp_path, capsys):
+    kernel = tmp_path / "k.py"
+    kernel.write_text("def kernel(self): pass\n")
+    code = main(["eval", "--op", "aten.relux.default", "--kernel", str(kernel)])
+    err = capsys.readouterr()
+    assert code == 2
+    text = err.out + err.err
+    assert "unknown operator 'aten.relux.default'" in text and "aten.relu.default" in text
+    assert "Traceback" not in text
+
+
+def test_parses_strides_kwargs_and_dtypes():
+    call = parse_call_line("aten.addmm.default",
+                           "cnt: 3, ((T([4096], f16), T([1024, 128], f16), T([128, 4096], f16, stride=(1, 128))), {})")
+    assert call.count == 3
+    assert call.args[2] == TensorSpec((128, 4096), "float16", (1, 128))
+    call = parse_call_line("aten.sum.dim_IntList", "cnt: 1, ((T([2, 3], f32), [0], True), {'dtype': torch.bool})")
+    assert call.args[1:] == ([0], True) and call.kwargs == {"dtype": DtypeRef("bool")}
+    call = parse_call_line("aten.x.default", "cnt: 0, ((T([2], b8), -inf, 1e-05), {})")
+    assert call.args[1] == -math.inf and call.args[2] == 1e-05
+
+
+@pytest.mark.parametrize("line", ["cnt: 1, ((os.system('x'),), {})", "cnt: 1, ((T([2], q9),), {})", "nonsense"])
+def test_rejects_anything_that_is_not_trace_syntax(line):
+    with pytest.raises(TraceFormatError):
+        parse_call_line("aten.x.default", line)
+
+
+def test_shipped_traces_cover_relu_and_parse(tmp_path):
+    calls = load_calls("aten.relu.default")
+    assert len(calls) > 20
+    assert calls == sorted(calls, key=lambda c: -c.count)
+    assert "Operator: aten.relu.default" in SHIPPED_TRACES.read_text()
+
+
+def test_consolidate_sums_counts(tmp_path):
+    (tmp_path / "a.txt").write_text("Operator: aten.relu.default\ncnt: 2, ((T([4], f16),), {})\n")
+    (tmp_path / "b.txt").write_text("Operator: aten.relu.default\ncnt: 3, ((T([4], f16),), {})\n"
+                                    "cnt: 1, ((T([8], f32),), {})\n")
+    text = consolidate(tmp_path)
+    out = tmp_path / "all.txt"
+    out.write_text(text)
+    calls = load_calls("aten.relu.default", out)
+    assert [(c.count, c.args[0].shape) for c in calls] == [(5, (4,)), (1, (8,))]
+
+
+def test_materialized_tensors_are_signed_seeded_and_strided():
+    spec = TensorSpec((64, 256), "float16", (1, 64))
+    a = make_tensor(spec, "cpu", torch.Generator().manual_seed(1))
+    b = make_tensor(spec, "cpu", torch.Generator().manual_seed(1))
+    c = make_tensor(spec, "cpu", torch.Generator().manual_seed(2))
+    assert a.stride() == (1, 64) and a.dtype == torch.float16
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert (a < 0).any() and (a > 0).any() and a.abs().max() > 1
+    args = materialize(((TensorSpec((3,), "int64"), 2), {"dtype": DtypeRef("float32")}), "cpu",
+                       torch.Generator().manual_seed(0))
+    assert args[0][0].dtype == torch.int64 and args[1]["dtype"] is torch.float32
