@@ -9,7 +9,7 @@ import time
 from typing import Callable, Protocol
 
 from pydantic import BaseModel
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
 
 class Completion(BaseModel):
@@ -55,7 +55,8 @@ def call_with_retries(call: Callable[[], Completion], is_transient: Callable[[Ba
     try:
         completion = Retrying(
             stop=stop_after_attempt(policy.attempts),
-            wait=wait_exponential_jitter(initial=policy.initial_wait_s, max=policy.max_wait_s),
+            wait=wait_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s)
+            + wait_random(0, policy.initial_wait_s),
             retry=retry_if_exception(is_transient),
             reraise=True,
         )(counted)
