@@ -40,7 +40,8 @@ def default_device() -> str:
 def _child_env(device: str, workdir: Path) -> dict:
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
     env["HOME"] = str(workdir)
-    env["PYTHONPATH"] = str(PROJECT_ROOT)
+    # The project first; then whatever the parent had (e.g. a --target site dir on a GPU box).
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "bbagent-triton-cache"))
