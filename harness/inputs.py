@@ -27,16 +27,16 @@ def make_tensor(spec: TensorSpec, device: str, gen: torch.Generator) -> torch.Te
 
 def _values(shape: tuple[int, ...], dtype: torch.dtype, device: str,
             gen: torch.Generator) -> torch.Tensor:
+    """Values drawn on ``device`` itself (``gen`` lives there): large trace inputs stay fast."""
     if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=gen).bool().to(device)
+        return torch.randint(0, 2, shape, generator=gen, device=device).bool()
     if not (dtype.is_floating_point or dtype.is_complex):
-        return torch.randint(-8, 9, shape, generator=gen).to(dtype).to(device)
-    base = torch.randn(shape, generator=gen, dtype=torch.float32)
+        return torch.randint(-8, 9, shape, generator=gen, device=device).to(dtype)
+    base = torch.randn(shape, generator=gen, dtype=torch.float32, device=device)
     # A spread of magnitudes (about 1e-2 .. 1e2) and ~3% exact zeros.
-    scale = torch.pow(10.0, torch.randint(-2, 3, shape, generator=gen).float())
-    zeros = torch.rand(shape, generator=gen) < 0.03
-    values = torch.where(zeros, torch.zeros_like(base), base * scale)
-    return values.to(dtype).to(device)
+    scale = torch.pow(10.0, torch.randint(-2, 3, shape, generator=gen, device=device).float())
+    zeros = torch.rand(shape, generator=gen, device=device) < 0.03
+    return torch.where(zeros, torch.zeros_like(base), base * scale).to(dtype)
 
 
 def materialize(value: Any, device: str, gen: torch.Generator) -> Any:

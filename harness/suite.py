@@ -145,7 +145,7 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
     torch.manual_seed(seed)  # OpInfo's make_tensor draws from the global generator
     cases, notes = opinfo_cases(op, device, dtypes)
     suite.notes.extend(notes)
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
     trace_cases = []
     for i, call in enumerate(load_calls(op_name(op))):
         description = describe_value(call.args) + (f" {describe_value(call.kwargs)}" if call.kwargs else "")

@@ -65,7 +65,10 @@ def _message_shape(message: str) -> str:
 
 def describe_failures(summary: dict, groups: list[dict]) -> str:
     """One line: how many tests failed and how, e.g. '13 of 13 tests failed: mismatch x13'."""
-    kinds = ", ".join(f"{g['error_kind']} x{g['count']}" for g in groups)
+    per_kind: dict[str, int] = {}
+    for group in groups:
+        per_kind[group["error_kind"]] = per_kind.get(group["error_kind"], 0) + group["count"]
+    kinds = ", ".join(f"{kind} x{count}" for kind, count in per_kind.items())
     return f"{summary['failed']} of {summary['total']} tests failed: {kinds}"
 
 
