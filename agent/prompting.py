@@ -32,6 +32,9 @@ def elide(text: str, limit: int) -> str:
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
+    if not PROMPTS_DIR.is_dir():
+        raise FileNotFoundError(f"prompt templates not found at {PROMPTS_DIR}; install bbagent from its "
+                                "checkout with 'pip install -e .' (the templates live in prompts/)")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False)

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from harness.traces import DtypeRef, NamedConstant, TensorSpec
+from harness.traces import DtypeRef, NamedConstant, TensorSpec, describe_value
 
 
 def make_tensor(spec: TensorSpec, device: str, gen: torch.Generator) -> torch.Tensor:
@@ -63,17 +63,13 @@ def _device_kwarg(key: str, value: Any, device: str) -> Any:
     return value
 
 
-def describe_runtime(value: Any) -> str:
-    """Short description of a real argument: ``T([64, 256], f16, stride=(1, 64))``."""
+def _spec_of(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
-        spec = TensorSpec(tuple(value.shape), str(value.dtype).removeprefix("torch."),
+        return TensorSpec(tuple(value.shape), str(value.dtype).removeprefix("torch."),
                           None if value.is_contiguous() else tuple(value.stride()))
-        return spec.describe()
-    if isinstance(value, tuple):
-        inner = ", ".join(describe_runtime(v) for v in value)
-        return f"({inner}{',' if len(value) == 1 else ''})"
-    if isinstance(value, list):
-        return "[" + ", ".join(describe_runtime(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={describe_runtime(v)}" for k, v in value.items()) + "}"
-    return repr(value)
+    return value
+
+
+def describe_runtime(value: Any) -> str:
+    """Short description of real arguments: ``T([64, 256], f16, stride=(1, 64))``."""
+    return describe_value(value, leaf=_spec_of)

@@ -19,7 +19,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 SHIPPED_TRACES = Path(__file__).parent / "data" / "model_traces.txt"
 
@@ -92,19 +92,21 @@ def _walk(value: Any) -> Iterator[Any]:
         yield value
 
 
-def describe_value(value: Any) -> str:
-    """Short human description of a parsed (or materialised) argument."""
+def describe_value(value: Any, leaf: Callable[[Any], Any] = lambda v: v) -> str:
+    """Short human description of a parsed argument; ``leaf`` may first turn a value
+    (a real tensor, say) into something describable (a TensorSpec)."""
+    value = leaf(value)
     if isinstance(value, TensorSpec):
         return value.describe()
     if isinstance(value, (DtypeRef, NamedConstant)):
         return value.name
     if isinstance(value, tuple):
-        inner = ", ".join(describe_value(v) for v in value)
+        inner = ", ".join(describe_value(v, leaf) for v in value)
         return f"({inner}{',' if len(value) == 1 else ''})"
     if isinstance(value, list):
-        return "[" + ", ".join(describe_value(v) for v in value) + "]"
+        return "[" + ", ".join(describe_value(v, leaf) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}={describe_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}={describe_value(v, leaf)}" for k, v in value.items()) + "}"
     return repr(value)
 
 

@@ -6,16 +6,12 @@ import os
 import anthropic
 
 from agent.providers.base import (Completion, ProviderError, RetryPolicy, call_with_retries,
-                                  explain_http_error, status_code)
+                                  explain_http_error, transient_errors)
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 
 
-def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, (anthropic.APITimeoutError, anthropic.APIConnectionError, anthropic.RateLimitError)):
-        return True
-    code = status_code(exc)
-    return code is not None and (code == 429 or code >= 500)  # 529 = overloaded
+is_transient = transient_errors(anthropic)
 
 
 class AnthropicProvider:

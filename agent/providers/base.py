@@ -72,6 +72,17 @@ def status_code(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
 
 
+def transient_errors(sdk) -> Callable[[BaseException], bool]:
+    """Retry rule shared by the OpenAI and Anthropic SDKs (same exception names):
+    timeouts, dropped connections, 429 and 5xx (Anthropic's 529 'overloaded' included)."""
+    def is_transient(exc: BaseException) -> bool:
+        if isinstance(exc, (sdk.APITimeoutError, sdk.APIConnectionError, sdk.RateLimitError)):
+            return True
+        code = status_code(exc)
+        return code is not None and (code == 429 or code >= 500)
+    return is_transient
+
+
 def explain_http_error(exc: BaseException, *, vendor: str, key_var: str, model: str) -> str:
     """A message for an SDK error that names the fix."""
     code = status_code(exc)

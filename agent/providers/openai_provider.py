@@ -7,16 +7,12 @@ import os
 import openai
 
 from agent.providers.base import (Completion, ProviderError, RetryPolicy, call_with_retries,
-                                  explain_http_error, status_code)
+                                  explain_http_error, transient_errors)
 
 KEY_VAR = "OPENAI_API_KEY"
 
 
-def is_transient(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError)):
-        return True
-    code = status_code(exc)
-    return code is not None and (code == 429 or code >= 500)
+is_transient = transient_errors(openai)
 
 
 class OpenAIProvider:
