@@ -43,26 +43,29 @@ class LaunchCounter:
         self._patched: list[tuple[type, object]] = []
 
     def install(self) -> None:
-        classes = []
+        """Wrap JITFunction/InterpretedFunction.run (counted launches) and the Autotuner and
+        Heuristics wrappers (not counted: they call the counted ``run`` themselves, and the
+        autotuner's own benchmarking allocations must not look like candidate compute)."""
+        from triton.runtime.autotuner import Autotuner, Heuristics
         from triton.runtime.jit import JITFunction
-        classes.append(JITFunction)
+        counted = [JITFunction]
         try:
             from triton.runtime.interpreter import InterpretedFunction
-            classes.append(InterpretedFunction)
+            counted.append(InterpretedFunction)
         except ImportError:
             pass
-        for cls in classes:
+        for cls in counted + [Autotuner, Heuristics]:
             original = cls.run
             self._patched.append((cls, original))
-            cls.run = self._wrap(original)
+            cls.run = self._wrap(original, count=cls in counted)
 
-    def _wrap(self, original):
+    def _wrap(self, original, count: bool):
         counter = self
 
         def run(fn_self, *args, **kwargs):
             if kwargs.get("warmup"):
                 return original(fn_self, *args, **kwargs)
-            counter.launches += 1
+            counter.launches += int(count)
             counter.in_launch += 1
             try:
                 return original(fn_self, *args, **kwargs)

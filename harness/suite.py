@@ -151,8 +151,8 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
         description = describe_value(call.args) + (f" {describe_value(call.kwargs)}" if call.kwargs else "")
         trace_id = f"trace-{i}"
         if interpreter and call.numel() > cpu_max_numel:
-            suite.skipped.append({"id": trace_id, "input": description,
-                                  "reason": f"{call.numel()} elements > {cpu_max_numel} (CPU interpreter budget)"})
+            suite.skipped.append({"id": trace_id, "input": description, "numel": call.numel(),
+                                  "reason": f"over the CPU interpreter budget of {cpu_max_numel} elements"})
             continue
         if interpreter and len(trace_cases) >= MAX_TRACE_CASES_CPU:
             suite.skipped.append({"id": trace_id, "input": description,
@@ -163,6 +163,8 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
             id=trace_id, source=f"trace (cnt {call.count})",
             args=materialize(call.args, device, gen), kwargs=materialize(call.kwargs, device, gen),
             description=description, dtype=specs[0].dtype if specs else "none"))
+    if interpreter:
+        suite.notes.append("Triton interpreter (no CUDA): @triton.autotune runs its first config only")
     for case in cases + trace_cases:
         if interpreter and case.dtype == "bfloat16":
             suite.skipped.append({"id": case.id, "input": case.description,

@@ -30,6 +30,18 @@ def _emit_factory(fd: int):
     return emit
 
 
+def use_first_autotune_config() -> None:
+    """The interpreter cannot benchmark (no GPU driver), so ``@triton.autotune`` would raise;
+    on CPU it runs its first config only. The GPU path autotunes as usual."""
+    from triton.runtime.autotuner import Autotuner
+    original = Autotuner.run
+
+    def run(self, *args, **kwargs):
+        self.configs = self.configs[:1]
+        return original(self, *args, **kwargs)
+    Autotuner.run = run
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="harness.worker")
     parser.add_argument("--op", required=True)
@@ -69,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from harness.guards import AtenRecorder, LaunchCounter
     from harness.runner import run_case, trimmed_traceback
+    if interpreter:
+        use_first_autotune_config()
     launches = LaunchCounter()
     launches.install()
     candidate_file = os.path.abspath(args.kernel)

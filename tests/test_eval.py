@@ -24,9 +24,14 @@ def test_correct_triton_relu_passes(capsys):
     assert sources == {"opinfo", "trace"}
     # The CPU path says what it did not run, and why.
     assert verdict["environment"]["interpreter"] is True
-    assert any("CPU interpreter budget" in s["reason"] for s in verdict["skipped"])
+    assert any("CPU interpreter budget" in s["reason"] and s["numel"] > 1 << 20 for s in verdict["skipped"])
     assert any("bfloat16" in s["reason"] for s in verdict["skipped"])
     assert len(verdict["kernel"]["sha256"]) == 64
+
+
+def test_autotuned_kernel_passes_its_launches_are_seen(capsys):
+    code, verdict = run_eval(capsys, "relu_autotuned.py")
+    assert code == 0, verdict["failure_groups"]
 
 
 def test_identity_kernel_fails_with_mismatch_details(capsys):

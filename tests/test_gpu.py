@@ -9,8 +9,9 @@ from conftest import KERNELS
 pytestmark = pytest.mark.gpu
 
 
-def test_eval_on_gpu_runs_every_trace_and_bf16(capsys):
-    code = main(["eval", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"), "--json"])
+@pytest.mark.parametrize("kernel", ["relu_triton.py", "relu_autotuned.py"])
+def test_eval_on_gpu_runs_every_trace_and_bf16(capsys, kernel):
+    code = main(["eval", "--op", "aten.relu.default", "--kernel", str(KERNELS / kernel), "--json"])
     verdict = json.loads(capsys.readouterr().out)
     assert code == 0, verdict["failure_groups"]
     assert verdict["environment"]["device"] == "cuda" and not verdict["environment"]["interpreter"]
