@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-output-tokens", type=int, default=8192)
     gen.add_argument("--temperature", type=float)
     gen.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
+    gen.add_argument("--root", type=Path, default=Path(os.environ.get("BBAGENT_ROOT", DEFAULT_ROOT)),
+                     help="folder holding runs/ and generated_kernels/ (default: $BBAGENT_ROOT or the checkout)")
     _add_eval_options(gen)
 
     ev = sub.add_parser("eval", help="test one kernel file against an operator",
@@ -59,8 +61,6 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu (Triton interpreter)")
     p.add_argument("--timeout", type=float, default=300.0, help="wall-clock seconds per evaluation (default 300)")
     p.add_argument("--seed", type=int, help="input seed (default: fresh per evaluation; recorded in the Verdict)")
-    p.add_argument("--root", type=Path, default=Path(os.environ.get("BBAGENT_ROOT", DEFAULT_ROOT)),
-                   help="folder holding runs/ and generated_kernels/ (default: $BBAGENT_ROOT or the checkout)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -48,19 +48,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--result-fd", type=int, required=True)
-    parser.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"])
+    parser.add_argument("--device", required=True, choices=["cuda", "cpu"],
+                        help="cpu means the Triton interpreter; the parent sets TRITON_INTERPRET=1 for it")
     parser.add_argument("--cpu-max-numel", type=int, default=1 << 20)
     args = parser.parse_args(argv)
     emit = _emit_factory(args.result_fd)
 
     started = time.perf_counter()
-    import torch
     device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     interpreter = device == "cpu"
     if interpreter:
-        os.environ["TRITON_INTERPRET"] = "1"  # must be set before triton is imported
+        os.environ["TRITON_INTERPRET"] = "1"  # before torch or triton can import triton
+    import torch
     import triton
 
     emit("environment", device=device, interpreter=interpreter,
