@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from harness.static_check import check_source
 from harness.verdict import SCHEMA_VERSION, describe_failures, group_failures, summarize
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +82,10 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     source = kernel_path.read_bytes()
     device = device or default_device()
     seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
+    findings = check_source(source.decode("utf-8", "replace"))
+    if findings:  # rejected before any of its code runs
+        return _assemble(op, kernel_path, source, seed, [], 0, False, timeout_s, 0.0, "", "",
+                         static_findings=findings)
 
     workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-"))
     logdir = Path(tempfile.mkdtemp(prefix="bbagent-log-"))
@@ -137,7 +142,7 @@ def _read_events(fd: int, events: list[dict]) -> None:
 
 
 def _assemble(op, kernel_path, source, seed, events, returncode, timed_out, timeout_s, wall,
-              stderr_tail, stdout_tail) -> dict:
+              stderr_tail, stdout_tail, static_findings: list[dict] | None = None) -> dict:
     by_kind: dict[str, list[dict]] = {}
     for event in events:
         by_kind.setdefault(event.get("event"), []).append(event)
@@ -150,7 +155,11 @@ def _assemble(op, kernel_path, source, seed, events, returncode, timed_out, time
     done = "done" in by_kind
     error_kind, message = None, ""
 
-    if "fatal" in by_kind:
+    if static_findings:
+        error_kind = "guard"
+        message = "the kernel was not run; its source breaks these rules:\n" + "\n".join(
+            f["message"] for f in static_findings)
+    elif "fatal" in by_kind:
         fatal = by_kind["fatal"][0]
         error_kind, message = fatal["error_kind"], fatal["message"]
     elif not done:
@@ -177,7 +186,7 @@ def _assemble(op, kernel_path, source, seed, events, returncode, timed_out, time
     groups = group_failures(tests)
     if error_kind is None and summary["failed"]:
         message = describe_failures(summary, groups)
-    findings = [f for t in tests for f in t.get("guard_findings", [])]
+    findings = list(static_findings or []) + [f for t in tests for f in t.get("guard_findings", [])]
     return {
         "schema_version": SCHEMA_VERSION,
         "op": op,

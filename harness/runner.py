@@ -88,7 +88,7 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
     if findings:
         first = findings[0]
         return {"error_kind": "guard", "message": first["message"], "guard_findings": findings}
-    if launched == 0 and not _all_inputs_empty(cand_args, cand_kwargs):
+    if launched == 0 and not returns_view(op) and not _all_inputs_empty(cand_args, cand_kwargs):
         return {"error_kind": "no_triton_launch",
                 "message": "no Triton kernel was launched; the result must be computed by a "
                            "@triton.jit kernel called as kernel_fn[grid](...)"}
@@ -116,23 +116,36 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
 
 
 def _check_return_aliases(op, actual, bound_cand) -> dict | None:
-    """A return annotated ``Tensor(a!)`` must be the argument annotated ``(a!)``."""
+    """A return annotated ``Tensor(a!)`` must be the argument annotated ``(a!)`` itself;
+    one annotated ``Tensor(a)`` (a view) must share that argument's storage."""
     returns = op._schema.returns
     outputs = actual if isinstance(actual, (tuple, list)) and len(returns) > 1 else (actual,)
     for ret, out in zip(returns, outputs):
-        if ret.alias_info is None or not ret.alias_info.is_write:
+        if ret.alias_info is None:
             continue
         alias_set = set(ret.alias_info.before_set)
         for name, schema_arg, value in bound_cand:
-            if schema_arg is None or schema_arg.alias_info is None:
+            if schema_arg is None or schema_arg.alias_info is None or not isinstance(value, torch.Tensor):
                 continue
-            if set(schema_arg.alias_info.before_set) & alias_set:
+            if not set(schema_arg.alias_info.before_set) & alias_set:
+                continue
+            if ret.alias_info.is_write:
                 if not (isinstance(out, torch.Tensor) and out.data_ptr() == value.data_ptr()
                         and out.shape == value.shape and out.stride() == value.stride()):
                     return {"error_kind": "wrong_alias",
                             "message": f"this overload must return its argument '{name}' itself "
                                        f"(schema: {op._schema.returns}); the kernel returned another tensor"}
+            elif (isinstance(out, torch.Tensor) and out.numel() and value.numel()
+                  and out.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()):
+                return {"error_kind": "wrong_alias",
+                        "message": f"this overload returns a view of '{name}' (schema: {op._schema.returns}); "
+                                   "the kernel returned a tensor with its own storage"}
     return None
+
+
+def returns_view(op) -> bool:
+    """View overloads (a return annotated ``Tensor(a)``) move no data: no launch is required."""
+    return any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
 
 
 def _all_inputs_empty(args, kwargs) -> bool:

@@ -1,0 +1,172 @@
+"""Static guards: read the candidate's source (never import it) and reject what no kernel needs.
+
+Rules, each finding naming the line:
+
+* ``forbidden_import``: process, network, introspection and FFI modules
+  (``subprocess``, ``socket``, ``ctypes``, ``inspect``, ``gc``, ...).
+* ``forbidden_call``: ``eval``/``exec``/``compile``/``__import__``/``open``/``setattr``/
+  ``globals``, ``os.system``/``os.popen``/``os.fork``/``os.exec*``, ``sys._getframe``.
+* ``secret_read``: any use of ``os.environ`` / ``os.getenv`` / ``os.putenv``.
+* ``torch_fallback``: a ``try`` whose ``except`` (or ``else``/``finally``) calls PyTorch
+  compute (``torch.X`` outside the allocation/metadata allowlist, ``torch.ops.*``,
+  ``torch.nn.functional.*``) — a fallback that hides a failing kernel.
+* ``tampering``: assignment to an attribute of ``torch``, ``triton``, ``time``, ``sys``
+  or ``os`` (monkeypatching the harness, the timers or the reference).
+* ``side_stream``: ``torch.cuda.Stream`` / ``torch.cuda.stream`` / ``set_stream`` — work on
+  another stream escapes synchronisation and timing.
+"""
+from __future__ import annotations
+
+import ast
+
+FORBIDDEN_MODULES = frozenset({
+    "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading", "signal",
+    "shutil", "urllib", "http", "requests", "httpx", "pickle", "marshal", "importlib", "builtins",
+    "pty", "fcntl", "resource", "asyncio", "concurrent", "ssl", "ftplib", "smtplib", "telnetlib",
+    "cffi", "mmap", "traceback", "faulthandler",
+})
+FORBIDDEN_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "open", "setattr", "delattr",
+                                "globals", "vars", "breakpoint", "input"})
+FORBIDDEN_ATTR_CALLS = frozenset({
+    "os.system", "os.popen", "os.fork", "os.forkpty", "os.spawnl", "os.spawnv",
+    "os.execv", "os.execve", "os.execl", "os.execlp", "os.execvp", "os.remove", "os.unlink",
+    "os.open", "os.write", "sys._getframe", "sys.settrace", "sys.setprofile",
+})
+# Not listed on purpose: sys.exit, os._exit, os.kill. They harm only the candidate's own
+# process, and the run-time fault reporting turns them into a precise 'crash' verdict.
+SECRET_ATTRS = frozenset({"os.environ", "os.getenv", "os.putenv", "os.environb", "os.unsetenv"})
+STREAM_ATTRS = frozenset({"torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream",
+                          "torch.cuda.ExternalStream", "torch.Stream"})
+PATCH_ROOTS = frozenset({"torch", "triton", "time", "sys", "os", "tl"})
+# torch.<name> a fallback may call without it counting as compute.
+TORCH_NON_COMPUTE = frozenset({
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+    "full_like", "arange", "device", "Size", "finfo", "iinfo", "is_tensor", "broadcast_shapes",
+    "promote_types", "result_type", "get_default_dtype", "is_floating_point", "is_complex",
+})
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self):
+        self.findings: list[dict] = []
+        self.aliases: dict[str, str] = {}  # local name -> module path ("F" -> "torch.nn.functional")
+
+    def add(self, guard: str, node: ast.AST, message: str) -> None:
+        self.findings.append({"guard": guard, "line": getattr(node, "lineno", None),
+                              "message": f"line {getattr(node, 'lineno', '?')}: {message}"})
+
+    def resolve(self, node: ast.AST) -> str | None:
+        name = _dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in self.aliases:
+            return self.aliases[head] + ("." + rest if rest else "")
+        return name
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._check_module(alias.name, node)
+            self.aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        self._check_module(module, node)
+        for alias in node.names:
+            full = f"{module}.{alias.name}"
+            self._check_module(full, node)
+            self.aliases[alias.asname or alias.name] = full
+
+    def _check_module(self, module: str, node: ast.AST) -> None:
+        root = module.split(".")[0]
+        if root in FORBIDDEN_MODULES:
+            self.add("forbidden_import", node, f"imports '{module}', which a kernel does not need "
+                                               "(process, network, introspection or FFI access is not allowed)")
+        if module in SECRET_ATTRS:
+            self.add("secret_read", node, f"imports '{module}'; kernels must not read the environment")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        name = self.resolve(node)
+        if name in SECRET_ATTRS:
+            self.add("secret_read", node, f"uses '{name}'; kernels must not read the environment")
+        elif name in STREAM_ATTRS:
+            self.add("side_stream", node, f"uses '{name}'; run all work on the current stream")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = self.resolve(node.func)
+        if isinstance(node.func, ast.Name) and node.func.id in FORBIDDEN_BUILTINS and node.func.id not in self.aliases:
+            self.add("forbidden_call", node, f"calls '{node.func.id}()', which a kernel does not need")
+        elif name in FORBIDDEN_ATTR_CALLS:
+            self.add("forbidden_call", node, f"calls '{name}()', which a kernel does not need")
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._check_patch(target, node)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self._check_patch(node.target, node)
+        self.generic_visit(node)
+
+    def _check_patch(self, target: ast.AST, node: ast.AST) -> None:
+        if isinstance(target, ast.Attribute):
+            name = self.resolve(target)
+            if name and name.split(".")[0] in PATCH_ROOTS:
+                self.add("tampering", node, f"assigns to '{name}'; monkeypatching torch, triton, timers "
+                                            "or the interpreter is not allowed")
+
+    def visit_Try(self, node: ast.Try) -> None:
+        fallback_nodes = [*node.handlers, *node.orelse, *node.finalbody]
+        for part in fallback_nodes:
+            for inner in ast.walk(part):
+                if isinstance(inner, ast.Call):
+                    name = self.resolve(inner.func)
+                    if name and _is_torch_compute(name):
+                        self.add("torch_fallback", inner,
+                                 f"falls back to PyTorch compute '{name}' inside try/except; "
+                                 "a failing kernel must fail, not fall back")
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+
+def _is_torch_compute(name: str) -> bool:
+    parts = name.split(".")
+    if parts[0] != "torch" or len(parts) < 2:
+        return False
+    if parts[1] in ("ops", "nn", "_C", "special", "linalg", "fft"):
+        return True
+    if parts[1] == "cuda":
+        return False
+    return parts[1] not in TORCH_NON_COMPUTE and not parts[1][:1].isupper() and len(parts) == 2
+
+
+def check_source(source: str) -> list[dict]:
+    """Findings for the candidate's source; a syntax error yields none (the import step reports it)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    checker = _Checker()
+    checker.visit(tree)
+    seen, unique = set(), []
+    for finding in checker.findings:
+        key = (finding["guard"], finding["line"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(finding)
+    return unique
