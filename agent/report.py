@@ -22,7 +22,8 @@ def print_verdict(console: Console, verdict: dict) -> None:
     console.print(f"{verdict['op']} on {where} (seed {verdict['seed']}): {verdict_line(verdict)}", highlight=False)
     for group in verdict["failure_groups"]:
         example = group["example"]
-        console.print(f"  {group['error_kind']} x{group['count']}, e.g. {example.get('input')}:", highlight=False)
+        console.print(f"  {group['error_kind']} x{group['count']}, e.g. {example.get('input')}:", highlight=False,
+                      markup=False)
         console.print("    " + example.get("message", "").replace("\n", "\n    "), highlight=False, markup=False)
     skipped_reasons: dict[str, int] = {}
     for item in verdict["skipped"]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 
 FORBIDDEN_MODULES = frozenset({
-    "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading", "signal",
+    "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading",
     "shutil", "urllib", "http", "requests", "httpx", "pickle", "marshal", "importlib", "builtins",
     "pty", "fcntl", "resource", "asyncio", "concurrent", "ssl", "ftplib", "smtplib", "telnetlib",
     "cffi", "mmap", "traceback", "faulthandler",

@@ -18,11 +18,14 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from harness.edge_cases import derive_edge_cases
 from harness.inputs import describe_runtime, materialize
 from harness.ops import op_name
 from harness.traces import describe_value, load_calls
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+# OpInfo samples are drawn in these dtypes where the OpInfo says the op supports them.
+SAMPLE_DTYPES = FLOAT_DTYPES + (torch.int32, torch.int64, torch.bool)
 MAX_OPINFO_CASES = 48
 MAX_TRACE_CASES_CPU = 5
 
@@ -141,7 +144,7 @@ def _dedupe(cases: list[TestCase]) -> list[TestCase]:
 def build_suite(op, device: str, seed: int, *, interpreter: bool,
                 cpu_max_numel: int = 1 << 20) -> Suite:
     suite = Suite()
-    dtypes = FLOAT_DTYPES
+    dtypes = SAMPLE_DTYPES
     torch.manual_seed(seed)  # OpInfo's make_tensor draws from the global generator
     cases, notes = opinfo_cases(op, device, dtypes)
     suite.notes.extend(notes)
@@ -165,7 +168,8 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
             description=description, dtype=specs[0].dtype if specs else "none"))
     if interpreter:
         suite.notes.append("Triton interpreter (no CUDA): @triton.autotune runs its first config only")
-    for case in cases + trace_cases:
+    edge = derive_edge_cases(op, cases + trace_cases, TestCase)
+    for case in cases + trace_cases + edge:
         if interpreter and case.dtype == "bfloat16":
             suite.skipped.append({"id": case.id, "input": case.description,
                                   "reason": "bfloat16 under the Triton CPU interpreter is unreliable; runs on GPU"})

@@ -21,7 +21,10 @@ def test_correct_triton_relu_passes(capsys):
     s = verdict["summary"]
     assert s["failed"] == 0 and s["passed"] == s["total"] >= 8
     sources = {t["source"].split(":")[0].split(" ")[0] for t in verdict["tests"]}
-    assert sources == {"opinfo", "trace"}
+    assert sources == {"opinfo", "trace", "edge"}
+    edge_rules = {t["source"].split(" ")[0] for t in verdict["tests"] if t["source"].startswith("edge")}
+    assert edge_rules == {"edge:nan_inf", "edge:large", "edge:non_contiguous", "edge:zero_size"}
+    assert {"int32", "int64"} <= {t["dtype"] for t in verdict["tests"]}
     # The CPU path says what it did not run, and why.
     assert verdict["environment"]["interpreter"] is True
     assert any("CPU interpreter budget" in s["reason"] and s["numel"] > 1 << 20 for s in verdict["skipped"])

@@ -1,4 +1,4 @@
-"""A correct in-place relu for aten.relu_.default: writes self, returns self."""
+"""A correct in-place relu for aten.relu_.default: writes self (any strides), returns self."""
 import triton
 import triton.language as tl
 
@@ -12,7 +12,9 @@ def _relu_(x_ptr, n, BLOCK: tl.constexpr):
 
 
 def kernel(self):
-    assert self.is_contiguous()
-    if self.numel():
-        _relu_[(triton.cdiv(self.numel(), 1024),)](self, self.numel(), BLOCK=1024)
+    work = self if self.is_contiguous() else self.contiguous()
+    if work.numel():
+        _relu_[(triton.cdiv(work.numel(), 1024),)](work, work.numel(), BLOCK=1024)
+    if work is not self:
+        self.copy_(work)
     return self

@@ -15,7 +15,10 @@ def _relu2(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 
 
 def kernel(self):
-    out = torch.empty_like(self)
-    if self.numel():
-        _relu2[(triton.cdiv(self.numel(), 1024),)](self, out, self.numel(), BLOCK=1024)
+    work = self if self.is_contiguous() else self.contiguous()
+    out = torch.empty_like(work)
+    if work.numel():
+        _relu2[(triton.cdiv(work.numel(), 1024),)](work, out, work.numel(), BLOCK=1024)
+    if work is not self:
+        self.copy_(work)
     return out

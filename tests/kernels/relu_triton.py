@@ -9,7 +9,7 @@ def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     x = tl.load(x_ptr + offsets, mask=mask)
-    tl.store(y_ptr + offsets, tl.where(x > 0, x, tl.zeros_like(x)), mask=mask)
+    tl.store(y_ptr + offsets, tl.where(x < 0, tl.zeros_like(x), x), mask=mask)  # keeps NaN
 
 
 def kernel(self):

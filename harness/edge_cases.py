@@ -1,0 +1,113 @@
+"""Edge-case tests derived from ordinary ones: NaN and ±inf, large magnitudes,
+non-contiguous inputs, zero-size tensors.
+
+Each rule rewrites the tensors of a small base case. Whether the operator allows the
+result is decided by the operator itself: a derived case is kept only when the aten
+reference accepts it, so the rules stay generic and no per-op table is needed.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from harness.inputs import describe_runtime
+
+SMALL_NUMEL = 4096
+LARGE_SCALE = {torch.float16: 1e3}   # other floating dtypes: 1e6
+
+
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(map_tensors(v, fn) for v in value)
+    if isinstance(value, list):
+        return [map_tensors(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    map_tensors(value, lambda t: found.append(t) or t)
+    return found
+
+
+def _with_nonfinite(t: torch.Tensor) -> torch.Tensor:
+    """A copy with NaN, +inf and -inf spread over the elements."""
+    if not t.dtype.is_floating_point or t.numel() == 0:
+        return t
+    out = t.clone(memory_format=torch.contiguous_format)
+    flat = out.view(-1)
+    step = max(1, flat.numel() // 3)
+    for i, value in zip(range(0, flat.numel(), step), (float("nan"), float("inf"), float("-inf"))):
+        flat[i] = value
+    return out
+
+
+def _scaled(t: torch.Tensor) -> torch.Tensor:
+    if not t.dtype.is_floating_point:
+        return t
+    return t * LARGE_SCALE.get(t.dtype, 1e6)
+
+
+def _non_contiguous(t: torch.Tensor) -> torch.Tensor:
+    """Same values and shape, every other element of a buffer twice as wide in the last dim."""
+    if t.dim() == 0 or t.numel() <= 1:
+        return t
+    buffer = torch.empty(*t.shape[:-1], t.shape[-1] * 2, dtype=t.dtype, device=t.device)
+    view = buffer[..., ::2]
+    view.copy_(t)
+    return view
+
+
+def _zero_size(t: torch.Tensor) -> torch.Tensor:
+    if t.dim() == 0:
+        return t
+    return torch.empty((0,) + tuple(t.shape[1:]), dtype=t.dtype, device=t.device)
+
+
+RULES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "nan_inf": _with_nonfinite,
+    "large": _scaled,
+    "non_contiguous": _non_contiguous,
+    "zero_size": _zero_size,
+}
+
+
+def _reference_accepts(op, args: tuple, kwargs: dict) -> bool:
+    from harness.suite import clone_value
+    try:
+        op(*clone_value(args), **clone_value(kwargs))
+        return True
+    except Exception:
+        return False
+
+
+def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> list:
+    """One derived case per (rule, dtype), from the first small base case of each dtype."""
+    derived, used_dtypes = [], set()
+    for base in base_cases:
+        tensors = _tensors((base.args, base.kwargs))
+        if base.dtype in used_dtypes or not tensors:
+            continue
+        if not all(1 < t.numel() <= SMALL_NUMEL for t in tensors):
+            continue
+        used_dtypes.add(base.dtype)
+        for rule, fn in RULES.items():
+            changed = []
+
+            def apply(t: torch.Tensor, fn=fn) -> torch.Tensor:
+                new = fn(t)
+                changed.append(new is not t)
+                return new
+            args, kwargs = map_tensors(base.args, apply), map_tensors(base.kwargs, apply)
+            if not any(changed) or not _reference_accepts(op, args, kwargs):
+                continue
+            description = describe_runtime(tuple(args)) + (f" {describe_runtime(kwargs)}" if kwargs else "")
+            derived.append(make_case(id=f"edge-{rule}-{base.id}", source=f"edge:{rule} (from {base.id})",
+                                     args=args, kwargs=kwargs,
+                                     description=f"{description} [{rule.replace('_', ' ')}]", dtype=base.dtype))
+    return derived
