@@ -13,6 +13,8 @@ import traceback
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from harness.compare import value_mode
+
 # Packet names (aten.<name>.*) a kernel wrapper may call.
 ALLOWED_ATEN = frozenset({
     # allocation
@@ -83,10 +85,12 @@ class AtenRecorder(TorchDispatchMode):
         self.launches = launch_counter
         self.candidate_file = candidate_file
         self.findings: list[dict] = []
+        # An op whose values are unspecified (empty*) is allocation itself: the kernel may call it.
+        self.target_allowed = value_mode(target) == "metadata"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if not self.launches.in_launch:
-            allowed = packet_of(func) in ALLOWED_ATEN and func is not self.target
+            allowed = packet_of(func) in ALLOWED_ATEN and (func is not self.target or self.target_allowed)
             if not allowed and len(self.findings) < 20:
                 line = self._candidate_line()
                 self.findings.append({

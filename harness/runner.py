@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from harness.compare import compare, compare_tensors, equal_exactly
+from harness.compare import compare, equal_exactly, value_mode
 from harness.suite import TestCase, clone_value
 
 
@@ -88,11 +88,12 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
     if findings:
         first = findings[0]
         return {"error_kind": "guard", "message": first["message"], "guard_findings": findings}
-    if launched == 0 and not returns_view(op) and not _all_inputs_empty(cand_args, cand_kwargs):
+    mode = value_mode(op)
+    if launched == 0 and mode != "metadata" and not returns_view(op) and not _all_inputs_empty(cand_args, cand_kwargs):
         return {"error_kind": "no_triton_launch",
                 "message": "no Triton kernel was launched; the result must be computed by a "
                            "@triton.jit kernel called as kernel_fn[grid](...)"}
-    failure = compare(expected, actual)
+    failure = compare(expected, actual, mode=mode)
     if failure:
         return failure
 
@@ -103,7 +104,7 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
         if not isinstance(cand_val, torch.Tensor):
             continue
         if _is_written(schema_arg):
-            failure = compare_tensors(ref_val, cand_val, path=f"argument '{name}' after the call")
+            failure = compare(ref_val, cand_val, f"argument '{name}' after the call", mode)
             if failure:
                 failure["error_kind"] = "mutation_mismatch"
                 failure["message"] = (f"'{name}' is written by this overload ({schema_arg.type} "

@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.edge_cases import derive_edge_cases
 from harness.inputs import describe_runtime, materialize
+from harness.opinfo_index import opinfos_reaching
 from harness.ops import op_name
 from harness.traces import describe_value, load_calls
 
@@ -78,14 +79,22 @@ class _CallCapture(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+MAX_OPINFOS = 4
+
+
 def _matching_opinfos(op) -> list:
+    """OpInfos named like the op, then those the shipped index says reach it (at most MAX_OPINFOS)."""
     try:
         from torch.testing._internal.common_methods_invocations import op_db
     except Exception as exc:  # expecttest missing, or a torch without the testing package
         raise RuntimeError(f"OpInfo database unavailable ({type(exc).__name__}: {exc})") from exc
     base = op._schema.name.split("::")[1].rstrip("_")
-    return [info for info in op_db
-            if info.name.split(".")[-1] == base or getattr(info, "aten_name", None) == base]
+    by_name = {info.name: info for info in op_db}
+    named = [info for info in op_db
+             if info.name.split(".")[-1] == base or getattr(info, "aten_name", None) == base]
+    indexed = [by_name[n] for n in opinfos_reaching(op_name(op)) if n in by_name]
+    unique = {id(info): info for info in named + indexed}  # OpInfo is not hashable
+    return list(unique.values())[:MAX_OPINFOS]
 
 
 def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list[TestCase], list[str]]:
@@ -95,7 +104,7 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
     except RuntimeError as exc:
         return [], [str(exc)]
     if not infos:
-        notes.append("no OpInfo entry has this operator's name; OpInfo tests: none")
+        notes.append("no OpInfo entry reaches this operator; OpInfo tests: none")
     cases: list[TestCase] = []
     for info in infos:
         supported = info.supported_dtypes(torch.device(device).type)

@@ -30,6 +30,8 @@ ERROR_KINDS = {
     "wrong_device": "returned a tensor on the wrong device",
     "mismatch": "values differ from the reference beyond tolerance",
     "nan_mismatch": "NaN positions differ from the reference",
+    "wrong_strides": "returned a tensor with other strides (for ops whose values are unspecified)",
+    "distribution_mismatch": "random values whose mean or std differ from the reference draw's",
     "input_mutated": "modified an input it must not modify",
     "mutation_mismatch": "an argument the overload writes holds wrong values",
     "wrong_alias": "did not return the argument the overload must return",

@@ -41,3 +41,28 @@ def test_shape_dtype_structure_and_integers():
     assert compare((torch.zeros(1), torch.zeros(1)), torch.zeros(1))["error_kind"] == "wrong_structure"
     assert compare(torch.tensor([1, 2]), torch.tensor([1, 3]))["error_kind"] == "mismatch"
     assert compare(torch.zeros(1), 0.0)["error_kind"] == "wrong_type"
+
+
+def test_unspecified_values_compare_metadata_only():
+    import torch as t
+    expected = t.empty(4, 6)
+    assert compare(expected, t.full((4, 6), 7.0), mode="metadata") is None
+    assert compare(expected, t.empty(6, 4).t(), mode="metadata")["error_kind"] == "wrong_strides"
+    assert compare(expected, t.empty(4, 6, dtype=t.float16), mode="metadata")["error_kind"] == "wrong_dtype"
+
+
+def test_random_values_compare_moments():
+    g = torch.Generator().manual_seed(0)
+    expected = torch.rand(10000, generator=g)
+    assert compare(expected, torch.rand(10000, generator=g), mode="distribution") is None
+    failure = compare(expected, torch.rand(10000, generator=g) * 0.5, mode="distribution")
+    assert failure["error_kind"] == "distribution_mismatch" and "mean" in failure["message"]
+    assert compare(expected, torch.zeros(10000) + 0.5, mode="distribution")["error_kind"] == "distribution_mismatch"
+
+
+def test_value_modes_from_op_tags():
+    from harness.compare import value_mode
+    aten = torch.ops.aten
+    assert value_mode(aten.relu.default) == "exact"
+    assert value_mode(aten.empty_like.default) == "metadata"
+    assert value_mode(aten.bernoulli.p) == "distribution"
