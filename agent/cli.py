@@ -45,6 +45,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="folder holding runs/ and generated_kernels/ (default: $BBAGENT_ROOT or the checkout)")
     _add_eval_options(gen)
 
+    ops = sub.add_parser("ops", help="list the operators bbagent can test, with their test counts",
+                         description="List aten overloads with their OpInfo samples, trace tests, dtypes, "
+                                     "prompt family and value mode; an op without tests says why.")
+    ops.add_argument("--suite", default="all", choices=["opinfo", "traces", "all"])
+    ops.add_argument("--json", action="store_true", help="print one JSON list")
+
     ev = sub.add_parser("eval", help="test one kernel file against an operator",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Run the kernel in FILE against OP's tests in a separate process and print "
@@ -69,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "eval":
             return cmd_eval(args, console)
+        if args.command == "ops":
+            return cmd_ops(args, console)
         return cmd_generate(args, console)
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -107,6 +115,20 @@ def cmd_eval(args, console: Console) -> int:
         from agent.report import print_verdict
         print_verdict(console, verdict)
     return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
+
+
+def cmd_ops(args, console: Console) -> int:
+    from agent.prompting import family_of
+    from harness.coverage import list_ops
+    rows = list_ops(args.suite)
+    for row in rows:
+        row["family"] = family_of(row["op"])
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return EXIT_OK
+    from agent.report import print_ops
+    print_ops(console, rows)
+    return EXIT_OK
 
 
 def cmd_generate(args, console: Console) -> int:

@@ -52,3 +52,16 @@ def round_reporter(console: Console):
                 line += f" - {escape(record['message'].splitlines()[0][:200])}"
             console.print(line, highlight=False)
     return report
+
+
+def print_ops(console: Console, rows: list[dict]) -> None:
+    from rich.table import Table
+    table = Table(box=None, pad_edge=False)
+    for column in ("op", "family", "opinfo samples", "trace tests", "dtypes", "values", "why none"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row["op"], row["family"], str(row["opinfo_samples"]), str(row["trace_tests"]),
+                      ",".join(row["dtypes"]), row["value_mode"] or "-", row["why_none"])
+    console.print(table)
+    tested = sum(1 for r in rows if not r["why_none"])
+    console.print(f"{len(rows)} overloads, {tested} with tests", highlight=False)

@@ -29,6 +29,8 @@ DTYPE_NAMES = {
     "b8": "bool", "c32": "complex32", "c64": "complex64", "c128": "complex128",
 }
 SHORT_DTYPE = {v: k for k, v in DTYPE_NAMES.items()}
+# Overloads renamed since the traces were recorded: current name -> names in the traces.
+TRACE_ALIASES = {"aten.sum.dim_IntList": ("aten.sum.SymInt",)}
 
 
 class TraceFormatError(ValueError):
@@ -197,12 +199,13 @@ def load_calls(op: str, path: Path = SHIPPED_TRACES) -> list[TraceCall]:
     """All trace calls of ``op`` in ``path``, most frequent first; bad lines are skipped."""
     if not path.exists():
         return []
+    names = {op, *TRACE_ALIASES.get(op, ())}
     calls = []
     for name, line in iter_blocks(path.read_text()):
-        if name != op:
+        if name not in names:
             continue
         try:
-            calls.append(parse_call_line(name, line))
+            calls.append(parse_call_line(op, line))
         except TraceFormatError:
             continue
     return sorted(calls, key=lambda c: -c.count)

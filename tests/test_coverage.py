@@ -1,0 +1,34 @@
+import json
+
+from agent.cli import main
+from harness.traces import load_calls
+
+
+def ops_json(capsys, *argv):
+    assert main(["ops", "--json", *argv]) == 0
+    return {row["op"]: row for row in json.loads(capsys.readouterr().out)}
+
+
+def test_ops_lists_counts_family_and_reasons(capsys):
+    rows = ops_json(capsys)
+    assert len(rows) > 600
+    relu = rows["aten.relu.default"]
+    assert relu["opinfo_samples"] > 0 and relu["trace_tests"] > 20
+    assert relu["family"] == "elementwise_unary" and relu["value_mode"] == "exact"
+    assert {"float16", "float32", "bfloat16"} <= set(relu["dtypes"])
+    assert "nn.functional.linear" in rows["aten.addmm.default"]["opinfos"]
+    assert rows["aten.bernoulli.p"]["value_mode"] == "distribution"
+    removed = rows["aten.upsample_nearest2d_backward.vec"]
+    assert removed["why_none"].startswith("not an overload in this torch")
+    assert all(r["why_none"] or r["opinfo_samples"] or r["trace_tests"] for r in rows.values())
+
+
+def test_ops_suite_filter(capsys):
+    traces = ops_json(capsys, "--suite", "traces")
+    assert all(r["trace_tests"] > 0 for r in traces.values())
+    assert "aten.relu_.default" in traces and len(traces) < 200
+
+
+def test_renamed_trace_overloads_are_mapped():
+    calls = load_calls("aten.sum.dim_IntList")
+    assert len(calls) > 400 and all(c.op == "aten.sum.dim_IntList" for c in calls)
