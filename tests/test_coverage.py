@@ -17,7 +17,8 @@ def test_ops_lists_counts_family_and_reasons(capsys):
     assert relu["family"] == "elementwise_unary" and relu["value_mode"] == "exact"
     assert {"float16", "float32", "bfloat16"} <= set(relu["dtypes"])
     assert "nn.functional.linear" in rows["aten.addmm.default"]["opinfos"]
-    assert rows["aten.bernoulli.p"]["value_mode"] == "distribution"
+    assert rows["aten.bernoulli.default"]["value_mode"] == "distribution"
+    assert rows["aten.empty_like.default"]["value_mode"] == "metadata"
     removed = rows["aten.upsample_nearest2d_backward.vec"]
     assert removed["why_none"].startswith("not an overload in this torch")
     assert all(r["why_none"] or r["opinfo_samples"] or r["trace_tests"] for r in rows.values())
