@@ -1,5 +1,6 @@
 """Edge-case tests derived from ordinary ones: NaN and ±inf, large magnitudes,
-non-contiguous inputs, zero-size tensors.
+non-contiguous inputs, zero-size tensors, and the same shapes with new values (so a
+kernel that caches results by shape fails).
 
 Each rule rewrites the tensors of a small base case. Whether the operator allows the
 result is decided by the operator itself: a derived case is kept only when the aten
@@ -69,8 +70,17 @@ def _zero_size(t: torch.Tensor) -> torch.Tensor:
     return torch.empty((0,) + tuple(t.shape[1:]), dtype=t.dtype, device=t.device)
 
 
+def _permuted_values(t: torch.Tensor) -> torch.Tensor:
+    """Integer/bool tensors: the same values in reverse order (same shapes, new contents, and index
+    tensors stay valid). Floating tensors get new values from the other rules."""
+    if t.dtype.is_floating_point or t.numel() <= 1:
+        return t
+    return t.flatten().flip(0).reshape(t.shape).clone()
+
+
 RULES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "nan_inf": _with_nonfinite,
+    "permuted_values": _permuted_values,
     "large": _scaled,
     "non_contiguous": _non_contiguous,
     "zero_size": _zero_size,
