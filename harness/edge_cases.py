@@ -129,10 +129,11 @@ def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> li
     """One derived case per (rule, dtype), from the first small base case of each dtype."""
     derived, used_dtypes = [], set()
     for base in base_cases:
-        tensors = _tensors((base.args, base.kwargs))
-        if base.dtype in used_dtypes or not tensors:
+        if base.dtype in used_dtypes or base.largest_tensor() > SMALL_NUMEL:
             continue
-        if not all(1 < t.numel() <= SMALL_NUMEL for t in tensors):
+        base_args, base_kwargs = base.inputs()
+        tensors = _tensors((base_args, base_kwargs))
+        if not tensors or not all(t.numel() > 1 for t in tensors):
             continue
         used_dtypes.add(base.dtype)
         for rule, fn in RULES.items():
@@ -142,7 +143,7 @@ def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> li
                 new = fn(t)
                 changed.append(new is not t)
                 return new
-            args, kwargs = map_tensors(base.args, apply), map_tensors(base.kwargs, apply)
+            args, kwargs = map_tensors(base_args, apply), map_tensors(base_kwargs, apply)
             if not any(changed) or not _reference_accepts(op, args, kwargs):
                 continue
             description = describe_runtime(tuple(args)) + (f" {describe_runtime(kwargs)}" if kwargs else "")

@@ -51,7 +51,8 @@ def _is_written(schema_arg) -> bool:
 def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candidate_file: str) -> dict:
     result: dict[str, Any] = {"id": case.id, "source": case.source, "input": case.description,
                               "dtype": case.dtype, "passed": False}
-    ref_args, ref_kwargs = clone_value(case.args), clone_value(case.kwargs)
+    args, kwargs = case.inputs()
+    ref_args, ref_kwargs = clone_value(args), clone_value(kwargs)
     try:
         expected = op(*ref_args, **ref_kwargs)
         _synchronize(device)
@@ -60,7 +61,8 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
                       message=f"reference raised {type(exc).__name__}: {exc}"[:500])
         return result
 
-    cand_args, cand_kwargs = clone_value(case.args), clone_value(case.kwargs)
+    cand_args, cand_kwargs = clone_value(args), clone_value(kwargs)
+    del args, kwargs  # a trace case's inputs can be large; keep only the clones
     before = clone_value((cand_args, cand_kwargs))
     launches_before = launches.launches
     started = time.perf_counter()

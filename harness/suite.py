@@ -22,7 +22,7 @@ from harness.edge_cases import derive_edge_cases
 from harness.inputs import describe_runtime, materialize
 from harness.opinfo_index import opinfos_reaching
 from harness.ops import op_name
-from harness.traces import describe_value, load_calls
+from harness.traces import TraceCall, describe_value, load_calls
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # OpInfo samples are drawn in these dtypes where the OpInfo says the op supports them.
@@ -33,12 +33,45 @@ MAX_TRACE_CASES_CPU = 5
 
 @dataclass
 class TestCase:
+    """One test. OpInfo and edge cases hold their (small) inputs; a trace case holds its
+    trace call and seed and draws its inputs only when it runs, so a suite of thousands of
+    large real-model shapes never sits in device memory at once."""
+
     id: str
-    source: str              # "opinfo:<name>" or "trace"
-    args: tuple
-    kwargs: dict
+    source: str              # "opinfo:<name>", "trace (cnt N)" or "edge:<rule> (from <id>)"
     description: str
     dtype: str
+    args: tuple | None = None
+    kwargs: dict | None = None
+    trace: TraceCall | None = None
+    seed: int = 0
+    device: str = "cpu"
+
+    def inputs(self) -> tuple[tuple, dict]:
+        if self.trace is None:
+            return self.args, self.kwargs
+        gen = torch.Generator(device=self.device).manual_seed(self.seed)
+        return (materialize(self.trace.args, self.device, gen),
+                materialize(self.trace.kwargs, self.device, gen))
+
+    def largest_tensor(self) -> int:
+        """Elements of the largest input tensor, without drawing trace inputs."""
+        if self.trace is not None:
+            return max((spec.numel() for spec in self.trace.tensor_specs()), default=0)
+        sizes = []
+        _collect_numel((self.args, self.kwargs), sizes)
+        return max(sizes, default=0)
+
+
+def _collect_numel(value: Any, sizes: list[int]) -> None:
+    if isinstance(value, torch.Tensor):
+        sizes.append(value.numel())
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _collect_numel(v, sizes)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _collect_numel(v, sizes)
 
 
 @dataclass
@@ -157,7 +190,6 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
     torch.manual_seed(seed)  # OpInfo's make_tensor draws from the global generator
     cases, notes = opinfo_cases(op, device, dtypes)
     suite.notes.extend(notes)
-    gen = torch.Generator(device=device).manual_seed(seed)
     trace_cases = []
     for i, call in enumerate(load_calls(op_name(op))):
         description = describe_value(call.args) + (f" {describe_value(call.kwargs)}" if call.kwargs else "")
@@ -172,9 +204,8 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
             continue
         specs = call.tensor_specs()
         trace_cases.append(TestCase(
-            id=trace_id, source=f"trace (cnt {call.count})",
-            args=materialize(call.args, device, gen), kwargs=materialize(call.kwargs, device, gen),
-            description=description, dtype=specs[0].dtype if specs else "none"))
+            id=trace_id, source=f"trace (cnt {call.count})", description=description,
+            dtype=specs[0].dtype if specs else "none", trace=call, seed=seed + i, device=device))
     if interpreter:
         suite.notes.append("Triton interpreter (no CUDA): @triton.autotune runs its first config only")
     edge = derive_edge_cases(op, cases + trace_cases, TestCase)

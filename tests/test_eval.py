@@ -23,7 +23,7 @@ def test_correct_triton_relu_passes(capsys):
     sources = {t["source"].split(":")[0].split(" ")[0] for t in verdict["tests"]}
     assert sources == {"opinfo", "trace", "edge"}
     edge_rules = {t["source"].split(" ")[0] for t in verdict["tests"] if t["source"].startswith("edge")}
-    assert edge_rules == {"edge:nan_inf", "edge:large", "edge:non_contiguous", "edge:zero_size"}
+    assert edge_rules == {"edge:nan_inf", "edge:large", "edge:non_contiguous", "edge:zero_size", "edge:permuted_values"}
     assert {"int32", "int64"} <= {t["dtype"] for t in verdict["tests"]}
     # The CPU path says what it did not run, and why.
     assert verdict["environment"]["interpreter"] is True
