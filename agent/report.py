@@ -18,8 +18,9 @@ def verdict_line(verdict: dict) -> str:
 
 def print_verdict(console: Console, verdict: dict) -> None:
     env = verdict["environment"]
-    where = env.get("gpu") or ("CPU, Triton interpreter" if env.get("interpreter") else env.get("device", "?"))
-    console.print(f"{verdict['op']} on {where} (seed {verdict['seed']}): {verdict_line(verdict)}", highlight=False)
+    where = env.get("gpu") or ("CPU, Triton interpreter" if env.get("interpreter") else env.get("device"))
+    where = f"on {where}" if where else "(not run)"
+    console.print(f"{verdict['op']} {where} (seed {verdict['seed']}): {verdict_line(verdict)}", highlight=False)
     for group in verdict["failure_groups"]:
         example = group["example"]
         console.print(f"  {group['error_kind']} x{group['count']}, e.g. {example.get('input')}:", highlight=False,
