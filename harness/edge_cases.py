@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness.inputs import describe_runtime
+from harness.inputs import describe_call
 
 SMALL_NUMEL = 4096
 LARGE_SCALE = {torch.float16: 1e3}   # other floating dtypes: 1e6
@@ -146,7 +146,7 @@ def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> li
             args, kwargs = map_tensors(base_args, apply), map_tensors(base_kwargs, apply)
             if not any(changed) or not _reference_accepts(op, args, kwargs):
                 continue
-            description = describe_runtime(tuple(args)) + (f" {describe_runtime(kwargs)}" if kwargs else "")
+            description = describe_call(args, kwargs)
             derived.append(make_case(id=f"edge-{rule}-{base.id}", source=f"edge:{rule} (from {base.id})",
                                      args=args, kwargs=kwargs,
                                      description=f"{description} [{rule.replace('_', ' ')}]", dtype=base.dtype))

@@ -73,3 +73,9 @@ def _spec_of(value: Any) -> Any:
 def describe_runtime(value: Any) -> str:
     """Short description of real arguments: ``T([64, 256], f16, stride=(1, 64))``."""
     return describe_value(value, leaf=_spec_of)
+
+
+def describe_call(args: tuple, kwargs: dict) -> str:
+    """``(T([4], f16), 2) {alpha=1}``: positional arguments, then keyword arguments if any."""
+    text = describe_runtime(tuple(args))
+    return text + (f" {describe_runtime(kwargs)}" if kwargs else "")

@@ -19,7 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.edge_cases import derive_edge_cases
-from harness.inputs import describe_runtime, materialize
+from harness.inputs import describe_call, materialize
 from harness.opinfo_index import opinfos_reaching
 from harness.ops import op_name
 from harness.traces import TraceCall, describe_value, load_calls
@@ -158,18 +158,11 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
                         n = len(cases)
                         cases.append(TestCase(
                             id=f"opinfo-{n}", source=f"opinfo:{info.name}", args=args,
-                            kwargs=kwargs, description=_describe_call(args, kwargs),
+                            kwargs=kwargs, description=describe_call(args, kwargs),
                             dtype=str(dtype).removeprefix("torch.")))
                 if len(cases) >= MAX_OPINFO_CASES:
                     return _dedupe(cases), notes
     return _dedupe(cases), notes
-
-
-def _describe_call(args: tuple, kwargs: dict) -> str:
-    text = describe_runtime(tuple(args))
-    if kwargs:
-        text += " " + describe_runtime(kwargs)
-    return text
 
 
 def _dedupe(cases: list[TestCase]) -> list[TestCase]:
