@@ -21,7 +21,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from harness.edge_cases import derive_edge_cases
 from harness.inputs import describe_call, materialize
 from harness.opinfo_index import opinfos_reaching
-from harness.ops import op_name
+from harness.index_args import make_index_args_valid
+from harness.ops import op_name, resolve_op
 from harness.traces import TraceCall, describe_value, load_calls
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -51,8 +52,10 @@ class TestCase:
         if self.trace is None:
             return self.args, self.kwargs
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
-        return (materialize(self.trace.args, self.device, gen),
-                materialize(self.trace.kwargs, self.device, gen))
+        args = materialize(self.trace.args, self.device, gen)
+        kwargs = materialize(self.trace.kwargs, self.device, gen)
+        make_index_args_valid(resolve_op(self.trace.op), args, kwargs, gen)
+        return args, kwargs
 
     def largest_tensor(self) -> int:
         """Elements of the largest input tensor, without drawing trace inputs."""

@@ -87,3 +87,19 @@ def test_materialized_tensors_are_signed_seeded_and_strided():
     args = materialize(((TensorSpec((3,), "int64"), 2), {"dtype": DtypeRef("float32")}), "cpu",
                        torch.Generator().manual_seed(0))
     assert args[0][0].dtype == torch.int64 and args[1]["dtype"] is torch.float32
+
+
+@pytest.mark.parametrize("name", [
+    "aten.gather.default", "aten.scatter_add.default", "aten.index_select.default", "aten.index_add.default",
+    "aten.embedding.default", "aten.embedding_dense_backward.default", "aten.nll_loss_forward.default",
+    "aten.nll_loss_backward.default", "aten._embedding_bag.default",
+])
+def test_trace_index_arguments_are_valid(name):
+    from harness.suite import build_suite
+    op = resolve_op(name)
+    suite = build_suite(op, "cpu", 0, interpreter=True, cpu_max_numel=1 << 22)
+    traces = [c for c in suite.cases if c.source.startswith("trace")]
+    assert traces
+    for case in traces:
+        args, kwargs = case.inputs()
+        op(*args, **kwargs)  # raises if an index is out of range

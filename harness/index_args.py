@@ -1,0 +1,75 @@
+"""Make index-like arguments of trace inputs valid.
+
+A trace records only an index tensor's shape and dtype; random integers would make
+``gather`` or ``nll_loss`` reject the input, and the op would go untested. For the
+operators below, each index argument is redrawn uniformly in ``[0, bound)``, where the
+bound is the size of another argument along a dimension, or an integer argument.
+
+Rule: packet -> [(index argument, bound source)], where the bound source is
+``(tensor argument, dim)`` with dim an int or the name of an int argument, or
+``("class_dim", tensor argument)`` (dim 1 of a batched input, else dim 0), or
+``("int", argument)`` for a bound given as an integer argument, or ``("offsets_of", argument)``
+for bag offsets into that argument (sorted, starting at 0).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+_ALONG_DIM = ("self", "dim")
+INDEX_RULES: dict[str, list[tuple[str, tuple]]] = {
+    "gather": [("index", _ALONG_DIM)],
+    "scatter": [("index", _ALONG_DIM)],
+    "scatter_": [("index", _ALONG_DIM)],
+    "scatter_add": [("index", _ALONG_DIM)],
+    "scatter_add_": [("index", _ALONG_DIM)],
+    "scatter_reduce": [("index", _ALONG_DIM)],
+    "index_select": [("index", _ALONG_DIM)],
+    "index_add": [("index", _ALONG_DIM)],
+    "index_add_": [("index", _ALONG_DIM)],
+    "index_copy": [("index", _ALONG_DIM)],
+    "index_fill": [("index", _ALONG_DIM)],
+    "embedding": [("indices", ("weight", 0))],
+    "_embedding_bag": [("indices", ("weight", 0)), ("offsets", ("offsets_of", "indices"))],
+    "_embedding_bag_forward_only": [("indices", ("weight", 0)), ("offsets", ("offsets_of", "indices"))],
+    "embedding_dense_backward": [("indices", ("int", "num_weights"))],
+    "nll_loss_forward": [("target", ("class_dim", "self"))],
+    "nll_loss_backward": [("target", ("class_dim", "self"))],
+    "nll_loss2d_forward": [("target", ("class_dim", "self"))],
+    "nll_loss2d_backward": [("target", ("class_dim", "self"))],
+}
+
+
+def _bound(source: tuple, values: dict[str, Any]) -> int | None:
+    kind, arg = source
+    if kind == "offsets_of":
+        return values[arg].numel() + 1 if isinstance(values.get(arg), torch.Tensor) else None
+    if kind == "int":
+        return values.get(arg) if isinstance(values.get(arg), int) else None
+    if kind == "class_dim":
+        tensor = values.get(arg)
+        return None if not isinstance(tensor, torch.Tensor) else tensor.shape[1 if tensor.dim() > 1 else 0]
+    tensor, dim = values.get(kind), arg if isinstance(arg, int) else values.get(arg)
+    if not isinstance(tensor, torch.Tensor) or not isinstance(dim, int):
+        return None
+    return tensor.shape[dim] if tensor.dim() else 1
+
+
+def make_index_args_valid(op, args: tuple, kwargs: dict, gen: torch.Generator) -> None:
+    """Redraw, in place, the index tensors of ``op``'s arguments so the op accepts them."""
+    rules = INDEX_RULES.get(op._schema.name.split("::")[1])
+    if not rules:
+        return
+    names = [a.name for a in op._schema.arguments]
+    values = dict(zip(names, args)) | kwargs
+    for index_arg, source in rules:
+        index = values.get(index_arg)
+        bound = _bound(source, values)
+        if not isinstance(index, torch.Tensor) or index.dtype.is_floating_point or not bound or index.numel() == 0:
+            continue
+        drawn = torch.randint(0, bound, tuple(index.shape), generator=gen, device=index.device)
+        if source[0] == "offsets_of":
+            drawn = drawn.flatten().sort().values.reshape(index.shape)
+            drawn.view(-1)[0] = 0
+        index.copy_(drawn.to(index.dtype))
