@@ -90,13 +90,15 @@ RULES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-def _reference_accepts(op, args: tuple, kwargs: dict) -> bool:
+def reference_accepts(op, args: tuple, kwargs: dict) -> bool:
     from harness.suite import clone_value
     tensors = _tensors((args, kwargs))
     if tensors and all(t.device.type == "cpu" for t in tensors):
         return _accepts_in_fork(op, args, kwargs)
     try:
         op(*clone_value(args), **clone_value(kwargs))
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # device-side asserts surface here
         return True
     except Exception:
         return False
@@ -144,7 +146,7 @@ def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> li
                 changed.append(new is not t)
                 return new
             args, kwargs = map_tensors(base_args, apply), map_tensors(base_kwargs, apply)
-            if not any(changed) or not _reference_accepts(op, args, kwargs):
+            if not any(changed) or not reference_accepts(op, args, kwargs):
                 continue
             description = describe_call(args, kwargs)
             derived.append(make_case(id=f"edge-{rule}-{base.id}", source=f"edge:{rule} (from {base.id})",

@@ -166,7 +166,13 @@ def _assemble(op, kernel_path, source, seed, events, returncode, timed_out, time
         cause = (f"timed out after {timeout_s:g} s (process group killed)" if timed_out
                  else _exit_cause(returncode))
         kind = "timeout" if timed_out else "crash"
-        if unfinished:
+        candidate_started = {e["id"] for e in by_kind.get("candidate_start", [])}
+        if unfinished and unfinished[0] not in candidate_started:
+            case = cases.get(unfinished[0], {})
+            error_kind = "worker_error"
+            message = (f"the aten reference (not the kernel) {cause} on test {unfinished[0]} "
+                       f"({case.get('input')}); the remaining tests did not run")
+        elif unfinished:
             case = cases.get(unfinished[0], {})
             tests.append({"id": unfinished[0], "source": case.get("source"), "input": case.get("input"),
                           "dtype": case.get("dtype"), "passed": False, "error_kind": kind,

@@ -68,8 +68,12 @@ def make_index_args_valid(op, args: tuple, kwargs: dict, gen: torch.Generator) -
         bound = _bound(source, values)
         if not isinstance(index, torch.Tensor) or index.dtype.is_floating_point or not bound or index.numel() == 0:
             continue
-        drawn = torch.randint(0, bound, tuple(index.shape), generator=gen, device=index.device)
+        # Write the memory behind the view, not the view: a trace index may be broadcast
+        # (stride 0), and a view whose elements overlap cannot be written element-wise.
+        span = 1 + sum((n - 1) * st for n, st in zip(index.shape, index.stride()))
+        flat = index.as_strided((span,), (1,), index.storage_offset())
+        drawn = torch.randint(0, bound, (span,), generator=gen, device=index.device)
         if source[0] == "offsets_of":
-            drawn = drawn.flatten().sort().values.reshape(index.shape)
-            drawn.view(-1)[0] = 0
-        index.copy_(drawn.to(index.dtype))
+            drawn = drawn.sort().values
+            drawn[0] = 0
+        flat.copy_(drawn.to(index.dtype))

@@ -48,7 +48,10 @@ def _is_written(schema_arg) -> bool:
     return schema_arg is not None and schema_arg.alias_info is not None and schema_arg.alias_info.is_write
 
 
-def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candidate_file: str) -> dict:
+def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candidate_file: str,
+             on_candidate=lambda: None) -> dict:
+    """``on_candidate`` is called when the reference is done and the candidate is about to run,
+    so that a crash can be blamed on the right side."""
     result: dict[str, Any] = {"id": case.id, "source": case.source, "input": case.description,
                               "dtype": case.dtype, "passed": False}
     args, kwargs = case.inputs()
@@ -61,6 +64,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
                       message=f"reference raised {type(exc).__name__}: {exc}"[:500])
         return result
 
+    on_candidate()
     cand_args, cand_kwargs = clone_value(args), clone_value(kwargs)
     del args, kwargs  # a trace case's inputs can be large; keep only the clones
     before = clone_value((cand_args, cand_kwargs))

@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in suite.cases:
         emit("test_start", id=case.id)
         recorder = AtenRecorder(op, launches, candidate_file)
-        result = run_case(op, case, kernel, device, launches, recorder, candidate_file)
+        result = run_case(op, case, kernel, device, launches, recorder, candidate_file,
+                          on_candidate=lambda case_id=case.id: emit("candidate_start", id=case_id))
         emit("test", **result)
     emit("done", total_s=round(time.perf_counter() - started, 3))
     return 0
