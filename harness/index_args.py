@@ -9,7 +9,8 @@ Rule: packet -> [(index argument, bound source)], where the bound source is
 ``(tensor argument, dim)`` with dim an int or the name of an int argument, or
 ``("class_dim", tensor argument)`` (dim 1 of a batched input, else dim 0), or
 ``("int", argument)`` for a bound given as an integer argument, or ``("offsets_of", argument)``
-for bag offsets into that argument (sorted, starting at 0).
+for bag offsets into that argument (sorted, starting at 0), ``("numel_of", argument)`` or
+``("plane_of", argument)`` (H*W of its last two dims, for pooling indices).
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ INDEX_RULES: dict[str, list[tuple[str, tuple]]] = {
     "_embedding_bag": [("indices", ("weight", 0)), ("offsets", ("offsets_of", "indices"))],
     "_embedding_bag_forward_only": [("indices", ("weight", 0)), ("offsets", ("offsets_of", "indices"))],
     "embedding_dense_backward": [("indices", ("int", "num_weights"))],
+    "_embedding_bag_per_sample_weights_backward": [
+        ("indices", ("weight", 0)), ("offsets", ("offsets_of", "indices")), ("offset2bag", ("numel_of", "offsets"))],
+    "max_pool2d_with_indices_backward": [("indices", ("plane_of", "self"))],
     "nll_loss_forward": [("target", ("class_dim", "self"))],
     "nll_loss_backward": [("target", ("class_dim", "self"))],
     "nll_loss2d_forward": [("target", ("class_dim", "self"))],
@@ -43,8 +47,13 @@ INDEX_RULES: dict[str, list[tuple[str, tuple]]] = {
 
 def _bound(source: tuple, values: dict[str, Any]) -> int | None:
     kind, arg = source
-    if kind == "offsets_of":
-        return values[arg].numel() + 1 if isinstance(values.get(arg), torch.Tensor) else None
+    tensor_arg = values.get(arg) if isinstance(arg, str) else None
+    if kind in ("offsets_of", "numel_of", "plane_of"):
+        if not isinstance(tensor_arg, torch.Tensor):
+            return None
+        if kind == "plane_of":  # flat position inside one (H, W) plane
+            return tensor_arg.shape[-1] * tensor_arg.shape[-2] if tensor_arg.dim() >= 2 else None
+        return tensor_arg.numel() + (1 if kind == "offsets_of" else 0)
     if kind == "int":
         return values.get(arg) if isinstance(values.get(arg), int) else None
     if kind == "class_dim":

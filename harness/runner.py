@@ -19,6 +19,10 @@ from harness.compare import compare, equal_exactly, value_mode
 from harness.suite import TestCase, clone_value
 
 
+class ReferenceFault(RuntimeError):
+    """The reference (not the candidate) broke the device; the evaluation cannot go on."""
+
+
 def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000) -> str:
     """The exception with the frames inside the candidate (or the last frame if none)."""
     frames = traceback.extract_tb(exc.__traceback__)
@@ -60,6 +64,10 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         expected = op(*ref_args, **ref_kwargs)
         _synchronize(device)
     except Exception as exc:  # the reference itself rejects this input on this device
+        if device == "cuda" and "CUDA error" in str(exc):
+            raise ReferenceFault(f"the aten reference hit a CUDA error on test {case.id} ({case.description}): "
+                                 f"{str(exc).splitlines()[0]}; the CUDA context is lost, the remaining tests "
+                                 "cannot run") from exc
         result.update(passed=None, error_kind="reference_error",
                       message=f"reference raised {type(exc).__name__}: {exc}"[:500])
         return result

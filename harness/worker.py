@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
          build_s=round(time.perf_counter() - suite_started, 3))
 
     from harness.guards import AtenRecorder, LaunchCounter
-    from harness.runner import run_case, trimmed_traceback
+    from harness.runner import ReferenceFault, run_case, trimmed_traceback
     if interpreter:
         use_first_autotune_config()
     launches = LaunchCounter()
@@ -101,8 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     for case in suite.cases:
         emit("test_start", id=case.id)
         recorder = AtenRecorder(op, launches, candidate_file)
-        result = run_case(op, case, kernel, device, launches, recorder, candidate_file,
-                          on_candidate=lambda case_id=case.id: emit("candidate_start", id=case_id))
+        try:
+            result = run_case(op, case, kernel, device, launches, recorder, candidate_file,
+                              on_candidate=lambda case_id=case.id: emit("candidate_start", id=case_id))
+        except ReferenceFault as fault:
+            emit("fatal", error_kind="worker_error", message=str(fault))
+            return 0
         emit("test", **result)
     emit("done", total_s=round(time.perf_counter() - started, 3))
     return 0

@@ -93,6 +93,7 @@ def test_materialized_tensors_are_signed_seeded_and_strided():
     "aten.gather.default", "aten.scatter_add.default", "aten.index_select.default", "aten.index_add.default",
     "aten.embedding.default", "aten.embedding_dense_backward.default", "aten.nll_loss_forward.default",
     "aten.nll_loss_backward.default", "aten._embedding_bag.default",
+    "aten._embedding_bag_per_sample_weights_backward.default", "aten.max_pool2d_with_indices_backward.default",
 ])
 def test_trace_index_arguments_are_valid(name):
     from harness.suite import build_suite
