@@ -87,6 +87,12 @@ class Suite:
 def clone_value(value: Any) -> Any:
     """Deep copy of an argument structure; tensors keep shape, strides and dtype."""
     if isinstance(value, torch.Tensor):
+        if any(st == 0 and n > 1 for n, st in zip(value.shape, value.stride())):
+            # Broadcast (stride-0) layouts, common in traces, cannot be written element-wise:
+            # copy the memory span behind the view and rebuild the same view over it.
+            span = 1 + sum((n - 1) * st for n, st in zip(value.shape, value.stride()))
+            memory = value.as_strided((span,), (1,), value.storage_offset()).clone()
+            return memory.as_strided(value.shape, value.stride())
         copy = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
                                    device=value.device)
         return copy.copy_(value)

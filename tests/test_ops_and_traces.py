@@ -104,3 +104,25 @@ def test_trace_index_arguments_are_valid(name):
     for case in traces:
         args, kwargs = case.inputs()
         op(*args, **kwargs)  # raises if an index is out of range
+
+
+def test_clone_keeps_broadcast_layouts():
+    from harness.suite import clone_value
+    spec = TensorSpec((4, 3, 5), "float16", (5, 0, 1))
+    original = make_tensor(spec, "cpu", torch.Generator().manual_seed(0))
+    copy = clone_value(original)
+    assert copy.stride() == (5, 0, 1) and torch.equal(copy, original)
+    assert copy.data_ptr() != original.data_ptr()
+
+
+def test_trace_inputs_with_stride_zero_reach_the_reference():
+    from harness.suite import build_suite, clone_value
+    op = resolve_op("aten.add.Tensor")
+    suite = build_suite(op, "cpu", 0, interpreter=False)
+    broadcast = [c for c in suite.cases if c.trace is not None
+                 and any(spec.stride and 0 in spec.stride for spec in c.trace.tensor_specs())]
+    broadcast.sort(key=lambda c: c.largest_tensor())
+    assert len(broadcast) >= 3
+    for case in broadcast[:3]:
+        args, kwargs = case.inputs()
+        op(*clone_value(args), **clone_value(kwargs))
