@@ -13,9 +13,9 @@ from pathlib import Path
 
 import jinja2
 
-from harness.ops import describe, resolve_op
+from harness.ops import describe, packet_name, resolve_op
 from harness.suite import FLOAT_DTYPES
-from harness.traces import describe_value, load_calls
+from harness.traces import load_calls
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 TRACE_SHAPES_IN_PROMPT = 5
@@ -75,12 +75,10 @@ def op_context(op_name: str) -> dict:
     dtypes += sorted(trace_dtypes - set(dtypes))
     return {
         "op": {"name": summary.name, "schema": summary.schema, "doc": summary.doc,
-               "params": _params(op._schema), "base": op._schema.name.split("::")[1].rstrip("_"),
+               "params": _params(op._schema), "base": packet_name(op).rstrip("_"),
                "is_inplace": summary.is_inplace, "is_out": summary.is_out},
         "dtypes": dtypes,
-        "traces": [{"count": c.count, "args": describe_value(c.args)
-                    + (f" {describe_value(c.kwargs)}" if c.kwargs else "")}
-                   for c in calls[:TRACE_SHAPES_IN_PROMPT]],
+        "traces": [{"count": c.count, "args": c.describe()} for c in calls[:TRACE_SHAPES_IN_PROMPT]],
     }
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from harness.ops import packet_name
+
 # dtype -> (atol, rtol). The torch.testing defaults; a dtype missing here is compared exactly.
 TOLERANCES = {
     torch.float64: (1e-7, 1e-7),
@@ -45,8 +47,7 @@ def value_mode(op) -> str:
     """How an op's values are compared: ``exact`` (within tolerance), ``metadata`` (the values
     are unspecified, e.g. ``empty``: shape, dtype, device and strides only) or ``distribution``
     (random ops: metadata plus mean and standard deviation against an independent reference draw)."""
-    packet = op._schema.name.split("::")[1]
-    if packet in UNSPECIFIED_VALUES:
+    if packet_name(op) in UNSPECIFIED_VALUES:
         return "metadata"
     if torch.Tag.nondeterministic_seeded in op.tags:
         return "distribution"

@@ -15,28 +15,10 @@ from typing import Any, Callable
 
 import torch
 
-from harness.inputs import describe_call
+from harness.inputs import describe_call, map_tensors, tensors_in
 
 SMALL_NUMEL = 4096
 LARGE_SCALE = {torch.float16: 1e3}   # other floating dtypes: 1e6
-
-
-def map_tensors(value: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, tuple):
-        return tuple(map_tensors(v, fn) for v in value)
-    if isinstance(value, list):
-        return [map_tensors(v, fn) for v in value]
-    if isinstance(value, dict):
-        return {k: map_tensors(v, fn) for k, v in value.items()}
-    return value
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    found: list[torch.Tensor] = []
-    map_tensors(value, lambda t: found.append(t) or t)
-    return found
 
 
 def _with_nonfinite(t: torch.Tensor) -> torch.Tensor:
@@ -92,7 +74,7 @@ RULES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 def reference_accepts(op, args: tuple, kwargs: dict) -> bool:
     from harness.suite import clone_value
-    tensors = _tensors((args, kwargs))
+    tensors = tensors_in((args, kwargs))
     if tensors and all(t.device.type == "cpu" for t in tensors):
         return _accepts_in_fork(op, args, kwargs)
     try:
@@ -134,7 +116,7 @@ def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> li
         if base.dtype in used_dtypes or base.largest_tensor() > SMALL_NUMEL:
             continue
         base_args, base_kwargs = base.inputs()
-        tensors = _tensors((base_args, base_kwargs))
+        tensors = tensors_in((base_args, base_kwargs))
         if not tensors or not all(t.numel() > 1 for t in tensors):
             continue
         used_dtypes.add(base.dtype)

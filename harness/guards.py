@@ -14,6 +14,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.compare import value_mode
+from harness.ops import packet_name
 
 # Packet names (aten.<name>.*) a kernel wrapper may call.
 ALLOWED_ATEN = frozenset({
@@ -32,17 +33,12 @@ ALLOWED_ATEN = frozenset({
 })
 
 
-def packet_of(func) -> str:
-    return func._schema.name.split("::")[1]
-
-
 class LaunchCounter:
     """Counts launches by wrapping the ``run`` method of Triton's kernel classes."""
 
     def __init__(self):
         self.launches = 0
         self.in_launch = 0
-        self._patched: list[tuple[type, object]] = []
 
     def install(self) -> None:
         """Wrap JITFunction/InterpretedFunction.run (counted launches) and the Autotuner and
@@ -57,9 +53,7 @@ class LaunchCounter:
         except ImportError:
             pass
         for cls in counted + [Autotuner, Heuristics]:
-            original = cls.run
-            self._patched.append((cls, original))
-            cls.run = self._wrap(original, count=cls in counted)
+            cls.run = self._wrap(cls.run, count=cls in counted)
 
     def _wrap(self, original, count: bool):
         counter = self
@@ -90,7 +84,7 @@ class AtenRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if not self.launches.in_launch:
-            allowed = packet_of(func) in ALLOWED_ATEN and (func is not self.target or self.target_allowed)
+            allowed = packet_name(func) in ALLOWED_ATEN and (func is not self.target or self.target_allowed)
             if not allowed and len(self.findings) < 20:
                 line = self._candidate_line()
                 self.findings.append({

@@ -18,6 +18,9 @@ from typing import Any
 
 import torch
 
+from harness.inputs import memory_behind
+from harness.ops import packet_name
+
 _ALONG_DIM = ("self", "dim")
 INDEX_RULES: dict[str, list[tuple[str, tuple]]] = {
     "gather": [("index", _ALONG_DIM)],
@@ -67,7 +70,7 @@ def _bound(source: tuple, values: dict[str, Any]) -> int | None:
 
 def make_index_args_valid(op, args: tuple, kwargs: dict, gen: torch.Generator) -> None:
     """Redraw, in place, the index tensors of ``op``'s arguments so the op accepts them."""
-    rules = INDEX_RULES.get(op._schema.name.split("::")[1])
+    rules = INDEX_RULES.get(packet_name(op))
     if not rules:
         return
     names = [a.name for a in op._schema.arguments]
@@ -79,9 +82,8 @@ def make_index_args_valid(op, args: tuple, kwargs: dict, gen: torch.Generator) -
             continue
         # Write the memory behind the view, not the view: a trace index may be broadcast
         # (stride 0), and a view whose elements overlap cannot be written element-wise.
-        span = 1 + sum((n - 1) * st for n, st in zip(index.shape, index.stride()))
-        flat = index.as_strided((span,), (1,), index.storage_offset())
-        drawn = torch.randint(0, bound, (span,), generator=gen, device=index.device)
+        flat = memory_behind(index)
+        drawn = torch.randint(0, bound, (flat.numel(),), generator=gen, device=index.device)
         if source[0] == "offsets_of":
             drawn = drawn.sort().values
             drawn[0] = 0

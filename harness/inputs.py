@@ -7,21 +7,49 @@ buffer just large enough for the strides.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from harness.traces import DtypeRef, NamedConstant, TensorSpec, describe_value
 
 
+def memory_span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
+    """Elements of memory a strided view covers (0 for a zero-size view)."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
+
+
+def memory_behind(t: torch.Tensor) -> torch.Tensor:
+    """The flat memory a (possibly broadcast, stride-0) view covers, as a 1-D view of it."""
+    return t.as_strided((memory_span(tuple(t.shape), t.stride()),), (1,), t.storage_offset())
+
+
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
+    """Apply ``fn`` to every tensor in a structure of tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(map_tensors(v, fn) for v in value)
+    if isinstance(value, list):
+        return [map_tensors(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    map_tensors(value, found.append)
+    return found
+
+
 def make_tensor(spec: TensorSpec, device: str, gen: torch.Generator) -> torch.Tensor:
     dtype = getattr(torch, spec.dtype)
     if spec.stride is None:
         return _values(spec.shape, dtype, device, gen)
-    span = 1 + sum((n - 1) * s for n, s in zip(spec.shape, spec.stride) if n > 0)
-    if any(n == 0 for n in spec.shape):
-        span = 0
-    buffer = _values((span,), dtype, device, gen)
+    buffer = _values((memory_span(spec.shape, spec.stride),), dtype, device, gen)
     return buffer.as_strided(spec.shape, spec.stride)
 
 

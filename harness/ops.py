@@ -71,8 +71,13 @@ def _unknown_message(name: str, reason: str) -> str:
     return f"unknown operator '{name}': {reason}{hint}"
 
 
+def packet_name(op: torch._ops.OpOverload) -> str:
+    """``relu_`` for ``aten.relu_.default``: the operator name without namespace or overload."""
+    return op._schema.name.split("::")[1]
+
+
 def op_name(op: torch._ops.OpOverload) -> str:
-    return f"aten.{op._schema.name.split('::')[1]}.{op._overloadname}"
+    return f"aten.{packet_name(op)}.{op._overloadname}"
 
 
 def describe(op: torch._ops.OpOverload) -> OpInfoSummary:
@@ -89,7 +94,7 @@ def describe(op: torch._ops.OpOverload) -> OpInfoSummary:
 
 def _doc_for(op: torch._ops.OpOverload) -> str:
     """First paragraph of the public torch function's docstring, if there is one."""
-    base = op._schema.name.split("::")[1].rstrip("_")
+    base = packet_name(op).rstrip("_")
     for owner in (torch, torch.nn.functional, torch.Tensor):
         fn = getattr(owner, base, None)
         doc = getattr(fn, "__doc__", None)

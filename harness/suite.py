@@ -19,11 +19,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.edge_cases import derive_edge_cases
-from harness.inputs import describe_call, materialize
+from harness.inputs import describe_call, map_tensors, materialize, memory_behind, tensors_in
 from harness.opinfo_index import opinfos_reaching
 from harness.index_args import make_index_args_valid
-from harness.ops import op_name, resolve_op
-from harness.traces import TraceCall, describe_value, load_calls
+from harness.ops import op_name, packet_name, resolve_op
+from harness.traces import TraceCall, load_calls
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # OpInfo samples are drawn in these dtypes where the OpInfo says the op supports them.
@@ -61,20 +61,7 @@ class TestCase:
         """Elements of the largest input tensor, without drawing trace inputs."""
         if self.trace is not None:
             return max((spec.numel() for spec in self.trace.tensor_specs()), default=0)
-        sizes = []
-        _collect_numel((self.args, self.kwargs), sizes)
-        return max(sizes, default=0)
-
-
-def _collect_numel(value: Any, sizes: list[int]) -> None:
-    if isinstance(value, torch.Tensor):
-        sizes.append(value.numel())
-    elif isinstance(value, (tuple, list)):
-        for v in value:
-            _collect_numel(v, sizes)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _collect_numel(v, sizes)
+        return max((t.numel() for t in tensors_in((self.args, self.kwargs))), default=0)
 
 
 @dataclass
@@ -86,23 +73,15 @@ class Suite:
 
 def clone_value(value: Any) -> Any:
     """Deep copy of an argument structure; tensors keep shape, strides and dtype."""
-    if isinstance(value, torch.Tensor):
-        if any(st == 0 and n > 1 for n, st in zip(value.shape, value.stride())):
-            # Broadcast (stride-0) layouts, common in traces, cannot be written element-wise:
-            # copy the memory span behind the view and rebuild the same view over it.
-            span = 1 + sum((n - 1) * st for n, st in zip(value.shape, value.stride()))
-            memory = value.as_strided((span,), (1,), value.storage_offset()).clone()
-            return memory.as_strided(value.shape, value.stride())
-        copy = torch.empty_strided(value.shape, value.stride(), dtype=value.dtype,
-                                   device=value.device)
-        return copy.copy_(value)
-    if isinstance(value, tuple):
-        return tuple(clone_value(v) for v in value)
-    if isinstance(value, list):
-        return [clone_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: clone_value(v) for k, v in value.items()}
-    return value
+    return map_tensors(value, _clone_tensor)
+
+
+def _clone_tensor(t: torch.Tensor) -> torch.Tensor:
+    if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
+        # Broadcast (stride-0) layouts, common in traces, cannot be written element-wise:
+        # copy the memory behind the view and rebuild the same view over the copy.
+        return memory_behind(t).clone().as_strided(t.shape, t.stride())
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
 
 
 class _CallCapture(TorchDispatchMode):
@@ -130,7 +109,7 @@ def _matching_opinfos(op) -> list:
         from torch.testing._internal.common_methods_invocations import op_db
     except Exception as exc:  # expecttest missing, or a torch without the testing package
         raise RuntimeError(f"OpInfo database unavailable ({type(exc).__name__}: {exc})") from exc
-    base = op._schema.name.split("::")[1].rstrip("_")
+    base = packet_name(op).rstrip("_")
     by_name = {info.name: info for info in op_db}
     named = [info for info in op_db
              if info.name.split(".")[-1] == base or getattr(info, "aten_name", None) == base]
@@ -194,7 +173,7 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
     suite.notes.extend(notes)
     trace_cases = []
     for i, call in enumerate(load_calls(op_name(op))):
-        description = describe_value(call.args) + (f" {describe_value(call.kwargs)}" if call.kwargs else "")
+        description = call.describe()
         trace_id = f"trace-{i}"
         if interpreter and call.numel() > cpu_max_numel:
             suite.skipped.append({"id": trace_id, "input": description, "numel": call.numel(),

@@ -82,6 +82,10 @@ class TraceCall:
     def numel(self) -> int:
         return sum(spec.numel() for spec in self.tensor_specs())
 
+    def describe(self) -> str:
+        """``(T([4], f16), 2) {alpha=1}``: positional arguments, then keyword arguments if any."""
+        return describe_value(self.args) + (f" {describe_value(self.kwargs)}" if self.kwargs else "")
+
 
 def _walk(value: Any) -> Iterator[Any]:
     if isinstance(value, (tuple, list)):
