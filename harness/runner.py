@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from harness.compare import compare, equal_exactly, value_mode
+from harness.inputs import tensors_in
 from harness.suite import TestCase, clone_value
 
 
@@ -164,5 +165,6 @@ def returns_view(op) -> bool:
 
 
 def _all_inputs_empty(args, kwargs) -> bool:
-    tensors = [v for v in list(args) + list(kwargs.values()) if isinstance(v, torch.Tensor)]
+    """Every input tensor, including those inside lists (``cat``, ``stack``), has no elements."""
+    tensors = tensors_in((args, kwargs))
     return bool(tensors) and all(t.numel() == 0 for t in tensors)

@@ -62,3 +62,10 @@ def test_mutation_semantics(op, kernel, kind):
 def test_ops_with_unspecified_values_are_compared_on_metadata():
     verdict = evaluate("aten.empty_like.default", KERNELS / "empty_like.py", timeout_s=120)
     assert verdict["verdict"] == "pass", verdict["failure_groups"]
+
+
+def test_zero_size_inputs_inside_lists_need_no_launch():
+    import torch
+    from harness.runner import _all_inputs_empty
+    assert _all_inputs_empty(([torch.empty(0, 3), torch.empty(0, 3)], 0), {})
+    assert not _all_inputs_empty(([torch.empty(0, 3), torch.ones(2, 3)], 0), {})
