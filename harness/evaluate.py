@@ -20,6 +20,7 @@ import threading
 import time
 from pathlib import Path
 
+from harness.budget import CPU_MAX_NUMEL
 from harness.static_check import check_source
 from harness.verdict import SCHEMA_VERSION, describe_failures, group_failures, summarize
 
@@ -74,7 +75,7 @@ def _tail(path: Path, limit: int = STDERR_TAIL_BYTES) -> str:
 
 
 def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, seed: int | None = None,
-             timeout_s: float = 300.0, cpu_max_numel: int = 1 << 20) -> dict:
+             timeout_s: float = 300.0, cpu_max_numel: int = CPU_MAX_NUMEL) -> dict:
     """Run every test of ``op`` against the kernel file and return the Verdict dict."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():

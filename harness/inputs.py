@@ -107,3 +107,24 @@ def describe_call(args: tuple, kwargs: dict) -> str:
     """``(T([4], f16), 2) {alpha=1}``: positional arguments, then keyword arguments if any."""
     text = describe_runtime(tuple(args))
     return text + (f" {describe_runtime(kwargs)}" if kwargs else "")
+
+
+def poisoned_like(t: torch.Tensor) -> torch.Tensor:
+    """An output buffer shaped like ``t`` and filled with values no correct kernel leaves behind
+    (NaN, the smallest integer, True), so a kernel that never writes ``out`` is caught."""
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        fill = float("nan")
+    elif t.dtype == torch.bool:
+        fill = True
+    else:
+        fill = torch.iinfo(t.dtype).min
+    return torch.full(t.shape, fill, dtype=t.dtype, device=t.device)
+
+
+def poison_freed_memory(like: list[torch.Tensor], copies: int = 2) -> None:
+    """Fill the allocator's recently freed blocks of these sizes with poison, so that a
+    candidate's fresh ``torch.empty`` cannot come back holding the reference's result
+    (the reference runs first, and its temporaries are freed before the candidate runs).
+    Allocating blocks of the same sizes takes exactly the blocks a candidate would get."""
+    held = [poisoned_like(t) for t in like for _ in range(copies)]
+    del held

@@ -14,6 +14,9 @@ Rules, each finding naming the line:
   or ``os`` (monkeypatching the harness, the timers or the reference).
 * ``side_stream``: ``torch.cuda.Stream`` / ``torch.cuda.stream`` / ``set_stream`` — work on
   another stream escapes synchronisation and timing.
+* ``introspection``: reaching the harness that shares the process: ``sys.modules``, frame
+  and function internals (``__globals__``, ``f_back``, ``__subclasses__``, ...), and
+  ``getattr`` with a computed name (which would hide any of the above from this check).
 """
 from __future__ import annotations
 
@@ -37,6 +40,14 @@ FORBIDDEN_ATTR_CALLS = frozenset({
 SECRET_ATTRS = frozenset({"os.environ", "os.getenv", "os.putenv", "os.environb", "os.unsetenv"})
 STREAM_ATTRS = frozenset({"torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.set_stream",
                           "torch.cuda.ExternalStream", "torch.Stream"})
+INTROSPECTION_ATTRS = frozenset({
+    "__globals__", "__builtins__", "__subclasses__", "__code__", "__closure__", "__dict__",
+    "__bases__", "__mro__", "__base__", "__loader__", "__spec__", "__self__", "__func__",
+    "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "tb_next", "gi_frame", "cr_frame",
+    "ag_frame", "__traceback__",
+})
+INTROSPECTION_NAMES = frozenset({"sys.modules", "sys.meta_path", "sys.path_hooks", "sys.exc_info",
+                                 "sys.exception", "sys.last_traceback"})
 PATCH_ROOTS = frozenset({"torch", "triton", "time", "sys", "os", "tl"})
 # torch.<name> a fallback may call without it counting as compute.
 TORCH_NON_COMPUTE = frozenset({
@@ -103,6 +114,9 @@ class _Checker(ast.NodeVisitor):
             self.add("secret_read", node, f"uses '{name}'; kernels must not read the environment")
         elif name in STREAM_ATTRS:
             self.add("side_stream", node, f"uses '{name}'; run all work on the current stream")
+        elif name in INTROSPECTION_NAMES or node.attr in INTROSPECTION_ATTRS:
+            self.add("introspection", node, f"uses '{name or node.attr}'; kernels must not reach into "
+                                            "modules, frames or functions other than their own")
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -111,6 +125,14 @@ class _Checker(ast.NodeVisitor):
             self.add("forbidden_call", node, f"calls '{node.func.id}()', which a kernel does not need")
         elif name in FORBIDDEN_ATTR_CALLS:
             self.add("forbidden_call", node, f"calls '{name}()', which a kernel does not need")
+        elif name == "getattr" and len(node.args) >= 2 and not (
+                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
+                and node.args[1].value not in INTROSPECTION_ATTRS):
+            self.add("introspection", node, "calls getattr() with a computed or forbidden attribute name; "
+                                            "write the attribute out")
+        elif name == "getattr" and len(node.args) >= 2:  # getattr(torch.cuda, "Stream") is torch.cuda.Stream
+            spelled = ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load())
+            self.visit_Attribute(ast.copy_location(spelled, node))
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:

@@ -18,18 +18,19 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from harness.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
 from harness.edge_cases import derive_edge_cases
 from harness.inputs import describe_call, map_tensors, materialize, memory_behind, tensors_in
 from harness.opinfo_index import opinfos_reaching
 from harness.index_args import make_index_args_valid
 from harness.ops import op_name, packet_name, resolve_op
 from harness.traces import TraceCall, load_calls
+from harness.variants import functional_sibling, out_arguments, with_out_tensors
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # OpInfo samples are drawn in these dtypes where the OpInfo says the op supports them.
 SAMPLE_DTYPES = FLOAT_DTYPES + (torch.int32, torch.int64, torch.bool)
 MAX_OPINFO_CASES = 48
-MAX_TRACE_CASES_CPU = 5
 
 
 @dataclass
@@ -47,8 +48,16 @@ class TestCase:
     trace: TraceCall | None = None
     seed: int = 0
     device: str = "cpu"
+    out_of: Any = None       # for an out= overload: the functional overload whose result shapes `out`
+    out_names: tuple = ()
 
     def inputs(self) -> tuple[tuple, dict]:
+        args, kwargs = self._drawn_inputs()
+        if self.out_of is not None:
+            kwargs = with_out_tensors(self.out_of, list(self.out_names), args, kwargs)
+        return args, kwargs
+
+    def _drawn_inputs(self) -> tuple[tuple, dict]:
         if self.trace is None:
             return self.args, self.kwargs
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
@@ -110,10 +119,12 @@ def _matching_opinfos(op) -> list:
     except Exception as exc:  # expecttest missing, or a torch without the testing package
         raise RuntimeError(f"OpInfo database unavailable ({type(exc).__name__}: {exc})") from exc
     base = packet_name(op).rstrip("_")
-    by_name = {info.name: info for info in op_db}
+    by_name: dict[str, list] = {}
+    for info in sorted(op_db, key=lambda i: bool(i.variant_test_name)):  # plain variant first
+        by_name.setdefault(info.name, []).append(info)
     named = [info for info in op_db
              if info.name.split(".")[-1] == base or getattr(info, "aten_name", None) == base]
-    indexed = [by_name[n] for n in opinfos_reaching(op_name(op)) if n in by_name]
+    indexed = [info for n in opinfos_reaching(op_name(op)) for info in by_name.get(n, [])]
     unique = {id(info): info for info in named + indexed}  # OpInfo is not hashable
     return list(unique.values())[:MAX_OPINFOS]
 
@@ -147,10 +158,17 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
                         cases.append(TestCase(
                             id=f"opinfo-{n}", source=f"opinfo:{info.name}", args=args,
                             kwargs=kwargs, description=describe_call(args, kwargs),
-                            dtype=str(dtype).removeprefix("torch.")))
+                            dtype=_leading_dtype(args, kwargs, dtype)))
                 if len(cases) >= MAX_OPINFO_CASES:
                     return _dedupe(cases), notes
     return _dedupe(cases), notes
+
+
+def _leading_dtype(args, kwargs, sampled: torch.dtype) -> str:
+    """The dtype aten received (a sample drawn in float16 may reach the op as float64 when the
+    OpInfo passes ``dtype=``), so the test is labelled, and cut on CPU, by what really runs."""
+    tensors = tensors_in((args, kwargs))
+    return str(tensors[0].dtype if tensors else sampled).removeprefix("torch.")
 
 
 def _dedupe(cases: list[TestCase]) -> list[TestCase]:
@@ -165,11 +183,31 @@ def _dedupe(cases: list[TestCase]) -> list[TestCase]:
 
 
 def build_suite(op, device: str, seed: int, *, interpreter: bool,
-                cpu_max_numel: int = 1 << 20) -> Suite:
+                cpu_max_numel: int = CPU_MAX_NUMEL) -> Suite:
+    """The tests of ``op``. An ``out=`` overload gets its functional sibling's tests, each with
+    poisoned ``out`` tensors of the result's shape, plus its own traces if it has any."""
+    functional = functional_sibling(op)
+    if functional is None:
+        return _build_suite(op, device, seed, interpreter, cpu_max_numel)
+    suite = _build_suite(functional, device, seed, interpreter, cpu_max_numel)
+    names = tuple(out_arguments(op))
+    for case in suite.cases:
+        case.out_of, case.out_names = functional, names
+        case.description += f" {', '.join(names)}=<shaped like the result>"
+    suite.notes.append(f"out= tests: the tests of {op_name(functional)}, with {', '.join(names)} "
+                       "preallocated in the result's shape and filled with NaN (or the smallest integer)")
+    own = _build_suite(op, device, seed, interpreter, cpu_max_numel, traces_only=True)
+    suite.cases += own.cases
+    suite.skipped += own.skipped
+    return suite
+
+
+def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: int,
+                 traces_only: bool = False) -> Suite:
     suite = Suite()
     dtypes = SAMPLE_DTYPES
     torch.manual_seed(seed)  # OpInfo's make_tensor draws from the global generator
-    cases, notes = opinfo_cases(op, device, dtypes)
+    cases, notes = ([], []) if traces_only else opinfo_cases(op, device, dtypes)
     suite.notes.extend(notes)
     trace_cases = []
     for i, call in enumerate(load_calls(op_name(op))):
@@ -189,7 +227,7 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
             dtype=specs[0].dtype if specs else "none", trace=call, seed=seed + i, device=device))
     if interpreter:
         suite.notes.append("Triton interpreter (no CUDA): @triton.autotune runs its first config only")
-    edge = derive_edge_cases(op, cases + trace_cases, TestCase)
+    edge = [] if traces_only else derive_edge_cases(op, cases + trace_cases, TestCase)
     for case in cases + trace_cases + edge:
         if interpreter and case.dtype == "bfloat16":
             suite.skipped.append({"id": case.id, "input": case.description,

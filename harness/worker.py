@@ -20,6 +20,8 @@ import platform
 import sys
 import time
 
+from harness.budget import CPU_MAX_NUMEL
+
 
 def _emit_factory(fd: int):
     stream = os.fdopen(fd, "w", buffering=1)
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--device", required=True, choices=["cuda", "cpu"],
                         help="cpu means the Triton interpreter; the parent sets TRITON_INTERPRET=1 for it")
-    parser.add_argument("--cpu-max-numel", type=int, default=1 << 20)
+    parser.add_argument("--cpu-max-numel", type=int, default=CPU_MAX_NUMEL)
     args = parser.parse_args(argv)
     emit = _emit_factory(args.result_fd)
 

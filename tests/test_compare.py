@@ -66,3 +66,21 @@ def test_value_modes_from_op_tags():
     assert value_mode(aten.relu.default) == "exact"
     assert value_mode(aten.empty_like.default) == "metadata"
     assert value_mode(aten.bernoulli.p) == "distribution"
+
+
+def test_long_reductions_are_judged_against_float64_no_looser_than_aten():
+    torch.manual_seed(0)
+    x = torch.randn(64, 100_000) * 10
+    expected, exact = x.sum(1), x.double().sum(1)
+    sequential = x.cumsum(1)[:, -1]  # a correct kernel that adds in another order
+    assert compare(expected, sequential)["error_kind"] == "mismatch"  # per-dtype tolerance alone fails it
+    assert compare(expected, sequential, exact=exact) is None
+    wrong = compare(expected, sequential * 1.001, exact=exact)
+    assert wrong["error_kind"] == "mismatch" and "float64" in wrong["message"]
+
+
+def test_elementwise_ops_get_no_reduction_allowance():
+    y = torch.randn(1000).half() * 100
+    exact = torch.relu(y.double())
+    # aten's own relu is exact to the last bit, so nothing is loosened
+    assert compare(torch.relu(y), torch.relu(y) + 0.01, exact=exact)["error_kind"] == "mismatch"

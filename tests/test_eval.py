@@ -4,6 +4,7 @@ import json
 import pytest
 
 from agent.cli import main
+from harness.budget import CPU_MAX_NUMEL
 from conftest import KERNELS
 
 
@@ -27,7 +28,7 @@ def test_correct_triton_relu_passes(capsys):
     assert {"int32", "int64"} <= {t["dtype"] for t in verdict["tests"]}
     # The CPU path says what it did not run, and why.
     assert verdict["environment"]["interpreter"] is True
-    assert any("CPU interpreter budget" in s["reason"] and s["numel"] > 1 << 20 for s in verdict["skipped"])
+    assert any("CPU interpreter budget" in s["reason"] and s["numel"] > CPU_MAX_NUMEL for s in verdict["skipped"])
     assert any("bfloat16" in s["reason"] for s in verdict["skipped"])
     assert len(verdict["kernel"]["sha256"]) == 64
 

@@ -35,6 +35,10 @@ def test_static_guards_reject_before_running(kernel, guard, line, tmp_path, monk
     ("import torch\ns = torch.cuda.Stream()\n", [("side_stream", 2)]),
     ("x = eval('1')\n", [("forbidden_call", 1)]),
     ("data = open('/proc/self/environ').read()\n", [("forbidden_call", 1)]),
+    ("import sys\nrunner = sys.modules['harness.runner']\n", [("introspection", 2)]),
+    ("def f():\n    pass\nf.__globals__\n", [("introspection", 3)]),
+    ("import torch\nname = 'Str' + 'eam'\ns = getattr(torch.cuda, name)\n", [("introspection", 3)]),
+    ("import torch\ns = getattr(torch.cuda, 'Stream')()\n", [("side_stream", 2)]),
     # Allowed: allocation in a handler, plain imports, exits (handled at run time).
     ("import torch\ntry:\n    pass\nexcept Exception:\n    y = torch.empty_like(x)\n", []),
     ("import os, sys, math\nimport triton.language as tl\nsys.exit(3)\n", []),

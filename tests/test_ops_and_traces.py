@@ -126,3 +126,19 @@ def test_trace_inputs_with_stride_zero_reach_the_reference():
     for case in broadcast[:3]:
         args, kwargs = case.inputs()
         op(*clone_value(args), **clone_value(kwargs))
+
+
+def test_out_overloads_take_the_functional_tests_with_poisoned_out():
+    from harness.suite import build_suite
+    from harness.variants import functional_sibling, out_arguments
+    aten = torch.ops.aten
+    assert functional_sibling(aten.add.out) is aten.add.Tensor
+    assert functional_sibling(aten.sum.IntList_out) is aten.sum.dim_IntList
+    assert out_arguments(aten.max.dim_max) == ["max", "max_values"]
+    assert functional_sibling(aten.max.dim_max) is aten.max.dim
+    assert functional_sibling(aten.add.Tensor) is None
+    suite = build_suite(aten.add.out, "cpu", 0, interpreter=True)
+    assert suite.cases and all("out=" in c.description for c in suite.cases)
+    args, kwargs = suite.cases[0].inputs()
+    expected = aten.add.Tensor(*args, **{k: v for k, v in kwargs.items() if k != "out"})
+    assert kwargs["out"].shape == expected.shape and torch.isnan(kwargs["out"]).all()

@@ -1,0 +1,8 @@
+"""How much of a suite the CPU (Triton interpreter) path runs; the GPU path runs everything.
+
+The interpreter executes a kernel in numpy, block by block: a 2**18-element relu takes
+about a second there, a 2**20-element one four. Every case left out is recorded in the
+Verdict as skipped, with the reason.
+"""
+CPU_MAX_NUMEL = 1 << 18
+MAX_TRACE_CASES_CPU = 5
