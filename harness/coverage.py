@@ -13,9 +13,10 @@ import torch
 
 from harness import opinfo_index
 from harness.compare import value_mode
-from harness.ops import UnknownOpError, resolve_op
+from harness.ops import UnknownOpError, op_name, packet_name, resolve_op
 from harness.suite import SAMPLE_DTYPES
 from harness.traces import DTYPE_NAMES, SHIPPED_TRACES, TRACE_ALIASES, iter_blocks
+from harness.variants import functional_sibling
 
 _TRACE_DTYPE = re.compile(r"T\(\[[^\]]*\], (\w+)")
 SUITES = ("opinfo", "traces", "all")
@@ -50,7 +51,7 @@ def list_ops(suite: str = "all") -> list[dict]:
                "opinfo_samples": sum(info.get("opinfos", {}).values()),
                "trace_tests": trace["calls"],
                "dtypes": sorted((set(info.get("dtypes", [])) & TESTED_DTYPES) | trace["dtypes"]),
-               "value_mode": None, "why_none": ""}
+               "value_mode": None, "why_none": "", "tested_via": None}
         try:
             row["value_mode"] = value_mode(resolve_op(name))
         except UnknownOpError:
@@ -58,4 +59,23 @@ def list_ops(suite: str = "all") -> list[dict]:
         if not row["why_none"] and not (row["opinfo_samples"] or row["trace_tests"]):
             row["why_none"] = "no OpInfo sample reaches it and no real-model trace calls it"
         rows.append(row)
-    return rows
+    if suite == "all":
+        listed = {row["op"] for row in rows}
+        rows += [r for r in _out_variants(rows) if r["op"] not in listed]
+    return sorted(rows, key=lambda r: r["op"])
+
+
+def _out_variants(rows: list[dict]) -> list[dict]:
+    """Rows for the ``out=`` overloads of tested functional ones: they run the functional
+    tests with preallocated ``out`` tensors (``harness.suite.build_suite``)."""
+    extra = []
+    for row in rows:
+        if row["why_none"] or not (row["opinfo_samples"] or row["trace_tests"]):
+            continue
+        op = resolve_op(row["op"])
+        packet = getattr(torch.ops.aten, packet_name(op))
+        for overload in packet.overloads():
+            candidate = getattr(packet, overload)
+            if functional_sibling(candidate) is op:
+                extra.append({**row, "op": op_name(candidate), "tested_via": row["op"]})
+    return extra

@@ -45,8 +45,12 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
     return found
 
 
-def make_tensor(spec: TensorSpec, device: str, gen: torch.Generator) -> torch.Tensor:
+def make_tensor(spec: TensorSpec, device: str, gen: torch.Generator | None) -> torch.Tensor:
+    """Seeded values for ``spec`` on ``device``; on the ``meta`` device, shapes only."""
     dtype = getattr(torch, spec.dtype)
+    if device == "meta":
+        stride = spec.stride if spec.stride is not None else torch.empty(spec.shape, device="meta").stride()
+        return torch.empty_strided(spec.shape, stride, dtype=dtype, device="meta")
     if spec.stride is None:
         return _values(spec.shape, dtype, device, gen)
     buffer = _values((memory_span(spec.shape, spec.stride),), dtype, device, gen)
@@ -67,7 +71,7 @@ def _values(shape: tuple[int, ...], dtype: torch.dtype, device: str,
     return torch.where(zeros, torch.zeros_like(base), base * scale).to(dtype)
 
 
-def materialize(value: Any, device: str, gen: torch.Generator) -> Any:
+def materialize(value: Any, device: str, gen: torch.Generator | None) -> Any:
     """Replace every TensorSpec / DtypeRef in a parsed trace value by real objects."""
     if isinstance(value, TensorSpec):
         return make_tensor(value, device, gen)

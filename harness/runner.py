@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from harness.compare import compare, equal_exactly, value_mode
+from harness.compare import Exact, compare, equal_exactly, value_mode
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from harness.suite import TestCase, clone_value
 
@@ -33,6 +33,11 @@ def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     body = ("\n".join(lines) + "\n" if lines else "") + text
     return body if len(body) <= limit else body[: limit // 2] + "\n...\n" + body[-limit // 2:]
+
+
+def is_cuda_error(exc: BaseException) -> bool:
+    """A CUDA runtime error (illegal address, device-side assert): the context is unusable after it."""
+    return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)
 
 
 def _synchronize(device: str) -> None:
@@ -65,7 +70,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         expected = op(*ref_args, **ref_kwargs)
         _synchronize(device)
     except Exception as exc:  # the reference itself rejects this input on this device
-        if device == "cuda" and "CUDA error" in str(exc):
+        if device == "cuda" and is_cuda_error(exc):
             raise ReferenceFault(f"the aten reference hit a CUDA error on test {case.id} ({case.description}): "
                                  f"{str(exc).splitlines()[0]}; the CUDA context is lost, the remaining tests "
                                  "cannot run") from exc
@@ -85,6 +90,11 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
             actual = kernel(*cand_args, **cand_kwargs)
         _synchronize(device)
     except Exception as exc:  # noqa: BLE001 - the candidate's failure, reported as such
+        if is_cuda_error(exc):  # sticky: nothing can run on this device after it
+            result.update(error_kind="cuda_error", context_lost=True,
+                          message=trimmed_traceback(exc, candidate_file) + "\n(a CUDA error in the kernel: an "
+                          "out-of-bounds load or store, usually a missing mask or a wrong stride or index)")
+            return result
         kind = "compile_error" if type(exc).__module__.startswith("triton") else "exception"
         result.update(error_kind=kind, message=trimmed_traceback(exc, candidate_file))
         return result
@@ -105,7 +115,8 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
         first = findings[0]
         return {"error_kind": "guard", "message": first["message"], "guard_findings": findings}
     mode = value_mode(op)
-    if launched == 0 and mode != "metadata" and not returns_view(op) and not _all_inputs_empty(cand_args, cand_kwargs):
+    if (launched == 0 and mode != "metadata" and not returns_view(op)
+            and not _all_inputs_empty(cand_args, cand_kwargs) and not _nothing_to_write(op, expected, ref_args, ref_kwargs)):
         return {"error_kind": "no_triton_launch",
                 "message": "no Triton kernel was launched; the result must be computed by a "
                            "@triton.jit kernel called as kernel_fn[grid](...)"}
@@ -140,7 +151,9 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
 
 class _Float64Run:
     """The op run once more on the test's inputs cast to float64, only when a floating
-    mismatch asks for it (the reduction rule in ``harness.compare``)."""
+    mismatch asks for it (the float64 rules in ``harness.compare``). For reductions (the op
+    on all-ones inputs gives integer term counts >= 2, as sum and mm do) it also runs the op
+    on the inputs' magnitudes, the scale of any float32 accumulation's rounding error."""
 
     def __init__(self, op, inputs: tuple[tuple, dict]):
         self.op, self.inputs = op, inputs
@@ -151,16 +164,27 @@ class _Float64Run:
     def wanted(failure: dict | None) -> bool:
         return bool(failure) and failure["error_kind"] == "mismatch" and "max_abs_error" in failure
 
+    def _run_on(self, convert):
+        args, kwargs = map_tensors(clone_value(self.inputs), convert)
+        return self.op(*args, **kwargs), args, kwargs
+
     def _run(self) -> None:
         if self.done:
             return
         self.done = True
-        args, kwargs = map_tensors(clone_value(self.inputs), _to_float64)
         try:
-            self.output = self.op(*args, **kwargs)
+            truth, args, kwargs = self._run_on(_to_float64)
         except Exception:  # the op has no float64 version here: nothing is loosened
             return
-        self.bound = {name: value for name, _, value in _schema_arguments(self.op, args, kwargs)}
+        scale = None
+        try:
+            counts, _, _ = self._run_on(lambda t: torch.ones_like(_to_float64(t)) if _is_float(t) else t)
+            if _is_term_count(counts):
+                scale, _, _ = self._run_on(lambda t: _to_float64(t).abs() if _is_float(t) else t)
+        except Exception:
+            scale = None
+        self.output = _pair(truth, scale)
+        self.bound = {name: _pair(value, None) for name, _, value in _schema_arguments(self.op, args, kwargs)}
 
     def result(self):
         self._run()
@@ -169,6 +193,27 @@ class _Float64Run:
     def argument(self, name: str):
         self._run()
         return self.bound.get(name)
+
+
+def _is_float(t: torch.Tensor) -> bool:
+    return t.dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _is_term_count(value) -> bool:
+    tensors = tensors_in(value)
+    return bool(tensors) and all(
+        t.is_floating_point() and t.numel() and bool(torch.isfinite(t).all())
+        and bool((t == t.round()).all()) and bool((t >= 2).all()) for t in tensors)
+
+
+def _pair(truth, scale):
+    """``Exact`` leaves for a truth structure (scale, where given, has the same structure)."""
+    if isinstance(truth, torch.Tensor):
+        return Exact(truth, scale if isinstance(scale, torch.Tensor) else None)
+    if isinstance(truth, (tuple, list)):
+        scales = scale if isinstance(scale, (tuple, list)) and len(scale) == len(truth) else [None] * len(truth)
+        return type(truth)(_pair(t, s) for t, s in zip(truth, scales))
+    return truth
 
 
 def _to_float64(t: torch.Tensor) -> torch.Tensor:
@@ -206,6 +251,14 @@ def _check_return_aliases(op, actual, bound_cand) -> dict | None:
 def returns_view(op) -> bool:
     """View overloads (a return annotated ``Tensor(a)``) move no data: no launch is required."""
     return any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns)
+
+
+def _nothing_to_write(op, expected, ref_args, ref_kwargs) -> bool:
+    """Every tensor the op produces (returns and written arguments) is empty: ``mm`` of a
+    [0, 5] by a [5, 10] matrix, for example. There is nothing a kernel could compute."""
+    written = [v for _, a, v in _schema_arguments(op, ref_args, ref_kwargs) if _is_written(a)]
+    produced = tensors_in((expected, written))
+    return bool(produced) and all(t.numel() == 0 for t in produced)
 
 
 def _all_inputs_empty(args, kwargs) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.inputs import poisoned_like
+from harness.inputs import map_tensors, poisoned_like
 from harness.ops import packet_name
 
 
@@ -42,5 +42,6 @@ def functional_sibling(op):
 def with_out_tensors(functional, out_names: list[str], args: tuple, kwargs: dict) -> dict:
     """``kwargs`` plus poisoned ``out`` tensors shaped like the functional result."""
     result = functional(*args, **kwargs)
-    results = result if isinstance(result, (tuple, list)) else (result,)
-    return {**kwargs, **{name: poisoned_like(r) for name, r in zip(out_names, results)}}
+    # one out argument takes the whole result (a Tensor, or a list for ``Tensor(a!)[] out``)
+    results = (result,) if len(out_names) == 1 else result
+    return {**kwargs, **{name: map_tensors(r, poisoned_like) for name, r in zip(out_names, results)}}

@@ -21,6 +21,7 @@ ERROR_KINDS = {
     "exception": "the kernel raised an exception",
     "timeout": "the evaluation ran past its wall-clock limit",
     "crash": "the process running the kernel died (signal or exit)",
+    "cuda_error": "the kernel broke the CUDA context (illegal memory access, device-side assert, ...)",
     "no_triton_launch": "no Triton kernel was launched",
     "guard": "the kernel broke a rule (e.g. called PyTorch compute)",
     "wrong_type": "returned a value of the wrong type",

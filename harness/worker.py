@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
          build_s=round(time.perf_counter() - suite_started, 3))
 
     from harness.guards import AtenRecorder, LaunchCounter
-    from harness.runner import ReferenceFault, run_case, trimmed_traceback
+    from harness.runner import ReferenceFault, is_cuda_error, run_case, trimmed_traceback
     if interpreter:
         use_first_autotune_config()
     launches = LaunchCounter()
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         emit("fatal", error_kind=kind, message=trimmed_traceback(exc, candidate_file))
         return 0
 
-    for case in suite.cases:
+    for number, case in enumerate(suite.cases):
         emit("test_start", id=case.id)
         recorder = AtenRecorder(op, launches, candidate_file)
         try:
@@ -109,7 +109,23 @@ def main(argv: list[str] | None = None) -> int:
         except ReferenceFault as fault:
             emit("fatal", error_kind="worker_error", message=str(fault))
             return 0
+        except Exception as exc:  # a CUDA error raised after the kernel returned (in the checks)
+            if not is_cuda_error(exc):
+                raise
+            result = {"id": case.id, "source": case.source, "input": case.description, "dtype": case.dtype,
+                      "passed": False, "error_kind": "cuda_error", "context_lost": True,
+                      "message": f"{type(exc).__name__}: {str(exc).splitlines()[0]}\n(raised while checking "
+                                 "the kernel's result: the kernel made an out-of-bounds access)"}
+        lost = result.pop("context_lost", False)
         emit("test", **result)
+        if lost:
+            left = len(suite.cases) - number - 1
+            lines = result["message"].splitlines()
+            cause = next((line for line in lines if "CUDA error" in line), lines[0])
+            emit("fatal", error_kind="cuda_error",
+                 message=f"test {case.id} ({case.description}): {cause.strip()}; the CUDA context is lost, "
+                         f"so the remaining {left} tests did not run")
+            return 0
     emit("done", total_s=round(time.perf_counter() - started, 3))
     return 0
 

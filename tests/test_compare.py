@@ -1,6 +1,6 @@
 import torch
 
-from harness.compare import compare
+from harness.compare import Exact, compare
 
 
 def test_equal_within_dtype_tolerance_passes():
@@ -74,8 +74,8 @@ def test_long_reductions_are_judged_against_float64_no_looser_than_aten():
     expected, exact = x.sum(1), x.double().sum(1)
     sequential = x.cumsum(1)[:, -1]  # a correct kernel that adds in another order
     assert compare(expected, sequential)["error_kind"] == "mismatch"  # per-dtype tolerance alone fails it
-    assert compare(expected, sequential, exact=exact) is None
-    wrong = compare(expected, sequential * 1.001, exact=exact)
+    assert compare(expected, sequential, exact=Exact(exact)) is None
+    wrong = compare(expected, sequential * 1.001, exact=Exact(exact))
     assert wrong["error_kind"] == "mismatch" and "float64" in wrong["message"]
 
 
@@ -83,4 +83,19 @@ def test_elementwise_ops_get_no_reduction_allowance():
     y = torch.randn(1000).half() * 100
     exact = torch.relu(y.double())
     # aten's own relu is exact to the last bit, so nothing is loosened
-    assert compare(torch.relu(y), torch.relu(y) + 0.01, exact=exact)["error_kind"] == "mismatch"
+    assert compare(torch.relu(y), torch.relu(y) + 0.01, exact=Exact(exact))["error_kind"] == "mismatch"
+
+
+def test_reductions_allow_float32_accumulation_error_and_overflow_boundaries():
+    # a sum of terms whose magnitudes add up to 1e5: float32 accumulation may be off by ~2 * 2**-24 * 1e5
+    expected, truth, scale = torch.tensor([0.5]).half(), torch.tensor([0.5]).double(), torch.tensor([1e5]).double()
+    reordered = torch.tensor([0.505]).half()
+    assert compare(expected, reordered, exact=Exact(truth))["error_kind"] == "mismatch"  # not a reduction
+    assert compare(expected, reordered, exact=Exact(truth, scale)) is None
+    assert compare(expected, torch.tensor([0.53]).half(), exact=Exact(truth, scale))["error_kind"] == "mismatch"
+    # exact value 65510: aten rounded to inf, the candidate to 65504; both are right
+    big = torch.tensor([65510.0], dtype=torch.float64)
+    assert compare(torch.tensor([float("inf")]).half(), torch.tensor([65504.0]).half(),
+                   exact=Exact(big, big)) is None
+    assert compare(torch.tensor([float("inf")]).half(), torch.tensor([60000.0]).half(),
+                   exact=Exact(big, big))["error_kind"] == "mismatch"

@@ -22,6 +22,9 @@ def test_ops_lists_counts_family_and_reasons(capsys):
     removed = rows["aten.upsample_nearest2d_backward.vec"]
     assert removed["why_none"].startswith("not an overload in this torch")
     assert all(r["why_none"] or r["opinfo_samples"] or r["trace_tests"] for r in rows.values())
+    # out= overloads run their functional sibling's tests
+    assert rows["aten.add.out"]["tested_via"] == "aten.add.Tensor"
+    assert rows["aten.sum.IntList_out"]["tested_via"] == "aten.sum.dim_IntList"
 
 
 def test_ops_suite_filter(capsys):

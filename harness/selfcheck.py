@@ -1,0 +1,100 @@
+"""Check the verdict itself against a corpus of known kernels (``tests/kernels/corpus.json``).
+
+Each entry names a kernel file, an operator and what the verdict must say: ``"pass"``, or
+the failure kinds allowed (at least one must be seen, and no other). Used by the tests and,
+on a GPU machine, as a report:
+
+    python -m harness.selfcheck [--only NAME ...] [--jobs N] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from harness.evaluate import default_device, evaluate
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "corpus.json"
+
+
+def load_corpus(path: Path = CORPUS) -> list[dict]:
+    return json.loads(path.read_text())["entries"]
+
+
+def entry_id(entry: dict) -> str:
+    return f"{Path(entry['kernel']).stem}@{entry['op']}"
+
+
+def observed_kinds(verdict: dict) -> set[str]:
+    kinds = {g["error_kind"] for g in verdict["failure_groups"]}
+    if verdict.get("error_kind"):
+        kinds.add(verdict["error_kind"])
+    return kinds
+
+
+def messages(verdict: dict) -> str:
+    """Everything the verdict says in words: its message, each failure's, each guard finding's."""
+    parts = [verdict["message"]] + [g["example"].get("message", "") for g in verdict["failure_groups"]]
+    return "\n".join(parts + [f["message"] for f in verdict["guard_findings"]])
+
+
+def judge(entry: dict, verdict: dict) -> tuple[bool, str]:
+    """(as expected?, what was seen) for one corpus entry."""
+    kinds = observed_kinds(verdict)
+    seen = "pass" if verdict["verdict"] == "pass" else ",".join(sorted(kinds)) or "fail"
+    if entry["expect"] == "pass":
+        return verdict["verdict"] == "pass", seen
+    says = entry.get("says")
+    if says and says not in messages(verdict):
+        return False, f"{seen} (without {says!r})"
+    allowed = set(entry["expect"])
+    return verdict["verdict"] == "fail" and bool(kinds) and kinds <= allowed, seen
+
+
+def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = None) -> dict:
+    started = time.perf_counter()
+    verdict = evaluate(entry["op"], corpus_dir / entry["kernel"], device=device, seed=seed,
+                       timeout_s=entry.get("timeout_s", 300))
+    ok, seen = judge(entry, verdict)
+    return {"id": entry_id(entry), "kernel": entry["kernel"], "op": entry["op"],
+            "expect": entry["expect"], "seen": seen, "ok": ok, "pitfall": entry.get("pitfall", ""),
+            "tests": verdict["summary"].get("total", 0), "passed": verdict["summary"].get("passed", 0),
+            "wall_s": round(time.perf_counter() - started, 1), "message": verdict["message"][:300],
+            "failures": [{"kind": g["error_kind"], "count": g["count"], "input": g["example"].get("input"),
+                          "message": g["example"].get("message", "")[:400]} for g in verdict["failure_groups"][:4]]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--only", nargs="*", help="entry ids or kernel file stems")
+    parser.add_argument("--jobs", type=int, default=1, help="evaluations run at once")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args(argv)
+    entries = load_corpus(args.corpus)
+    if args.only:
+        entries = [e for e in entries if entry_id(e) in args.only or Path(e["kernel"]).stem in args.only]
+    device = default_device()
+    print(f"device: {device}; {len(entries)} entries; seed {args.seed}", flush=True)
+    rows = []
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        futures = [pool.submit(run_entry, e, args.corpus.parent, args.seed, device) for e in entries]
+        for future in as_completed(futures):
+            row = future.result()
+            rows.append(row)
+            expect = row["expect"] if row["expect"] == "pass" else "/".join(row["expect"])
+            print(f"{'ok ' if row['ok'] else 'BAD'} | {row['id']:<48} | expect {expect:<32} | seen {row['seen']:<28} "
+                  f"| {row['passed']}/{row['tests']} tests | {row['wall_s']} s", flush=True)
+            if args.json:  # rewritten after every entry, so a cut-short run keeps what it did
+                args.json.write_text(json.dumps({"device": device, "seed": args.seed, "rows": rows}, indent=1))
+    bad = [r for r in rows if not r["ok"]]
+    print(f"{len(rows) - len(bad)} of {len(rows)} as expected")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""Wrong on purpose: reads the input's memory as if it were contiguous (fails on strided inputs)."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(y_ptr + offsets, tl.where(x < 0, tl.zeros_like(x), x), mask=mask)  # keeps NaN
+
+
+def kernel(self):
+    x = self
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    n = x.numel()
+    if n:
+        _relu[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)
+    return out

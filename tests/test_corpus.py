@@ -1,0 +1,33 @@
+"""The verdict on a corpus of known kernels (tests/kernels/corpus.json): correct Triton kernels over
+relu, add (functional, in-place, out=), sum, softmax, mm, gather and index_select pass; wrong,
+cheating and faulty ones fail with the failure kinds the manifest allows.
+
+Runs on the default device: the Triton interpreter here, the GPU on a GPU machine
+(`python -m pytest tests/test_corpus.py` there, or `python -m harness.selfcheck` for a table).
+The seed is fixed for reproducibility; set BBAGENT_CORPUS_SEED to draw other inputs.
+"""
+import os
+
+import pytest
+
+from conftest import KERNELS
+from harness.selfcheck import entry_id, load_corpus, run_entry
+
+ENTRIES = load_corpus()
+SEED = int(os.environ.get("BBAGENT_CORPUS_SEED", "1234"))
+
+
+def test_corpus_is_broad_enough():
+    wrong = [e for e in ENTRIES if e["expect"] != "pass"]
+    correct = [e for e in ENTRIES if e["expect"] == "pass"]
+    assert len(wrong) >= 30 and len(correct) >= 12
+    assert len({e["op"] for e in wrong}) >= 8
+    assert {e["op"] for e in correct} >= {e["op"] for e in wrong}
+    assert all((KERNELS / e["kernel"]).is_file() for e in ENTRIES)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[entry_id(e) for e in ENTRIES])
+def test_corpus_entry(entry):
+    row = run_entry(entry, KERNELS, SEED)
+    assert row["ok"], (f"{row['id']}: expected {row['expect']}, saw {row['seen']} (seed {SEED}); "
+                       f"{row['message']}")
