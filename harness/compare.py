@@ -8,10 +8,14 @@ Policy (also printed by ``bbagent eval --help``):
   with the per-dtype tolerances in ``TOLERANCES``;
 * a value outside that tolerance of aten's result still passes when it is within the tolerance
   of a float64 run of the op (aten rounds intermediates too: CPU ``add`` with ``alpha`` on
-  float16 rounds ``alpha * other`` first). Reductions (sums, matmuls, norms) accumulate
-  rounding error, so where aten's own result is outside the tolerance of the float64 run
-  somewhere, the allowance grows by twice aten's largest error on that tensor: the candidate
-  is held to aten's own accuracy, times two, never looser;
+  float16 rounds ``alpha * other`` first). Where aten's own result is outside the tolerance
+  of the float64 run somewhere, the allowance grows by twice aten's largest error on that
+  tensor: the candidate is held to aten's own accuracy, times two, never looser. For
+  reductions (the op on all-ones inputs gives integer term counts >= 2: sums, matmuls) it
+  also grows by twice the float32 rounding of the summed magnitudes (``2 * 2**-24 *
+  op(|inputs|)``), the error any float32 accumulation order may make. Where the float64
+  value is within the allowance of the dtype's largest finite value, +-inf against +-max
+  is a rounding difference;
 * NaN positions must match exactly and infinities must match in position and sign
   (NaN is never a wildcard);
 * non-tensor outputs (ints, floats, bools, None) must be equal (floats within float64
@@ -58,8 +62,9 @@ TOLERANCE_POLICY = (
     + ", ".join(f"{str(d).removeprefix('torch.')} atol={a:g} rtol={r:g}" for d, (a, r) in TOLERANCES.items())
     + ". NaN and +/-inf positions must match exactly. A value outside that tolerance of aten's result "
     "still passes within the tolerance of a float64 run of the op; where aten's own result is outside "
-    "the tolerance of the float64 run (long reductions: sums, matmuls), the allowance grows by twice "
-    "aten's largest error on that tensor. "
+    "the tolerance of the float64 run, the allowance grows by twice aten's largest error on that tensor; "
+    "for reductions (sums, matmuls) also by twice the float32 rounding of the summed magnitudes "
+    "(2 * 2**-24 * op(|inputs|)); near the dtype's largest value, inf against max is a rounding difference. "
     "Ops with unspecified values (empty*) are compared on shape, dtype, device and strides; random "
     "ops (tag nondeterministic_seeded) on those plus mean and std within 6 standard errors of an "
     "independent reference draw."

@@ -1,10 +1,15 @@
 """Run one test case: reference, candidate under guards, then every check.
 
-Checks, in order: the candidate raised; no Triton kernel launched; aten compute
-called; the output differs from the reference; arguments the schema does not mark
-as written were changed; written arguments (in-place ``self``, ``out=``) hold the
-wrong values; a return that the schema aliases to a written argument is not that
-argument.
+The reference runs first on its own clone and its result stays alive; fresh allocations
+of the result's sizes are then poisoned, so the candidate cannot get the reference's
+memory back from ``torch.empty``.
+
+Checks, in order: the candidate raised (a CUDA error ends the evaluation); no Triton
+kernel launched; aten compute called; the output differs from the reference (a floating
+mismatch is re-judged against a float64 run of the op, see ``harness.compare``);
+arguments the schema does not mark as written were changed; written arguments
+(in-place ``self``, ``out=``) hold the wrong values; a return that the schema aliases to
+a written argument is not that argument.
 """
 from __future__ import annotations
 
@@ -35,6 +40,12 @@ def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000
     return body if len(body) <= limit else body[: limit // 2] + "\n...\n" + body[-limit // 2:]
 
 
+def failed_result(case: TestCase, **details) -> dict[str, Any]:
+    """A test's result record, failed until the checks say otherwise."""
+    return {"id": case.id, "source": case.source, "input": case.description, "dtype": case.dtype,
+            "passed": False, **details}
+
+
 def is_cuda_error(exc: BaseException) -> bool:
     """A CUDA runtime error (illegal address, device-side assert): the context is unusable after it."""
     return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)
@@ -62,8 +73,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
              on_candidate=lambda: None) -> dict:
     """``on_candidate`` is called when the reference is done and the candidate is about to run,
     so that a crash can be blamed on the right side."""
-    result: dict[str, Any] = {"id": case.id, "source": case.source, "input": case.description,
-                              "dtype": case.dtype, "passed": False}
+    result = failed_result(case)
     args, kwargs = case.inputs()
     ref_args, ref_kwargs = clone_value(args), clone_value(kwargs)
     try:
@@ -217,7 +227,7 @@ def _pair(truth, scale):
 
 
 def _to_float64(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float64) if t.dtype in (torch.float32, torch.float16, torch.bfloat16) else t
+    return t.to(torch.float64) if _is_float(t) else t
 
 
 def _check_return_aliases(op, actual, bound_cand) -> dict | None:

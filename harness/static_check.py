@@ -125,14 +125,15 @@ class _Checker(ast.NodeVisitor):
             self.add("forbidden_call", node, f"calls '{node.func.id}()', which a kernel does not need")
         elif name in FORBIDDEN_ATTR_CALLS:
             self.add("forbidden_call", node, f"calls '{name}()', which a kernel does not need")
-        elif name == "getattr" and len(node.args) >= 2 and not (
-                isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)
-                and node.args[1].value not in INTROSPECTION_ATTRS):
-            self.add("introspection", node, "calls getattr() with a computed or forbidden attribute name; "
-                                            "write the attribute out")
-        elif name == "getattr" and len(node.args) >= 2:  # getattr(torch.cuda, "Stream") is torch.cuda.Stream
-            spelled = ast.Attribute(value=node.args[0], attr=node.args[1].value, ctx=ast.Load())
-            self.visit_Attribute(ast.copy_location(spelled, node))
+        elif name == "getattr" and len(node.args) >= 2:
+            attr = node.args[1]
+            if isinstance(attr, ast.Constant) and isinstance(attr.value, str) and attr.value not in INTROSPECTION_ATTRS:
+                # getattr(torch.cuda, "Stream") is checked as torch.cuda.Stream
+                spelled = ast.Attribute(value=node.args[0], attr=attr.value, ctx=ast.Load())
+                self.visit_Attribute(ast.copy_location(spelled, node))
+            else:
+                self.add("introspection", node, "calls getattr() with a computed or forbidden attribute name; "
+                                                "write the attribute out")
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:

@@ -225,9 +225,9 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
     for i, call in enumerate(load_calls(op_name(op))):
         description = call.describe()
         trace_id = f"trace-{i}"
-        if interpreter and max(call.numel(), _output_numel(op, call)) > cpu_max_numel:
-            suite.skipped.append({"id": trace_id, "input": description,
-                                  "numel": max(call.numel(), _output_numel(op, call)),
+        numel = max(call.numel(), _output_numel(op, call)) if interpreter else 0
+        if numel > cpu_max_numel:
+            suite.skipped.append({"id": trace_id, "input": description, "numel": numel,
                                   "reason": f"over the CPU interpreter budget of {cpu_max_numel} elements"})
             continue
         if interpreter and len(trace_cases) >= MAX_TRACE_CASES_CPU:

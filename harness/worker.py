@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
          build_s=round(time.perf_counter() - suite_started, 3))
 
     from harness.guards import AtenRecorder, LaunchCounter
-    from harness.runner import ReferenceFault, is_cuda_error, run_case, trimmed_traceback
+    from harness.runner import ReferenceFault, failed_result, is_cuda_error, run_case, trimmed_traceback
     if interpreter:
         use_first_autotune_config()
     launches = LaunchCounter()
@@ -112,10 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # a CUDA error raised after the kernel returned (in the checks)
             if not is_cuda_error(exc):
                 raise
-            result = {"id": case.id, "source": case.source, "input": case.description, "dtype": case.dtype,
-                      "passed": False, "error_kind": "cuda_error", "context_lost": True,
-                      "message": f"{type(exc).__name__}: {str(exc).splitlines()[0]}\n(raised while checking "
-                                 "the kernel's result: the kernel made an out-of-bounds access)"}
+            result = failed_result(case, error_kind="cuda_error", context_lost=True,
+                                   message=f"{type(exc).__name__}: {str(exc).splitlines()[0]}\n(raised while "
+                                           "checking the kernel's result: the kernel made an out-of-bounds access)")
         lost = result.pop("context_lost", False)
         emit("test", **result)
         if lost:
