@@ -245,8 +245,9 @@ def _check_return_aliases(op, actual, bound_cand) -> dict | None:
             if not set(schema_arg.alias_info.before_set) & alias_set:
                 continue
             if ret.alias_info.is_write:
-                if not (isinstance(out, torch.Tensor) and out.data_ptr() == value.data_ptr()
-                        and out.shape == value.shape and out.stride() == value.stride()):
+                # is_set_to: same storage, offset, sizes and strides. Comparing data_ptr() is not
+                # enough: every empty tensor has data_ptr() 0, so a new empty tensor would pass.
+                if not (isinstance(out, torch.Tensor) and out.is_set_to(value)):
                     return {"error_kind": "wrong_alias",
                             "message": f"this overload must return its argument '{name}' itself "
                                        f"(schema: {op._schema.returns}); the kernel returned another tensor"}
