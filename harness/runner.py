@@ -163,7 +163,8 @@ class _Float64Run:
     """The op run once more on the test's inputs cast to float64, only when a floating
     mismatch asks for it (the float64 rules in ``harness.compare``). For reductions (the op
     on all-ones inputs gives integer term counts >= 2, as sum and mm do) it also runs the op
-    on the inputs' magnitudes, the scale of any float32 accumulation's rounding error."""
+    on the inputs' magnitudes; ``sqrt(n)`` times that (n the term count) is the scale of any
+    float32 accumulation order's rounding error."""
 
     def __init__(self, op, inputs: tuple[tuple, dict]):
         self.op, self.inputs = op, inputs
@@ -172,7 +173,8 @@ class _Float64Run:
 
     @staticmethod
     def wanted(failure: dict | None) -> bool:
-        return bool(failure) and failure["error_kind"] == "mismatch" and "max_abs_error" in failure
+        return bool(failure) and (failure["error_kind"] == "nan_mismatch"
+                                  or (failure["error_kind"] == "mismatch" and "max_abs_error" in failure))
 
     def _run_on(self, convert):
         args, kwargs = map_tensors(clone_value(self.inputs), convert)
@@ -190,7 +192,8 @@ class _Float64Run:
         try:
             counts, _, _ = self._run_on(lambda t: torch.ones_like(_to_float64(t)) if _is_float(t) else t)
             if _is_term_count(counts):
-                scale, _, _ = self._run_on(lambda t: _to_float64(t).abs() if _is_float(t) else t)
+                magnitudes, _, _ = self._run_on(lambda t: _to_float64(t).abs() if _is_float(t) else t)
+                scale = _times_sqrt(magnitudes, counts)
         except Exception:
             scale = None
         self.output = _pair(truth, scale)
@@ -214,6 +217,15 @@ def _is_term_count(value) -> bool:
     return bool(tensors) and all(
         t.is_floating_point() and t.numel() and bool(torch.isfinite(t).all())
         and bool((t == t.round()).all()) and bool((t >= 2).all()) for t in tensors)
+
+
+def _times_sqrt(magnitudes, counts):
+    """``sqrt(n) * sum|terms|`` per element, over matching output structures."""
+    if isinstance(magnitudes, torch.Tensor) and isinstance(counts, torch.Tensor):
+        return magnitudes * counts.sqrt()
+    if isinstance(magnitudes, (tuple, list)) and isinstance(counts, (tuple, list)):
+        return type(magnitudes)(_times_sqrt(m, c) for m, c in zip(magnitudes, counts))
+    return None
 
 
 def _pair(truth, scale):

@@ -87,7 +87,7 @@ def test_elementwise_ops_get_no_reduction_allowance():
 
 
 def test_reductions_allow_float32_accumulation_error_and_overflow_boundaries():
-    # a sum of terms whose magnitudes add up to 1e5: float32 accumulation may be off by ~2 * 2**-24 * 1e5
+    # scale sqrt(n) * sum|terms| = 1e5: float32 accumulation may be off by up to 2 * 2**-24 * 1e5
     expected, truth, scale = torch.tensor([0.5]).half(), torch.tensor([0.5]).double(), torch.tensor([1e5]).double()
     reordered = torch.tensor([0.505]).half()
     assert compare(expected, reordered, exact=Exact(truth))["error_kind"] == "mismatch"  # not a reduction
@@ -99,3 +99,37 @@ def test_reductions_allow_float32_accumulation_error_and_overflow_boundaries():
                    exact=Exact(big, big)) is None
     assert compare(torch.tensor([float("inf")]).half(), torch.tensor([60000.0]).half(),
                    exact=Exact(big, big))["error_kind"] == "mismatch"
+
+
+def test_aten_overflow_where_float64_is_finite_is_aten_error():
+    # cuBLAS's reduced-precision split-K float16 matmul can return inf/NaN for finite results
+    expected = torch.tensor([float("nan"), float("inf"), 1.0]).half()
+    truth = torch.tensor([1200.0, -3000.0, 1.0], dtype=torch.float64)
+    right = torch.tensor([1200.0, -3000.0, 1.0]).half()
+    assert compare(expected, right)["error_kind"] == "nan_mismatch"  # without the float64 run
+    assert compare(expected, right, exact=Exact(truth)) is None
+    assert compare(expected, expected.clone(), exact=Exact(truth)) is None  # aten's own value passes
+    wrong = compare(expected, torch.tensor([1300.0, -3000.0, 1.0]).half(), exact=Exact(truth))
+    assert wrong["error_kind"] == "mismatch" and wrong["mismatches"][0]["expected"] == 1200.0
+    # a NaN where the exact value overflows the dtype stays aten's NaN: the candidate must match it
+    assert compare(torch.tensor([float("nan")]).half(), torch.tensor([1.0]).half(),
+                   exact=Exact(torch.tensor([1e6], dtype=torch.float64)))["error_kind"] == "nan_mismatch"
+
+
+def test_positive_long_sums_with_a_blocked_float32_loop_pass_and_float16_accumulators_do_not():
+    from harness.runner import _Float64Run
+    torch.manual_seed(0)
+    x = torch.rand(8, 40_000) * 10  # positive terms: the worst case for a sequential accumulator
+    op = torch.ops.aten.sum.dim_IntList
+    exact = _Float64Run(op, ((x, [1]), {})).result()
+    assert torch.allclose(exact.scale, x.double().sum(1) * 200)  # sqrt(40_000) * sum|terms|
+    blocks = x.view(8, 2500, 16).sum(2)
+    blocked = torch.zeros(8)
+    for i in range(blocks.shape[1]):  # what a Triton kernel looping over BLOCK=16 chunks does
+        blocked = blocked + blocks[:, i]
+    expected = op(x, [1])
+    assert compare(expected, blocked, exact=exact) is None
+    half_acc = torch.zeros(8, dtype=torch.float16)
+    for i in range(blocks.shape[1]):
+        half_acc = half_acc + blocks[:, i].half()
+    assert compare(expected, half_acc.float(), exact=exact)["error_kind"] == "mismatch"
