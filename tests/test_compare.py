@@ -111,9 +111,14 @@ def test_aten_overflow_where_float64_is_finite_is_aten_error():
     assert compare(expected, expected.clone(), exact=Exact(truth)) is None  # aten's own value passes
     wrong = compare(expected, torch.tensor([1300.0, -3000.0, 1.0]).half(), exact=Exact(truth))
     assert wrong["error_kind"] == "mismatch" and wrong["mismatches"][0]["expected"] == 1200.0
-    # a NaN where the exact value overflows the dtype stays aten's NaN: the candidate must match it
-    assert compare(torch.tensor([float("nan")]).half(), torch.tensor([1.0]).half(),
-                   exact=Exact(torch.tensor([1e6], dtype=torch.float64)))["error_kind"] == "nan_mismatch"
+    # where the exact value overflows float16, aten's NaN (inf - inf in its partial sums) or -inf passes
+    nan, overflow = torch.tensor([float("nan")]).half(), Exact(torch.tensor([-1e6], dtype=torch.float64))
+    assert compare(nan, torch.tensor([float("-inf")]).half(), exact=overflow) is None
+    assert compare(nan, torch.tensor([float("inf")]).half(), exact=overflow)["error_kind"] == "mismatch"
+    assert compare(nan, torch.tensor([-1.0]).half(), exact=overflow)["error_kind"] == "mismatch"
+    # a NaN the exact value has too stays a NaN the candidate must match
+    assert compare(nan, torch.tensor([1.0]).half(),
+                   exact=Exact(torch.tensor([float("nan")], dtype=torch.float64)))["error_kind"] == "nan_mismatch"
 
 
 def test_positive_long_sums_with_a_blocked_float32_loop_pass_and_float16_accumulators_do_not():
