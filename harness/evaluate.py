@@ -1,19 +1,22 @@
-"""Evaluate a candidate kernel file in a child process and return its Verdict.
+"""Evaluate a candidate kernel file in a sandboxed child process and return its Verdict.
 
-The parent never imports the candidate. The child (``harness.worker``) runs in a
-new process group and a private temporary directory, with an environment reduced
-to an allowlist (no API keys), and is killed as a group when the wall-clock limit
-passes. Results arrive as JSON lines on a dedicated pipe; stdout and stderr are
-kept only as a bounded tail for diagnosis.
+The parent never imports the candidate. The child is forked from a warm fork server
+(``harness.pool``, ``harness.forkserver``) or, with ``warm=False``, started as a fresh
+interpreter; either way it leads its own session in a private temporary directory, with
+an environment reduced to an allowlist (no API keys), and contains itself before the
+candidate is imported (``harness.containment``: namespaces, rlimits, audit hook). The
+parent watches it (``harness.watch``): wall-clock limit, host memory and process count of
+its session, output size; breaking one kills the whole session's group. Results arrive as
+JSON lines on a dedicated pipe; stdout and stderr are kept as a bounded head and tail.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -21,6 +24,8 @@ import time
 from pathlib import Path
 
 from harness.budget import CPU_MAX_NUMEL
+from harness.pool import ColdChild, PoolError, pool_for
+from harness.watch import BoundedCapture, Limits, Outcome, session_usage
 from harness.static_check import check_source
 from harness.verdict import SCHEMA_VERSION, describe_failures, group_failures, summarize
 
@@ -28,6 +33,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
                  "TRITON_CACHE_DIR", "TRITON_HOME", "TMPDIR", "NVIDIA_VISIBLE_DEVICES")
 STDERR_TAIL_BYTES = 4000
+WATCH_INTERVAL_S = 0.1
+HANG_DUMP_WAIT_S = 0.5
+COMPILER_PATHS = ("triton/compiler", "triton/backends", "triton/runtime/build")
 
 
 class KernelFileError(ValueError):
@@ -39,9 +47,9 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _child_env(device: str, workdir: Path) -> dict:
+def _base_env(device: str) -> dict:
+    """The allowlisted environment shared by every child of a device (and its fork server)."""
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
-    env["HOME"] = str(workdir)
     # The project first; then whatever the parent had (e.g. a --target site dir on a GPU box).
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -49,6 +57,8 @@ def _child_env(device: str, workdir: Path) -> dict:
     env.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "bbagent-triton-cache"))
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
+    else:  # torch.cuda.is_available() through NVML, so the fork server never initialises CUDA
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     return env
 
 
@@ -58,92 +68,167 @@ def _exit_cause(returncode: int) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        return f"killed by {name}"
+        note = " (the OS kills with SIGKILL when host memory runs out)" if name == "SIGKILL" else ""
+        return f"killed by {name}{note}"
     return f"exited with code {returncode}"
 
 
-def _tail(path: Path, limit: int = STDERR_TAIL_BYTES) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            data = f.read().decode("utf-8", "replace")
-        return ("[... truncated]\n" if size > limit else "") + data
-    except OSError:
-        return ""
-
-
 def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, seed: int | None = None,
-             timeout_s: float = 300.0, cpu_max_numel: int = CPU_MAX_NUMEL) -> dict:
-    """Run every test of ``op`` against the kernel file and return the Verdict dict."""
+             timeout_s: float = 300.0, cpu_max_numel: int = CPU_MAX_NUMEL, warm: bool = True,
+             static_check: bool = True, limits: Limits | None = None,
+             protected: list[str | Path] | None = None) -> dict:
+    """Run every test of ``op`` against the kernel file and return the Verdict dict.
+
+    ``warm`` forks the child from the device's fork server (``harness.pool``) instead of
+    starting an interpreter. ``static_check=False`` skips the source rules, so that the
+    run-time containment can be tested on its own. ``protected`` paths are read-only for the
+    child where the OS allows a mount namespace (default: the project tree)."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
     source = kernel_path.read_bytes()
     device = device or default_device()
+    limits = limits or Limits()
     seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
-    findings = check_source(source.decode("utf-8", "replace"))
+    findings = check_source(source.decode("utf-8", "replace")) if static_check else []
     if findings:  # rejected before any of its code runs
-        return _assemble(op, kernel_path, source, seed, [], 0, False, timeout_s, 0.0, "", "",
+        return _assemble(op, kernel_path, source, seed, [], Outcome(returncode=0), timeout_s,
                          static_findings=findings)
 
     workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-"))
-    logdir = Path(tempfile.mkdtemp(prefix="bbagent-log-"))
     candidate = workdir / "candidate.py"
     candidate.write_bytes(source)
-    events: list[dict] = []
-    read_fd, write_fd = os.pipe()
-    started = time.perf_counter()
-    timed_out = False
+    base_env = _base_env(device)
+    job = {"op": op, "kernel": str(candidate), "seed": seed, "device": device, "workdir": str(workdir),
+           "protected": [str(Path(p).resolve()) for p in (protected or [PROJECT_ROOT])],
+           "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]], "cpu_max_numel": cpu_max_numel}
+    env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
     try:
-        with open(logdir / "stdout", "wb") as out, open(logdir / "stderr", "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "harness.worker", "--op", op, "--kernel", str(candidate),
-                 "--seed", str(seed), "--result-fd", str(write_fd), "--device", device,
-                 "--cpu-max-numel", str(cpu_max_numel)],
-                cwd=workdir, env=_child_env(device, workdir), stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, pass_fds=(write_fd,), start_new_session=True)
-            os.close(write_fd)
-            write_fd = -1
-            reader = threading.Thread(target=_read_events, args=(read_fd, events), daemon=True)
-            reader.start()
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_group(proc)
-            reader.join(timeout=5)
-        wall = time.perf_counter() - started
-        return _assemble(op, kernel_path, source, seed, events, proc.returncode, timed_out, timeout_s,
-                         wall, _tail(logdir / "stderr"), _tail(logdir / "stdout", 1000))
+        events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
+        return _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
     finally:
-        if write_fd >= 0:
-            os.close(write_fd)
         shutil.rmtree(workdir, ignore_errors=True)
-        shutil.rmtree(logdir, ignore_errors=True)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float,
+               limits: Limits) -> tuple[list[dict], Outcome]:
+    """Start the child, watch it until it ends or breaks a limit, and collect what it said."""
+    events: list[dict] = []
+    pipes = [os.pipe() for _ in range(3)]  # result channel, stdout, stderr
+    write_ends = [w for _, w in pipes]
+    started = time.perf_counter()
+    outcome = Outcome(launched_at=time.time())
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
+        child = None
+        if warm:
+            try:
+                child = pool_for(job["device"], base_env).launch({**job, "env": env}, write_ends)
+            except PoolError as exc:
+                _warn_once(f"bbagent: no warm pool ({exc}); starting each candidate cold instead")
+        if child is None:
+            child = ColdChild(job, write_ends[0], write_ends[1], write_ends[2], env, job["workdir"])
+    finally:
+        for fd in write_ends:
+            os.close(fd)
+    reader = threading.Thread(target=_read_events, args=(pipes[0][0], events), daemon=True)
+    stdout = BoundedCapture(pipes[1][0], limits.output_bytes)
+    stderr = BoundedCapture(pipes[2][0], limits.output_bytes)
+    for thread in (reader, stdout, stderr):
+        thread.start()
+    deadline = time.perf_counter() + timeout_s  # from the child's start: a fork server's own start is not counted
+    returncode = None
+    while returncode is None:
+        returncode = child.wait(WATCH_INTERVAL_S)
+        if returncode is not None:
+            break
+        processes, rss = session_usage(child.pid)
+        running = _running_test(events)
+        if time.perf_counter() > deadline:
+            outcome.limit = "timeout"
+            _dump_stack(child.pid)
+        elif running and time.perf_counter() - running["received_at"] > limits.test_seconds:
+            outcome.limit, outcome.detail = "timeout", f"test {running['id']} ran past {limits.test_seconds:g} s"
+            _dump_stack(child.pid)
+        elif rss > limits.memory_bytes:
+            outcome.limit, outcome.detail = "host_oom", (f"{rss / 2**30:.1f} GiB resident, limit "
+                                                         f"{limits.memory_bytes / 2**30:.1f} GiB")
+        elif processes > limits.processes:
+            outcome.limit, outcome.detail = "process_spawn", f"{processes} processes, limit {limits.processes}"
+        elif stdout.total + stderr.total > limits.output_bytes:
+            outcome.limit, outcome.detail = "output_flood", (f"{(stdout.total + stderr.total) / 2**20:.0f} MiB, "
+                                                             f"limit {limits.output_bytes / 2**20:.0f} MiB")
+        if outcome.limit:
+            child.kill()
+            returncode = child.wait(30.0)
+    child.kill()  # anything the child left behind in its group
+    for thread in (reader, stdout, stderr):
+        thread.join(timeout=5)
+    outcome.returncode = returncode if returncode is not None else -signal.SIGKILL
+    outcome.wall_s = time.perf_counter() - started
+    outcome.stdout, outcome.stderr = stdout.text(1000), stderr.text(STDERR_TAIL_BYTES)
+    outcome.hang_site = _hang_site(stderr.text(STDERR_TAIL_BYTES), job["kernel"]) if outcome.limit == "timeout" else ""
+    return events, outcome
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(message, file=sys.stderr)
+
+
+def _running_test(events: list[dict]) -> dict | None:
+    """The candidate_start event of the test the candidate is running now, if any."""
+    for event in reversed(events[-3:]):
+        if event.get("event") == "candidate_start":
+            return event
+        if event.get("event") in ("test", "fatal", "done"):
+            return None
+    return None
+
+
+def _dump_stack(pid: int) -> None:
+    """Ask the child where it is (faulthandler on SIGUSR1, to stderr) before it is killed."""
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError:
+        return
+    time.sleep(HANG_DUMP_WAIT_S)
+
+
+def _hang_site(stderr: str, candidate_file: str) -> str:
+    """Where a timed-out child was, from its faulthandler dump (most recent call first)."""
+    start = max(stderr.rfind(marker) for marker in ("Stack (most recent call first)", "Current thread", "Thread 0x"))
+    if start < 0:
+        return ""
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', stderr[start:])
+    if not frames:
+        return ""
+    files = [f[0] for f in frames]
+    mine = next((f for f in frames if f[0] == candidate_file), None)
+    at = f" (candidate line {mine[1]}, in {mine[2]})" if mine else ""
+    if any(part in name for name in files for part in COMPILER_PATHS):
+        return "in Triton's compiler: a kernel whose compilation does not finish" + at
+    if mine:
+        return "in the kernel's code: a loop that does not finish" + at
+    if any(os.path.basename(name) in ("runner.py", "compare.py") for name in files[:2]):
+        return "waiting for the device: a Triton kernel that does not finish"
+    return f"in {os.path.basename(files[0])}"
 
 
 def _read_events(fd: int, events: list[dict]) -> None:
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
         for line in stream:
             try:
-                events.append(json.loads(line))
+                events.append({**json.loads(line), "received_at": time.perf_counter()})
             except json.JSONDecodeError:
                 events.append({"event": "garbled", "line": line[:200]})
 
 
-def _assemble(op, kernel_path, source, seed, events, returncode, timed_out, timeout_s, wall,
-              stderr_tail, stdout_tail, static_findings: list[dict] | None = None) -> dict:
+def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s,
+              static_findings: list[dict] | None = None) -> dict:
     by_kind: dict[str, list[dict]] = {}
     for event in events:
         by_kind.setdefault(event.get("event"), []).append(event)
@@ -164,11 +249,9 @@ def _assemble(op, kernel_path, source, seed, events, returncode, timed_out, time
         fatal = by_kind["fatal"][0]
         error_kind, message = fatal["error_kind"], fatal["message"]
     elif not done:
-        cause = (f"timed out after {timeout_s:g} s (process group killed)" if timed_out
-                 else _exit_cause(returncode))
-        kind = "timeout" if timed_out else "crash"
+        kind, cause = _stop_cause(by_kind, outcome, timeout_s)
         candidate_started = {e["id"] for e in by_kind.get("candidate_start", [])}
-        if unfinished and unfinished[0] not in candidate_started:
+        if unfinished and unfinished[0] not in candidate_started and kind not in SANDBOX_KINDS:
             case = cases.get(unfinished[0], {})
             error_kind = "worker_error"
             message = (f"the aten reference (not the kernel) {cause} on test {unfinished[0]} "
@@ -179,11 +262,11 @@ def _assemble(op, kernel_path, source, seed, events, returncode, timed_out, time
                           "dtype": case.get("dtype"), "passed": False, "error_kind": kind,
                           "message": f"the kernel {cause} while running this test"})
             error_kind, message = kind, f"test {unfinished[0]} ({case.get('input')}): the kernel {cause}"
-        elif suite is None:
-            error_kind = kind if timed_out else "worker_error"
+        elif suite is None and kind not in SANDBOX_KINDS:
+            error_kind = kind if kind == "timeout" else "worker_error"
             message = f"evaluation {cause} before the tests were built"
         else:
-            error_kind, message = kind, f"the process {cause} while importing or compiling the kernel"
+            error_kind, message = kind, f"the kernel {cause} while being imported or compiled"
     elif not tests or all(t.get("passed") is None for t in tests):
         error_kind, message = "no_tests", "no test could be run for this operator on this device"
 
@@ -208,11 +291,36 @@ def _assemble(op, kernel_path, source, seed, events, returncode, timed_out, time
         "skipped": skipped,
         "guard_findings": findings,
         "suite": {"notes": (suite or {}).get("notes", []), "cases": len(cases)},
-        "timings": {"wall_s": round(wall, 3), "startup_s": env.get("startup_s"),
+        "timings": {"wall_s": round(outcome.wall_s, 3), "startup_s": env.get("startup_s"),
+                    "child_ready_s": round(env["ready_at"] - outcome.launched_at, 3) if env.get("ready_at") else None,
                     "suite_build_s": (suite or {}).get("build_s"),
                     "tests_s": (by_kind.get("done") or [{}])[0].get("total_s")},
-        "environment": {k: v for k, v in env.items() if k not in ("event", "startup_s")},
-        "exit": None if returncode == 0 else _exit_cause(returncode),
-        "stderr_tail": stderr_tail,
-        "stdout_tail": stdout_tail,
+        "environment": {k: v for k, v in env.items() if k not in ("event", "startup_s", "ready_at")},
+        "exit": None if outcome.returncode == 0 else _exit_cause(outcome.returncode),
+        "stderr_tail": outcome.stderr,
+        "stdout_tail": outcome.stdout,
     }
+
+
+# Kinds that are the candidate's doing even when no test was running (import time included).
+SANDBOX_KINDS = frozenset({"network", "forbidden_write", "secret_read", "process_spawn", "output_flood",
+                           "host_oom", "exit"})
+
+
+def _stop_cause(by_kind: dict, outcome: Outcome, timeout_s: float) -> tuple[str, str]:
+    """(error kind, what happened) for a child that ended without finishing its tests."""
+    if "violation" in by_kind:
+        violation = by_kind["violation"][0]
+        return violation["error_kind"], f"was stopped: {violation['message']}"
+    if outcome.limit == "timeout":
+        site = f"; it was {outcome.hang_site}" if outcome.hang_site else ""
+        what = outcome.detail or f"the evaluation ran past {timeout_s:g} s"
+        return "timeout", f"timed out: {what} (process group killed){site}"
+    if outcome.limit:
+        what = {"host_oom": "used too much host memory", "process_spawn": "started too many processes",
+                "output_flood": "printed too much output"}[outcome.limit]
+        return outcome.limit, f"{what} ({outcome.detail}; process group killed)"
+    if outcome.returncode is not None and outcome.returncode >= 0:
+        return "exit", (f"ended the process with exit code {outcome.returncode} (sys.exit or os._exit); "
+                        "a kernel must return its result")
+    return "crash", _exit_cause(outcome.returncode)

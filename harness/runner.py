@@ -51,6 +51,17 @@ def is_cuda_error(exc: BaseException) -> bool:
     return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)
 
 
+def candidate_error_kind(exc: BaseException) -> str:
+    """The Verdict error kind for an exception out of the candidate's code."""
+    if isinstance(exc, SystemExit):
+        return "exit"
+    if isinstance(exc, torch.OutOfMemoryError):
+        return "cuda_oom"
+    if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
+        return "host_oom"
+    return "compile_error" if type(exc).__module__.startswith("triton") else "exception"
+
+
 def _synchronize(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -99,14 +110,13 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         with recorder:
             actual = kernel(*cand_args, **cand_kwargs)
         _synchronize(device)
-    except Exception as exc:  # noqa: BLE001 - the candidate's failure, reported as such
+    except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
         if is_cuda_error(exc):  # sticky: nothing can run on this device after it
             result.update(error_kind="cuda_error", context_lost=True,
                           message=trimmed_traceback(exc, candidate_file) + "\n(a CUDA error in the kernel: an "
                           "out-of-bounds load or store, usually a missing mask or a wrong stride or index)")
             return result
-        kind = "compile_error" if type(exc).__module__.startswith("triton") else "exception"
-        result.update(error_kind=kind, message=trimmed_traceback(exc, candidate_file))
+        result.update(error_kind=candidate_error_kind(exc), message=trimmed_traceback(exc, candidate_file))
         return result
     result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
 

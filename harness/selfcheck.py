@@ -1,10 +1,12 @@
 """Check the verdict itself against a corpus of known kernels (``tests/kernels/corpus.json``).
 
 Each entry names a kernel file, an operator and what the verdict must say: ``"pass"``, or
-the failure kinds allowed (at least one must be seen, and no other). Used by the tests and,
-on a GPU machine, as a report:
+the failure kinds allowed (at least one must be seen, and no other), and optionally text
+the verdict must contain. The sandbox's fault corpus (``tests/faults/faults.json``) uses the
+same format, with the static check off and a correct kernel evaluated after each fault.
+Used by the tests and, on a GPU machine, as a report:
 
-    python -m harness.selfcheck [--only NAME ...] [--jobs N] [--json FILE]
+    python -m harness.selfcheck [--corpus FILE] [--only NAME ...] [--jobs N] [--json FILE]
 """
 from __future__ import annotations
 
@@ -16,12 +18,28 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from harness.evaluate import default_device, evaluate
+from harness.watch import Limits
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "corpus.json"
 
 
+CORPUS_DEFAULTS = ("static_check", "after_each")
+
+
 def load_corpus(path: Path = CORPUS) -> list[dict]:
-    return json.loads(path.read_text())["entries"]
+    """The entries, each with the corpus-wide settings (``static_check``, ``after_each``) it
+    does not set itself."""
+    corpus = json.loads(path.read_text())
+    defaults = {k: corpus[k] for k in CORPUS_DEFAULTS if k in corpus}
+    return [{**defaults, **entry} for entry in corpus["entries"]]
+
+
+def expected_kinds(entry: dict, device: str):
+    """``"pass"`` or the allowed kinds on ``device`` (``expect`` may map devices, or "any", to kinds)."""
+    expect = entry["expect"]
+    if isinstance(expect, dict):
+        return expect.get(device, expect.get("any"))
+    return expect
 
 
 def entry_id(entry: dict) -> str:
@@ -41,28 +59,44 @@ def messages(verdict: dict) -> str:
     return "\n".join(parts + [f["message"] for f in verdict["guard_findings"]])
 
 
-def judge(entry: dict, verdict: dict) -> tuple[bool, str]:
+def judge(entry: dict, verdict: dict, device: str) -> tuple[bool, str]:
     """(as expected?, what was seen) for one corpus entry."""
     kinds = observed_kinds(verdict)
     seen = "pass" if verdict["verdict"] == "pass" else ",".join(sorted(kinds)) or "fail"
-    if entry["expect"] == "pass":
+    expect = expected_kinds(entry, device)
+    if expect == "pass":
         return verdict["verdict"] == "pass", seen
-    says = entry.get("says")
-    if says and says not in messages(verdict):
-        return False, f"{seen} (without {says!r})"
-    allowed = set(entry["expect"])
-    return verdict["verdict"] == "fail" and bool(kinds) and kinds <= allowed, seen
+    for says in (entry.get("says"), entry.get("says_on", {}).get(device)):
+        if says and says not in messages(verdict):
+            return False, f"{seen} (without {says!r})"
+    return verdict["verdict"] == "fail" and bool(kinds) and kinds <= set(expect), seen
 
 
 def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = None) -> dict:
+    """Evaluate one entry (and, for a fault corpus, the correct kernel right after it)."""
+    device = device or default_device()
     started = time.perf_counter()
+    limits = Limits()
+    if "memory_limit_mib" in entry:
+        limits.memory_bytes = entry["memory_limit_mib"] << 20
+    if "test_timeout_s" in entry:
+        limits.test_seconds = entry["test_timeout_s"]
     verdict = evaluate(entry["op"], corpus_dir / entry["kernel"], device=device, seed=seed,
-                       timeout_s=entry.get("timeout_s", 300))
-    ok, seen = judge(entry, verdict)
+                       timeout_s=entry.get("timeout_s", 300), static_check=entry.get("static_check", True),
+                       limits=limits)
+    ok, seen = judge(entry, verdict, device)
+    wall = round(time.perf_counter() - started, 1)
+    after = entry.get("after_each")
+    if after:
+        follow = evaluate(after["op"], corpus_dir / after["kernel"], device=device, seed=seed)
+        after_ok = follow["verdict"] == "pass"
+        ok = ok and after_ok
+        seen += f"; then {Path(after['kernel']).stem}: {follow['verdict']}" + (
+            "" if after_ok else f" ({follow['error_kind']}: {follow['message'][:200]})")
     return {"id": entry_id(entry), "kernel": entry["kernel"], "op": entry["op"],
-            "expect": entry["expect"], "seen": seen, "ok": ok, "pitfall": entry.get("pitfall", ""),
+            "expect": expected_kinds(entry, device), "seen": seen, "ok": ok, "pitfall": entry.get("pitfall", ""),
             "tests": verdict["summary"].get("total", 0), "passed": verdict["summary"].get("passed", 0),
-            "wall_s": round(time.perf_counter() - started, 1), "message": verdict["message"][:300],
+            "wall_s": wall, "message": verdict["message"][:300], "ready_s": verdict["timings"].get("child_ready_s"),
             "failures": [{"kind": g["error_kind"], "count": g["count"], "input": g["example"].get("input"),
                           "message": g["example"].get("message", "")[:400]} for g in verdict["failure_groups"][:4]]}
 

@@ -1,9 +1,10 @@
 """The sandbox child: build the suite, import the candidate, run and check every test.
 
-Run as ``python -m harness.worker --op OP --kernel FILE --seed N --result-fd FD``.
-Needs only the standard library, torch, triton and numpy. Results go out as JSON
-lines on the file descriptor ``--result-fd`` (not stdout, which the candidate may
-print into); the parent turns them into a Verdict, also when this process dies
+Run by the fork server (``harness.forkserver``) in a forked child, or cold as
+``python -m harness.worker --job JSON --result-fd FD``. Needs only the standard
+library, torch, triton and numpy. It contains itself first (``harness.containment``).
+Results go out as JSON lines on the file descriptor ``--result-fd`` (not stdout,
+which the candidate may print into); the parent turns them into a Verdict, also when this process dies
 half-way, because every test is announced before it runs.
 
 Order per test: the reference runs first on its own clone of the inputs and its
@@ -13,12 +14,15 @@ that held the reference result; the candidate then runs on a fresh clone.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib.util
 import json
 import os
 import platform
+import signal
 import sys
 import time
+from dataclasses import dataclass, field
 
 from harness.budget import CPU_MAX_NUMEL
 
@@ -44,37 +48,60 @@ def use_first_autotune_config() -> None:
     Autotuner.run = run
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness.worker")
-    parser.add_argument("--op", required=True)
-    parser.add_argument("--kernel", required=True)
-    parser.add_argument("--seed", type=int, required=True)
-    parser.add_argument("--result-fd", type=int, required=True)
-    parser.add_argument("--device", required=True, choices=["cuda", "cpu"],
-                        help="cpu means the Triton interpreter; the parent sets TRITON_INTERPRET=1 for it")
-    parser.add_argument("--cpu-max-numel", type=int, default=CPU_MAX_NUMEL)
-    args = parser.parse_args(argv)
-    emit = _emit_factory(args.result_fd)
+@dataclass
+class Job:
+    """One evaluation, as the parent asks for it (sent as JSON to the fork server)."""
+    op: str
+    kernel: str
+    seed: int
+    device: str
+    workdir: str
+    protected: list[str] = field(default_factory=list)
+    tool_write_dirs: list[str] = field(default_factory=list)
+    namespaces: bool = True
+    cpu_max_numel: int = CPU_MAX_NUMEL
 
-    started = time.perf_counter()
-    device = args.device
-    interpreter = device == "cpu"
-    if interpreter:
+
+def main(argv: list[str] | None = None) -> int:
+    """The cold path: a fresh interpreter runs one job (``python -m harness.worker``)."""
+    parser = argparse.ArgumentParser(prog="harness.worker")
+    parser.add_argument("--job", required=True, help="the Job as JSON")
+    parser.add_argument("--result-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    job = Job(**json.loads(args.job))
+    if job.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before torch or triton can import triton
+    return run_job(job, args.result_fd)
+
+
+def run_job(job: Job, result_fd: int) -> int:
+    """Contain this process, then build the suite and run every test against the candidate."""
+    started = time.perf_counter()
+    emit = _emit_factory(result_fd)
+    candidate_file = os.path.abspath(job.kernel)
+    from harness.containment import contain
+    containment, audit = contain(job.workdir, job.protected, job.tool_write_dirs, candidate_file,
+                          report=lambda kind, message: emit("violation", error_kind=kind, message=message),
+                          namespaces=job.namespaces)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)  # where a hang is, on request
+    device = job.device
+    interpreter = device == "cpu"
     import torch
     import triton
-
+    if device == "cuda":
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
     emit("environment", device=device, interpreter=interpreter,
          gpu=torch.cuda.get_device_name() if device == "cuda" else None,
          torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
-         cuda=torch.version.cuda, startup_s=round(time.perf_counter() - started, 3))
+         cuda=torch.version.cuda, startup_s=round(time.perf_counter() - started, 3), ready_at=time.time(),
+         containment=containment)
 
     from harness.ops import resolve_op
     from harness.suite import build_suite
-    op = resolve_op(args.op)
+    op = resolve_op(job.op)
     suite_started = time.perf_counter()
-    suite = build_suite(op, device, args.seed, interpreter=interpreter,
-                        cpu_max_numel=args.cpu_max_numel)
+    suite = build_suite(op, device, job.seed, interpreter=interpreter, cpu_max_numel=job.cpu_max_numel)
     emit("suite", cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype}
                          for c in suite.cases],
          skipped=suite.skipped, notes=suite.notes,
@@ -86,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         use_first_autotune_config()
     launches = LaunchCounter()
     launches.install()
-    candidate_file = os.path.abspath(args.kernel)
+    audit.arm()
     try:
         spec = importlib.util.spec_from_file_location("bbagent_candidate", candidate_file)
         module = importlib.util.module_from_spec(spec)
@@ -96,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             raise TypeError("'kernel' is not callable")
     except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its failure
         kind = "missing_entry_point" if isinstance(exc, AttributeError) and "kernel" in str(exc) \
-            else "import_error"
+            else "exit" if isinstance(exc, SystemExit) else "import_error"
         emit("fatal", error_kind=kind, message=trimmed_traceback(exc, candidate_file))
         return 0
 

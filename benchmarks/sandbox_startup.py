@@ -1,0 +1,92 @@
+"""Warm pool against cold start (issue 4).
+
+Measures, RUNS times each, on the default device:
+
+* cold process: ``python -c "import torch; torch.zeros(1, device=DEVICE)"`` from start to exit;
+* warm child ready: ``evaluate()`` called until the forked child has torch, triton and (on a
+  GPU) an initialised CUDA context (``timings.child_ready_s``); the fork server's own start is
+  reported apart (the first call pays it, once per device);
+* cold child ready: the same with ``warm=False`` (a fresh interpreter per candidate);
+* whole evaluation of a correct relu kernel on all its tests, warm and cold.
+
+    python benchmarks/sandbox_startup.py [--runs 10] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness.evaluate import default_device, evaluate  # noqa: E402
+
+RELU = ROOT / "tests" / "kernels" / "relu_triton.py"
+
+
+def cold_process(device: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", f"import torch; torch.zeros(1, device='{device}')"], check=True)
+    return time.perf_counter() - started
+
+
+def evaluation(warm: bool, device: str, seed: int) -> tuple[float, float]:
+    """(child ready seconds, whole evaluation seconds)."""
+    started = time.perf_counter()
+    verdict = evaluate("aten.relu.default", RELU, device=device, seed=seed, warm=warm)
+    total = time.perf_counter() - started
+    if verdict["verdict"] != "pass":
+        raise SystemExit(f"the correct relu failed: {verdict['error_kind']}: {verdict['message'][:300]}")
+    return verdict["timings"]["child_ready_s"], total
+
+
+def summary(values: list[float]) -> dict:
+    return {"median_s": round(statistics.median(values), 4), "min_s": round(min(values), 4),
+            "max_s": round(max(values), 4), "runs": len(values)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    device = default_device()
+    pool_start_ready, pool_start_total = evaluation(True, device, 0)  # starts the fork server
+    rows = {"cold process (import torch + first tensor)": [], "warm child ready": [], "cold child ready": [],
+            "relu evaluation, warm": [], "relu evaluation, cold": []}
+    for run in range(args.runs):
+        rows["cold process (import torch + first tensor)"].append(cold_process(device))
+        ready, total = evaluation(True, device, run + 1)
+        rows["warm child ready"].append(ready)
+        rows["relu evaluation, warm"].append(total)
+        ready, total = evaluation(False, device, run + 1)
+        rows["cold child ready"].append(ready)
+        rows["relu evaluation, cold"].append(total)
+        print(f"run {run + 1}/{args.runs} done", flush=True)
+    result = {"device": device, "runs": args.runs,
+              "fork_server_start": {"child_ready_s": pool_start_ready, "evaluation_s": pool_start_total},
+              "rows": {name: summary(values) for name, values in rows.items()},
+              "raw": rows}
+    if device == "cuda":
+        import torch
+        result["gpu"] = torch.cuda.get_device_name()
+    warm = result["rows"]["warm child ready"]["median_s"]
+    cold = result["rows"]["cold process (import torch + first tensor)"]["median_s"]
+    result["warm_over_cold"] = round(warm / cold, 4)
+    print(f"\n{'measure':<46} | median s | min s  | max s")
+    for name, row in result["rows"].items():
+        print(f"{name:<46} | {row['median_s']:8.3f} | {row['min_s']:6.3f} | {row['max_s']:6.3f}")
+    print(f"warm child ready / cold process = {result['warm_over_cold']:.1%} (target <= 10%); "
+          f"fork server start (once): {pool_start_ready:.2f} s")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

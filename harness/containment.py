@@ -1,0 +1,263 @@
+"""Containment of the sandbox child, applied before any candidate code is imported.
+
+Layers, each listed in the Verdict (``environment.containment``):
+
+* **Namespaces**, where the OS allows them: a network namespace (no interface is up, so every
+  connection fails, 127.0.0.1 included) and a mount namespace in which the protected paths
+  (the project tree, ``generated_kernels/``, ``runs/``) are read-only bind mounts. Where the
+  OS refuses, the reason is recorded and the audit hook below is the only barrier.
+* **Resource limits**: no core dumps, a file-size limit, and a process-count limit (the kernel
+  exempts uid 0 from that one; the parent's process watchdog covers root).
+* **An audit hook** (``sys.addaudithook``; it cannot be removed from Python) that reports and
+  ends the process on the first network use, write outside the working directory, process
+  start or fork, or read of credentials or a process environment, naming the candidate's
+  line. Triton's own compiler may write to its cache and run its tools (ptxas, the C
+  compiler for launchers); that is told apart by the code that asks, not by the candidate.
+
+The candidate cannot import ctypes (static check), so it cannot get under the hook.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import resource
+import sys
+import sysconfig
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+
+FILE_SIZE_LIMIT = 1 << 30
+PROCESS_HEADROOM = 64
+VIOLATION_EXIT_CODE = 86
+
+NETWORK_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
+                            "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr"})
+SOCKET_METHOD_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"})
+PROCESS_EVENTS = frozenset({"os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec", "os.system",
+                            "subprocess.Popen", "os.startfile", "os.kill", "os.killpg"})
+TOOL_EVENTS = frozenset({"subprocess.Popen", "os.posix_spawn"})  # Triton runs ptxas and cc this way
+WRITE_EVENTS = frozenset({"os.rename", "os.replace", "os.remove", "os.unlink", "os.rmdir", "os.mkdir",
+                          "os.link", "os.symlink", "os.truncate", "os.chmod", "os.chown", "os.utime",
+                          "shutil.rmtree", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
+                          "shutil.move"})
+COPY_EVENTS = frozenset({"shutil.copyfile", "shutil.copymode", "shutil.copystat"})  # (src, dst)
+WATCHED = NETWORK_EVENTS | PROCESS_EVENTS | WRITE_EVENTS | {"open"}
+WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".azure", "gcloud"})
+SECRET_FILES = frozenset({".netrc", ".pgpass", ".git-credentials", "credentials", ".env", ".npmrc",
+                          ".pypirc", "hosts.yml"})
+PROC_SECRET = re.compile(r"^/proc/[^/]+/(task/[^/]+/)?(environ|mem)$")
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _unshare(flags: int) -> str | None:
+    if _libc().unshare(flags) != 0:
+        return os.strerror(ctypes.get_errno())
+    return None
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def enter_namespaces(protected: list[str]) -> dict:
+    """A network and a mount namespace for this process; the protected paths read-only in it.
+    Returns what is in force, with the OS's reason where something is not."""
+    status = {"network_namespace": False, "read_only_paths": [], "notes": []}
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWNET | CLONE_NEWNS
+    error = _unshare(flags) if uid == 0 else "not root"
+    if error:  # again inside a new user namespace (unprivileged, or root without CAP_SYS_ADMIN)
+        user_error = _unshare(CLONE_NEWUSER | flags)
+        if user_error is None:
+            try:
+                _write("/proc/self/setgroups", "deny")
+                _write("/proc/self/uid_map", f"{uid} {uid} 1")
+                _write("/proc/self/gid_map", f"{gid} {gid} 1")
+                error = None
+            except OSError as exc:
+                error = f"user namespace id maps: {exc.strerror}"
+        else:
+            error = f"{error}; user namespace: {user_error}"
+    if error:
+        status["notes"].append(f"no network or mount namespace (unshare: {error}); network and file "
+                               "writes are stopped by the audit hook only")
+        return status
+    status["network_namespace"] = True
+    libc = _libc()
+    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        status["notes"].append(f"mount namespace not private ({os.strerror(ctypes.get_errno())}); "
+                               "no read-only paths")
+        return status
+    for path in protected:
+        if not os.path.isdir(path):
+            continue
+        encoded = os.fsencode(path)
+        if (libc.mount(encoded, encoded, None, MS_BIND | MS_REC, None) == 0
+                and libc.mount(None, encoded, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None) == 0):
+            status["read_only_paths"].append(path)
+        else:
+            status["notes"].append(f"{path} not made read-only ({os.strerror(ctypes.get_errno())})")
+    return status
+
+
+def _count_own_processes() -> int:
+    uid, count = os.getuid(), 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+            except OSError:
+                pass
+    return count
+
+
+def set_limits() -> dict:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    limits = {"core_dumps": 0, "file_size_bytes": FILE_SIZE_LIMIT, "processes": None}
+    if os.getuid() != 0:
+        allowed = _count_own_processes() + PROCESS_HEADROOM
+        resource.setrlimit(resource.RLIMIT_NPROC, (allowed, allowed))
+        limits["processes"] = allowed
+    return limits
+
+
+class AuditGuard:
+    """The audit hook. ``report(kind, message)`` must put the finding on the result channel;
+    the process then ends with ``VIOLATION_EXIT_CODE`` so the candidate cannot catch it."""
+
+    def __init__(self, workdir: str, tool_write_dirs: list[str], candidate_file: str, report):
+        self.write_roots = [os.path.realpath(workdir)]
+        self.tool_roots = [os.path.realpath(d) for d in tool_write_dirs if d]
+        self.candidate_file = candidate_file
+        self.report = report
+        self.stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+        import triton
+        self.tool_package = os.path.realpath(os.path.dirname(triton.__file__))
+        self.busy = False
+        self.armed = False
+
+    def install(self) -> None:
+        sys.addaudithook(self.hook)
+
+    def arm(self) -> None:
+        """From now on every watched event is judged. Called just before the candidate is
+        imported: the harness's own suite building (which forks to probe aten safely) runs
+        before, unarmed."""
+        self.armed = True
+
+    def hook(self, event: str, args: tuple) -> None:
+        if not self.armed or event not in WATCHED or self.busy:
+            return
+        self.busy = True
+        try:
+            finding = self.judge(event, args)
+        finally:
+            self.busy = False
+        if finding:
+            kind, what = finding
+            line = self._candidate_line()
+            where = f"candidate line {line}: " if line else ""
+            self.report(kind, f"{where}{what} (stopped by the sandbox)")
+            os._exit(VIOLATION_EXIT_CODE)
+
+    def judge(self, event: str, args: tuple) -> tuple[str, str] | None:
+        if event in NETWORK_EVENTS:
+            shown = args[1:] if event in SOCKET_METHOD_EVENTS else args  # a method's first argument is the socket
+            return "network", f"network use ({event} {_short(shown)})"
+        if event in PROCESS_EVENTS:
+            if event in TOOL_EVENTS and self._from_tool():
+                return None
+            if event in ("os.kill", "os.killpg") and args[0] in (0, os.getpid(), os.getpgid(0)):
+                return None  # signalling itself harms no one else (and is reported as a crash)
+            return "process_spawn", f"started a process ({event} {_short(args)})"
+        if event == "open":
+            path, mode, flags = (list(args) + [None, None, None])[:3]
+            if not isinstance(path, (str, bytes)):
+                return None
+            path = os.fsdecode(path)
+            writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or \
+                (isinstance(flags, int) and flags & WRITE_FLAGS)
+            if writes:
+                return self._judge_write(path, f"open({path!r}, {mode or flags!r})")
+            if _is_secret(path):
+                return "secret_read", f"read of {path!r}"
+            return None
+        targets = args[1:2] if event in COPY_EVENTS else args
+        for path in [a for a in targets if isinstance(a, (str, bytes))]:
+            finding = self._judge_write(os.fsdecode(path), f"{event}({_short(args)})")
+            if finding:
+                return finding
+        return None
+
+    def _judge_write(self, path: str, what: str) -> tuple[str, str] | None:
+        real = os.path.realpath(path)
+        if real == os.devnull or any(_under(real, root) for root in self.write_roots):
+            return None
+        if any(_under(real, root) for root in self.tool_roots) and self._from_tool():
+            return None
+        return "forbidden_write", f"write outside the working directory: {what}"
+
+    def _frames(self):
+        """The stack above the hook (this module's frames left out)."""
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_filename != __file__:
+                yield frame
+            frame = frame.f_back
+
+    def _from_tool(self) -> bool:
+        """The first frame outside the standard library belongs to Triton (its compiler,
+        launcher build or cache), not to the candidate or anything it called directly."""
+        for frame in self._frames():
+            name = frame.f_code.co_filename
+            if name.startswith("<frozen") or _under(os.path.realpath(name), self.stdlib):
+                continue
+            return _under(os.path.realpath(name), self.tool_package)
+        return False
+
+    def _candidate_line(self) -> int | None:
+        for frame in self._frames():
+            if frame.f_code.co_filename == self.candidate_file:
+                return frame.f_lineno
+        return None
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _is_secret(path: str) -> bool:
+    real = os.path.realpath(path)
+    if PROC_SECRET.match(path) or PROC_SECRET.match(real):
+        return True
+    parts = real.split(os.sep)
+    return bool(SECRET_DIRS.intersection(parts)) or parts[-1] in SECRET_FILES
+
+
+def _short(value, limit: int = 160) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "...)"
+
+
+def contain(workdir: str, protected: list[str], tool_write_dirs: list[str], candidate_file: str,
+            report, namespaces: bool = True) -> tuple[dict, AuditGuard]:
+    """Apply every layer; return what is in force (for the Verdict) and the audit guard,
+    installed but not yet armed (see ``AuditGuard.arm``)."""
+    status = enter_namespaces(protected) if namespaces else {
+        "network_namespace": False, "read_only_paths": [], "notes": ["namespaces not requested"]}
+    status["limits"] = set_limits()
+    guard = AuditGuard(workdir, tool_write_dirs, candidate_file, report)
+    guard.install()
+    status["audit_hook"] = True
+    return status, guard

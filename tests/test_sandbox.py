@@ -1,0 +1,160 @@
+"""The sandbox (issue 4): every fault in tests/faults/faults.json is contained and reported with
+its own error kind, a correct kernel evaluated right after it in the same warm pool still passes,
+secrets stay in the parent, and the network and the project tree are out of reach.
+
+The fault corpus runs on the default device: the Triton interpreter here (each fault has a CPU
+expectation), the GPU on a GPU machine. The source check is off for it, so that every fault
+reaches the run-time containment.
+"""
+import os
+import socket
+import threading
+
+import pytest
+
+from conftest import KERNELS, ROOT
+from harness.containment import enter_namespaces
+from harness.evaluate import default_device, evaluate
+from harness.selfcheck import entry_id, expected_kinds, load_corpus, messages, observed_kinds, run_entry
+from harness.watch import BoundedCapture
+
+FAULTS = ROOT / "tests" / "faults"
+ENTRIES = load_corpus(FAULTS / "faults.json")
+DEVICE = default_device()
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[entry_id(e) for e in ENTRIES])
+def test_fault_is_contained_and_the_pool_survives_it(entry):
+    if expected_kinds(entry, DEVICE) is None:
+        pytest.skip(f"{entry['pitfall']}: no expectation on {DEVICE}")
+    row = run_entry(entry, FAULTS, seed=1234, device=DEVICE)
+    assert row["ok"], f"{row['id']}: expected {row['expect']}, saw {row['seen']}; {row['message']}"
+
+
+def test_fault_corpus_covers_every_fault_the_sandbox_names():
+    kinds = set()
+    for entry in ENTRIES:
+        for allowed in entry["expect"].values():
+            kinds.update(allowed)
+    assert kinds >= {"timeout", "crash", "cuda_error", "cuda_oom", "host_oom", "exit", "import_error",
+                     "output_flood", "process_spawn", "network", "forbidden_write", "secret_read"}
+
+
+def test_api_keys_in_the_parent_are_invisible_to_the_candidate(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-parent-secret")
+    verdict = evaluate("aten.relu.default", FAULTS / "env_probe.py", device=DEVICE, seed=1, static_check=False)
+    assert observed_kinds(verdict) == {"exception"}
+    assert "secret-looking variables visible: []" in messages(verdict)
+    assert "parent-secret" not in str(verdict)
+    # with the source check on, reading the environment is refused before the kernel runs
+    assert evaluate("aten.relu.default", FAULTS / "env_probe.py", device=DEVICE, seed=1)["error_kind"] == "guard"
+
+
+def test_a_socket_to_localhost_fails(tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    accepted = []
+    stop = threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept())
+            except OSError:
+                continue
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    candidate = tmp_path / "phones_home.py"
+    candidate.write_text((FAULTS / "connects_to_localhost.py").read_text().replace('("127.0.0.1", 9)',
+                                                                                   f'("127.0.0.1", {port})'))
+    try:
+        verdict = evaluate("aten.relu.default", candidate, device=DEVICE, seed=1, static_check=False)
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert verdict["error_kind"] == "network" and f"127.0.0.1', {port}" in verdict["message"]
+    assert accepted == []
+
+
+def _in_namespaced_child(protected: list[str], action) -> tuple[dict, str]:
+    """Run ``action`` in a forked child after enter_namespaces; return (status, action's result)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            status = enter_namespaces(protected)
+            outcome = action() if status["network_namespace"] else "no namespaces: " + "; ".join(status["notes"])
+        except BaseException as exc:  # noqa: BLE001
+            outcome = f"error {exc!r}"
+        os.write(write, outcome.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        text = f.read().decode()
+    os.waitpid(pid, 0)
+    return text
+
+
+def test_network_namespace_alone_blocks_localhost():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def connect():
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=2).close()
+            return "connected"
+        except OSError as exc:
+            return f"refused: {exc.strerror}"
+    try:
+        outcome = _in_namespaced_child([], connect)
+    finally:
+        server.close()
+    if outcome.startswith("no namespaces"):
+        pytest.skip(f"this OS gives no network namespace here ({outcome}); the audit hook is the barrier")
+    assert outcome.startswith("refused"), outcome
+
+
+def test_protected_paths_are_read_only_in_the_mount_namespace(tmp_path):
+    protected = tmp_path / "project"
+    protected.mkdir()
+
+    def write():
+        try:
+            (protected / "x.txt").write_text("escaped")
+            return "written"
+        except OSError as exc:
+            return f"refused: {exc.strerror}"
+    outcome = _in_namespaced_child([str(protected)], write)
+    if outcome.startswith("no namespaces"):
+        pytest.skip(f"this OS gives no mount namespace here ({outcome}); the audit hook is the barrier")
+    assert outcome == "refused: Read-only file system"
+    assert not (protected / "x.txt").exists()
+    (protected / "y.txt").write_text("the parent still can")
+
+
+def test_cold_start_gives_the_same_verdict_as_the_warm_pool():
+    warm = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device=DEVICE, seed=5)
+    cold = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device=DEVICE, seed=5, warm=False)
+    assert warm["verdict"] == cold["verdict"] == "pass"
+    assert warm["summary"] == cold["summary"]
+    assert warm["environment"]["containment"]["audit_hook"] and cold["environment"]["containment"]["audit_hook"]
+
+
+def test_captured_output_keeps_head_and_tail_and_says_what_was_cut():
+    read, write = os.pipe()
+    capture = BoundedCapture(read, limit=1 << 20, keep=100)
+    capture.start()
+    os.write(write, b"A" * 100 + b"B" * 10_000 + b"C" * 100)
+    os.close(write)
+    capture.join()
+    text = capture.text(200)
+    assert capture.total == 10_200
+    assert text.startswith("A" * 100) and text.endswith("C" * 100) and "[... 10000 bytes left out ...]" in text
