@@ -35,14 +35,14 @@ def cold_process(device: str) -> float:
     return time.perf_counter() - started
 
 
-def evaluation(warm: bool, device: str, seed: int) -> tuple[float, float]:
-    """(child ready seconds, whole evaluation seconds)."""
+def evaluation(warm: bool, device: str, seed: int) -> tuple[float, float, dict]:
+    """(child ready seconds, whole evaluation seconds, the containment in force)."""
     started = time.perf_counter()
     verdict = evaluate("aten.relu.default", RELU, device=device, seed=seed, warm=warm)
     total = time.perf_counter() - started
     if verdict["verdict"] != "pass":
         raise SystemExit(f"the correct relu failed: {verdict['error_kind']}: {verdict['message'][:300]}")
-    return verdict["timings"]["child_ready_s"], total
+    return verdict["timings"]["child_ready_s"], total, verdict["environment"].get("containment")
 
 
 def summary(values: list[float]) -> dict:
@@ -56,25 +56,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     device = default_device()
-    pool_start_ready, pool_start_total = evaluation(True, device, 0)  # starts the fork server
+    pool_start_ready, pool_start_total, containment = evaluation(True, device, 0)  # starts the fork server
     rows = {"cold process (import torch + first tensor)": [], "warm child ready": [], "cold child ready": [],
             "relu evaluation, warm": [], "relu evaluation, cold": []}
-    for run in range(args.runs):
-        rows["cold process (import torch + first tensor)"].append(cold_process(device))
-        ready, total = evaluation(True, device, run + 1)
-        rows["warm child ready"].append(ready)
-        rows["relu evaluation, warm"].append(total)
-        ready, total = evaluation(False, device, run + 1)
-        rows["cold child ready"].append(ready)
-        rows["relu evaluation, cold"].append(total)
-        print(f"run {run + 1}/{args.runs} done", flush=True)
-    result = {"device": device, "runs": args.runs,
-              "fork_server_start": {"child_ready_s": pool_start_ready, "evaluation_s": pool_start_total},
-              "rows": {name: summary(values) for name, values in rows.items()},
-              "raw": rows}
+    result = {"device": device, "runs": args.runs, "containment": containment,
+              "fork_server_start": {"child_ready_s": pool_start_ready, "evaluation_s": pool_start_total}}
     if device == "cuda":
         import torch
         result["gpu"] = torch.cuda.get_device_name()
+    for run in range(args.runs):
+        rows["cold process (import torch + first tensor)"].append(cold_process(device))
+        ready, total, _ = evaluation(True, device, run + 1)
+        rows["warm child ready"].append(ready)
+        rows["relu evaluation, warm"].append(total)
+        ready, total, _ = evaluation(False, device, run + 1)
+        rows["cold child ready"].append(ready)
+        rows["relu evaluation, cold"].append(total)
+        print(f"run {run + 1}/{args.runs}: " + ", ".join(f"{k} {v[-1]:.3f} s" for k, v in rows.items()), flush=True)
+        result.update(rows={name: summary(values) for name, values in rows.items()}, raw=rows)
+        if args.json:  # after every run, so a run cut short keeps what it measured
+            args.json.write_text(json.dumps(result, indent=1))
     warm = result["rows"]["warm child ready"]["median_s"]
     cold = result["rows"]["cold process (import torch + first tensor)"]["median_s"]
     result["warm_over_cold"] = round(warm / cold, 4)

@@ -323,4 +323,4 @@ def _stop_cause(by_kind: dict, outcome: Outcome, timeout_s: float) -> tuple[str,
     if outcome.returncode is not None and outcome.returncode >= 0:
         return "exit", (f"ended the process with exit code {outcome.returncode} (sys.exit or os._exit); "
                         "a kernel must return its result")
-    return "crash", _exit_cause(outcome.returncode)
+    return "crash", f"crashed: its process was {_exit_cause(outcome.returncode)}"

@@ -119,8 +119,12 @@ class WarmPool:
         ready = select.select([self.server.stdout], [], [], SERVER_START_TIMEOUT_S)[0]
         line = self.server.stdout.readline() if ready else b""
         if line.strip() != b"ready":
+            said = line.decode("utf-8", "replace").strip()
+            code = self.server.poll()
+            detail = (f"exit code {code}" if code is not None else "no answer") + \
+                (f", first output line {said!r}" if said else "") + f"; stderr: {self._stderr_tail()}"
             self.close()
-            raise PoolError(f"the fork server did not start: {self._stderr_tail()}")
+            raise PoolError(f"the fork server did not start ({detail})")
 
     def _stderr_tail(self) -> str:
         try:
