@@ -1,5 +1,5 @@
-"""The fork server: a process that has imported torch, triton, the OpInfo database and the
-harness, but never initialised CUDA, and forks one fresh child per candidate.
+"""The fork server: a process that has imported torch, triton and the harness (on CPU also the
+OpInfo database), but never initialised CUDA, and forks one fresh child per candidate.
 
 Started by ``harness.pool.WarmPool`` as
 ``python -m harness.forkserver --socket PATH --device cpu|cuda`` with an environment
@@ -30,13 +30,16 @@ FDS_PER_JOB = 3
 
 
 def preload(device: str) -> None:
-    """Everything a child would otherwise import itself (the ~2 s OpInfo database included)."""
+    """Everything a child would otherwise import itself (on CPU the OpInfo database too)."""
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     import numpy  # noqa: F401
     import torch
     import triton  # noqa: F401
-    from torch.testing._internal.common_methods_invocations import op_db  # noqa: F401
+    if device == "cpu":
+        # Not on CUDA: importing it asks for the device's capability (common_device_type, torch
+        # 2.11), which initialises CUDA; each child imports it there (benchmarks/cuda_init_probe.py).
+        from torch.testing._internal.common_methods_invocations import op_db  # noqa: F401
     import harness.containment  # noqa: F401
     import harness.guards  # noqa: F401
     import harness.runner  # noqa: F401
