@@ -72,8 +72,8 @@ def _child(job: dict, fds: list[int], inherited: list) -> None:
         os.environ.update(env)
         os.chdir(job["workdir"])
         tempfile.tempdir = job["workdir"]
-        from harness.worker import Job, run_job
-        code = run_job(Job(**job), result_fd)
+        from harness.worker import Job, run_job_reporting_errors
+        code = run_job_reporting_errors(Job(**job), result_fd)
     except BaseException:  # noqa: BLE001 - reported on stderr, the parent reads its tail
         traceback.print_exc()
     finally:

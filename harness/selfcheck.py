@@ -96,7 +96,8 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
     return {"id": entry_id(entry), "kernel": entry["kernel"], "op": entry["op"],
             "expect": expected_kinds(entry, device), "seen": seen, "ok": ok, "pitfall": entry.get("pitfall", ""),
             "tests": verdict["summary"].get("total", 0), "passed": verdict["summary"].get("passed", 0),
-            "wall_s": wall, "message": verdict["message"][:300], "ready_s": verdict["timings"].get("child_ready_s"),
+            "wall_s": wall, "message": verdict["message"][:300], "exit": verdict["exit"],
+            "stderr_tail": "" if ok else verdict["stderr_tail"][-1500:], "ready_s": verdict["timings"].get("child_ready_s"),
             "failures": [{"kind": g["error_kind"], "count": g["count"], "input": g["example"].get("input"),
                           "message": g["example"].get("message", "")[:400]} for g in verdict["failure_groups"][:4]]}
 

@@ -71,7 +71,25 @@ def main(argv: list[str] | None = None) -> int:
     job = Job(**json.loads(args.job))
     if job.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before torch or triton can import triton
-    return run_job(job, args.result_fd)
+    return run_job_reporting_errors(job, args.result_fd)
+
+
+def run_job_reporting_errors(job: Job, result_fd: int) -> int:
+    """``run_job``; an exception out of the harness itself (not the candidate, whose exceptions
+    the runner catches) becomes a ``worker_error`` with its traceback, never a verdict on the kernel."""
+    try:
+        return run_job(job, result_fd)
+    except Exception:
+        import traceback
+        text = traceback.format_exc()
+        print(text, file=sys.stderr)
+        try:
+            os.write(result_fd, (json.dumps({"event": "fatal", "error_kind": "worker_error",
+                                             "message": "the harness failed (not the kernel):\n" + text[-3000:]})
+                                 + "\n").encode())
+        except OSError:
+            pass
+        return 1
 
 
 def run_job(job: Job, result_fd: int) -> int:
