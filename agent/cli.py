@@ -95,10 +95,13 @@ def _resolve(op: str) -> None:
 
 
 def _evaluator(args):
-    from harness.evaluate import evaluate
+    from harness.evaluate import PROJECT_ROOT, evaluate
+    # read-only for the candidate (where the OS gives a mount namespace): the code and the outputs
+    protected = [PROJECT_ROOT] + ([args.root.resolve()] if getattr(args, "root", None) else [])
 
     def run(op: str, kernel: Path) -> dict:
-        return evaluate(op, kernel, device=args.device, seed=args.seed, timeout_s=args.timeout)
+        return evaluate(op, kernel, device=args.device, seed=args.seed, timeout_s=args.timeout,
+                        protected=protected)
     return run
 
 

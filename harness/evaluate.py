@@ -95,13 +95,17 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
         return _assemble(op, kernel_path, source, seed, [], Outcome(returncode=0), timeout_s,
                          static_findings=findings)
 
-    workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-"))
+    workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-")).resolve()
     candidate = workdir / "candidate.py"
     candidate.write_bytes(source)
     base_env = _base_env(device)
+    writable = [workdir, Path(base_env["TRITON_CACHE_DIR"]).resolve()]
+    # a protected path that holds the child's own writable places (--root /tmp, say) stays writable
+    read_only = [str(p) for p in (Path(p).resolve() for p in (protected or [PROJECT_ROOT]))
+                 if not any(w == p or p in w.parents for w in writable)]
     job = {"op": op, "kernel": str(candidate), "seed": seed, "device": device, "workdir": str(workdir),
-           "protected": [str(Path(p).resolve()) for p in (protected or [PROJECT_ROOT])],
-           "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]], "cpu_max_numel": cpu_max_numel}
+           "protected": read_only, "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]],
+           "cpu_max_numel": cpu_max_numel}
     env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
