@@ -109,6 +109,9 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
+        for event in events:  # containment the OS refused: said once per process, on stderr
+            for note in event.get("containment", {}).get("notes", []) if event.get("event") == "environment" else []:
+                _warn_once(f"bbagent sandbox: {note}")
         return _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
