@@ -34,6 +34,7 @@ ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", 
                  "TRITON_CACHE_DIR", "TRITON_HOME", "TMPDIR", "NVIDIA_VISIBLE_DEVICES")
 STDERR_TAIL_BYTES = 4000
 WATCH_INTERVAL_S = 0.1
+CHANNEL_KEYS = ("event", "received_at")  # added on the result channel, not part of a test's record
 HANG_DUMP_WAIT_S = 0.5
 COMPILER_PATHS = ("triton/compiler", "triton/backends", "triton/runtime/build")
 
@@ -109,9 +110,9 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
-        for event in events:  # containment the OS refused: said once per process, on stderr
-            for note in event.get("containment", {}).get("notes", []) if event.get("event") == "environment" else []:
-                _warn_once(f"bbagent sandbox: {note}")
+        environment = next((e for e in events if e.get("event") == "environment"), {})
+        for note in environment.get("containment", {}).get("notes", []):  # what the OS refused: said once
+            _warn_once(f"bbagent sandbox: {note}")
         return _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -241,7 +242,7 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
         by_kind.setdefault(event.get("event"), []).append(event)
     env = (by_kind.get("environment") or [{}])[0]
     suite = (by_kind.get("suite") or [None])[0]
-    tests = [{k: v for k, v in e.items() if k != "event"} for e in by_kind.get("test", [])]
+    tests = [{k: v for k, v in e.items() if k not in CHANNEL_KEYS} for e in by_kind.get("test", [])]
     finished_ids = {t["id"] for t in tests}
     unfinished = [e["id"] for e in by_kind.get("test_start", []) if e["id"] not in finished_ids]
     cases = {c["id"]: c for c in (suite or {}).get("cases", [])}
@@ -302,7 +303,7 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
                     "child_ready_s": round(env["ready_at"] - outcome.launched_at, 3) if env.get("ready_at") else None,
                     "suite_build_s": (suite or {}).get("build_s"),
                     "tests_s": (by_kind.get("done") or [{}])[0].get("total_s")},
-        "environment": {k: v for k, v in env.items() if k not in ("event", "startup_s", "ready_at")},
+        "environment": {k: v for k, v in env.items() if k not in CHANNEL_KEYS + ("startup_s", "ready_at")},
         "exit": None if outcome.returncode == 0 else _exit_cause(outcome.returncode),
         "stderr_tail": outcome.stderr,
         "stdout_tail": outcome.stdout,

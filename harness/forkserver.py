@@ -26,6 +26,8 @@ import sys
 import tempfile
 import traceback
 
+from harness.pool import kill_group
+
 FDS_PER_JOB = 3
 
 
@@ -116,7 +118,7 @@ def serve(listener: socket.socket, lifeline: int) -> None:
             continue
         if lifeline in readable and not os.read(lifeline, 1):
             for pid in children:
-                _kill_group(pid)
+                kill_group(pid)
             return
         if wake_read in readable:
             os.read(wake_read, 4096)
@@ -124,7 +126,7 @@ def serve(listener: socket.socket, lifeline: int) -> None:
         abandoned &= children.keys()
         for pid, conn in list(children.items()):
             if conn in readable and not conn.recv(1, socket.MSG_PEEK):
-                _kill_group(pid)  # the parent closed the connection: the child is abandoned
+                kill_group(pid)  # the parent closed the connection: the child is abandoned
                 abandoned.add(pid)
         if listener in readable:
             conn, _ = listener.accept()
@@ -157,13 +159,6 @@ def _reap(children: dict[int, socket.socket]) -> None:
         if conn is not None:
             _send(conn, {"status": status})
             conn.close()
-
-
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,8 @@ class PoolError(RuntimeError):
     """The fork server could not be started or reached."""
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads; gone already is fine."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -53,7 +54,7 @@ class ColdChild:
             return None
 
     def kill(self) -> None:
-        _kill_group(self.pid)
+        kill_group(self.pid)
 
 
 class WarmChild:
@@ -92,7 +93,7 @@ class WarmChild:
         return self.returncode
 
     def kill(self) -> None:
-        _kill_group(self.pid)
+        kill_group(self.pid)
 
 
 class WarmPool:
@@ -164,7 +165,7 @@ class WarmPool:
             try:
                 self.server.wait(timeout=5)
             except subprocess.TimeoutExpired:
-                _kill_group(self.server.pid)
+                kill_group(self.server.pid)
                 self.server.wait()
             self.server.stdout.close()
             self.server = None

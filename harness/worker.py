@@ -77,25 +77,24 @@ def main(argv: list[str] | None = None) -> int:
 def run_job_reporting_errors(job: Job, result_fd: int) -> int:
     """``run_job``; an exception out of the harness itself (not the candidate, whose exceptions
     the runner catches) becomes a ``worker_error`` with its traceback, never a verdict on the kernel."""
+    emit = _emit_factory(result_fd)
     try:
-        return run_job(job, result_fd)
+        return run_job(job, emit)
     except Exception:
         import traceback
         text = traceback.format_exc()
         print(text, file=sys.stderr)
         try:
-            os.write(result_fd, (json.dumps({"event": "fatal", "error_kind": "worker_error",
-                                             "message": "the harness failed (not the kernel):\n" + text[-3000:]})
-                                 + "\n").encode())
+            emit("fatal", error_kind="worker_error", message="the harness failed (not the kernel):\n" + text[-3000:])
         except OSError:
             pass
         return 1
 
 
-def run_job(job: Job, result_fd: int) -> int:
-    """Contain this process, then build the suite and run every test against the candidate."""
+def run_job(job: Job, emit) -> int:
+    """Contain this process, then build the suite and run every test against the candidate.
+    ``emit(event, **data)`` writes one JSON line on the result channel."""
     started = time.perf_counter()
-    emit = _emit_factory(result_fd)
     candidate_file = os.path.abspath(job.kernel)
     from harness.containment import contain
     containment, audit = contain(job.workdir, job.protected, job.tool_write_dirs, candidate_file,
