@@ -5,15 +5,16 @@
 * ``AtenRecorder`` records aten operators the candidate calls outside a Triton
   launch. Allocation, views and metadata are allowed (``ALLOWED_ATEN``); anything
   else is compute done by PyTorch instead of the kernel, and is reported with the
-  candidate's line that caused it. The target operator itself is never allowed.
+  candidate's line that caused it. The target operator itself is never allowed. A random
+  op's kernel may draw a few values with ``randint``/``random_`` to seed its Triton kernel.
 """
 from __future__ import annotations
 
 import traceback
-import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.compare import value_mode
+from harness.inputs import tensors_in
 from harness.ops import packet_name
 
 # Packet names (aten.<name>.*) a kernel wrapper may call.
@@ -31,6 +32,10 @@ ALLOWED_ATEN = frozenset({
     "sym_numel", "sym_storage_offset", "is_contiguous", "lift_fresh", "unbind", "split",
     "split_with_sizes", "chunk", "movedim", "_reshape_alias", "item", "_local_scalar_dense",
 })
+
+# A random op's kernel may draw its seed from the generator with these (a few values only).
+SEED_DRAWS = frozenset({"randint", "random_"})
+MAX_SEED_VALUES = 4
 
 
 class LaunchCounter:
@@ -81,10 +86,13 @@ class AtenRecorder(TorchDispatchMode):
         self.findings: list[dict] = []
         # An op whose values are unspecified (empty*) is allocation itself: the kernel may call it.
         self.target_allowed = value_mode(target) == "metadata"
+        self.target_random = value_mode(target) == "distribution"
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
         if not self.launches.in_launch:
-            allowed = packet_name(func) in ALLOWED_ATEN and (func is not self.target or self.target_allowed)
+            allowed = ((packet_name(func) in ALLOWED_ATEN and (func is not self.target or self.target_allowed))
+                       or self._is_seed_draw(func, result))
             if not allowed and len(self.findings) < 20:
                 line = self._candidate_line()
                 self.findings.append({
@@ -95,7 +103,14 @@ class AtenRecorder(TorchDispatchMode):
                                f"{'line ' + str(line) if line else 'an unknown line'}; "
                                "compute must happen in a @triton.jit kernel",
                 })
-        return func(*args, **(kwargs or {}))
+        return result
+
+    def _is_seed_draw(self, func, result) -> bool:
+        """A random kernel takes its seed from the generator with a tiny ``randint`` or
+        ``random_`` (as Inductor does); the values themselves must come from Triton."""
+        return (self.target_random and packet_name(func) in SEED_DRAWS
+                and packet_name(func) != packet_name(self.target)
+                and sum(t.numel() for t in tensors_in(result)) <= MAX_SEED_VALUES)
 
     def _candidate_line(self) -> int | None:
         for frame in reversed(traceback.extract_stack()):

@@ -9,7 +9,8 @@ kernel launched; aten compute called; the output differs from the reference (a f
 mismatch is re-judged against a float64 run of the op, see ``harness.compare``);
 arguments the schema does not mark as written were changed; written arguments
 (in-place ``self``, ``out=``) hold the wrong values; a return that the schema aliases to
-a written argument is not that argument.
+a written argument is not that argument; a random op's draws do not follow its generator
+(``harness.random_ops``).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 
 from harness.compare import Exact, compare, equal_exactly, value_mode
+from harness.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from harness.suite import TestCase, clone_value
 
@@ -111,22 +113,46 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
             actual = kernel(*cand_args, **cand_kwargs)
         _synchronize(device)
     except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
-        if is_cuda_error(exc):  # sticky: nothing can run on this device after it
-            result.update(error_kind="cuda_error", context_lost=True,
-                          message=trimmed_traceback(exc, candidate_file) + "\n(a CUDA error in the kernel: an "
-                          "out-of-bounds load or store, usually a missing mask or a wrong stride or index)")
-            return result
-        result.update(error_kind=candidate_error_kind(exc), message=trimmed_traceback(exc, candidate_file))
+        result.update(_candidate_raised(exc, candidate_file))
         return result
     result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
 
     failure = _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,
                      launches.launches - launches_before, recorder.findings)
+    if failure is None and value_mode(op) == "distribution":
+        values = sum(t.numel() for t in tensors_in(expected))
+        failure = _check_random_draws(op, before, kernel, device, values, recorder, candidate_file)
     if failure:
         result.update(failure)
     else:
         result["passed"] = True
     return result
+
+
+def _candidate_raised(exc: BaseException, candidate_file: str) -> dict:
+    if is_cuda_error(exc):  # sticky: nothing can run on this device after it
+        return {"error_kind": "cuda_error", "context_lost": True,
+                "message": trimmed_traceback(exc, candidate_file) + "\n(a CUDA error in the kernel: an "
+                           "out-of-bounds load or store, usually a missing mask or a wrong stride or index)"}
+    return {"error_kind": candidate_error_kind(exc), "message": trimmed_traceback(exc, candidate_file)}
+
+
+def _check_random_draws(op, inputs: tuple[tuple, dict], kernel, device: str, values: int, recorder,
+                        candidate_file: str) -> dict | None:
+    """Random ops: repeated draws follow the generator and, pooled, the reference's
+    distribution (``harness.random_ops``)."""
+    def under_guards(thunk):
+        with recorder:
+            return thunk()
+    try:
+        failure = random_failure(op, *inputs, kernel, device, values, under_guards)
+    except BaseException as exc:  # noqa: BLE001 - raised on a repeated, seeded call
+        failure = _candidate_raised(exc, candidate_file)
+        failure["message"] = "on a repeated call with a seeded generator: " + failure["message"]
+    if recorder.findings:
+        return {"error_kind": "guard", "message": recorder.findings[0]["message"],
+                "guard_findings": recorder.findings}
+    return failure
 
 
 def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,

@@ -194,6 +194,15 @@ def _output_numel(op, call: TraceCall) -> int:
     return sum(t.numel() for t in tensors_in(result))
 
 
+def _spread(count: int, most: int) -> set[int] | range:
+    """Positions of ``most`` of ``count`` items spread evenly from first to last: the traces
+    of one op run through a model in order, so the first few are often alike (dropout rates
+    0.52, 0.54, ... of one network's stochastic depth) while the list as a whole varies."""
+    if count <= most:
+        return range(count)
+    return {round(k * (count - 1) / (most - 1)) for k in range(most)}
+
+
 def build_suite(op, device: str, seed: int, *, interpreter: bool,
                 cpu_max_numel: int = CPU_MAX_NUMEL) -> Suite:
     """The tests of ``op``. An ``out=`` overload gets its functional sibling's tests, each with
@@ -222,15 +231,19 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
     cases, notes = ([], []) if traces_only else opinfo_cases(op, device, dtypes)
     suite.notes.extend(notes)
     trace_cases = []
+    eligible = []
     for i, call in enumerate(load_calls(op_name(op))):
-        description = call.describe()
-        trace_id = f"trace-{i}"
         numel = max(call.numel(), _output_numel(op, call)) if interpreter else 0
         if numel > cpu_max_numel:
-            suite.skipped.append({"id": trace_id, "input": description, "numel": numel,
+            suite.skipped.append({"id": f"trace-{i}", "input": call.describe(), "numel": numel,
                                   "reason": f"over the CPU interpreter budget of {cpu_max_numel} elements"})
-            continue
-        if interpreter and len(trace_cases) >= MAX_TRACE_CASES_CPU:
+        else:
+            eligible.append((i, call))
+    kept = _spread(len(eligible), MAX_TRACE_CASES_CPU) if interpreter else range(len(eligible))
+    for position, (i, call) in enumerate(eligible):
+        description = call.describe()
+        trace_id = f"trace-{i}"
+        if position not in kept:
             suite.skipped.append({"id": trace_id, "input": description,
                                   "reason": f"CPU interpreter runs at most {MAX_TRACE_CASES_CPU} trace inputs"})
             continue

@@ -51,13 +51,46 @@ def test_unspecified_values_compare_metadata_only():
     assert compare(expected, t.empty(4, 6, dtype=t.float16), mode="metadata")["error_kind"] == "wrong_dtype"
 
 
-def test_random_values_compare_moments():
+def test_random_values_compare_by_distribution():
     g = torch.Generator().manual_seed(0)
     expected = torch.rand(10000, generator=g)
     assert compare(expected, torch.rand(10000, generator=g), mode="distribution") is None
     failure = compare(expected, torch.rand(10000, generator=g) * 0.5, mode="distribution")
-    assert failure["error_kind"] == "distribution_mismatch" and "mean" in failure["message"]
+    assert failure["error_kind"] == "distribution_mismatch" and "Kolmogorov-Smirnov" in failure["message"]
     assert compare(expected, torch.zeros(10000) + 0.5, mode="distribution")["error_kind"] == "distribution_mismatch"
+
+
+def test_random_values_with_the_right_moments_but_the_wrong_shape_fail():
+    g = torch.Generator().manual_seed(1)
+    normal = torch.randn(20000, generator=g)
+    uniform_like_normal = (torch.rand(20000, generator=g) - 0.5) * 12 ** 0.5  # mean 0, std 1
+    failure = compare(normal, uniform_like_normal, mode="distribution")
+    assert failure["error_kind"] == "distribution_mismatch"
+
+
+def test_heavy_tailed_draws_pass_against_each_other():
+    """Cauchy draws have no mean or std; a moment test would reject a correct kernel."""
+    for seed in range(20):
+        g = torch.Generator().manual_seed(seed)
+        a, b = torch.empty(5000).cauchy_(generator=g), torch.empty(5000).cauchy_(generator=g)
+        assert compare(a, b, mode="distribution") is None, seed
+
+
+def test_random_values_keep_the_inputs_nan_positions():
+    expected = torch.rand(1000)
+    expected[3] = float("nan")
+    actual = torch.rand(1000)
+    assert compare(expected, actual, mode="distribution")["error_kind"] == "nan_mismatch"
+    actual[3] = float("nan")
+    assert compare(expected, actual, mode="distribution") is None
+
+
+def test_discrete_random_values_compare_by_distribution():
+    g = torch.Generator().manual_seed(2)
+    coin = torch.bernoulli(torch.full((4000,), 0.5), generator=g)
+    assert compare(coin, torch.bernoulli(torch.full((4000,), 0.5), generator=g), mode="distribution") is None
+    biased = torch.bernoulli(torch.full((4000,), 0.7), generator=g)
+    assert compare(coin, biased, mode="distribution")["error_kind"] == "distribution_mismatch"
 
 
 def test_value_modes_from_op_tags():

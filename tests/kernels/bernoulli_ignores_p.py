@@ -1,0 +1,24 @@
+"""Wrong: a bernoulli_ that draws with p = 0.5 whatever p it is given (a dropout mask of
+the wrong rate: each value is still 0 or 1, and the mean is right only when p is 0.5)."""
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _bernoulli(out_ptr, n, seed, p, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    u = tl.rand(seed, offsets)
+    tl.store(out_ptr + offsets, tl.where(u < p, 1.0, 0.0), mask=mask)
+
+
+def kernel(self, p=0.5, *, generator=None):
+    seed = int(torch.randint(2**31 - 1, (1,), generator=generator, device=self.device))
+    out = self if self.is_contiguous() else torch.empty_like(self, memory_format=torch.contiguous_format)
+    n = out.numel()
+    if n:
+        _bernoulli[(triton.cdiv(n, 1024),)](out, n, seed, 0.5, BLOCK=1024)
+    if out is not self:
+        self.copy_(out)
+    return self
