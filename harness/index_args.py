@@ -10,10 +10,24 @@ Rule: packet -> [(index argument, bound source)], where the bound source is
 ``("class_dim", tensor argument)`` (dim 1 of a batched input, else dim 0), or
 ``("int", argument)`` for a bound given as an integer argument, or ``("offsets_of", argument)``
 for bag offsets into that argument (sorted, starting at 0), ``("numel_of", argument)`` or
-``("plane_of", argument)`` (H*W of its last two dims, for pooling indices).
+``("plane_of", argument)`` (H*W of its last two dims, for pooling indices), or
+``("dims_of", argument)`` for a list of index tensors (``index``, ``index_put``): entry k
+indexes the argument's dim k (a bool mask covers as many dims as it has), or
+``("spatial_of", argument)`` for unpooling indices: positions inside one output plane whose
+size is the product of the integer list ``argument``.
+
+Writes through an index must not collide where the op keeps one of the colliding values:
+``index_put`` without ``accumulate`` or ``scatter`` without ``reduce`` leave an unspecified
+value there (on CUDA, whichever write lands last), so a reference would be a coin toss.
+For the packets in ``DISTINCT_WRITES`` the indices are drawn distinct (along the op's dim for
+a multi-dimensional index, within each plane for unpooling, as whole tuples for a list of
+index tensors of one shape) unless the named argument makes collisions well defined.
+Where there are more writes than places, collisions cannot be avoided; the op is then
+unspecified for those inputs.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -45,6 +59,30 @@ INDEX_RULES: dict[str, list[tuple[str, tuple]]] = {
     "nll_loss_backward": [("target", ("class_dim", "self"))],
     "nll_loss2d_forward": [("target", ("class_dim", "self"))],
     "nll_loss2d_backward": [("target", ("class_dim", "self"))],
+    "scatter_reduce_": [("index", _ALONG_DIM)],
+    "index_copy_": [("index", _ALONG_DIM)],
+    "index_fill_": [("index", _ALONG_DIM)],
+    "index_reduce": [("index", _ALONG_DIM)],
+    "index_reduce_": [("index", _ALONG_DIM)],
+    "take": [("index", ("numel_of", "self"))],
+    "put": [("index", ("numel_of", "self"))],
+    "put_": [("index", ("numel_of", "self"))],
+    "index": [("indices", ("dims_of", "self"))],
+    "_unsafe_index": [("indices", ("dims_of", "self"))],
+    "index_put": [("indices", ("dims_of", "self"))],
+    "index_put_": [("indices", ("dims_of", "self"))],
+    "_index_put_impl_": [("indices", ("dims_of", "self"))],
+    "_unsafe_index_put": [("indices", ("dims_of", "self"))],
+    "max_unpool2d": [("indices", ("spatial_of", "output_size"))],
+    "max_unpool3d": [("indices", ("spatial_of", "output_size"))],
+}
+
+# packet -> the argument that makes colliding writes well defined (None: nothing does)
+DISTINCT_WRITES: dict[str, str | None] = {
+    "index_put": "accumulate", "index_put_": "accumulate", "_index_put_impl_": "accumulate",
+    "_unsafe_index_put": "accumulate", "put": "accumulate", "put_": "accumulate",
+    "scatter": "reduce", "scatter_": "reduce", "index_copy": None, "index_copy_": None,
+    "max_unpool2d": None, "max_unpool3d": None,
 }
 
 
@@ -59,6 +97,9 @@ def _bound(source: tuple, values: dict[str, Any]) -> int | None:
         return tensor_arg.numel() + (1 if kind == "offsets_of" else 0)
     if kind == "int":
         return values.get(arg) if isinstance(values.get(arg), int) else None
+    if kind == "spatial_of":
+        sizes = values.get(arg)
+        return math.prod(sizes) if isinstance(sizes, (list, tuple)) and sizes else None
     if kind == "class_dim":
         tensor = values.get(arg)
         return None if not isinstance(tensor, torch.Tensor) else tensor.shape[1 if tensor.dim() > 1 else 0]
@@ -68,6 +109,14 @@ def _bound(source: tuple, values: dict[str, Any]) -> int | None:
     return tensor.shape[dim] if tensor.dim() else 1
 
 
+def _wants_distinct(op, values: dict[str, Any]) -> bool:
+    packet = packet_name(op)
+    if packet not in DISTINCT_WRITES:
+        return False
+    unless = DISTINCT_WRITES[packet]
+    return unless is None or not values.get(unless)
+
+
 def make_index_args_valid(op, args: tuple, kwargs: dict, gen: torch.Generator) -> None:
     """Redraw, in place, the index tensors of ``op``'s arguments so the op accepts them."""
     rules = INDEX_RULES.get(packet_name(op))
@@ -75,16 +124,100 @@ def make_index_args_valid(op, args: tuple, kwargs: dict, gen: torch.Generator) -
         return
     names = [a.name for a in op._schema.arguments]
     values = dict(zip(names, args)) | kwargs
+    distinct = _wants_distinct(op, values)
     for index_arg, source in rules:
         index = values.get(index_arg)
-        bound = _bound(source, values)
-        if not isinstance(index, torch.Tensor) or index.dtype.is_floating_point or not bound or index.numel() == 0:
+        if source[0] == "dims_of":
+            _redraw_index_list(index, values.get(source[1]), distinct, gen)
             continue
-        # Write the memory behind the view, not the view: a trace index may be broadcast
-        # (stride 0), and a view whose elements overlap cannot be written element-wise.
-        flat = memory_behind(index)
-        drawn = torch.randint(0, bound, (flat.numel(),), generator=gen, device=index.device)
-        if source[0] == "offsets_of":
-            drawn = drawn.sort().values
-            drawn[0] = 0
-        flat.copy_(drawn.to(index.dtype))
+        bound = _bound(source, values)
+        if not _redrawable(index) or not bound:
+            continue
+        if distinct and source[0] == "spatial_of":
+            planes = index.shape[-len(values[source[1]]):].numel()
+            _write(index, _distinct_along((index.numel() // planes, planes), 1, bound, gen, index.device), bound, gen)
+        elif distinct and source[0] == "numel_of":
+            _write(index, _distinct_along((index.numel(),), 0, bound, gen, index.device), bound, gen)
+        elif distinct and source == _ALONG_DIM:
+            dim = values.get("dim", 0) if index.dim() > 1 else 0
+            _write(index, _distinct_along(tuple(index.shape), dim, bound, gen, index.device), bound, gen)
+        else:
+            _redraw(index, bound, gen, sort=source[0] == "offsets_of")
+
+
+def _redrawable(index: Any) -> bool:
+    return isinstance(index, torch.Tensor) and not index.dtype.is_floating_point \
+        and index.dtype != torch.bool and index.numel() > 0
+
+
+def _redraw(index: torch.Tensor, bound: int, gen: torch.Generator, sort: bool = False) -> None:
+    """Independent draws in ``[0, bound)``. The memory behind the view is written, not the
+    view: a trace index may be broadcast (stride 0), and overlapping elements cannot be
+    written element-wise."""
+    flat = memory_behind(index)
+    drawn = torch.randint(0, bound, (flat.numel(),), generator=gen, device=index.device)
+    if sort:  # bag offsets: ascending, from 0
+        drawn = drawn.sort().values
+        drawn[0] = 0
+    flat.copy_(drawn.to(index.dtype))
+
+
+def _distinct_along(shape: tuple, dim: int, bound: int, gen: torch.Generator, device) -> torch.Tensor | None:
+    """Values in ``[0, bound)`` of ``shape``, distinct along ``dim`` (None where the dim is
+    longer than ``bound``: then some must repeat)."""
+    dim = dim % len(shape)
+    if shape[dim] > bound:
+        return None
+    keys_shape = shape[:dim] + (bound,) + shape[dim + 1:]
+    if math.prod(keys_shape) > MAX_DISTINCT_KEYS:
+        return None
+    keys = torch.rand(keys_shape, generator=gen, device=device)
+    return keys.argsort(dim=dim).narrow(dim, 0, shape[dim])
+
+
+MAX_DISTINCT_KEYS = 1 << 24
+
+
+def _write(index: torch.Tensor, drawn: torch.Tensor | None, bound: int, gen: torch.Generator) -> None:
+    """Write distinct draws into ``index``; a broadcast index (whose elements share memory)
+    or one that cannot be distinct gets independent draws instead."""
+    if drawn is None or memory_behind(index).numel() < index.numel():
+        _redraw(index, bound, gen)
+    else:
+        index.copy_(drawn.reshape(index.shape).to(index.dtype))
+
+
+def _redraw_index_list(indices: Any, tensor: Any, distinct: bool, gen: torch.Generator) -> None:
+    """``indices[k]`` indexes ``tensor``'s dim k (a bool mask covers mask.dim() dims, None one)."""
+    if not isinstance(indices, (list, tuple)) or not isinstance(tensor, torch.Tensor):
+        return
+    dim, targets = 0, []
+    for index in indices:
+        if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
+            dim += index.dim()
+            continue
+        if dim >= tensor.dim():
+            return
+        if _redrawable(index):
+            targets.append((index, tensor.shape[dim]))
+        dim += 1
+    shapes = {tuple(index.shape) for index, _ in targets}
+    if distinct and len(shapes) == 1 and all(b > 0 for _, b in targets):
+        # distinct index tuples: distinct flat positions in the indexed dims, unravelled
+        bounds = [b for _, b in targets]
+        positions = _distinct_along((targets[0][0].numel(),), 0, math.prod(bounds), gen, tensor.device)
+        if positions is not None:
+            for (index, bound), coordinate in zip(targets, _unravel(positions, bounds)):
+                _write(index, coordinate, bound, gen)
+            return
+    for index, bound in targets:
+        if bound:
+            _redraw(index, bound, gen)
+
+
+def _unravel(flat: torch.Tensor, bounds: list[int]) -> list[torch.Tensor]:
+    coordinates = []
+    for bound in reversed(bounds):
+        coordinates.append(flat % bound)
+        flat = flat // bound
+    return coordinates[::-1]

@@ -94,6 +94,7 @@ def test_materialized_tensors_are_signed_seeded_and_strided():
     "aten.embedding.default", "aten.embedding_dense_backward.default", "aten.nll_loss_forward.default",
     "aten.nll_loss_backward.default", "aten._embedding_bag.default",
     "aten._embedding_bag_per_sample_weights_backward.default", "aten.max_pool2d_with_indices_backward.default",
+    "aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default", "aten._index_put_impl_.default",
 ])
 def test_trace_index_arguments_are_valid(name):
     from harness.suite import build_suite
@@ -104,6 +105,46 @@ def test_trace_index_arguments_are_valid(name):
     for case in traces:
         args, kwargs = case.inputs()
         op(*args, **kwargs)  # raises if an index is out of range
+
+
+def _index_args(name, args, kwargs=None):
+    from harness.index_args import make_index_args_valid
+    kwargs = kwargs or {}
+    make_index_args_valid(resolve_op(name), args, kwargs, torch.Generator().manual_seed(3))
+    return args
+
+
+def test_writes_that_keep_one_value_get_distinct_indices():
+    """Colliding writes of index_put (no accumulate), scatter (no reduce), index_copy and
+    max_unpool leave an unspecified value: their indices are drawn distinct."""
+    big = torch.full((4, 3), -1, dtype=torch.int64)
+    _, (rows, cols), _ = _index_args("aten.index_put.default", (torch.zeros(4, 3), [big[0].clone(), big[1].clone()],
+                                                                torch.ones(3)))
+    assert len(set(zip(rows.tolist(), cols.tolist()))) == 3 and rows.max() < 4 and cols.max() < 3
+    _, _, index, _ = _index_args("aten.scatter.src", (torch.zeros(5, 6), 0, torch.zeros(5, 6, dtype=torch.int64),
+                                                      torch.ones(5, 6)))
+    assert all(len(set(index[:, j].tolist())) == 5 for j in range(6))  # distinct along dim 0
+    _, _, index, _ = _index_args("aten.index_copy.default", (torch.zeros(9, 2), 0, torch.zeros(9, dtype=torch.int64),
+                                                             torch.ones(9, 2)))
+    assert sorted(index.tolist()) == list(range(9))
+    _, indices, _ = _index_args("aten.max_unpool2d.default", (torch.ones(2, 3, 4, 4),
+                                                              torch.zeros(2, 3, 4, 4, dtype=torch.int64), [8, 8]))
+    planes = indices.reshape(6, 16)
+    assert all(len(set(p.tolist())) == 16 for p in planes) and int(indices.max()) < 64
+    # collisions well defined: independent draws, in range
+    _, (rows,), _, _ = _index_args("aten.index_put.default", (torch.zeros(4), [torch.zeros(50, dtype=torch.int64)],
+                                                              torch.ones(50), True))
+    assert rows.min() >= 0 and rows.max() < 4
+
+
+def test_index_lists_follow_the_indexed_dims():
+    """``index`` with [None, idx] indexes dim 1; a bool mask covers as many dims as it has."""
+    x = torch.zeros(3, 7, 5)
+    _, (none, index) = _index_args("aten.index.Tensor", (x, [None, torch.full((20,), 99)]))
+    assert none is None and 0 <= int(index.min()) and int(index.max()) < 7
+    mask = torch.ones(3, 7, dtype=torch.bool)
+    _, (kept_mask, last) = _index_args("aten.index.Tensor", (x, [mask, torch.full((4,), 99)]))
+    assert kept_mask is mask and int(last.max()) < 5
 
 
 def test_clone_keeps_broadcast_layouts():
