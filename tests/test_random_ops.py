@@ -44,12 +44,13 @@ def test_ignoring_the_generator_is_not_reproducible():
 
 
 def test_a_seed_fixed_per_generator_ignores_reseeding():
-    draws = {}
+    uses = []  # [generator, calls so far]; holding the generators keeps their identities apart
 
-    def keyed_by_object(self, low, high, *, generator=None):
-        count = draws[id(generator)] = draws.get(id(generator), -1) + 1  # advances, but not from the seed
-        return self.uniform_(low, high, generator=torch.Generator().manual_seed(count))
-    failure = failure_of(keyed_by_object)
+    def counts_calls_per_generator(self, low, high, *, generator=None):
+        entry = next((e for e in uses if e[0] is generator), None) or uses.append([generator, 0]) or uses[-1]
+        entry[1] += 1  # advances with each call, but never looks at the seed
+        return self.uniform_(low, high, generator=torch.Generator().manual_seed(entry[1]))
+    failure = failure_of(counts_calls_per_generator)
     assert failure["error_kind"] == "generator_misuse" and "ignores" in failure["message"]
 
 
