@@ -1,0 +1,115 @@
+"""GPU timing the way a kernel engineer would do it by hand.
+
+Every repetition of every function: flush the L2 cache (write a buffer twice its size), record a
+CUDA event, call, record another event, on one stream. The functions being compared (eager aten
+and a candidate) run in alternation, rep by rep, in an order that flips each rep, so clock
+boost, thermal drift and other load hit them alike. Each function is warmed up first (compiles,
+autotuning, allocator) and the number of repetitions is chosen from a first estimate so that
+each function gets about ``target_ms`` of measured time. Results are per-repetition
+milliseconds; ``summarize`` gives median, mean, std and quantiles.
+
+Nothing here runs on the CPU: interpreter timings say nothing about a GPU and are never
+reported as performance (``TimingUnavailable``).
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Callable
+
+import torch
+
+MIN_REPS, MAX_REPS = 10, 2000
+WARMUP_CALLS = 3
+
+
+class TimingUnavailable(RuntimeError):
+    """Timing was asked for where there is no CUDA device."""
+
+
+def _require_cuda() -> None:
+    if not torch.cuda.is_available():
+        raise TimingUnavailable("timing needs a CUDA GPU; on the CPU (Triton interpreter) only "
+                                "correctness is checked")
+
+
+class L2Flusher:
+    """Writes a buffer twice the size of the L2 cache, so no input is still cached."""
+
+    def __init__(self, device: torch.device | str = "cuda"):
+        _require_cuda()
+        size = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)
+        self.buffer = torch.empty(2 * size // 4, dtype=torch.int32, device=device)
+
+    def __call__(self) -> None:
+        self.buffer.zero_()
+
+
+def _time_once(fn: Callable[[], object], flush: L2Flusher) -> tuple[torch.cuda.Event, torch.cuda.Event]:
+    flush()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    fn()
+    end.record()
+    return start, end
+
+
+def choose_reps(fns: dict[str, Callable[[], object]], flush: L2Flusher, target_ms: float) -> int:
+    """Repetitions so the slowest function gets about ``target_ms`` of measured time."""
+    estimates = []
+    for fn in fns.values():
+        pairs = [_time_once(fn, flush) for _ in range(WARMUP_CALLS)]
+        torch.cuda.synchronize()
+        estimates.append(min(s.elapsed_time(e) for s, e in pairs))
+    slowest = max(max(estimates), 1e-3)
+    return int(min(MAX_REPS, max(MIN_REPS, target_ms / slowest)))
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], target_ms: float = 100.0,
+                     reps: int | None = None) -> dict[str, list[float]]:
+    """Per-repetition milliseconds of each function, measured in alternation."""
+    _require_cuda()
+    flush = L2Flusher()
+    for fn in fns.values():  # warm-up: compilation, autotuning, allocator
+        fn()
+    torch.cuda.synchronize()
+    reps = reps or choose_reps(fns, flush, target_ms)
+    names = list(fns)
+    events: dict[str, list] = {name: [] for name in names}
+    for rep in range(reps):
+        for name in (names if rep % 2 == 0 else names[::-1]):
+            events[name].append(_time_once(fns[name], flush))
+    torch.cuda.synchronize()
+    return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
+
+
+def summarize(samples: list[float]) -> dict[str, float]:
+    """Median, mean, std, 20th/80th percentiles, min and count of per-repetition times (ms)."""
+    if not samples:
+        raise ValueError("no timing samples")
+    ordered = sorted(samples)
+
+    def quantile(q: float) -> float:
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+    return {"median_ms": statistics.median(ordered), "mean_ms": statistics.fmean(ordered),
+            "std_ms": statistics.pstdev(ordered), "p20_ms": quantile(0.2), "p80_ms": quantile(0.8),
+            "min_ms": ordered[0], "reps": len(ordered)}
+
+
+def empty_launch_ms(target_ms: float = 50.0) -> float:
+    """Median time of launching a Triton kernel that does nothing, measured like any other
+    function: a test within ``OVERHEAD_FACTOR`` of it measures launch overhead, not the kernel."""
+    import triton
+
+    @triton.jit
+    def _nothing(x_ptr):
+        pass
+
+    x = torch.empty(1, device="cuda")
+    return summarize(time_interleaved({"empty": lambda: _nothing[(1,)](x)}, target_ms)["empty"])["median_ms"]
+
+
+OVERHEAD_FACTOR = 1.3
+
+
+def overhead_dominated(median_ms: float, empty_ms: float) -> bool:
+    return median_ms < OVERHEAD_FACTOR * empty_ms
