@@ -11,8 +11,9 @@ each op), the eager aten call is timed three ways:
 Then ``--repeats`` independent bbagent timings of the same call give the run-to-run spread
 ((max - min) / median). Last, the hand-written Triton relu of the test corpus runs on every relu
 trace shape: achieved bandwidth (input + output bytes / median time) against the device's copy
-bandwidth (a 1 GiB ``copy_``, timed the same way), with the shapes within 1.3x of an empty launch
-flagged as overhead-dominated.
+bandwidth (a 1 GiB ``copy_``, timed the same way; the kernel's time from CUDA-graph replay, which
+leaves out the host's launch cost), with the shapes whose eager time is within 1.3x of an empty
+launch flagged as overhead-dominated. Every timing is also repeated as graph replay.
 
     python benchmarks/timing_fidelity.py --json results.json
 """
@@ -32,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.inputs import materialize  # noqa: E402
 from harness.ops import resolve_op  # noqa: E402
-from harness.timing import empty_launch_ms, overhead_dominated, summarize, time_interleaved  # noqa: E402
+from harness.timing import empty_launch_ms, graphed, overhead_dominated, summarize, time_interleaved  # noqa: E402
 from harness.traces import load_calls  # noqa: E402
 
 OPS = ["aten.relu.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.mm.default", "aten.bmm.default",
@@ -68,6 +69,16 @@ def bbagent_ms(fn) -> float:
     return summarize(time_interleaved({"f": fn})["f"])["median_ms"]
 
 
+def spread(times: list[float]) -> float:
+    return (max(times) - min(times)) / statistics.median(times)
+
+
+def graph_times(fn, repeats: int) -> list[float] | None:
+    """Medians of ``repeats`` timings of fn's CUDA-graph replay (None: not capturable)."""
+    replays = graphed({"f": fn})
+    return None if replays is None else [bbagent_ms(replays["f"]) for _ in range(repeats)]
+
+
 def fidelity(repeats: int) -> list[dict]:
     import triton.testing
     rows = []
@@ -83,13 +94,18 @@ def fidelity(repeats: int) -> list[dict]:
                "do_bench_ms": triton.testing.do_bench(fn, return_mode="median"),
                "loop_ms": plain_loop_ms(fn)}
         again = [ours] + [bbagent_ms(fn) for _ in range(repeats - 1)]
-        row["repeat_spread"] = (max(again) - min(again)) / statistics.median(again)
+        row["repeat_spread"] = spread(again)
+        graph = graph_times(fn, repeats)
+        row["graph_ms"] = statistics.median(graph) if graph else None
+        row["graph_repeat_spread"] = spread(graph) if graph else None
         row["vs_do_bench"] = ours / row["do_bench_ms"] - 1
         row["vs_loop"] = ours / row["loop_ms"] - 1
         rows.append(row)
         print(f"{name:<34} {call.describe()[:60]:<60} bbagent {ours:8.4f} ms  do_bench {row['do_bench_ms']:8.4f}"
               f"  loop {row['loop_ms']:8.4f}  ({row['vs_do_bench']:+.1%}, {row['vs_loop']:+.1%})  "
-              f"repeat spread {row['repeat_spread']:.1%}", flush=True)
+              f"repeat spread {row['repeat_spread']:.1%}; graph "
+              + (f"{row['graph_ms']:8.4f} ms spread {row['graph_repeat_spread']:.1%}" if graph else "n/a"),
+              flush=True)
     return rows
 
 
@@ -109,15 +125,17 @@ def relu_bandwidth(copy_gbs: float, empty_ms: float, repeats: int) -> list[dict]
         gen = torch.Generator(device="cuda").manual_seed(0)
         (x,) = materialize(call.args, "cuda", gen)
         times = [bbagent_ms(lambda: module.kernel(x)) for _ in range(repeats)]
+        graph = graph_times(lambda: module.kernel(x), repeats)
         ms = statistics.median(times)
+        graph_ms = statistics.median(graph) if graph else ms
         moved = 2 * x.numel() * x.element_size()
-        gbs = moved / (ms * 1e-3) / 1e9
-        rows.append({"input": call.describe(), "bytes": moved, "median_ms": ms, "gbs": gbs,
-                     "of_copy": gbs / copy_gbs, "overhead_dominated": overhead_dominated(ms, empty_ms),
-                     "repeat_spread": (max(times) - min(times)) / ms})
-        print(f"relu {call.describe()[:56]:<56} {moved / 1e6:9.2f} MB {ms:8.4f} ms {gbs:7.0f} GB/s "
-              f"({gbs / copy_gbs:5.1%} of copy){'  overhead-dominated' if rows[-1]['overhead_dominated'] else ''}",
-              flush=True)
+        gbs = moved / (graph_ms * 1e-3) / 1e9
+        rows.append({"input": call.describe(), "bytes": moved, "median_ms": ms, "graph_ms": graph_ms,
+                     "gbs": gbs, "of_copy": gbs / copy_gbs, "overhead_dominated": overhead_dominated(ms, empty_ms),
+                     "repeat_spread": spread(times), "graph_repeat_spread": spread(graph) if graph else None})
+        print(f"relu {call.describe()[:56]:<56} {moved / 1e6:9.2f} MB eager {ms:8.4f} ms graph {graph_ms:8.4f} ms "
+              f"{gbs:7.0f} GB/s ({gbs / copy_gbs:5.1%} of copy)"
+              f"{'  overhead-dominated' if rows[-1]['overhead_dominated'] else ''}", flush=True)
     return rows
 
 
@@ -130,9 +148,11 @@ def main() -> None:
         sys.exit("timing_fidelity needs a CUDA GPU")
     rows = fidelity(options.repeats)
     within = statistics.median(abs(r["vs_do_bench"]) for r in rows), statistics.median(abs(r["vs_loop"]) for r in rows)
+    graphs = [r["graph_repeat_spread"] for r in rows if r["graph_repeat_spread"] is not None]
     print(f"\n{len(rows)} pairs; median |bbagent/do_bench - 1| = {within[0]:.2%}, median |bbagent/loop - 1| = "
-          f"{within[1]:.2%}; worst repeat spread {max(r['repeat_spread'] for r in rows):.2%}, median "
-          f"{statistics.median(r['repeat_spread'] for r in rows):.2%}")
+          f"{within[1]:.2%}; repeat spread eager: median {statistics.median(r['repeat_spread'] for r in rows):.2%}, "
+          f"worst {max(r['repeat_spread'] for r in rows):.2%}; graph replay ({len(graphs)} capturable): median "
+          f"{statistics.median(graphs):.2%}, worst {max(graphs):.2%}")
     empty = empty_launch_ms()
     copy_gbs = copy_bandwidth_gbs()
     print(f"\nempty Triton launch {empty * 1000:.1f} us; copy bandwidth {copy_gbs:.0f} GB/s (1 GiB copy_)")

@@ -6,7 +6,10 @@ and a candidate) run in alternation, rep by rep, in an order that flips each rep
 boost, thermal drift and other load hit them alike. Each function is warmed up first (compiles,
 autotuning, allocator) and the number of repetitions is chosen from a first estimate so that
 each function gets about ``target_ms`` of measured time. Results are per-repetition
-milliseconds; ``summarize`` gives median, mean, std and quantiles.
+milliseconds; ``summarize`` gives median, mean, std and quantiles. ``graphed`` turns the
+functions into CUDA-graph replays, which leave out the host's launch cost: on an H200 an
+event-timed Triton launch costs ~25 us even when the kernel does nothing, so without graphs
+every small shape measures the Python launcher.
 
 Nothing here runs on the CPU: interpreter timings say nothing about a GPU and are never
 reported as performance (``TimingUnavailable``).
@@ -62,6 +65,34 @@ def choose_reps(fns: dict[str, Callable[[], object]], flush: L2Flusher, target_m
         estimates.append(min(s.elapsed_time(e) for s, e in pairs))
     slowest = max(max(estimates), 1e-3)
     return int(min(MAX_REPS, max(MIN_REPS, target_ms / slowest)))
+
+
+def as_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
+    """``fn`` captured in a CUDA graph, as a function replaying it; None where it cannot be
+    captured (host synchronisation, CPU work that must rerun). Replay leaves out the host's
+    launch cost (~25 us per Triton launch on an H200), which otherwise dominates small shapes."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()  # warm-up on the capturing stream, as CUDA graphs require
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        torch.cuda.synchronize()
+    except Exception:
+        torch.cuda.synchronize()
+        return None
+    return graph.replay
+
+
+def graphed(fns: dict[str, Callable[[], object]]) -> dict[str, Callable[[], object]] | None:
+    """Every function as a CUDA-graph replay, or None when any cannot be captured (so that
+    the functions compared are always timed alike)."""
+    _require_cuda()
+    replays = {name: as_graph(fn) for name, fn in fns.items()}
+    return replays if all(replays.values()) else None
 
 
 def time_interleaved(fns: dict[str, Callable[[], object]], target_ms: float = 100.0,

@@ -32,3 +32,17 @@ def test_interleaved_timing_on_gpu():
     assert len(samples["small"]) == len(samples["large"]) == 50
     small, large = summarize(samples["small"])["median_ms"], summarize(samples["large"])["median_ms"]
     assert 0 < small < large  # 16M elements take longer than 1024
+
+
+@pytest.mark.gpu
+def test_graph_replay_on_gpu_and_refusal_of_host_syncs():
+    from harness.timing import graphed
+    x = torch.randn(1 << 20, device="cuda")
+    out = torch.empty_like(x)
+    replays = graphed({"relu": lambda: torch.relu(x, out=out)})
+    assert replays is not None
+    x.fill_(-1.0)
+    replays["relu"]()
+    torch.cuda.synchronize()
+    assert float(out.max()) == 0.0  # the replay computed on the current values
+    assert graphed({"relu": lambda: x.relu(), "syncs": lambda: float(x.sum())}) is None
