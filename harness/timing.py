@@ -1,6 +1,6 @@
 """GPU timing the way a kernel engineer would do it by hand.
 
-Every repetition of every function: flush the L2 cache (write a buffer twice its size), record a
+Every repetition of every function: flush the L2 cache (write a buffer >= twice its size), record a
 CUDA event, call, record another event, on one stream. The functions being compared (eager aten
 and a candidate) run in alternation, rep by rep, in an order that flips each rep, so clock
 boost, thermal drift and other load hit them alike. Each function is warmed up first (compiles,
@@ -36,31 +36,40 @@ def _require_cuda() -> None:
 
 
 class L2Flusher:
-    """Writes a buffer twice the size of the L2 cache, so no input is still cached."""
+    """Writes a buffer of at least twice the L2 cache (and 256 MiB, as do_bench does), so no input
+    is still cached. Its size matters a second way: the GPU is busy with it while the host
+    records the start event and launches the call; a short flush lets the GPU go idle waiting
+    for the launch, and the host's launch cost lands inside the measurement."""
 
     def __init__(self, device: torch.device | str = "cuda"):
         _require_cuda()
-        size = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)
-        self.buffer = torch.empty(2 * size // 4, dtype=torch.int32, device=device)
+        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)
+        self.buffer = torch.empty(max(2 * l2, 256 << 20) // 4, dtype=torch.int32, device=device)
 
     def __call__(self) -> None:
         self.buffer.zero_()
 
 
-def _time_once(fn: Callable[[], object], flush: L2Flusher) -> tuple[torch.cuda.Event, torch.cuda.Event]:
+def _events(count: int) -> list[tuple[torch.cuda.Event, torch.cuda.Event]]:
+    """Created before timing starts: creating them between flush and call costs host time."""
+    return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)]
+
+
+def _time_once(fn: Callable[[], object], flush: L2Flusher,
+               pair: tuple[torch.cuda.Event, torch.cuda.Event]) -> tuple[torch.cuda.Event, torch.cuda.Event]:
     flush()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start, end = pair
     start.record()
     fn()
     end.record()
-    return start, end
+    return pair
 
 
 def choose_reps(fns: dict[str, Callable[[], object]], flush: L2Flusher, target_ms: float) -> int:
     """Repetitions so the slowest function gets about ``target_ms`` of measured time."""
     estimates = []
     for fn in fns.values():
-        pairs = [_time_once(fn, flush) for _ in range(WARMUP_CALLS)]
+        pairs = [_time_once(fn, flush, pair) for pair in _events(WARMUP_CALLS)]
         torch.cuda.synchronize()
         estimates.append(min(s.elapsed_time(e) for s, e in pairs))
     slowest = max(max(estimates), 1e-3)
@@ -105,10 +114,11 @@ def time_interleaved(fns: dict[str, Callable[[], object]], target_ms: float = 10
     torch.cuda.synchronize()
     reps = reps or choose_reps(fns, flush, target_ms)
     names = list(fns)
+    unused = {name: _events(reps) for name in names}
     events: dict[str, list] = {name: [] for name in names}
     for rep in range(reps):
         for name in (names if rep % 2 == 0 else names[::-1]):
-            events[name].append(_time_once(fns[name], flush))
+            events[name].append(_time_once(fns[name], flush, unused[name][rep]))
     torch.cuda.synchronize()
     return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
 

@@ -35,7 +35,7 @@ def test_interleaved_timing_on_gpu():
 
 
 @pytest.mark.gpu
-def test_graph_replay_on_gpu_and_refusal_of_host_syncs():
+def test_graph_replay_on_gpu_all_or_none():
     from harness.timing import graphed
     x = torch.randn(1 << 20, device="cuda")
     out = torch.empty_like(x)
@@ -45,4 +45,9 @@ def test_graph_replay_on_gpu_and_refusal_of_host_syncs():
     replays["relu"]()
     torch.cuda.synchronize()
     assert float(out.max()) == 0.0  # the replay computed on the current values
-    assert graphed({"relu": lambda: x.relu(), "syncs": lambda: float(x.sum())}) is None
+
+    def fails_when_captured():
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("not capturable")
+        return x.relu()
+    assert graphed({"relu": lambda: x.relu(), "host": fails_when_captured}) is None
