@@ -51,3 +51,14 @@ def test_graph_replay_on_gpu_all_or_none():
             raise RuntimeError("not capturable")
         return x.relu()
     assert graphed({"relu": lambda: x.relu(), "host": fails_when_captured}) is None
+
+
+@pytest.mark.gpu
+def test_a_graph_that_does_not_recompute_is_refused():
+    from harness.timing import graphed
+    x = torch.randn(1 << 16, device="cuda")
+
+    def host_side():  # the work happens on the host: a captured graph would replay nothing
+        return torch.from_numpy(x.cpu().numpy() + 1.5).to("cuda") if not torch.cuda.is_current_stream_capturing() \
+            else torch.empty_like(x)
+    assert graphed({"host": host_side}) is None
