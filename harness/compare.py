@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from harness.inputs import tensors_in
 from harness.ops import packet_name
 
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
@@ -315,6 +316,12 @@ def _py(value: torch.Tensor):
 
 def _fail(kind: str, message: str) -> dict:
     return {"error_kind": kind, "message": message}
+
+
+def same_tensors(a: Any, b: Any) -> bool:
+    """The tensors in two structures are equal one by one (``equal_exactly``), and as many."""
+    ta, tb = tensors_in(a), tensors_in(b)
+    return len(ta) == len(tb) and all(equal_exactly(x, y) for x, y in zip(ta, tb))
 
 
 def equal_exactly(before: torch.Tensor, after: torch.Tensor) -> bool:

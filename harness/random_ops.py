@@ -29,7 +29,7 @@ from typing import Any, Callable
 import torch
 
 from harness.budget import MAX_RANDOM_CALLS_CPU
-from harness.compare import compare, equal_exactly
+from harness.compare import compare, same_tensors
 from harness.inputs import tensors_in
 from harness.suite import clone_value
 
@@ -79,11 +79,6 @@ def _draws(fn: Callable, op, device: str, args: tuple, kwargs: dict, calls: int)
     return results
 
 
-def _same(a: Any, b: Any) -> bool:
-    ta, tb = tensors_in(a), tensors_in(b)
-    return len(ta) == len(tb) and all(equal_exactly(x, y) for x, y in zip(ta, tb))
-
-
 def _pooled(draws: list[Any]) -> tuple[torch.Tensor, ...]:
     """Each output's values over all draws but the repeated one, flattened end to end."""
     kept = [tensors_in(d) for i, d in enumerate(draws) if i != REPEATED_DRAW]
@@ -92,13 +87,13 @@ def _pooled(draws: list[Any]) -> tuple[torch.Tensor, ...]:
 
 def generator_problem(op, expected: list[Any], actual: list[Any]) -> str | None:
     source = "the generator argument" if takes_generator(op) else "the default generator (torch.manual_seed)"
-    if _same(expected[0], expected[2]) and not _same(actual[0], actual[2]):
+    if same_tensors(expected[0], expected[2]) and not same_tensors(actual[0], actual[2]):
         return (f"not reproducible: seeded twice with the same seed through {source}, the kernel "
                 "returned different values (aten returns the same)")
-    if not _same(expected[0], expected[1]) and _same(actual[0], actual[1]):
+    if not same_tensors(expected[0], expected[1]) and same_tensors(actual[0], actual[1]):
         return ("the same values on two successive calls with one generator: the kernel does not "
                 "advance the generator's state (aten draws new values on every call)")
-    if not _same(expected[0], expected[3]) and _same(actual[0], actual[3]):
+    if not same_tensors(expected[0], expected[3]) and same_tensors(actual[0], actual[3]):
         return f"the same values for two different seeds: the kernel ignores {source}"
     return None
 

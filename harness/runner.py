@@ -149,17 +149,20 @@ def _check_random_draws(op, inputs: tuple[tuple, dict], kernel, device: str, val
     except BaseException as exc:  # noqa: BLE001 - raised on a repeated, seeded call
         failure = _candidate_raised(exc, candidate_file)
         failure["message"] = "on a repeated call with a seeded generator: " + failure["message"]
-    if recorder.findings:
-        return {"error_kind": "guard", "message": recorder.findings[0]["message"],
-                "guard_findings": recorder.findings}
-    return failure
+    return _guard_failure(recorder.findings) or failure
+
+
+def _guard_failure(findings: list[dict]) -> dict | None:
+    """The failure for the recorder's findings (the first one's message), or None."""
+    if not findings:
+        return None
+    return {"error_kind": "guard", "message": findings[0]["message"], "guard_findings": findings}
 
 
 def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,
            launched: int, findings: list[dict]) -> dict | None:
     if findings:
-        first = findings[0]
-        return {"error_kind": "guard", "message": first["message"], "guard_findings": findings}
+        return _guard_failure(findings)
     mode = value_mode(op)
     if (launched == 0 and mode != "metadata" and not returns_view(op)
             and not _all_inputs_empty(cand_args, cand_kwargs) and not _nothing_to_write(op, expected, ref_args, ref_kwargs)):

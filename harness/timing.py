@@ -7,9 +7,9 @@ boost, thermal drift and other load hit them alike. Each function is warmed up f
 autotuning, allocator) and the number of repetitions is chosen from a first estimate so that
 each function gets about ``target_ms`` of measured time. Results are per-repetition
 milliseconds; ``summarize`` gives median, mean, std and quantiles. ``graphed`` turns the
-functions into CUDA-graph replays, which leave out the host's launch cost: on an H200 an
-event-timed Triton launch costs ~25 us even when the kernel does nothing, so without graphs
-every small shape measures the Python launcher.
+functions into CUDA-graph replays, which leave out the host's launch cost (an empty Triton
+launch measured 3.8 us on an H200; a wrapper that allocates and reshapes costs more), so small
+shapes measure the kernel rather than the Python that launches it.
 
 Nothing here runs on the CPU: interpreter timings say nothing about a GPU and are never
 reported as performance (``TimingUnavailable``).
@@ -21,8 +21,12 @@ from typing import Callable
 
 import torch
 
+from harness.compare import same_tensors
+
 MIN_REPS, MAX_REPS = 10, 2000
 WARMUP_CALLS = 3
+# A test whose time is within this factor of an empty Triton launch measures launch overhead.
+OVERHEAD_FACTOR = 1.3
 
 
 class TimingUnavailable(RuntimeError):
@@ -56,20 +60,21 @@ def _events(count: int) -> list[tuple[torch.cuda.Event, torch.cuda.Event]]:
 
 
 def _time_once(fn: Callable[[], object], flush: L2Flusher,
-               pair: tuple[torch.cuda.Event, torch.cuda.Event]) -> tuple[torch.cuda.Event, torch.cuda.Event]:
+               pair: tuple[torch.cuda.Event, torch.cuda.Event]) -> None:
     flush()
     start, end = pair
     start.record()
     fn()
     end.record()
-    return pair
 
 
 def choose_reps(fns: dict[str, Callable[[], object]], flush: L2Flusher, target_ms: float) -> int:
     """Repetitions so the slowest function gets about ``target_ms`` of measured time."""
     estimates = []
     for fn in fns.values():
-        pairs = [_time_once(fn, flush, pair) for pair in _events(WARMUP_CALLS)]
+        pairs = _events(WARMUP_CALLS)
+        for pair in pairs:
+            _time_once(fn, flush, pair)
         torch.cuda.synchronize()
         estimates.append(min(s.elapsed_time(e) for s, e in pairs))
     slowest = max(max(estimates), 1e-3)
@@ -79,7 +84,7 @@ def choose_reps(fns: dict[str, Callable[[], object]], flush: L2Flusher, target_m
 def as_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
     """``fn`` captured in a CUDA graph, as a function replaying it; None where it cannot be
     captured (host synchronisation, CPU work that must rerun). Replay leaves out the host's
-    launch cost (~25 us per Triton launch on an H200), which otherwise dominates small shapes."""
+    launch cost, which otherwise dominates small shapes."""
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -97,16 +102,9 @@ def as_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
         return None
     # A capture can succeed with an empty graph (work done off the capturing stream, or on the
     # host); its replay would time as nothing. Trust it only if it recomputes what a direct call does.
-    if not _same_values(captured, direct):
+    if not same_tensors(captured, direct):
         return None
     return graph.replay
-
-
-def _same_values(a, b) -> bool:
-    from harness.compare import equal_exactly
-    from harness.inputs import tensors_in
-    ta, tb = tensors_in(a), tensors_in(b)
-    return len(ta) == len(tb) and all(equal_exactly(x, y) for x, y in zip(ta, tb))
 
 
 def graphed(fns: dict[str, Callable[[], object]]) -> dict[str, Callable[[], object]] | None:
@@ -127,11 +125,10 @@ def time_interleaved(fns: dict[str, Callable[[], object]], target_ms: float = 10
     torch.cuda.synchronize()
     reps = reps or choose_reps(fns, flush, target_ms)
     names = list(fns)
-    unused = {name: _events(reps) for name in names}
-    events: dict[str, list] = {name: [] for name in names}
+    events = {name: _events(reps) for name in names}
     for rep in range(reps):
         for name in (names if rep % 2 == 0 else names[::-1]):
-            events[name].append(_time_once(fns[name], flush, unused[name][rep]))
+            _time_once(fns[name], flush, events[name][rep])
     torch.cuda.synchronize()
     return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
 
@@ -160,9 +157,6 @@ def empty_launch_ms(target_ms: float = 50.0) -> float:
 
     x = torch.empty(1, device="cuda")
     return summarize(time_interleaved({"empty": lambda: _nothing[(1,)](x)}, target_ms)["empty"])["median_ms"]
-
-
-OVERHEAD_FACTOR = 1.3
 
 
 def overhead_dominated(median_ms: float, empty_ms: float) -> bool:
