@@ -133,16 +133,26 @@ def make_index_args_valid(op, args: tuple, kwargs: dict, gen: torch.Generator) -
         bound = _bound(source, values)
         if not _redrawable(index) or not bound:
             continue
-        if distinct and source[0] == "spatial_of":
-            planes = index.shape[-len(values[source[1]]):].numel()
-            _write(index, _distinct_along((index.numel() // planes, planes), 1, bound, gen, index.device), bound, gen)
-        elif distinct and source[0] == "numel_of":
-            _write(index, _distinct_along((index.numel(),), 0, bound, gen, index.device), bound, gen)
-        elif distinct and source == _ALONG_DIM:
-            dim = values.get("dim", 0) if index.dim() > 1 else 0
-            _write(index, _distinct_along(tuple(index.shape), dim, bound, gen, index.device), bound, gen)
+        layout = _distinct_layout(source, index, values) if distinct else None
+        if layout:
+            shape, dim = layout
+            _write(index, _distinct_along(shape, dim, bound, gen, index.device), bound, gen)
         else:
             _redraw(index, bound, gen, sort=source[0] == "offsets_of")
+
+
+def _distinct_layout(source: tuple, index: torch.Tensor, values: dict[str, Any]) -> tuple[tuple, int] | None:
+    """(shape, dim): the index viewed so that its values must differ along ``dim`` (within
+    each unpooling plane, across a flat index, or along the op's dim), or None for sources
+    without a distinctness rule."""
+    if source[0] == "spatial_of":
+        planes = index.shape[-len(values[source[1]]):].numel()
+        return (index.numel() // planes, planes), 1
+    if source[0] == "numel_of":
+        return (index.numel(),), 0
+    if source == _ALONG_DIM:
+        return tuple(index.shape), values.get("dim", 0) if index.dim() > 1 else 0
+    return None
 
 
 def _redrawable(index: Any) -> bool:
@@ -207,17 +217,10 @@ def _redraw_index_list(indices: Any, tensor: Any, distinct: bool, gen: torch.Gen
         bounds = [b for _, b in targets]
         positions = _distinct_along((targets[0][0].numel(),), 0, math.prod(bounds), gen, tensor.device)
         if positions is not None:
-            for (index, bound), coordinate in zip(targets, _unravel(positions, bounds)):
+            for (index, bound), coordinate in zip(targets, torch.unravel_index(positions, bounds)):
                 _write(index, coordinate, bound, gen)
             return
     for index, bound in targets:
         if bound:
             _redraw(index, bound, gen)
 
-
-def _unravel(flat: torch.Tensor, bounds: list[int]) -> list[torch.Tensor]:
-    coordinates = []
-    for bound in reversed(bounds):
-        coordinates.append(flat % bound)
-        flat = flat // bound
-    return coordinates[::-1]

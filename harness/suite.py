@@ -200,7 +200,7 @@ def _spread(count: int, most: int) -> set[int] | range:
     0.52, 0.54, ... of one network's stochastic depth) while the list as a whole varies."""
     if count <= most:
         return range(count)
-    return {round(k * (count - 1) / (most - 1)) for k in range(most)}
+    return {round(k * (count - 1) / max(most - 1, 1)) for k in range(most)}
 
 
 def build_suite(op, device: str, seed: int, *, interpreter: bool,
