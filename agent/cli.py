@@ -41,15 +41,33 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-output-tokens", type=int, default=8192)
     gen.add_argument("--temperature", type=float)
     gen.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
-    gen.add_argument("--root", type=Path, default=Path(os.environ.get("BBAGENT_ROOT", DEFAULT_ROOT)),
-                     help="folder holding runs/ and generated_kernels/ (default: $BBAGENT_ROOT or the checkout)")
+    gen.add_argument("--target-speedup", type=float, default=1.0,
+                     help="once a kernel is correct, keep asking for a faster one until the best reaches this "
+                          "geomean speedup over eager on the GPU (default 1.0; 0 accepts the first correct kernel)")
+    _add_root(gen)
     _add_eval_options(gen)
+    _add_timing_options(gen, target_ms=25.0, max_shapes=24)
 
     ops = sub.add_parser("ops", help="list the operators bbagent can test, with their test counts",
                          description="List aten overloads with their OpInfo samples, trace tests, dtypes, "
                                      "prompt family and value mode; an op without tests says why.")
     ops.add_argument("--suite", default="all", choices=["opinfo", "traces", "all"])
     ops.add_argument("--json", action="store_true", help="print one JSON list")
+
+    bench = sub.add_parser("bench", help="time a kernel against eager aten and write benchmark records",
+                           description="Test the kernel, then time it and eager aten on OP's real-model trace "
+                                       "shapes (GPU only: L2 flushed per repetition, reference and kernel "
+                                       "interleaved, CUDA-graph replay where both can be captured). Writes one "
+                                       "record per (input, engine) in the benchmark log schema v0.1 to "
+                                       "ROOT/runs/<run_id>/bench.jsonl and prints a table. On the CPU the "
+                                       "records carry correctness only. Exit status: 0 pass, 1 fail, 2 usage error.")
+    bench.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
+    bench.add_argument("--kernel", help="Python file defining kernel(...) (default: the accepted kernel in "
+                                        "ROOT/generated_kernels/OP/kernel.py)")
+    bench.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
+    _add_root(bench)
+    _add_eval_options(bench)
+    _add_timing_options(bench, target_ms=100.0, max_shapes=64)
 
     ev = sub.add_parser("eval", help="test one kernel file against an operator",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -69,6 +87,21 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="input seed (default: fresh per evaluation; recorded in the Verdict)")
 
 
+def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", type=Path, default=Path(os.environ.get("BBAGENT_ROOT", DEFAULT_ROOT)),
+                   help="folder holding runs/ and generated_kernels/ (default: $BBAGENT_ROOT or the checkout)")
+
+
+def _add_timing_options(p: argparse.ArgumentParser, target_ms: float, max_shapes: int) -> None:
+    p.add_argument("--no-cache", action="store_true",
+                   help="time eager aten again instead of reading ROOT/runs/reference_timings.sqlite (the new "
+                        "numbers replace the cached ones)")
+    p.add_argument("--max-shapes", type=int, default=max_shapes,
+                   help=f"most trace shapes to time, spread from smallest to largest (default {max_shapes})")
+    p.add_argument("--target-ms", type=float, default=target_ms,
+                   help=f"measured time per function and shape, in ms (default {target_ms:g})")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(stderr=getattr(args, "json", False), soft_wrap=True)
@@ -77,6 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_eval(args, console)
         if args.command == "ops":
             return cmd_ops(args, console)
+        if args.command == "bench":
+            return cmd_bench(args, console)
         return cmd_generate(args, console)
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -94,15 +129,29 @@ def _resolve(op: str) -> None:
         raise UsageError(str(exc)) from None
 
 
-def _evaluator(args):
-    from harness.evaluate import PROJECT_ROOT, evaluate
+def _evaluator(args, keep_raw: bool = False):
+    from harness.evaluate import PROJECT_ROOT, TimingOptions, evaluate
+    from harness.reference_cache import FILE_NAME, ReferenceCache
     # read-only for the candidate (where the OS gives a mount namespace): the code and the outputs
     protected = [PROJECT_ROOT] + ([args.root.resolve()] if getattr(args, "root", None) else [])
+    timing = None
+    if hasattr(args, "target_ms"):
+        timing = TimingOptions(target_ms=args.target_ms, max_cases=args.max_shapes, reuse=not args.no_cache,
+                               cache=ReferenceCache(args.root.resolve() / "runs" / FILE_NAME), keep_raw=keep_raw)
 
     def run(op: str, kernel: Path) -> dict:
         return evaluate(op, kernel, device=args.device, seed=args.seed, timeout_s=args.timeout,
-                        protected=protected)
+                        protected=protected, timing=timing)
     return run
+
+
+def _check_timing_options(args) -> None:
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout must be positive (got {args.timeout})")
+    if args.max_shapes < 1:
+        raise UsageError(f"--max-shapes must be at least 1 (got {args.max_shapes})")
+    if args.target_ms <= 0:
+        raise UsageError(f"--target-ms must be positive (got {args.target_ms})")
 
 
 def cmd_eval(args, console: Console) -> int:
@@ -134,6 +183,43 @@ def cmd_ops(args, console: Console) -> int:
     return EXIT_OK
 
 
+def cmd_bench(args, console: Console) -> int:
+    from agent.bench import print_bench, summary_line, write_bench
+    from agent.storage import RunDir, new_run_id
+    from harness.evaluate import KernelFileError
+    _resolve(args.op)
+    _check_timing_options(args)
+    root = args.root.resolve()
+    kernel = Path(args.kernel) if args.kernel else root / "generated_kernels" / args.op / "kernel.py"
+    if not kernel.is_file():
+        hint = "" if args.kernel else (f"; no accepted kernel for {args.op} under {root}: run "
+                                       f"'bbagent generate --op {args.op}' first or pass --kernel FILE")
+        raise UsageError(f"kernel file not found: {kernel}{hint}")
+    run = RunDir(root, "bench-" + new_run_id(args.op))
+    console.print(f"bbagent bench {args.op}: {kernel}; testing, then timing up to {args.max_shapes} trace "
+                  f"shapes; run directory {run.path}", highlight=False)
+    try:
+        with console.status("evaluating and timing..."):
+            verdict = _evaluator(args, keep_raw=True)(args.op, kernel)
+    except KernelFileError as exc:
+        raise UsageError(str(exc)) from None
+    run.write_json("verdict.json", verdict)
+    bench_file, records = write_bench(run.path, verdict)
+    from agent.report import print_verdict
+    print_verdict(console, verdict)
+    print_bench(console, verdict)
+    console.print(f"{len(records)} records in {bench_file}", highlight=False)
+    if args.json:
+        performance = verdict.get("performance") or {}
+        print(json.dumps({"op": args.op, "verdict": verdict["verdict"], "run_dir": str(run.path),
+                          "bench_file": str(bench_file), "records": len(records),
+                          "performance": performance.get("summary"),
+                          "not_timed": None if performance.get("measured") else performance.get("reason"),
+                          "summary_line": summary_line(performance) if performance.get("measured") else None},
+                         indent=2, default=str))
+    return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
+
+
 def cmd_generate(args, console: Console) -> int:
     from agent.loop import Agent
     from agent.providers import ProviderError, RetryPolicy, make_provider
@@ -141,8 +227,9 @@ def cmd_generate(args, console: Console) -> int:
     from agent.storage import RunDir, new_run_id
     if args.rounds < 1:
         raise UsageError(f"--rounds must be at least 1 (got {args.rounds})")
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive (got {args.timeout})")
+    if args.target_speedup < 0:
+        raise UsageError(f"--target-speedup must be 0 or more (got {args.target_speedup})")
+    _check_timing_options(args)
     _resolve(args.op)
     try:
         provider = make_provider(args.provider, op=args.op, model=args.model, base_url=args.base_url,
@@ -156,16 +243,17 @@ def cmd_generate(args, console: Console) -> int:
     console.print(f"bbagent generate {args.op}: provider {provider.name}, model {provider.model}, "
                   f"up to {args.rounds} round(s); run directory {run.path}", highlight=False)
     agent = Agent(op=args.op, provider=provider, evaluate=_evaluator(args), run=run, root=root,
-                  rounds=args.rounds, report=round_reporter(console),
-                  config={"device": args.device, "timeout_s": args.timeout, "seed": args.seed})
+                  rounds=args.rounds, target_speedup=args.target_speedup, report=round_reporter(console),
+                  config={"device": args.device, "timeout_s": args.timeout, "seed": args.seed,
+                          "max_shapes": args.max_shapes, "target_ms": args.target_ms, "no_cache": args.no_cache})
     try:
         outcome = agent.generate()
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted[/yellow]; the run is recorded as interrupted in {run.path}")
         return EXIT_INTERRUPTED
     if outcome.status == "accepted":
-        console.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}",
-                      highlight=False)
+        console.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n"
+                      f"{outcome.message}", highlight=False)
         return EXIT_OK
     if outcome.status == "error":
         console.print(f"[red]error:[/red] {outcome.message}\nrun recorded in {run.path}", highlight=False)

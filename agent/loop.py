@@ -1,9 +1,16 @@
 """The generate loop: prompt -> answer -> kernel -> verdict -> feedback, for N rounds.
 
-One small class. The run directory is brought up to date after every step (in a
-``finally``), so a crash or Ctrl-C leaves a complete record with the status it
-reached: ``running`` while it works, then ``accepted``, ``failed`` (every round
-failed), ``error`` (provider or harness failure) or ``interrupted``.
+One small class. Rounds first aim at a correct kernel; once one is correct and was timed
+(GPU), the next rounds aim at speed: the feedback lists per-shape speedups, the slowest shapes
+and the bandwidth gap, and the best correct kernel seen so far (highest geometric-mean
+speedup) is what ``generated_kernels/`` holds. The loop stops when that best kernel reaches
+``target_speedup``, when the rounds run out, or at once after the first correct kernel where
+nothing could be timed (CPU). Slower correct kernels stay in ``runs/`` only.
+
+The run directory is brought up to date after every step (in a ``finally``), so a crash or
+Ctrl-C leaves a complete record with the status it reached: ``running`` while it works, then
+``accepted``, ``failed`` (every round failed), ``error`` (provider or harness failure) or
+``interrupted``.
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.extract import extract_code
-from agent.prompting import render_feedback, render_prompt, template_name
+from agent.prompting import render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.providers import Provider, ProviderError
 from agent.storage import RunDir, accept_kernel, write_json
 
@@ -35,6 +42,20 @@ class Outcome:
 
 
 @dataclass
+class Best:
+    """The best correct kernel so far: its round, source, Verdict and geomean speedup (None untimed)."""
+    round: int
+    source: str
+    verdict: dict
+    speedup: float | None
+
+
+def geomean_speedup(verdict: dict) -> float | None:
+    performance = verdict.get("performance") or {}
+    return (performance.get("summary") or {}).get("geomean_speedup") if performance.get("measured") else None
+
+
+@dataclass
 class Agent:
     op: str
     provider: Provider
@@ -42,19 +63,22 @@ class Agent:
     run: RunDir
     root: Path
     rounds: int
+    target_speedup: float = 1.0
     config: dict = field(default_factory=dict)
     report: Callable[[str, dict], None] = lambda event, data: None
 
     def __post_init__(self):
         self.state = {
             "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
-            "finished_at": None, "config": {"rounds": self.rounds, "provider": self.provider.name,
-                                            "model": self.provider.model, **self.config},
+            "finished_at": None, "config": {"rounds": self.rounds, "target_speedup": self.target_speedup,
+                                            "provider": self.provider.name, "model": self.provider.model,
+                                            **self.config},
             "prompt_template": template_name(self.op),
             "host": {"python": platform.python_version(), "platform": platform.platform()},
             "environment": None, "tokens": {"input": 0, "output": 0}, "rounds": [], "message": "",
         }
         self.messages: list[dict] = []
+        self.best: Best | None = None
 
     def save(self) -> None:
         write_json(self.run.path / "run.json", self.state)
@@ -67,13 +91,20 @@ class Agent:
                 outcome.rounds_used = n
                 verdict, kernel_source = self.step(n)
                 if verdict is not None and verdict["verdict"] == "pass":
-                    outcome.accepted_dir = self.accept(kernel_source, verdict, n)
-                    outcome.status = "accepted"
-                    break
+                    self.consider(kernel_source, verdict, n)
+                    outcome.status, outcome.accepted_dir = "accepted", self.root / "generated_kernels" / self.op
+                    stop = self.stop_reason()
+                    if stop:
+                        outcome.message = stop
+                        break
             else:
-                outcome.message = f"no candidate passed in {self.rounds} round(s)"
+                outcome.message = (self.summary_of_best() + f"; the {self.rounds} round(s) ran out" if self.best
+                                   else f"no candidate passed in {self.rounds} round(s)")
         except ProviderError as exc:
-            outcome.status, outcome.message = "error", str(exc)
+            if self.best is None:
+                outcome.status, outcome.message = "error", str(exc)
+            else:  # a correct kernel is already accepted: the provider only cut optimisation short
+                outcome.message = f"{self.summary_of_best()}; optimisation stopped by a provider error: {exc}"
         except KeyboardInterrupt:
             outcome.status, outcome.message = "interrupted", "interrupted by the user (Ctrl-C)"
             raise
@@ -83,9 +114,35 @@ class Agent:
         finally:
             self.state.update(status=outcome.status, finished_at=_now(), message=outcome.message,
                               rounds_used=outcome.rounds_used,
-                              accepted_dir=str(outcome.accepted_dir) if outcome.accepted_dir else None)
+                              accepted_dir=str(outcome.accepted_dir) if outcome.accepted_dir else None,
+                              best_round=self.best.round if self.best else None,
+                              best_speedup=self.best.speedup if self.best else None)
             self.save()
         return outcome
+
+    def consider(self, kernel_source: str, verdict: dict, n: int) -> None:
+        """Install a correct kernel if it is the first, or faster than the best so far."""
+        speedup = geomean_speedup(verdict)
+        better = self.best is None or (speedup is not None and (self.best.speedup is None
+                                                                or speedup > self.best.speedup))
+        if better:
+            if self.best is not None:
+                self.report("best", {"round": n, "speedup": speedup, "replaces": self.best.round})
+            self.best = Best(n, kernel_source, verdict, speedup)
+            self.accept(kernel_source, verdict, n)
+
+    def stop_reason(self) -> str | None:
+        best = self.best
+        if best.speedup is None:
+            reason = (best.verdict.get("performance") or {}).get("reason", "it was not timed")
+            return f"{self.summary_of_best()}; no optimisation rounds: {reason}"
+        if best.speedup >= self.target_speedup:
+            return f"{self.summary_of_best()}; reached the target speedup {self.target_speedup:g}x"
+        return None
+
+    def summary_of_best(self) -> str:
+        speed = f", geomean speedup {self.best.speedup:.3g}x over eager" if self.best.speedup is not None else ""
+        return f"accepted the kernel of round {self.best.round}{speed}"
 
     def step(self, n: int) -> tuple[dict | None, str | None]:
         """One round: ask, extract, evaluate, and queue the feedback for the next round."""
@@ -120,7 +177,9 @@ class Agent:
                 self.state["environment"] = verdict.get("environment")
                 record.update(outcome=verdict["verdict"], summary=verdict["summary"],
                               error_kind=verdict["error_kind"], message=verdict["message"])
-                feedback = render_feedback(verdict)
+                if verdict["verdict"] == "pass":
+                    record["speedup"] = geomean_speedup(verdict)
+                feedback = self.feedback(verdict, n)
             self.report("round", {"round": n, "rounds": self.rounds, "record": record})
             self.messages += [{"role": "assistant", "content": completion.text},
                               {"role": "user", "content": feedback}]
@@ -134,6 +193,13 @@ class Agent:
         finally:
             self.save()
 
+    def feedback(self, verdict: dict, n: int) -> str:
+        """What the model reads next: its failures, or, for a correct and timed kernel, its speed.
+        ``self.best`` is still the best kernel of the rounds before this one."""
+        if verdict["verdict"] == "pass" and geomean_speedup(verdict) is not None:
+            return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup)
+        return render_feedback(verdict, best=self.best)
+
     def accept(self, kernel_source: str, verdict: dict, n: int) -> Path:
         env = verdict.get("environment", {})
         meta = {
@@ -143,10 +209,25 @@ class Agent:
             "kernel_sha256": verdict["kernel"]["sha256"], "seed": verdict["seed"],
             "versions": {k: env.get(k) for k in ("torch", "triton", "python", "cuda")},
             "device": env.get("device"), "gpu": env.get("gpu"), "interpreter": env.get("interpreter"),
-            "accepted_at": _now(),
+            "accepted_at": _now(), "performance": performance_record(verdict),
+            "target_speedup": self.target_speedup,
+            "round_speedups": {r["round"]: r.get("speedup") for r in self.state["rounds"] if r.get("outcome") == "pass"},
         }
         readme = _kernel_readme(meta, verdict)
         return accept_kernel(self.root, self.op, kernel_source, meta, readme)
+
+
+def performance_record(verdict: dict) -> dict:
+    """The speed part of meta.json: the metrics and every timed shape's numbers."""
+    performance = verdict.get("performance") or {"measured": False, "reason": "timing was not asked for"}
+    if not performance.get("measured"):
+        return {"measured": False, "reason": performance.get("reason")}
+    shapes = [{"input": t["input"], "mode": t["mode"], "aten_ms": t["aten"]["median_ms"],
+               "kernel_ms": t["candidate"]["median_ms"], "speedup": t["speedup"], "bytes": t["bytes"],
+               "kernel_gbs": t["candidate_gbs"], "overhead_dominated": t["overhead_dominated"]}
+              for t in performance["tests"]]
+    return {"measured": True, "gpu": performance["gpu"], "device": performance["device"],
+            "summary": performance["summary"], "shapes": shapes}
 
 
 def _kernel_readme(meta: dict, verdict: dict) -> str:
@@ -158,5 +239,19 @@ def _kernel_readme(meta: dict, verdict: dict) -> str:
             f"(round {meta['round']}), accepted {meta['accepted_at']}.\n\n"
             f"- tests: {s['passed']} of {s['total']} passed on {where}{skipped}\n"
             f"- versions: torch {meta['versions']['torch']}, triton {meta['versions']['triton']}\n"
+            f"- speed: {_speed_line(meta['performance'])}\n"
             f"- tokens: {meta['tokens']['input']} in, {meta['tokens']['output']} out\n\n"
             f"The full transcript (prompts, answers, verdicts) is in `runs/{meta['run_id']}/`.\n")
+
+
+def _speed_line(performance: dict) -> str:
+    if not performance["measured"]:
+        return f"not measured ({performance['reason']})"
+    summary = performance["summary"]
+    line = (f"geomean {summary['geomean_speedup']:.3g}x eager over {summary['counted']} shapes "
+            f"(p20 {summary['speedup_p20']:.3g}x, p50 {summary['speedup_p50']:.3g}x, "
+            f"p80 {summary['speedup_p80']:.3g}x) on {performance['gpu']}"
+            if summary["geomean_speedup"] is not None else f"no shape above launch overhead on {performance['gpu']}")
+    if summary["overhead_dominated"]["count"]:
+        line += f"; {summary['overhead_dominated']['count']} overhead-dominated shapes reported apart"
+    return line + "; per-shape numbers in meta.json"

@@ -86,6 +86,16 @@ def render_prompt(op_name: str) -> str:
     return _environment().get_template(template_name(op_name)).render(**op_context(op_name)).strip() + "\n"
 
 
-def render_feedback(verdict: dict | None, *, no_code: bool = False, max_groups: int = 4) -> str:
+def render_feedback(verdict: dict | None, *, no_code: bool = False, max_groups: int = 4, best=None) -> str:
+    """Feedback on a failed round. ``best``: the best correct kernel of earlier rounds (kept)."""
     template = _environment().get_template("feedback.j2")
-    return template.render(verdict=verdict or {}, no_code=no_code, max_groups=max_groups).strip() + "\n"
+    return template.render(verdict=verdict or {}, no_code=no_code, max_groups=max_groups, best=best).strip() + "\n"
+
+
+def render_performance_feedback(verdict: dict, *, previous_best=None, target: float, slowest: int = 5) -> str:
+    """Feedback on a correct, timed round: speedups, the slowest shapes, the bandwidth gap."""
+    perf = verdict["performance"]
+    counted = [t for t in perf["tests"] if not t["overhead_dominated"]] or perf["tests"]
+    shapes = sorted(counted, key=lambda t: t["speedup"])[:slowest]
+    return _environment().get_template("performance.j2").render(
+        verdict=verdict, perf=perf, slowest=shapes, previous_best=previous_best, target=target).strip() + "\n"

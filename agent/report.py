@@ -39,6 +39,9 @@ def round_reporter(console: Console):
             console.print(f"round {data['round']}/{data['rounds']}: asking the model...", highlight=False)
         elif event == "evaluating":
             console.print(f"round {data['round']}: evaluating the kernel...", highlight=False)
+        elif event == "best":
+            console.print(f"round {data['round']}: faster than round {data['replaces']}; it replaces it in "
+                          "generated_kernels/ (the slower one stays in runs/)", highlight=False)
         elif event == "round":
             record = data["record"]
             usage = record.get("usage", {})
@@ -49,6 +52,8 @@ def round_reporter(console: Console):
             s = record["summary"]
             status = "[green]PASS[/green]" if record["outcome"] == "pass" else "[red]FAIL[/red]"
             line = f"round {data['round']}: {status} {s['passed']}/{s['total']} tests ({tokens})"
+            if record.get("speedup") is not None:
+                line += f", geomean speedup {record['speedup']:.3g}x over eager"
             if record.get("message"):
                 line += f" - {escape(record['message'].splitlines()[0][:200])}"
             console.print(line, highlight=False)

@@ -82,10 +82,12 @@ def hardware_config(device: str) -> dict[str, Any]:
 
 def make_record(op: str, engine: str, device: str, input_description: str, seed: int, correct: bool,
                 timing: dict[str, float] | None = None, samples: list[float] | None = None,
-                speedup: float | None = None, engine_version: str = "", execution: dict | None = None
-                ) -> BenchRecord:
-    """One record. ``timing`` is ``harness.timing.summarize`` output (GPU only)."""
-    hardware = hardware_config(device)
+                speedup: float | None = None, engine_version: str = "", execution: dict | None = None,
+                hardware: dict | None = None, metrics: dict | None = None, metadata: dict | None = None,
+                engine_config: dict | None = None) -> BenchRecord:
+    """One record. ``timing`` is ``harness.timing.summarize`` output (GPU only); ``metrics``
+    adds to the correctness, speedup and median; ``hardware`` saves asking the device again."""
+    hardware = hardware or hardware_config(device)
     return BenchRecord(
         workload=op, engine=engine, hardware=hardware["device"],
         runtime_ms_mean=timing["mean_ms"] if timing else None,
@@ -95,8 +97,9 @@ def make_record(op: str, engine: str, device: str, input_description: str, seed:
         software_config=software_config(), hardware_config=hardware,
         execution_config={"device": device, **(execution or {})},
         metrics={"correct": correct, "speedup": speedup,
-                 **({"median_ms": timing["median_ms"], "reps": timing["reps"]} if timing else {})},
-        runtime_raw=samples)
+                 **({"median_ms": timing["median_ms"], "reps": timing["reps"]} if timing else {}),
+                 **(metrics or {})},
+        metadata=metadata or {}, engine_config=engine_config or {}, runtime_raw=samples)
 
 
 def append_records(path: Path, records: list[BenchRecord]) -> None:

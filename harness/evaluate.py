@@ -21,9 +21,12 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.budget import CPU_MAX_NUMEL
+from harness.perf_metrics import summarize_performance
+from harness.reference_cache import ReferenceCache
 from harness.pool import ColdChild, PoolError, pool_for
 from harness.watch import BoundedCapture, Limits, Outcome, session_usage
 from harness.static_check import check_source
@@ -37,6 +40,26 @@ WATCH_INTERVAL_S = 0.1
 CHANNEL_KEYS = ("event", "received_at")  # added on the result channel, not part of a test's record
 HANG_DUMP_WAIT_S = 0.5
 COMPILER_PATHS = ("triton/compiler", "triton/backends", "triton/runtime/build")
+
+
+@dataclass
+class TimingOptions:
+    """Ask for the timing phase (``harness.perf``; GPU only, after every test passed).
+    ``cache``: eager timings and device yardsticks already measured are read from it (unless
+    ``reuse`` is False, as with ``--no-cache``) and new ones are written to it. ``keep_raw``
+    keeps every repetition's time in the Verdict (``bbagent bench`` writes them to its records)."""
+    target_ms: float = 25.0
+    max_cases: int = 24
+    cache: ReferenceCache | None = None
+    reuse: bool = True
+    keep_raw: bool = False
+
+    def request(self, op: str) -> dict:
+        import torch  # the child's version is the parent's (same environment)
+        use = self.cache is not None and self.reuse
+        return {"target_ms": self.target_ms, "max_cases": self.max_cases,
+                "reference": self.cache.reference_rows(op, torch.__version__) if use else [],
+                "device": self.cache.device_rows(torch.__version__) if use else []}
 
 
 class KernelFileError(ValueError):
@@ -77,13 +100,14 @@ def _exit_cause(returncode: int) -> str:
 def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, seed: int | None = None,
              timeout_s: float = 300.0, cpu_max_numel: int = CPU_MAX_NUMEL, warm: bool = True,
              static_check: bool = True, limits: Limits | None = None,
-             protected: list[str | Path] | None = None) -> dict:
+             protected: list[str | Path] | None = None, timing: TimingOptions | None = None) -> dict:
     """Run every test of ``op`` against the kernel file and return the Verdict dict.
 
     ``warm`` forks the child from the device's fork server (``harness.pool``) instead of
     starting an interpreter. ``static_check=False`` skips the source rules, so that the
     run-time containment can be tested on its own. ``protected`` paths are read-only for the
-    child where the OS allows a mount namespace (default: the project tree)."""
+    child where the OS allows a mount namespace (default: the project tree). ``timing`` asks
+    for the timing phase; its results are the Verdict's ``performance``."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
@@ -106,14 +130,23 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                  if not any(w == p or p in w.parents for w in writable)]
     job = {"op": op, "kernel": str(candidate), "seed": seed, "device": device, "workdir": str(workdir),
            "protected": read_only, "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]],
-           "cpu_max_numel": cpu_max_numel}
+           "cpu_max_numel": cpu_max_numel, "timing": timing.request(op) if timing else None}
     env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
         environment = next((e for e in events if e.get("event") == "environment"), {})
         for note in environment.get("containment", {}).get("notes", []):  # what the OS refused: said once
             _warn_once(f"bbagent sandbox: {note}")
-        return _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
+        verdict = _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
+        if timing and verdict["performance"] is None:
+            verdict["performance"] = {"measured": False, "reason": not_timed_reason(verdict)}
+        elif timing:
+            _store_measured(timing, op, verdict)
+            if not timing.keep_raw:
+                for test in (verdict["performance"] or {}).get("tests", []):
+                    test.pop("candidate_raw", None)
+                    test.pop("aten_raw", None)
+        return verdict
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -178,6 +211,20 @@ def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: floa
     return events, outcome
 
 
+def _store_measured(timing: TimingOptions, op: str, verdict: dict) -> None:
+    """Put what the child measured (eager timings, device yardsticks) into the cache."""
+    performance = verdict.get("performance")
+    if timing.cache is None or not performance or not performance.get("measured"):
+        return
+    env = verdict["environment"]
+    gpu = performance["gpu"]
+    if performance.get("device_measured"):
+        timing.cache.store_device(gpu, env["torch"], env["triton"], performance["device"])
+    timing.cache.store_reference(op, env["torch"], gpu, [
+        {"mode": t["mode"], "input": t["input"], "timing": t["aten"]}
+        for t in performance["tests"] if t.get("aten_source") == "measured"])
+
+
 _WARNED: set[str] = set()
 
 
@@ -190,9 +237,9 @@ def _warn_once(message: str) -> None:
 def _running_test(events: list[dict]) -> dict | None:
     """The candidate_start event of the test the candidate is running now, if any."""
     for event in reversed(events[-3:]):
-        if event.get("event") == "candidate_start":
+        if event.get("event") in ("candidate_start", "timing_start"):
             return event
-        if event.get("event") in ("test", "fatal", "done"):
+        if event.get("event") in ("test", "timing", "fatal", "done"):
             return None
     return None
 
@@ -248,6 +295,10 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
     cases = {c["id"]: c for c in (suite or {}).get("cases", [])}
     done = "done" in by_kind
     error_kind, message = None, ""
+    timings = [{k: v for k, v in e.items() if k not in CHANNEL_KEYS} for e in by_kind.get("timing", [])]
+    timed_ids = {t["id"] for t in timings}
+    unfinished_timing = [e["id"] for e in by_kind.get("timing_start", []) if e["id"] not in timed_ids]
+    timing_failure = next((t for t in timings if "error_kind" in t), None)
 
     if static_findings:
         error_kind = "guard"
@@ -270,11 +321,19 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
                           "dtype": case.get("dtype"), "passed": False, "error_kind": kind,
                           "message": f"the kernel {cause} while running this test"})
             error_kind, message = kind, f"test {unfinished[0]} ({case.get('input')}): the kernel {cause}"
+        elif unfinished_timing:
+            case = cases.get(unfinished_timing[0], {})
+            error_kind = kind
+            message = (f"every test passed, then the kernel {cause} while being timed on test "
+                       f"{unfinished_timing[0]} ({case.get('input')})")
         elif suite is None and kind not in SANDBOX_KINDS:
             error_kind = kind if kind == "timeout" else "worker_error"
             message = f"evaluation {cause} before the tests were built"
         else:
             error_kind, message = kind, f"the kernel {cause} while being imported or compiled"
+    elif timing_failure:
+        error_kind = timing_failure["error_kind"]
+        message = f"test {timing_failure['id']} ({timing_failure['input']}): {timing_failure['message']}"
     elif not tests or all(t.get("passed") is None for t in tests):
         error_kind, message = "no_tests", "no test could be run for this operator on this device"
 
@@ -298,6 +357,7 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
         "tests": tests,
         "skipped": skipped,
         "guard_findings": findings,
+        "performance": _performance(op, (by_kind.get("timing_plan") or [None])[0], timings, passed),
         "suite": {"notes": (suite or {}).get("notes", []), "cases": len(cases)},
         "timings": {"wall_s": round(outcome.wall_s, 3), "startup_s": env.get("startup_s"),
                     "child_ready_s": round(env["ready_at"] - outcome.launched_at, 3) if env.get("ready_at") else None,
@@ -308,6 +368,26 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
         "stderr_tail": outcome.stderr,
         "stdout_tail": outcome.stdout,
     }
+
+
+def _performance(op: str, plan: dict | None, timings: list[dict], passed: bool) -> dict | None:
+    """The Verdict's ``performance``: what the timing phase measured, with its metrics."""
+    if plan is None:
+        return None
+    return {"measured": True, "gpu": plan["gpu"], "device": plan["device"],
+            "device_measured": plan["device_measured"], "target_ms": plan["target_ms"],
+            "planned": len(plan["ids"]), "tests": timings,
+            "summary": summarize_performance(op, timings, plan["device"], passed)}
+
+
+def not_timed_reason(verdict: dict) -> str:
+    """Why a Verdict that was asked for timings has none."""
+    if verdict["environment"].get("interpreter"):
+        return ("CPU (Triton interpreter): interpreter time says nothing about a GPU; only correctness "
+                "was checked")
+    if verdict["verdict"] != "pass":
+        return "the kernel failed its tests; a failing kernel is not timed"
+    return "no timing phase ran"
 
 
 # Kinds that are the candidate's doing even when no test was running (import time included).

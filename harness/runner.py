@@ -169,10 +169,8 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
         return {"error_kind": "no_triton_launch",
                 "message": "no Triton kernel was launched; the result must be computed by a "
                            "@triton.jit kernel called as kernel_fn[grid](...)"}
-    exact = _Float64Run(op, before)
-    failure = compare(expected, actual, mode=mode)
-    if exact.wanted(failure):
-        failure = compare(expected, actual, mode=mode, exact=exact.result())
+    exact = Float64Run(op, before)
+    failure = judged(expected, actual, mode, exact)
     if failure:
         return failure
 
@@ -183,10 +181,7 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
         if not isinstance(cand_val, torch.Tensor):
             continue
         if _is_written(schema_arg):
-            where = f"argument '{name}' after the call"
-            failure = compare(ref_val, cand_val, where, mode)
-            if exact.wanted(failure):
-                failure = compare(ref_val, cand_val, where, mode, exact.argument(name))
+            failure = judged(ref_val, cand_val, mode, exact, f"argument '{name}' after the call", name)
             if failure:
                 failure["error_kind"] = "mutation_mismatch"
                 failure["message"] = (f"'{name}' is written by this overload ({schema_arg.type} "
@@ -198,7 +193,17 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
     return _check_return_aliases(op, actual, bound_cand)
 
 
-class _Float64Run:
+def judged(expected, actual, mode: str, exact: "Float64Run", path: str = "output",
+           argument: str | None = None) -> dict | None:
+    """``compare``, with a floating mismatch re-judged against the float64 run (of the
+    returned values, or of the written ``argument``)."""
+    failure = compare(expected, actual, path, mode)
+    if exact.wanted(failure):
+        failure = compare(expected, actual, path, mode, exact.argument(argument) if argument else exact.result())
+    return failure
+
+
+class Float64Run:
     """The op run once more on the test's inputs cast to float64, only when a floating
     mismatch asks for it (the float64 rules in ``harness.compare``). For reductions (the op
     on all-ones inputs gives integer term counts >= 2, as sum and mm do) it also runs the op

@@ -20,6 +20,7 @@ import statistics
 from typing import Callable
 
 import torch
+import triton
 
 from harness.compare import same_tensors
 
@@ -82,9 +83,10 @@ def choose_reps(fns: dict[str, Callable[[], object]], flush: L2Flusher, target_m
 
 
 def as_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
-    """``fn`` captured in a CUDA graph, as a function replaying it; None where it cannot be
-    captured (host synchronisation, CPU work that must rerun). Replay leaves out the host's
-    launch cost, which otherwise dominates small shapes."""
+    """``fn`` captured in a CUDA graph, as a function that replays it and returns the captured
+    output (refreshed in place by the replay); None where it cannot be captured (host
+    synchronisation, CPU work that must rerun). Replay leaves out the host's launch cost,
+    which otherwise dominates small shapes."""
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -104,7 +106,11 @@ def as_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
     # host); its replay would time as nothing. Trust it only if it recomputes what a direct call does.
     if not same_tensors(captured, direct):
         return None
-    return graph.replay
+
+    def replay():
+        graph.replay()
+        return captured
+    return replay
 
 
 def graphed(fns: dict[str, Callable[[], object]]) -> dict[str, Callable[[], object]] | None:
@@ -146,17 +152,31 @@ def summarize(samples: list[float]) -> dict[str, float]:
             "min_ms": ordered[0], "reps": len(ordered)}
 
 
-def empty_launch_ms(target_ms: float = 50.0) -> float:
+def empty_launch_ms(target_ms: float = 50.0, graph: bool = False) -> float:
     """Median time of launching a Triton kernel that does nothing, measured like any other
-    function: a test within ``OVERHEAD_FACTOR`` of it measures launch overhead, not the kernel."""
-    import triton
-
-    @triton.jit
-    def _nothing(x_ptr):
-        pass
-
+    function (``graph``: as a CUDA-graph replay): a test within ``OVERHEAD_FACTOR`` of it
+    measures launch overhead, not the kernel."""
     x = torch.empty(1, device="cuda")
-    return summarize(time_interleaved({"empty": lambda: _nothing[(1,)](x)}, target_ms)["empty"])["median_ms"]
+    fn = lambda: _nothing[(1,)](x)  # noqa: E731
+    if graph:
+        fn = as_graph(fn) or fn
+    return summarize(time_interleaved({"empty": fn}, target_ms)["empty"])["median_ms"]
+
+
+def copy_bandwidth_gbs(target_ms: float = 50.0, max_bytes: int = 1 << 30) -> float:
+    """The device's achievable memory bandwidth, measured as a large copy_ (read + write)
+    in GB/s: the yardstick for what a memory-bound kernel reaches."""
+    free, _ = torch.cuda.mem_get_info()
+    size = min(max_bytes, free // 4) // 4 * 4
+    src = torch.empty(size // 4, dtype=torch.int32, device="cuda").fill_(1)
+    dst = torch.empty_like(src)
+    median = summarize(time_interleaved({"copy": lambda: dst.copy_(src)}, target_ms)["copy"])["median_ms"]
+    return 2 * size / (median * 1e-3) / 1e9
+
+
+@triton.jit
+def _nothing(x_ptr):
+    pass
 
 
 def overhead_dominated(median_ms: float, empty_ms: float) -> bool:

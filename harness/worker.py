@@ -60,6 +60,7 @@ class Job:
     tool_write_dirs: list[str] = field(default_factory=list)
     namespaces: bool = True
     cpu_max_numel: int = CPU_MAX_NUMEL
+    timing: dict | None = None  # a harness.perf.TimingRequest as a dict; GPU only, after every test passed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,6 +145,8 @@ def run_job(job: Job, emit) -> int:
         emit("fatal", error_kind=kind, message=trimmed_traceback(exc, candidate_file))
         return 0
 
+    passed: set[str] = set()
+    failed = False
     for number, case in enumerate(suite.cases):
         emit("test_start", id=case.id)
         recorder = AtenRecorder(op, launches, candidate_file)
@@ -161,6 +164,9 @@ def run_job(job: Job, emit) -> int:
                                            "checking the kernel's result: the kernel made an out-of-bounds access)")
         lost = result.pop("context_lost", False)
         emit("test", **result)
+        if result["passed"]:
+            passed.add(case.id)
+        failed = failed or result["passed"] is False
         if lost:
             left = len(suite.cases) - number - 1
             lines = result["message"].splitlines()
@@ -169,8 +175,37 @@ def run_job(job: Job, emit) -> int:
                  message=f"test {case.id} ({case.description}): {cause.strip()}; the CUDA context is lost, "
                          f"so the remaining {left} tests did not run")
             return 0
+    if job.timing is not None and device == "cuda" and not failed:
+        _time_candidate(op, suite, passed, kernel, job, launches, candidate_file, emit)
     emit("done", total_s=round(time.perf_counter() - started, 3))
     return 0
+
+
+def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, candidate_file: str, emit) -> None:
+    """The timing phase (``harness.perf``): device yardsticks, then each timed trace input.
+    A failure while timing (an exception, a CUDA error, a wrong result on the recheck) is
+    reported as a ``timing`` event with an ``error_kind`` and ends the phase."""
+    import torch
+    from harness.guards import AtenRecorder
+    from harness.perf import TimingRequest, device_stats, time_case, timed_cases
+    from harness.runner import candidate_error_kind, is_cuda_error, trimmed_traceback
+    request = TimingRequest(**job.timing)
+    gpu = torch.cuda.get_device_name()
+    cases = timed_cases(suite.cases, passed, request.max_cases)
+    stats, measured = device_stats(gpu, request.device)
+    emit("timing_plan", ids=[c.id for c in cases], device=stats, device_measured=measured, gpu=gpu,
+         target_ms=request.target_ms)
+    for case in cases:
+        emit("timing_start", id=case.id)
+        try:
+            result = time_case(op, case, kernel, request, gpu, stats, AtenRecorder(op, launches, candidate_file))
+        except Exception as exc:  # noqa: BLE001 - the candidate's failure on a repeated call
+            result = {"id": case.id, "input": case.description, "error_kind": "cuda_error" if is_cuda_error(exc)
+                      else candidate_error_kind(exc),
+                      "message": "while being timed: " + trimmed_traceback(exc, candidate_file)}
+        emit("timing", **result)
+        if "error_kind" in result:
+            return
 
 
 if __name__ == "__main__":

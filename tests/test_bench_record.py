@@ -44,3 +44,28 @@ def test_unknown_fields_and_engines_are_rejected():
         BenchRecord.model_validate({**data, "runtime_ms": 1.0})
     with pytest.raises(ValidationError):
         BenchRecord.model_validate({**data, "engine": "tvm"})
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU twin of test_gpu's bench test")
+def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
+    from agent.cli import main
+    from conftest import KERNELS
+    code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
+                 "--root", str(tmp_path), "--json", "--seed", "3"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["verdict"] == "pass" and summary["performance"] is None
+    assert "interpreter" in summary["not_timed"]
+    records = [BenchRecord.model_validate_json(line) for line in open(summary["bench_file"])]
+    verdict = json.loads((tmp_path / "runs" / summary["run_dir"].split("/")[-1] / "verdict.json").read_text())
+    trace_tests = [t for t in verdict["tests"] if t["source"].startswith("trace")]
+    assert len(records) == 2 * len(trace_tests) > 0
+    assert all(r.runtime_ms_mean is None and r.runtime_raw is None and r.metrics["speedup"] is None
+               for r in records)
+    assert {r.metadata["not_timed"] for r in records} == {summary["not_timed"]}
+
+
+def test_bench_without_a_kernel_names_the_fix(tmp_path, capsys):
+    from agent.cli import main
+    assert main(["bench", "--op", "aten.relu.default", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().out
+    assert "bbagent generate --op aten.relu.default" in err and "--kernel" in err

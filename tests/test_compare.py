@@ -155,11 +155,11 @@ def test_aten_overflow_where_float64_is_finite_is_aten_error():
 
 
 def test_positive_long_sums_with_a_blocked_float32_loop_pass_and_float16_accumulators_do_not():
-    from harness.runner import _Float64Run
+    from harness.runner import Float64Run
     torch.manual_seed(0)
     x = torch.rand(8, 40_000) * 10  # positive terms: the worst case for a sequential accumulator
     op = torch.ops.aten.sum.dim_IntList
-    exact = _Float64Run(op, ((x, [1]), {})).result()
+    exact = Float64Run(op, ((x, [1]), {})).result()
     assert torch.allclose(exact.scale, x.double().sum(1) * 200)  # sqrt(40_000) * sum|terms|
     blocks = x.view(8, 2500, 16).sum(2)
     blocked = torch.zeros(8)

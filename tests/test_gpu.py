@@ -32,3 +32,63 @@ def test_replay_demo_on_gpu(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert (tmp_path / "generated_kernels" / "aten.relu.default" / "kernel.py").is_file()
+
+
+def test_timing_phase_times_the_kernel_and_caches_eager(tmp_path):
+    from harness.evaluate import TimingOptions, evaluate
+    from harness.reference_cache import ReferenceCache
+    options = TimingOptions(target_ms=10, max_cases=6, cache=ReferenceCache(tmp_path / "ref.sqlite"))
+    first = evaluate("aten.relu.default", KERNELS / "relu_triton.py", timing=options)
+    assert first["verdict"] == "pass", first["message"]
+    performance = first["performance"]
+    assert performance["measured"] and performance["planned"] == len(performance["tests"]) == 6
+    assert {t["aten_source"] for t in performance["tests"]} == {"measured"}
+    assert all(t["speedup"] > 0 and t["bytes"] > 0 and t["mode"] in ("graph", "eager") for t in performance["tests"])
+    assert performance["device"]["copy_gbs"] > 500 and performance["device"]["empty_launch_ms"] > 0
+    summary = performance["summary"]
+    assert summary["correct"] and summary["counted"] + summary["overhead_dominated"]["count"] == 6
+    second = evaluate("aten.relu.default", KERNELS / "relu_triton.py", timing=options)
+    assert {t["aten_source"] for t in second["performance"]["tests"]} == {"cache"}
+    assert second["performance"]["device_measured"] is False
+
+
+def test_a_kernel_that_keeps_results_between_calls_fails_after_timing():
+    from harness.evaluate import TimingOptions, evaluate
+    verdict = evaluate("aten.relu.default", KERNELS / "relu_keeps_results.py",
+                       timing=TimingOptions(target_ms=5, max_cases=3))
+    assert verdict["summary"]["failed"] == 0  # every test passed; the timing phase caught it
+    assert verdict["verdict"] == "fail" and verdict["error_kind"] == "timing_mismatch", verdict["message"]
+
+
+def test_optimisation_round_replaces_a_slow_kernel_on_gpu(tmp_path, capsys):
+    """Replay: round 1 answers a correct but slow relu, round 2 a fast one; the fast one is
+    accepted, the slow one stays in runs/ only."""
+    answers = [f"```python\n{(KERNELS / name).read_text()}\n```\n" for name in ("relu_slow.py", "relu_triton.py")]
+    replay = tmp_path / "answers.json"
+    replay.write_text(json.dumps({"model": "replay-test", "exchanges": [{"response": a} for a in answers]}))
+    code = main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--replay", str(replay),
+                 "--rounds", "2", "--target-speedup", "50", "--max-shapes", "8", "--target-ms", "10",
+                 "--root", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    accepted = tmp_path / "generated_kernels" / "aten.relu.default"
+    meta = json.loads((accepted / "meta.json").read_text())
+    speedups = {int(k): v for k, v in meta["round_speedups"].items()}
+    assert meta["round"] == 2 and speedups[2] > 1.5 * speedups[1], speedups
+    assert (accepted / "kernel.py").read_text() == (KERNELS / "relu_triton.py").read_text().strip() + "\n"
+    run = next((tmp_path / "runs").glob("*aten.relu.default*"))
+    assert "range(4)" in (run / "round-1" / "kernel.py").read_text()
+    assert "Slowest shapes first" in (run / "round-2" / "prompt.md").read_text()
+    assert len(meta["performance"]["shapes"]) == 8 and "faster than round 1" in out
+
+
+def test_bench_writes_valid_timed_records(tmp_path, capsys):
+    from harness.bench_record import BenchRecord
+    code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
+                 "--max-shapes", "4", "--target-ms", "10", "--root", str(tmp_path), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["verdict"] == "pass"
+    records = [BenchRecord.model_validate_json(line) for line in open(summary["bench_file"])]
+    assert len(records) == 8 and {r.engine for r in records} == {"aten", "bbagent"}
+    assert all(r.runtime_ms_mean and r.runtime_raw and r.execution_config["device"] == "cuda" for r in records)
+    assert all(r.metrics["speedup"] > 0 for r in records if r.engine == "bbagent")

@@ -1,0 +1,82 @@
+"""Optimisation rounds in `generate`: the loop keeps the best correct kernel and stops at the
+target. The harness is replaced by a scripted evaluator (the loop's Environment), so this runs
+anywhere; tests/test_gpu.py runs the same story with real timing on a GPU."""
+import json
+import re
+
+from agent.loop import Agent
+from agent.providers.replay import ReplayProvider
+from agent.storage import RunDir
+from harness.perf_metrics import summarize_performance
+
+OP = "aten.relu.default"
+
+
+def answer(tag: str) -> str:
+    return f"```python\n# {tag}\ndef kernel(self):\n    return self\n```\n"
+
+
+def scripted_verdict(op: str, kernel_path) -> dict:
+    """A Verdict for the tag in the kernel: 'broken' fails, 'speed X' passes at X times eager."""
+    source = kernel_path.read_text()
+    env = {"device": "cuda", "gpu": "scripted GPU", "interpreter": False, "torch": "t", "triton": "t"}
+    base = {"op": op, "kernel": {"path": str(kernel_path), "sha256": str(abs(hash(source)))}, "seed": 0,
+            "environment": env, "failure_groups": [], "skipped": []}
+    if "broken" in source:
+        return {**base, "verdict": "fail", "error_kind": "mismatch", "message": "wrong values",
+                "summary": {"passed": 3, "total": 4, "skipped": 0, "not_run": 0, "failed": 1},
+                "performance": {"measured": False, "reason": "the kernel failed its tests; a failing kernel is not timed"}}
+    speed = float(re.search(r"speed ([\d.]+)", source).group(1))
+    tests = [{"id": f"trace-{i}", "input": f"(T([{n}], f16),)", "mode": "graph", "speedup": speed,
+              "overhead_dominated": False, "bytes": 4 * n, "aten_gbs": 2000.0, "candidate_gbs": 2000.0 * speed,
+              "aten": {"median_ms": 0.01}, "candidate": {"median_ms": 0.01 / speed}} for i, n in enumerate((1024, 4096))]
+    device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.002}
+    performance = {"measured": True, "gpu": "scripted GPU", "device": device, "tests": tests,
+                   "summary": summarize_performance(op, tests, device, correct=True)}
+    return {**base, "verdict": "pass", "error_kind": None, "message": "",
+            "summary": {"passed": 4, "total": 4, "skipped": 0, "not_run": 0, "failed": 0}, "performance": performance}
+
+
+def run_agent(tmp_path, answers: list[str], rounds: int, target: float):
+    replay = tmp_path / "answers.json"
+    replay.write_text(json.dumps({"model": "scripted", "exchanges": [{"response": a} for a in answers]}))
+    events = []
+    agent = Agent(op=OP, provider=ReplayProvider(replay), evaluate=scripted_verdict,
+                  run=RunDir(tmp_path, "run-1"), root=tmp_path, rounds=rounds, target_speedup=target,
+                  report=lambda event, data: events.append((event, data)))
+    return agent.generate(), events
+
+
+def test_a_faster_correct_kernel_replaces_a_slower_one(tmp_path):
+    outcome, events = run_agent(tmp_path, [answer("speed 0.5"), answer("broken"), answer("speed 1.4"),
+                                           answer("speed 3.0")], rounds=4, target=1.2)
+    assert outcome.status == "accepted" and outcome.rounds_used == 3  # stopped at the target
+    assert "round 3" in outcome.message and "target speedup 1.2x" in outcome.message
+    accepted = tmp_path / "generated_kernels" / OP
+    assert "speed 1.4" in (accepted / "kernel.py").read_text()
+    meta = json.loads((accepted / "meta.json").read_text())
+    assert meta["round"] == 3 and meta["performance"]["summary"]["geomean_speedup"] == 1.4
+    assert [s["speedup"] for s in meta["performance"]["shapes"]] == [1.4, 1.4]
+    assert meta["round_speedups"] == {"1": 0.5, "3": 1.4} or meta["round_speedups"] == {1: 0.5, 3: 1.4}
+    run = tmp_path / "runs" / "run-1"
+    assert "speed 0.5" in (run / "round-1" / "kernel.py").read_text()  # the slower one: in runs/ only
+    assert ("best", {"round": 3, "speedup": 1.4, "replaces": 1}) in events
+    prompts = [(run / f"round-{n}" / "prompt.md").read_text() for n in (2, 3)]
+    assert "0.5x" in prompts[0] and "Slowest shapes first" in prompts[0]  # speed feedback after round 1
+    assert "round 1" in prompts[1] and "kept as the best so far" in prompts[1]  # failure feedback keeps the best
+    state = json.loads((run / "run.json").read_text())
+    assert state["best_round"] == 3 and state["best_speedup"] == 1.4
+
+
+def test_a_slower_kernel_does_not_replace_the_best(tmp_path):
+    outcome, _ = run_agent(tmp_path, [answer("speed 0.9"), answer("speed 0.7")], rounds=2, target=2.0)
+    assert outcome.status == "accepted" and "ran out" in outcome.message
+    assert "speed 0.9" in (tmp_path / "generated_kernels" / OP / "kernel.py").read_text()
+    feedback = (tmp_path / "runs" / "run-1" / "round-2" / "prompt.md").read_text()
+    assert "target is a geometric mean of 2x" in feedback
+
+
+def test_running_out_of_answers_after_a_correct_kernel_keeps_it(tmp_path):
+    outcome, _ = run_agent(tmp_path, [answer("speed 0.5")], rounds=3, target=1.0)
+    assert outcome.status == "accepted" and "provider error" in outcome.message
+    assert (tmp_path / "generated_kernels" / OP / "kernel.py").is_file()
