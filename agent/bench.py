@@ -88,7 +88,9 @@ def print_bench(console: Console, verdict: dict) -> None:
         table.add_row(t["input"], t["mode"], f"{t['aten']['median_ms'] * 1e3:.1f}",
                       f"{t['candidate']['median_ms'] * 1e3:.1f}", f"{t['speedup']:.3f}x", f"{t['candidate_gbs']:.0f}",
                       f"{100 * t['candidate_gbs'] / copy_gbs:.0f}%", flag.strip())
-    console.print(table, width=max(console.width, TABLE_WIDTH))  # not folded when piped to a log
+    if not console.is_terminal:  # piped to a log: rich would fold the table into 80 columns
+        console.width = max(console.width, TABLE_WIDTH)
+    console.print(table)
     console.print(summary_line(performance), highlight=False)
 
 
