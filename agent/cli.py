@@ -69,6 +69,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_eval_options(bench)
     _add_timing_options(bench, target_ms=100.0, max_shapes=64)
 
+    pr = sub.add_parser("prompt", help="print the prompt bbagent would send for an operator (no model call)",
+                        description="Render OP's prompt from prompts/ (base, family, per-op override) and print "
+                                    "it without calling any model. With --round-feedback, print the feedback "
+                                    "message that a round with that Verdict would send next.")
+    pr.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
+    pr.add_argument("--round-feedback", type=Path, metavar="VERDICT.json",
+                    help="a Verdict (runs/<run>/round-N/verdict.json or `bbagent eval --json` output)")
+    pr.add_argument("--target-speedup", type=float, default=1.0,
+                    help="the target quoted in speed feedback for a passing, timed Verdict (default 1.0)")
+    pr.add_argument("--json", action="store_true", help="print op, family, template and text as one JSON object")
+
     ev = sub.add_parser("eval", help="test one kernel file against an operator",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Run the kernel in FILE against OP's tests in a separate process and print "
@@ -112,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_ops(args, console)
         if args.command == "bench":
             return cmd_bench(args, console)
+        if args.command == "prompt":
+            return cmd_prompt(args)
         return cmd_generate(args, console)
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -180,6 +193,31 @@ def cmd_ops(args, console: Console) -> int:
         return EXIT_OK
     from agent.report import print_ops
     print_ops(console, rows)
+    return EXIT_OK
+
+
+def cmd_prompt(args) -> int:
+    from agent.loop import geomean_speedup
+    from agent.prompting import family_of, render_feedback, render_performance_feedback, render_prompt, template_name
+    _resolve(args.op)
+    if args.round_feedback is None:
+        text, template = render_prompt(args.op), template_name(args.op)
+    else:
+        try:
+            verdict = json.loads(args.round_feedback.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"cannot read the Verdict {args.round_feedback}: {exc}") from None
+        if not isinstance(verdict, dict) or "verdict" not in verdict or "summary" not in verdict:
+            raise UsageError(f"{args.round_feedback} is not a Verdict (no 'verdict' and 'summary' fields)")
+        if verdict["verdict"] == "pass" and geomean_speedup(verdict) is not None:
+            text, template = render_performance_feedback(verdict, target=args.target_speedup), "performance.j2"
+        else:
+            text, template = render_feedback(verdict), "feedback.j2"
+    if args.json:
+        print(json.dumps({"op": args.op, "family": family_of(args.op), "template": template, "prompt": text},
+                         indent=2))
+    else:
+        sys.stdout.write(text)
     return EXIT_OK
 
 

@@ -12,6 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import jinja2
+import torch
 
 from harness.ops import describe, packet_name, resolve_op
 from harness.suite import FLOAT_DTYPES
@@ -42,12 +43,63 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+@lru_cache(maxsize=1)
+def _family_map() -> dict:
+    return json.loads((PROMPTS_DIR / "families.json").read_text())
+
+
+def base_name(op: str) -> str:
+    """``add`` for aten.add.Tensor, aten.add_.Tensor and aten.add.out: the family lookup key."""
+    name = op.split(".")[1] if op.count(".") >= 2 else op
+    return name if name.startswith("__") else name.rstrip("_")
+
+
 def family_of(op: str) -> str:
-    mapping = json.loads((PROMPTS_DIR / "families.json").read_text())
-    for family, ops in mapping.items():
-        if not family.startswith("_") and op in ops:
+    """The op's prompt family from ``prompts/families.json`` (explicit lists, then rules)."""
+    mapping = _family_map()
+    base = base_name(op)
+    for family, names in mapping["ops"].items():
+        if base in names:
             return family
+    overloads = _overloads_of(base)
+    for rule in mapping["rules"]:
+        if _rule_matches(rule, base, overloads):
+            return rule["family"]
     return "generic"
+
+
+@lru_cache(maxsize=None)
+def _overloads_of(base: str) -> tuple:
+    """Every overload of the functional operator and its in-place twin: tags such as
+    ``pointwise`` sit on some overloads only (``relu.default`` has it, ``relu.out`` not)."""
+    found = []
+    for name in (base, base + "_"):
+        packet = getattr(torch.ops.aten, name, None)
+        for overload_name in (packet.overloads() if packet is not None else []):
+            found.append(getattr(packet, overload_name))
+    return tuple(found)
+
+
+def _rule_matches(rule: dict, base: str, overloads: tuple) -> bool:
+    if "name_contains" in rule and rule["name_contains"] not in base:
+        return False
+    if "name_prefix" in rule and not base.startswith(tuple(rule["name_prefix"])):
+        return False
+    if "name_suffix" in rule and not base.endswith(rule["name_suffix"]):
+        return False
+    if "tag" in rule and not any(getattr(torch.Tag, rule["tag"]) in o.tags for o in overloads):
+        return False
+    if rule.get("binary") and not any(_is_binary(o) for o in overloads):
+        return False
+    return True
+
+
+def _is_binary(overload) -> bool:
+    """Two tensor inputs (an ``out=`` tensor does not count) or an ``other`` argument."""
+    arguments = overload._schema.arguments
+    tensors = [a for a in arguments if "Tensor" in str(a.type)
+               and not (a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)]
+    return len(tensors) >= 2 or any(a.name == "other" for a in arguments)
 
 
 def template_name(op: str) -> str:
@@ -78,7 +130,9 @@ def op_context(op_name: str) -> dict:
                "params": _params(op._schema), "base": packet_name(op).rstrip("_"),
                "is_inplace": summary.is_inplace, "is_out": summary.is_out},
         "dtypes": dtypes,
-        "traces": [{"count": c.count, "args": c.describe()} for c in calls[:TRACE_SHAPES_IN_PROMPT]],
+        "traces": [{"count": c.count, "args": c.describe()}
+                   for c in sorted(calls, key=lambda c: -c.count)[:TRACE_SHAPES_IN_PROMPT]],
+        "trace_total": len(calls),
     }
 
 

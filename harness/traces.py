@@ -18,6 +18,7 @@ import math
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -203,16 +204,25 @@ def load_calls(op: str, path: Path = SHIPPED_TRACES) -> list[TraceCall]:
     """All trace calls of ``op`` in ``path``, most frequent first; bad lines are skipped."""
     if not path.exists():
         return []
-    names = {op, *TRACE_ALIASES.get(op, ())}
+    by_op = _lines_by_op(path, path.stat().st_mtime_ns)
     calls = []
-    for name, line in iter_blocks(path.read_text()):
-        if name not in names:
-            continue
-        try:
-            calls.append(parse_call_line(op, line))
-        except TraceFormatError:
-            continue
+    for name in (op, *TRACE_ALIASES.get(op, ())):
+        for line in by_op.get(name, ()):
+            try:
+                calls.append(parse_call_line(op, line))
+            except TraceFormatError:
+                continue
     return sorted(calls, key=lambda c: -c.count)
+
+
+@lru_cache(maxsize=4)
+def _lines_by_op(path: Path, mtime_ns: int) -> dict[str, list[str]]:
+    """The call lines of a trace file grouped by operator, read once per file version
+    (listing or prompting every operator would otherwise scan the whole file per operator)."""
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for name, line in iter_blocks(path.read_text()):
+        grouped[name].append(line)
+    return dict(grouped)
 
 
 # --- consolidation -----------------------------------------------------------
