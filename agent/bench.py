@@ -13,9 +13,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from agent.report import widen
 from harness.bench_record import BenchRecord, append_records, hardware_config, make_record
-
-TABLE_WIDTH = 160
 
 
 def records_from_verdict(verdict: dict, run_id: str) -> list[BenchRecord]:
@@ -88,8 +87,7 @@ def print_bench(console: Console, verdict: dict) -> None:
         table.add_row(t["input"], t["mode"], f"{t['aten']['median_ms'] * 1e3:.1f}",
                       f"{t['candidate']['median_ms'] * 1e3:.1f}", f"{t['speedup']:.3f}x", f"{t['candidate_gbs']:.0f}",
                       f"{100 * t['candidate_gbs'] / copy_gbs:.0f}%", flag.strip())
-    if not console.is_terminal:  # piped to a log: rich would fold the table into 80 columns
-        console.width = max(console.width, TABLE_WIDTH)
+    widen(console)
     console.print(table)
     console.print(summary_line(performance), highlight=False)
 

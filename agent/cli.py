@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-output-tokens", type=int, default=8192)
     gen.add_argument("--temperature", type=float)
     gen.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
+    gen.add_argument("--max-cost-usd", type=float,
+                     help="stop between rounds once the run's LLM calls cost this much (prices: agent/prices.json)")
+    gen.add_argument("--max-tokens", type=int, help="stop between rounds once the run used this many tokens (in + out)")
     gen.add_argument("--target-speedup", type=float, default=1.0,
                      help="once a kernel is correct, keep asking for a faster one until the best reaches this "
                           "geomean speedup over eager on the GPU (default 1.0; 0 accepts the first correct kernel)")
@@ -80,6 +83,14 @@ def _parser() -> argparse.ArgumentParser:
                     help="the target quoted in speed feedback for a passing, timed Verdict (default 1.0)")
     pr.add_argument("--json", action="store_true", help="print op, family, template and text as one JSON object")
 
+    logs = sub.add_parser("logs", help="list the LLM calls recorded in ROOT/runs/llm_calls.sqlite",
+                          description="List every recorded LLM call: run, op, round, candidate, provider, model, "
+                                      "tokens, cost, latency, and whether it was answered from the cache.")
+    logs.add_argument("--op", help="only calls for this overload")
+    logs.add_argument("--run", help="only calls of this run id")
+    logs.add_argument("--json", action="store_true", help="print one JSON list (prompts and responses included)")
+    _add_root(logs)
+
     ev = sub.add_parser("eval", help="test one kernel file against an operator",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Run the kernel in FILE against OP's tests in a separate process and print "
@@ -105,8 +116,9 @@ def _add_root(p: argparse.ArgumentParser) -> None:
 
 def _add_timing_options(p: argparse.ArgumentParser, target_ms: float, max_shapes: int) -> None:
     p.add_argument("--no-cache", action="store_true",
-                   help="time eager aten again instead of reading ROOT/runs/reference_timings.sqlite (the new "
-                        "numbers replace the cached ones)")
+                   help="measure eager aten again instead of reading ROOT/runs/reference_timings.sqlite (the new "
+                        "numbers replace the cached ones); for generate also ask the model again instead of "
+                        "answering identical requests from ROOT/runs/llm_calls.sqlite")
     p.add_argument("--max-shapes", type=int, default=max_shapes,
                    help=f"most trace shapes to time, spread from smallest to largest (default {max_shapes})")
     p.add_argument("--target-ms", type=float, default=target_ms,
@@ -125,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_bench(args, console)
         if args.command == "prompt":
             return cmd_prompt(args)
+        if args.command == "logs":
+            return cmd_logs(args, console)
         return cmd_generate(args, console)
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -193,6 +207,26 @@ def cmd_ops(args, console: Console) -> int:
         return EXIT_OK
     from agent.report import print_ops
     print_ops(console, rows)
+    return EXIT_OK
+
+
+def _call_log(root: Path):
+    from agent.llm_log import FILE_NAME, LLMLog
+    return LLMLog(root / "runs" / FILE_NAME)
+
+
+def cmd_logs(args, console: Console) -> int:
+    root = args.root.resolve()
+    from agent.llm_log import FILE_NAME
+    if not (root / "runs" / FILE_NAME).exists():
+        calls = []
+    else:
+        calls = _call_log(root).calls(op=args.op, run_id=args.run)
+    if args.json:
+        print(json.dumps(calls, indent=1))
+        return EXIT_OK
+    from agent.report import print_calls
+    print_calls(console, calls)
     return EXIT_OK
 
 
@@ -267,21 +301,36 @@ def cmd_generate(args, console: Console) -> int:
         raise UsageError(f"--rounds must be at least 1 (got {args.rounds})")
     if args.target_speedup < 0:
         raise UsageError(f"--target-speedup must be 0 or more (got {args.target_speedup})")
+    for flag, value in (("--max-cost-usd", args.max_cost_usd), ("--max-tokens", args.max_tokens)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{flag} must be positive (got {value})")
     _check_timing_options(args)
     _resolve(args.op)
+    root = args.root.resolve()
+    log = _call_log(root)
     try:
         provider = make_provider(args.provider, op=args.op, model=args.model, base_url=args.base_url,
                                  replay=args.replay, max_output_tokens=args.max_output_tokens,
-                                 temperature=args.temperature, retry=RetryPolicy(attempts=max(1, args.retries)))
+                                 temperature=args.temperature, retry=RetryPolicy(attempts=max(1, args.retries)),
+                                 log=log)
     except ProviderError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return EXIT_PROVIDER
-    root = args.root.resolve()
+    from agent.llm_log import price_of
+    if args.max_cost_usd is not None and price_of(provider.model) is None:
+        raise UsageError(f"--max-cost-usd needs a price for model '{provider.model}': add it to "
+                         "agent/prices.json (USD per million input and output tokens) or drop --max-cost-usd")
     run = RunDir(root, new_run_id(args.op))
+    from agent.providers.logged import LoggedProvider
+    provider = LoggedProvider(provider, log, run_id=run.path.name, op=args.op, use_cache=not args.no_cache,
+                              params={"max_output_tokens": args.max_output_tokens, "temperature": args.temperature,
+                                      "base_url": args.base_url or os.environ.get("OPENAI_BASE_URL")
+                                      if args.provider == "openai" else None})
     console.print(f"bbagent generate {args.op}: provider {provider.name}, model {provider.model}, "
                   f"up to {args.rounds} round(s); run directory {run.path}", highlight=False)
     agent = Agent(op=args.op, provider=provider, evaluate=_evaluator(args), run=run, root=root,
                   rounds=args.rounds, target_speedup=args.target_speedup, report=round_reporter(console),
+                  max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens,
                   config={"device": args.device, "timeout_s": args.timeout, "seed": args.seed,
                           "max_shapes": args.max_shapes, "target_ms": args.target_ms, "no_cache": args.no_cache})
     try:
@@ -293,6 +342,10 @@ def cmd_generate(args, console: Console) -> int:
         console.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n"
                       f"{outcome.message}", highlight=False)
         return EXIT_OK
+    if outcome.status == "stopped":
+        console.print(f"[yellow]stopped:[/yellow] {outcome.message}; nothing written to generated_kernels/. "
+                      f"Transcript: {run.path}", highlight=False)
+        return EXIT_FAIL
     if outcome.status == "error":
         console.print(f"[red]error:[/red] {outcome.message}\nrun recorded in {run.path}", highlight=False)
         return EXIT_PROVIDER

@@ -9,8 +9,8 @@ nothing could be timed (CPU). Slower correct kernels stay in ``runs/`` only.
 
 The run directory is brought up to date after every step (in a ``finally``), so a crash or
 Ctrl-C leaves a complete record with the status it reached: ``running`` while it works, then
-``accepted``, ``failed`` (every round failed), ``error`` (provider or harness failure) or
-``interrupted``.
+``accepted``, ``failed`` (every round failed), ``stopped`` (the cost or token budget ran out
+before a kernel was accepted), ``error`` (provider or harness failure) or ``interrupted``.
 """
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ class Agent:
     root: Path
     rounds: int
     target_speedup: float = 1.0
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
     config: dict = field(default_factory=dict)
     report: Callable[[str, dict], None] = lambda event, data: None
 
@@ -75,7 +77,8 @@ class Agent:
                                             **self.config},
             "prompt_template": template_name(self.op),
             "host": {"python": platform.python_version(), "platform": platform.platform()},
-            "environment": None, "tokens": {"input": 0, "output": 0}, "rounds": [], "message": "",
+            "environment": None, "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "cost_complete": True,
+            "cached_calls": 0, "rounds": [], "message": "",
         }
         self.messages: list[dict] = []
         self.best: Best | None = None
@@ -88,6 +91,12 @@ class Agent:
         try:
             self.messages = [{"role": "user", "content": render_prompt(self.op)}]
             for n in range(1, self.rounds + 1):
+                spent = self.over_budget()
+                if spent:
+                    outcome.message = f"stopped before round {n}: {spent}" + (
+                        f"; {self.summary_of_best()}" if self.best else "; no kernel was accepted")
+                    outcome.status = "accepted" if self.best else "stopped"
+                    break
                 outcome.rounds_used = n
                 verdict, kernel_source = self.step(n)
                 if verdict is not None and verdict["verdict"] == "pass":
@@ -119,6 +128,25 @@ class Agent:
                               best_speedup=self.best.speedup if self.best else None)
             self.save()
         return outcome
+
+    def over_budget(self) -> str | None:
+        """Why no further call may be made, or None. Checked between rounds: a round's calls
+        are never cut off half-way, so the run directory stays complete."""
+        cost, tokens = self.state["cost_usd"], self.state["tokens"]["input"] + self.state["tokens"]["output"]
+        if self.max_cost_usd is not None and cost >= self.max_cost_usd:
+            return f"the cost budget is spent (${cost:.4f} of --max-cost-usd {self.max_cost_usd:g})"
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            return f"the token budget is spent ({tokens} of --max-tokens {self.max_tokens})"
+        return None
+
+    def count(self, completion) -> None:
+        self.state["tokens"]["input"] += completion.input_tokens
+        self.state["tokens"]["output"] += completion.output_tokens
+        if completion.cost_usd is None:
+            self.state["cost_complete"] = False  # a model without a price: the total is a lower bound
+        else:
+            self.state["cost_usd"] += completion.cost_usd
+        self.state["cached_calls"] += int(completion.cached)
 
     def consider(self, kernel_source: str, verdict: dict, n: int) -> None:
         """Install a correct kernel if it is the first, or faster than the best so far."""
@@ -154,12 +182,13 @@ class Agent:
         self.save()
         self.report("asking", {"round": n, "rounds": self.rounds})
         try:
+            if hasattr(self.provider, "round"):
+                self.provider.round = n  # the call log files the call under its round
             completion = self.provider.complete(self.messages)
             self.run.write(f"{round_dir}/response.md", completion.text)
             usage = completion.model_dump(exclude={"text"})
             self.run.write_json(f"{round_dir}/usage.json", usage)
-            self.state["tokens"]["input"] += completion.input_tokens
-            self.state["tokens"]["output"] += completion.output_tokens
+            self.count(completion)
             record.update(usage=usage)
 
             kernel_source = extract_code(completion.text)
@@ -205,7 +234,8 @@ class Agent:
         meta = {
             "op": self.op, "provider": self.provider.name, "model": self.provider.model,
             "run_id": self.run.path.name, "round": n, "rounds_used": n,
-            "tokens": dict(self.state["tokens"]), "tests": verdict["summary"],
+            "tokens": dict(self.state["tokens"]), "cost_usd": round(self.state["cost_usd"], 6),
+            "cost_complete": self.state["cost_complete"], "tests": verdict["summary"],
             "kernel_sha256": verdict["kernel"]["sha256"], "seed": verdict["seed"],
             "versions": {k: env.get(k) for k in ("torch", "triton", "python", "cuda")},
             "device": env.get("device"), "gpu": env.get("gpu"), "interpreter": env.get("interpreter"),
@@ -240,7 +270,8 @@ def _kernel_readme(meta: dict, verdict: dict) -> str:
             f"- tests: {s['passed']} of {s['total']} passed on {where}{skipped}\n"
             f"- versions: torch {meta['versions']['torch']}, triton {meta['versions']['triton']}\n"
             f"- speed: {_speed_line(meta['performance'])}\n"
-            f"- tokens: {meta['tokens']['input']} in, {meta['tokens']['output']} out\n\n"
+            f"- tokens: {meta['tokens']['input']} in, {meta['tokens']['output']} out, "
+            f"cost ${meta['cost_usd']:.4f}{'' if meta['cost_complete'] else ' (at least: a model had no price)'}\n\n"
             f"The full transcript (prompts, answers, verdicts) is in `runs/{meta['run_id']}/`.\n")
 
 

@@ -5,6 +5,15 @@ from rich.console import Console
 from rich.markup import escape
 
 
+TABLE_WIDTH = 160
+
+
+def widen(console: Console) -> None:
+    """Piped to a log, rich would fold tables into 80 columns: give them room instead."""
+    if not console.is_terminal:
+        console.width = max(console.width, TABLE_WIDTH)
+
+
 def verdict_line(verdict: dict) -> str:
     s = verdict["summary"]
     status = "[green]PASS[/green]" if verdict["verdict"] == "pass" else "[red]FAIL[/red]"
@@ -71,3 +80,20 @@ def print_ops(console: Console, rows: list[dict]) -> None:
     console.print(table)
     tested = sum(1 for r in rows if not r["why_none"])
     console.print(f"{len(rows)} overloads, {tested} with tests", highlight=False)
+
+
+def print_calls(console: Console, calls: list[dict]) -> None:
+    from rich.table import Table
+    table = Table(box=None, pad_edge=False)
+    for column in ("id", "run", "op", "round", "cand", "provider", "model", "in", "out", "cost $", "latency s", "cached"):
+        table.add_column(column, overflow="fold")
+    for c in calls:
+        cost = "?" if c["cost_usd"] is None else f"{c['cost_usd']:.4f}"
+        table.add_row(str(c["id"]), c["run_id"] or "-", c["op"] or "-", str(c["round"]), str(c["candidate"]),
+                      c["provider"], c["model"], str(c["input_tokens"]), str(c["output_tokens"]), cost,
+                      f"{c['latency_s']:.2f}", "yes" if c["cached"] else "")
+    widen(console)
+    console.print(table)
+    total = sum(c["cost_usd"] or 0 for c in calls)
+    console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, "
+                  f"${total:.4f} in all", highlight=False)

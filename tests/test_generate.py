@@ -8,7 +8,7 @@ from fake_llm import FakeLLMServer
 
 
 def read_run(root):
-    runs = sorted((root / "runs").iterdir())
+    runs = sorted(p for p in (root / "runs").iterdir() if p.is_dir())
     assert len(runs) == 1
     return runs[0], json.loads((runs[0] / "run.json").read_text())
 
@@ -129,3 +129,67 @@ def test_replaying_a_past_run_reproduces_it(tmp_path, capsys):
     assert code == 0
     _, run = read_run(tmp_path / "b")
     assert [r["outcome"] for r in run["rounds"]] == ["fail", "pass"]
+
+
+def test_calls_are_logged_with_cost_and_an_identical_run_is_answered_from_the_log(
+        tmp_path, monkeypatch, no_keys, demo_answers, capsys):
+    """Every call lands in runs/llm_calls.sqlite with tokens and cost; the same run again (same
+    seed, so the same feedback) makes no network call at all; --no-cache asks again."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    argv = ["generate", "--op", "aten.relu.default", "--rounds", "3", "--provider", "openai", "--model", "gpt-5",
+            "--seed", "5", "--root", str(tmp_path)]
+    with FakeLLMServer().answer(*demo_answers) as server:
+        assert main([*argv, "--base-url", server.url + "/v1"]) == 0
+    assert len(server.requests) == 2
+    with FakeLLMServer() as silent:  # answers nothing: any request would fail the run
+        assert main([*argv, "--base-url", server.url + "/v1"]) == 0
+    assert silent.requests == [] and len(server.requests) == 2
+
+    capsys.readouterr()
+    assert main(["logs", "--root", str(tmp_path), "--json"]) == 0
+    calls = json.loads(capsys.readouterr().out)
+    assert [(c["round"], c["cached"]) for c in calls] == [(1, 0), (2, 0), (1, 1), (2, 1)]
+    first = calls[0]
+    assert first["provider"] == "openai" and first["model"] == "gpt-5" and first["input_tokens"] > 0
+    assert first["cost_usd"] == pytest.approx((first["input_tokens"] * 1.25 + first["output_tokens"] * 10) / 1e6)
+    assert "aten::relu(Tensor self) -> Tensor" in first["prompt"] and "```python" in first["response"]
+    assert calls[2]["cost_usd"] == 0.0  # answered from the log: nothing spent
+    runs = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    first_run = json.loads((runs[0] / "run.json").read_text())
+    assert first_run["cost_usd"] == pytest.approx(calls[0]["cost_usd"] + calls[1]["cost_usd"])
+    assert json.loads((runs[1] / "run.json").read_text())["cached_calls"] == 2
+    meta = json.loads((tmp_path / "generated_kernels" / "aten.relu.default" / "meta.json").read_text())
+    assert meta["cost_usd"] == 0.0 and meta["cost_complete"]
+
+    with FakeLLMServer().answer(*demo_answers) as again:
+        assert main([*argv, "--base-url", again.url + "/v1", "--no-cache"]) == 0
+    assert len(again.requests) == 2
+
+    # the log is also a replay source: a run id answers in the order of that run's calls
+    assert main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--replay", runs[0].name,
+                 "--root", str(tmp_path)]) == 0
+    assert "replay" in capsys.readouterr().out
+
+
+def test_a_cost_budget_stops_between_rounds(tmp_path, monkeypatch, no_keys, demo_answers, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().answer(*demo_answers) as server:
+        code = main(["generate", "--op", "aten.relu.default", "--rounds", "3", "--provider", "openai",
+                     "--model", "gpt-5", "--base-url", server.url + "/v1", "--root", str(tmp_path),
+                     "--max-cost-usd", "0.000001"])
+    out = capsys.readouterr().out
+    assert code == 1 and len(server.requests) == 1
+    assert "stopped before round 2: the cost budget is spent" in out and "--max-cost-usd 1e-06" in out
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "stopped" and run["cost_usd"] > 0.000001 and run["finished_at"]
+    for name in ("prompt.md", "messages.json", "response.md", "usage.json", "kernel.py", "verdict.json"):
+        assert (run_dir / "round-1" / name).is_file(), name
+    assert not (tmp_path / "generated_kernels").exists()
+
+
+def test_a_budget_needs_a_price(tmp_path, monkeypatch, no_keys, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "my-local-model",
+                 "--base-url", "http://127.0.0.1:9/v1", "--root", str(tmp_path), "--max-cost-usd", "1"])
+    assert code == 2 and "agent/prices.json" in capsys.readouterr().out

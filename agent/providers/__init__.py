@@ -10,10 +10,13 @@ PROVIDERS = ("openai", "anthropic", "replay")
 
 def make_provider(name: str, *, op: str, model: str | None = None, base_url: str | None = None,
                   replay: str | None = None, max_output_tokens: int = 8192,
-                  temperature: float | None = None, retry: RetryPolicy | None = None) -> Provider:
-    """Build the provider named on the command line; every misuse raises ProviderError."""
+                  temperature: float | None = None, retry: RetryPolicy | None = None, log=None) -> Provider:
+    """Build the provider named on the command line; every misuse raises ProviderError.
+    ``log`` (an ``agent.llm_log.LLMLog``) lets ``replay`` take a run id from the call log."""
     if name == "replay":
         from agent.providers.replay import SHIPPED_REPLAYS, ReplayProvider, shipped_replay
+        if replay and not Path(replay).exists() and log is not None and log.calls(run_id=replay):
+            return ReplayProvider.from_log(log, replay)
         source = Path(replay) if replay else shipped_replay(op)
         if source is None:
             shipped = sorted(p.stem for p in SHIPPED_REPLAYS.glob("*.json"))

@@ -20,6 +20,8 @@ class Completion(BaseModel):
     model: str = ""
     attempts: int = 1
     response_id: str | None = None
+    cached: bool = False            # answered from the call log, no network
+    cost_usd: float | None = None   # None: the model has no price in agent/prices.json
 
 
 class Provider(Protocol):

@@ -45,6 +45,17 @@ class ReplayProvider:
         self.model, self.exchanges = load_exchanges(source)
         self.calls = 0
 
+    @classmethod
+    def from_log(cls, log, run_id: str) -> "ReplayProvider":
+        """The answers a past run received, in the order of its calls (``agent.llm_log``)."""
+        replay = cls.__new__(cls)
+        calls = log.calls(run_id=run_id)
+        replay.source, replay.calls = f"run {run_id} in {log.path}", 0
+        replay.model = calls[0]["model"]
+        replay.exchanges = [{"response": c["response"], "input_tokens": c["input_tokens"],
+                             "output_tokens": c["output_tokens"]} for c in calls]
+        return replay
+
     def complete(self, messages: list[dict]) -> Completion:
         if self.calls >= len(self.exchanges):
             raise ProviderError(f"replay {self.source} has only {len(self.exchanges)} recorded answers; "

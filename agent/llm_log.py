@@ -1,0 +1,95 @@
+"""Every LLM call, in SQLite (``runs/llm_calls.sqlite``): what was asked, what came back,
+tokens, cost and latency, per run, operator, round and candidate.
+
+The same table is the response cache: a request identical to one answered before (same
+provider, model, messages and parameters, candidate index included) is answered from it
+without the network unless ``--no-cache``. ``bbagent logs`` lists the calls; a past run can be
+replayed from it (``--provider replay --replay RUN_ID``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from contextlib import closing
+from functools import lru_cache
+from pathlib import Path
+
+FILE_NAME = "llm_calls.sqlite"
+PRICES_FILE = Path(__file__).resolve().parent / "prices.json"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, run_id TEXT, op TEXT, round INTEGER,
+    candidate INTEGER, provider TEXT NOT NULL, model TEXT NOT NULL, request_hash TEXT NOT NULL,
+    params TEXT NOT NULL, prompt TEXT NOT NULL, response TEXT NOT NULL, input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL, cost_usd REAL, latency_s REAL NOT NULL, cached INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS calls_by_hash ON calls (request_hash);
+CREATE INDEX IF NOT EXISTS calls_by_run ON calls (run_id);
+"""
+COLUMNS = ("id", "time", "run_id", "op", "round", "candidate", "provider", "model", "request_hash", "params",
+           "prompt", "response", "input_tokens", "output_tokens", "cost_usd", "latency_s", "cached")
+
+
+def request_hash(provider: str, model: str, messages: list[dict], params: dict) -> str:
+    text = json.dumps({"provider": provider, "model": model, "messages": messages, "params": params},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _prices() -> dict:
+    return {k: v for k, v in json.loads(PRICES_FILE.read_text()).items() if not k.startswith("_")}
+
+
+def price_of(model: str) -> tuple[float, float] | None:
+    """(USD per million input tokens, per million output tokens), or None if not listed."""
+    prices = _prices()
+    if model in prices:
+        return tuple(prices[model])
+    prefixes = [name for name in prices if model.startswith(name)]
+    return tuple(prices[max(prefixes, key=len)]) if prefixes else None
+
+
+def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float | None:
+    price = price_of(model)
+    if price is None:
+        return None
+    return (input_tokens * price[0] + output_tokens * price[1]) / 1e6
+
+
+class LLMLog:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self._connect() as db:
+            db.executescript(SCHEMA)
+
+    def _connect(self):
+        return closing(sqlite3.connect(self.path, timeout=60))
+
+    def record(self, **row) -> int:
+        row = {"time": time.time(), **row}
+        names = [c for c in COLUMNS if c != "id"]
+        with self._connect() as db, db:
+            cursor = db.execute(f"INSERT INTO calls ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                                [row.get(c) for c in names])
+            return cursor.lastrowid
+
+    def answered(self, digest: str) -> dict | None:
+        """The first call (not itself a cache hit) that answered this exact request."""
+        with self._connect() as db:
+            found = db.execute(f"SELECT {', '.join(COLUMNS)} FROM calls WHERE request_hash = ? AND cached = 0 "
+                               "ORDER BY id LIMIT 1", (digest,)).fetchone()
+        return dict(zip(COLUMNS, found)) if found else None
+
+    def calls(self, op: str | None = None, run_id: str | None = None) -> list[dict]:
+        where, values = [], []
+        for column, value in (("op", op), ("run_id", run_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                values.append(value)
+        clause = f" WHERE {' AND '.join(where)}" if where else ""
+        with self._connect() as db:
+            rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM calls{clause} ORDER BY id", values).fetchall()
+        return [dict(zip(COLUMNS, r)) for r in rows]
