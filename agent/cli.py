@@ -41,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--max-output-tokens", type=int, default=8192)
     gen.add_argument("--temperature", type=float)
     gen.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
+    gen.add_argument("--candidates", type=int, default=1,
+                     help="answers asked per round, in parallel; all are evaluated and the best moves on (default 1)")
     gen.add_argument("--max-cost-usd", type=float,
                      help="stop between rounds once the run's LLM calls cost this much (prices: agent/prices.json)")
     gen.add_argument("--max-tokens", type=int, help="stop between rounds once the run used this many tokens (in + out)")
@@ -301,6 +303,8 @@ def cmd_generate(args, console: Console) -> int:
         raise UsageError(f"--rounds must be at least 1 (got {args.rounds})")
     if args.target_speedup < 0:
         raise UsageError(f"--target-speedup must be 0 or more (got {args.target_speedup})")
+    if args.candidates < 1:
+        raise UsageError(f"--candidates must be at least 1 (got {args.candidates})")
     for flag, value in (("--max-cost-usd", args.max_cost_usd), ("--max-tokens", args.max_tokens)):
         if value is not None and value <= 0:
             raise UsageError(f"{flag} must be positive (got {value})")
@@ -323,14 +327,13 @@ def cmd_generate(args, console: Console) -> int:
     run = RunDir(root, new_run_id(args.op))
     from agent.providers.logged import LoggedProvider
     provider = LoggedProvider(provider, log, run_id=run.path.name, op=args.op, use_cache=not args.no_cache,
-                              params={"max_output_tokens": args.max_output_tokens, "temperature": args.temperature,
-                                      "base_url": args.base_url or os.environ.get("OPENAI_BASE_URL")
-                                      if args.provider == "openai" else None})
+                              params={"max_output_tokens": args.max_output_tokens, "temperature": args.temperature})
     console.print(f"bbagent generate {args.op}: provider {provider.name}, model {provider.model}, "
-                  f"up to {args.rounds} round(s); run directory {run.path}", highlight=False)
+                  f"up to {args.rounds} round(s) of {args.candidates} candidate(s); run directory {run.path}",
+                  highlight=False)
     agent = Agent(op=args.op, provider=provider, evaluate=_evaluator(args), run=run, root=root,
                   rounds=args.rounds, target_speedup=args.target_speedup, report=round_reporter(console),
-                  max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens,
+                  max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, candidates=args.candidates,
                   config={"device": args.device, "timeout_s": args.timeout, "seed": args.seed,
                           "max_shapes": args.max_shapes, "target_ms": args.target_ms, "no_cache": args.no_cache})
     try:
@@ -338,6 +341,10 @@ def cmd_generate(args, console: Console) -> int:
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted[/yellow]; the run is recorded as interrupted in {run.path}")
         return EXIT_INTERRUPTED
+    state = agent.state
+    console.print(f"spent: {state['tokens']['input']} input + {state['tokens']['output']} output tokens, "
+                  f"${state['cost_usd']:.4f}{'' if state['cost_complete'] else ' (at least: a model has no price)'}"
+                  f"; {state['cached_calls']} answer(s) from the call log", highlight=False)
     if outcome.status == "accepted":
         console.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n"
                       f"{outcome.message}", highlight=False)

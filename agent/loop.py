@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import datetime as dt
 import platform
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from agent.extract import extract_code
-from agent.prompting import render_feedback, render_performance_feedback, render_prompt, template_name
+from agent.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.providers import Provider, ProviderError
 from agent.storage import RunDir, accept_kernel, write_json
 
 Evaluator = Callable[[str, Path], dict]
+HISTORY_ROUNDS = 3          # earlier rounds summarised in each feedback message
+FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyond this
+BEST_KERNEL_CHARS = 8000
 
 
 def _now() -> str:
@@ -56,6 +60,46 @@ def geomean_speedup(verdict: dict) -> float | None:
 
 
 @dataclass
+class Candidate:
+    """One answer of a round: its index, completion, kernel source and Verdict (None: no code)."""
+    number: int
+    completion: object
+    source: str | None
+    verdict: dict | None
+    record: dict
+
+
+def choose(tried: list[Candidate]) -> Candidate:
+    """The round's result: the fastest correct candidate (the first, if none was timed), else
+    the one that passed most tests, else the first."""
+    correct = [c for c in tried if c.verdict is not None and c.verdict["verdict"] == "pass"]
+    if correct:
+        timed = [c for c in correct if geomean_speedup(c.verdict) is not None]
+        return max(timed, key=lambda c: geomean_speedup(c.verdict)) if timed else correct[0]
+    evaluated = [c for c in tried if c.verdict is not None]
+    return max(evaluated, key=lambda c: c.verdict["summary"]["passed"]) if evaluated else tried[0]
+
+
+def candidate_line(c: Candidate) -> str:
+    if c.verdict is None:
+        return "no code block"
+    s = c.verdict["summary"]
+    line = f"{c.verdict['verdict'].upper()} {s['passed']}/{s['total']} tests"
+    if c.verdict["verdict"] == "pass":
+        speedup = geomean_speedup(c.verdict)
+        return line + (f", geomean {speedup:.3g}x eager" if speedup is not None else "")
+    detail = (c.verdict.get("message") or c.verdict.get("error_kind") or "").splitlines()
+    return line + (f" ({detail[0][:160]})" if detail else "")
+
+
+def round_summary(n: int, tried: list[Candidate], pick: Candidate) -> str:
+    if len(tried) == 1:
+        return f"round {n}: {candidate_line(pick)}"
+    correct = sum(1 for c in tried if c.verdict is not None and c.verdict["verdict"] == "pass")
+    return f"round {n}: {correct} of {len(tried)} candidates correct; picked candidate {pick.number + 1}: {candidate_line(pick)}"
+
+
+@dataclass
 class Agent:
     op: str
     provider: Provider
@@ -64,6 +108,7 @@ class Agent:
     root: Path
     rounds: int
     target_speedup: float = 1.0
+    candidates: int = 1
     max_cost_usd: float | None = None
     max_tokens: int | None = None
     config: dict = field(default_factory=dict)
@@ -72,7 +117,8 @@ class Agent:
     def __post_init__(self):
         self.state = {
             "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
-            "finished_at": None, "config": {"rounds": self.rounds, "target_speedup": self.target_speedup,
+            "finished_at": None, "config": {"rounds": self.rounds, "candidates": self.candidates,
+                                            "target_speedup": self.target_speedup,
                                             "provider": self.provider.name, "model": self.provider.model,
                                             **self.config},
             "prompt_template": template_name(self.op),
@@ -82,6 +128,7 @@ class Agent:
         }
         self.messages: list[dict] = []
         self.best: Best | None = None
+        self.history: list[str] = []  # one line per round, the last HISTORY_ROUNDS go into the feedback
 
     def save(self) -> None:
         write_json(self.run.path / "run.json", self.state)
@@ -173,46 +220,34 @@ class Agent:
         return f"accepted the kernel of round {self.best.round}{speed}"
 
     def step(self, n: int) -> tuple[dict | None, str | None]:
-        """One round: ask, extract, evaluate, and queue the feedback for the next round."""
+        """One round: ask for ``candidates`` answers (in parallel), evaluate every kernel, pick the
+        round's result (the fastest correct one, else the first correct, else the one passing most
+        tests) and build the next prompt from it."""
         round_dir = f"round-{n}"
         record = {"round": n, "outcome": "asking"}
         self.state["rounds"].append(record)
         self.run.write(f"{round_dir}/prompt.md", self.messages[-1]["content"])
         self.run.write_json(f"{round_dir}/messages.json", self.messages)
         self.save()
-        self.report("asking", {"round": n, "rounds": self.rounds})
+        self.report("asking", {"round": n, "rounds": self.rounds, "candidates": self.candidates})
         try:
             if hasattr(self.provider, "round"):
                 self.provider.round = n  # the call log files the call under its round
-            completion = self.provider.complete(self.messages)
-            self.run.write(f"{round_dir}/response.md", completion.text)
-            usage = completion.model_dump(exclude={"text"})
-            self.run.write_json(f"{round_dir}/usage.json", usage)
-            self.count(completion)
-            record.update(usage=usage)
-
-            kernel_source = extract_code(completion.text)
-            if kernel_source is None:
-                verdict = None
-                record.update(outcome="no_code")
-                feedback = render_feedback(None, no_code=True)
-            else:
-                kernel_path = self.run.write(f"{round_dir}/kernel.py", kernel_source)
-                record.update(outcome="evaluating")
-                self.save()
-                self.report("evaluating", {"round": n})
-                verdict = self.evaluate(self.op, kernel_path)
-                self.run.write_json(f"{round_dir}/verdict.json", verdict)
-                self.state["environment"] = verdict.get("environment")
-                record.update(outcome=verdict["verdict"], summary=verdict["summary"],
-                              error_kind=verdict["error_kind"], message=verdict["message"])
-                if verdict["verdict"] == "pass":
-                    record["speedup"] = geomean_speedup(verdict)
-                feedback = self.feedback(verdict, n)
+            tried = []
+            for k, completion in enumerate(self.ask()):
+                where = round_dir if self.candidates == 1 else f"{round_dir}/candidate-{k + 1}"
+                tried.append(self.try_candidate(n, k, where, completion))
+            pick = choose(tried)
+            record.update(pick.record)
+            if self.candidates > 1:
+                record.update(candidates=[c.record for c in tried], picked=pick.number + 1)
             self.report("round", {"round": n, "rounds": self.rounds, "record": record})
-            self.messages += [{"role": "assistant", "content": completion.text},
-                              {"role": "user", "content": feedback}]
-            return verdict, kernel_source
+            feedback = (render_feedback(None, no_code=True) if pick.verdict is None
+                        else self.feedback(pick.verdict, n))
+            self.history.append(round_summary(n, tried, pick))
+            self.messages = [self.messages[0], {"role": "assistant", "content": pick.completion.text},
+                             {"role": "user", "content": self.compose(feedback, tried, pick)}]
+            return pick.verdict, pick.source
         except KeyboardInterrupt:
             record["outcome"] = "interrupted"
             raise
@@ -221,6 +256,71 @@ class Agent:
             raise
         finally:
             self.save()
+
+    def ask(self) -> list:
+        """``candidates`` completions of the current messages, asked in parallel. A candidate
+        whose call fails is dropped; the round fails only if every call failed."""
+        if self.candidates == 1:
+            return [self.provider.complete(self.messages)]
+        takes_index = getattr(self.provider, "takes_candidate", False)
+
+        def one(k: int):
+            return self.provider.complete(self.messages, candidate=k) if takes_index \
+                else self.provider.complete(self.messages)
+        with ThreadPoolExecutor(max_workers=self.candidates) as pool:
+            futures = [pool.submit(one, k) for k in range(self.candidates)]
+        results, errors = [], []
+        for future in futures:
+            try:
+                results.append(future.result())
+            except ProviderError as exc:
+                errors.append(exc)
+        if not results:
+            raise errors[0]
+        return results
+
+    def try_candidate(self, n: int, k: int, where: str, completion) -> "Candidate":
+        """Store one answer, extract its kernel and evaluate it."""
+        self.run.write(f"{where}/response.md", completion.text)
+        usage = completion.model_dump(exclude={"text"})
+        self.run.write_json(f"{where}/usage.json", usage)
+        self.count(completion)
+        record = {"usage": usage}
+        source = extract_code(completion.text)
+        if source is None:
+            record.update(outcome="no_code")
+            return Candidate(k, completion, None, None, record)
+        kernel_path = self.run.write(f"{where}/kernel.py", source)
+        self.save()
+        self.report("evaluating", {"round": n, "candidate": k + 1, "candidates": self.candidates})
+        verdict = self.evaluate(self.op, kernel_path)
+        self.run.write_json(f"{where}/verdict.json", verdict)
+        self.state["environment"] = verdict.get("environment")
+        record.update(outcome=verdict["verdict"], summary=verdict["summary"], error_kind=verdict["error_kind"],
+                      message=verdict["message"])
+        if verdict["verdict"] == "pass":
+            record["speedup"] = geomean_speedup(verdict)
+        if self.candidates > 1:
+            self.report("candidate", {"round": n, "candidate": k + 1, "record": record})
+        return Candidate(k, completion, source, verdict, record)
+
+    def compose(self, feedback: str, tried: list, pick: "Candidate") -> str:
+        """The next user message: recent rounds, this round's candidates, the feedback on the
+        picked one and, when that one is not the best kernel so far, the best kernel itself;
+        trimmed head-and-tail to ``FEEDBACK_CHARS``."""
+        parts = []
+        if len(self.history) > 1:
+            parts.append("Recent rounds:\n" + "\n".join(f"- {line}" for line in self.history[-HISTORY_ROUNDS:]))
+        if len(tried) > 1:
+            parts.append(f"This round's {len(tried)} candidates:\n" + "\n".join(
+                f"- candidate {c.number + 1}: {candidate_line(c)}" for c in tried)
+                + f"\nThe feedback below is about candidate {pick.number + 1}.")
+        parts.append(feedback.strip())
+        best = self.best  # of the earlier rounds: shown when this round's pick is not correct
+        if best is not None and (pick.verdict is None or pick.verdict["verdict"] != "pass"):
+            parts.append(f"Your best correct kernel so far (round {best.round}):\n```python\n"
+                         f"{elide(best.source, BEST_KERNEL_CHARS)}```")
+        return elide("\n\n".join(parts), FEEDBACK_CHARS) + "\n"
 
     def feedback(self, verdict: dict, n: int) -> str:
         """What the model reads next: its failures, or, for a correct and timed kernel, its speed.

@@ -45,9 +45,17 @@ def print_verdict(console: Console, verdict: dict) -> None:
 def round_reporter(console: Console):
     def report(event: str, data: dict) -> None:
         if event == "asking":
-            console.print(f"round {data['round']}/{data['rounds']}: asking the model...", highlight=False)
+            many = f" for {data['candidates']} candidates" if data.get("candidates", 1) > 1 else ""
+            console.print(f"round {data['round']}/{data['rounds']}: asking the model{many}...", highlight=False)
         elif event == "evaluating":
-            console.print(f"round {data['round']}: evaluating the kernel...", highlight=False)
+            which = (f" {data['candidate']} of {data['candidates']}" if data.get("candidates", 1) > 1 else "")
+            console.print(f"round {data['round']}: evaluating the kernel{which}...", highlight=False)
+        elif event == "candidate":
+            record = data["record"]
+            status = "[green]PASS[/green]" if record["outcome"] == "pass" else "[red]FAIL[/red]"
+            s = record["summary"]
+            console.print(f"round {data['round']}, candidate {data['candidate']}: {status} "
+                          f"{s['passed']}/{s['total']} tests", highlight=False)
         elif event == "best":
             console.print(f"round {data['round']}: faster than round {data['replaces']}; it replaces it in "
                           "generated_kernels/ (the slower one stays in runs/)", highlight=False)

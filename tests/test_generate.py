@@ -142,7 +142,7 @@ def test_calls_are_logged_with_cost_and_an_identical_run_is_answered_from_the_lo
         assert main([*argv, "--base-url", server.url + "/v1"]) == 0
     assert len(server.requests) == 2
     with FakeLLMServer() as silent:  # answers nothing: any request would fail the run
-        assert main([*argv, "--base-url", server.url + "/v1"]) == 0
+        assert main([*argv, "--base-url", silent.url + "/v1"]) == 0
     assert silent.requests == [] and len(server.requests) == 2
 
     capsys.readouterr()
@@ -193,3 +193,40 @@ def test_a_budget_needs_a_price(tmp_path, monkeypatch, no_keys, capsys):
     code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "my-local-model",
                  "--base-url", "http://127.0.0.1:9/v1", "--root", str(tmp_path), "--max-cost-usd", "1"])
     assert code == 2 and "agent/prices.json" in capsys.readouterr().out
+
+
+def test_four_candidates_one_correct_is_found_in_one_round_and_replayed_from_the_log(
+        tmp_path, monkeypatch, no_keys, demo_answers, capsys):
+    """K=4 parallel answers, three wrong (float32 output) and one right: the right one is found
+    in round 1; the log holds four calls with tokens and cost; the same run again makes no
+    network call."""
+    from agent.extract import extract_code
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    wrong, right = demo_answers
+    argv = ["generate", "--op", "aten.relu.default", "--rounds", "2", "--candidates", "4", "--provider", "openai",
+            "--model", "gpt-5", "--seed", "7", "--root", str(tmp_path)]
+    with FakeLLMServer().answer(wrong, right, wrong, wrong) as server:
+        assert main([*argv, "--base-url", server.url + "/v1"]) == 0
+    out = capsys.readouterr().out
+    assert len(server.requests) == 4 and "accepted after 1 round(s)" in out
+    bodies = [r["body"] for r in server.requests]
+    assert len({json.dumps(b["messages"]) for b in bodies}) == 1  # one prompt, four samples
+    assert sorted(b.get("seed", 0) for b in bodies) == [0, 1, 2, 3]
+    run_dir, run = read_run(tmp_path)
+    first = run["rounds"][0]
+    assert run["rounds_used"] == 1 and len(first["candidates"]) == 4
+    assert sorted(c["outcome"] for c in first["candidates"]) == ["fail", "fail", "fail", "pass"]
+    picked = run_dir / "round-1" / f"candidate-{first['picked']}"
+    assert json.loads((picked / "verdict.json").read_text())["verdict"] == "pass"
+    accepted = tmp_path / "generated_kernels" / "aten.relu.default" / "kernel.py"
+    assert accepted.read_text() == extract_code(right) == (picked / "kernel.py").read_text()
+
+    assert main(["logs", "--root", str(tmp_path), "--json"]) == 0
+    calls = json.loads(capsys.readouterr().out)
+    assert sorted(c["candidate"] for c in calls) == [0, 1, 2, 3] and {c["round"] for c in calls} == {1}
+    assert all(c["input_tokens"] > 0 and c["output_tokens"] > 0 and c["cost_usd"] > 0 for c in calls)
+    assert run["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in calls))
+
+    with FakeLLMServer() as silent:
+        assert main([*argv, "--base-url", silent.url + "/v1"]) == 0
+    assert silent.requests == []

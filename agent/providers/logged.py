@@ -10,6 +10,8 @@ from agent.providers.base import Completion, Provider
 
 
 class LoggedProvider:
+    takes_candidate = True  # complete(messages, candidate=k): the index is part of the request
+
     def __init__(self, inner: Provider, log: LLMLog, *, run_id: str, op: str, params: dict,
                  use_cache: bool = True):
         self.inner, self.log = inner, log
@@ -29,7 +31,9 @@ class LoggedProvider:
                                     output_tokens=hit["output_tokens"], model=hit["model"], cached=True,
                                     cost_usd=0.0)
         else:
-            completion = self.inner.complete(messages)
+            # OpenAI takes a sampling seed: candidates of one round then differ reproducibly
+            seed = {"seed": candidate} if candidate and self.name == "openai" else {}
+            completion = self.inner.complete(messages, **seed)
             completion.cost_usd = cost_usd(self.model, completion.input_tokens, completion.output_tokens)
         with self._lock:
             self.log.record(run_id=self.run_id, op=self.op, round=self.round, candidate=candidate,

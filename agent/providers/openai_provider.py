@@ -34,12 +34,14 @@ class OpenAIProvider:
         self.client = openai.OpenAI(api_key=key or "unused-local-server", base_url=base_url,
                                     max_retries=0, timeout=timeout_s)
 
-    def complete(self, messages: list[dict]) -> Completion:
+    def complete(self, messages: list[dict], seed: int | None = None) -> Completion:
         def call() -> Completion:
             params = {"model": self.model, "messages": messages,
                       "max_completion_tokens": self.max_output_tokens}
             if self.temperature is not None:
                 params["temperature"] = self.temperature
+            if seed is not None:
+                params["seed"] = seed
             response = self.client.chat.completions.create(**params)
             if not response.choices:
                 raise ProviderError("the OpenAI-compatible server returned no choices")

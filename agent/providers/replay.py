@@ -7,11 +7,13 @@ A replay source is either a JSON file ``{"model": ..., "exchanges": [{"response"
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from agent.providers.base import Completion, ProviderError
 
 SHIPPED_REPLAYS = Path(__file__).resolve().parent.parent / "replays"
+_LOCK = threading.Lock()
 
 
 def shipped_replay(op: str) -> Path | None:
@@ -57,11 +59,12 @@ class ReplayProvider:
         return replay
 
     def complete(self, messages: list[dict]) -> Completion:
-        if self.calls >= len(self.exchanges):
-            raise ProviderError(f"replay {self.source} has only {len(self.exchanges)} recorded answers; "
-                                f"lower --rounds or record a longer run")
-        exchange = self.exchanges[self.calls]
-        self.calls += 1
+        with _LOCK:  # candidates of one round ask from several threads
+            if self.calls >= len(self.exchanges):
+                raise ProviderError(f"replay {self.source} has only {len(self.exchanges)} recorded answers; "
+                                    f"lower --rounds or record a longer run")
+            exchange = self.exchanges[self.calls]
+            self.calls += 1
         return Completion(text=exchange["response"], input_tokens=int(exchange.get("input_tokens", 0)),
                           output_tokens=int(exchange.get("output_tokens", 0)), model=self.model,
                           attempts=1)
