@@ -128,7 +128,7 @@ def op_context(op_name: str) -> dict:
     return {
         "op": {"name": summary.name, "schema": summary.schema, "doc": summary.doc,
                "params": _params(op._schema), "base": packet_name(op).rstrip("_"),
-               "is_inplace": summary.is_inplace, "is_out": summary.is_out},
+               "is_inplace": summary.is_inplace, "is_out": summary.is_out, "returns": len(op._schema.returns)},
         "dtypes": dtypes,
         "traces": [{"count": c.count, "args": c.describe()}
                    for c in sorted(calls, key=lambda c: -c.count)[:TRACE_SHAPES_IN_PROMPT]],
