@@ -169,6 +169,8 @@ def test_calls_are_logged_with_cost_and_an_identical_run_is_answered_from_the_lo
     assert main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--replay", runs[0].name,
                  "--root", str(tmp_path)]) == 0
     assert "replay" in capsys.readouterr().out
+    assert main(["logs", "--root", str(tmp_path), "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 6  # the replay read the log and wrote nothing to it
 
 
 def test_a_cost_budget_stops_between_rounds(tmp_path, monkeypatch, no_keys, demo_answers, capsys):

@@ -17,8 +17,10 @@ class LoggedProvider:
         self.inner, self.log = inner, log
         self.name, self.model = inner.name, inner.model
         self.run_id, self.op, self.params = run_id, op, params
-        # A replay answers in order: a cache hit would not advance it, so replays are never cached.
-        self.use_cache = use_cache and inner.name != "replay"
+        # A replay reads the store (or a file) in order: it is neither answered from the cache (a hit
+        # would not advance it) nor written to the log (replaying must not change what it replays).
+        self.replaying = inner.name == "replay"
+        self.use_cache = use_cache and not self.replaying
         self.round = 0
         self._lock = threading.Lock()
 
@@ -35,6 +37,8 @@ class LoggedProvider:
             seed = {"seed": candidate} if candidate and self.name == "openai" else {}
             completion = self.inner.complete(messages, **seed)
             completion.cost_usd = cost_usd(self.model, completion.input_tokens, completion.output_tokens)
+        if self.replaying:
+            return completion
         with self._lock:
             self.log.record(run_id=self.run_id, op=self.op, round=self.round, candidate=candidate,
                             provider=self.name, model=self.model, request_hash=digest,
