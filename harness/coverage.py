@@ -16,7 +16,7 @@ from harness.compare import value_mode
 from harness.ops import UnknownOpError, op_name, packet_name, resolve_op
 from harness.suite import SAMPLE_DTYPES
 from harness.traces import DTYPE_NAMES, SHIPPED_TRACES, TRACE_ALIASES, iter_blocks
-from harness.variants import functional_sibling
+from harness.variants import functional_sibling, variant_family
 
 _TRACE_DTYPE = re.compile(r"T\(\[[^\]]*\], (\w+)")
 SUITES = ("opinfo", "traces", "all")
@@ -51,9 +51,11 @@ def list_ops(suite: str = "all") -> list[dict]:
                "opinfo_samples": sum(info.get("opinfos", {}).values()),
                "trace_tests": trace["calls"],
                "dtypes": sorted((set(info.get("dtypes", [])) & TESTED_DTYPES) | trace["dtypes"]),
-               "value_mode": None, "why_none": "", "tested_via": None}
+               "value_mode": None, "why_none": "", "tested_via": None, "variants": None}
         try:
-            row["value_mode"] = value_mode(resolve_op(name))
+            op = resolve_op(name)
+            row["value_mode"] = value_mode(op)
+            row["variants"] = variant_family(op)  # shared by every overload of the family
         except UnknownOpError:
             row["why_none"] = f"not an overload in this torch ({torch.__version__})"
         if not row["why_none"] and not (row["opinfo_samples"] or row["trace_tests"]):

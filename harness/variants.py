@@ -45,3 +45,45 @@ def with_out_tensors(functional, out_names: list[str], args: tuple, kwargs: dict
     # one out argument takes the whole result (a Tensor, or a list for ``Tensor(a!)[] out``)
     results = (result,) if len(out_names) == 1 else result
     return {**kwargs, **{name: map_tensors(r, poisoned_like) for name, r in zip(out_names, results)}}
+
+
+def _writes(op) -> bool:
+    return any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
+
+
+def _overloads(packet_name_: str) -> list:
+    packet = getattr(torch.ops.aten, packet_name_, None)
+    return [getattr(packet, name) for name in packet.overloads()] if packet is not None else []
+
+
+def functional_of(op):
+    """The functional overload that computes what ``op`` computes: ``op`` itself when it writes
+    nothing; for ``name_.X`` the overload ``name.X`` with the same arguments; for an ``out=``
+    overload its ``functional_sibling``. None when the schema has no such sibling."""
+    if not _writes(op):
+        return op
+    if out_arguments(op):
+        return functional_sibling(op)
+    name = packet_name(op)
+    if not name.endswith("_"):
+        return None
+    wanted = _signature(op._schema.arguments)
+    return next((c for c in _overloads(name[:-1])
+                 if not _writes(c) and _signature(c._schema.arguments) == wanted), None)
+
+
+def variant_family(op) -> dict:
+    """The calling conventions of one computation, from the schemas: the functional overload,
+    its in-place twin (``name_`` with the same arguments, ``self`` written) and its ``out=``
+    overloads (the same arguments plus written keyword-only outputs)."""
+    from harness.ops import op_name
+    functional = functional_of(op)
+    if functional is None:
+        return {"functional": None, "inplace": None, "out": [], "serves": [op_name(op)]}
+    wanted = _signature(functional._schema.arguments)
+    name = packet_name(functional)
+    inplace = next((c for c in _overloads(name + "_") if _signature(c._schema.arguments) == wanted), None)
+    outs = [c for c in _overloads(name) if out_arguments(c) and functional_sibling(c) is functional]
+    members = [functional] + ([inplace] if inplace is not None else []) + outs
+    return {"functional": op_name(functional), "inplace": op_name(inplace) if inplace is not None else None,
+            "out": [op_name(c) for c in outs], "serves": [op_name(c) for c in members]}

@@ -36,3 +36,20 @@ def test_ops_suite_filter(capsys):
 def test_renamed_trace_overloads_are_mapped():
     calls = load_calls("aten.sum.dim_IntList")
     assert len(calls) > 400 and all(c.op == "aten.sum.dim_IntList" for c in calls)
+
+
+def test_ops_show_each_overloads_variant_family(capsys):
+    """The family (functional, in-place, out=) comes from the schemas, the same for every member."""
+    rows = ops_json(capsys)
+    relu = {"functional": "aten.relu.default", "inplace": "aten.relu_.default", "out": ["aten.relu.out"],
+            "serves": ["aten.relu.default", "aten.relu_.default", "aten.relu.out"]}
+    assert rows["aten.relu.default"]["variants"] == rows["aten.relu_.default"]["variants"] == relu
+    assert rows["aten.relu.out"]["variants"] == relu
+    add = rows["aten.add_.Tensor"]["variants"]
+    assert (add["functional"], add["inplace"], add["out"]) == ("aten.add.Tensor", "aten.add_.Tensor", ["aten.add.out"])
+    assert rows["aten.add.Scalar"]["variants"]["out"] == ["aten.add.Scalar_out"]
+    total = rows["aten.sum.dim_IntList"]["variants"]
+    assert total["inplace"] is None and total["out"] == ["aten.sum.IntList_out"]
+    # an in-place op whose sibling writes more than self (running statistics) serves only itself
+    assert rows["aten.rrelu_with_noise_.default"]["variants"]["serves"] == ["aten.rrelu_with_noise_.default"]
+    assert rows["aten.upsample_nearest2d_backward.vec"]["variants"] is None  # gone from this torch
