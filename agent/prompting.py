@@ -17,6 +17,7 @@ import torch
 from harness.ops import describe, packet_name, resolve_op
 from harness.suite import FLOAT_DTYPES
 from harness.traces import load_calls
+from harness.variants import out_arguments, overloads
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 TRACE_SHAPES_IN_PROMPT = 5
@@ -72,12 +73,7 @@ def family_of(op: str) -> str:
 def _overloads_of(base: str) -> tuple:
     """Every overload of the functional operator and its in-place twin: tags such as
     ``pointwise`` sit on some overloads only (``relu.default`` has it, ``relu.out`` not)."""
-    found = []
-    for name in (base, base + "_"):
-        packet = getattr(torch.ops.aten, name, None)
-        for overload_name in (packet.overloads() if packet is not None else []):
-            found.append(getattr(packet, overload_name))
-    return tuple(found)
+    return tuple(overloads(base) + overloads(base + "_"))
 
 
 def _rule_matches(rule: dict, base: str, overloads: tuple) -> bool:
@@ -96,9 +92,8 @@ def _rule_matches(rule: dict, base: str, overloads: tuple) -> bool:
 
 def _is_binary(overload) -> bool:
     """Two tensor inputs (an ``out=`` tensor does not count) or an ``other`` argument."""
-    arguments = overload._schema.arguments
-    tensors = [a for a in arguments if "Tensor" in str(a.type)
-               and not (a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)]
+    arguments, outs = overload._schema.arguments, set(out_arguments(overload))
+    tensors = [a for a in arguments if "Tensor" in str(a.type) and a.name not in outs]
     return len(tensors) >= 2 or any(a.name == "other" for a in arguments)
 
 
@@ -130,8 +125,7 @@ def op_context(op_name: str) -> dict:
                "params": _params(op._schema), "base": packet_name(op).rstrip("_"),
                "is_inplace": summary.is_inplace, "is_out": summary.is_out, "returns": len(op._schema.returns)},
         "dtypes": dtypes,
-        "traces": [{"count": c.count, "args": c.describe()}
-                   for c in sorted(calls, key=lambda c: -c.count)[:TRACE_SHAPES_IN_PROMPT]],
+        "traces": [{"count": c.count, "args": c.describe()} for c in calls[:TRACE_SHAPES_IN_PROMPT]],  # most frequent first
         "trace_total": len(calls),
     }
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import platform
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,7 +54,9 @@ class BenchRecord(BaseModel):
         return self
 
 
+@lru_cache(maxsize=1)
 def software_config() -> dict[str, Any]:
+    """Versions (and the driver, via NVML): the same for every record of a process, read once."""
     import triton
     config = {"python": platform.python_version(), "torch": torch.__version__,
               "triton": triton.__version__, "cuda": torch.version.cuda}

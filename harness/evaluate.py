@@ -143,7 +143,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
         elif timing:
             _store_measured(timing, op, verdict)
             if not timing.keep_raw:
-                for test in (verdict["performance"] or {}).get("tests", []):
+                for test in verdict["performance"]["tests"]:
                     test.pop("candidate_raw", None)
                     test.pop("aten_raw", None)
         return verdict
@@ -213,9 +213,9 @@ def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: floa
 
 def _store_measured(timing: TimingOptions, op: str, verdict: dict) -> None:
     """Put what the child measured (eager timings, device yardsticks) into the cache."""
-    performance = verdict.get("performance")
-    if timing.cache is None or not performance or not performance.get("measured"):
+    if timing.cache is None:
         return
+    performance = verdict["performance"]
     env = verdict["environment"]
     gpu = performance["gpu"]
     if performance.get("device_measured"):

@@ -22,9 +22,10 @@ import torch
 from harness.compare import value_mode
 from harness.inputs import memory_behind, tensors_in
 from harness.runner import Float64Run, _is_written, _schema_arguments, judged
-from harness.suite import TestCase, clone_value
+from harness.suite import TestCase, _spread, clone_value
 from harness.timing import (copy_bandwidth_gbs, empty_launch_ms, graphed, overhead_dominated, summarize,
                             time_interleaved)
+from harness.variants import out_arguments
 
 # Another seed for the values copied in after timing (any offset that is not 0 will do).
 RECHECK_SEED_OFFSET = 7919
@@ -44,17 +45,12 @@ def timed_cases(cases: list[TestCase], passed: set[str], most: int) -> list[Test
     """The passed trace tests, one per distinct input, ``most`` of them spread evenly by size
     (so the smallest and the largest shapes are both timed). Inputs without elements are left
     out: there is nothing to time."""
-    seen, unique = set(), []
+    sized = {}
     for case in cases:
-        if (case.trace is not None and case.id in passed and case.description not in seen
-                and case.largest_tensor() > 0):
-            seen.add(case.description)
-            unique.append(case)
-    unique.sort(key=lambda c: (c.largest_tensor(), c.id))
-    if len(unique) <= most:
-        return unique
-    picks = sorted({round(k * (len(unique) - 1) / max(most - 1, 1)) for k in range(most)})
-    return [unique[i] for i in picks]
+        if case.trace is not None and case.id in passed and case.description not in sized:
+            sized[case.description] = (case.largest_tensor(), case.id, case)
+    ordered = [case for size, _, case in sorted(sized.values(), key=lambda s: s[:2]) if size > 0]
+    return [ordered[i] for i in sorted(_spread(len(ordered), most))]
 
 
 def distinct_bytes(t: torch.Tensor) -> int:
@@ -69,8 +65,9 @@ def bytes_moved(op, args: tuple, kwargs: dict, result) -> int:
     """The least memory traffic the op can have: every input read once (an ``out=`` argument
     is only written), every result and written argument written once."""
     reads, writes = {}, {}
-    for _, schema_arg, value in _schema_arguments(op, args, kwargs):
-        write_only = _is_written(schema_arg) and schema_arg.kwarg_only
+    outs = set(out_arguments(op))
+    for name, schema_arg, value in _schema_arguments(op, args, kwargs):
+        write_only = name in outs
         for t in tensors_in(value):
             (writes if write_only else reads)[_identity(t)] = t
             if _is_written(schema_arg):

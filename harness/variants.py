@@ -24,19 +24,24 @@ def _signature(arguments) -> list[tuple[str, str]]:
     return [(a.name, str(a.type)) for a in arguments]
 
 
+def overloads(name: str) -> list:
+    """Every overload of ``torch.ops.aten.<name>`` (none when aten has no such packet)."""
+    packet = getattr(torch.ops.aten, name, None)
+    return [getattr(packet, overload) for overload in packet.overloads()] if packet is not None else []
+
+
+def _writes(op) -> bool:
+    return any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
+
+
 def functional_sibling(op):
     """The functional overload an ``out=`` overload writes the result of, or None."""
     outs = set(out_arguments(op))
     if not outs:
         return None
     wanted = _signature(a for a in op._schema.arguments if a.name not in outs)
-    packet = getattr(torch.ops.aten, packet_name(op))
-    for name in packet.overloads():
-        candidate = getattr(packet, name)
-        if (not any(a.alias_info is not None and a.alias_info.is_write for a in candidate._schema.arguments)
-                and _signature(candidate._schema.arguments) == wanted):
-            return candidate
-    return None
+    return next((c for c in overloads(packet_name(op))
+                 if not _writes(c) and _signature(c._schema.arguments) == wanted), None)
 
 
 def with_out_tensors(functional, out_names: list[str], args: tuple, kwargs: dict) -> dict:
@@ -45,15 +50,6 @@ def with_out_tensors(functional, out_names: list[str], args: tuple, kwargs: dict
     # one out argument takes the whole result (a Tensor, or a list for ``Tensor(a!)[] out``)
     results = (result,) if len(out_names) == 1 else result
     return {**kwargs, **{name: map_tensors(r, poisoned_like) for name, r in zip(out_names, results)}}
-
-
-def _writes(op) -> bool:
-    return any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
-
-
-def _overloads(packet_name_: str) -> list:
-    packet = getattr(torch.ops.aten, packet_name_, None)
-    return [getattr(packet, name) for name in packet.overloads()] if packet is not None else []
 
 
 def functional_of(op):
@@ -68,7 +64,7 @@ def functional_of(op):
     if not name.endswith("_"):
         return None
     wanted = _signature(op._schema.arguments)
-    return next((c for c in _overloads(name[:-1])
+    return next((c for c in overloads(name[:-1])
                  if not _writes(c) and _signature(c._schema.arguments) == wanted), None)
 
 
@@ -82,8 +78,8 @@ def variant_family(op) -> dict:
         return {"functional": None, "inplace": None, "out": [], "serves": [op_name(op)]}
     wanted = _signature(functional._schema.arguments)
     name = packet_name(functional)
-    inplace = next((c for c in _overloads(name + "_") if _signature(c._schema.arguments) == wanted), None)
-    outs = [c for c in _overloads(name) if out_arguments(c) and functional_sibling(c) is functional]
+    inplace = next((c for c in overloads(name + "_") if _signature(c._schema.arguments) == wanted), None)
+    outs = [c for c in overloads(name) if out_arguments(c) and functional_sibling(c) is functional]
     members = [functional] + ([inplace] if inplace is not None else []) + outs
     return {"functional": op_name(functional), "inplace": op_name(inplace) if inplace is not None else None,
             "out": [op_name(c) for c in outs], "serves": [op_name(c) for c in members]}
