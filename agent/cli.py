@@ -49,6 +49,10 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--target-speedup", type=float, default=1.0,
                      help="once a kernel is correct, keep asking for a faster one until the best reaches this "
                           "geomean speedup over eager on the GPU (default 1.0; 0 accepts the first correct kernel)")
+    gen.add_argument("--exact-overload", action="store_true",
+                     help="ask for OP's own calling convention and test OP alone; by default an in-place or out= "
+                          "overload asks for its functional overload's computation once, and the kernel is tested "
+                          "and served as every overload of the family (functional, in-place, out=)")
     _add_root(gen)
     _add_eval_options(gen)
     _add_timing_options(gen, target_ms=25.0, max_shapes=24)
@@ -58,6 +62,13 @@ def _parser() -> argparse.ArgumentParser:
                                      "prompt family and value mode; an op without tests says why.")
     ops.add_argument("--suite", default="all", choices=["opinfo", "traces", "all"])
     ops.add_argument("--json", action="store_true", help="print one JSON list")
+
+    kernels = sub.add_parser("kernels", help="list the accepted kernels in ROOT/generated_kernels and what they serve",
+                             description="List every accepted kernel: the overload it is written for, every overload "
+                                         "it serves (in-place and out= ones through bbagent's adapter), its tests "
+                                         "and speed.")
+    kernels.add_argument("--json", action="store_true", help="print one JSON list (meta.json of each kernel)")
+    _add_root(kernels)
 
     bench = sub.add_parser("bench", help="time a kernel against eager aten and write benchmark records",
                            description="Test the kernel, then time it and eager aten on OP's real-model trace "
@@ -98,9 +109,17 @@ def _parser() -> argparse.ArgumentParser:
                         description="Run the kernel in FILE against OP's tests in a separate process and print "
                                     "the Verdict.\n\nComparison policy: " + TOLERANCE_POLICY +
                                     "\n\nExit status: 0 pass, 1 fail, 2 usage error.")
-    ev.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
-    ev.add_argument("--kernel", required=True, help="Python file defining kernel(...)")
+    ev.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default or aten.relu_.default")
+    ev.add_argument("--kernel", help="Python file defining kernel(...) (default: the accepted kernel in "
+                                     "ROOT/generated_kernels that serves OP)")
+    ev.add_argument("--kernel-for", metavar="OVERLOAD",
+                    help="the overload whose calling convention the file's kernel has (default: the written_for of "
+                         "an accepted kernel's meta.json, else OP); the functional overload of OP's family is "
+                         "served as OP through bbagent's adapter")
+    ev.add_argument("--family", action="store_true",
+                    help="test every overload of OP's family (functional, in-place, out=) with the one kernel")
     ev.add_argument("--json", action="store_true", help="print the Verdict as one JSON object")
+    _add_root(ev)
     _add_eval_options(ev)
     return parser
 
@@ -141,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_prompt(args)
         if args.command == "logs":
             return cmd_logs(args, console)
+        if args.command == "kernels":
+            return cmd_kernels(args, console)
         return cmd_generate(args, console)
     except UsageError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
@@ -158,7 +179,7 @@ def _resolve(op: str) -> None:
         raise UsageError(str(exc)) from None
 
 
-def _evaluator(args, keep_raw: bool = False):
+def _evaluator(args, keep_raw: bool = False, kernel_for: str | None = None, overloads: list[str] | None = None):
     from harness.evaluate import PROJECT_ROOT, TimingOptions, evaluate
     from harness.reference_cache import FILE_NAME, ReferenceCache
     # read-only for the candidate (where the OS gives a mount namespace): the code and the outputs
@@ -170,7 +191,7 @@ def _evaluator(args, keep_raw: bool = False):
 
     def run(op: str, kernel: Path) -> dict:
         return evaluate(op, kernel, device=args.device, seed=args.seed, timeout_s=args.timeout,
-                        protected=protected, timing=timing)
+                        protected=protected, timing=timing, kernel_for=kernel_for, overloads=overloads)
     return run
 
 
@@ -184,11 +205,15 @@ def _check_timing_options(args) -> None:
 
 
 def cmd_eval(args, console: Console) -> int:
+    from harness.adapters import AdapterError
     from harness.evaluate import KernelFileError
     _resolve(args.op)
+    kernel, kernel_for = _kernel_to_evaluate(args)
+    overloads = _family_of(args.op)["serves"] if args.family else [args.op]
+    op = kernel_for if kernel_for in overloads else args.op  # the kernel's own overload is tested (and timed) first
     try:
-        verdict = _evaluator(args)(args.op, Path(args.kernel))
-    except KernelFileError as exc:
+        verdict = _evaluator(args, kernel_for=kernel_for, overloads=overloads)(op, kernel)
+    except (KernelFileError, AdapterError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(verdict, indent=2, default=str))
@@ -196,6 +221,32 @@ def cmd_eval(args, console: Console) -> int:
         from agent.report import print_verdict
         print_verdict(console, verdict)
     return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
+
+
+def _family_of(op: str) -> dict:
+    from harness.ops import resolve_op
+    from harness.variants import variant_family
+    return variant_family(resolve_op(op))
+
+
+def _kernel_to_evaluate(args) -> tuple[Path, str]:
+    """The kernel file and the overload it is written for: --kernel (written for --kernel-for, for
+    the written_for of the meta.json beside it, else for --op), or the accepted kernel serving --op."""
+    from agent.served import kernel_serving
+    root = args.root.resolve()
+    if args.kernel:
+        kernel = Path(args.kernel)
+        meta = kernel.parent / "meta.json"
+        beside = json.loads(meta.read_text()).get("written_for") if meta.is_file() else None
+        kernel_for = args.kernel_for or beside or args.op
+    else:
+        entry = kernel_serving(root, args.op)
+        if entry is None:
+            raise UsageError(f"no accepted kernel serves {args.op} under {root / 'generated_kernels'}: run "
+                             f"'bbagent generate --op {args.op}' first or pass --kernel FILE")
+        kernel, kernel_for = Path(entry["kernel"]), args.kernel_for or entry["written_for"]
+    _resolve(kernel_for)
+    return kernel, kernel_for
 
 
 def cmd_ops(args, console: Console) -> int:
@@ -229,6 +280,17 @@ def cmd_logs(args, console: Console) -> int:
         return EXIT_OK
     from agent.report import print_calls
     print_calls(console, calls)
+    return EXIT_OK
+
+
+def cmd_kernels(args, console: Console) -> int:
+    from agent.served import accepted
+    entries = accepted(args.root.resolve())
+    if args.json:
+        print(json.dumps(entries, indent=1, default=str))
+        return EXIT_OK
+    from agent.report import print_kernels
+    print_kernels(console, entries)
     return EXIT_OK
 
 
@@ -294,6 +356,16 @@ def cmd_bench(args, console: Console) -> int:
     return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
 
 
+def _what_to_ask_for(op: str, exact: bool) -> tuple[str, list[str]]:
+    """The overload to ask the model for and every overload its kernel is tested and served as:
+    the family's functional overload and the whole family, unless ``exact`` (or the overload has
+    no functional sibling)."""
+    family = _family_of(op)
+    if exact or family["functional"] is None:
+        return op, [op]
+    return family["functional"], family["serves"]
+
+
 def cmd_generate(args, console: Console) -> int:
     from agent.loop import Agent
     from agent.providers import ProviderError, RetryPolicy, make_provider
@@ -310,10 +382,11 @@ def cmd_generate(args, console: Console) -> int:
             raise UsageError(f"{flag} must be positive (got {value})")
     _check_timing_options(args)
     _resolve(args.op)
+    computation, serves = _what_to_ask_for(args.op, args.exact_overload)
     root = args.root.resolve()
     log = _call_log(root)
     try:
-        provider = make_provider(args.provider, op=args.op, model=args.model, base_url=args.base_url,
+        provider = make_provider(args.provider, op=computation, model=args.model, base_url=args.base_url,
                                  replay=args.replay, max_output_tokens=args.max_output_tokens,
                                  temperature=args.temperature, retry=RetryPolicy(attempts=max(1, args.retries)),
                                  log=log)
@@ -324,14 +397,20 @@ def cmd_generate(args, console: Console) -> int:
     if args.max_cost_usd is not None and price_of(provider.model) is None:
         raise UsageError(f"--max-cost-usd needs a price for model '{provider.model}': add it to "
                          "agent/prices.json (USD per million input and output tokens) or drop --max-cost-usd")
-    run = RunDir(root, new_run_id(args.op))
+    run = RunDir(root, new_run_id(computation))
     from agent.providers.logged import LoggedProvider
-    provider = LoggedProvider(provider, log, run_id=run.path.name, op=args.op, use_cache=not args.no_cache,
+    provider = LoggedProvider(provider, log, run_id=run.path.name, op=computation, use_cache=not args.no_cache,
                               params={"max_output_tokens": args.max_output_tokens, "temperature": args.temperature})
-    console.print(f"bbagent generate {args.op}: provider {provider.name}, model {provider.model}, "
+    if computation != args.op:
+        console.print(f"{args.op} is a calling convention of {computation}: asking for {computation} once "
+                      "(--exact-overload asks for the overload itself)", highlight=False)
+    console.print(f"bbagent generate {computation}: provider {provider.name}, model {provider.model}, "
                   f"up to {args.rounds} round(s) of {args.candidates} candidate(s); run directory {run.path}",
                   highlight=False)
-    agent = Agent(op=args.op, provider=provider, evaluate=_evaluator(args), run=run, root=root,
+    if len(serves) > 1:
+        console.print(f"the kernel is tested and served as {', '.join(serves)}", highlight=False)
+    agent = Agent(op=computation, serves=serves, provider=provider, evaluate=_evaluator(args, overloads=serves),
+                  run=run, root=root,
                   rounds=args.rounds, target_speedup=args.target_speedup, report=round_reporter(console),
                   max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, candidates=args.candidates,
                   config={"device": args.device, "timeout_s": args.timeout, "seed": args.seed,

@@ -113,6 +113,7 @@ class Agent:
     max_tokens: int | None = None
     config: dict = field(default_factory=dict)
     report: Callable[[str, dict], None] = lambda event, data: None
+    serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
 
     def __post_init__(self):
         self.state = {
@@ -121,7 +122,7 @@ class Agent:
                                             "target_speedup": self.target_speedup,
                                             "provider": self.provider.name, "model": self.provider.model,
                                             **self.config},
-            "prompt_template": template_name(self.op),
+            "prompt_template": template_name(self.op), "serves": self.serves or [self.op],
             "host": {"python": platform.python_version(), "platform": platform.platform()},
             "environment": None, "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "cost_complete": True,
             "cached_calls": 0, "rounds": [], "message": "",
@@ -136,7 +137,7 @@ class Agent:
     def generate(self) -> Outcome:
         outcome = Outcome("failed", self.run.path)
         try:
-            self.messages = [{"role": "user", "content": render_prompt(self.op)}]
+            self.messages = [{"role": "user", "content": render_prompt(self.op, also_serves=self.serves[1:])}]
             for n in range(1, self.rounds + 1):
                 spent = self.over_budget()
                 if spent:
@@ -332,7 +333,8 @@ class Agent:
     def accept(self, kernel_source: str, verdict: dict, n: int) -> Path:
         env = verdict.get("environment", {})
         meta = {
-            "op": self.op, "provider": self.provider.name, "model": self.provider.model,
+            "op": self.op, "written_for": self.op, "serves": self.serves or [self.op],
+            "variants": verdict.get("variants"), "provider": self.provider.name, "model": self.provider.model,
             "run_id": self.run.path.name, "round": n, "rounds_used": n,
             "tokens": dict(self.state["tokens"]), "cost_usd": round(self.state["cost_usd"], 6),
             "cost_complete": self.state["cost_complete"], "tests": verdict["summary"],
@@ -368,11 +370,29 @@ def _kernel_readme(meta: dict, verdict: dict) -> str:
             f"Triton kernel written by `{meta['provider']}` / `{meta['model']}` in run `{meta['run_id']}` "
             f"(round {meta['round']}), accepted {meta['accepted_at']}.\n\n"
             f"- tests: {s['passed']} of {s['total']} passed on {where}{skipped}\n"
+            f"{_serves_line(meta)}"
             f"- versions: torch {meta['versions']['torch']}, triton {meta['versions']['triton']}\n"
             f"- speed: {_speed_line(meta['performance'])}\n"
             f"- tokens: {meta['tokens']['input']} in, {meta['tokens']['output']} out, "
             f"cost ${meta['cost_usd']:.4f}{'' if meta['cost_complete'] else ' (at least: a model had no price)'}\n\n"
             f"The full transcript (prompts, answers, verdicts) is in `runs/{meta['run_id']}/`.\n")
+
+
+def _serves_line(meta: dict) -> str:
+    """The overloads served, with each one's tests; empty for a kernel serving its own overload only."""
+    variants = meta.get("variants") or []
+    if len(variants) < 2:
+        return ""
+    return "- serves: " + "; ".join(f"`{v['op']}` ({served_how(v)}, {v['passed']} tests passed)"
+                                    for v in variants) + "\n"
+
+
+def served_how(variant: dict) -> str:
+    """How one overload is served, in words (a Verdict's ``variants`` row)."""
+    if variant["served_by"] == "kernel":
+        return "the kernel itself"
+    written = "self" if variant["convention"] == "inplace" else "out"
+    return f"bbagent's adapter copies the functional result into {written}"
 
 
 def _speed_line(performance: dict) -> str:

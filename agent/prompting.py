@@ -130,8 +130,11 @@ def op_context(op_name: str) -> dict:
     }
 
 
-def render_prompt(op_name: str) -> str:
-    return _environment().get_template(template_name(op_name)).render(**op_context(op_name)).strip() + "\n"
+def render_prompt(op_name: str, also_serves: list[str] | tuple = ()) -> str:
+    """The first prompt for ``op_name``; ``also_serves``: the in-place and out= overloads that
+    bbagent will serve with the same kernel (and test), named in the prompt."""
+    context = {**op_context(op_name), "also_serves": list(also_serves)}
+    return _environment().get_template(template_name(op_name)).render(**context).strip() + "\n"
 
 
 def render_feedback(verdict: dict | None, *, no_code: bool = False, max_groups: int = 4, best=None) -> str:

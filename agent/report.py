@@ -30,6 +30,13 @@ def print_verdict(console: Console, verdict: dict) -> None:
     where = env.get("gpu") or ("CPU, Triton interpreter" if env.get("interpreter") else env.get("device"))
     where = f"on {where}" if where else "(not run)"
     console.print(f"{verdict['op']} {where} (seed {verdict['seed']}): {verdict_line(verdict)}", highlight=False)
+    variants = verdict.get("variants") or []
+    if len(variants) > 1 or any(v["served_by"] == "adapter" for v in variants):
+        from agent.loop import served_how
+        for v in variants:
+            state = "[green]ok[/green]" if v["ok"] else "[red]FAIL[/red]"
+            console.print(f"  {state} {v['op']} ({served_how(v)}): {v['passed']} passed, {v['failed']} failed "
+                          f"of {v['planned']}", highlight=False)
     for group in verdict["failure_groups"]:
         example = group["example"]
         console.print(f"  {group['error_kind']} x{group['count']}, e.g. {example.get('input')}:", highlight=False,
@@ -80,14 +87,36 @@ def round_reporter(console: Console):
 def print_ops(console: Console, rows: list[dict]) -> None:
     from rich.table import Table
     table = Table(box=None, pad_edge=False)
-    for column in ("op", "family", "opinfo samples", "trace tests", "dtypes", "values", "why none"):
+    for column in ("op", "family", "opinfo samples", "trace tests", "runs tests of", "dtypes", "values", "why none"):
         table.add_column(column, overflow="fold")
     for row in rows:
         table.add_row(row["op"], row["family"], str(row["opinfo_samples"]), str(row["trace_tests"]),
-                      ",".join(row["dtypes"]), row["value_mode"] or "-", row["why_none"])
+                      row["tested_via"] or "", ",".join(row["dtypes"]), row["value_mode"] or "-", row["why_none"])
     console.print(table)
     tested = sum(1 for r in rows if not r["why_none"])
-    console.print(f"{len(rows)} overloads, {tested} with tests", highlight=False)
+    from harness.coverage import variant_counts
+    counts = variant_counts(rows)
+    console.print(f"{len(rows)} overloads, {tested} with tests; in-place: {counts['inplace']['tested']} of "
+                  f"{counts['inplace']['listed']} tested ({counts['inplace']['via_functional']} also with their "
+                  f"functional overload's tests), out=: {counts['out']['tested']} of {counts['out']['listed']} tested "
+                  f"({counts['out']['via_functional']} with their functional overload's tests)", highlight=False)
+
+
+def print_kernels(console: Console, entries: list[dict]) -> None:
+    from rich.table import Table
+    from agent.loop import _speed_line
+    table = Table(box=None, pad_edge=False)
+    for column in ("written for", "serves", "tests", "speed", "model", "folder"):
+        table.add_column(column, overflow="fold")
+    for e in entries:
+        tests = e.get("tests") or {}
+        speed = _speed_line(e["performance"]).split(";")[0] if e.get("performance") else "-"
+        table.add_row(e["written_for"], ", ".join(e["serves"]), f"{tests.get('passed', '?')}/{tests.get('total', '?')}",
+                      speed, f"{e.get('provider', '?')}/{e.get('model', '?')}", e["dir"])
+    widen(console)
+    console.print(table)
+    served = sum(len(e["serves"]) for e in entries)
+    console.print(f"{len(entries)} accepted kernels serving {served} overloads", highlight=False)
 
 
 def print_calls(console: Console, calls: list[dict]) -> None:

@@ -13,10 +13,10 @@ import torch
 
 from harness import opinfo_index
 from harness.compare import value_mode
-from harness.ops import UnknownOpError, op_name, packet_name, resolve_op
+from harness.ops import UnknownOpError, resolve_op
 from harness.suite import SAMPLE_DTYPES
 from harness.traces import DTYPE_NAMES, SHIPPED_TRACES, TRACE_ALIASES, iter_blocks
-from harness.variants import functional_sibling, variant_family
+from harness.variants import variant_family
 
 _TRACE_DTYPE = re.compile(r"T\(\[[^\]]*\], (\w+)")
 SUITES = ("opinfo", "traces", "all")
@@ -62,22 +62,38 @@ def list_ops(suite: str = "all") -> list[dict]:
             row["why_none"] = "no OpInfo sample reaches it and no real-model trace calls it"
         rows.append(row)
     if suite == "all":
-        listed = {row["op"] for row in rows}
-        rows += [r for r in _out_variants(rows) if r["op"] not in listed]
+        _add_variant_rows(rows)
     return sorted(rows, key=lambda r: r["op"])
 
 
-def _out_variants(rows: list[dict]) -> list[dict]:
-    """Rows for the ``out=`` overloads of tested functional ones: they run the functional
-    tests with preallocated ``out`` tensors (``harness.suite.build_suite``)."""
-    extra = []
-    for row in rows:
-        if row["why_none"] or not (row["opinfo_samples"] or row["trace_tests"]):
+def _add_variant_rows(rows: list[dict]) -> None:
+    """The in-place and ``out=`` overloads of every tested functional overload run its tests in
+    their own calling convention (``harness.suite.build_suite``): ``tested_via`` names it, and
+    members of such a family that nothing else lists get a row of their own."""
+    listed = {row["op"]: row for row in rows}
+    for row in list(rows):
+        family = row["variants"]
+        if row["why_none"] or not family or family["functional"] != row["op"] \
+                or not (row["opinfo_samples"] or row["trace_tests"]):
             continue
-        op = resolve_op(row["op"])
-        packet = getattr(torch.ops.aten, packet_name(op))
-        for overload in packet.overloads():
-            candidate = getattr(packet, overload)
-            if functional_sibling(candidate) is op:
-                extra.append({**row, "op": op_name(candidate), "tested_via": row["op"]})
-    return extra
+        for member in family["serves"][1:]:
+            if member in listed:
+                listed[member]["tested_via"] = row["op"]
+                listed[member]["why_none"] = ""
+            else:
+                listed[member] = {**row, "op": member, "tested_via": row["op"], "opinfos": [],
+                                  "opinfo_samples": 0, "trace_tests": 0}
+                rows.append(listed[member])
+
+
+def variant_counts(rows: list[dict]) -> dict:
+    """How many in-place and out= overloads the listing holds, and how many of them have tests
+    (their own, or their functional overload's run in their convention)."""
+    counts = {}
+    for kind in ("inplace", "out"):
+        members = [r for r in rows if r["variants"] and (
+            r["op"] == r["variants"]["inplace"] if kind == "inplace" else r["op"] in r["variants"]["out"])]
+        tested = [r for r in members if r["tested_via"] or r["opinfo_samples"] or r["trace_tests"]]
+        counts[kind] = {"listed": len(members), "tested": len(tested),
+                        "via_functional": sum(1 for r in tested if r["tested_via"])}
+    return counts

@@ -66,6 +66,19 @@ class KernelFileError(ValueError):
     """The kernel file is missing or unreadable (a usage error, not a failing verdict)."""
 
 
+def check_servable(kernel_for: str, overloads: list[str]) -> None:
+    """Raise ``AdapterError`` (a usage error) unless a kernel written for ``kernel_for`` can serve
+    every overload: itself, or, from the functional overload, its in-place and out= siblings."""
+    from harness.adapters import AdapterError, serving
+    from harness.ops import UnknownOpError, resolve_op
+    try:
+        written_for = resolve_op(kernel_for)
+        for name in overloads:
+            serving(lambda *a, **k: None, written_for, resolve_op(name))
+    except UnknownOpError as exc:
+        raise AdapterError(str(exc)) from None
+
+
 def default_device() -> str:
     import torch  # the parent may import torch; it never imports the candidate
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -100,8 +113,14 @@ def _exit_cause(returncode: int) -> str:
 def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, seed: int | None = None,
              timeout_s: float = 300.0, cpu_max_numel: int = CPU_MAX_NUMEL, warm: bool = True,
              static_check: bool = True, limits: Limits | None = None,
-             protected: list[str | Path] | None = None, timing: TimingOptions | None = None) -> dict:
+             protected: list[str | Path] | None = None, timing: TimingOptions | None = None,
+             kernel_for: str | None = None, overloads: list[str] | None = None) -> dict:
     """Run every test of ``op`` against the kernel file and return the Verdict dict.
+
+    ``kernel_for`` is the overload whose calling convention the file's ``kernel`` has (default
+    ``op``); ``overloads`` are the overloads to test (default ``op`` alone; ``op`` is always
+    tested, and timed, first). An overload other than ``kernel_for`` is served through
+    ``harness.adapters``: ``kernel_for`` must then be its family's functional overload.
 
     ``warm`` forks the child from the device's fork server (``harness.pool``) instead of
     starting an interpreter. ``static_check=False`` skips the source rules, so that the
@@ -111,6 +130,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
+    overloads = [op] + [name for name in (overloads or []) if name != op]
+    check_servable(kernel_for or op, overloads)
     source = kernel_path.read_bytes()
     device = device or default_device()
     limits = limits or Limits()
@@ -130,7 +151,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                  if not any(w == p or p in w.parents for w in writable)]
     job = {"op": op, "kernel": str(candidate), "seed": seed, "device": device, "workdir": str(workdir),
            "protected": read_only, "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]],
-           "cpu_max_numel": cpu_max_numel, "timing": timing.request(op) if timing else None}
+           "cpu_max_numel": cpu_max_numel, "timing": timing.request(op) if timing else None,
+           "kernel_for": kernel_for or op, "overloads": overloads}
     env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
@@ -318,7 +340,8 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
         elif unfinished:
             case = cases.get(unfinished[0], {})
             tests.append({"id": unfinished[0], "source": case.get("source"), "input": case.get("input"),
-                          "dtype": case.get("dtype"), "passed": False, "error_kind": kind,
+                          "dtype": case.get("dtype"), "overload": case.get("overload", op),
+                          "passed": False, "error_kind": kind,
                           "message": f"the kernel {cause} while running this test"})
             error_kind, message = kind, f"test {unfinished[0]} ({case.get('input')}): the kernel {cause}"
         elif unfinished_timing:
@@ -342,7 +365,7 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
     passed = error_kind is None and summary["failed"] == 0 and summary["passed"] > 0
     groups = group_failures(tests)
     if error_kind is None and summary["failed"]:
-        message = describe_failures(summary, groups)
+        message = describe_failures(summary, tests)
     findings = list(static_findings or []) + [f for t in tests for f in t.get("guard_findings", [])]
     return {
         "schema_version": SCHEMA_VERSION,
@@ -359,6 +382,8 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
         "guard_findings": findings,
         "performance": _performance(op, (by_kind.get("timing_plan") or [None])[0], timings, passed),
         "suite": {"notes": (suite or {}).get("notes", []), "cases": len(cases)},
+        "kernel_for": (suite or {}).get("kernel_for", op),
+        "variants": _variant_summary(op, suite, tests),
         "timings": {"wall_s": round(outcome.wall_s, 3), "startup_s": env.get("startup_s"),
                     "child_ready_s": round(env["ready_at"] - outcome.launched_at, 3) if env.get("ready_at") else None,
                     "suite_build_s": (suite or {}).get("build_s"),
@@ -368,6 +393,27 @@ def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s
         "stderr_tail": outcome.stderr,
         "stdout_tail": outcome.stdout,
     }
+
+
+def _variant_summary(op: str, suite: dict | None, tests: list[dict]) -> list[dict]:
+    """Per tested overload: its calling convention, whether the kernel serves it directly or
+    through bbagent's adapter, and its test counts (``passed`` True only when all of its own
+    tests ran and passed)."""
+    from harness.adapters import convention
+    from harness.ops import resolve_op
+    suite = suite or {}
+    kernel_for = suite.get("kernel_for", op)
+    rows = []
+    for name in suite.get("overloads", [op]):
+        planned = sum(1 for c in suite.get("cases", []) if c.get("overload", op) == name)
+        mine = [t for t in tests if t.get("overload", op) == name]
+        passed = sum(1 for t in mine if t.get("passed") is True)
+        failed = sum(1 for t in mine if t.get("passed") is False)
+        rows.append({"op": name, "convention": convention(resolve_op(name)),
+                     "served_by": "kernel" if name == kernel_for else "adapter", "planned": planned,
+                     "passed": passed, "failed": failed,
+                     "ok": failed == 0 and passed > 0 and passed + sum(1 for t in mine if t.get("passed") is None) == planned})
+    return rows
 
 
 def _performance(op: str, plan: dict | None, timings: list[dict], passed: bool) -> dict | None:

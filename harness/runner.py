@@ -184,8 +184,8 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
             failure = judged(ref_val, cand_val, mode, exact, f"argument '{name}' after the call", name)
             if failure:
                 failure["error_kind"] = "mutation_mismatch"
-                failure["message"] = (f"'{name}' is written by this overload ({schema_arg.type} "
-                                      f"{schema_arg.alias_info}) but holds wrong values: " + failure["message"])
+                failure["message"] = (f"'{name}' is written by this overload (schema: {op._schema}) but holds "
+                                      "wrong values: " + failure["message"])
                 return failure
         elif not equal_exactly(old_val, cand_val):
             return {"error_kind": "input_mutated",
@@ -306,11 +306,11 @@ def _check_return_aliases(op, actual, bound_cand) -> dict | None:
                 if not (isinstance(out, torch.Tensor) and out.is_set_to(value)):
                     return {"error_kind": "wrong_alias",
                             "message": f"this overload must return its argument '{name}' itself "
-                                       f"(schema: {op._schema.returns}); the kernel returned another tensor"}
+                                       f"(schema: {op._schema}); the kernel returned another tensor"}
             elif (isinstance(out, torch.Tensor) and out.numel() and value.numel()
                   and out.untyped_storage().data_ptr() != value.untyped_storage().data_ptr()):
                 return {"error_kind": "wrong_alias",
-                        "message": f"this overload returns a view of '{name}' (schema: {op._schema.returns}); "
+                        "message": f"this overload returns a view of '{name}' (schema: {op._schema}); "
                                    "the kernel returned a tensor with its own storage"}
     return None
 

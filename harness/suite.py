@@ -12,20 +12,20 @@ and comparisons wrongly, so a CPU verdict on them would be noise).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
-from harness.edge_cases import derive_edge_cases
+from harness.edge_cases import derive_edge_cases, reference_accepts
 from harness.inputs import describe_call, map_tensors, materialize, memory_behind, tensors_in
 from harness.opinfo_index import opinfos_reaching
 from harness.index_args import make_index_args_valid
 from harness.ops import op_name, packet_name, resolve_op
 from harness.traces import TraceCall, load_calls
-from harness.variants import functional_sibling, out_arguments, with_out_tensors
+from harness.variants import functional_of, out_arguments, with_out_tensors
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # OpInfo samples are drawn in these dtypes where the OpInfo says the op supports them.
@@ -51,12 +51,19 @@ class TestCase:
     device: str = "cpu"
     out_of: Any = None       # for an out= overload: the functional overload whose result shapes `out`
     out_names: tuple = ()
+    out_layout: str = "result"  # harness.variants.OUT_LAYOUTS
 
     def inputs(self) -> tuple[tuple, dict]:
         args, kwargs = self._drawn_inputs()
         if self.out_of is not None:
-            kwargs = with_out_tensors(self.out_of, list(self.out_names), args, kwargs)
+            kwargs = with_out_tensors(self.out_of, list(self.out_names), args, kwargs, self.out_layout)
         return args, kwargs
+
+    def meta_inputs(self) -> tuple[tuple, dict]:
+        """The inputs as data-free tensors on the meta device (same shapes, strides, dtypes)."""
+        if self.trace is not None:
+            return materialize(self.trace.args, "meta", None), materialize(self.trace.kwargs, "meta", None)
+        return map_tensors((self.args, self.kwargs), _on_meta)
 
     def _drawn_inputs(self) -> tuple[tuple, dict]:
         if self.trace is None:
@@ -84,6 +91,10 @@ class Suite:
 def clone_value(value: Any) -> Any:
     """Deep copy of an argument structure; tensors keep shape, strides and dtype."""
     return map_tensors(value, _clone_tensor)
+
+
+def _on_meta(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
 
 
 def _clone_tensor(t: torch.Tensor) -> torch.Tensor:
@@ -205,22 +216,100 @@ def _spread(count: int, most: int) -> set[int] | range:
 
 def build_suite(op, device: str, seed: int, *, interpreter: bool,
                 cpu_max_numel: int = CPU_MAX_NUMEL) -> Suite:
-    """The tests of ``op``. An ``out=`` overload gets its functional sibling's tests, each with
-    poisoned ``out`` tensors of the result's shape, plus its own traces if it has any."""
-    functional = functional_sibling(op)
-    if functional is None:
+    """The tests of ``op``. The in-place and ``out=`` overloads of a family get their functional
+    overload's tests (``harness.variants.functional_of``) in their own calling convention, plus
+    their own traces; overloads without a functional sibling get OpInfo, traces and edge cases."""
+    functional = functional_of(op)
+    if functional is None or functional is op:
         return _build_suite(op, device, seed, interpreter, cpu_max_numel)
-    suite = _build_suite(functional, device, seed, interpreter, cpu_max_numel)
-    names = tuple(out_arguments(op))
-    for case in suite.cases:
-        case.out_of, case.out_names = functional, names
-        case.description += f" {', '.join(names)}=<shaped like the result>"
-    suite.notes.append(f"out= tests: the tests of {op_name(functional)}, with {', '.join(names)} "
-                       "preallocated in the result's shape and filled with NaN (or the smallest integer)")
-    own = _build_suite(op, device, seed, interpreter, cpu_max_numel, traces_only=True)
-    suite.cases += own.cases
-    suite.skipped += own.skipped
+    base = _build_suite(functional, device, seed, interpreter, cpu_max_numel)
+    if out_arguments(op):
+        suite = _out_suite(op, functional, base)
+    else:
+        suite = _inplace_suite(op, functional, base)
+    # its own tests too (traces; for an in-place overload also OpInfo samples that reach it, e.g. a
+    # random fill with no functional OpInfo), less those that repeat a derived one
+    own = _build_suite(op, device, seed, interpreter, cpu_max_numel, traces_only=bool(out_arguments(op)))
+    tag = "out" if out_arguments(op) else "inplace"  # ids apart from the functional ones
+    derived = {(case.description, case.dtype) for case in base.cases}
+    suite.cases += [replace(case, id=f"{tag}-{case.id}") for case in own.cases
+                    if (case.description, case.dtype) not in derived]
+    suite.skipped += [{**skip, "id": f"{tag}-{skip['id']}"} for skip in own.skipped]
     return suite
+
+
+# out= tests beyond the result-shaped ones: per layout, this many spread over the functional tests
+MAX_OUT_LAYOUT_CASES = 6
+
+
+def _out_suite(op, functional, base: Suite) -> Suite:
+    """Every functional test with ``out`` preallocated in the result's shape; a spread of them
+    again with an empty ``out`` and with one of the wrong shape (the kernel must resize it, as
+    aten's ``resize_output`` does), and with a non-contiguous ``out`` of the right shape."""
+    names = tuple(out_arguments(op))
+    shown = ", ".join(names)
+    cases = []
+    for case in base.cases:
+        cases.append(replace(case, out_of=functional, out_names=names,
+                             description=f"{case.description} {shown}=<shaped like the result>"))
+    for layout, wording in (("empty", "empty, shape [0]"), ("wrong_shape", "of the wrong shape"),
+                            ("strided", "non-contiguous")):
+        usable = [c for c in base.cases if layout != "strided" or _can_stride_result(functional, c)]
+        for position in sorted(_spread(len(usable), MAX_OUT_LAYOUT_CASES)):
+            case = usable[position]
+            cases.append(replace(case, id=f"out_{layout}-{case.id}", out_of=functional, out_names=names,
+                                 out_layout=layout, source=f"{case.source}, out= {wording}",
+                                 description=f"{case.description} {shown}=<{wording}>"))
+    notes = base.notes + [f"out= tests: the tests of {op_name(functional)}, with {shown} preallocated in the "
+                          "result's shape and filled with NaN (or the smallest integer); some again with "
+                          f"{shown} empty, of the wrong shape (to be resized) and non-contiguous"]
+    return Suite(cases=cases, skipped=base.skipped, notes=notes)
+
+
+def _inplace_suite(op, functional, base: Suite) -> Suite:
+    """The functional tests run in place (on a clone of the written argument, as every test
+    clones its inputs), where aten accepts them: an in-place add cannot broadcast ``self``
+    to a larger shape or cast a float result into an integer ``self``."""
+    cases, skipped = [], list(base.skipped)
+    for case in base.cases:
+        refusal = _inplace_refusal(op, functional, case)
+        if refusal:
+            skipped.append({"id": case.id, "input": case.description,
+                            "reason": f"{op_name(op)} rejects this input of {op_name(functional)} ({refusal})"})
+        else:
+            cases.append(replace(case, source=f"{case.source}, in place"))
+    notes = base.notes + [f"in-place tests: the tests of {op_name(functional)} that {op_name(op)} accepts, "
+                          "each on a fresh copy of the written argument (non-contiguous where the functional "
+                          "test's input is)"]
+    return Suite(cases=cases, skipped=skipped, notes=notes)
+
+
+def _inplace_refusal(op, functional, case: TestCase) -> str | None:
+    """Why aten's in-place overload rejects the case's inputs, or None. Small inputs are tried
+    for real; trace inputs on the meta device, where the functional overload works there."""
+    if case.trace is None:
+        return None if reference_accepts(op, case.args, case.kwargs) else "aten raises on it"
+    args, kwargs = case.meta_inputs()
+    try:
+        functional(*clone_value(args), **clone_value(kwargs))
+    except Exception:
+        return None  # no meta kernel: the run itself will tell
+    try:
+        op(*args, **kwargs)
+    except Exception as exc:
+        return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return None
+
+
+def _can_stride_result(functional, case: TestCase) -> bool:
+    """Every result tensor has a last dimension of more than one element (so a view of every
+    other element of a wider buffer is non-contiguous); found on the meta device."""
+    try:
+        args, kwargs = case.meta_inputs()
+        results = tensors_in(functional(*args, **kwargs))
+    except Exception:
+        return False
+    return bool(results) and all(t.dim() > 0 and t.shape[-1] > 1 for t in results)
 
 
 def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: int,

@@ -44,12 +44,30 @@ def functional_sibling(op):
                  if not _writes(c) and _signature(c._schema.arguments) == wanted), None)
 
 
-def with_out_tensors(functional, out_names: list[str], args: tuple, kwargs: dict) -> dict:
-    """``kwargs`` plus poisoned ``out`` tensors shaped like the functional result."""
+# How a test preallocates ``out``: in the result's shape, empty, of a wrong shape (both to be
+# resized by the kernel), or in the result's shape but non-contiguous.
+OUT_LAYOUTS = ("result", "empty", "wrong_shape", "strided")
+
+
+def with_out_tensors(functional, out_names: list[str], args: tuple, kwargs: dict, layout: str = "result") -> dict:
+    """``kwargs`` plus poisoned ``out`` tensors, laid out as ``layout`` says, for the functional result."""
     result = functional(*args, **kwargs)
     # one out argument takes the whole result (a Tensor, or a list for ``Tensor(a!)[] out``)
     results = (result,) if len(out_names) == 1 else result
-    return {**kwargs, **{name: map_tensors(r, poisoned_like) for name, r in zip(out_names, results)}}
+    return {**kwargs, **{name: map_tensors(r, lambda t: _out_buffer(t, layout)) for name, r in zip(out_names, results)}}
+
+
+def _out_buffer(result: torch.Tensor, layout: str) -> torch.Tensor:
+    if layout == "result":
+        return poisoned_like(result)
+    if layout == "empty":
+        return result.new_empty((0,))
+    if layout == "wrong_shape":  # more elements than the result, in one dimension
+        return poisoned_like(result.new_empty((result.numel() + 3,)))
+    if layout == "strided":  # every other element of a buffer twice as wide in the last dimension
+        wide = poisoned_like(result.new_empty(tuple(result.shape[:-1]) + (2 * result.shape[-1],)))
+        return wide[..., ::2]
+    raise ValueError(f"unknown out= layout {layout!r}; one of {OUT_LAYOUTS}")
 
 
 def functional_of(op):

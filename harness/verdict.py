@@ -75,13 +75,21 @@ def _message_shape(message: str) -> str:
     return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", first)
 
 
-def describe_failures(summary: dict, groups: list[dict]) -> str:
-    """One line: how many tests failed and how, e.g. '13 of 13 tests failed: mismatch x13'."""
+def describe_failures(summary: dict, tests: list[dict]) -> str:
+    """One line: how many tests failed and how, e.g. '13 of 13 tests failed: mismatch x13'; with
+    several overloads tested, the overloads that failed."""
     per_kind: dict[str, int] = {}
-    for group in groups:
-        per_kind[group["error_kind"]] = per_kind.get(group["error_kind"], 0) + group["count"]
+    failed_overloads: dict[str, int] = {}
+    for test in tests:
+        if test.get("passed") is False:
+            per_kind[test.get("error_kind", "?")] = per_kind.get(test.get("error_kind", "?"), 0) + 1
+            if "overload" in test:
+                failed_overloads[test["overload"]] = failed_overloads.get(test["overload"], 0) + 1
+    where = ""
+    if len({t.get("overload") for t in tests}) > 1:
+        where = " (" + ", ".join(f"{name} x{count}" for name, count in failed_overloads.items()) + ")"
     kinds = ", ".join(f"{kind} x{count}" for kind, count in per_kind.items())
-    return f"{summary['failed']} of {summary['total']} tests failed: {kinds}"
+    return f"{summary['failed']} of {summary['total']} tests failed: {kinds}{where}"
 
 
 def summarize(tests: list[dict], skipped: list[dict], planned: int) -> dict:

@@ -61,6 +61,8 @@ class Job:
     namespaces: bool = True
     cpu_max_numel: int = CPU_MAX_NUMEL
     timing: dict | None = None  # a harness.perf.TimingRequest as a dict; GPU only, after every test passed
+    kernel_for: str | None = None  # the overload whose calling convention the file's kernel has (default: op)
+    overloads: list[str] | None = None  # every overload to test, op first (default: op alone)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,13 +118,14 @@ def run_job(job: Job, emit) -> int:
          containment=containment)
 
     from harness.ops import resolve_op
-    from harness.suite import build_suite
-    op = resolve_op(job.op)
     suite_started = time.perf_counter()
-    suite = build_suite(op, device, job.seed, interpreter=interpreter, cpu_max_numel=job.cpu_max_numel)
-    emit("suite", cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype}
-                         for c in suite.cases],
-         skipped=suite.skipped, notes=suite.notes,
+    op = resolve_op(job.op)
+    suites = _build_suites(job, device, interpreter)
+    emit("suite", cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype,
+                          "overload": name} for name, _, suite in suites for c in suite.cases],
+         skipped=[{**skip, "overload": name} for name, _, suite in suites for skip in suite.skipped],
+         notes=[note if name == job.op else f"{name}: {note}" for name, _, suite in suites for note in suite.notes],
+         overloads=[name for name, _, _ in suites], kernel_for=job.kernel_for or job.op,
          build_s=round(time.perf_counter() - suite_started, 3))
 
     from harness.guards import AtenRecorder, LaunchCounter
@@ -139,6 +142,9 @@ def run_job(job: Job, emit) -> int:
         kernel = getattr(module, "kernel")
         if not callable(kernel):
             raise TypeError("'kernel' is not callable")
+        from harness.adapters import serving
+        written_for = resolve_op(job.kernel_for or job.op)
+        served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
     except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its failure
         kind = "missing_entry_point" if isinstance(exc, AttributeError) and "kernel" in str(exc) \
             else "exit" if isinstance(exc, SystemExit) else "import_error"
@@ -147,11 +153,12 @@ def run_job(job: Job, emit) -> int:
 
     passed: set[str] = set()
     failed = False
-    for number, case in enumerate(suite.cases):
+    planned = [(name, target, case) for name, target, suite in suites for case in suite.cases]
+    for number, (name, target, case) in enumerate(planned):
         emit("test_start", id=case.id)
-        recorder = AtenRecorder(op, launches, candidate_file)
+        recorder = AtenRecorder(target, launches, candidate_file)
         try:
-            result = run_case(op, case, kernel, device, launches, recorder, candidate_file,
+            result = run_case(target, case, served[name], device, launches, recorder, candidate_file,
                               on_candidate=lambda case_id=case.id: emit("candidate_start", id=case_id))
         except ReferenceFault as fault:
             emit("fatal", error_kind="worker_error", message=str(fault))
@@ -163,12 +170,12 @@ def run_job(job: Job, emit) -> int:
                                    message=f"{type(exc).__name__}: {str(exc).splitlines()[0]}\n(raised while "
                                            "checking the kernel's result: the kernel made an out-of-bounds access)")
         lost = result.pop("context_lost", False)
-        emit("test", **result)
+        emit("test", **result, overload=name)
         if result["passed"]:
             passed.add(case.id)
         failed = failed or result["passed"] is False
         if lost:
-            left = len(suite.cases) - number - 1
+            left = len(planned) - number - 1
             lines = result["message"].splitlines()
             cause = next((line for line in lines if "CUDA error" in line), lines[0])
             emit("fatal", error_kind="cuda_error",
@@ -176,9 +183,27 @@ def run_job(job: Job, emit) -> int:
                          f"so the remaining {left} tests did not run")
             return 0
     if job.timing is not None and device == "cuda" and not failed:
-        _time_candidate(op, suite, passed, kernel, job, launches, candidate_file, emit)
+        _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, emit)
     emit("done", total_s=round(time.perf_counter() - started, 3))
     return 0
+
+
+def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, object, object]]:
+    """(name, overload, Suite) for every overload the job tests, ``job.op`` first. Test ids of
+    the other overloads carry the overload's name (``relu_.default/opinfo-3``)."""
+    from harness.ops import resolve_op
+    from harness.suite import build_suite
+    suites = []
+    for name in [job.op] + [n for n in (job.overloads or []) if n != job.op]:
+        target = resolve_op(name)
+        suite = build_suite(target, device, job.seed, interpreter=interpreter, cpu_max_numel=job.cpu_max_numel)
+        if name != job.op:
+            prefix = name.removeprefix("aten.") + "/"
+            for case in suite.cases:
+                case.id = prefix + case.id
+            suite.skipped = [{**skip, "id": prefix + skip["id"]} for skip in suite.skipped]
+        suites.append((name, target, suite))
+    return suites
 
 
 def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, candidate_file: str, emit) -> None:

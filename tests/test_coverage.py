@@ -21,10 +21,25 @@ def test_ops_lists_counts_family_and_reasons(capsys):
     assert rows["aten.empty_like.default"]["value_mode"] == "metadata"
     removed = rows["aten.upsample_nearest2d_backward.vec"]
     assert removed["why_none"].startswith("not an overload in this torch")
-    assert all(r["why_none"] or r["opinfo_samples"] or r["trace_tests"] for r in rows.values())
-    # out= overloads run their functional sibling's tests
+    assert all(r["why_none"] or r["opinfo_samples"] or r["trace_tests"] or r["tested_via"] for r in rows.values())
+    # in-place and out= overloads run their functional sibling's tests (in-place ones their own traces too)
     assert rows["aten.add.out"]["tested_via"] == "aten.add.Tensor"
     assert rows["aten.sum.IntList_out"]["tested_via"] == "aten.sum.dim_IntList"
+    assert rows["aten.relu_.default"]["tested_via"] == "aten.relu.default"
+    assert rows["aten.relu_.default"]["trace_tests"] > 100
+    assert rows["aten.uniform_.default"]["tested_via"] is None  # no functional tests: its own OpInfo samples
+
+
+def test_ops_counts_tested_inplace_and_out_overloads(capsys):
+    from harness.coverage import variant_counts
+    rows = list(ops_json(capsys).values())
+    counts = variant_counts(rows)
+    assert counts["inplace"]["listed"] > 100 and counts["out"]["listed"] > 300
+    for kind in ("inplace", "out"):
+        assert counts[kind]["tested"] == counts[kind]["listed"]
+        assert 0 < counts[kind]["via_functional"] <= counts[kind]["tested"]
+    assert main(["ops"]) == 0
+    assert f"in-place: {counts['inplace']['tested']} of {counts['inplace']['listed']} tested" in capsys.readouterr().out
 
 
 def test_ops_suite_filter(capsys):

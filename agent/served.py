@@ -1,0 +1,70 @@
+"""Accepted kernels and the overloads each one serves: listing, lookup, loading, registration.
+
+``generated_kernels/<op>/meta.json`` names the overload the kernel is written for
+(``written_for``) and every overload it serves (``serves``): for a functional kernel, its
+in-place and out= siblings too, through ``harness.adapters``. Folders accepted before
+variants were served hold only ``op``: they serve that overload alone.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Callable
+
+
+def accepted(root: Path) -> list[dict]:
+    """One entry per accepted kernel: op, dir, kernel file, written_for, serves, and the rest of meta.json."""
+    entries = []
+    for meta_file in sorted((root / "generated_kernels").glob("*/meta.json")):
+        try:
+            meta = json.loads(meta_file.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # not a folder bbagent wrote
+        written_for = meta.get("written_for") or meta.get("op") or meta_file.parent.name
+        entries.append({**meta, "op": meta.get("op", written_for), "written_for": written_for,
+                        "serves": meta.get("serves") or [written_for], "dir": str(meta_file.parent),
+                        "kernel": str(meta_file.parent / "kernel.py")})
+    return entries
+
+
+def kernel_serving(root: Path, op: str) -> dict | None:
+    """The accepted kernel that serves ``op`` (its ``accepted`` entry), or None."""
+    return next((entry for entry in accepted(root) if op in entry["serves"]), None)
+
+
+def load(root: Path, op: str) -> Callable:
+    """A callable with ``op``'s calling convention, from the accepted kernel that serves it.
+    Imports the kernel module into this process: use it where the kernel is trusted (reviewed)."""
+    from harness.adapters import serving
+    from harness.ops import resolve_op
+    entry = kernel_serving(root, op)
+    if entry is None:
+        raise LookupError(f"no accepted kernel serves {op} under {root / 'generated_kernels'}: "
+                          f"run 'bbagent generate --op {op}' first")
+    return serving(_kernel_function(entry), resolve_op(entry["written_for"]), resolve_op(op))
+
+
+def _kernel_function(entry: dict) -> Callable:
+    spec = importlib.util.spec_from_file_location(f"bbagent_kernel_{Path(entry['dir']).name}", entry["kernel"])
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.kernel
+
+
+def register(root: Path, dispatch_key: str = "CUDA"):
+    """Register every served overload of every accepted kernel as aten's implementation for
+    ``dispatch_key`` (``torch.library``). Returns the Library (keep it alive: dropping it
+    unregisters) and the overloads registered."""
+    import torch
+    from harness.adapters import serving
+    from harness.ops import resolve_op
+    library = torch.library.Library("aten", "IMPL")
+    registered = []
+    for entry in accepted(root):
+        kernel = _kernel_function(entry)  # one module per kernel, however many overloads it serves
+        for op in entry["serves"]:
+            library.impl(op.removeprefix("aten."), serving(kernel, resolve_op(entry["written_for"]), resolve_op(op)),
+                         dispatch_key)
+            registered.append(op)
+    return library, registered
