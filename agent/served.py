@@ -64,7 +64,13 @@ def register(root: Path, dispatch_key: str = "CUDA"):
     for entry in accepted(root):
         kernel = _kernel_function(entry)  # one module per kernel, however many overloads it serves
         for op in entry["serves"]:
-            library.impl(op.removeprefix("aten."), serving(kernel, resolve_op(entry["written_for"]), resolve_op(op)),
+            library.impl(_library_name(op), serving(kernel, resolve_op(entry["written_for"]), resolve_op(op)),
                          dispatch_key)
             registered.append(op)
     return library, registered
+
+
+def _library_name(op: str) -> str:
+    """``aten.relu.default`` -> ``relu``, ``aten.add.out`` -> ``add.out`` (torch.library's spelling)."""
+    name, overload = op.removeprefix("aten.").rsplit(".", 1)
+    return name if overload == "default" else f"{name}.{overload}"

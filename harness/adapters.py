@@ -16,7 +16,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from harness.ops import op_name
-from harness.variants import functional_of, out_arguments
+from harness.variants import functional_of, is_written, out_arguments
 
 
 class AdapterError(ValueError):
@@ -27,7 +27,7 @@ def convention(op) -> str:
     """``functional``, ``inplace`` or ``out``: how ``op`` returns its result."""
     if out_arguments(op):
         return "out"
-    if any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments):
+    if any(is_written(a) for a in op._schema.arguments):
         return "inplace"
     return "functional"
 
@@ -49,7 +49,7 @@ def serving(kernel: Callable, written_for, target) -> Callable:
 def _inplace_adapter(kernel: Callable, target) -> Callable:
     """``target(*args)`` = ``kernel(*args)`` copied into the written argument, which is returned."""
     arguments = target._schema.arguments
-    position = next(i for i, a in enumerate(arguments) if a.alias_info is not None and a.alias_info.is_write)
+    position = next(i for i, a in enumerate(arguments) if is_written(a))
     name = arguments[position].name
 
     def inplace(*args, **kwargs):

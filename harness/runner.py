@@ -25,6 +25,7 @@ from harness.compare import Exact, compare, equal_exactly, value_mode
 from harness.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from harness.suite import TestCase, clone_value
+from harness.variants import is_written, schema_arguments
 
 
 class ReferenceFault(RuntimeError):
@@ -69,17 +70,6 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _schema_arguments(op, args: tuple, kwargs: dict) -> list[tuple[str, Any, Any]]:
-    """(name, schema argument, value) for every argument actually passed."""
-    schema_args = op._schema.arguments
-    bound = [(a.name, a, v) for a, v in zip(schema_args, args)]
-    by_name = {a.name: a for a in schema_args}
-    bound += [(k, by_name.get(k), v) for k, v in kwargs.items()]
-    return bound
-
-
-def _is_written(schema_arg) -> bool:
-    return schema_arg is not None and schema_arg.alias_info is not None and schema_arg.alias_info.is_write
 
 
 def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candidate_file: str,
@@ -174,13 +164,13 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
     if failure:
         return failure
 
-    bound_ref = _schema_arguments(op, ref_args, ref_kwargs)
-    bound_cand = _schema_arguments(op, cand_args, cand_kwargs)
-    bound_before = _schema_arguments(op, *before)
+    bound_ref = schema_arguments(op, ref_args, ref_kwargs)
+    bound_cand = schema_arguments(op, cand_args, cand_kwargs)
+    bound_before = schema_arguments(op, *before)
     for (name, schema_arg, ref_val), (_, _, cand_val), (_, _, old_val) in zip(bound_ref, bound_cand, bound_before):
         if not isinstance(cand_val, torch.Tensor):
             continue
-        if _is_written(schema_arg):
+        if is_written(schema_arg):
             failure = judged(ref_val, cand_val, mode, exact, f"argument '{name}' after the call", name)
             if failure:
                 failure["error_kind"] = "mutation_mismatch"
@@ -222,6 +212,9 @@ class Float64Run:
 
     def _run_on(self, convert):
         args, kwargs = map_tensors(clone_value(self.inputs), convert)
+        # a floating ``dtype=`` would cast the float64 inputs back (cumsum(x, 1, dtype=float16))
+        kwargs = {k: torch.float64 if isinstance(v, torch.dtype) and v.is_floating_point else v
+                  for k, v in kwargs.items()}
         return self.op(*args, **kwargs), args, kwargs
 
     def _run(self) -> None:
@@ -241,7 +234,9 @@ class Float64Run:
         except Exception:
             scale = None
         self.output = _pair(truth, scale)
-        self.bound = {name: _pair(value, None) for name, _, value in _schema_arguments(self.op, args, kwargs)}
+        # a written argument that is also returned (out=, in-place self) gets the result's allowance
+        self.bound = {name: _pair(value, _scale_of_returned(value, truth, scale))
+                      for name, _, value in schema_arguments(self.op, args, kwargs)}
 
     def result(self):
         self._run()
@@ -261,6 +256,16 @@ def _is_term_count(value) -> bool:
     return bool(tensors) and all(
         t.is_floating_point() and t.numel() and bool(torch.isfinite(t).all())
         and bool((t == t.round()).all()) and bool((t >= 2).all()) for t in tensors)
+
+
+def _scale_of_returned(value, truth, scale):
+    """The reduction scale of ``value`` when the op returned it (itself, or as one of its outputs)."""
+    if value is truth:
+        return scale
+    if isinstance(truth, (tuple, list)):
+        scales = scale if isinstance(scale, (tuple, list)) else [None] * len(truth)
+        return next((s for t, s in zip(truth, scales) if t is value), None)
+    return None
 
 
 def _times_sqrt(magnitudes, counts):
@@ -323,7 +328,7 @@ def returns_view(op) -> bool:
 def _nothing_to_write(op, expected, ref_args, ref_kwargs) -> bool:
     """Every tensor the op produces (returns and written arguments) is empty: ``mm`` of a
     [0, 5] by a [5, 10] matrix, for example. There is nothing a kernel could compute."""
-    written = [v for _, a, v in _schema_arguments(op, ref_args, ref_kwargs) if _is_written(a)]
+    written = [v for _, a, v in schema_arguments(op, ref_args, ref_kwargs) if is_written(a)]
     produced = tensors_in((expected, written))
     return bool(produced) and all(t.numel() == 0 for t in produced)
 

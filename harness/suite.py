@@ -25,7 +25,7 @@ from harness.opinfo_index import opinfos_reaching
 from harness.index_args import make_index_args_valid
 from harness.ops import op_name, packet_name, resolve_op
 from harness.traces import TraceCall, load_calls
-from harness.variants import functional_of, out_arguments, with_out_tensors
+from harness.variants import functional_of, is_written, out_arguments, schema_arguments, with_out_tensors
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # OpInfo samples are drawn in these dtypes where the OpInfo says the op supports them.
@@ -298,6 +298,9 @@ def _inplace_refusal(op, functional, case: TestCase) -> str | None:
         op(*args, **kwargs)
     except Exception as exc:
         return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    written = [value for _, schema_arg, value in schema_arguments(op, args, kwargs) if is_written(schema_arg)]
+    if any(torch._debug_has_internal_overlap(t) == 1 for t in tensors_in(written)):  # not checked on meta
+        return "the written argument has elements sharing memory (a stride-0, broadcast layout)"
     return None
 
 

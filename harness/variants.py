@@ -17,7 +17,7 @@ from harness.ops import packet_name
 def out_arguments(op) -> list[str]:
     """Names of the keyword-only arguments the overload writes (``Tensor(a!) out``)."""
     return [a.name for a in op._schema.arguments
-            if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+            if a.kwarg_only and is_written(a)]
 
 
 def _signature(arguments) -> list[tuple[str, str]]:
@@ -30,8 +30,21 @@ def overloads(name: str) -> list:
     return [getattr(packet, overload) for overload in packet.overloads()] if packet is not None else []
 
 
+def schema_arguments(op, args: tuple, kwargs: dict) -> list[tuple]:
+    """(name, schema argument, value) for every argument actually passed."""
+    schema_args = op._schema.arguments
+    bound = [(a.name, a, v) for a, v in zip(schema_args, args)]
+    by_name = {a.name: a for a in schema_args}
+    return bound + [(k, by_name.get(k), v) for k, v in kwargs.items()]
+
+
+def is_written(schema_arg) -> bool:
+    """The schema marks the argument as written (``Tensor(a!)``)."""
+    return schema_arg is not None and schema_arg.alias_info is not None and schema_arg.alias_info.is_write
+
+
 def _writes(op) -> bool:
-    return any(a.alias_info is not None and a.alias_info.is_write for a in op._schema.arguments)
+    return any(is_written(a) for a in op._schema.arguments)
 
 
 def functional_sibling(op):

@@ -5,6 +5,7 @@ import pytest
 
 from agent.cli import main
 from conftest import KERNELS
+from test_variants import FAMILIES, check_family_verdict, family_verdict
 
 pytestmark = pytest.mark.gpu
 
@@ -92,3 +93,22 @@ def test_bench_writes_valid_timed_records(tmp_path, capsys):
     assert len(records) == 8 and {r.engine for r in records} == {"aten", "bbagent"}
     assert all(r.runtime_ms_mean and r.runtime_raw and r.execution_config["device"] == "cuda" for r in records)
     assert all(r.metrics["speedup"] > 0 for r in records if r.engine == "bbagent")
+
+
+@pytest.mark.parametrize("functional, kernel, members", FAMILIES)
+def test_one_functional_kernel_serves_every_variant_on_gpu(functional, kernel, members):
+    verdict = family_verdict(functional, kernel, members, device="cuda")
+    check_family_verdict(verdict, functional, members)
+    assert verdict["skipped"] == [] or all("rejects this input" in s["reason"] for s in verdict["skipped"])
+    for row in verdict["variants"]:  # bfloat16 runs on the GPU, in every convention
+        assert any(t["dtype"] == "bfloat16" for t in verdict["tests"] if t["overload"] == row["op"]), row["op"]
+
+
+@pytest.mark.parametrize("op, kernel", [("aten.add_.Tensor", "add_inplace_returns_new.py"),
+                                        ("aten.add.out", "add_out_ignores_out.py")])
+def test_wrong_convention_fails_on_its_overload_on_gpu(op, kernel):
+    from harness.evaluate import evaluate
+    verdict = evaluate(op, KERNELS / kernel, seed=7)
+    failed = [t for t in verdict["tests"] if t["passed"] is False]
+    assert verdict["verdict"] == "fail" and {t["overload"] for t in failed} == {op}
+    assert verdict["failure_groups"][0]["error_kind"] == "mutation_mismatch"
