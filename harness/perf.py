@@ -21,7 +21,8 @@ import torch
 
 from harness.compare import value_mode
 from harness.inputs import memory_behind, tensors_in
-from harness.runner import Float64Run, _is_written, _schema_arguments, judged
+from harness.runner import Float64Run, judged
+from harness.variants import is_written, schema_arguments
 from harness.suite import TestCase, _spread, clone_value
 from harness.timing import (copy_bandwidth_gbs, empty_launch_ms, graphed, overhead_dominated, summarize,
                             time_interleaved)
@@ -66,11 +67,11 @@ def bytes_moved(op, args: tuple, kwargs: dict, result) -> int:
     is only written), every result and written argument written once."""
     reads, writes = {}, {}
     outs = set(out_arguments(op))
-    for name, schema_arg, value in _schema_arguments(op, args, kwargs):
+    for name, schema_arg, value in schema_arguments(op, args, kwargs):
         write_only = name in outs
         for t in tensors_in(value):
             (writes if write_only else reads)[_identity(t)] = t
-            if _is_written(schema_arg):
+            if is_written(schema_arg):
                 writes[_identity(t)] = t
     for t in tensors_in(result):
         writes[_identity(t)] = t
