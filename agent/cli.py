@@ -229,6 +229,15 @@ def _family_of(op: str) -> dict:
     return variant_family(resolve_op(op))
 
 
+def _written_for_beside(kernel: Path) -> str | None:
+    """``written_for`` from the meta.json of an accepted kernel's folder, if the file sits in one."""
+    try:
+        meta = json.loads((kernel.parent / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta.get("written_for") if isinstance(meta, dict) else None
+
+
 def _kernel_to_evaluate(args) -> tuple[Path, str]:
     """The kernel file and the overload it is written for: --kernel (written for --kernel-for, for
     the written_for of the meta.json beside it, else for --op), or the accepted kernel serving --op."""
@@ -236,8 +245,7 @@ def _kernel_to_evaluate(args) -> tuple[Path, str]:
     root = args.root.resolve()
     if args.kernel:
         kernel = Path(args.kernel)
-        meta = kernel.parent / "meta.json"
-        beside = json.loads(meta.read_text()).get("written_for") if meta.is_file() else None
+        beside = _written_for_beside(kernel)
         kernel_for = args.kernel_for or beside or args.op
     else:
         entry = kernel_serving(root, args.op)

@@ -333,7 +333,8 @@ class Agent:
     def accept(self, kernel_source: str, verdict: dict, n: int) -> Path:
         env = verdict.get("environment", {})
         meta = {
-            "op": self.op, "written_for": self.op, "serves": self.serves or [self.op],
+            "op": self.op, "written_for": self.op, "serves": served_overloads(verdict, self.op),
+            "not_served": [v["op"] for v in verdict.get("variants") or [] if not v["ok"]],
             "variants": verdict.get("variants"), "provider": self.provider.name, "model": self.provider.model,
             "run_id": self.run.path.name, "round": n, "rounds_used": n,
             "tokens": dict(self.state["tokens"]), "cost_usd": round(self.state["cost_usd"], 6),
@@ -347,6 +348,12 @@ class Agent:
         }
         readme = _kernel_readme(meta, verdict)
         return accept_kernel(self.root, self.op, kernel_source, meta, readme)
+
+
+def served_overloads(verdict: dict, op: str) -> list[str]:
+    """The overloads a passing kernel serves: those whose own tests ran and all passed (an
+    overload of the family without any test of its own is not served)."""
+    return [v["op"] for v in verdict.get("variants") or [] if v["ok"]] or [op]
 
 
 def performance_record(verdict: dict) -> dict:
@@ -383,8 +390,11 @@ def _serves_line(meta: dict) -> str:
     variants = meta.get("variants") or []
     if len(variants) < 2:
         return ""
-    return "- serves: " + "; ".join(f"`{v['op']}` ({served_how(v)}, {v['passed']} tests passed)"
-                                    for v in variants) + "\n"
+    line = "- serves: " + "; ".join(f"`{v['op']}` ({served_how(v)}, {v['passed']} tests passed)"
+                                    for v in variants if v["ok"]) + "\n"
+    if meta.get("not_served"):
+        line += f"- not served (no test of their own ran): {', '.join(meta['not_served'])}\n"
+    return line
 
 
 def served_how(variant: dict) -> str:

@@ -208,3 +208,22 @@ def test_float64_rejudging_of_written_arguments_and_dtype_arguments():
     assert total.result().scale is not None
     assert torch.equal(total.argument("out").scale, total.result().scale)
     assert total.argument("self").scale is None  # an argument that is not returned
+
+
+def test_an_overload_without_tests_of_its_own_is_not_served():
+    from agent.loop import served_overloads
+    verdict = {"variants": [
+        {"op": "aten.uniform.default", "ok": False, "planned": 0, "passed": 0, "failed": 0},
+        {"op": "aten.uniform_.default", "ok": True, "planned": 14, "passed": 14, "failed": 0}]}
+    assert served_overloads(verdict, "aten.uniform.default") == ["aten.uniform_.default"]
+    assert served_overloads({}, "aten.relu.default") == ["aten.relu.default"]  # a Verdict from before variants
+
+
+def test_what_generate_asks_for():
+    from agent.cli import _what_to_ask_for
+    family = ["aten.relu.default", "aten.relu_.default", "aten.relu.out"]
+    assert _what_to_ask_for("aten.relu.out", exact=False) == ("aten.relu.default", family)
+    assert _what_to_ask_for("aten.relu_.default", exact=True) == ("aten.relu_.default", ["aten.relu_.default"])
+    # no functional sibling (it writes running statistics too): asked for and served as itself
+    assert _what_to_ask_for("aten.rrelu_with_noise_.default", exact=False) == \
+        ("aten.rrelu_with_noise_.default", ["aten.rrelu_with_noise_.default"])
