@@ -79,7 +79,10 @@ def _parser() -> argparse.ArgumentParser:
                                        "records carry correctness only. Exit status: 0 pass, 1 fail, 2 usage error.")
     bench.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
     bench.add_argument("--kernel", help="Python file defining kernel(...) (default: the accepted kernel in "
-                                        "ROOT/generated_kernels/OP/kernel.py)")
+                                        "ROOT/generated_kernels that serves OP; an in-place or out= overload is "
+                                        "timed as served, through bbagent's adapter)")
+    bench.add_argument("--kernel-for", metavar="OVERLOAD",
+                       help="the overload whose calling convention the file's kernel has (as for eval)")
     bench.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
     _add_root(bench)
     _add_eval_options(bench)
@@ -246,13 +249,13 @@ def _kernel_to_evaluate(args) -> tuple[Path, str]:
     if args.kernel:
         kernel = Path(args.kernel)
         beside = _written_for_beside(kernel)
-        kernel_for = args.kernel_for or beside or args.op
+        kernel_for = getattr(args, "kernel_for", None) or beside or args.op
     else:
         entry = kernel_serving(root, args.op)
         if entry is None:
             raise UsageError(f"no accepted kernel serves {args.op} under {root / 'generated_kernels'}: run "
                              f"'bbagent generate --op {args.op}' first or pass --kernel FILE")
-        kernel, kernel_for = Path(entry["kernel"]), args.kernel_for or entry["written_for"]
+        kernel, kernel_for = Path(entry["kernel"]), getattr(args, "kernel_for", None) or entry["written_for"]
     _resolve(kernel_for)
     return kernel, kernel_for
 
@@ -329,23 +332,20 @@ def cmd_prompt(args) -> int:
 
 def cmd_bench(args, console: Console) -> int:
     from agent.bench import print_bench, summary_line, write_bench
+    from harness.adapters import AdapterError
     from agent.storage import RunDir, new_run_id
     from harness.evaluate import KernelFileError
     _resolve(args.op)
     _check_timing_options(args)
     root = args.root.resolve()
-    kernel = Path(args.kernel) if args.kernel else root / "generated_kernels" / args.op / "kernel.py"
-    if not kernel.is_file():
-        hint = "" if args.kernel else (f"; no accepted kernel for {args.op} under {root}: run "
-                                       f"'bbagent generate --op {args.op}' first or pass --kernel FILE")
-        raise UsageError(f"kernel file not found: {kernel}{hint}")
+    kernel, kernel_for = _kernel_to_evaluate(args)
     run = RunDir(root, "bench-" + new_run_id(args.op))
     console.print(f"bbagent bench {args.op}: {kernel}; testing, then timing up to {args.max_shapes} trace "
                   f"shapes; run directory {run.path}", highlight=False)
     try:
         with console.status("evaluating and timing..."):
-            verdict = _evaluator(args, keep_raw=True)(args.op, kernel)
-    except KernelFileError as exc:
+            verdict = _evaluator(args, keep_raw=True, kernel_for=kernel_for)(args.op, kernel)
+    except (KernelFileError, AdapterError) as exc:
         raise UsageError(str(exc)) from None
     run.write_json("verdict.json", verdict)
     bench_file, records = write_bench(run.path, verdict)

@@ -158,6 +158,10 @@ def test_generate_for_an_inplace_overload_asks_for_the_computation_once(tmp_path
     assert main(["eval", "--op", "aten.relu.out", "--root", str(tmp_path), "--device", "cpu", "--json"]) == 0
     verdict = json.loads(capsys.readouterr().out)
     assert verdict["kernel_for"] == "aten.relu.default" and verdict["variants"][0]["served_by"] == "adapter"
+    # bench of the in-place overload measures it as served (here on CPU: correctness only)
+    assert main(["bench", "--op", "aten.relu_.default", "--root", str(tmp_path), "--device", "cpu", "--json"]) == 0
+    bench = json.loads(capsys.readouterr().out)
+    assert json.loads((Path(bench["run_dir"]) / "verdict.json").read_text())["kernel_for"] == "aten.relu.default"
     assert main(["eval", "--op", "aten.sum.IntList_out", "--root", str(tmp_path), "--device", "cpu"]) == 2
     assert "no accepted kernel serves aten.sum.IntList_out" in capsys.readouterr().out
 
