@@ -78,11 +78,7 @@ def _parser() -> argparse.ArgumentParser:
                                        "ROOT/runs/<run_id>/bench.jsonl and prints a table. On the CPU the "
                                        "records carry correctness only. Exit status: 0 pass, 1 fail, 2 usage error.")
     bench.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
-    bench.add_argument("--kernel", help="Python file defining kernel(...) (default: the accepted kernel in "
-                                        "ROOT/generated_kernels that serves OP; an in-place or out= overload is "
-                                        "timed as served, through bbagent's adapter)")
-    bench.add_argument("--kernel-for", metavar="OVERLOAD",
-                       help="the overload whose calling convention the file's kernel has (as for eval)")
+    _add_kernel_options(bench, "; an in-place or out= overload is timed as served, through bbagent's adapter")
     bench.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
     _add_root(bench)
     _add_eval_options(bench)
@@ -113,18 +109,23 @@ def _parser() -> argparse.ArgumentParser:
                                     "the Verdict.\n\nComparison policy: " + TOLERANCE_POLICY +
                                     "\n\nExit status: 0 pass, 1 fail, 2 usage error.")
     ev.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default or aten.relu_.default")
-    ev.add_argument("--kernel", help="Python file defining kernel(...) (default: the accepted kernel in "
-                                     "ROOT/generated_kernels that serves OP)")
-    ev.add_argument("--kernel-for", metavar="OVERLOAD",
-                    help="the overload whose calling convention the file's kernel has (default: the written_for of "
-                         "an accepted kernel's meta.json, else OP); the functional overload of OP's family is "
-                         "served as OP through bbagent's adapter")
+    _add_kernel_options(ev)
     ev.add_argument("--family", action="store_true",
                     help="test every overload of OP's family (functional, in-place, out=) with the one kernel")
     ev.add_argument("--json", action="store_true", help="print the Verdict as one JSON object")
     _add_root(ev)
     _add_eval_options(ev)
     return parser
+
+
+def _add_kernel_options(p: argparse.ArgumentParser, default_note: str = "") -> None:
+    """--kernel and --kernel-for, read by ``_kernel_to_evaluate``."""
+    p.add_argument("--kernel", help="Python file defining kernel(...) (default: the accepted kernel in "
+                                    f"ROOT/generated_kernels that serves OP{default_note})")
+    p.add_argument("--kernel-for", metavar="OVERLOAD",
+                   help="the overload whose calling convention the file's kernel has (default: the written_for of "
+                        "an accepted kernel's meta.json, else OP); the functional overload of OP's family is "
+                        "served as OP through bbagent's adapter")
 
 
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
@@ -249,13 +250,13 @@ def _kernel_to_evaluate(args) -> tuple[Path, str]:
     if args.kernel:
         kernel = Path(args.kernel)
         beside = _written_for_beside(kernel)
-        kernel_for = getattr(args, "kernel_for", None) or beside or args.op
+        kernel_for = args.kernel_for or beside or args.op
     else:
         entry = kernel_serving(root, args.op)
         if entry is None:
             raise UsageError(f"no accepted kernel serves {args.op} under {root / 'generated_kernels'}: run "
                              f"'bbagent generate --op {args.op}' first or pass --kernel FILE")
-        kernel, kernel_for = Path(entry["kernel"]), getattr(args, "kernel_for", None) or entry["written_for"]
+        kernel, kernel_for = Path(entry["kernel"]), args.kernel_for or entry["written_for"]
     _resolve(kernel_for)
     return kernel, kernel_for
 

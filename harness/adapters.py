@@ -36,14 +36,22 @@ def serving(kernel: Callable, written_for, target) -> Callable:
     """A callable with ``target``'s calling convention, from ``kernel`` written for ``written_for``:
     the kernel itself when they are the same overload; an adapter when ``written_for`` is the
     functional overload of ``target``'s family; otherwise ``AdapterError``."""
+    check_serves(written_for, target)
     if target is written_for:
         return kernel
-    if convention(written_for) != "functional" or functional_of(target) is not written_for:
-        raise AdapterError(f"a kernel written for {op_name(written_for)} cannot serve {op_name(target)}: only "
-                           "the functional overload of a family is wrapped for its in-place and out= overloads")
     if convention(target) == "out":
         return _out_adapter(kernel, target)
     return _inplace_adapter(kernel, target)
+
+
+def check_serves(written_for, target) -> None:
+    """Raise ``AdapterError`` unless a kernel written for ``written_for`` can serve ``target``: the
+    same overload, or the functional overload of ``target``'s family."""
+    if target is written_for:
+        return
+    if convention(written_for) != "functional" or functional_of(target) is not written_for:
+        raise AdapterError(f"a kernel written for {op_name(written_for)} cannot serve {op_name(target)}: only "
+                           "the functional overload of a family is wrapped for its in-place and out= overloads")
 
 
 def _inplace_adapter(kernel: Callable, target) -> Callable:

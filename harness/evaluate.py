@@ -69,12 +69,12 @@ class KernelFileError(ValueError):
 def check_servable(kernel_for: str, overloads: list[str]) -> None:
     """Raise ``AdapterError`` (a usage error) unless a kernel written for ``kernel_for`` can serve
     every overload: itself, or, from the functional overload, its in-place and out= siblings."""
-    from harness.adapters import AdapterError, serving
+    from harness.adapters import AdapterError, check_serves
     from harness.ops import UnknownOpError, resolve_op
     try:
         written_for = resolve_op(kernel_for)
         for name in overloads:
-            serving(lambda *a, **k: None, written_for, resolve_op(name))
+            check_serves(written_for, resolve_op(name))
     except UnknownOpError as exc:
         raise AdapterError(str(exc)) from None
 

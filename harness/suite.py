@@ -223,14 +223,12 @@ def build_suite(op, device: str, seed: int, *, interpreter: bool,
     if functional is None or functional is op:
         return _build_suite(op, device, seed, interpreter, cpu_max_numel)
     base = _build_suite(functional, device, seed, interpreter, cpu_max_numel)
-    if out_arguments(op):
-        suite = _out_suite(op, functional, base)
-    else:
-        suite = _inplace_suite(op, functional, base)
+    is_out = bool(out_arguments(op))
+    suite = _out_suite(op, functional, base) if is_out else _inplace_suite(op, functional, base)
     # its own tests too (traces; for an in-place overload also OpInfo samples that reach it, e.g. a
     # random fill with no functional OpInfo), less those that repeat a derived one
-    own = _build_suite(op, device, seed, interpreter, cpu_max_numel, traces_only=bool(out_arguments(op)))
-    tag = "out" if out_arguments(op) else "inplace"  # ids apart from the functional ones
+    own = _build_suite(op, device, seed, interpreter, cpu_max_numel, traces_only=is_out)
+    tag = "out" if is_out else "inplace"  # ids apart from the functional ones
     derived = {(case.description, case.dtype) for case in base.cases}
     suite.cases += [replace(case, id=f"{tag}-{case.id}") for case in own.cases
                     if (case.description, case.dtype) not in derived]
