@@ -14,10 +14,11 @@ from pathlib import Path
 import jinja2
 import torch
 
-from harness.ops import describe, packet_name, resolve_op
+from agent.signature import parameters, signature
+from harness.ops import describe, op_name as op_name_of, packet_name, resolve_op
 from harness.suite import FLOAT_DTYPES
 from harness.traces import load_calls
-from harness.variants import out_arguments, overloads
+from harness.variants import functional_of, out_arguments, overloads
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 TRACE_SHAPES_IN_PROMPT = 5
@@ -103,26 +104,20 @@ def template_name(op: str) -> str:
     return f"families/{family_of(op)}.j2"
 
 
-def _params(schema) -> str:
-    parts, star = [], False
-    for arg in schema.arguments:
-        if arg.kwarg_only and not star:
-            parts.append("*")
-            star = True
-        parts.append(arg.name if arg.default_value is None else f"{arg.name}={arg.default_value!r}")
-    return ", ".join(parts)
-
-
 def op_context(op_name: str) -> dict:
     op = resolve_op(op_name)
     summary = describe(op)
     calls = load_calls(op_name)
+    functional = functional_of(op)
+    # an in-place or out= overload also runs its functional overload's trace tests
+    tested = calls + (load_calls(op_name_of(functional)) if functional not in (None, op) else [])
+    params = parameters(op, tested)
     trace_dtypes = {spec.dtype for call in calls for spec in call.tensor_specs()}
     dtypes = [str(d).removeprefix("torch.") for d in FLOAT_DTYPES]
     dtypes += sorted(trace_dtypes - set(dtypes))
     return {
         "op": {"name": summary.name, "schema": summary.schema, "doc": summary.doc,
-               "params": _params(op._schema), "base": packet_name(op).rstrip("_"),
+               "signature": signature(params), "parameters": params, "base": packet_name(op).rstrip("_"),
                "is_inplace": summary.is_inplace, "is_out": summary.is_out, "returns": len(op._schema.returns)},
         "dtypes": dtypes,
         "traces": [{"count": c.count, "args": c.describe()} for c in calls[:TRACE_SHAPES_IN_PROMPT]],  # most frequent first

@@ -45,12 +45,41 @@ def test_feedback_for_a_timeout_shows_the_cause():
     assert "last words" in text
 
 
-def test_extract_prefers_the_block_defining_kernel():
-    answer = "Plan:\n```python\nx = 1\n```\nCode:\n```python\nimport triton\n\ndef kernel(self):\n    return self\n```\n"
-    assert extract_code(answer).startswith("import triton")
-    assert extract_code("no code here") is None
-    assert extract_code("```py\ndef kernel(x):\n    pass") == "def kernel(x):\n    pass\n"  # cut-off answer
-    assert extract_code("```bash\nls\n```") is None
+KERNEL = "import triton\n\ndef kernel(self):\n    return self"
+JIT = "@triton.jit\ndef _body(x_ptr):\n    pass"
+WRAPPER = "import torch\nimport triton\n\ndef kernel(self):\n    _body[(1,)](self)\n    return self"
+
+EXTRACTION_TABLE = [
+    # (what the answer looks like, the answer, the code expected or None)
+    ("one python fence", f"```python\n{KERNEL}\n```", KERNEL),
+    ("prose, a plan block, then the kernel block", f"Plan:\n```python\nx = 1\n```\nCode:\n```python\n{KERNEL}\n```\n", KERNEL),
+    ("no code", "no code here", None),
+    ("only a shell block", "```bash\nls\n```", None),
+    ("cut off by the token limit", "```py\ndef kernel(x):\n    pass", "def kernel(x):\n    pass"),
+    ("tilde fence", f"~~~python\n{KERNEL}\n~~~\n", KERNEL),
+    ("untagged fence", f"```\n{KERNEL}\n```", KERNEL),
+    ("capitalised tag with extra info", f"```Python title=kernel.py\n{KERNEL}\n```", KERNEL),
+    ("four-backtick fence holding a triple-backtick docstring",
+     f'````python\n{KERNEL}\n\nDOC = """```"""\n````', f'{KERNEL}\n\nDOC = """```"""'),
+    ("prose that mentions a fence before the real block",
+     f"I will answer in a ```python block as asked.\n\n```python\n{KERNEL}\n```", KERNEL),
+    ("fence indented in a list item", "1. The module:\n\n   ```python\n   import triton\n\n   def kernel(self):\n"
+     "       return self\n   ```\n2. Done.", KERNEL),
+    ("unfenced module", KERNEL + "\n", KERNEL),
+    ("unfenced module after a line of prose", "Here is the module:\n\n" + KERNEL, KERNEL),
+    ("prose without fences that is not Python", "def kernel is what you asked for, here it is: nothing", None),
+    ("module split over two blocks, jit first", f"```python\n{JIT}\n```\nand\n```python\n{WRAPPER}\n```",
+     f"{JIT}\n\n{WRAPPER}"),
+    ("module split over two blocks, wrapper first", f"```python\n{WRAPPER}\n```\n```python\n{JIT}\n```",
+     f"{WRAPPER}\n\n{JIT}"),
+    ("an unrelated block is not joined", f"```python\nprint(1)\n```\n```python\n{KERNEL}\n```", KERNEL),
+    ("a revised kernel: the last one wins", f"```python\n{WRAPPER}\n```\nBetter:\n```python\n{KERNEL}\n```", KERNEL),
+]
+
+
+@pytest.mark.parametrize("shape, answer, expected", EXTRACTION_TABLE, ids=[row[0] for row in EXTRACTION_TABLE])
+def test_extraction_table(shape, answer, expected):
+    assert extract_code(answer) == (None if expected is None else expected + "\n")
 
 
 def test_elide_keeps_head_and_tail():
