@@ -93,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="a Verdict (runs/<run>/round-N/verdict.json or `bbagent eval --json` output)")
     pr.add_argument("--target-speedup", type=float, default=1.0,
                     help="the target quoted in speed feedback for a passing, timed Verdict (default 1.0)")
+    pr.add_argument("--device", choices=["cuda", "cpu"],
+                    help="where the tests would run, as for generate (default: cuda if available, else cpu); the "
+                         "prompt states the facts of that stack (the CPU runs Triton's interpreter)")
     pr.add_argument("--json", action="store_true", help="print op, family, template and text as one JSON object")
 
     logs = sub.add_parser("logs", help="list the LLM calls recorded in ROOT/runs/llm_calls.sqlite",
@@ -311,7 +314,7 @@ def cmd_prompt(args) -> int:
     from agent.prompting import family_of, render_feedback, render_performance_feedback, render_prompt, template_name
     _resolve(args.op)
     if args.round_feedback is None:
-        text, template = render_prompt(args.op), template_name(args.op)
+        text, template = render_prompt(args.op, device=args.device), template_name(args.op)
     else:
         try:
             verdict = json.loads(args.round_feedback.read_text())
@@ -418,7 +421,7 @@ def cmd_generate(args, console: Console) -> int:
                   highlight=False)
     if len(serves) > 1:
         console.print(f"the kernel is tested and served as {', '.join(serves)}", highlight=False)
-    agent = Agent(op=computation, serves=serves, provider=provider, evaluate=_evaluator(args, overloads=serves),
+    agent = Agent(op=computation, serves=serves, device=args.device, provider=provider, evaluate=_evaluator(args, overloads=serves),
                   run=run, root=root,
                   rounds=args.rounds, target_speedup=args.target_speedup, report=round_reporter(console),
                   max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, candidates=args.candidates,

@@ -59,6 +59,15 @@ def geomean_speedup(verdict: dict) -> float | None:
     return (performance.get("summary") or {}).get("geomean_speedup") if performance.get("measured") else None
 
 
+def beats(verdict: dict, best: Best | None) -> bool:
+    """Whether a correct kernel replaces ``best``: the first one always does, a later one when it
+    was timed and is faster."""
+    if best is None:
+        return True
+    speedup = geomean_speedup(verdict)
+    return speedup is not None and (best.speedup is None or speedup > best.speedup)
+
+
 @dataclass
 class Candidate:
     """One answer of a round: its index, completion, kernel source and Verdict (None: no code)."""
@@ -114,6 +123,7 @@ class Agent:
     config: dict = field(default_factory=dict)
     report: Callable[[str, dict], None] = lambda event, data: None
     serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
+    device: str | None = None  # where the candidates run (the prompt says what that means); None: the default
 
     def __post_init__(self):
         self.state = {
@@ -137,7 +147,7 @@ class Agent:
     def generate(self) -> Outcome:
         outcome = Outcome("failed", self.run.path)
         try:
-            self.messages = [{"role": "user", "content": render_prompt(self.op, also_serves=self.serves[1:])}]
+            self.messages = [{"role": "user", "content": render_prompt(self.op, also_serves=self.serves[1:], device=self.device)}]
             for n in range(1, self.rounds + 1):
                 spent = self.over_budget()
                 if spent:
@@ -198,10 +208,8 @@ class Agent:
 
     def consider(self, kernel_source: str, verdict: dict, n: int) -> None:
         """Install a correct kernel if it is the first, or faster than the best so far."""
-        speedup = geomean_speedup(verdict)
-        better = self.best is None or (speedup is not None and (self.best.speedup is None
-                                                                or speedup > self.best.speedup))
-        if better:
+        if beats(verdict, self.best):
+            speedup = geomean_speedup(verdict)
             if self.best is not None:
                 self.report("best", {"round": n, "speedup": speedup, "replaces": self.best.round})
             self.best = Best(n, kernel_source, verdict, speedup)
@@ -317,8 +325,9 @@ class Agent:
                 f"- candidate {c.number + 1}: {candidate_line(c)}" for c in tried)
                 + f"\nThe feedback below is about candidate {pick.number + 1}.")
         parts.append(feedback.strip())
-        best = self.best  # of the earlier rounds: shown when this round's pick is not correct
-        if best is not None and (pick.verdict is None or pick.verdict["verdict"] != "pass"):
+        best = self.best  # of the earlier rounds: shown when this round's pick does not replace it
+        if best is not None and not (pick.verdict is not None and pick.verdict["verdict"] == "pass"
+                                     and beats(pick.verdict, best)):
             parts.append(f"Your best correct kernel so far (round {best.round}):\n```python\n"
                          f"{elide(best.source, BEST_KERNEL_CHARS)}```")
         return elide("\n\n".join(parts), FEEDBACK_CHARS) + "\n"

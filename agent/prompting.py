@@ -9,14 +9,19 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 
 import jinja2
 import torch
 
 from agent.signature import parameters, signature
+from harness import opinfo_index
+from harness.compare import TOLERANCES, value_mode
+from harness.evaluate import default_device
 from harness.ops import describe, op_name as op_name_of, packet_name, resolve_op
-from harness.suite import FLOAT_DTYPES
+from harness.suite import FLOAT_DTYPES, SAMPLE_DTYPES
+from harness.torch_allowed import ALLOWED, SEED_DRAW
 from harness.traces import load_calls
 from harness.variants import functional_of, out_arguments, overloads
 
@@ -104,31 +109,58 @@ def template_name(op: str) -> str:
     return f"families/{family_of(op)}.j2"
 
 
-def op_context(op_name: str) -> dict:
+def op_context(op_name: str, device: str | None = None) -> dict:
+    """Everything the templates read about ``op_name``, for tests run on ``device`` (default: the
+    evaluation's default, CUDA where there is a GPU, else the CPU under the Triton interpreter)."""
+    device = device or default_device()
     op = resolve_op(op_name)
     summary = describe(op)
     calls = load_calls(op_name)
     functional = functional_of(op)
-    # an in-place or out= overload also runs its functional overload's trace tests
+    # an in-place or out= overload also runs its functional overload's tests
+    tested_as = functional if functional is not None else op
     tested = calls + (load_calls(op_name_of(functional)) if functional not in (None, op) else [])
     params = parameters(op, tested)
-    trace_dtypes = {spec.dtype for call in calls for spec in call.tensor_specs()}
-    dtypes = [str(d).removeprefix("torch.") for d in FLOAT_DTYPES]
-    dtypes += sorted(trace_dtypes - set(dtypes))
+    mode = value_mode(op)
     return {
         "op": {"name": summary.name, "schema": summary.schema, "doc": summary.doc,
                "signature": signature(params), "parameters": params, "base": packet_name(op).rstrip("_"),
                "is_inplace": summary.is_inplace, "is_out": summary.is_out, "returns": len(op._schema.returns)},
-        "dtypes": dtypes,
+        "dtypes": tested_dtypes(op_name_of(tested_as), tested),
         "traces": [{"count": c.count, "args": c.describe()} for c in calls[:TRACE_SHAPES_IN_PROMPT]],  # most frequent first
         "trace_total": len(calls),
+        "value_mode": mode,
+        "tolerances": [{"dtype": str(d).removeprefix("torch."), "atol": f"{a:g}", "rtol": f"{r:g}"}
+                       for d, (a, r) in TOLERANCES.items() if d in FLOAT_DTYPES],
+        "allowed": ALLOWED + ((SEED_DRAW,) if mode == "distribution" else ()),
+        "stack": {"triton": _triton_version(), "interpreter": device == "cpu"},
     }
 
 
-def render_prompt(op_name: str, also_serves: list[str] | tuple = ()) -> str:
-    """The first prompt for ``op_name``; ``also_serves``: the in-place and out= overloads that
-    bbagent will serve with the same kernel (and test), named in the prompt."""
-    context = {**op_context(op_name), "also_serves": list(also_serves)}
+def tested_dtypes(name: str, calls: list) -> list[str]:
+    """The dtypes of the tests: OpInfo samples in the dtypes bbagent draws that the op's OpInfos
+    support, and the traces' dtypes; in the order of ``SAMPLE_DTYPES``, others after them."""
+    supported = set(opinfo_index.load()["ops"].get(name, {}).get("dtypes", []))
+    drawn = {str(d).removeprefix("torch.") for d in SAMPLE_DTYPES} & supported
+    traced = {spec.dtype for call in calls for spec in call.tensor_specs()}
+    order = [str(d).removeprefix("torch.") for d in SAMPLE_DTYPES]
+    found = drawn | traced
+    return [d for d in order if d in found] + sorted(found - set(order))
+
+
+@lru_cache(maxsize=1)
+def _triton_version() -> str:
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def render_prompt(op_name: str, also_serves: list[str] | tuple = (), device: str | None = None) -> str:
+    """The first prompt for ``op_name``, whose tests run on ``device`` ("cuda" or "cpu": the CPU
+    runs them under the Triton interpreter; default as the evaluation's); ``also_serves``: the in-place and out= overloads
+    that bbagent will serve with the same kernel (and test), named in the prompt."""
+    context = {**op_context(op_name, device), "also_serves": list(also_serves)}
     return _environment().get_template(template_name(op_name)).render(**context).strip() + "\n"
 
 

@@ -3,7 +3,7 @@
 * ``LaunchCounter`` counts Triton kernel launches (compiled and interpreted), so a
   test can prove that a Triton kernel actually ran.
 * ``AtenRecorder`` records aten operators the candidate calls outside a Triton
-  launch. Allocation, views and metadata are allowed (``ALLOWED_ATEN``); anything
+  launch. Allocation, views and metadata are allowed (``harness.torch_allowed``); anything
   else is compute done by PyTorch instead of the kernel, and is reported with the
   candidate's line that caused it. The target operator itself is never allowed. A random
   op's kernel may draw a few values with ``randint``/``random_`` to seed its Triton kernel.
@@ -16,27 +16,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from harness.compare import value_mode
 from harness.inputs import tensors_in
 from harness.ops import packet_name
-
-# Packet names (aten.<name>.*) a kernel wrapper may call.
-ALLOWED_ATEN = frozenset({
-    # allocation
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "full", "full_like",
-    "fill_", "zero_", "scalar_tensor", "arange",
-    # layout copies (contiguous(), .to(dtype)): data movement, not the op's compute
-    "clone", "copy_", "_to_copy", "contiguous",
-    # views and metadata
-    "view", "_unsafe_view", "reshape", "as_strided", "expand", "permute", "transpose",
-    "t", "unsqueeze", "squeeze", "select", "slice", "alias", "detach", "flatten",
-    "unflatten", "narrow", "view_as", "expand_as", "resize_", "sym_size", "sym_stride",
-    "sym_numel", "sym_storage_offset", "is_contiguous", "lift_fresh", "unbind", "split",
-    "split_with_sizes", "chunk", "movedim", "_reshape_alias", "item", "_local_scalar_dense",
-})
-
-# A random op's kernel may draw its seed from the generator with these (a few values only).
-SEED_DRAWS = frozenset({"randint", "random_"})
-MAX_SEED_VALUES = 4
-
+from harness.torch_allowed import ALLOWED_ATEN, MAX_SEED_VALUES, SEED_DRAW
 
 class LaunchCounter:
     """Counts launches by wrapping the ``run`` method of Triton's kernel classes."""
@@ -108,7 +88,7 @@ class AtenRecorder(TorchDispatchMode):
     def _is_seed_draw(self, func, result) -> bool:
         """A random kernel takes its seed from the generator with a tiny ``randint`` or
         ``random_`` (as Inductor does); the values themselves must come from Triton."""
-        return (self.target_random and packet_name(func) in SEED_DRAWS
+        return (self.target_random and packet_name(func) in SEED_DRAW.aten
                 and packet_name(func) != packet_name(self.target)
                 and sum(t.numel() for t in tensors_in(result)) <= MAX_SEED_VALUES)
 

@@ -37,9 +37,9 @@ FIRST_SEED = 20240607
 POOLED_VALUES = 20_000
 MAX_CALLS = 200
 REPEATED_DRAW = 2  # the draw that repeats draw 0's seed: left out of the pool
-SEED_RECIPE = ("take the kernel's seed from the generator, e.g. seed = int(torch.randint(2**31 - 1, (1,), "
-               "generator=generator, device=generator.device)) (the default generator when none is passed), "
-               "and pass it to tl.rand/tl.randn/tl.randint")
+SEED_RECIPE = ("take the kernel's seed from the generator, e.g. seed = torch.randint(2**31 - 1, (1,), "
+               "generator=generator, device=x.device) (the default generator when none is passed), pass that "
+               "tensor to the kernel and give tl.load(seed_ptr) to tl.rand/tl.randn/tl.randint")
 
 
 def calls_for(values_per_call: int, device: str) -> int:

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import ast
 
+from harness.torch_allowed import torch_functions
+
 FORBIDDEN_MODULES = frozenset({
     "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading",
     "shutil", "urllib", "http", "requests", "httpx", "pickle", "marshal", "importlib", "builtins",
@@ -49,12 +51,10 @@ INTROSPECTION_ATTRS = frozenset({
 INTROSPECTION_NAMES = frozenset({"sys.modules", "sys.meta_path", "sys.path_hooks", "sys.exc_info",
                                  "sys.exception", "sys.last_traceback"})
 PATCH_ROOTS = frozenset({"torch", "triton", "time", "sys", "os", "tl"})
-# torch.<name> a fallback may call without it counting as compute.
-TORCH_NON_COMPUTE = frozenset({
-    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
-    "full_like", "arange", "device", "Size", "finfo", "iinfo", "is_tensor", "broadcast_shapes",
-    "promote_types", "result_type", "get_default_dtype", "is_floating_point", "is_complex",
-})
+# torch.<name> a fallback may call without it counting as compute: what the kernel contract allows
+# (harness.torch_allowed) and names that are not PyTorch calls at all.
+TORCH_NON_COMPUTE = torch_functions() | frozenset({"device", "Size", "is_tensor", "is_floating_point",
+                                                   "is_complex"})
 
 
 def _dotted(node: ast.AST) -> str | None:

@@ -6,6 +6,7 @@ import pytest
 from conftest import KERNELS
 from harness.evaluate import evaluate
 from harness.static_check import check_source
+from harness.torch_allowed import ALLOWED, SEED_DRAW
 
 
 @pytest.mark.parametrize("kernel, guard, line", [
@@ -52,3 +53,40 @@ def test_zero_size_inputs_inside_lists_need_no_launch():
     from harness.runner import _all_inputs_empty
     assert _all_inputs_empty(([torch.empty(0, 3), torch.empty(0, 3)], 0), {})
     assert not _all_inputs_empty(([torch.empty(0, 3), torch.ones(2, 3)], 0), {})
+
+
+def _example_names():
+    import torch
+    return {"torch": torch, "x": torch.randn(4, 6), "y": torch.randn(6), "t": torch.tensor([3]),
+            "out": torch.empty(4, 6), "shape": (4, 6), "dtype": torch.float16,
+            "generator": torch.Generator().manual_seed(0)}
+
+
+@pytest.mark.parametrize("allowed", ALLOWED + (SEED_DRAW,), ids=lambda row: row.purpose)
+def test_every_call_the_contract_allows_passes_the_guard(allowed):
+    """The prompt lists harness.torch_allowed's examples as what a wrapper may call: each one,
+    run under the run-time guard, is no finding (the seed draw only for a random operator)."""
+    import torch
+    from harness.guards import AtenRecorder, LaunchCounter
+    target = torch.ops.aten.bernoulli.default if allowed is SEED_DRAW else torch.ops.aten.relu.default
+    for example in allowed.examples:
+        names = _example_names()
+        recorder = AtenRecorder(target, LaunchCounter(), candidate_file="<none>")
+        with recorder:
+            eval(example, names)
+        assert recorder.findings == [], (example, recorder.findings)
+
+
+def test_compute_outside_the_table_is_a_finding():
+    import torch
+    from harness.guards import AtenRecorder, LaunchCounter
+    for example in ("x * 2", "x.relu()", "torch.where(x > 0, x, y)", "x.sum()", "x.unfold(0, 2, 1)",
+                    "int(torch.randint(2**31 - 1, (1,), generator=generator, device=x.device))"):
+        recorder = AtenRecorder(torch.ops.aten.relu.default, LaunchCounter(), candidate_file="<none>")
+        with recorder:
+            eval(example, _example_names())
+        assert recorder.findings, example
+    recorder = AtenRecorder(torch.ops.aten.clone.default, LaunchCounter(), candidate_file="<none>")
+    with recorder:  # the operator itself is never allowed, even where the table lists it
+        eval("x.clone()", _example_names())
+    assert recorder.findings

@@ -69,11 +69,18 @@ def test_a_faster_correct_kernel_replaces_a_slower_one(tmp_path):
 
 
 def test_a_slower_kernel_does_not_replace_the_best(tmp_path):
-    outcome, _ = run_agent(tmp_path, [answer("speed 0.9"), answer("speed 0.7")], rounds=2, target=2.0)
+    outcome, _ = run_agent(tmp_path, [answer("speed 0.9"), answer("speed 0.7"), answer("speed 1.2"),
+                                      answer("speed 1.5")], rounds=4, target=2.0)
     assert outcome.status == "accepted" and "ran out" in outcome.message
-    assert "speed 0.9" in (tmp_path / "generated_kernels" / OP / "kernel.py").read_text()
-    feedback = (tmp_path / "runs" / "run-1" / "round-2" / "prompt.md").read_text()
-    assert "target is a geometric mean of 2x" in feedback
+    assert "speed 1.5" in (tmp_path / "generated_kernels" / OP / "kernel.py").read_text()
+    run = tmp_path / "runs" / "run-1"
+    feedback = (run / "round-2" / "prompt.md").read_text()
+    assert "target is a geometric mean of 2x" in feedback and "# speed" not in feedback
+    # after the slower round 2, the speed feedback asks to build on round 1 and shows its code
+    slower = (run / "round-3" / "prompt.md").read_text()
+    assert "build on the faster one" in slower and "# speed 0.9" in slower and "# speed 0.7" not in slower
+    # after round 3, the new best, its own code is in the conversation already: no copy
+    assert "# speed" not in (run / "round-4" / "prompt.md").read_text()
 
 
 def test_running_out_of_answers_after_a_correct_kernel_keeps_it(tmp_path):

@@ -34,6 +34,9 @@ def test_feedback_lists_failures_with_numbers():
     for needle in ("1 of 3 tests passed", "mismatch in 2 tests", "(T([4], f16),)", "max abs error 1.5",
                    "[1]: 0.0 / -1.5"):
         assert needle in text, needle
+    assert "interpreter" not in text
+    on_cpu = render_feedback({**verdict, "environment": {"device": "cpu", "interpreter": True}})
+    assert "does not check `tl.dot` block sizes" in on_cpu and "skips the bfloat16 tests" in on_cpu
 
 
 def test_feedback_for_a_timeout_shows_the_cause():
