@@ -125,7 +125,8 @@ def op_context(op_name: str, device: str | None = None) -> dict:
     return {
         "op": {"name": summary.name, "schema": summary.schema, "doc": summary.doc,
                "signature": signature(params), "parameters": params, "base": packet_name(op).rstrip("_"),
-               "is_inplace": summary.is_inplace, "is_out": summary.is_out, "returns": len(op._schema.returns)},
+               "is_inplace": summary.is_inplace, "is_out": summary.is_out, "returns": len(op._schema.returns),
+               "torch_names": torch_spellings(packet_name(op))},
         "dtypes": tested_dtypes(op_name_of(tested_as), tested),
         "traces": [{"count": c.count, "args": c.describe()} for c in calls[:TRACE_SHAPES_IN_PROMPT]],  # most frequent first
         "trace_total": len(calls),
@@ -135,6 +136,15 @@ def op_context(op_name: str, device: str | None = None) -> dict:
         "allowed": ALLOWED + ((SEED_DRAW,) if mode == "distribution" else ()),
         "stack": {"triton": _triton_version(), "interpreter": device == "cpu"},
     }
+
+
+def torch_spellings(name: str) -> list[str]:
+    """How Python code reaches the operator ``name`` (``relu_``): ``torch.relu_``,
+    ``torch.nn.functional.relu``, ``x.relu_()``, where they exist."""
+    spellings = [f"torch.{name}"] if hasattr(torch, name) else []
+    if hasattr(torch.nn.functional, name.rstrip("_")):
+        spellings.append(f"torch.nn.functional.{name.rstrip('_')}")
+    return spellings + ([f"x.{name}()"] if hasattr(torch.Tensor, name) else [])
 
 
 def tested_dtypes(name: str, calls: list) -> list[str]:

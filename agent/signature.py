@@ -28,7 +28,7 @@ _WORDS = {
     "ScalarType": "a torch.dtype", "Layout": "a torch.layout", "Device": "a torch.device",
     "MemoryFormat": "a torch.memory_format", "Generator": "a torch.Generator",
 }
-_PLURAL = {"Tensor": "torch.Tensors", "int": "Python ints", "SymInt": "Python ints", "float": "Python floats",
+_PLURAL = {"Tensor": "torch.Tensor objects", "int": "Python ints", "SymInt": "Python ints", "float": "Python floats",
            "bool": "Python bools", "number": "Python numbers"}
 
 

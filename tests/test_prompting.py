@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from agent.extract import extract_code
@@ -165,3 +167,52 @@ def test_prompt_command_prints_without_calling_a_model(capsys, tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     assert main(["prompt", "--op", "aten.mm.default", "--round-feedback", str(tmp_path / "bad.json")]) == 2
     assert main(["prompt", "--op", "aten.mmm.default"]) == 2
+
+
+NAME = re.compile(r"(?<![\w.])(tl|triton|torch|libdevice)\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)")
+
+
+def _resolves(root: str, path: str) -> bool:
+    """Whether ``root.path`` names something on the installed stack (modules imported on the way)."""
+    import importlib
+
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+    module_name = {"tl": "triton.language", "libdevice": "triton.language.extra.libdevice"}.get(root, root)
+    obj = importlib.import_module(module_name)
+    prefix = module_name
+    for part in path.split("."):
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+        else:
+            try:
+                obj = importlib.import_module(f"{prefix}.{part}")
+            except ImportError:
+                return False
+        prefix = f"{prefix}.{part}"
+    return True
+
+
+def test_every_triton_and_torch_name_in_the_prompts_exists():
+    """Every `tl.X`, `triton.X`, `torch.X` and `libdevice.X` the templates (and the examples they
+    include) mention, and those in a rendered prompt of each family, exists on this stack. The
+    GPU test run runs this on the GPU machine's stack too."""
+    from agent.prompting import PROMPTS_DIR, family_of
+    from harness.coverage import list_ops
+    texts = {str(p): p.read_text() for p in PROMPTS_DIR.rglob("*") if p.suffix in (".j2", ".py")}
+    by_family = {}
+    for row in list_ops("all"):
+        if not row["why_none"]:
+            by_family.setdefault(family_of(row["op"]), row["op"])
+    for family, op in by_family.items():
+        texts[f"rendered {op}"] = render_prompt(op, device="cpu") + render_prompt(op, device="cuda")
+    missing = set()
+    for where, text in texts.items():
+        for root, path in NAME.findall(text):
+            path = path.rstrip(".")
+            if "{{" in text[text.find(f"{root}.{path}"):][len(root) + len(path) + 1:][:2]:
+                continue  # a name completed by a template variable: checked in the rendered prompts
+            if path in {"X", "Y"} or not _resolves(root, path):
+                missing.add(f"{where}: {root}.{path}")
+    assert len(by_family) >= 15
+    assert not missing, sorted(missing)
