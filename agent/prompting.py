@@ -135,7 +135,17 @@ def op_context(op_name: str, device: str | None = None) -> dict:
                        for d, (a, r) in TOLERANCES.items() if d in FLOAT_DTYPES],
         "allowed": ALLOWED + ((SEED_DRAW,) if mode == "distribution" else ()),
         "stack": {"triton": _triton_version(), "interpreter": device == "cpu"},
+        "example": worked_example(family_of(op_name)),
     }
+
+
+def worked_example(family: str) -> dict | None:
+    """The family's worked example: the operator it is written for and its code
+    (``prompts/examples/<family>.py``, read as text, never rendered as a template), or None."""
+    op = _family_map().get("examples", {}).get(family)
+    if op is None:
+        return None
+    return {"op": op, "code": (PROMPTS_DIR / "examples" / f"{family}.py").read_text()}
 
 
 def torch_spellings(name: str) -> list[str]:

@@ -1,0 +1,68 @@
+"""A prompt may not teach code that fails: the worked example of every prompt family, taken from
+a rendered prompt of that family, passes every test of its operator. Here on the CPU under the
+Triton interpreter; the GPU twin (marked gpu) runs the full suites, every trace and bfloat16.
+
+The example is extracted from the prompt of another operator of the family where there is one,
+so that what is checked is what a model reads."""
+import json
+import re
+
+import pytest
+
+from agent.extract import extract_code
+from agent.prompting import PROMPTS_DIR, family_of, render_prompt
+from harness.coverage import list_ops
+from harness.evaluate import evaluate
+
+EXAMPLES = json.loads((PROMPTS_DIR / "families.json").read_text())["examples"]
+HEADING = re.compile(r"^## Worked example: `(?P<op>[^`]+)`$", re.MULTILINE)
+
+
+def _other_member(family: str, op: str) -> str:
+    """An operator of ``family`` other than ``op`` (``op`` itself if it is alone)."""
+    return next((row["op"] for row in list_ops("all")
+                 if not row["why_none"] and row["op"] != op and family_of(row["op"]) == family), op)
+
+
+def example_from_prompt(family: str, device: str, tmp_path) -> tuple[str, object]:
+    """The operator and file of the worked example in a rendered prompt of ``family``."""
+    prompt = render_prompt(_other_member(family, EXAMPLES[family]), device=device)
+    heading = HEADING.search(prompt)
+    assert heading, f"no worked example in the {family} prompt"
+    code = extract_code(prompt[heading.end():])
+    assert code and "def kernel(" in code
+    path = tmp_path / f"{family}_example.py"
+    path.write_text(code)
+    return heading["op"], path
+
+
+def check_passes(verdict: dict) -> None:
+    assert verdict["verdict"] == "pass", (verdict["message"], verdict["failure_groups"][:2])
+    assert verdict["summary"]["passed"] > 0
+    assert all("budget" in s["reason"] or "interpreter" in s["reason"] or "bfloat16" in s["reason"]
+               for s in verdict["skipped"]), verdict["skipped"][:3]
+
+
+def test_every_family_has_an_example_and_every_example_file_is_used():
+    families = {p.stem for p in (PROMPTS_DIR / "families").glob("*.j2")} - {"generic"}
+    assert set(EXAMPLES) == families
+    assert {p.stem for p in (PROMPTS_DIR / "examples").glob("*.py")} == families
+    for family, op in EXAMPLES.items():
+        assert family_of(op) == family, (family, op)
+
+
+@pytest.mark.parametrize("family", sorted(EXAMPLES))
+def test_worked_example_passes_its_operators_tests(family, tmp_path):
+    op, path = example_from_prompt(family, "cpu", tmp_path)
+    assert op == EXAMPLES[family]
+    check_passes(evaluate(op, path, device="cpu", seed=11, timeout_s=600))
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(1200)  # every trace of the operator (convolution: 1905 of them)
+@pytest.mark.parametrize("family", sorted(EXAMPLES))
+def test_worked_example_passes_its_operators_tests_on_gpu(family, tmp_path):
+    op, path = example_from_prompt(family, "cuda", tmp_path)
+    verdict = evaluate(op, path, device="cuda", seed=11, timeout_s=900)
+    check_passes(verdict)
+    assert verdict["skipped"] == []
