@@ -24,9 +24,10 @@ def _conv(x_ptr, w_ptr, b_ptr, out_ptr, N, D, H, W, OD, OH, OW, C_in_g, C_out_g,
     acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=ACC)
     for k0 in range(0, K, BLOCK_K):
         k = k0 + tl.arange(0, BLOCK_K)
-        kw, rest = k % KW, k // KW
-        kh, rest = rest % KH, rest // KH
-        kd, ci = rest % KD, rest // KD
+        # not `rest`: that one is [BLOCK_M] int64, and a name reassigned in a loop must keep its type
+        kw, k_rest = k % KW, k // KW
+        kh, k_rest = k_rest % KH, k_rest // KH
+        kd, ci = k_rest % KD, k_rest // KD
         if TRANSPOSED:  # output o receives input i where o = i * stride - pad + k * dil
             td = od[:, None] + pd - kd[None, :] * dd
             th = oh[:, None] + ph - kh[None, :] * dh
