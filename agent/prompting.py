@@ -178,8 +178,8 @@ def _triton_version() -> str:
 
 def render_prompt(op_name: str, also_serves: list[str] | tuple = (), device: str | None = None) -> str:
     """The first prompt for ``op_name``, whose tests run on ``device`` ("cuda" or "cpu": the CPU
-    runs them under the Triton interpreter; default as the evaluation's); ``also_serves``: the in-place and out= overloads
-    that bbagent will serve with the same kernel (and test), named in the prompt."""
+    runs them under the Triton interpreter; default as the evaluation's). ``also_serves``: the
+    in-place and out= overloads that bbagent will serve with the same kernel (and test)."""
     context = {**op_context(op_name, device), "also_serves": list(also_serves)}
     return _environment().get_template(template_name(op_name)).render(**context).strip() + "\n"
 
