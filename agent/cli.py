@@ -1,8 +1,12 @@
 """The ``bbagent`` command line.
 
-Exit codes: 0 success (kernel accepted / verdict pass); 1 the kernel failed (every
-round failed / verdict fail); 2 usage error (unknown op, missing file, bad option);
-3 provider error (missing key, rejected request, retries exhausted); 130 interrupted.
+Results go to stdout, diagnostics (progress, warnings, errors) to stderr. Exit codes: 0 success
+(kernel accepted / verdict pass); 1 the kernel failed (every round failed / verdict fail); 2 usage
+error (unknown op, missing file, bad option, unusable --root, no CUDA for --device cuda, OpInfo
+unavailable); 3 provider error (missing or rejected key, retries exhausted); 70 internal error (a
+bug in bbagent: the message names the file holding the traceback); 130 interrupted.
+
+Imports are lazy: ``bbagent --help`` and ``--version`` never load torch.
 """
 from __future__ import annotations
 
@@ -10,65 +14,63 @@ import argparse
 import json
 import os
 import sys
+import tempfile
+import time
+import traceback
 from pathlib import Path
 
-from rich.console import Console
-
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
+PROVIDERS = ("openai", "anthropic", "replay")
 
 
 class UsageError(Exception):
-    pass
+    """A usage error: the message says what to change."""
 
+
+def version() -> str:
+    from importlib import metadata
+    try:
+        return metadata.version("bbagent")
+    except metadata.PackageNotFoundError:
+        return "0+unknown (not installed)"
+
+
+# --- the parser ----------------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
-    from harness.compare import TOLERANCE_POLICY
+    from harness.policy import TOLERANCE_POLICY
     parser = argparse.ArgumentParser(prog="bbagent", description="Generate and test Triton kernels for aten operators.")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"bbagent {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     gen = sub.add_parser("generate", help="ask an LLM for a kernel, test it, feed failures back",
                          description="Ask an LLM for a Triton kernel for OP, test it, and feed failures back "
                                      "for up to --rounds rounds. An accepted kernel goes to "
                                      "ROOT/generated_kernels/OP/; every run is recorded in ROOT/runs/.")
-    gen.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
-    gen.add_argument("--rounds", type=int, default=5, help="most rounds to try (default 5)")
-    gen.add_argument("--provider", default="openai", help="openai | anthropic | replay (default openai)")
-    gen.add_argument("--model", help="model name, e.g. gpt-5 or claude-sonnet-4-5 (required for openai/anthropic)")
-    gen.add_argument("--base-url", help="OpenAI-compatible server URL (vLLM, Ollama); default OPENAI_BASE_URL")
-    gen.add_argument("--replay", help="replay source for --provider replay: a JSON file or a runs/<id> directory "
-                                      "(default: the one shipped for OP)")
-    gen.add_argument("--max-output-tokens", type=int, default=8192)
-    gen.add_argument("--temperature", type=float)
-    gen.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
-    gen.add_argument("--candidates", type=int, default=1,
-                     help="answers asked per round, in parallel; all are evaluated and the best moves on (default 1)")
-    gen.add_argument("--max-cost-usd", type=float,
-                     help="stop between rounds once the run's LLM calls cost this much (prices: agent/prices.json)")
-    gen.add_argument("--max-tokens", type=int, help="stop between rounds once the run used this many tokens (in + out)")
-    gen.add_argument("--target-speedup", type=float, default=1.0,
-                     help="once a kernel is correct, keep asking for a faster one until the best reaches this "
-                          "geomean speedup over eager on the GPU (default 1.0; 0 accepts the first correct kernel)")
-    gen.add_argument("--exact-overload", action="store_true",
-                     help="ask for OP's own calling convention and test OP alone; by default an in-place or out= "
-                          "overload asks for its functional overload's computation once, and the kernel is tested "
-                          "and served as every overload of the family (functional, in-place, out=)")
-    _add_root(gen)
-    _add_eval_options(gen)
-    _add_timing_options(gen, target_ms=25.0, max_shapes=24)
+    _add_generate_options(gen)
 
-    ops = sub.add_parser("ops", help="list the operators bbagent can test, with their test counts",
-                         description="List aten overloads with their OpInfo samples, trace tests, dtypes, "
-                                     "prompt family and value mode; an op without tests says why.")
-    ops.add_argument("--suite", default="all", choices=["opinfo", "traces", "all"])
-    ops.add_argument("--json", action="store_true", help="print one JSON list")
+    pr = sub.add_parser("prompt", help="print the prompt bbagent would send for an operator (no model call)",
+                        description="Print the first message 'bbagent generate' would send with the same options "
+                                    "(for an in-place or out= overload: its functional overload's prompt, unless "
+                                    "--exact-overload), without calling any model. With --round-feedback, print "
+                                    "the feedback message that a round with that Verdict would send next.")
+    _add_generate_options(pr)
+    pr.add_argument("--round-feedback", type=Path, metavar="VERDICT.json",
+                    help="a Verdict (runs/<run>/round-N/verdict.json or `bbagent eval --json` output)")
+    pr.add_argument("--json", action="store_true", help="print op, family, template and text as one JSON object")
 
-    kernels = sub.add_parser("kernels", help="list the accepted kernels in ROOT/generated_kernels and what they serve",
-                             description="List every accepted kernel: the overload it is written for, every overload "
-                                         "it serves (in-place and out= ones through bbagent's adapter), its tests "
-                                         "and speed.")
-    kernels.add_argument("--json", action="store_true", help="print one JSON list (meta.json of each kernel)")
-    _add_root(kernels)
+    ev = sub.add_parser("eval", help="test one kernel file against an operator",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="Run the kernel in FILE against OP's tests in a separate process and print "
+                                    "the Verdict.\n\nComparison policy: " + TOLERANCE_POLICY +
+                                    "\n\nExit status: 0 pass, 1 fail, 2 usage error.")
+    ev.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default or aten.relu_.default")
+    _add_kernel_options(ev)
+    ev.add_argument("--family", action="store_true",
+                    help="test every overload of OP's family (functional, in-place, out=) with the one kernel")
+    ev.add_argument("--json", action="store_true", help="print the Verdict as one JSON object")
+    _add_root(ev)
+    _add_eval_options(ev)
 
     bench = sub.add_parser("bench", help="time a kernel against eager aten and write benchmark records",
                            description="Test the kernel, then time it and eager aten on OP's real-model trace "
@@ -84,19 +86,20 @@ def _parser() -> argparse.ArgumentParser:
     _add_eval_options(bench)
     _add_timing_options(bench, target_ms=100.0, max_shapes=64)
 
-    pr = sub.add_parser("prompt", help="print the prompt bbagent would send for an operator (no model call)",
-                        description="Render OP's prompt from prompts/ (base, family, per-op override) and print "
-                                    "it without calling any model. With --round-feedback, print the feedback "
-                                    "message that a round with that Verdict would send next.")
-    pr.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
-    pr.add_argument("--round-feedback", type=Path, metavar="VERDICT.json",
-                    help="a Verdict (runs/<run>/round-N/verdict.json or `bbagent eval --json` output)")
-    pr.add_argument("--target-speedup", type=float, default=1.0,
-                    help="the target quoted in speed feedback for a passing, timed Verdict (default 1.0)")
-    pr.add_argument("--device", choices=["cuda", "cpu"],
-                    help="where the tests would run, as for generate (default: cuda if available, else cpu); the "
-                         "prompt states the facts of that stack (the CPU runs Triton's interpreter)")
-    pr.add_argument("--json", action="store_true", help="print op, family, template and text as one JSON object")
+    ops = sub.add_parser("ops", help="list the operators bbagent can test, with their test counts",
+                         description="List aten overloads with their OpInfo samples, trace tests, prompt family "
+                                     "and how they are tested; an op without tests says why.")
+    ops.add_argument("pattern", nargs="?", help="only overloads whose name contains this text (e.g. relu)")
+    ops.add_argument("--family", help="only overloads of this prompt family (e.g. reduction)")
+    ops.add_argument("--suite", default="all", choices=["opinfo", "traces", "all"])
+    ops.add_argument("--json", action="store_true", help="print one JSON list")
+
+    kernels = sub.add_parser("kernels", help="list the accepted kernels in ROOT/generated_kernels and what they serve",
+                             description="List every accepted kernel: the overload it is written for, every overload "
+                                         "it serves (in-place and out= ones through bbagent's adapter), its tests "
+                                         "and speed.")
+    kernels.add_argument("--json", action="store_true", help="print one JSON list (meta.json of each kernel)")
+    _add_root(kernels)
 
     logs = sub.add_parser("logs", help="list the LLM calls recorded in ROOT/runs/llm_calls.sqlite",
                           description="List every recorded LLM call: run, op, round, candidate, provider, model, "
@@ -105,20 +108,36 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("--run", help="only calls of this run id")
     logs.add_argument("--json", action="store_true", help="print one JSON list (prompts and responses included)")
     _add_root(logs)
-
-    ev = sub.add_parser("eval", help="test one kernel file against an operator",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description="Run the kernel in FILE against OP's tests in a separate process and print "
-                                    "the Verdict.\n\nComparison policy: " + TOLERANCE_POLICY +
-                                    "\n\nExit status: 0 pass, 1 fail, 2 usage error.")
-    ev.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default or aten.relu_.default")
-    _add_kernel_options(ev)
-    ev.add_argument("--family", action="store_true",
-                    help="test every overload of OP's family (functional, in-place, out=) with the one kernel")
-    ev.add_argument("--json", action="store_true", help="print the Verdict as one JSON object")
-    _add_root(ev)
-    _add_eval_options(ev)
     return parser
+
+
+def _add_generate_options(p: argparse.ArgumentParser) -> None:
+    """What generate takes; prompt takes the same, so that it shows what generate would send."""
+    p.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
+    p.add_argument("--rounds", type=int, default=5, help="most rounds to try (default 5)")
+    p.add_argument("--provider", default="openai", choices=PROVIDERS, help="LLM provider (default openai)")
+    p.add_argument("--model", help="model name, e.g. gpt-5 or claude-sonnet-4-5 (required for openai/anthropic)")
+    p.add_argument("--base-url", help="OpenAI-compatible server URL (vLLM, Ollama); default OPENAI_BASE_URL")
+    p.add_argument("--replay", help="replay source for --provider replay: a JSON file, a runs/<id> directory or a "
+                                    "run id (default: the one shipped for OP)")
+    p.add_argument("--max-output-tokens", type=int, default=8192)
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
+    p.add_argument("--candidates", type=int, default=1,
+                   help="answers asked per round, in parallel; all are evaluated and the best moves on (default 1)")
+    p.add_argument("--max-cost-usd", type=float,
+                   help="stop between rounds once the run's LLM calls cost this much (prices: agent/prices.json)")
+    p.add_argument("--max-tokens", type=int, help="stop between rounds once the run used this many tokens (in + out)")
+    p.add_argument("--target-speedup", type=float, default=1.0,
+                   help="once a kernel is correct, keep asking for a faster one until the best reaches this "
+                        "geomean speedup over eager on the GPU (default 1.0; 0 accepts the first correct kernel)")
+    p.add_argument("--exact-overload", action="store_true",
+                   help="ask for OP's own calling convention and test OP alone; by default an in-place or out= "
+                        "overload asks for its functional overload's computation once, and the kernel is tested "
+                        "and served as every overload of the family (functional, in-place, out=)")
+    _add_root(p)
+    _add_eval_options(p)
+    _add_timing_options(p, target_ms=25.0, max_shapes=24)
 
 
 def _add_kernel_options(p: argparse.ArgumentParser, default_note: str = "") -> None:
@@ -135,11 +154,15 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu (Triton interpreter)")
     p.add_argument("--timeout", type=float, default=300.0, help="wall-clock seconds per evaluation (default 300)")
     p.add_argument("--seed", type=int, help="input seed (default: fresh per evaluation; recorded in the Verdict)")
+    p.add_argument("--allow-no-opinfo", action="store_true",
+                   help="evaluate even where PyTorch's OpInfo database cannot be imported (expecttest missing): the "
+                        "tests are then the real-model traces and edge cases only")
 
 
 def _add_root(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--root", type=Path, default=Path(os.environ.get("BBAGENT_ROOT", DEFAULT_ROOT)),
-                   help="folder holding runs/ and generated_kernels/ (default: $BBAGENT_ROOT or the checkout)")
+    p.add_argument("--root", type=Path, default=None,
+                   help="folder holding runs/ and generated_kernels/ (default: $BBAGENT_ROOT, else the current "
+                        "directory)")
 
 
 def _add_timing_options(p: argparse.ArgumentParser, target_ms: float, max_shapes: int) -> None:
@@ -153,30 +176,42 @@ def _add_timing_options(p: argparse.ArgumentParser, target_ms: float, max_shapes
                    help=f"measured time per function and shape, in ms (default {target_ms:g})")
 
 
+# --- entry point ---------------------------------------------------------------------------------
+
 def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from agent.report import pipe_safe
+    sys.stdout = pipe_safe(sys.stdout)
     args = _parser().parse_args(argv)
-    console = Console(stderr=getattr(args, "json", False), soft_wrap=True)
+    out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    command = {"generate": cmd_generate, "prompt": cmd_prompt, "eval": cmd_eval, "bench": cmd_bench,
+               "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs}[args.command]
     try:
-        if args.command == "eval":
-            return cmd_eval(args, console)
-        if args.command == "ops":
-            return cmd_ops(args, console)
-        if args.command == "bench":
-            return cmd_bench(args, console)
-        if args.command == "prompt":
-            return cmd_prompt(args)
-        if args.command == "logs":
-            return cmd_logs(args, console)
-        if args.command == "kernels":
-            return cmd_kernels(args, console)
-        return cmd_generate(args, console)
+        return command(args, out, err)
     except UsageError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]")
+        err.print("interrupted")
         return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug in bbagent: one line for the user, the traceback in a file
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))}\nThis is a bug in bbagent; the "
+                  f"traceback is in {_save_traceback()}. Please report it with that file.")
+        return EXIT_INTERNAL
 
+
+def _save_traceback() -> str:
+    fd, path = tempfile.mkstemp(prefix="bbagent-internal-error-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"bbagent {version()}, {time.strftime('%Y-%m-%d %H:%M:%S')}, argv {sys.argv}\n\n")
+        f.write(traceback.format_exc())
+    return path
+
+
+# --- checks shared by commands -------------------------------------------------------------------
 
 def _resolve(op: str) -> None:
     from harness.ops import UnknownOpError, resolve_op
@@ -186,15 +221,94 @@ def _resolve(op: str) -> None:
         raise UsageError(str(exc)) from None
 
 
-def _evaluator(args, keep_raw: bool = False, kernel_for: str | None = None, overloads: list[str] | None = None):
+def _root(args, write: bool) -> Path:
+    """The folder for runs/ and generated_kernels/: --root, else $BBAGENT_ROOT, else the current
+    directory. A command that writes creates it; one that reads only warns where it is missing."""
+    given = args.root or os.environ.get("BBAGENT_ROOT") or "."
+    root = Path(given).expanduser().resolve()
+    source = "--root" if args.root else ("BBAGENT_ROOT" if os.environ.get("BBAGENT_ROOT") else "the current directory")
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{source} {root} is a file, not a folder: pass --root DIR")
+    if write:
+        try:
+            (root / "runs").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot use {source} {root} to keep runs/ and generated_kernels/ "
+                             f"({exc.strerror or exc}): pass --root DIR with a folder you can write") from None
+        if not os.access(root / "runs", os.W_OK):
+            raise UsageError(f"{source} {root} is not writable: pass --root DIR with a folder you can write")
+    return root
+
+
+def _positive(flag: str, value, minimum=None) -> None:
+    if value is None:
+        return
+    if (minimum is None and value <= 0) or (minimum is not None and value < minimum):
+        rule = "positive" if minimum is None else f"at least {minimum}"
+        raise UsageError(f"{flag} must be {rule} (got {value})")
+
+
+def _check_eval_options(args) -> None:
+    """--timeout, --device and OpInfo: what an evaluation needs before it starts."""
+    _positive("--timeout", args.timeout)
+    if args.device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: this machine has no usable CUDA device (torch "
+                             f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use --device cpu "
+                             "to run under the Triton interpreter")
+    problem = None if args.allow_no_opinfo else opinfo_problem()
+    if problem:
+        raise UsageError(f"PyTorch's OpInfo test database cannot be imported ({problem}), so every OpInfo test "
+                         "would be missing. Install it with: pip install expecttest (or pass --allow-no-opinfo "
+                         "to test on traces and edge cases alone)")
+
+
+def opinfo_problem() -> str | None:
+    """Why the OpInfo database (torch.testing._internal) cannot be imported, or None. Checked
+    without importing it (that costs seconds): its module must exist and expecttest, which it
+    imports first, must be importable."""
+    import importlib.util
+    try:
+        if importlib.util.find_spec("torch.testing._internal.common_methods_invocations") is None:
+            return "this torch has no torch.testing._internal"
+        import expecttest  # noqa: F401
+    except ImportError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _check_timing_options(args) -> None:
+    _positive("--max-shapes", args.max_shapes, minimum=1)
+    _positive("--target-ms", args.target_ms)
+
+
+def _check_generate_options(args, asks_a_model: bool = True) -> None:
+    """What generate needs of its options; ``prompt`` takes the same but asks no model."""
+    _positive("--rounds", args.rounds, minimum=1)
+    _positive("--candidates", args.candidates, minimum=1)
+    _positive("--retries", args.retries, minimum=1)
+    _positive("--max-output-tokens", args.max_output_tokens)
+    _positive("--max-cost-usd", args.max_cost_usd)
+    _positive("--max-tokens", args.max_tokens)
+    if args.target_speedup < 0:
+        raise UsageError(f"--target-speedup must be 0 or more (got {args.target_speedup})")
+    if asks_a_model and args.provider in ("openai", "anthropic") and not args.model:
+        example = "gpt-5" if args.provider == "openai" else "claude-sonnet-4-5"
+        raise UsageError(f"--model is required with --provider {args.provider} (for example --model {example})")
+    _check_timing_options(args)
+
+
+def _evaluator(args, root: Path, keep_raw: bool = False, kernel_for: str | None = None,
+               overloads: list[str] | None = None):
     from harness.evaluate import PROJECT_ROOT, TimingOptions, evaluate
     from harness.reference_cache import FILE_NAME, ReferenceCache
     # read-only for the candidate (where the OS gives a mount namespace): the code and the outputs
-    protected = [PROJECT_ROOT] + ([args.root.resolve()] if getattr(args, "root", None) else [])
+    protected = [PROJECT_ROOT, root]
     timing = None
     if hasattr(args, "target_ms"):
         timing = TimingOptions(target_ms=args.target_ms, max_cases=args.max_shapes, reuse=not args.no_cache,
-                               cache=ReferenceCache(args.root.resolve() / "runs" / FILE_NAME), keep_raw=keep_raw)
+                               cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw)
 
     def run(op: str, kernel: Path) -> dict:
         return evaluate(op, kernel, device=args.device, seed=args.seed, timeout_s=args.timeout,
@@ -202,32 +316,69 @@ def _evaluator(args, keep_raw: bool = False, kernel_for: str | None = None, over
     return run
 
 
-def _check_timing_options(args) -> None:
-    if args.timeout <= 0:
-        raise UsageError(f"--timeout must be positive (got {args.timeout})")
-    if args.max_shapes < 1:
-        raise UsageError(f"--max-shapes must be at least 1 (got {args.max_shapes})")
-    if args.target_ms <= 0:
-        raise UsageError(f"--target-ms must be positive (got {args.target_ms})")
+# --- eval, bench ---------------------------------------------------------------------------------
 
-
-def cmd_eval(args, console: Console) -> int:
+def cmd_eval(args, out, err) -> int:
     from harness.adapters import AdapterError
     from harness.evaluate import KernelFileError
     _resolve(args.op)
-    kernel, kernel_for = _kernel_to_evaluate(args)
+    _check_eval_options(args)
+    root = _root(args, write=False)
+    kernel, kernel_for = _kernel_to_evaluate(args, root)
     overloads = _family_of(args.op)["serves"] if args.family else [args.op]
     op = kernel_for if kernel_for in overloads else args.op  # the kernel's own overload is tested (and timed) first
     try:
-        verdict = _evaluator(args, kernel_for=kernel_for, overloads=overloads)(op, kernel)
+        with _waiting(err, f"evaluating {kernel} on {op}"):
+            verdict = _evaluator(args, root, kernel_for=kernel_for, overloads=overloads)(op, kernel)
     except (KernelFileError, AdapterError) as exc:
         raise UsageError(str(exc)) from None
     if args.json:
         print(json.dumps(verdict, indent=2, default=str))
     else:
         from agent.report import print_verdict
-        print_verdict(console, verdict)
+        print_verdict(out, verdict)
     return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
+
+
+def cmd_bench(args, out, err) -> int:
+    from agent.bench import print_bench, summary_line, write_bench
+    from agent.report import print_verdict
+    from agent.storage import RunDir, new_run_id
+    from harness.adapters import AdapterError
+    from harness.evaluate import KernelFileError
+    _resolve(args.op)
+    _check_eval_options(args)
+    _check_timing_options(args)
+    root = _root(args, write=True)
+    kernel, kernel_for = _kernel_to_evaluate(args, root)
+    run = RunDir(root, "bench-" + new_run_id(args.op))
+    err.print(f"bbagent bench {args.op}: {kernel}; testing, then timing up to {args.max_shapes} trace "
+              f"shapes; run directory {run.path}")
+    try:
+        with _waiting(err, "evaluating and timing"):
+            verdict = _evaluator(args, root, keep_raw=True, kernel_for=kernel_for)(args.op, kernel)
+    except (KernelFileError, AdapterError) as exc:
+        raise UsageError(str(exc)) from None
+    run.write_json("verdict.json", verdict)
+    bench_file, records = write_bench(run.path, verdict)
+    shown = err if args.json else out
+    print_verdict(shown, verdict)
+    print_bench(shown, verdict)
+    shown.print(f"{len(records)} records in {bench_file}")
+    if args.json:
+        performance = verdict.get("performance") or {}
+        print(json.dumps({"op": args.op, "verdict": verdict["verdict"], "run_dir": str(run.path),
+                          "bench_file": str(bench_file), "records": len(records),
+                          "performance": performance.get("summary"),
+                          "not_timed": None if performance.get("measured") else performance.get("reason"),
+                          "summary_line": summary_line(performance) if performance.get("measured") else None},
+                         indent=2, default=str))
+    return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
+
+
+def _waiting(err, text: str):
+    from agent.report import Waiting
+    return Waiting(err, text)
 
 
 def _family_of(op: str) -> dict:
@@ -245,15 +396,16 @@ def _written_for_beside(kernel: Path) -> str | None:
     return meta.get("written_for") if isinstance(meta, dict) else None
 
 
-def _kernel_to_evaluate(args) -> tuple[Path, str]:
+def _kernel_to_evaluate(args, root: Path) -> tuple[Path, str]:
     """The kernel file and the overload it is written for: --kernel (written for --kernel-for, for
     the written_for of the meta.json beside it, else for --op), or the accepted kernel serving --op."""
     from agent.served import kernel_serving
-    root = args.root.resolve()
     if args.kernel:
         kernel = Path(args.kernel)
-        beside = _written_for_beside(kernel)
-        kernel_for = args.kernel_for or beside or args.op
+        if not kernel.is_file():
+            raise UsageError(f"--kernel {kernel}: no such file" if not kernel.exists()
+                             else f"--kernel {kernel} is not a file")
+        kernel_for = args.kernel_for or _written_for_beside(kernel) or args.op
     else:
         entry = kernel_serving(root, args.op)
         if entry is None:
@@ -264,17 +416,68 @@ def _kernel_to_evaluate(args) -> tuple[Path, str]:
     return kernel, kernel_for
 
 
-def cmd_ops(args, console: Console) -> int:
-    from agent.prompting import family_of
+# --- listings ------------------------------------------------------------------------------------
+
+def cmd_ops(args, out, err) -> int:
+    from agent.prompting import family_of, families
     from harness.coverage import list_ops
     rows = list_ops(args.suite)
     for row in rows:
         row["family"] = family_of(row["op"])
+    if args.family and args.family not in families():
+        err.print(f"[yellow]warning:[/yellow] no prompt family '{args.family}'; the families are: "
+                  f"{', '.join(sorted(families()))}")
+    shown = [row for row in rows if (not args.pattern or args.pattern in row["op"])
+             and (not args.family or row["family"] == args.family)]
+    if args.pattern and not shown:
+        err.print(f"[yellow]warning:[/yellow] no overload name contains '{args.pattern}'")
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print(json.dumps(shown, indent=1))
         return EXIT_OK
     from agent.report import print_ops
-    print_ops(console, rows)
+    print_ops(out, shown, total=len(rows))
+    return EXIT_OK
+
+
+def cmd_kernels(args, out, err) -> int:
+    from agent.served import accepted
+    root = _root(args, write=False)
+    if not (root / "generated_kernels").is_dir():
+        err.print(f"[yellow]warning:[/yellow] no generated_kernels/ under {root}: no kernel was accepted there "
+                  "(pass --root DIR or set BBAGENT_ROOT to read another folder)")
+    entries = accepted(root)
+    if args.json:
+        print(json.dumps(entries, indent=1, default=str))
+        return EXIT_OK
+    from agent.report import print_kernels
+    print_kernels(out, entries)
+    return EXIT_OK
+
+
+def cmd_logs(args, out, err) -> int:
+    from agent.llm_log import FILE_NAME
+    root = _root(args, write=False)
+    if args.op:
+        from harness.ops import UnknownOpError, resolve_op
+        try:
+            resolve_op(args.op)
+        except UnknownOpError as exc:
+            err.print(f"[yellow]warning:[/yellow] {exc}")
+    if not (root / "runs" / FILE_NAME).exists():
+        err.print(f"[yellow]warning:[/yellow] no call log at {root / 'runs' / FILE_NAME}: no LLM call was made "
+                  "there (pass --root DIR or set BBAGENT_ROOT to read another folder)")
+        calls = []
+    else:
+        calls = _call_log(root).calls(op=args.op, run_id=args.run)
+        if not calls and (args.op or args.run):
+            err.print("[yellow]warning:[/yellow] no recorded call matches "
+                      + " and ".join(f"{flag} {value}" for flag, value in (("--op", args.op), ("--run", args.run))
+                                     if value))
+    if args.json:
+        print(json.dumps(calls, indent=1))
+        return EXIT_OK
+    from agent.report import print_calls
+    print_calls(out, calls)
     return EXIT_OK
 
 
@@ -283,90 +486,7 @@ def _call_log(root: Path):
     return LLMLog(root / "runs" / FILE_NAME)
 
 
-def cmd_logs(args, console: Console) -> int:
-    root = args.root.resolve()
-    from agent.llm_log import FILE_NAME
-    if not (root / "runs" / FILE_NAME).exists():
-        calls = []
-    else:
-        calls = _call_log(root).calls(op=args.op, run_id=args.run)
-    if args.json:
-        print(json.dumps(calls, indent=1))
-        return EXIT_OK
-    from agent.report import print_calls
-    print_calls(console, calls)
-    return EXIT_OK
-
-
-def cmd_kernels(args, console: Console) -> int:
-    from agent.served import accepted
-    entries = accepted(args.root.resolve())
-    if args.json:
-        print(json.dumps(entries, indent=1, default=str))
-        return EXIT_OK
-    from agent.report import print_kernels
-    print_kernels(console, entries)
-    return EXIT_OK
-
-
-def cmd_prompt(args) -> int:
-    from agent.loop import geomean_speedup
-    from agent.prompting import family_of, render_feedback, render_performance_feedback, render_prompt, template_name
-    _resolve(args.op)
-    if args.round_feedback is None:
-        text, template = render_prompt(args.op, device=args.device), template_name(args.op)
-    else:
-        try:
-            verdict = json.loads(args.round_feedback.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"cannot read the Verdict {args.round_feedback}: {exc}") from None
-        if not isinstance(verdict, dict) or "verdict" not in verdict or "summary" not in verdict:
-            raise UsageError(f"{args.round_feedback} is not a Verdict (no 'verdict' and 'summary' fields)")
-        if verdict["verdict"] == "pass" and geomean_speedup(verdict) is not None:
-            text, template = render_performance_feedback(verdict, target=args.target_speedup), "performance.j2"
-        else:
-            text, template = render_feedback(verdict), "feedback.j2"
-    if args.json:
-        print(json.dumps({"op": args.op, "family": family_of(args.op), "template": template, "prompt": text},
-                         indent=2))
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
-
-
-def cmd_bench(args, console: Console) -> int:
-    from agent.bench import print_bench, summary_line, write_bench
-    from harness.adapters import AdapterError
-    from agent.storage import RunDir, new_run_id
-    from harness.evaluate import KernelFileError
-    _resolve(args.op)
-    _check_timing_options(args)
-    root = args.root.resolve()
-    kernel, kernel_for = _kernel_to_evaluate(args)
-    run = RunDir(root, "bench-" + new_run_id(args.op))
-    console.print(f"bbagent bench {args.op}: {kernel}; testing, then timing up to {args.max_shapes} trace "
-                  f"shapes; run directory {run.path}", highlight=False)
-    try:
-        with console.status("evaluating and timing..."):
-            verdict = _evaluator(args, keep_raw=True, kernel_for=kernel_for)(args.op, kernel)
-    except (KernelFileError, AdapterError) as exc:
-        raise UsageError(str(exc)) from None
-    run.write_json("verdict.json", verdict)
-    bench_file, records = write_bench(run.path, verdict)
-    from agent.report import print_verdict
-    print_verdict(console, verdict)
-    print_bench(console, verdict)
-    console.print(f"{len(records)} records in {bench_file}", highlight=False)
-    if args.json:
-        performance = verdict.get("performance") or {}
-        print(json.dumps({"op": args.op, "verdict": verdict["verdict"], "run_dir": str(run.path),
-                          "bench_file": str(bench_file), "records": len(records),
-                          "performance": performance.get("summary"),
-                          "not_timed": None if performance.get("measured") else performance.get("reason"),
-                          "summary_line": summary_line(performance) if performance.get("measured") else None},
-                         indent=2, default=str))
-    return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
-
+# --- prompt, generate ----------------------------------------------------------------------------
 
 def _what_to_ask_for(op: str, exact: bool) -> tuple[str, list[str]]:
     """The overload to ask the model for and every overload its kernel is tested and served as:
@@ -378,33 +498,60 @@ def _what_to_ask_for(op: str, exact: bool) -> tuple[str, list[str]]:
     return family["functional"], family["serves"]
 
 
-def cmd_generate(args, console: Console) -> int:
+def cmd_prompt(args, out, err) -> int:
+    from agent.loop import geomean_speedup
+    from agent.prompting import family_of, render_feedback, render_performance_feedback, render_prompt, template_name
+    _resolve(args.op)
+    _check_generate_options(args, asks_a_model=False)
+    computation, serves = _what_to_ask_for(args.op, args.exact_overload)
+    if args.round_feedback is None:
+        text = render_prompt(computation, also_serves=serves[1:], device=args.device)
+        template = template_name(computation)
+    else:
+        try:
+            verdict = json.loads(args.round_feedback.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"cannot read the Verdict {args.round_feedback}: {exc}") from None
+        if not isinstance(verdict, dict) or "verdict" not in verdict or "summary" not in verdict:
+            raise UsageError(f"{args.round_feedback} is not a Verdict (no 'verdict' and 'summary' fields)")
+        if verdict["verdict"] == "pass" and geomean_speedup(verdict) is not None:
+            text, template = render_performance_feedback(verdict, target=args.target_speedup), "performance.j2"
+        else:
+            text, template = render_feedback(verdict), "feedback.j2"
+    if computation != args.op:
+        err.print(f"{args.op} is a calling convention of {computation}: this is the prompt for {computation}, "
+                  "as generate sends it (--exact-overload asks for the overload itself)")
+    if args.json:
+        print(json.dumps({"op": computation, "requested": args.op, "serves": serves, "family": family_of(computation),
+                          "template": template, "prompt": text}, indent=2))
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_generate(args, out, err) -> int:
+    from rich.markup import escape
+
     from agent.loop import Agent
     from agent.providers import ProviderError, RetryPolicy, make_provider
     from agent.report import round_reporter
     from agent.storage import RunDir, new_run_id
-    if args.rounds < 1:
-        raise UsageError(f"--rounds must be at least 1 (got {args.rounds})")
-    if args.target_speedup < 0:
-        raise UsageError(f"--target-speedup must be 0 or more (got {args.target_speedup})")
-    if args.candidates < 1:
-        raise UsageError(f"--candidates must be at least 1 (got {args.candidates})")
-    for flag, value in (("--max-cost-usd", args.max_cost_usd), ("--max-tokens", args.max_tokens)):
-        if value is not None and value <= 0:
-            raise UsageError(f"{flag} must be positive (got {value})")
-    _check_timing_options(args)
+    _check_generate_options(args)
     _resolve(args.op)
+    _check_eval_options(args)
+    root = _root(args, write=True)
     computation, serves = _what_to_ask_for(args.op, args.exact_overload)
-    root = args.root.resolve()
     log = _call_log(root)
+    report = round_reporter(err)
     try:
         provider = make_provider(args.provider, op=computation, model=args.model, base_url=args.base_url,
                                  replay=args.replay, max_output_tokens=args.max_output_tokens,
-                                 temperature=args.temperature, retry=RetryPolicy(attempts=max(1, args.retries)),
-                                 log=log)
+                                 temperature=args.temperature, retry=RetryPolicy(attempts=args.retries),
+                                 log=log, root=root)
     except ProviderError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_PROVIDER
+    provider.on_retry = lambda info: report("retry", info)
     from agent.llm_log import price_of
     if args.max_cost_usd is not None and price_of(provider.model) is None:
         raise UsageError(f"--max-cost-usd needs a price for model '{provider.model}': add it to "
@@ -414,41 +561,41 @@ def cmd_generate(args, console: Console) -> int:
     provider = LoggedProvider(provider, log, run_id=run.path.name, op=computation, use_cache=not args.no_cache,
                               params={"max_output_tokens": args.max_output_tokens, "temperature": args.temperature})
     if computation != args.op:
-        console.print(f"{args.op} is a calling convention of {computation}: asking for {computation} once "
-                      "(--exact-overload asks for the overload itself)", highlight=False)
-    console.print(f"bbagent generate {computation}: provider {provider.name}, model {provider.model}, "
-                  f"up to {args.rounds} round(s) of {args.candidates} candidate(s); run directory {run.path}",
-                  highlight=False)
+        err.print(f"{args.op} is a calling convention of {computation}: asking for {computation} once "
+                  "(--exact-overload asks for the overload itself)")
+    err.print(f"bbagent generate {computation}: provider {provider.name}, model {provider.model}, "
+              f"up to {args.rounds} round(s) of {args.candidates} candidate(s); run directory {run.path}")
     if len(serves) > 1:
-        console.print(f"the kernel is tested and served as {', '.join(serves)}", highlight=False)
-    agent = Agent(op=computation, serves=serves, device=args.device, provider=provider, evaluate=_evaluator(args, overloads=serves),
-                  run=run, root=root,
-                  rounds=args.rounds, target_speedup=args.target_speedup, report=round_reporter(console),
+        err.print(f"the kernel is tested and served as {', '.join(serves)}")
+    agent = Agent(op=computation, serves=serves, device=args.device, provider=provider,
+                  evaluate=_evaluator(args, root, overloads=serves), run=run, root=root,
+                  rounds=args.rounds, target_speedup=args.target_speedup, report=report,
                   max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, candidates=args.candidates,
                   config={"device": args.device, "timeout_s": args.timeout, "seed": args.seed,
                           "max_shapes": args.max_shapes, "target_ms": args.target_ms, "no_cache": args.no_cache})
     try:
         outcome = agent.generate()
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted[/yellow]; the run is recorded as interrupted in {run.path}")
+        report("stop", {})
+        err.print(f"[yellow]interrupted[/yellow]; the run is recorded as interrupted in {run.path}")
         return EXIT_INTERRUPTED
     state = agent.state
-    console.print(f"spent: {state['tokens']['input']} input + {state['tokens']['output']} output tokens, "
-                  f"${state['cost_usd']:.4f}{'' if state['cost_complete'] else ' (at least: a model has no price)'}"
-                  f"; {state['cached_calls']} answer(s) from the call log", highlight=False)
+    err.print(f"spent: {state['tokens']['input']} input + {state['tokens']['output']} output tokens, "
+              f"${state['cost_usd']:.4f}{'' if state['cost_complete'] else ' (at least: a model has no price)'}"
+              f"; {state['cached_calls']} answer(s) from the call log")
     if outcome.status == "accepted":
-        console.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n"
-                      f"{outcome.message}", highlight=False)
+        out.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n"
+                  f"{escape(outcome.message)}")
         return EXIT_OK
     if outcome.status == "stopped":
-        console.print(f"[yellow]stopped:[/yellow] {outcome.message}; nothing written to generated_kernels/. "
-                      f"Transcript: {run.path}", highlight=False)
+        out.print(f"[yellow]stopped:[/yellow] {escape(outcome.message)}; nothing written to generated_kernels/. "
+                  f"Transcript: {run.path}")
         return EXIT_FAIL
     if outcome.status == "error":
-        console.print(f"[red]error:[/red] {outcome.message}\nrun recorded in {run.path}", highlight=False)
+        err.print(f"[red]error:[/red] {escape(outcome.message)}\nrun recorded in {run.path}")
         return EXIT_PROVIDER
-    console.print(f"[red]not accepted:[/red] {outcome.message}; nothing written to generated_kernels/. "
-                  f"Transcript: {run.path}", highlight=False)
+    out.print(f"[red]not accepted:[/red] {escape(outcome.message)}; nothing written to generated_kernels/. "
+              f"Transcript: {run.path}")
     return EXIT_FAIL
 
 

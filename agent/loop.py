@@ -70,7 +70,8 @@ def beats(verdict: dict, best: Best | None) -> bool:
 
 @dataclass
 class Candidate:
-    """One answer of a round: its index, completion, kernel source and Verdict (None: no code)."""
+    """One answer of a round: its index, completion (None: the call failed), kernel source and
+    Verdict (None: no code, or no answer)."""
     number: int
     completion: object
     source: str | None
@@ -86,10 +87,13 @@ def choose(tried: list[Candidate]) -> Candidate:
         timed = [c for c in correct if geomean_speedup(c.verdict) is not None]
         return max(timed, key=lambda c: geomean_speedup(c.verdict)) if timed else correct[0]
     evaluated = [c for c in tried if c.verdict is not None]
-    return max(evaluated, key=lambda c: c.verdict["summary"]["passed"]) if evaluated else tried[0]
+    answered = [c for c in tried if c.completion is not None]  # never empty: a round with no answer raised
+    return max(evaluated, key=lambda c: c.verdict["summary"]["passed"]) if evaluated else answered[0]
 
 
 def candidate_line(c: Candidate) -> str:
+    if c.completion is None:
+        return f"no answer ({c.record['message'][:160]})"
     if c.verdict is None:
         return "no code block"
     s = c.verdict["summary"]
@@ -240,12 +244,11 @@ class Agent:
         self.save()
         self.report("asking", {"round": n, "rounds": self.rounds, "candidates": self.candidates})
         try:
-            if hasattr(self.provider, "round"):
-                self.provider.round = n  # the call log files the call under its round
             tried = []
-            for k, completion in enumerate(self.ask()):
+            for k, answer in enumerate(self.ask(n)):
                 where = round_dir if self.candidates == 1 else f"{round_dir}/candidate-{k + 1}"
-                tried.append(self.try_candidate(n, k, where, completion))
+                tried.append(self.no_answer(n, k, where, answer) if isinstance(answer, ProviderError)
+                             else self.try_candidate(n, k, where, answer))
             pick = choose(tried)
             record.update(pick.record)
             if self.candidates > 1:
@@ -266,27 +269,31 @@ class Agent:
         finally:
             self.save()
 
-    def ask(self) -> list:
-        """``candidates`` completions of the current messages, asked in parallel. A candidate
-        whose call fails is dropped; the round fails only if every call failed."""
+    def ask(self, n: int) -> list:
+        """One answer per candidate of round ``n``, asked in parallel, in candidate order: a
+        Completion, or the ProviderError of a call that failed for good. The round fails only if
+        every call failed."""
         if self.candidates == 1:
-            return [self.provider.complete(self.messages)]
-        takes_index = getattr(self.provider, "takes_candidate", False)
-
-        def one(k: int):
-            return self.provider.complete(self.messages, candidate=k) if takes_index \
-                else self.provider.complete(self.messages)
+            return [self.provider.complete(self.messages, round=n, candidate=0)]
         with ThreadPoolExecutor(max_workers=self.candidates) as pool:
-            futures = [pool.submit(one, k) for k in range(self.candidates)]
-        results, errors = [], []
+            futures = [pool.submit(self.provider.complete, self.messages, round=n, candidate=k)
+                       for k in range(self.candidates)]
+        answers = []
         for future in futures:
             try:
-                results.append(future.result())
+                answers.append(future.result())
             except ProviderError as exc:
-                errors.append(exc)
-        if not results:
-            raise errors[0]
-        return results
+                answers.append(exc)
+        if all(isinstance(a, ProviderError) for a in answers):
+            raise answers[0]
+        return answers
+
+    def no_answer(self, n: int, k: int, where: str, error: ProviderError) -> "Candidate":
+        """A candidate whose call failed: recorded with its error, its index kept."""
+        self.run.write(f"{where}/error.txt", f"{error}\n")
+        record = {"outcome": "provider_error", "message": str(error)}
+        self.report("candidate", {"round": n, "candidate": k + 1, "record": record})
+        return Candidate(k, None, None, None, record)
 
     def try_candidate(self, n: int, k: int, where: str, completion) -> "Candidate":
         """Store one answer, extract its kernel and evaluate it."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 
 import jinja2
@@ -25,7 +25,15 @@ from harness.torch_allowed import ALLOWED, SEED_DRAW
 from harness.traces import load_calls
 from harness.variants import functional_of, out_arguments, overloads
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+def _prompts_dir() -> Path:
+    """The templates: the package data of ``agent.prompts`` in an installed wheel, else the
+    checkout's ``prompts/`` beside the ``agent`` package (a checkout or an editable install)."""
+    installed = Path(str(resources.files("agent") / "prompts"))
+    return installed if (installed / "base.j2").is_file() else Path(__file__).resolve().parent.parent / "prompts"
+
+
+PROMPTS_DIR = _prompts_dir()
 TRACE_SHAPES_IN_PROMPT = 5
 
 
@@ -40,9 +48,9 @@ def elide(text: str, limit: int) -> str:
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    if not PROMPTS_DIR.is_dir():
-        raise FileNotFoundError(f"prompt templates not found at {PROMPTS_DIR}; install bbagent from its "
-                                "checkout with 'pip install -e .' (the templates live in prompts/)")
+    if not (PROMPTS_DIR / "base.j2").is_file():
+        raise FileNotFoundError(f"prompt templates not found at {PROMPTS_DIR}: this bbagent installation is "
+                                "incomplete; reinstall it (pip install bbagent, or pip install -e . in a checkout)")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(PROMPTS_DIR)),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              autoescape=False)
@@ -53,6 +61,11 @@ def _environment() -> jinja2.Environment:
 @lru_cache(maxsize=1)
 def _family_map() -> dict:
     return json.loads((PROMPTS_DIR / "families.json").read_text())
+
+
+def families() -> set[str]:
+    """The prompt families: one template each under ``prompts/families/``."""
+    return {p.stem for p in (PROMPTS_DIR / "families").glob("*.j2")}
 
 
 def base_name(op: str) -> str:

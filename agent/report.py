@@ -1,11 +1,86 @@
-"""Human-readable console output for verdicts and rounds."""
+"""Human-readable console output for verdicts and rounds; a stdout that survives a closed pipe;
+a spinner for waits."""
 from __future__ import annotations
+
+import os
+import threading
+import time
 
 from rich.console import Console
 from rich.markup import escape
 
-
 TABLE_WIDTH = 160
+MESSAGE_LINES = 30
+
+
+class PipeSafe:
+    """stdout that survives its reader going away (``bbagent ops --json | head``): on a broken
+    pipe the rest of the output goes to /dev/null and the command finishes as it would have."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._to_null()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._to_null()
+
+    def _to_null(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self.stream.fileno())
+        finally:
+            os.close(null)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def pipe_safe(stream):
+    return stream if isinstance(stream, PipeSafe) else PipeSafe(stream)
+
+
+class Waiting:
+    """While the user waits: in a terminal a spinner with the elapsed seconds, elsewhere one plain
+    line. A context manager; ``start``/``stop`` for waits that end in another callback."""
+
+    def __init__(self, console: Console, text: str):
+        self.console, self.text = console, text
+        self._status, self._done = None, threading.Event()
+
+    def start(self) -> "Waiting":
+        if not self.console.is_terminal:
+            self.console.print(f"{self.text}...")
+            return self
+        started = time.monotonic()
+        self._status = self.console.status(f"{self.text}...")
+        self._status.start()
+
+        def tick():
+            while not self._done.wait(1.0):
+                self._status.update(f"{self.text}... {time.monotonic() - started:.0f} s")
+        threading.Thread(target=tick, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._done.set()
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    def __enter__(self) -> "Waiting":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def widen(console: Console) -> None:
@@ -20,8 +95,12 @@ def verdict_line(verdict: dict) -> str:
     text = f"{status} {s['passed']}/{s['total']} tests passed"
     if s["skipped"]:
         text += f", {s['skipped']} skipped"
-    if verdict["message"]:
-        text += f" - {escape(verdict['message'].splitlines()[0][:200])}"
+    lines = verdict["message"].strip().splitlines()
+    if verdict.get("error_kind") and len(lines) > 1:  # the whole message follows (print_verdict)
+        from harness.verdict import ERROR_KINDS
+        text += f" - {verdict['error_kind']}: {ERROR_KINDS.get(verdict['error_kind'], '')}"
+    elif lines:
+        text += f" - {escape(lines[0][:200])}"
     return text
 
 
@@ -29,44 +108,69 @@ def print_verdict(console: Console, verdict: dict) -> None:
     env = verdict["environment"]
     where = env.get("gpu") or ("CPU, Triton interpreter" if env.get("interpreter") else env.get("device"))
     where = f"on {where}" if where else "(not run)"
-    console.print(f"{verdict['op']} {where} (seed {verdict['seed']}): {verdict_line(verdict)}", highlight=False)
+    console.print(f"{verdict['op']} {where} (seed {verdict['seed']}): {verdict_line(verdict)}")
+    message = (verdict.get("message") or "").strip().splitlines()
+    if verdict.get("error_kind") and len(message) > 1:  # the whole cause: a syntax error's caret, a hang site
+        console.print("\n".join(f"    {line}" for line in message[:MESSAGE_LINES]), markup=False)
     variants = verdict.get("variants") or []
     if len(variants) > 1 or any(v["served_by"] == "adapter" for v in variants):
         from agent.loop import served_how
         for v in variants:
             state = "[green]ok[/green]" if v["ok"] else "[red]FAIL[/red]"
             console.print(f"  {state} {v['op']} ({served_how(v)}): {v['passed']} passed, {v['failed']} failed "
-                          f"of {v['planned']}", highlight=False)
+                          f"of {v['planned']}")
     for group in verdict["failure_groups"]:
         example = group["example"]
-        console.print(f"  {group['error_kind']} x{group['count']}, e.g. {example.get('input')}:", highlight=False,
-                      markup=False)
-        console.print("    " + example.get("message", "").replace("\n", "\n    "), highlight=False, markup=False)
+        console.print(f"  {group['error_kind']} x{group['count']}, e.g. {example.get('input')}:", markup=False)
+        console.print("    " + example.get("message", "").replace("\n", "\n    "), markup=False)
     skipped_reasons: dict[str, int] = {}
     for item in verdict["skipped"]:
         skipped_reasons[item["reason"]] = skipped_reasons.get(item["reason"], 0) + 1
     for reason, count in skipped_reasons.items():
-        console.print(f"  skipped {count}: {reason}", highlight=False, markup=False)
+        console.print(f"  skipped {count}: {reason}", markup=False)
 
 
 def round_reporter(console: Console):
+    """The progress of a generate run, one event at a time (``agent.loop.Agent.report``)."""
+    waiting: list[Waiting] = []
+
+    def wait(text: str) -> None:
+        stop_waiting()
+        waiting.append(Waiting(console, text).start())
+
+    def stop_waiting() -> None:
+        while waiting:
+            waiting.pop().stop()
+
     def report(event: str, data: dict) -> None:
         if event == "asking":
             many = f" for {data['candidates']} candidates" if data.get("candidates", 1) > 1 else ""
-            console.print(f"round {data['round']}/{data['rounds']}: asking the model{many}...", highlight=False)
+            wait(f"round {data['round']}/{data['rounds']}: asking the model{many}")
+        elif event == "retry":  # from the provider's retry loop, while waiting
+            console.print(f"  the call failed ({escape(data['error'][:200])}); attempt {data['attempt'] + 1} of "
+                          f"{data['attempts']} in {data['wait_s']:.1f} s")
         elif event == "evaluating":
             which = (f" {data['candidate']} of {data['candidates']}" if data.get("candidates", 1) > 1 else "")
-            console.print(f"round {data['round']}: evaluating the kernel{which}...", highlight=False)
+            wait(f"round {data['round']}: evaluating the kernel{which}")
         elif event == "candidate":
+            stop_waiting()
             record = data["record"]
+            if record["outcome"] == "provider_error":
+                console.print(f"round {data['round']}, candidate {data['candidate']}: [red]no answer[/red] "
+                              f"({escape(record['message'][:200])})")
+                return
+            if record["outcome"] == "no_code":
+                console.print(f"round {data['round']}, candidate {data['candidate']}: [red]no code block[/red]")
+                return
             status = "[green]PASS[/green]" if record["outcome"] == "pass" else "[red]FAIL[/red]"
             s = record["summary"]
             console.print(f"round {data['round']}, candidate {data['candidate']}: {status} "
-                          f"{s['passed']}/{s['total']} tests", highlight=False)
+                          f"{s['passed']}/{s['total']} tests")
         elif event == "best":
             console.print(f"round {data['round']}: faster than round {data['replaces']}; it replaces it in "
-                          "generated_kernels/ (the slower one stays in runs/)", highlight=False)
+                          "generated_kernels/ (the slower one stays in runs/)")
         elif event == "round":
+            stop_waiting()
             record = data["record"]
             usage = record.get("usage", {})
             tokens = f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
@@ -80,26 +184,30 @@ def round_reporter(console: Console):
                 line += f", geomean speedup {record['speedup']:.3g}x over eager"
             if record.get("message"):
                 line += f" - {escape(record['message'].splitlines()[0][:200])}"
-            console.print(line, highlight=False)
+            console.print(line)
+        elif event == "stop":
+            stop_waiting()
     return report
 
 
-def print_ops(console: Console, rows: list[dict]) -> None:
-    from rich.table import Table
-    table = Table(box=None, pad_edge=False)
-    for column in ("op", "family", "opinfo samples", "trace tests", "runs tests of", "dtypes", "values", "why none"):
-        table.add_column(column, overflow="fold")
+def print_ops(console: Console, rows: list[dict], total: int) -> None:
+    """One line per overload, never folded (names stay whole at any width): name, family, OpInfo
+    samples, trace tests, then how it is tested (via its functional overload) or why it is not."""
+    width = max([len(r["op"]) for r in rows] + [2])
+    console.print(f"{'op':<{width}}  {'family':<18} {'opinfo':>6} {'traces':>6}  notes", markup=False)
     for row in rows:
-        table.add_row(row["op"], row["family"], str(row["opinfo_samples"]), str(row["trace_tests"]),
-                      row["tested_via"] or "", ",".join(row["dtypes"]), row["value_mode"] or "-", row["why_none"])
-    console.print(table)
+        note = (f"tests of {row['tested_via']}" if row["tested_via"] else row["why_none"]) or ""
+        console.print(f"{row['op']:<{width}}  {row['family']:<18} {row['opinfo_samples']:>6} "
+                      f"{row['trace_tests']:>6}  {note}", markup=False, overflow="ignore", crop=False)
     tested = sum(1 for r in rows if not r["why_none"])
     from harness.coverage import variant_counts
     counts = variant_counts(rows)
-    console.print(f"{len(rows)} overloads, {tested} with tests; in-place: {counts['inplace']['tested']} of "
+    shown = f"{len(rows)} of {total} overloads" if len(rows) != total else f"{total} overloads"
+    console.print(f"{shown}, {tested} with tests; in-place: {counts['inplace']['tested']} of "
                   f"{counts['inplace']['listed']} tested ({counts['inplace']['via_functional']} also with their "
                   f"functional overload's tests), out=: {counts['out']['tested']} of {counts['out']['listed']} tested "
-                  f"({counts['out']['via_functional']} with their functional overload's tests)", highlight=False)
+                  f"({counts['out']['via_functional']} with their functional overload's tests); --json for dtypes "
+                  "and variants")
 
 
 def print_kernels(console: Console, entries: list[dict]) -> None:
@@ -116,7 +224,7 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
     widen(console)
     console.print(table)
     served = sum(len(e["serves"]) for e in entries)
-    console.print(f"{len(entries)} accepted kernels serving {served} overloads", highlight=False)
+    console.print(f"{len(entries)} accepted kernels serving {served} overloads")
 
 
 def print_calls(console: Console, calls: list[dict]) -> None:
@@ -133,4 +241,4 @@ def print_calls(console: Console, calls: list[dict]) -> None:
     console.print(table)
     total = sum(c["cost_usd"] or 0 for c in calls)
     console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, "
-                  f"${total:.4f} in all", highlight=False)
+                  f"${total:.4f} in all")

@@ -38,6 +38,7 @@ import torch
 
 from harness.inputs import tensors_in
 from harness.ops import packet_name
+from harness.policy import KS_ALPHA, TOLERANCES_BY_NAME
 
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 
@@ -52,35 +53,9 @@ class Exact:
     truth: torch.Tensor
     scale: torch.Tensor | None = None
 
-# dtype -> (atol, rtol). The torch.testing defaults; a dtype missing here is compared exactly.
-TOLERANCES = {
-    torch.float64: (1e-7, 1e-7),
-    torch.float32: (1e-5, 1.3e-6),
-    torch.float16: (1e-5, 1e-3),
-    torch.bfloat16: (1e-5, 1.6e-2),
-}
+# dtype -> (atol, rtol), from harness.policy (a dtype missing here is compared exactly).
+TOLERANCES = {getattr(torch, name): tolerance for name, tolerance in TOLERANCES_BY_NAME.items()}
 MAX_REPORTED = 5
-# Chance that a correct random kernel fails one test's distribution check.
-KS_ALPHA = 1e-6
-
-TOLERANCE_POLICY = (
-    "Outputs must match the aten reference in structure, shape, dtype and device. "
-    "Integer/bool: exact. Floating: |actual-expected| <= atol + rtol*|expected| with "
-    + ", ".join(f"{str(d).removeprefix('torch.')} atol={a:g} rtol={r:g}" for d, (a, r) in TOLERANCES.items())
-    + ". NaN and +/-inf positions must match exactly. A value outside that tolerance of aten's result "
-    "still passes within the tolerance of a float64 run of the op; where aten's own result is outside "
-    "the tolerance of the float64 run, the allowance grows by twice aten's largest error on that tensor; "
-    "for reductions of n terms (sums, matmuls) also by 2 * 2**-24 * sqrt(n) * op(|inputs|), the "
-    "probabilistic float32 rounding bound of any summation order; near the dtype's largest value, inf "
-    "against max is a rounding difference; where aten returns NaN/inf but the float64 value is finite, "
-    "that value rounded to the dtype (+/-inf where it does not fit) is the reference (aten's own value also "
-    "passes). "
-    "Ops with unspecified values (empty*) are compared on shape, dtype, device and strides; random "
-    "ops (tag nondeterministic_seeded) on those, NaN positions, and a two-sample Kolmogorov-Smirnov "
-    f"test against an independent reference draw (level {KS_ALPHA:g}); they must also draw from the "
-    "generator they are given: the same seed gives the same values, another seed or the next call "
-    "other values (where aten's do)."
-)
 
 
 def value_mode(op) -> str:

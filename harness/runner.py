@@ -33,12 +33,14 @@ class ReferenceFault(RuntimeError):
 
 
 def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000) -> str:
-    """The exception with the frames inside the candidate (or the last frame if none)."""
+    """The exception with the frames inside the candidate (or the last frame if none; none for a
+    syntax error, whose text already names the candidate's line), paths shortened to file names."""
     frames = traceback.extract_tb(exc.__traceback__)
-    mine = [f for f in frames if f.filename == candidate_file] or frames[-1:]
+    mine = [f for f in frames if f.filename == candidate_file] or ([] if isinstance(exc, SyntaxError) else frames[-1:])
     lines = [f"  {os.path.basename(f.filename)}, line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
              for f in mine]
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    text = text.replace(candidate_file, os.path.basename(candidate_file))
     body = ("\n".join(lines) + "\n" if lines else "") + text
     return body if len(body) <= limit else body[: limit // 2] + "\n...\n" + body[-limit // 2:]
 

@@ -139,17 +139,22 @@ def run_job(job: Job, emit) -> int:
         spec = importlib.util.spec_from_file_location("bbagent_candidate", candidate_file)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        kernel = getattr(module, "kernel")
-        if not callable(kernel):
-            raise TypeError("'kernel' is not callable")
-        from harness.adapters import serving
-        written_for = resolve_op(job.kernel_for or job.op)
-        served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
     except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its failure
-        kind = "missing_entry_point" if isinstance(exc, AttributeError) and "kernel" in str(exc) \
-            else "exit" if isinstance(exc, SystemExit) else "import_error"
-        emit("fatal", error_kind=kind, message=trimmed_traceback(exc, candidate_file))
+        emit("fatal", error_kind="exit" if isinstance(exc, SystemExit) else "import_error",
+             message=trimmed_traceback(exc, candidate_file))
         return 0
+    kernel = getattr(module, "kernel", None)
+    if not callable(kernel):
+        defined = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+                         and getattr(v, "__module__", None) == module.__name__)
+        what = "defines no top-level 'kernel'" if kernel is None else f"defines 'kernel' as a {type(kernel).__name__}"
+        emit("fatal", error_kind="missing_entry_point",
+             message=f"the kernel file {what}; it must define a function kernel(...) taking the operator's "
+                     f"arguments (it defines: {', '.join(defined) or 'no public function'})")
+        return 0
+    from harness.adapters import serving
+    written_for = resolve_op(job.kernel_for or job.op)
+    served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
 
     passed: set[str] = set()
     failed = False

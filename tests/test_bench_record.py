@@ -67,5 +67,5 @@ def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
 def test_bench_without_a_kernel_names_the_fix(tmp_path, capsys):
     from agent.cli import main
     assert main(["bench", "--op", "aten.relu.default", "--root", str(tmp_path)]) == 2
-    err = capsys.readouterr().out
+    err = capsys.readouterr().err
     assert "bbagent generate --op aten.relu.default" in err and "--kernel" in err

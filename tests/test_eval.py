@@ -46,4 +46,4 @@ def test_identity_kernel_fails_with_mismatch_details(capsys):
 def test_missing_kernel_file_is_a_usage_error(capsys, tmp_path):
     code = main(["eval", "--op", "aten.relu.default", "--kernel", str(tmp_path / "nope.py")])
     assert code == 2
-    assert "kernel file not found" in capsys.readouterr().out
+    assert "nope.py: no such file" in capsys.readouterr().err

@@ -32,7 +32,8 @@ def test_generate_learns_from_feedback_and_stores_the_kernel(provider, tmp_path,
             extra = ["--model", "claude-test"]
         code = main(["generate", "--op", "aten.relu.default", "--rounds", "3", "--provider", provider,
                      "--root", str(tmp_path), "--timeout", "120", *extra])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out + captured.err  # the result on stdout, the rounds' progress on stderr
     assert code == 0, out
     assert len(server.requests) == 2
     first_prompt = server.requests[0]["body"]["messages"][0]["content"]
@@ -81,7 +82,7 @@ def test_provider_error_mid_run_is_recorded(tmp_path, monkeypatch, no_keys, caps
         code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "m",
                      "--base-url", server.url + "/v1", "--root", str(tmp_path)])
     assert code == 3
-    assert "export OPENAI_API_KEY=" in capsys.readouterr().out
+    assert "export OPENAI_API_KEY=" in capsys.readouterr().err
     run_dir, run = read_run(tmp_path)
     assert run["status"] == "error" and "401" in run["message"]
     assert run["rounds"][0]["outcome"] == "provider_error"
@@ -97,7 +98,7 @@ def test_bad_arguments_are_usage_errors(argv, words, tmp_path, capsys):
     args = ["generate", "--op", "aten.relu.default", "--provider", "replay", "--root", str(tmp_path)]
     code = main(args + argv)
     assert code == 2
-    assert words in capsys.readouterr().out
+    assert words in capsys.readouterr().err
     assert not (tmp_path / "runs").exists()
 
 
@@ -105,13 +106,13 @@ def test_missing_key_exits_with_the_fix(tmp_path, no_keys, capsys):
     code = main(["generate", "--op", "aten.relu.default", "--provider", "anthropic", "--model", "m",
                  "--root", str(tmp_path)])
     assert code == 3
-    assert "ANTHROPIC_API_KEY is not set" in capsys.readouterr().out
+    assert "ANTHROPIC_API_KEY is not set" in capsys.readouterr().err
 
 
 def test_ctrl_c_marks_the_run_interrupted(tmp_path, monkeypatch):
     from agent.providers.replay import ReplayProvider
 
-    def interrupt(self, messages):
+    def interrupt(self, messages, **kwargs):
         raise KeyboardInterrupt
     monkeypatch.setattr(ReplayProvider, "complete", interrupt)
     code = main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--root", str(tmp_path)])
@@ -168,7 +169,7 @@ def test_calls_are_logged_with_cost_and_an_identical_run_is_answered_from_the_lo
     # the log is also a replay source: a run id answers in the order of that run's calls
     assert main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--replay", runs[0].name,
                  "--root", str(tmp_path)]) == 0
-    assert "replay" in capsys.readouterr().out
+    assert "replay" in capsys.readouterr().err
     assert main(["logs", "--root", str(tmp_path), "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 6  # the replay read the log and wrote nothing to it
 
@@ -194,7 +195,7 @@ def test_a_budget_needs_a_price(tmp_path, monkeypatch, no_keys, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "my-local-model",
                  "--base-url", "http://127.0.0.1:9/v1", "--root", str(tmp_path), "--max-cost-usd", "1"])
-    assert code == 2 and "agent/prices.json" in capsys.readouterr().out
+    assert code == 2 and "agent/prices.json" in capsys.readouterr().err
 
 
 def test_four_candidates_one_correct_is_found_in_one_round_and_replayed_from_the_log(

@@ -41,7 +41,7 @@ def run_agent(tmp_path, answers: list[str], rounds: int, target: float):
     replay = tmp_path / "answers.json"
     replay.write_text(json.dumps({"model": "scripted", "exchanges": [{"response": a} for a in answers]}))
     events = []
-    agent = Agent(op=OP, provider=ReplayProvider(replay), evaluate=scripted_verdict,
+    agent = Agent(op=OP, provider=ReplayProvider.from_path(replay), evaluate=scripted_verdict,
                   run=RunDir(tmp_path, "run-1"), root=tmp_path, rounds=rounds, target_speedup=target,
                   report=lambda event, data: events.append((event, data)))
     return agent.generate(), events

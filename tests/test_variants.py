@@ -136,7 +136,7 @@ def test_generate_for_an_inplace_overload_asks_for_the_computation_once(tmp_path
     accepted kernel serves the whole family, each overload tested; eval and loading find it."""
     assert main(["generate", "--op", "aten.relu_.default", "--provider", "replay", "--root", str(tmp_path),
                  "--device", "cpu", "--seed", "3"]) == 0
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err
     assert "asking for aten.relu.default once" in printed
     folder = tmp_path / "generated_kernels" / "aten.relu.default"
     meta = json.loads((folder / "meta.json").read_text())
@@ -163,14 +163,14 @@ def test_generate_for_an_inplace_overload_asks_for_the_computation_once(tmp_path
     bench = json.loads(capsys.readouterr().out)
     assert json.loads((Path(bench["run_dir"]) / "verdict.json").read_text())["kernel_for"] == "aten.relu.default"
     assert main(["eval", "--op", "aten.sum.IntList_out", "--root", str(tmp_path), "--device", "cpu"]) == 2
-    assert "no accepted kernel serves aten.sum.IntList_out" in capsys.readouterr().out
+    assert "no accepted kernel serves aten.sum.IntList_out" in capsys.readouterr().err
 
 
 def test_eval_refuses_a_variant_kernel_for_the_whole_family(capsys):
     code = main(["eval", "--op", "aten.relu_.default", "--kernel", str(KERNELS / "relu_inplace.py"), "--family",
                  "--device", "cpu"])
     assert code == 2
-    assert "a kernel written for aten.relu_.default cannot serve aten.relu.default" in capsys.readouterr().out
+    assert "a kernel written for aten.relu_.default cannot serve aten.relu.default" in capsys.readouterr().err
 
 
 def test_registered_kernel_serves_every_overload_of_its_family(tmp_path):

@@ -10,21 +10,13 @@ PROVIDERS = ("openai", "anthropic", "replay")
 
 def make_provider(name: str, *, op: str, model: str | None = None, base_url: str | None = None,
                   replay: str | None = None, max_output_tokens: int = 8192,
-                  temperature: float | None = None, retry: RetryPolicy | None = None, log=None) -> Provider:
+                  temperature: float | None = None, retry: RetryPolicy | None = None, log=None,
+                  root: Path | None = None) -> Provider:
     """Build the provider named on the command line; every misuse raises ProviderError.
-    ``log`` (an ``agent.llm_log.LLMLog``) lets ``replay`` take a run id from the call log."""
+    ``replay`` names a file, a run directory, a run id under ``root/runs`` or a run id in
+    ``log`` (an ``agent.llm_log.LLMLog``)."""
     if name == "replay":
-        from agent.providers.replay import SHIPPED_REPLAYS, ReplayProvider, shipped_replay
-        if replay and not Path(replay).exists() and log is not None and log.calls(run_id=replay):
-            return ReplayProvider.from_log(log, replay)
-        source = Path(replay) if replay else shipped_replay(op)
-        if source is None:
-            shipped = sorted(p.stem for p in SHIPPED_REPLAYS.glob("*.json"))
-            raise ProviderError(f"no shipped replay for {op} (shipped: {', '.join(shipped) or 'none'}); "
-                                "pass --replay FILE_OR_RUN_DIR")
-        if not source.exists():
-            raise ProviderError(f"replay source not found: {source}")
-        return ReplayProvider(source)
+        return _replay_provider(op, replay, log, root)
     if name not in PROVIDERS:
         raise ProviderError(f"unknown provider '{name}'; choose one of {', '.join(PROVIDERS)}")
     if not model:
@@ -36,6 +28,26 @@ def make_provider(name: str, *, op: str, model: str | None = None, base_url: str
         return OpenAIProvider(model, **common)
     from agent.providers.anthropic_provider import AnthropicProvider
     return AnthropicProvider(model, **common)
+
+
+def _replay_provider(op: str, replay: str | None, log, root: Path | None):
+    from agent.providers.replay import SHIPPED_REPLAYS, ReplayProvider, shipped_replay
+    if not replay:
+        source = shipped_replay(op)
+        if source is None:
+            shipped = sorted(p.stem for p in SHIPPED_REPLAYS.glob("*.json"))
+            raise ProviderError(f"no shipped replay for {op} (shipped: {', '.join(shipped) or 'none'}); "
+                                "pass --replay FILE, RUN_DIR or RUN_ID")
+        return ReplayProvider.from_path(source)
+    if Path(replay).exists():
+        return ReplayProvider.from_path(Path(replay))
+    if root is not None and (root / "runs" / replay).is_dir():
+        return ReplayProvider.from_path(root / "runs" / replay)
+    if log is not None and log.calls(run_id=replay):
+        return ReplayProvider.from_log(log, replay)
+    where = f" nor a run under {root / 'runs'}" if root is not None else ""
+    raise ProviderError(f"replay source not found: '{replay}' is no file or directory{where}, and the call log "
+                        "has no run of that id")
 
 
 __all__ = ["Completion", "Provider", "ProviderError", "RetryPolicy", "make_provider", "PROVIDERS"]

@@ -28,10 +28,12 @@ class AnthropicProvider:
         self.max_output_tokens = max_output_tokens
         self.temperature = temperature
         self.retry = retry or RetryPolicy()
+        self.on_retry = None
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL"),
                                           max_retries=0, timeout=timeout_s)
 
-    def complete(self, messages: list[dict]) -> Completion:
+    def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion:
+        """The Messages API has no sampling seed: candidates differ by sampling alone."""
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         turns = [m for m in messages if m["role"] != "system"]
 
@@ -47,7 +49,7 @@ class AnthropicProvider:
                               output_tokens=response.usage.output_tokens or 0,
                               model=response.model or self.model, response_id=response.id)
 
-        return call_with_retries(call, is_transient, self._explain, self.retry)
+        return call_with_retries(call, is_transient, self._explain, self.retry, self.on_retry)
 
     def _explain(self, exc: BaseException) -> str:
         if isinstance(exc, anthropic.APIConnectionError):

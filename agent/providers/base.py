@@ -1,7 +1,12 @@
-"""What every provider shares: the Completion record, errors that name their fix, retries.
+"""What every provider shares: the protocol, the Completion record, errors that name their fix,
+bounded retries with a notice before each wait.
 
-A provider is any object with ``name``, ``model`` and ``complete(messages) -> Completion``,
-where ``messages`` is a list of ``{"role": "user" | "assistant", "content": str}``.
+A provider is any object with ``name``, ``model``, ``on_retry`` and
+``complete(messages, *, round, candidate) -> Completion``, where ``messages`` is a list of
+``{"role": "user" | "assistant", "content": str}``, ``round`` the round (from 1) and ``candidate``
+the index of the answer within the round (from 0). A provider uses them as it can: OpenAI turns
+the candidate into its sampling seed, a replay looks the recorded answer up by them, the call log
+files the call under them.
 """
 from __future__ import annotations
 
@@ -27,8 +32,9 @@ class Completion(BaseModel):
 class Provider(Protocol):
     name: str
     model: str
+    on_retry: Callable[[dict], None] | None  # told before each retry wait: attempt, attempts, wait_s, error
 
-    def complete(self, messages: list[dict]) -> Completion: ...
+    def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion: ...
 
 
 class ProviderError(RuntimeError):
@@ -44,9 +50,17 @@ class RetryPolicy(BaseModel):
 
 
 def call_with_retries(call: Callable[[], Completion], is_transient: Callable[[BaseException], bool],
-                      explain: Callable[[BaseException], str], policy: RetryPolicy) -> Completion:
-    """Run ``call``; retry transient errors up to ``policy.attempts`` times, never others."""
+                      explain: Callable[[BaseException], str], policy: RetryPolicy,
+                      on_retry: Callable[[dict], None] | None = None) -> Completion:
+    """Run ``call``; retry transient errors up to ``policy.attempts`` times, never others.
+    ``on_retry`` hears of each retry before its wait, so that a user is not left in silence."""
     attempts = 0
+
+    def notify(state) -> None:
+        if on_retry is not None:
+            on_retry({"attempt": state.attempt_number, "attempts": policy.attempts,
+                      "wait_s": state.next_action.sleep if state.next_action else 0.0,
+                      "error": explain(state.outcome.exception())})
 
     def counted() -> Completion:
         nonlocal attempts
@@ -60,6 +74,7 @@ def call_with_retries(call: Callable[[], Completion], is_transient: Callable[[Ba
             wait=wait_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s)
             + wait_random(0, policy.initial_wait_s),
             retry=retry_if_exception(is_transient),
+            before_sleep=notify,
             reraise=True,
         )(counted)
     except Exception as exc:

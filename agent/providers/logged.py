@@ -10,8 +10,6 @@ from agent.providers.base import Completion, Provider
 
 
 class LoggedProvider:
-    takes_candidate = True  # complete(messages, candidate=k): the index is part of the request
-
     def __init__(self, inner: Provider, log: LLMLog, *, run_id: str, op: str, params: dict,
                  use_cache: bool = True):
         self.inner, self.log = inner, log
@@ -21,11 +19,18 @@ class LoggedProvider:
         # would not advance it) nor written to the log (replaying must not change what it replays).
         self.replaying = inner.name == "replay"
         self.use_cache = use_cache and not self.replaying
-        self.round = 0
         self._lock = threading.Lock()
 
-    def complete(self, messages: list[dict], candidate: int = 0) -> Completion:
-        params = {**self.params, "candidate": candidate}
+    @property
+    def on_retry(self):
+        return self.inner.on_retry
+
+    @on_retry.setter
+    def on_retry(self, callback) -> None:
+        self.inner.on_retry = callback
+
+    def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion:
+        params = {**self.params, "candidate": candidate}  # the index is part of the request
         digest = request_hash(self.name, self.model, messages, params)
         hit = self.log.answered(digest) if self.use_cache else None
         if hit is not None:
@@ -33,14 +38,12 @@ class LoggedProvider:
                                     output_tokens=hit["output_tokens"], model=hit["model"], cached=True,
                                     cost_usd=0.0)
         else:
-            # OpenAI takes a sampling seed: candidates of one round then differ reproducibly
-            seed = {"seed": candidate} if candidate and self.name == "openai" else {}
-            completion = self.inner.complete(messages, **seed)
+            completion = self.inner.complete(messages, round=round, candidate=candidate)
             completion.cost_usd = cost_usd(self.model, completion.input_tokens, completion.output_tokens)
         if self.replaying:
             return completion
         with self._lock:
-            self.log.record(run_id=self.run_id, op=self.op, round=self.round, candidate=candidate,
+            self.log.record(run_id=self.run_id, op=self.op, round=round, candidate=candidate,
                             provider=self.name, model=self.model, request_hash=digest,
                             params=_json(params), prompt=_json(messages), response=completion.text,
                             input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,

@@ -30,18 +30,21 @@ class OpenAIProvider:
         self.max_output_tokens = max_output_tokens
         self.temperature = temperature
         self.retry = retry or RetryPolicy()
+        self.on_retry = None
         # Local OpenAI-compatible servers usually ignore the key; the SDK still wants one.
         self.client = openai.OpenAI(api_key=key or "unused-local-server", base_url=base_url,
                                     max_retries=0, timeout=timeout_s)
 
-    def complete(self, messages: list[dict], seed: int | None = None) -> Completion:
+    def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion:
+        """``candidate`` k > 0 becomes the sampling seed k, so that the candidates of one round differ
+        reproducibly (the first is asked as a single-candidate run asks)."""
         def call() -> Completion:
             params = {"model": self.model, "messages": messages,
                       "max_completion_tokens": self.max_output_tokens}
             if self.temperature is not None:
                 params["temperature"] = self.temperature
-            if seed is not None:
-                params["seed"] = seed
+            if candidate:
+                params["seed"] = candidate
             response = self.client.chat.completions.create(**params)
             if not response.choices:
                 raise ProviderError("the OpenAI-compatible server returned no choices")
@@ -51,7 +54,7 @@ class OpenAIProvider:
                               output_tokens=getattr(usage, "completion_tokens", 0) or 0,
                               model=response.model or self.model, response_id=response.id)
 
-        return call_with_retries(call, is_transient, self._explain, self.retry)
+        return call_with_retries(call, is_transient, self._explain, self.retry, self.on_retry)
 
     def _explain(self, exc: BaseException) -> str:
         if isinstance(exc, ProviderError):

@@ -1,12 +1,16 @@
-"""Answer from recorded exchanges, in order, without any network.
+"""Answer from recorded exchanges, without any network.
 
-A replay source is either a JSON file ``{"model": ..., "exchanges": [{"response": str,
-"input_tokens": int, "output_tokens": int}, ...]}`` or a past run directory
-(``runs/<run_id>``), whose rounds' ``response.md`` files are answered in order.
+A replay source is a JSON file ``{"model": ..., "exchanges": [{"response": str, "input_tokens":
+int, "output_tokens": int}, ...]}``, a past run directory (``runs/<run_id>``: ``round-N/response.md``,
+or ``round-N/candidate-K/response.md`` for a run with several candidates per round), or a run in
+the call log (``agent.llm_log``). Exchanges that know their round and candidate (run directories,
+the call log, JSON entries with ``round`` and ``candidate``) answer exactly that call: the
+candidates of one round are asked from several threads, in no fixed order. Others answer in order.
 """
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -21,19 +25,40 @@ def shipped_replay(op: str) -> Path | None:
     return path if path.exists() else None
 
 
-def load_exchanges(source: Path) -> tuple[str, list[dict]]:
-    if source.is_dir():
-        rounds = sorted(source.glob("round-*/response.md"), key=lambda p: int(p.parent.name.split("-")[1]))
-        if not rounds:
-            raise ProviderError(f"replay source {source} holds no round-*/response.md files")
-        usage = [json.loads(p.parent.joinpath("usage.json").read_text()) if p.parent.joinpath("usage.json").exists()
-                 else {} for p in rounds]
-        return "replay", [{"response": p.read_text(), **u} for p, u in zip(rounds, usage)]
+def _number(path: Path) -> int:
+    return int(re.search(r"(\d+)$", path.name).group(1))
+
+
+def _from_run_dir(source: Path) -> tuple[str, list[dict]]:
+    """Every answer a run directory holds, with its round and candidate (from 0)."""
+    def exchange(response: Path, round_: int, candidate: int) -> dict:
+        usage_file = response.parent / "usage.json"
+        usage = json.loads(usage_file.read_text()) if usage_file.exists() else {}
+        return {"response": response.read_text(), "input_tokens": usage.get("input_tokens", 0),
+                "output_tokens": usage.get("output_tokens", 0), "round": round_, "candidate": candidate}
+    exchanges = []
+    for round_dir in sorted(source.glob("round-*"), key=_number):
+        if (round_dir / "response.md").exists():
+            exchanges.append(exchange(round_dir / "response.md", _number(round_dir), 0))
+        for candidate_dir in sorted(round_dir.glob("candidate-*"), key=_number):
+            if (candidate_dir / "response.md").exists():
+                exchanges.append(exchange(candidate_dir / "response.md", _number(round_dir), _number(candidate_dir) - 1))
+    if not exchanges:
+        raise ProviderError(f"replay source {source} holds no round-*/response.md or "
+                            "round-*/candidate-*/response.md files: it is not a run directory")
+    try:
+        model = json.loads((source / "run.json").read_text())["config"]["model"]
+    except (OSError, ValueError, KeyError, TypeError):
+        model = "replay"
+    return model, exchanges
+
+
+def _from_file(source: Path) -> tuple[str, list[dict]]:
     try:
         data = json.loads(source.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProviderError(f"cannot read replay file {source}: {exc}") from exc
-    exchanges = data.get("exchanges")
+    exchanges = data.get("exchanges") if isinstance(data, dict) else None
     if not isinstance(exchanges, list) or not all(isinstance(e, dict) and "response" in e for e in exchanges):
         raise ProviderError(f"replay file {source} needs an 'exchanges' list of {{'response': ...}} objects")
     return data.get("model", "replay"), exchanges
@@ -42,29 +67,39 @@ def load_exchanges(source: Path) -> tuple[str, list[dict]]:
 class ReplayProvider:
     name = "replay"
 
-    def __init__(self, source: Path):
-        self.source = source
-        self.model, self.exchanges = load_exchanges(source)
+    def __init__(self, source: str, model: str, exchanges: list[dict]):
+        self.source, self.model = source, model
+        self.keyed = {(e["round"], e["candidate"]): e for e in exchanges if "round" in e and "candidate" in e}
+        self.in_order = [e for e in exchanges if not ("round" in e and "candidate" in e)]
         self.calls = 0
+        self.on_retry = None  # nothing to retry
+
+    @classmethod
+    def from_path(cls, source: Path) -> "ReplayProvider":
+        model, exchanges = _from_run_dir(source) if source.is_dir() else _from_file(source)
+        return cls(str(source), model, exchanges)
 
     @classmethod
     def from_log(cls, log, run_id: str) -> "ReplayProvider":
-        """The answers a past run received, in the order of its calls (``agent.llm_log``)."""
-        replay = cls.__new__(cls)
+        """The answers a past run received, by round and candidate (``agent.llm_log``)."""
         calls = log.calls(run_id=run_id)
-        replay.source, replay.calls = f"run {run_id} in {log.path}", 0
-        replay.model = calls[0]["model"]
-        replay.exchanges = [{"response": c["response"], "input_tokens": c["input_tokens"],
-                             "output_tokens": c["output_tokens"]} for c in calls]
-        return replay
+        exchanges = [{"response": c["response"], "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"],
+                      "round": c["round"], "candidate": c["candidate"]} for c in calls]
+        return cls(f"run {run_id} in {log.path}", calls[0]["model"], exchanges)
 
-    def complete(self, messages: list[dict]) -> Completion:
+    def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion:
         with _LOCK:  # candidates of one round ask from several threads
-            if self.calls >= len(self.exchanges):
-                raise ProviderError(f"replay {self.source} has only {len(self.exchanges)} recorded answers; "
-                                    f"lower --rounds or record a longer run")
-            exchange = self.exchanges[self.calls]
+            if self.keyed:
+                exchange = self.keyed.get((round, candidate))
+                if exchange is None:
+                    raise ProviderError(f"replay {self.source} holds no answer for round {round}, candidate "
+                                        f"{candidate + 1} (the recorded run did not get one, or had fewer rounds "
+                                        "or candidates)")
+            else:
+                if self.calls >= len(self.in_order):
+                    raise ProviderError(f"replay {self.source} has only {len(self.in_order)} recorded answers; "
+                                        f"lower --rounds or record a longer run")
+                exchange = self.in_order[self.calls]
             self.calls += 1
-        return Completion(text=exchange["response"], input_tokens=int(exchange.get("input_tokens", 0)),
-                          output_tokens=int(exchange.get("output_tokens", 0)), model=self.model,
-                          attempts=1)
+        return Completion(text=exchange["response"], input_tokens=int(exchange.get("input_tokens") or 0),
+                          output_tokens=int(exchange.get("output_tokens") or 0), model=self.model, attempts=1)
