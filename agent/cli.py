@@ -19,20 +19,11 @@ import time
 import traceback
 from pathlib import Path
 
+import bbagent as api
+from bbagent import UsageError, version
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
-PROVIDERS = ("openai", "anthropic", "replay")
-
-
-class UsageError(Exception):
-    """A usage error: the message says what to change."""
-
-
-def version() -> str:
-    from importlib import metadata
-    try:
-        return metadata.version("bbagent")
-    except metadata.PackageNotFoundError:
-        return "0+unknown (not installed)"
+PROVIDERS = ("openai", "anthropic", "replay")  # agent.providers.PROVIDERS, without importing the SDKs for --help
 
 
 # --- the parser ----------------------------------------------------------------------------------
@@ -108,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("--run", help="only calls of this run id")
     logs.add_argument("--json", action="store_true", help="print one JSON list (prompts and responses included)")
     _add_root(logs)
+
+    schema = sub.add_parser("schema", help="print the JSON schema of a document bbagent writes",
+                            description="Print the JSON schema of the Verdict (what `bbagent eval --json` prints and "
+                                        "runs/<run>/round-N/verdict.json holds).")
+    schema.add_argument("document", choices=["verdict"])
     return parser
 
 
@@ -188,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     command = {"generate": cmd_generate, "prompt": cmd_prompt, "eval": cmd_eval, "bench": cmd_bench,
-               "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs}[args.command]
+               "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema}[args.command]
     try:
         return command(args, out, err)
     except UsageError as exc:
@@ -211,169 +207,11 @@ def _save_traceback() -> str:
     return path
 
 
-# --- checks shared by commands -------------------------------------------------------------------
+# --- commands: each parses nothing, checks nothing itself, calls the API and prints ----------------
 
-def _resolve(op: str) -> None:
-    from harness.ops import UnknownOpError, resolve_op
-    try:
-        resolve_op(op)
-    except UnknownOpError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _root(args, write: bool) -> Path:
-    """The folder for runs/ and generated_kernels/: --root, else $BBAGENT_ROOT, else the current
-    directory. A command that writes creates it; one that reads only warns where it is missing."""
-    given = args.root or os.environ.get("BBAGENT_ROOT") or "."
-    root = Path(given).expanduser().resolve()
-    source = "--root" if args.root else ("BBAGENT_ROOT" if os.environ.get("BBAGENT_ROOT") else "the current directory")
-    if root.exists() and not root.is_dir():
-        raise UsageError(f"{source} {root} is a file, not a folder: pass --root DIR")
-    if write:
-        try:
-            (root / "runs").mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise UsageError(f"cannot use {source} {root} to keep runs/ and generated_kernels/ "
-                             f"({exc.strerror or exc}): pass --root DIR with a folder you can write") from None
-        if not os.access(root / "runs", os.W_OK):
-            raise UsageError(f"{source} {root} is not writable: pass --root DIR with a folder you can write")
-    return root
-
-
-def _positive(flag: str, value, minimum=None) -> None:
-    if value is None:
-        return
-    if (minimum is None and value <= 0) or (minimum is not None and value < minimum):
-        rule = "positive" if minimum is None else f"at least {minimum}"
-        raise UsageError(f"{flag} must be {rule} (got {value})")
-
-
-def _check_eval_options(args) -> None:
-    """--timeout, --device and OpInfo: what an evaluation needs before it starts."""
-    _positive("--timeout", args.timeout)
-    if args.device == "cuda":
-        import torch
-        if not torch.cuda.is_available():
-            raise UsageError("--device cuda: this machine has no usable CUDA device (torch "
-                             f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use --device cpu "
-                             "to run under the Triton interpreter")
-    problem = None if args.allow_no_opinfo else opinfo_problem()
-    if problem:
-        raise UsageError(f"PyTorch's OpInfo test database cannot be imported ({problem}), so every OpInfo test "
-                         "would be missing. Install it with: pip install expecttest (or pass --allow-no-opinfo "
-                         "to test on traces and edge cases alone)")
-
-
-def opinfo_problem() -> str | None:
-    """Why the OpInfo database (torch.testing._internal) cannot be imported, or None. Checked
-    without importing it (that costs seconds): its module must exist and expecttest, which it
-    imports first, must be importable."""
-    import importlib.util
-    try:
-        if importlib.util.find_spec("torch.testing._internal.common_methods_invocations") is None:
-            return "this torch has no torch.testing._internal"
-        import expecttest  # noqa: F401
-    except ImportError as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-def _check_timing_options(args) -> None:
-    _positive("--max-shapes", args.max_shapes, minimum=1)
-    _positive("--target-ms", args.target_ms)
-
-
-def _check_generate_options(args, asks_a_model: bool = True) -> None:
-    """What generate needs of its options; ``prompt`` takes the same but asks no model."""
-    _positive("--rounds", args.rounds, minimum=1)
-    _positive("--candidates", args.candidates, minimum=1)
-    _positive("--retries", args.retries, minimum=1)
-    _positive("--max-output-tokens", args.max_output_tokens)
-    _positive("--max-cost-usd", args.max_cost_usd)
-    _positive("--max-tokens", args.max_tokens)
-    if args.target_speedup < 0:
-        raise UsageError(f"--target-speedup must be 0 or more (got {args.target_speedup})")
-    if asks_a_model and args.provider in ("openai", "anthropic") and not args.model:
-        example = "gpt-5" if args.provider == "openai" else "claude-sonnet-4-5"
-        raise UsageError(f"--model is required with --provider {args.provider} (for example --model {example})")
-    _check_timing_options(args)
-
-
-def _evaluator(args, root: Path, keep_raw: bool = False, kernel_for: str | None = None,
-               overloads: list[str] | None = None):
-    from harness.evaluate import PROJECT_ROOT, TimingOptions, evaluate
-    from harness.reference_cache import FILE_NAME, ReferenceCache
-    # read-only for the candidate (where the OS gives a mount namespace): the code and the outputs
-    protected = [PROJECT_ROOT, root]
-    timing = None
-    if hasattr(args, "target_ms"):
-        timing = TimingOptions(target_ms=args.target_ms, max_cases=args.max_shapes, reuse=not args.no_cache,
-                               cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw)
-
-    def run(op: str, kernel: Path) -> dict:
-        return evaluate(op, kernel, device=args.device, seed=args.seed, timeout_s=args.timeout,
-                        protected=protected, timing=timing, kernel_for=kernel_for, overloads=overloads)
-    return run
-
-
-# --- eval, bench ---------------------------------------------------------------------------------
-
-def cmd_eval(args, out, err) -> int:
-    from harness.adapters import AdapterError
-    from harness.evaluate import KernelFileError
-    _resolve(args.op)
-    _check_eval_options(args)
-    root = _root(args, write=False)
-    kernel, kernel_for = _kernel_to_evaluate(args, root)
-    overloads = _family_of(args.op)["serves"] if args.family else [args.op]
-    op = kernel_for if kernel_for in overloads else args.op  # the kernel's own overload is tested (and timed) first
-    try:
-        with _waiting(err, f"evaluating {kernel} on {op}"):
-            verdict = _evaluator(args, root, kernel_for=kernel_for, overloads=overloads)(op, kernel)
-    except (KernelFileError, AdapterError) as exc:
-        raise UsageError(str(exc)) from None
-    if args.json:
-        print(json.dumps(verdict, indent=2, default=str))
-    else:
-        from agent.report import print_verdict
-        print_verdict(out, verdict)
-    return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
-
-
-def cmd_bench(args, out, err) -> int:
-    from agent.bench import print_bench, summary_line, write_bench
-    from agent.report import print_verdict
-    from agent.storage import RunDir, new_run_id
-    from harness.adapters import AdapterError
-    from harness.evaluate import KernelFileError
-    _resolve(args.op)
-    _check_eval_options(args)
-    _check_timing_options(args)
-    root = _root(args, write=True)
-    kernel, kernel_for = _kernel_to_evaluate(args, root)
-    run = RunDir(root, "bench-" + new_run_id(args.op))
-    err.print(f"bbagent bench {args.op}: {kernel}; testing, then timing up to {args.max_shapes} trace "
-              f"shapes; run directory {run.path}")
-    try:
-        with _waiting(err, "evaluating and timing"):
-            verdict = _evaluator(args, root, keep_raw=True, kernel_for=kernel_for)(args.op, kernel)
-    except (KernelFileError, AdapterError) as exc:
-        raise UsageError(str(exc)) from None
-    run.write_json("verdict.json", verdict)
-    bench_file, records = write_bench(run.path, verdict)
-    shown = err if args.json else out
-    print_verdict(shown, verdict)
-    print_bench(shown, verdict)
-    shown.print(f"{len(records)} records in {bench_file}")
-    if args.json:
-        performance = verdict.get("performance") or {}
-        print(json.dumps({"op": args.op, "verdict": verdict["verdict"], "run_dir": str(run.path),
-                          "bench_file": str(bench_file), "records": len(records),
-                          "performance": performance.get("summary"),
-                          "not_timed": None if performance.get("measured") else performance.get("reason"),
-                          "summary_line": summary_line(performance) if performance.get("measured") else None},
-                         indent=2, default=str))
-    return EXIT_OK if verdict["verdict"] == "pass" else EXIT_FAIL
+def _evaluation_options(args) -> dict:
+    return {"device": args.device, "seed": args.seed, "timeout_s": args.timeout,
+            "allow_no_opinfo": args.allow_no_opinfo}
 
 
 def _waiting(err, text: str):
@@ -381,71 +219,66 @@ def _waiting(err, text: str):
     return Waiting(err, text)
 
 
-def _family_of(op: str) -> dict:
-    from harness.ops import resolve_op
-    from harness.variants import variant_family
-    return variant_family(resolve_op(op))
-
-
-def _written_for_beside(kernel: Path) -> str | None:
-    """``written_for`` from the meta.json of an accepted kernel's folder, if the file sits in one."""
-    try:
-        meta = json.loads((kernel.parent / "meta.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return meta.get("written_for") if isinstance(meta, dict) else None
-
-
-def _kernel_to_evaluate(args, root: Path) -> tuple[Path, str]:
-    """The kernel file and the overload it is written for: --kernel (written for --kernel-for, for
-    the written_for of the meta.json beside it, else for --op), or the accepted kernel serving --op."""
-    from agent.served import kernel_serving
-    if args.kernel:
-        kernel = Path(args.kernel)
-        if not kernel.is_file():
-            raise UsageError(f"--kernel {kernel}: no such file" if not kernel.exists()
-                             else f"--kernel {kernel} is not a file")
-        kernel_for = args.kernel_for or _written_for_beside(kernel) or args.op
+def cmd_eval(args, out, err) -> int:
+    with _waiting(err, f"evaluating {args.kernel or 'the accepted kernel'} on {args.op}"):
+        verdict = api.evaluate(args.op, args.kernel, kernel_for=args.kernel_for, family=args.family, root=args.root,
+                               **_evaluation_options(args))
+    if args.json:
+        print(verdict.model_dump_json(indent=2))
     else:
-        entry = kernel_serving(root, args.op)
-        if entry is None:
-            raise UsageError(f"no accepted kernel serves {args.op} under {root / 'generated_kernels'}: run "
-                             f"'bbagent generate --op {args.op}' first or pass --kernel FILE")
-        kernel, kernel_for = Path(entry["kernel"]), args.kernel_for or entry["written_for"]
-    _resolve(kernel_for)
-    return kernel, kernel_for
+        from agent.report import print_verdict
+        print_verdict(out, verdict)
+    return EXIT_OK if verdict.passed else EXIT_FAIL
 
 
-# --- listings ------------------------------------------------------------------------------------
+def cmd_bench(args, out, err) -> int:
+    from agent.bench import print_bench, summary_line
+    from agent.report import print_verdict
+
+    def started(run_dir: Path) -> None:
+        err.print(f"bbagent bench {args.op}: testing, then timing up to {args.max_shapes} trace shapes; run "
+                  f"directory {run_dir}")
+    with _waiting(err, "evaluating and timing"):
+        result = api.bench(args.op, args.kernel, kernel_for=args.kernel_for, root=args.root, max_shapes=args.max_shapes,
+                           target_ms=args.target_ms, no_cache=args.no_cache, on_start=started,
+                           **_evaluation_options(args))
+    verdict, performance = result.verdict, result.verdict.performance
+    shown = err if args.json else out
+    print_verdict(shown, verdict)
+    print_bench(shown, verdict)
+    shown.print(f"{len(result.records)} records in {result.bench_file}")
+    if args.json:
+        measured = performance is not None and performance.measured
+        print(json.dumps({"op": args.op, "verdict": verdict.verdict, "run_dir": str(result.run_dir),
+                          "bench_file": str(result.bench_file), "records": len(result.records),
+                          "performance": performance.summary.model_dump() if measured else None,
+                          "not_timed": None if measured else (performance.reason if performance else None),
+                          "summary_line": summary_line(performance) if measured else None}, indent=2))
+    return EXIT_OK if verdict.passed else EXIT_FAIL
+
 
 def cmd_ops(args, out, err) -> int:
-    from agent.prompting import family_of, families
-    from harness.coverage import list_ops
-    rows = list_ops(args.suite)
-    for row in rows:
-        row["family"] = family_of(row["op"])
+    from agent.prompting import families
     if args.family and args.family not in families():
         err.print(f"[yellow]warning:[/yellow] no prompt family '{args.family}'; the families are: "
                   f"{', '.join(sorted(families()))}")
-    shown = [row for row in rows if (not args.pattern or args.pattern in row["op"])
-             and (not args.family or row["family"] == args.family)]
+    shown = api.ops(args.suite, pattern=args.pattern, family=args.family)
     if args.pattern and not shown:
         err.print(f"[yellow]warning:[/yellow] no overload name contains '{args.pattern}'")
     if args.json:
         print(json.dumps(shown, indent=1))
         return EXIT_OK
     from agent.report import print_ops
-    print_ops(out, shown, total=len(rows))
+    print_ops(out, shown, total=len(api.ops(args.suite)) if args.pattern or args.family else len(shown))
     return EXIT_OK
 
 
 def cmd_kernels(args, out, err) -> int:
-    from agent.served import accepted
-    root = _root(args, write=False)
+    root = api.resolve_root(args.root)
     if not (root / "generated_kernels").is_dir():
         err.print(f"[yellow]warning:[/yellow] no generated_kernels/ under {root}: no kernel was accepted there "
                   "(pass --root DIR or set BBAGENT_ROOT to read another folder)")
-    entries = accepted(root)
+    entries = api.kernels(root)
     if args.json:
         print(json.dumps(entries, indent=1, default=str))
         return EXIT_OK
@@ -455,20 +288,19 @@ def cmd_kernels(args, out, err) -> int:
 
 
 def cmd_logs(args, out, err) -> int:
-    from agent.llm_log import FILE_NAME
-    root = _root(args, write=False)
+    from agent.llm_log import FILE_NAME, LLMLog
+    root = api.resolve_root(args.root)
     if args.op:
-        from harness.ops import UnknownOpError, resolve_op
         try:
-            resolve_op(args.op)
-        except UnknownOpError as exc:
+            api.check_op(args.op)
+        except UsageError as exc:
             err.print(f"[yellow]warning:[/yellow] {exc}")
+    calls = []
     if not (root / "runs" / FILE_NAME).exists():
         err.print(f"[yellow]warning:[/yellow] no call log at {root / 'runs' / FILE_NAME}: no LLM call was made "
                   "there (pass --root DIR or set BBAGENT_ROOT to read another folder)")
-        calls = []
     else:
-        calls = _call_log(root).calls(op=args.op, run_id=args.run)
+        calls = LLMLog(root / "runs" / FILE_NAME).calls(op=args.op, run_id=args.run)
         if not calls and (args.op or args.run):
             err.print("[yellow]warning:[/yellow] no recorded call matches "
                       + " and ".join(f"{flag} {value}" for flag, value in (("--op", args.op), ("--run", args.run))
@@ -481,40 +313,20 @@ def cmd_logs(args, out, err) -> int:
     return EXIT_OK
 
 
-def _call_log(root: Path):
-    from agent.llm_log import FILE_NAME, LLMLog
-    return LLMLog(root / "runs" / FILE_NAME)
-
-
-# --- prompt, generate ----------------------------------------------------------------------------
-
-def _what_to_ask_for(op: str, exact: bool) -> tuple[str, list[str]]:
-    """The overload to ask the model for and every overload its kernel is tested and served as:
-    the family's functional overload and the whole family, unless ``exact`` (or the overload has
-    no functional sibling)."""
-    family = _family_of(op)
-    if exact or family["functional"] is None:
-        return op, [op]
-    return family["functional"], family["serves"]
+def cmd_schema(args, out, err) -> int:
+    print(json.dumps(api.verdict_schema(), indent=2))
+    return EXIT_OK
 
 
 def cmd_prompt(args, out, err) -> int:
-    from agent.loop import geomean_speedup
-    from agent.prompting import family_of, render_feedback, render_performance_feedback, render_prompt, template_name
-    _resolve(args.op)
-    _check_generate_options(args, asks_a_model=False)
-    computation, serves = _what_to_ask_for(args.op, args.exact_overload)
+    from agent.prompting import family_of, render_feedback, render_performance_feedback, template_name
+    computation, serves = api.what_to_ask_for(args.op, args.exact_overload)
     if args.round_feedback is None:
-        text = render_prompt(computation, also_serves=serves[1:], device=args.device)
-        template = template_name(computation)
+        text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device), \
+            template_name(computation)
     else:
-        try:
-            verdict = json.loads(args.round_feedback.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UsageError(f"cannot read the Verdict {args.round_feedback}: {exc}") from None
-        if not isinstance(verdict, dict) or "verdict" not in verdict or "summary" not in verdict:
-            raise UsageError(f"{args.round_feedback} is not a Verdict (no 'verdict' and 'summary' fields)")
-        if verdict["verdict"] == "pass" and geomean_speedup(verdict) is not None:
+        verdict = _read_verdict(args.round_feedback)
+        if verdict.passed and verdict.geomean_speedup() is not None:
             text, template = render_performance_feedback(verdict, target=args.target_speedup), "performance.j2"
         else:
             text, template = render_feedback(verdict), "feedback.j2"
@@ -529,73 +341,59 @@ def cmd_prompt(args, out, err) -> int:
     return EXIT_OK
 
 
+def _read_verdict(path: Path):
+    from pydantic import ValidationError
+
+    from harness.verdict import Verdict
+    try:
+        return Verdict.model_validate_json(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the Verdict {path}: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the document"
+        raise UsageError(f"{path} is not a Verdict ({exc.error_count()} problem(s); first: {where}: {first['msg']}); "
+                         "pass a verdict.json from a run or `bbagent eval --json` output") from None
+
+
 def cmd_generate(args, out, err) -> int:
     from rich.markup import escape
 
-    from agent.loop import Agent
-    from agent.providers import ProviderError, RetryPolicy, make_provider
+    from agent.providers import ProviderError
     from agent.report import round_reporter
-    from agent.storage import RunDir, new_run_id
-    _check_generate_options(args)
-    _resolve(args.op)
-    _check_eval_options(args)
-    root = _root(args, write=True)
-    computation, serves = _what_to_ask_for(args.op, args.exact_overload)
-    log = _call_log(root)
     report = round_reporter(err)
     try:
-        provider = make_provider(args.provider, op=computation, model=args.model, base_url=args.base_url,
-                                 replay=args.replay, max_output_tokens=args.max_output_tokens,
-                                 temperature=args.temperature, retry=RetryPolicy(attempts=args.retries),
-                                 log=log, root=root)
-    except ProviderError as exc:
+        outcome = api.generate(
+            args.op, provider=args.provider, model=args.model, rounds=args.rounds, candidates=args.candidates,
+            root=args.root, base_url=args.base_url, replay=args.replay, max_output_tokens=args.max_output_tokens,
+            temperature=args.temperature, retries=args.retries, max_cost_usd=args.max_cost_usd,
+            max_tokens=args.max_tokens, target_speedup=args.target_speedup, exact_overload=args.exact_overload,
+            max_shapes=args.max_shapes, target_ms=args.target_ms, no_cache=args.no_cache, report=report,
+            **_evaluation_options(args))
+    except ProviderError as exc:  # before any round: the provider could not be set up
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_PROVIDER
-    provider.on_retry = lambda info: report("retry", info)
-    from agent.llm_log import price_of
-    if args.max_cost_usd is not None and price_of(provider.model) is None:
-        raise UsageError(f"--max-cost-usd needs a price for model '{provider.model}': add it to "
-                         "agent/prices.json (USD per million input and output tokens) or drop --max-cost-usd")
-    run = RunDir(root, new_run_id(computation))
-    from agent.providers.logged import LoggedProvider
-    provider = LoggedProvider(provider, log, run_id=run.path.name, op=computation, use_cache=not args.no_cache,
-                              params={"max_output_tokens": args.max_output_tokens, "temperature": args.temperature})
-    if computation != args.op:
-        err.print(f"{args.op} is a calling convention of {computation}: asking for {computation} once "
-                  "(--exact-overload asks for the overload itself)")
-    err.print(f"bbagent generate {computation}: provider {provider.name}, model {provider.model}, "
-              f"up to {args.rounds} round(s) of {args.candidates} candidate(s); run directory {run.path}")
-    if len(serves) > 1:
-        err.print(f"the kernel is tested and served as {', '.join(serves)}")
-    agent = Agent(op=computation, serves=serves, device=args.device, provider=provider,
-                  evaluate=_evaluator(args, root, overloads=serves), run=run, root=root,
-                  rounds=args.rounds, target_speedup=args.target_speedup, report=report,
-                  max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, candidates=args.candidates,
-                  config={"device": args.device, "timeout_s": args.timeout, "seed": args.seed,
-                          "max_shapes": args.max_shapes, "target_ms": args.target_ms, "no_cache": args.no_cache})
-    try:
-        outcome = agent.generate()
     except KeyboardInterrupt:
         report("stop", {})
-        err.print(f"[yellow]interrupted[/yellow]; the run is recorded as interrupted in {run.path}")
+        err.print("[yellow]interrupted[/yellow]; the run is recorded as interrupted in its run directory (above)")
         return EXIT_INTERRUPTED
-    state = agent.state
+    state = outcome.state
     err.print(f"spent: {state['tokens']['input']} input + {state['tokens']['output']} output tokens, "
               f"${state['cost_usd']:.4f}{'' if state['cost_complete'] else ' (at least: a model has no price)'}"
               f"; {state['cached_calls']} answer(s) from the call log")
+    message = escape(outcome.message)
     if outcome.status == "accepted":
-        out.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n"
-                  f"{escape(outcome.message)}")
+        out.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n{message}")
         return EXIT_OK
     if outcome.status == "stopped":
-        out.print(f"[yellow]stopped:[/yellow] {escape(outcome.message)}; nothing written to generated_kernels/. "
-                  f"Transcript: {run.path}")
+        out.print(f"[yellow]stopped:[/yellow] {message}; nothing written to generated_kernels/. "
+                  f"Transcript: {outcome.run_dir}")
         return EXIT_FAIL
     if outcome.status == "error":
-        err.print(f"[red]error:[/red] {escape(outcome.message)}\nrun recorded in {run.path}")
+        err.print(f"[red]error:[/red] {message}\nrun recorded in {outcome.run_dir}")
         return EXIT_PROVIDER
-    out.print(f"[red]not accepted:[/red] {escape(outcome.message)}; nothing written to generated_kernels/. "
-              f"Transcript: {run.path}")
+    out.print(f"[red]not accepted:[/red] {message}; nothing written to generated_kernels/. "
+              f"Transcript: {outcome.run_dir}")
     return EXIT_FAIL
 
 

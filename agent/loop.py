@@ -25,8 +25,9 @@ from agent.extract import extract_code
 from agent.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.providers import Provider, ProviderError
 from agent.storage import RunDir, accept_kernel, write_json
+from harness.verdict import Verdict
 
-Evaluator = Callable[[str, Path], dict]
+Evaluator = Callable[[str, Path], Verdict]
 HISTORY_ROUNDS = 3          # earlier rounds summarised in each feedback message
 FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyond this
 BEST_KERNEL_CHARS = 8000
@@ -43,6 +44,7 @@ class Outcome:
     rounds_used: int = 0
     accepted_dir: Path | None = None
     message: str = ""
+    state: dict = field(default_factory=dict)  # run.json as last written: tokens, cost, rounds, ...
 
 
 @dataclass
@@ -50,21 +52,16 @@ class Best:
     """The best correct kernel so far: its round, source, Verdict and geomean speedup (None untimed)."""
     round: int
     source: str
-    verdict: dict
+    verdict: Verdict
     speedup: float | None
 
 
-def geomean_speedup(verdict: dict) -> float | None:
-    performance = verdict.get("performance") or {}
-    return (performance.get("summary") or {}).get("geomean_speedup") if performance.get("measured") else None
-
-
-def beats(verdict: dict, best: Best | None) -> bool:
+def beats(verdict: Verdict, best: Best | None) -> bool:
     """Whether a correct kernel replaces ``best``: the first one always does, a later one when it
     was timed and is faster."""
     if best is None:
         return True
-    speedup = geomean_speedup(verdict)
+    speedup = verdict.geomean_speedup()
     return speedup is not None and (best.speedup is None or speedup > best.speedup)
 
 
@@ -75,20 +72,20 @@ class Candidate:
     number: int
     completion: object
     source: str | None
-    verdict: dict | None
+    verdict: Verdict | None
     record: dict
 
 
 def choose(tried: list[Candidate]) -> Candidate:
     """The round's result: the fastest correct candidate (the first, if none was timed), else
     the one that passed most tests, else the first."""
-    correct = [c for c in tried if c.verdict is not None and c.verdict["verdict"] == "pass"]
+    correct = [c for c in tried if c.verdict is not None and c.verdict.passed]
     if correct:
-        timed = [c for c in correct if geomean_speedup(c.verdict) is not None]
-        return max(timed, key=lambda c: geomean_speedup(c.verdict)) if timed else correct[0]
+        timed = [c for c in correct if c.verdict.geomean_speedup() is not None]
+        return max(timed, key=lambda c: c.verdict.geomean_speedup()) if timed else correct[0]
     evaluated = [c for c in tried if c.verdict is not None]
     answered = [c for c in tried if c.completion is not None]  # never empty: a round with no answer raised
-    return max(evaluated, key=lambda c: c.verdict["summary"]["passed"]) if evaluated else answered[0]
+    return max(evaluated, key=lambda c: c.verdict.summary.passed) if evaluated else answered[0]
 
 
 def candidate_line(c: Candidate) -> str:
@@ -96,19 +93,19 @@ def candidate_line(c: Candidate) -> str:
         return f"no answer ({c.record['message'][:160]})"
     if c.verdict is None:
         return "no code block"
-    s = c.verdict["summary"]
-    line = f"{c.verdict['verdict'].upper()} {s['passed']}/{s['total']} tests"
-    if c.verdict["verdict"] == "pass":
-        speedup = geomean_speedup(c.verdict)
+    s = c.verdict.summary
+    line = f"{c.verdict.verdict.upper()} {s.passed}/{s.total} tests"
+    if c.verdict.passed:
+        speedup = c.verdict.geomean_speedup()
         return line + (f", geomean {speedup:.3g}x eager" if speedup is not None else "")
-    detail = (c.verdict.get("message") or c.verdict.get("error_kind") or "").splitlines()
+    detail = (c.verdict.message or c.verdict.error_kind or "").splitlines()
     return line + (f" ({detail[0][:160]})" if detail else "")
 
 
 def round_summary(n: int, tried: list[Candidate], pick: Candidate) -> str:
     if len(tried) == 1:
         return f"round {n}: {candidate_line(pick)}"
-    correct = sum(1 for c in tried if c.verdict is not None and c.verdict["verdict"] == "pass")
+    correct = sum(1 for c in tried if c.verdict is not None and c.verdict.passed)
     return f"round {n}: {correct} of {len(tried)} candidates correct; picked candidate {pick.number + 1}: {candidate_line(pick)}"
 
 
@@ -161,7 +158,7 @@ class Agent:
                     break
                 outcome.rounds_used = n
                 verdict, kernel_source = self.step(n)
-                if verdict is not None and verdict["verdict"] == "pass":
+                if verdict is not None and verdict.passed:
                     self.consider(kernel_source, verdict, n)
                     outcome.status, outcome.accepted_dir = "accepted", self.root / "generated_kernels" / self.op
                     stop = self.stop_reason()
@@ -189,6 +186,7 @@ class Agent:
                               best_round=self.best.round if self.best else None,
                               best_speedup=self.best.speedup if self.best else None)
             self.save()
+            outcome.state = self.state
         return outcome
 
     def over_budget(self) -> str | None:
@@ -210,10 +208,10 @@ class Agent:
             self.state["cost_usd"] += completion.cost_usd
         self.state["cached_calls"] += int(completion.cached)
 
-    def consider(self, kernel_source: str, verdict: dict, n: int) -> None:
+    def consider(self, kernel_source: str, verdict: Verdict, n: int) -> None:
         """Install a correct kernel if it is the first, or faster than the best so far."""
         if beats(verdict, self.best):
-            speedup = geomean_speedup(verdict)
+            speedup = verdict.geomean_speedup()
             if self.best is not None:
                 self.report("best", {"round": n, "speedup": speedup, "replaces": self.best.round})
             self.best = Best(n, kernel_source, verdict, speedup)
@@ -222,7 +220,8 @@ class Agent:
     def stop_reason(self) -> str | None:
         best = self.best
         if best.speedup is None:
-            reason = (best.verdict.get("performance") or {}).get("reason", "it was not timed")
+            performance = best.verdict.performance
+            reason = (performance.reason if performance is not None else None) or "it was not timed"
             return f"{self.summary_of_best()}; no optimisation rounds: {reason}"
         if best.speedup >= self.target_speedup:
             return f"{self.summary_of_best()}; reached the target speedup {self.target_speedup:g}x"
@@ -232,7 +231,7 @@ class Agent:
         speed = f", geomean speedup {self.best.speedup:.3g}x over eager" if self.best.speedup is not None else ""
         return f"accepted the kernel of round {self.best.round}{speed}"
 
-    def step(self, n: int) -> tuple[dict | None, str | None]:
+    def step(self, n: int) -> tuple[Verdict | None, str | None]:
         """One round: ask for ``candidates`` answers (in parallel), evaluate every kernel, pick the
         round's result (the fastest correct one, else the first correct, else the one passing most
         tests) and build the next prompt from it."""
@@ -310,12 +309,12 @@ class Agent:
         self.save()
         self.report("evaluating", {"round": n, "candidate": k + 1, "candidates": self.candidates})
         verdict = self.evaluate(self.op, kernel_path)
-        self.run.write_json(f"{where}/verdict.json", verdict)
-        self.state["environment"] = verdict.get("environment")
-        record.update(outcome=verdict["verdict"], summary=verdict["summary"], error_kind=verdict["error_kind"],
-                      message=verdict["message"])
-        if verdict["verdict"] == "pass":
-            record["speedup"] = geomean_speedup(verdict)
+        self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
+        self.state["environment"] = verdict.environment.model_dump()
+        record.update(outcome=verdict.verdict, summary=verdict.summary.model_dump(), error_kind=verdict.error_kind,
+                      message=verdict.message)
+        if verdict.passed:
+            record["speedup"] = verdict.geomean_speedup()
         if self.candidates > 1:
             self.report("candidate", {"round": n, "candidate": k + 1, "record": record})
         return Candidate(k, completion, source, verdict, record)
@@ -333,59 +332,60 @@ class Agent:
                 + f"\nThe feedback below is about candidate {pick.number + 1}.")
         parts.append(feedback.strip())
         best = self.best  # of the earlier rounds: shown when this round's pick does not replace it
-        if best is not None and not (pick.verdict is not None and pick.verdict["verdict"] == "pass"
-                                     and beats(pick.verdict, best)):
+        if best is not None and not (pick.verdict is not None and pick.verdict.passed and beats(pick.verdict, best)):
             parts.append(f"Your best correct kernel so far (round {best.round}):\n```python\n"
                          f"{elide(best.source, BEST_KERNEL_CHARS)}```")
         return elide("\n\n".join(parts), FEEDBACK_CHARS) + "\n"
 
-    def feedback(self, verdict: dict, n: int) -> str:
+    def feedback(self, verdict: Verdict, n: int) -> str:
         """What the model reads next: its failures, or, for a correct and timed kernel, its speed.
         ``self.best`` is still the best kernel of the rounds before this one."""
-        if verdict["verdict"] == "pass" and geomean_speedup(verdict) is not None:
+        if verdict.passed and verdict.geomean_speedup() is not None:
             return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup)
         return render_feedback(verdict, best=self.best)
 
-    def accept(self, kernel_source: str, verdict: dict, n: int) -> Path:
-        env = verdict.get("environment", {})
+    def accept(self, kernel_source: str, verdict: Verdict, n: int) -> Path:
+        env = verdict.environment
         meta = {
             "op": self.op, "written_for": self.op, "serves": served_overloads(verdict, self.op),
-            "not_served": [v["op"] for v in verdict.get("variants") or [] if not v["ok"]],
-            "variants": verdict.get("variants"), "provider": self.provider.name, "model": self.provider.model,
-            "run_id": self.run.path.name, "round": n, "rounds_used": n,
+            "not_served": [v.op for v in verdict.variants if not v.ok],
+            "variants": [v.model_dump() for v in verdict.variants], "provider": self.provider.name,
+            "model": self.provider.model, "run_id": self.run.path.name, "round": n, "rounds_used": n,
             "tokens": dict(self.state["tokens"]), "cost_usd": round(self.state["cost_usd"], 6),
-            "cost_complete": self.state["cost_complete"], "tests": verdict["summary"],
-            "kernel_sha256": verdict["kernel"]["sha256"], "seed": verdict["seed"],
-            "versions": {k: env.get(k) for k in ("torch", "triton", "python", "cuda")},
-            "device": env.get("device"), "gpu": env.get("gpu"), "interpreter": env.get("interpreter"),
+            "cost_complete": self.state["cost_complete"], "tests": verdict.summary.model_dump(),
+            "kernel_sha256": verdict.kernel.sha256, "seed": verdict.seed,
+            "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},
+            "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter,
             "accepted_at": _now(), "performance": performance_record(verdict),
             "target_speedup": self.target_speedup,
             "round_speedups": {r["round"]: r.get("speedup") for r in self.state["rounds"] if r.get("outcome") == "pass"},
         }
-        readme = _kernel_readme(meta, verdict)
+        readme = _kernel_readme(meta)
         return accept_kernel(self.root, self.op, kernel_source, meta, readme)
 
 
-def served_overloads(verdict: dict, op: str) -> list[str]:
+def served_overloads(verdict: Verdict, op: str) -> list[str]:
     """The overloads a passing kernel serves: those whose own tests ran and all passed (an
     overload of the family without any test of its own is not served)."""
-    return [v["op"] for v in verdict.get("variants") or [] if v["ok"]] or [op]
+    return [v.op for v in verdict.variants if v.ok] or [op]
 
 
-def performance_record(verdict: dict) -> dict:
+def performance_record(verdict: Verdict) -> dict:
     """The speed part of meta.json: the metrics and every timed shape's numbers."""
-    performance = verdict.get("performance") or {"measured": False, "reason": "timing was not asked for"}
-    if not performance.get("measured"):
-        return {"measured": False, "reason": performance.get("reason")}
-    shapes = [{"input": t["input"], "mode": t["mode"], "aten_ms": t["aten"]["median_ms"],
-               "kernel_ms": t["candidate"]["median_ms"], "speedup": t["speedup"], "bytes": t["bytes"],
-               "kernel_gbs": t["candidate_gbs"], "overhead_dominated": t["overhead_dominated"]}
-              for t in performance["tests"]]
-    return {"measured": True, "gpu": performance["gpu"], "device": performance["device"],
-            "summary": performance["summary"], "shapes": shapes}
+    performance = verdict.performance
+    if performance is None:
+        return {"measured": False, "reason": "timing was not asked for"}
+    if not performance.measured:
+        return {"measured": False, "reason": performance.reason}
+    shapes = [{"input": t.input, "mode": t.mode, "aten_ms": t.aten.median_ms, "kernel_ms": t.candidate.median_ms,
+               "speedup": t.speedup, "bytes": t.bytes, "kernel_gbs": t.candidate_gbs,
+               "overhead_dominated": t.overhead_dominated}
+              for t in performance.tests]
+    return {"measured": True, "gpu": performance.gpu, "device": performance.device.model_dump(),
+            "summary": performance.summary.model_dump(), "shapes": shapes}
 
 
-def _kernel_readme(meta: dict, verdict: dict) -> str:
+def _kernel_readme(meta: dict) -> str:
     s = meta["tests"]
     where = meta["gpu"] or ("CPU, Triton interpreter" if meta["interpreter"] else meta["device"])
     skipped = f" ({s['skipped']} skipped: see the run's verdict.json for why)" if s["skipped"] else ""

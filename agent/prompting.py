@@ -24,6 +24,7 @@ from harness.suite import FLOAT_DTYPES, SAMPLE_DTYPES
 from harness.torch_allowed import ALLOWED, SEED_DRAW
 from harness.traces import load_calls
 from harness.variants import functional_of, out_arguments, overloads
+from harness.verdict import Verdict
 
 
 def _prompts_dir() -> Path:
@@ -197,16 +198,17 @@ def render_prompt(op_name: str, also_serves: list[str] | tuple = (), device: str
     return _environment().get_template(template_name(op_name)).render(**context).strip() + "\n"
 
 
-def render_feedback(verdict: dict | None, *, no_code: bool = False, max_groups: int = 4, best=None) -> str:
-    """Feedback on a failed round. ``best``: the best correct kernel of earlier rounds (kept)."""
+def render_feedback(verdict: Verdict | None, *, no_code: bool = False, max_groups: int = 4, best=None) -> str:
+    """Feedback on a failed round (``no_code``: on an answer without code, when ``verdict`` is
+    None). ``best``: the best correct kernel of earlier rounds (kept)."""
     template = _environment().get_template("feedback.j2")
-    return template.render(verdict=verdict or {}, no_code=no_code, max_groups=max_groups, best=best).strip() + "\n"
+    return template.render(verdict=verdict, no_code=no_code, max_groups=max_groups, best=best).strip() + "\n"
 
 
-def render_performance_feedback(verdict: dict, *, previous_best=None, target: float, slowest: int = 5) -> str:
+def render_performance_feedback(verdict: Verdict, *, previous_best=None, target: float, slowest: int = 5) -> str:
     """Feedback on a correct, timed round: speedups, the slowest shapes, the bandwidth gap."""
-    perf = verdict["performance"]
-    counted = [t for t in perf["tests"] if not t["overhead_dominated"]] or perf["tests"]
-    shapes = sorted(counted, key=lambda t: t["speedup"])[:slowest]
+    perf = verdict.performance
+    counted = [t for t in perf.tests if not t.overhead_dominated] or perf.tests
+    shapes = sorted(counted, key=lambda t: t.speedup)[:slowest]
     return _environment().get_template("performance.j2").render(
         verdict=verdict, perf=perf, slowest=shapes, previous_best=previous_best, target=target).strip() + "\n"

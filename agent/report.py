@@ -89,43 +89,43 @@ def widen(console: Console) -> None:
         console.width = max(console.width, TABLE_WIDTH)
 
 
-def verdict_line(verdict: dict) -> str:
-    s = verdict["summary"]
-    status = "[green]PASS[/green]" if verdict["verdict"] == "pass" else "[red]FAIL[/red]"
-    text = f"{status} {s['passed']}/{s['total']} tests passed"
-    if s["skipped"]:
-        text += f", {s['skipped']} skipped"
-    lines = verdict["message"].strip().splitlines()
-    if verdict.get("error_kind") and len(lines) > 1:  # the whole message follows (print_verdict)
+def verdict_line(verdict) -> str:
+    s = verdict.summary
+    status = "[green]PASS[/green]" if verdict.passed else "[red]FAIL[/red]"
+    text = f"{status} {s.passed}/{s.total} tests passed"
+    if s.skipped:
+        text += f", {s.skipped} skipped"
+    lines = verdict.message.strip().splitlines()
+    if verdict.error_kind and len(lines) > 1:  # the whole message follows (print_verdict)
         from harness.verdict import ERROR_KINDS
-        text += f" - {verdict['error_kind']}: {ERROR_KINDS.get(verdict['error_kind'], '')}"
+        text += f" - {verdict.error_kind}: {ERROR_KINDS[verdict.error_kind]}"
     elif lines:
         text += f" - {escape(lines[0][:200])}"
     return text
 
 
-def print_verdict(console: Console, verdict: dict) -> None:
-    env = verdict["environment"]
-    where = env.get("gpu") or ("CPU, Triton interpreter" if env.get("interpreter") else env.get("device"))
+def print_verdict(console: Console, verdict) -> None:
+    env = verdict.environment
+    where = env.gpu or ("CPU, Triton interpreter" if env.interpreter else env.device)
     where = f"on {where}" if where else "(not run)"
-    console.print(f"{verdict['op']} {where} (seed {verdict['seed']}): {verdict_line(verdict)}")
-    message = (verdict.get("message") or "").strip().splitlines()
-    if verdict.get("error_kind") and len(message) > 1:  # the whole cause: a syntax error's caret, a hang site
+    console.print(f"{verdict.op} {where} (seed {verdict.seed}): {verdict_line(verdict)}")
+    message = verdict.message.strip().splitlines()
+    if verdict.error_kind and len(message) > 1:  # the whole cause: a syntax error's caret, a hang site
         console.print("\n".join(f"    {line}" for line in message[:MESSAGE_LINES]), markup=False)
-    variants = verdict.get("variants") or []
-    if len(variants) > 1 or any(v["served_by"] == "adapter" for v in variants):
+    variants = verdict.variants
+    if len(variants) > 1 or any(v.served_by == "adapter" for v in variants):
         from agent.loop import served_how
         for v in variants:
-            state = "[green]ok[/green]" if v["ok"] else "[red]FAIL[/red]"
-            console.print(f"  {state} {v['op']} ({served_how(v)}): {v['passed']} passed, {v['failed']} failed "
-                          f"of {v['planned']}")
-    for group in verdict["failure_groups"]:
-        example = group["example"]
-        console.print(f"  {group['error_kind']} x{group['count']}, e.g. {example.get('input')}:", markup=False)
-        console.print("    " + example.get("message", "").replace("\n", "\n    "), markup=False)
+            state = "[green]ok[/green]" if v.ok else "[red]FAIL[/red]"
+            console.print(f"  {state} {v.op} ({served_how(v.model_dump())}): {v.passed} passed, {v.failed} failed "
+                          f"of {v.planned}")
+    for group in verdict.failure_groups:
+        example = group.example
+        console.print(f"  {group.error_kind} x{group.count}, e.g. {example.input}:", markup=False)
+        console.print("    " + example.message.replace("\n", "\n    "), markup=False)
     skipped_reasons: dict[str, int] = {}
-    for item in verdict["skipped"]:
-        skipped_reasons[item["reason"]] = skipped_reasons.get(item["reason"], 0) + 1
+    for item in verdict.skipped:
+        skipped_reasons[item.reason] = skipped_reasons.get(item.reason, 0) + 1
     for reason, count in skipped_reasons.items():
         console.print(f"  skipped {count}: {reason}", markup=False)
 
@@ -143,7 +143,16 @@ def round_reporter(console: Console):
             waiting.pop().stop()
 
     def report(event: str, data: dict) -> None:
-        if event == "asking":
+        if event == "start":
+            if data["computation"] != data["op"]:
+                console.print(f"{data['op']} is a calling convention of {data['computation']}: asking for "
+                              f"{data['computation']} once (--exact-overload asks for the overload itself)")
+            console.print(f"bbagent generate {data['computation']}: provider {data['provider']}, model "
+                          f"{data['model']}, up to {data['rounds']} round(s) of {data['candidates']} candidate(s); "
+                          f"run directory {data['run_dir']}")
+            if len(data["serves"]) > 1:
+                console.print(f"the kernel is tested and served as {', '.join(data['serves'])}")
+        elif event == "asking":
             many = f" for {data['candidates']} candidates" if data.get("candidates", 1) > 1 else ""
             wait(f"round {data['round']}/{data['rounds']}: asking the model{many}")
         elif event == "retry":  # from the provider's retry loop, while waiting

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Callable
 
 
-def accepted(root: Path) -> list[dict]:
+def accepted(root: str | Path) -> list[dict]:
     """One entry per accepted kernel: op, dir, kernel file, written_for, serves, and the rest of meta.json."""
     entries = []
-    for meta_file in sorted((root / "generated_kernels").glob("*/meta.json")):
+    for meta_file in sorted((Path(root) / "generated_kernels").glob("*/meta.json")):
         try:
             meta = json.loads(meta_file.read_text())
         except (OSError, json.JSONDecodeError):
@@ -28,19 +28,28 @@ def accepted(root: Path) -> list[dict]:
     return entries
 
 
-def kernel_serving(root: Path, op: str) -> dict | None:
+def written_for_beside(kernel: Path) -> str | None:
+    """``written_for`` from the meta.json of an accepted kernel's folder, if the file sits in one."""
+    try:
+        meta = json.loads((kernel.parent / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta.get("written_for") if isinstance(meta, dict) else None
+
+
+def kernel_serving(root: str | Path, op: str) -> dict | None:
     """The accepted kernel that serves ``op`` (its ``accepted`` entry), or None."""
     return next((entry for entry in accepted(root) if op in entry["serves"]), None)
 
 
-def load(root: Path, op: str) -> Callable:
+def load(root: str | Path, op: str) -> Callable:
     """A callable with ``op``'s calling convention, from the accepted kernel that serves it.
     Imports the kernel module into this process: use it where the kernel is trusted (reviewed)."""
     from harness.adapters import serving
     from harness.ops import resolve_op
     entry = kernel_serving(root, op)
     if entry is None:
-        raise LookupError(f"no accepted kernel serves {op} under {root / 'generated_kernels'}: "
+        raise LookupError(f"no accepted kernel serves {op} under {Path(root) / 'generated_kernels'}: "
                           f"run 'bbagent generate --op {op}' first")
     return serving(_kernel_function(entry), resolve_op(entry["written_for"]), resolve_op(op))
 
@@ -52,7 +61,7 @@ def _kernel_function(entry: dict) -> Callable:
     return module.kernel
 
 
-def register(root: Path, dispatch_key: str = "CUDA"):
+def register(root: str | Path, dispatch_key: str = "CUDA"):
     """Register every served overload of every accepted kernel as aten's implementation for
     ``dispatch_key`` (``torch.library``). Returns the Library (keep it alive: dropping it
     unregisters) and the overloads registered."""

@@ -40,9 +40,10 @@ def evaluation(warm: bool, device: str, seed: int) -> tuple[float, float, dict]:
     started = time.perf_counter()
     verdict = evaluate("aten.relu.default", RELU, device=device, seed=seed, warm=warm)
     total = time.perf_counter() - started
-    if verdict["verdict"] != "pass":
-        raise SystemExit(f"the correct relu failed: {verdict['error_kind']}: {verdict['message'][:300]}")
-    return verdict["timings"]["child_ready_s"], total, verdict["environment"].get("containment")
+    if not verdict.passed:
+        raise SystemExit(f"the correct relu failed: {verdict.error_kind}: {verdict.message[:300]}")
+    containment = verdict.environment.containment
+    return verdict.timings.child_ready_s, total, containment.model_dump() if containment else None
 
 
 def summary(values: list[float]) -> dict:

@@ -30,7 +30,7 @@ from harness.reference_cache import ReferenceCache
 from harness.pool import ColdChild, PoolError, pool_for
 from harness.watch import BoundedCapture, Limits, Outcome, session_usage
 from harness.static_check import check_source
-from harness.verdict import SCHEMA_VERSION, describe_failures, group_failures, summarize
+from harness.verdict import SCHEMA_VERSION, Verdict, describe_failures, group_failures, summarize
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
@@ -114,8 +114,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
              timeout_s: float = 300.0, cpu_max_numel: int = CPU_MAX_NUMEL, warm: bool = True,
              static_check: bool = True, limits: Limits | None = None,
              protected: list[str | Path] | None = None, timing: TimingOptions | None = None,
-             kernel_for: str | None = None, overloads: list[str] | None = None) -> dict:
-    """Run every test of ``op`` against the kernel file and return the Verdict dict.
+             kernel_for: str | None = None, overloads: list[str] | None = None) -> Verdict:
+    """Run every test of ``op`` against the kernel file and return its Verdict.
 
     ``kernel_for`` is the overload whose calling convention the file's ``kernel`` has (default
     ``op``); ``overloads`` are the overloads to test (default ``op`` alone; ``op`` is always
@@ -138,8 +138,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
     findings = check_source(source.decode("utf-8", "replace")) if static_check else []
     if findings:  # rejected before any of its code runs
-        return _assemble(op, kernel_path, source, seed, [], Outcome(returncode=0), timeout_s,
-                         static_findings=findings)
+        return Verdict.model_validate(_assemble(op, kernel_path, source, seed, [], Outcome(returncode=0),
+                                                timeout_s, static_findings=findings))
 
     workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-")).resolve()
     candidate = workdir / "candidate.py"
@@ -168,7 +168,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                 for test in verdict["performance"]["tests"]:
                     test.pop("candidate_raw", None)
                     test.pop("aten_raw", None)
-        return verdict
+        return Verdict.model_validate(verdict)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from harness.evaluate import default_device, evaluate
+from harness.verdict import Verdict
 from harness.watch import Limits
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "corpus.json"
@@ -46,30 +47,30 @@ def entry_id(entry: dict) -> str:
     return f"{Path(entry['kernel']).stem}@{entry['op']}"
 
 
-def observed_kinds(verdict: dict) -> set[str]:
-    kinds = {g["error_kind"] for g in verdict["failure_groups"]}
-    if verdict.get("error_kind"):
-        kinds.add(verdict["error_kind"])
+def observed_kinds(verdict: Verdict) -> set[str]:
+    kinds = {g.error_kind for g in verdict.failure_groups}
+    if verdict.error_kind:
+        kinds.add(verdict.error_kind)
     return kinds
 
 
-def messages(verdict: dict) -> str:
+def messages(verdict: Verdict) -> str:
     """Everything the verdict says in words: its message, each failure's, each guard finding's."""
-    parts = [verdict["message"]] + [g["example"].get("message", "") for g in verdict["failure_groups"]]
-    return "\n".join(parts + [f["message"] for f in verdict["guard_findings"]])
+    parts = [verdict.message] + [g.example.message for g in verdict.failure_groups]
+    return "\n".join(parts + [f.message for f in verdict.guard_findings])
 
 
-def judge(entry: dict, verdict: dict, device: str) -> tuple[bool, str]:
+def judge(entry: dict, verdict: Verdict, device: str) -> tuple[bool, str]:
     """(as expected?, what was seen) for one corpus entry."""
     kinds = observed_kinds(verdict)
-    seen = "pass" if verdict["verdict"] == "pass" else ",".join(sorted(kinds)) or "fail"
+    seen = "pass" if verdict.passed else ",".join(sorted(kinds)) or "fail"
     expect = expected_kinds(entry, device)
     if expect == "pass":
-        return verdict["verdict"] == "pass", seen
+        return verdict.passed, seen
     for says in (entry.get("says"), entry.get("says_on", {}).get(device)):
         if says and says not in messages(verdict):
             return False, f"{seen} (without {says!r})"
-    return verdict["verdict"] == "fail" and bool(kinds) and kinds <= set(expect), seen
+    return not verdict.passed and bool(kinds) and kinds <= set(expect), seen
 
 
 def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = None) -> dict:
@@ -89,17 +90,17 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
     after = entry.get("after_each")
     if after:
         follow = evaluate(after["op"], corpus_dir / after["kernel"], device=device, seed=seed)
-        after_ok = follow["verdict"] == "pass"
+        after_ok = follow.passed
         ok = ok and after_ok
-        seen += f"; then {Path(after['kernel']).stem}: {follow['verdict']}" + (
-            "" if after_ok else f" ({follow['error_kind']}: {follow['message'][:200]})")
+        seen += f"; then {Path(after['kernel']).stem}: {follow.verdict}" + (
+            "" if after_ok else f" ({follow.error_kind}: {follow.message[:200]})")
     return {"id": entry_id(entry), "kernel": entry["kernel"], "op": entry["op"],
             "expect": expected_kinds(entry, device), "seen": seen, "ok": ok, "pitfall": entry.get("pitfall", ""),
-            "tests": verdict["summary"].get("total", 0), "passed": verdict["summary"].get("passed", 0),
-            "wall_s": wall, "message": verdict["message"][:300], "exit": verdict["exit"],
-            "stderr_tail": "" if ok else verdict["stderr_tail"][-1500:], "ready_s": verdict["timings"].get("child_ready_s"),
-            "failures": [{"kind": g["error_kind"], "count": g["count"], "input": g["example"].get("input"),
-                          "message": g["example"].get("message", "")[:400]} for g in verdict["failure_groups"][:4]]}
+            "tests": verdict.summary.total, "passed": verdict.summary.passed,
+            "wall_s": wall, "message": verdict.message[:300], "exit": verdict.exit,
+            "stderr_tail": "" if ok else verdict.stderr_tail[-1500:], "ready_s": verdict.timings.child_ready_s,
+            "failures": [{"kind": g.error_kind, "count": g.count, "input": g.example.input,
+                          "message": g.example.message[:400]} for g in verdict.failure_groups[:4]]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,16 +1,25 @@
-"""The Verdict: one JSON document per evaluated candidate.
+"""The Verdict: one document per evaluated candidate, as a typed model.
 
-Everything downstream (feedback prompts, storage, reports) reads this shape.
-Top-level keys: ``schema_version``, ``op``, ``kernel`` {path, sha256}, ``verdict``
-("pass" | "fail"), ``error_kind`` and ``message`` (for failures that are not one
-test's: import error, timeout, crash, no tests), ``seed``, ``summary`` (counts),
-``tests`` (one result per test run), ``skipped`` (tests not run, each with a reason),
-``failure_groups`` (identical failures merged), ``guard_findings``, ``suite``
-(notes on what the suite holds), ``timings``, ``environment``, ``stderr_tail``.
+Everything downstream (feedback prompts, storage, reports, the benchmark records) reads this one
+shape: ``Verdict`` below, written to JSON with ``model_dump_json`` and read back with
+``model_validate_json``; ``bbagent schema verdict`` prints its JSON schema. The parent process
+assembles it (``harness.evaluate``) from what the sandbox child reported; the child itself never
+imports this module (it needs only the standard library, torch, triton and numpy).
+
+Top level: ``schema_version``, ``op``, ``kernel`` {path, sha256}, ``verdict`` ("pass" | "fail"),
+``error_kind`` and ``message`` (for failures that are not one test's: import error, timeout,
+crash, no tests), ``seed``, ``summary`` (counts), ``tests`` (one result per test run),
+``skipped`` (tests not run, each with a reason), ``failure_groups`` (identical failures merged),
+``guard_findings``, ``performance`` (the timing phase, GPU only), ``suite`` (notes on what the
+suite holds), ``kernel_for`` and ``variants`` (the overloads tested), ``timings``,
+``environment``, ``exit``, ``stderr_tail``, ``stdout_tail``.
 """
 from __future__ import annotations
 
 import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 SCHEMA_VERSION = 1
 
@@ -45,9 +54,243 @@ ERROR_KINDS = {
     "input_mutated": "modified an input it must not modify",
     "mutation_mismatch": "an argument the overload writes holds wrong values",
     "wrong_alias": "did not return the argument the overload must return",
+    "timing_mismatch": "right in every test, wrong when run again with new values after timing",
+    "reference_error": "the aten reference itself rejected the test's input (not counted as a failure)",
     "no_tests": "no test could be run for this operator",
     "worker_error": "the evaluation harness itself failed",
 }
+ErrorKind = Literal[tuple(ERROR_KINDS)]
+Value = bool | int | float | str | None
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KernelFile(_Strict):
+    path: str
+    sha256: str
+
+
+class Mismatch(_Strict):
+    index: list[int]
+    expected: Value
+    actual: Value
+
+
+class GuardFinding(_Strict):
+    guard: str
+    message: str
+    line: int | None = None
+    op: str | None = None
+
+
+class TestResult(_Strict):
+    """One test: ``passed`` is None when the reference rejected the input (``reference_error``)."""
+    id: str
+    source: str | None = None
+    input: str | None = None
+    dtype: str | None = None
+    overload: str | None = None
+    passed: bool | None
+    error_kind: ErrorKind | None = None
+    message: str = ""
+    duration_ms: float | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatch_count: int | None = None
+    numel: int | None = None
+    mismatches: list[Mismatch] = []
+    guard_findings: list[GuardFinding] = []
+
+
+class Skipped(_Strict):
+    id: str
+    reason: str
+    input: str | None = None
+    numel: int | None = None
+    overload: str | None = None
+
+
+class Summary(_Strict):
+    planned: int
+    not_run: int
+    total: int
+    passed: int
+    failed: int
+    reference_errors: int
+    skipped: int
+
+
+class FailureGroup(_Strict):
+    error_kind: ErrorKind
+    count: int
+    tests: list[str]
+    example: TestResult
+
+
+class TimingStats(_Strict):
+    """Per-repetition times of one function on one input, in ms (``harness.timing.summarize``)."""
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    p20_ms: float
+    p80_ms: float
+    min_ms: float
+    reps: int
+
+
+class TimedTest(_Strict):
+    """One timed trace input; a kernel that went wrong while timed has ``error_kind`` instead."""
+    id: str
+    input: str
+    dtype: str | None = None
+    mode: Literal["graph", "eager"] | None = None
+    aten: TimingStats | None = None
+    aten_source: Literal["measured", "cache"] | None = None
+    candidate: TimingStats | None = None
+    candidate_raw: list[float] | None = None
+    aten_raw: list[float] | None = None
+    speedup: float | None = None
+    bytes: int | None = None
+    candidate_gbs: float | None = None
+    aten_gbs: float | None = None
+    overhead_dominated: bool | None = None
+    error_kind: ErrorKind | None = None
+    message: str | None = None
+
+
+class DeviceYardsticks(_Strict):
+    empty_launch_ms: float
+    empty_graph_launch_ms: float
+    copy_gbs: float
+
+
+class OverheadDominated(_Strict):
+    count: int
+    geomean_speedup: float | None
+
+
+class LargestShape(_Strict):
+    input: str
+    bytes: int
+    bandwidth_fraction: float
+    aten_bandwidth_fraction: float
+
+
+class PerformanceSummary(_Strict):
+    """``harness.perf_metrics.summarize_performance``: failures never count as 1.0x."""
+    correct: bool
+    timed: int
+    counted: int
+    geomean_speedup: float | None
+    speedup_p20: float | None
+    speedup_p50: float | None
+    speedup_p80: float | None
+    fast_p: dict[str, float]
+    overhead_dominated: OverheadDominated
+    memory_bound: bool
+    copy_gbs: float | None
+    bandwidth_fraction_p50: float | None = None
+    largest: LargestShape | None = None
+
+
+class Performance(_Strict):
+    """The timing phase: ``measured`` False with the ``reason`` where nothing was timed."""
+    measured: bool
+    reason: str | None = None
+    gpu: str | None = None
+    device: DeviceYardsticks | None = None
+    device_measured: bool | None = None
+    target_ms: float | None = None
+    planned: int | None = None
+    tests: list[TimedTest] = []
+    summary: PerformanceSummary | None = None
+
+
+class SuiteInfo(_Strict):
+    notes: list[str] = []
+    cases: int = 0
+
+
+class Variant(_Strict):
+    """One overload tested with the kernel: served by the kernel itself or by bbagent's adapter."""
+    op: str
+    convention: Literal["functional", "inplace", "out"]
+    served_by: Literal["kernel", "adapter"]
+    planned: int
+    passed: int
+    failed: int
+    ok: bool
+
+
+class Timings(_Strict):
+    wall_s: float | None = None
+    startup_s: float | None = None
+    child_ready_s: float | None = None
+    suite_build_s: float | None = None
+    tests_s: float | None = None
+
+
+class ContainmentLimits(_Strict):
+    core_dumps: int
+    file_size_bytes: int
+    processes: int | None
+
+
+class Containment(_Strict):
+    """What the sandbox had in force (``harness.containment.contain``)."""
+    network_namespace: bool
+    read_only_paths: list[str]
+    notes: list[str]
+    limits: ContainmentLimits | None = None
+    audit_hook: bool = False
+
+
+class Environment(_Strict):
+    device: str | None = None
+    interpreter: bool | None = None
+    gpu: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+    cuda: str | None = None
+    containment: Containment | None = None
+
+
+class Verdict(_Strict):
+    schema_version: int = SCHEMA_VERSION
+    op: str
+    kernel: KernelFile
+    verdict: Literal["pass", "fail"]
+    error_kind: ErrorKind | None = None
+    message: str = ""
+    seed: int
+    summary: Summary
+    failure_groups: list[FailureGroup] = []
+    tests: list[TestResult] = []
+    skipped: list[Skipped] = []
+    guard_findings: list[GuardFinding] = []
+    performance: Performance | None = None
+    suite: SuiteInfo = SuiteInfo()
+    kernel_for: str | None = None
+    variants: list[Variant] = []
+    timings: Timings = Timings()
+    environment: Environment = Environment()
+    exit: str | None = None
+    stderr_tail: str = ""
+    stdout_tail: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "pass"
+
+    def geomean_speedup(self) -> float | None:
+        """The geomean speedup over eager of a timed kernel, else None (untimed or failing)."""
+        performance = self.performance
+        if performance is None or not performance.measured or performance.summary is None:
+            return None
+        return performance.summary.geomean_speedup
 
 
 def group_failures(tests: list[dict], limit: int = 10) -> list[dict]:

@@ -30,3 +30,13 @@ def demo_answers() -> list[str]:
 def no_keys(monkeypatch):
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
+
+
+def make_verdict(**fields):
+    """A Verdict with defaults for whatever a test does not care about (fields may be nested dicts)."""
+    from harness.verdict import Verdict
+    summary = {"planned": 0, "not_run": 0, "total": 0, "passed": 0, "failed": 0, "reference_errors": 0,
+               "skipped": 0, **fields.pop("summary", {})}
+    base = {"op": "aten.relu.default", "kernel": {"path": "kernel.py", "sha256": "0" * 64}, "verdict": "fail",
+            "seed": 0, "summary": summary}
+    return Verdict.model_validate({**base, **fields})

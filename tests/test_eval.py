@@ -47,3 +47,75 @@ def test_missing_kernel_file_is_a_usage_error(capsys, tmp_path):
     code = main(["eval", "--op", "aten.relu.default", "--kernel", str(tmp_path / "nope.py")])
     assert code == 2
     assert "nope.py: no such file" in capsys.readouterr().err
+
+
+def _emitted_error_kinds() -> set[str]:
+    """Every error kind the harness's code can put into a Verdict, read from its source: values of
+    ``error_kind=`` keywords and ``"error_kind":`` keys, ``_fail(kind, ...)``, what the functions that
+    name a failure's kind return (``candidate_error_kind``, ``_stop_cause``, the audit guard's
+    judgements), and the sandbox limits (``outcome.limit = kind``)."""
+    import ast
+    from harness.evaluate import PROJECT_ROOT
+
+    kinds = set()
+
+    def strings(node):
+        """The kinds an expression can evaluate to: a string, either branch of a conditional,
+        the first item of a `(kind, message)` tuple."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, ast.IfExp):
+            return strings(node.body) | strings(node.orelse)
+        if isinstance(node, ast.Tuple) and node.elts:
+            return strings(node.elts[0])
+        return set()
+    for path in (PROJECT_ROOT / "harness").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.keyword) and node.arg == "error_kind":
+                kinds |= strings(node.value)
+            elif isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values):
+                    if isinstance(key, ast.Constant) and key.value == "error_kind":
+                        kinds |= strings(value)
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_fail" and node.args:
+                kinds |= strings(node.args[0])
+            elif isinstance(node, ast.FunctionDef) and node.name in ("candidate_error_kind", "_stop_cause", "judge",
+                                                                       "_judge_write"):
+                for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None):
+                    kinds |= strings(ret.value)
+            elif isinstance(node, ast.Assign) and any(_names_a_kind(t) for t in node.targets):
+                kinds |= strings(node.value)
+    return kinds - {"error_kind"}
+
+
+def _names_a_kind(target) -> bool:
+    """`outcome.limit = ...`, `error_kind = ...`, `x["error_kind"] = ...`, first of a tuple of those."""
+    import ast
+    if isinstance(target, ast.Tuple) and target.elts:
+        return _names_a_kind(target.elts[0])
+    text = ast.unparse(target)
+    return text in ("outcome.limit", "error_kind") or text.endswith("['error_kind']")
+
+
+def test_every_error_kind_the_harness_emits_is_declared():
+    from harness.verdict import ERROR_KINDS
+    emitted = _emitted_error_kinds()
+    assert len(emitted) > 25  # the scan sees the code, not an empty set
+    assert {"timing_mismatch", "reference_error", "network", "host_oom", "import_error", "crash", "output_flood",
+            "mutation_mismatch", "no_tests"} <= emitted
+    assert emitted <= set(ERROR_KINDS), emitted - set(ERROR_KINDS)
+
+
+def test_a_verdict_round_trips_through_its_model_and_schema(capsys):
+    from harness.verdict import Verdict
+    code, verdict = run_eval(capsys, "relu_identity.py")
+    assert code == 1
+    model = Verdict.model_validate(verdict)
+    assert model.failure_groups[0].example.mismatches[0].expected == 0.0
+    assert Verdict.model_validate_json(model.model_dump_json()) == model
+    assert main(["schema", "verdict"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["title"] == "Verdict" and "failure_groups" in schema["properties"]
+    kinds = schema["$defs"]["TestResult"]["properties"]["error_kind"]["anyOf"][0]["enum"]
+    assert "timing_mismatch" in kinds and "mismatch" in kinds

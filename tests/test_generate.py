@@ -233,3 +233,30 @@ def test_four_candidates_one_correct_is_found_in_one_round_and_replayed_from_the
     with FakeLLMServer() as silent:
         assert main([*argv, "--base-url", silent.url + "/v1"]) == 0
     assert silent.requests == []
+
+
+def test_a_failed_candidate_call_is_recorded_in_place_and_the_run_replays_by_id(
+        tmp_path, monkeypatch, no_keys, demo_answers, capsys):
+    """--candidates 3 where one call fails for good (400): run.json records its error at its own
+    index, the other two keep theirs; replaying the run by its id asks each candidate for its own
+    recorded answer (the failed one fails again) and ends the same way."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    wrong, right = demo_answers
+    argv = ["generate", "--op", "aten.relu.default", "--rounds", "1", "--candidates", "3", "--root", str(tmp_path)]
+    with FakeLLMServer().answer(wrong).fail(400, "bad request").answer(right) as server:
+        assert main([*argv, "--provider", "openai", "--model", "gpt-5", "--base-url", server.url + "/v1"]) == 0
+    assert "no answer" in capsys.readouterr().err
+    run_dir, run = read_run(tmp_path)
+    candidates = run["rounds"][0]["candidates"]
+    outcomes = [c["outcome"] for c in candidates]
+    assert len(candidates) == 3 and sorted(outcomes) == ["fail", "pass", "provider_error"]
+    failed = outcomes.index("provider_error") + 1
+    assert "400" in candidates[failed - 1]["message"]
+    assert (run_dir / "round-1" / f"candidate-{failed}" / "error.txt").is_file()
+    for k in {1, 2, 3} - {failed}:
+        assert (run_dir / "round-1" / f"candidate-{k}" / "response.md").is_file()
+
+    assert main([*argv, "--provider", "replay", "--replay", run_dir.name]) == 0
+    replays = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir() and p != run_dir)
+    again = json.loads((replays[-1] / "run.json").read_text())["rounds"][0]["candidates"]
+    assert [c["outcome"] for c in again] == outcomes

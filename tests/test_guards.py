@@ -18,10 +18,10 @@ from harness.torch_allowed import ALLOWED, SEED_DRAW
 def test_static_guards_reject_before_running(kernel, guard, line, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     verdict = evaluate("aten.relu.default", KERNELS / kernel, timeout_s=60)
-    assert verdict["verdict"] == "fail" and verdict["error_kind"] == "guard"
-    assert any(f["guard"] == guard and f["line"] == line for f in verdict["guard_findings"]), verdict["guard_findings"]
-    assert f"line {line}:" in verdict["message"]
-    assert verdict["tests"] == []  # nothing of it ran
+    assert verdict.verdict == "fail" and verdict.error_kind == "guard"
+    assert any(f.guard == guard and f.line == line for f in verdict.guard_findings), verdict.guard_findings
+    assert f"line {line}:" in verdict.message
+    assert verdict.tests == []  # nothing of it ran
     assert not Path("/tmp/bbagent-pwned").exists()
 
 

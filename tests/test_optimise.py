@@ -8,6 +8,7 @@ from agent.loop import Agent
 from agent.providers.replay import ReplayProvider
 from agent.storage import RunDir
 from harness.perf_metrics import summarize_performance
+from harness.verdict import Verdict
 
 OP = "aten.relu.default"
 
@@ -16,25 +17,30 @@ def answer(tag: str) -> str:
     return f"```python\n# {tag}\ndef kernel(self):\n    return self\n```\n"
 
 
-def scripted_verdict(op: str, kernel_path) -> dict:
+def scripted_verdict(op: str, kernel_path):
     """A Verdict for the tag in the kernel: 'broken' fails, 'speed X' passes at X times eager."""
     source = kernel_path.read_text()
     env = {"device": "cuda", "gpu": "scripted GPU", "interpreter": False, "torch": "t", "triton": "t"}
     base = {"op": op, "kernel": {"path": str(kernel_path), "sha256": str(abs(hash(source)))}, "seed": 0,
             "environment": env, "failure_groups": [], "skipped": []}
     if "broken" in source:
-        return {**base, "verdict": "fail", "error_kind": "mismatch", "message": "wrong values",
-                "summary": {"passed": 3, "total": 4, "skipped": 0, "not_run": 0, "failed": 1},
-                "performance": {"measured": False, "reason": "the kernel failed its tests; a failing kernel is not timed"}}
+        return Verdict.model_validate({
+            **base, "verdict": "fail", "error_kind": "mismatch", "message": "wrong values",
+            "summary": {"planned": 4, "passed": 3, "total": 4, "skipped": 0, "not_run": 0, "failed": 1,
+                        "reference_errors": 0},
+            "performance": {"measured": False, "reason": "the kernel failed its tests; a failing kernel is not timed"}})
     speed = float(re.search(r"speed ([\d.]+)", source).group(1))
+    def stats(ms: float) -> dict:
+        return {"median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "p20_ms": ms, "p80_ms": ms, "min_ms": ms, "reps": 10}
     tests = [{"id": f"trace-{i}", "input": f"(T([{n}], f16),)", "mode": "graph", "speedup": speed,
               "overhead_dominated": False, "bytes": 4 * n, "aten_gbs": 2000.0, "candidate_gbs": 2000.0 * speed,
-              "aten": {"median_ms": 0.01}, "candidate": {"median_ms": 0.01 / speed}} for i, n in enumerate((1024, 4096))]
+              "aten": stats(0.01), "candidate": stats(0.01 / speed)} for i, n in enumerate((1024, 4096))]
     device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.005}
     performance = {"measured": True, "gpu": "scripted GPU", "device": device, "tests": tests,
                    "summary": summarize_performance(op, tests, device, correct=True)}
-    return {**base, "verdict": "pass", "error_kind": None, "message": "",
-            "summary": {"passed": 4, "total": 4, "skipped": 0, "not_run": 0, "failed": 0}, "performance": performance}
+    return Verdict.model_validate({
+        **base, "verdict": "pass", "error_kind": None, "message": "", "performance": performance,
+        "summary": {"planned": 4, "passed": 4, "total": 4, "skipped": 0, "not_run": 0, "failed": 0, "reference_errors": 0}})
 
 
 def run_agent(tmp_path, answers: list[str], rounds: int, target: float):

@@ -126,7 +126,7 @@ def test_cpu_evaluation_asked_for_timing_says_why_there_is_none(tmp_path):
     cache = ReferenceCache(tmp_path / "cache.sqlite")
     verdict = evaluate(RELU, KERNELS / "relu_triton.py", device="cpu", seed=1,
                        timing=TimingOptions(cache=cache))
-    assert verdict["verdict"] == "pass"
-    assert verdict["performance"]["measured"] is False
-    assert "interpreter time says nothing about a GPU" in verdict["performance"]["reason"]
+    assert verdict.passed
+    assert verdict.performance.measured is False
+    assert "interpreter time says nothing about a GPU" in verdict.performance.reason
     assert not cache.path.exists()  # nothing measured, nothing written

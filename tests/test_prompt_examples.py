@@ -36,11 +36,11 @@ def example_from_prompt(family: str, device: str, tmp_path) -> tuple[str, object
     return heading["op"], path
 
 
-def check_passes(verdict: dict) -> None:
-    assert verdict["verdict"] == "pass", (verdict["message"], verdict["failure_groups"][:2])
-    assert verdict["summary"]["passed"] > 0
-    assert all("budget" in s["reason"] or "interpreter" in s["reason"] or "bfloat16" in s["reason"]
-               for s in verdict["skipped"]), verdict["skipped"][:3]
+def check_passes(verdict) -> None:
+    assert verdict.passed, (verdict.message, verdict.failure_groups[:2])
+    assert verdict.summary.passed > 0
+    assert all("budget" in s.reason or "interpreter" in s.reason or "bfloat16" in s.reason
+               for s in verdict.skipped), verdict.skipped[:3]
 
 
 def test_every_family_has_an_example_and_every_example_file_is_used():
@@ -65,4 +65,4 @@ def test_worked_example_passes_its_operators_tests_on_gpu(family, tmp_path):
     op, path = example_from_prompt(family, "cuda", tmp_path)
     verdict = evaluate(op, path, device="cuda", seed=11, timeout_s=900)
     check_passes(verdict)
-    assert verdict["skipped"] == []
+    assert verdict.skipped == []

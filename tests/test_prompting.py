@@ -3,6 +3,7 @@ import re
 import pytest
 
 from agent.extract import extract_code
+from conftest import make_verdict
 from agent.prompting import elide, render_feedback, render_prompt, template_name
 
 
@@ -24,27 +25,24 @@ def test_prompts_for_other_overloads_state_their_calling_convention(op, words):
 
 
 def test_feedback_lists_failures_with_numbers():
-    verdict = {
-        "environment": {"device": "cuda", "interpreter": False}, "error_kind": None, "message": "",
-        "summary": {"passed": 1, "total": 3, "not_run": 0}, "stderr_tail": "",
-        "failure_groups": [{"error_kind": "mismatch", "count": 2, "example": {
-            "input": "(T([4], f16),)", "dtype": "float16", "message": "output: values differ at 2 of 4 elements",
-            "max_abs_error": 1.5, "max_rel_error": 2.0, "mismatch_count": 2, "numel": 4,
-            "mismatches": [{"index": [1], "expected": 0.0, "actual": -1.5}]}}],
-    }
-    text = render_feedback(verdict)
+    fields = dict(
+        environment={"device": "cuda", "interpreter": False}, summary={"passed": 1, "total": 3, "failed": 2},
+        failure_groups=[{"error_kind": "mismatch", "count": 2, "tests": ["trace-0", "trace-1"], "example": {
+            "id": "trace-0", "passed": False, "error_kind": "mismatch", "input": "(T([4], f16),)", "dtype": "float16",
+            "message": "output: values differ at 2 of 4 elements", "max_abs_error": 1.5, "max_rel_error": 2.0,
+            "mismatch_count": 2, "numel": 4, "mismatches": [{"index": [1], "expected": 0.0, "actual": -1.5}]}}])
+    text = render_feedback(make_verdict(**fields))
     for needle in ("1 of 3 tests passed", "mismatch in 2 tests", "(T([4], f16),)", "max abs error 1.5",
                    "[1]: 0.0 / -1.5"):
         assert needle in text, needle
     assert "interpreter" not in text
-    on_cpu = render_feedback({**verdict, "environment": {"device": "cpu", "interpreter": True}})
+    on_cpu = render_feedback(make_verdict(**{**fields, "environment": {"device": "cpu", "interpreter": True}}))
     assert "does not check `tl.dot` block sizes" in on_cpu and "skips the bfloat16 tests" in on_cpu
 
 
 def test_feedback_for_a_timeout_shows_the_cause():
-    verdict = {"environment": {}, "error_kind": "timeout", "message": "the kernel timed out after 10 s",
-               "summary": {"passed": 0, "total": 1, "not_run": 4}, "failure_groups": [],
-               "stderr_tail": "last words"}
+    verdict = make_verdict(error_kind="timeout", message="the kernel timed out after 10 s",
+                           summary={"passed": 0, "total": 1, "not_run": 4, "failed": 1}, stderr_tail="last words")
     text = render_feedback(verdict)
     assert "Problem (timeout): the kernel timed out after 10 s" in text and "4 not run" in text
     assert "last words" in text
@@ -159,13 +157,13 @@ def test_prompt_command_prints_without_calling_a_model(capsys, tmp_path):
     assert main(["prompt", "--op", "aten.mm.default", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["family"] == "matmul" and data["template"] == "families/matmul.j2"
-    verdict = {"verdict": "fail", "summary": {"passed": 0, "total": 2, "not_run": 0}, "error_kind": "exception",
-               "message": "boom", "failure_groups": [], "environment": {}, "stderr_tail": ""}
-    (tmp_path / "verdict.json").write_text(json.dumps(verdict))
+    verdict = make_verdict(summary={"total": 2, "failed": 2}, error_kind="exception", message="boom")
+    (tmp_path / "verdict.json").write_text(verdict.model_dump_json())
     assert main(["prompt", "--op", "aten.mm.default", "--round-feedback", str(tmp_path / "verdict.json")]) == 0
     assert "Problem (exception): boom" in capsys.readouterr().out
     (tmp_path / "bad.json").write_text("{}")
     assert main(["prompt", "--op", "aten.mm.default", "--round-feedback", str(tmp_path / "bad.json")]) == 2
+    assert "is not a Verdict" in capsys.readouterr().err
     assert main(["prompt", "--op", "aten.mmm.default"]) == 2
 
 

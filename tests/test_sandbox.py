@@ -46,9 +46,9 @@ def test_api_keys_in_the_parent_are_invisible_to_the_candidate(monkeypatch):
     verdict = evaluate("aten.relu.default", FAULTS / "env_probe.py", device=DEVICE, seed=1, static_check=False)
     assert observed_kinds(verdict) == {"exception"}
     assert "secret-looking variables visible: []" in messages(verdict)
-    assert "parent-secret" not in str(verdict)
+    assert "parent-secret" not in verdict.model_dump_json()
     # with the source check on, reading the environment is refused before the kernel runs
-    assert evaluate("aten.relu.default", FAULTS / "env_probe.py", device=DEVICE, seed=1)["error_kind"] == "guard"
+    assert evaluate("aten.relu.default", FAULTS / "env_probe.py", device=DEVICE, seed=1).error_kind == "guard"
 
 
 def test_a_socket_to_localhost_fails(tmp_path):
@@ -77,7 +77,7 @@ def test_a_socket_to_localhost_fails(tmp_path):
         stop.set()
         thread.join()
         server.close()
-    assert verdict["error_kind"] == "network" and f"127.0.0.1', {port}" in verdict["message"]
+    assert verdict.error_kind == "network" and f"127.0.0.1', {port}" in verdict.message
     assert accepted == []
 
 
@@ -143,9 +143,9 @@ def test_protected_paths_are_read_only_in_the_mount_namespace(tmp_path):
 def test_cold_start_gives_the_same_verdict_as_the_warm_pool():
     warm = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device=DEVICE, seed=5)
     cold = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device=DEVICE, seed=5, warm=False)
-    assert warm["verdict"] == cold["verdict"] == "pass"
-    assert warm["summary"] == cold["summary"]
-    assert warm["environment"]["containment"]["audit_hook"] and cold["environment"]["containment"]["audit_hook"]
+    assert warm.verdict == cold.verdict == "pass"
+    assert warm.summary == cold.summary
+    assert warm.environment.containment.audit_hook and cold.environment.containment.audit_hook
 
 
 def test_captured_output_keeps_head_and_tail_and_says_what_was_cut():

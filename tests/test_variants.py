@@ -2,6 +2,7 @@
 each overload tested on its own tests (derived from the functional ones), on CPU under the
 Triton interpreter. Kernels wrong in one calling convention fail on that overload."""
 import json
+from types import SimpleNamespace
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ KERNELS = Path(__file__).parent / "kernels"
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def family_verdict(functional: str, kernel: str, members: list[str], device: str = "cpu") -> dict:
+def family_verdict(functional: str, kernel: str, members: list[str], device: str = "cpu"):
     return evaluate(functional, KERNELS / kernel, device=device, seed=7, overloads=members)
 
 
@@ -39,45 +40,45 @@ def test_one_functional_kernel_passes_every_variant(functional, kernel, members)
     check_family_verdict(family_verdict(functional, kernel, members), functional, members)
 
 
-def check_family_verdict(verdict: dict, functional: str, members: list[str]) -> None:
-    assert verdict["verdict"] == "pass", verdict["message"]
-    rows = {row["op"]: row for row in verdict["variants"]}
+def check_family_verdict(verdict, functional: str, members: list[str]) -> None:
+    assert verdict.passed, verdict.message
+    rows = {row.op: row for row in verdict.variants}
     assert list(rows) == [functional] + members
-    assert rows[functional]["served_by"] == "kernel" and verdict["kernel_for"] == functional
+    assert rows[functional].served_by == "kernel" and verdict.kernel_for == functional
     for member in members:
         row = rows[member]
-        assert row["served_by"] == "adapter" and row["ok"] and row["passed"] == row["planned"] > 0
-    tests = verdict["tests"]
-    assert {t["overload"] for t in tests} == set(rows)
-    assert all(t["id"].startswith(t["overload"].removeprefix("aten.") + "/") for t in tests if t["overload"] != functional)
-    out_ids = [t["id"] for t in tests if t["overload"].endswith("out")]
+        assert row.served_by == "adapter" and row.ok and row.passed == row.planned > 0
+    tests = verdict.tests
+    assert {t.overload for t in tests} == set(rows)
+    assert all(t.id.startswith(t.overload.removeprefix("aten.") + "/") for t in tests if t.overload != functional)
+    out_ids = [t.id for t in tests if t.overload.endswith("out")]
     for layout in ("out_empty", "out_wrong_shape", "out_strided"):
         assert any(f"/{layout}-" in i for i in out_ids), layout
-    inplace = [t for t in tests if rows[t["overload"]]["convention"] == "inplace"]
+    inplace = [t for t in tests if rows[t.overload].convention == "inplace"]
     if inplace:  # self non-contiguous in some in-place tests, as in the functional ones
-        assert any("stride=" in t["input"].split(")")[0] for t in inplace)
+        assert any("stride=" in t.input.split(")")[0] for t in inplace)
 
 
 def test_inplace_kernel_returning_a_new_tensor_fails_on_the_inplace_overload():
     verdict = evaluate("aten.add_.Tensor", KERNELS / "add_inplace_returns_new.py", device="cpu", seed=7)
-    assert verdict["verdict"] == "fail"
-    failed = [t for t in verdict["tests"] if t["passed"] is False]
-    assert failed and {t["overload"] for t in failed} == {"aten.add_.Tensor"}
-    assert verdict["failure_groups"][0]["error_kind"] == "mutation_mismatch"
-    assert {t["error_kind"] for t in failed} <= {"mutation_mismatch", "wrong_alias"}
+    assert verdict.verdict == "fail"
+    failed = [t for t in verdict.tests if t.passed is False]
+    assert failed and {t.overload for t in failed} == {"aten.add_.Tensor"}
+    assert verdict.failure_groups[0].error_kind == "mutation_mismatch"
+    assert {t.error_kind for t in failed} <= {"mutation_mismatch", "wrong_alias"}
     assert "'self' is written by this overload (schema: aten::add_.Tensor(Tensor(a!) self" in \
-        verdict["failure_groups"][0]["example"]["message"]
+        verdict.failure_groups[0].example.message
 
 
 def test_out_kernel_ignoring_out_fails_on_the_out_overload():
     verdict = evaluate("aten.add.out", KERNELS / "add_out_ignores_out.py", device="cpu", seed=7)
-    assert verdict["verdict"] == "fail"
-    failed = [t for t in verdict["tests"] if t["passed"] is False]
-    assert {t["overload"] for t in failed} == {"aten.add.out"}
-    kinds = {t["error_kind"] for t in failed}
+    assert verdict.verdict == "fail"
+    failed = [t for t in verdict.tests if t.passed is False]
+    assert {t.overload for t in failed} == {"aten.add.out"}
+    kinds = {t.error_kind for t in failed}
     assert "mutation_mismatch" in kinds and kinds <= {"mutation_mismatch", "wrong_alias"}
-    mismatch = next(t for t in failed if t["error_kind"] == "mutation_mismatch")
-    assert mismatch["message"].startswith("'out' is written by this overload")
+    mismatch = next(t for t in failed if t.error_kind == "mutation_mismatch")
+    assert mismatch.message.startswith("'out' is written by this overload")
 
 
 def test_inplace_suite_is_the_functional_tests_aten_accepts_in_place():
@@ -216,18 +217,21 @@ def test_float64_rejudging_of_written_arguments_and_dtype_arguments():
 
 def test_an_overload_without_tests_of_its_own_is_not_served():
     from agent.loop import served_overloads
-    verdict = {"variants": [
-        {"op": "aten.uniform.default", "ok": False, "planned": 0, "passed": 0, "failed": 0},
-        {"op": "aten.uniform_.default", "ok": True, "planned": 14, "passed": 14, "failed": 0}]}
+    from harness.verdict import Variant
+    verdict = SimpleNamespace(variants=[
+        Variant(op="aten.uniform.default", convention="functional", served_by="kernel", ok=False, planned=0,
+                passed=0, failed=0),
+        Variant(op="aten.uniform_.default", convention="inplace", served_by="adapter", ok=True, planned=14,
+                passed=14, failed=0)])
     assert served_overloads(verdict, "aten.uniform.default") == ["aten.uniform_.default"]
-    assert served_overloads({}, "aten.relu.default") == ["aten.relu.default"]  # a Verdict from before variants
+    assert served_overloads(SimpleNamespace(variants=[]), "aten.relu.default") == ["aten.relu.default"]
 
 
 def test_what_generate_asks_for():
-    from agent.cli import _what_to_ask_for
+    from bbagent import what_to_ask_for
     family = ["aten.relu.default", "aten.relu_.default", "aten.relu.out"]
-    assert _what_to_ask_for("aten.relu.out", exact=False) == ("aten.relu.default", family)
-    assert _what_to_ask_for("aten.relu_.default", exact=True) == ("aten.relu_.default", ["aten.relu_.default"])
+    assert what_to_ask_for("aten.relu.out") == ("aten.relu.default", family)
+    assert what_to_ask_for("aten.relu_.default", exact_overload=True) == ("aten.relu_.default", ["aten.relu_.default"])
     # no functional sibling (it writes running statistics too): asked for and served as itself
-    assert _what_to_ask_for("aten.rrelu_with_noise_.default", exact=False) == \
+    assert what_to_ask_for("aten.rrelu_with_noise_.default") == \
         ("aten.rrelu_with_noise_.default", ["aten.rrelu_with_noise_.default"])

@@ -1,0 +1,348 @@
+"""bbagent's Python API, importable as ``bbagent`` (this folder is installed under that name).
+
+    import bbagent
+    verdict = bbagent.evaluate("aten.relu.default", "my_relu.py", device="cpu")
+    print(verdict.verdict, verdict.summary.passed, verdict.summary.total)
+    outcome = bbagent.generate("aten.relu.default", provider="replay", root="work")
+    print(outcome.status, outcome.accepted_dir)
+
+Every path may be a str or a Path. A usage error (unknown operator, missing file, unusable root,
+no CUDA, OpInfo missing) raises ``UsageError``, a ValueError whose message names the fix; a
+provider that fails for good raises ``ProviderError``. ``root`` is the folder holding ``runs/``
+and ``generated_kernels/``: by default ``$BBAGENT_ROOT``, else the current directory. The command
+line (``agent.cli``) is a thin layer over these functions.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+__all__ = ["UsageError", "ProviderError", "Verdict", "BenchResult", "Outcome", "version", "__version__",
+           "resolve_root", "evaluate", "bench", "prompt", "generate", "ops", "kernels", "load", "register",
+           "verdict_schema"]
+
+
+class UsageError(ValueError):
+    """A usage error: the message says what to change."""
+
+
+def version() -> str:
+    from importlib import metadata
+    try:
+        return metadata.version("bbagent")
+    except metadata.PackageNotFoundError:
+        return "0+unknown (not installed)"
+
+
+__version__ = version()
+
+
+def __getattr__(name: str):
+    """The types, imported on first use (they pull in pydantic, tenacity and torch)."""
+    if name == "Verdict":
+        from harness.verdict import Verdict
+        return Verdict
+    if name == "ProviderError":
+        from agent.providers.base import ProviderError
+        return ProviderError
+    if name == "Outcome":
+        from agent.loop import Outcome
+        return Outcome
+    raise AttributeError(f"module 'bbagent' has no attribute '{name}'")
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+def resolve_root(root: str | Path | None = None, *, write: bool = False) -> Path:
+    """The folder for runs/ and generated_kernels/: ``root``, else $BBAGENT_ROOT, else the current
+    directory. With ``write`` it is created (UsageError where it cannot be, or is not writable)."""
+    given = root if root is not None else (os.environ.get("BBAGENT_ROOT") or ".")
+    where = Path(given).expanduser().resolve()
+    source = "--root" if root is not None else ("BBAGENT_ROOT" if os.environ.get("BBAGENT_ROOT") else
+                                                "the current directory")
+    if where.exists() and not where.is_dir():
+        raise UsageError(f"{source} {where} is a file, not a folder: pass --root DIR")
+    if write:
+        try:
+            (where / "runs").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot use {source} {where} to keep runs/ and generated_kernels/ "
+                             f"({exc.strerror or exc}): pass --root DIR with a folder you can write") from None
+        if not os.access(where / "runs", os.W_OK):
+            raise UsageError(f"{source} {where} is not writable: pass --root DIR with a folder you can write")
+    return where
+
+
+def check_op(op: str) -> None:
+    from harness.ops import UnknownOpError, resolve_op
+    try:
+        resolve_op(op)
+    except UnknownOpError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def positive(name: str, value, minimum=None) -> None:
+    if value is None:
+        return
+    if (minimum is None and value <= 0) or (minimum is not None and value < minimum):
+        rule = "positive" if minimum is None else f"at least {minimum}"
+        raise UsageError(f"{name} must be {rule} (got {value})")
+
+
+def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool) -> None:
+    """What an evaluation needs before it starts: a positive time limit, CUDA where asked for,
+    and OpInfo (unless the caller accepts tests without it)."""
+    positive("--timeout", timeout_s)
+    if device not in (None, "cuda", "cpu"):
+        raise UsageError(f"device must be 'cuda' or 'cpu' (got {device!r})")
+    if device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: this machine has no usable CUDA device (torch "
+                             f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use --device cpu "
+                             "to run under the Triton interpreter")
+    problem = None if allow_no_opinfo else opinfo_problem()
+    if problem:
+        raise UsageError(f"PyTorch's OpInfo test database cannot be imported ({problem}), so every OpInfo test "
+                         "would be missing. Install it with: pip install expecttest (or pass --allow-no-opinfo "
+                         "to test on traces and edge cases alone)")
+
+
+def opinfo_problem() -> str | None:
+    """Why the OpInfo database (torch.testing._internal) cannot be imported, or None. Checked
+    without importing it (that costs seconds): its module must exist and expecttest, which it
+    imports first, must be importable."""
+    import importlib.util
+    try:
+        if importlib.util.find_spec("torch.testing._internal.common_methods_invocations") is None:
+            return "this torch has no torch.testing._internal"
+        import expecttest  # noqa: F401
+    except ImportError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def family_of_overload(op: str) -> dict:
+    """The overloads computing what ``op`` computes (``harness.variants.variant_family``)."""
+    from harness.ops import resolve_op
+    from harness.variants import variant_family
+    return variant_family(resolve_op(op))
+
+
+def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | None, root: Path) -> tuple[Path, str]:
+    """The kernel file and the overload it is written for: ``kernel`` (written for ``kernel_for``,
+    for the written_for of the meta.json beside it, else for ``op``), or the accepted kernel
+    serving ``op``."""
+    from agent.served import kernel_serving, written_for_beside
+    if kernel is not None:
+        kernel = Path(kernel)
+        if not kernel.is_file():
+            raise UsageError(f"--kernel {kernel}: no such file" if not kernel.exists()
+                             else f"--kernel {kernel} is not a file")
+        written_for = kernel_for or written_for_beside(kernel) or op
+    else:
+        entry = kernel_serving(root, op)
+        if entry is None:
+            raise UsageError(f"no accepted kernel serves {op} under {root / 'generated_kernels'}: run "
+                             f"'bbagent generate --op {op}' first or pass --kernel FILE")
+        kernel, written_for = Path(entry["kernel"]), kernel_for or entry["written_for"]
+    check_op(written_for)
+    return kernel, written_for
+
+
+def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: float, timing=None,
+              kernel_for: str | None = None, overloads: list[str] | None = None) -> Callable:
+    """``(op, kernel_file) -> Verdict`` with these settings; the project and ``root`` read-only
+    for the candidate where the OS gives a mount namespace."""
+    from harness.adapters import AdapterError
+    from harness.evaluate import PROJECT_ROOT, KernelFileError, evaluate as run_evaluation
+
+    def run(op: str, kernel: Path):
+        try:
+            return run_evaluation(op, kernel, device=device, seed=seed, timeout_s=timeout_s,
+                                  protected=[PROJECT_ROOT, root], timing=timing, kernel_for=kernel_for,
+                                  overloads=overloads)
+        except (KernelFileError, AdapterError) as exc:  # the caller's inputs
+            raise UsageError(str(exc)) from None
+    return run
+
+
+def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False):
+    from harness.evaluate import TimingOptions
+    from harness.reference_cache import FILE_NAME, ReferenceCache
+    positive("--max-shapes", max_shapes, minimum=1)
+    positive("--target-ms", target_ms)
+    return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
+                         cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw)
+
+
+# --- evaluate, bench -----------------------------------------------------------------------------
+
+def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | None = None, family: bool = False,
+             root: str | Path | None = None, device: str | None = None, seed: int | None = None,
+             timeout_s: float = 300.0, allow_no_opinfo: bool = False):
+    """Test ``kernel`` (default: the accepted kernel serving ``op`` under ``root``) on ``op``'s tests,
+    in a sandboxed child process; ``family`` tests every overload of its family. Returns the Verdict."""
+    check_op(op)
+    check_evaluation(device, timeout_s, allow_no_opinfo)
+    where = resolve_root(root)
+    kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
+    overloads = family_of_overload(op)["serves"] if family else [op]
+    first = written_for if written_for in overloads else op  # the kernel's own overload is tested first
+    return evaluator(where, device=device, seed=seed, timeout_s=timeout_s, kernel_for=written_for,
+                     overloads=overloads)(first, kernel)
+
+
+@dataclass
+class BenchResult:
+    verdict: object  # harness.verdict.Verdict
+    run_dir: Path
+    bench_file: Path
+    records: list
+
+
+def bench(op: str, kernel: str | Path | None = None, *, kernel_for: str | None = None,
+          root: str | Path | None = None, device: str | None = None, seed: int | None = None,
+          timeout_s: float = 300.0, max_shapes: int = 64, target_ms: float = 100.0, no_cache: bool = False,
+          allow_no_opinfo: bool = False, on_start: Callable[[Path], None] | None = None) -> BenchResult:
+    """Test the kernel, time it and eager aten on ``op``'s trace shapes (GPU), and write one
+    benchmark record per (input, engine) to ``root/runs/bench-<id>/bench.jsonl``. ``on_start``
+    hears the run directory before the evaluation starts."""
+    from agent.bench import write_bench
+    from agent.storage import RunDir, new_run_id
+    check_op(op)
+    check_evaluation(device, timeout_s, allow_no_opinfo)
+    where = resolve_root(root, write=True)
+    timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache, keep_raw=True)
+    kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
+    run = RunDir(where, "bench-" + new_run_id(op))
+    if on_start is not None:
+        on_start(run.path)
+    verdict = evaluator(where, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
+                        kernel_for=written_for)(op, kernel)
+    run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
+    bench_file, records = write_bench(run.path, verdict)
+    return BenchResult(verdict, run.path, bench_file, records)
+
+
+# --- prompt, generate ----------------------------------------------------------------------------
+
+def what_to_ask_for(op: str, exact_overload: bool = False) -> tuple[str, list[str]]:
+    """The overload to ask the model for and every overload its kernel is tested and served as:
+    the family's functional overload and the whole family, unless ``exact_overload`` (or the
+    overload has no functional sibling)."""
+    check_op(op)
+    family = family_of_overload(op)
+    if exact_overload or family["functional"] is None:
+        return op, [op]
+    return family["functional"], family["serves"]
+
+
+def prompt(op: str, *, exact_overload: bool = False, device: str | None = None) -> str:
+    """The first message ``generate`` sends for ``op`` with these options."""
+    from agent.prompting import render_prompt
+    computation, serves = what_to_ask_for(op, exact_overload)
+    return render_prompt(computation, also_serves=serves[1:], device=device)
+
+
+def generate(op: str, *, provider: str = "openai", model: str | None = None, rounds: int = 5, candidates: int = 1,
+             root: str | Path | None = None, device: str | None = None, base_url: str | None = None,
+             replay: str | Path | None = None, max_output_tokens: int = 8192, temperature: float | None = None,
+             retries: int = 5, max_cost_usd: float | None = None, max_tokens: int | None = None,
+             target_speedup: float = 1.0, exact_overload: bool = False, timeout_s: float = 300.0,
+             seed: int | None = None, max_shapes: int = 24, target_ms: float = 25.0, no_cache: bool = False,
+             allow_no_opinfo: bool = False, report: Callable[[str, dict], None] | None = None):
+    """Ask ``provider``'s ``model`` for a kernel for ``op`` for up to ``rounds`` rounds (see the
+    README for every option) and return the Outcome (status accepted, failed, stopped, error or
+    interrupted; ``run_dir``; ``accepted_dir``). ``report(event, data)`` hears the progress: start,
+    asking, retry, evaluating, candidate, round, best. A KeyboardInterrupt propagates after the run
+    directory is recorded as interrupted."""
+    from agent.llm_log import FILE_NAME, LLMLog, price_of
+    from agent.loop import Agent
+    from agent.providers import PROVIDERS, RetryPolicy, make_provider
+    from agent.providers.logged import LoggedProvider
+    from agent.storage import RunDir, new_run_id
+    if provider not in PROVIDERS:
+        raise UsageError(f"unknown provider '{provider}'; choose one of {', '.join(PROVIDERS)}")
+    if provider != "replay" and not model:
+        example = "gpt-5" if provider == "openai" else "claude-sonnet-4-5"
+        raise UsageError(f"--model is required with --provider {provider} (for example --model {example})")
+    for name, value, minimum in (("--rounds", rounds, 1), ("--candidates", candidates, 1), ("--retries", retries, 1),
+                                 ("--max-output-tokens", max_output_tokens, None),
+                                 ("--max-cost-usd", max_cost_usd, None), ("--max-tokens", max_tokens, None)):
+        positive(name, value, minimum)
+    if target_speedup < 0:
+        raise UsageError(f"--target-speedup must be 0 or more (got {target_speedup})")
+    computation, serves = what_to_ask_for(op, exact_overload)
+    check_evaluation(device, timeout_s, allow_no_opinfo)
+    where = resolve_root(root, write=True)
+    timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache)
+    report = report or (lambda event, data: None)
+    log = LLMLog(where / "runs" / FILE_NAME)
+    inner = make_provider(provider, op=computation, model=model, base_url=base_url,
+                          replay=str(replay) if replay is not None else None, max_output_tokens=max_output_tokens,
+                          temperature=temperature, retry=RetryPolicy(attempts=retries), log=log, root=where)
+    inner.on_retry = lambda info: report("retry", info)
+    if max_cost_usd is not None and price_of(inner.model) is None:
+        raise UsageError(f"--max-cost-usd needs a price for model '{inner.model}': add it to "
+                         "agent/prices.json (USD per million input and output tokens) or drop --max-cost-usd")
+    run = RunDir(where, new_run_id(computation))
+    logged = LoggedProvider(inner, log, run_id=run.path.name, op=computation, use_cache=not no_cache,
+                            params={"max_output_tokens": max_output_tokens, "temperature": temperature})
+    report("start", {"op": op, "computation": computation, "serves": serves, "provider": logged.name,
+                     "model": logged.model, "rounds": rounds, "candidates": candidates, "run_dir": str(run.path)})
+    agent = Agent(op=computation, serves=serves, device=device, provider=logged,
+                  evaluate=evaluator(where, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
+                                     overloads=serves),
+                  run=run, root=where, rounds=rounds, target_speedup=target_speedup, report=report,
+                  max_cost_usd=max_cost_usd, max_tokens=max_tokens, candidates=candidates,
+                  config={"device": device, "timeout_s": timeout_s, "seed": seed, "max_shapes": max_shapes,
+                          "target_ms": target_ms, "no_cache": no_cache})
+    return agent.generate()
+
+
+# --- listings, loading ---------------------------------------------------------------------------
+
+def ops(suite: str = "all", pattern: str | None = None, family: str | None = None) -> list[dict]:
+    """The overloads bbagent can test (``bbagent ops --json`` rows), filtered by a substring of
+    the name and by prompt family."""
+    from agent.prompting import family_of
+    from harness.coverage import SUITES, list_ops
+    if suite not in SUITES:
+        raise UsageError(f"unknown suite '{suite}'; choose one of {', '.join(SUITES)}")
+    rows = list_ops(suite)
+    for row in rows:
+        row["family"] = family_of(row["op"])
+    return [row for row in rows if (not pattern or pattern in row["op"]) and (not family or row["family"] == family)]
+
+
+def kernels(root: str | Path | None = None) -> list[dict]:
+    """The accepted kernels under ``root``: meta.json of each, with what it serves."""
+    from agent.served import accepted
+    return accepted(resolve_root(root))
+
+
+def load(op: str, root: str | Path | None = None) -> Callable:
+    """A callable with ``op``'s calling convention, from the accepted kernel that serves it (imported
+    into this process: use it for reviewed kernels)."""
+    from agent.served import load as load_kernel
+    check_op(op)
+    try:
+        return load_kernel(resolve_root(root), op)
+    except LookupError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def register(root: str | Path | None = None, dispatch_key: str = "CUDA"):
+    """Install every served overload of every accepted kernel as aten's implementation for
+    ``dispatch_key``; returns (the torch.library.Library to keep alive, the overloads registered)."""
+    from agent.served import register as register_kernels
+    return register_kernels(resolve_root(root), dispatch_key)
+
+
+def verdict_schema() -> dict:
+    """The JSON schema of the Verdict (``bbagent schema verdict``)."""
+    from harness.verdict import Verdict
+    return Verdict.model_json_schema()

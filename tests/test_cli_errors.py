@@ -1,0 +1,110 @@
+"""Bad input, as users give it: every case ends with the exit code the README states, no
+traceback, and a message on stderr that names the fix; results never go to stderr, diagnostics
+never to stdout; a reader that closes the pipe early ends the output quietly."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bbagent
+from agent.cli import main
+from conftest import KERNELS
+
+FAULTS = Path(__file__).parent / "faults"
+RELU = str(KERNELS / "relu_triton.py")
+
+# (argv, exit code, words on stderr)
+BAD_INPUT = [
+    (["eval", "--op", "aten.relu.default", "--kernel", RELU, "--device", "cuda"], 2, "use --device cpu"),
+    (["eval", "--op", "aten.relu.default", "--kernel", RELU, "--timeout", "-1"], 2, "--timeout must be positive"),
+    (["eval", "--op", "aten.relu.default", "--kernel", "nope.py"], 2, "nope.py: no such file"),
+    (["eval", "--op", "aten.relu.defualt", "--kernel", RELU], 2, "did you mean: aten.relu.default"),
+    (["eval", "--op", "aten.relu.default"], 2, "run 'bbagent generate --op aten.relu.default' first"),
+    (["generate", "--op", "aten.relu.default", "--provider", "nonsense"], 2, "invalid choice: 'nonsense'"),
+    (["generate", "--op", "aten.relu.default", "--provider", "openai"], 2, "--model is required with --provider openai"),
+    (["generate", "--op", "aten.relu.default", "--provider", "replay", "--rounds", "0"], 2, "--rounds must be at least 1"),
+    (["generate", "--op", "aten.relu.default", "--provider", "replay", "--max-cost-usd", "0"], 2,
+     "--max-cost-usd must be positive"),
+    (["generate", "--op", "aten.relu.default", "--provider", "replay", "--root", "/proc/x"], 2, "pass --root DIR"),
+    (["generate", "--op", "aten.relu.default", "--provider", "replay", "--root", "{file}"], 2, "is a file, not a folder"),
+    (["bench", "--op", "aten.relu.default", "--kernel", RELU, "--root", "/proc/x"], 2, "pass --root DIR"),
+    (["bench", "--op", "aten.relu.default", "--kernel", RELU, "--max-shapes", "0"], 2, "--max-shapes must be at least 1"),
+    (["generate", "--op", "aten.relu.default", "--provider", "replay", "--replay", "no-such-run"], 3,
+     "replay source not found"),
+    (["prompt", "--op", "aten.relu.default", "--round-feedback", "{file}"], 2, "is not a Verdict"),
+    (["logs", "--op", "aten.relu.defualt"], 0, "did you mean: aten.relu.default"),
+    (["logs", "--run", "no-such-run"], 0, "no call log at"),
+    (["kernels", "--root", "/nonexistent"], 0, "no generated_kernels/ under /nonexistent"),
+    (["ops", "zzzz"], 0, "no overload name contains 'zzzz'"),
+    (["ops", "--family", "nonsense"], 0, "no prompt family 'nonsense'"),
+    (["schema", "nonsense"], 2, "invalid choice: 'nonsense'"),
+]
+
+
+@pytest.mark.parametrize("argv, code, words", BAD_INPUT, ids=[" ".join(row[0][:3]) + f" -> {row[1]}" for row in BAD_INPUT])
+def test_bad_input_gets_its_exit_code_and_the_fix_on_stderr(argv, code, words, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("{}")
+    argv = [a.replace("{file}", str(tmp_path / "a_file")) for a in argv]
+    try:
+        got = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        got = exc.code
+    captured = capsys.readouterr()
+    assert got == code, captured
+    assert words in captured.err and "Traceback" not in captured.err + captured.out
+    assert words not in captured.out
+
+
+def test_opinfo_missing_is_a_usage_error_unless_allowed(monkeypatch, capsys):
+    monkeypatch.setattr(bbagent, "opinfo_problem", lambda: "ModuleNotFoundError: No module named 'expecttest'")
+    assert main(["eval", "--op", "aten.relu.default", "--kernel", RELU]) == 2
+    assert "pip install expecttest" in capsys.readouterr().err
+    assert main(["eval", "--op", "aten.relu.default", "--kernel", RELU, "--allow-no-opinfo", "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["verdict"] == "pass"
+
+
+@pytest.mark.parametrize("kernel, words", [
+    ("syntax_error.py", ["SyntaxError: expected ':'", "^"]),
+    ("no_entry_point.py", ["defines no top-level 'kernel'"]),
+])
+def test_the_cause_of_a_failure_is_printed_without_json(kernel, words, capsys):
+    assert main(["eval", "--op", "aten.relu.default", "--kernel", str(KERNELS / kernel)]) == 1
+    out = capsys.readouterr().out
+    assert all(w in out for w in words), out
+    assert "frozen importlib" not in out
+
+
+def _cli(*argv: str, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "agent.cli", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.mark.parametrize("argv", [["ops", "--json"], ["ops"], ["--help"]])
+def test_a_reader_closing_the_pipe_ends_the_output_quietly(argv):
+    process = _cli(*argv)
+    process.stdout.readline()
+    process.stdout.close()  # the reader goes away, as `| head -1` does
+    assert process.wait(timeout=120) == 0
+    assert process.stderr.read() == ""
+
+
+def test_generate_piped_into_head_records_the_run(tmp_path):
+    """`bbagent generate ... | head -2`: the run completes and is recorded; the progress is on stderr."""
+    process = _cli("generate", "--op", "aten.relu.default", "--provider", "replay", "--root", str(tmp_path))
+    process.stdout.close()
+    assert process.wait(timeout=300) == 0
+    assert "Traceback" not in process.stderr.read()
+    [run] = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert json.loads((run / "run.json").read_text())["status"] == "accepted"
+
+
+def test_help_does_not_import_torch():
+    probe = subprocess.run([sys.executable, "-c", "import sys; from agent.cli import main\n"
+                            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+                            "print('torch' in sys.modules, file=sys.stderr)"],
+                           capture_output=True, text=True, timeout=60)
+    assert probe.stderr.strip().endswith("False"), probe.stderr

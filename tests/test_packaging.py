@@ -1,0 +1,52 @@
+"""bbagent as a user installs it: a wheel built from the project, installed (not editable) into a
+fresh virtualenv, used from an empty directory that is not the checkout."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run(argv: list, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BBAGENT_ROOT", "VIRTUAL_ENV")}
+    return subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_a_wheel_installed_in_a_fresh_virtualenv_works_from_an_empty_directory(tmp_path):
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
+                  "-w", tmp_path / "dist", ROOT], cwd=tmp_path)
+    assert built.returncode == 0, built.stderr[-2000:]
+    [wheel] = (tmp_path / "dist").glob("bbagent-*.whl")
+    venv = tmp_path / "venv"
+    assert _run([sys.executable, "-m", "venv", venv], cwd=tmp_path).returncode == 0
+    # the torch already installed here (a CPU build from this machine's local file), then the wheel
+    torch_pin = f"torch=={torch.__version__.split('+')[0]}"
+    installed = _run([venv / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                      torch_pin, wheel], cwd=tmp_path, timeout=900)
+    assert installed.returncode == 0, installed.stderr[-2000:]
+    bbagent = venv / "bin" / "bbagent"
+    work = tmp_path / "work"
+    work.mkdir()
+
+    version = _run([bbagent, "--version"], cwd=work)
+    assert version.returncode == 0 and version.stdout.startswith("bbagent 0."), version
+    prompt = _run([bbagent, "prompt", "--op", "aten.relu.default"], cwd=work)
+    assert prompt.returncode == 0, prompt.stderr
+    assert "aten::relu(Tensor self) -> Tensor" in prompt.stdout and "## Worked example" in prompt.stdout
+    demo = _run([bbagent, "generate", "--op", "aten.relu.default", "--provider", "replay", "--device", "cpu"], cwd=work)
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert (work / "generated_kernels" / "aten.relu.default" / "kernel.py").is_file()
+    assert len([p for p in (work / "runs").iterdir() if p.is_dir()]) == 1
+    evaluated = _run([bbagent, "eval", "--op", "aten.relu.default", "--device", "cpu"], cwd=work)
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr
+    assert "PASS" in evaluated.stdout
+    # nothing was written into the installed package or the checkout
+    site = next((venv / "lib").glob("python*/site-packages"))
+    assert not (site / "runs").exists() and not (site / "generated_kernels").exists()
+    api = _run([venv / "bin" / "python", "-c", "import bbagent; print(bbagent.__version__)"], cwd=work)
+    assert api.returncode == 0 and api.stdout.strip() == version.stdout.split()[1], api.stderr
