@@ -17,9 +17,9 @@ import torch
 
 from agent.signature import parameters, signature
 from harness import opinfo_index
-from harness.compare import TOLERANCES, value_mode
+from harness.compare import TOLERANCES
 from harness.evaluate import default_device
-from harness.ops import describe, op_name as op_name_of, packet_name, resolve_op
+from harness.ops import describe, op_name as op_name_of, packet_name, resolve_op, value_mode
 from harness.suite import FLOAT_DTYPES, SAMPLE_DTYPES
 from harness.torch_allowed import ALLOWED, SEED_DRAW
 from harness.traces import load_calls

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from harness.adapters import serving  # noqa: E402
 from harness.inputs import materialize  # noqa: E402
 from harness.ops import resolve_op  # noqa: E402
-from harness.suite import _spread  # noqa: E402
+from harness.inputs import spread  # noqa: E402
 from harness.timing import graphed, summarize, time_interleaved  # noqa: E402
 from harness.traces import load_calls  # noqa: E402
 
@@ -50,7 +50,7 @@ def measure(functional: str, inplace: str, out: str, kernel_file: str, shapes: i
     served_inplace, served_out = serving(kernel, f_op, i_op), serving(kernel, f_op, o_op)
     calls = sorted(load_calls(inplace), key=lambda c: c.numel())
     rows = []
-    for position in sorted(_spread(len(calls), shapes)):
+    for position in sorted(spread(len(calls), shapes)):
         call = calls[position]
         gen = torch.Generator(device="cuda").manual_seed(position)
         args = materialize(call.args, "cuda", gen)

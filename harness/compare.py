@@ -58,19 +58,6 @@ TOLERANCES = {getattr(torch, name): tolerance for name, tolerance in TOLERANCES_
 MAX_REPORTED = 5
 
 
-def value_mode(op) -> str:
-    """How an op's values are compared: ``exact`` (within tolerance), ``metadata`` (the values
-    are unspecified, e.g. ``empty``: shape, dtype, device and strides only) or ``distribution``
-    (random ops: metadata plus a distribution test against an independent reference draw)."""
-    if packet_name(op) in UNSPECIFIED_VALUES:
-        return "metadata"
-    if torch.Tag.nondeterministic_seeded in op.tags:
-        return "distribution"
-    return "exact"
-
-
-UNSPECIFIED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-                                "empty_permuted"})
 MIN_RANDOM_SAMPLES = 64
 
 

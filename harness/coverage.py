@@ -12,8 +12,7 @@ from collections import defaultdict
 import torch
 
 from harness import opinfo_index
-from harness.compare import value_mode
-from harness.ops import UnknownOpError, resolve_op
+from harness.ops import UnknownOpError, resolve_op, value_mode
 from harness.suite import SAMPLE_DTYPES
 from harness.traces import DTYPE_NAMES, SHIPPED_TRACES, TRACE_ALIASES, iter_blocks
 from harness.variants import variant_family

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness.inputs import describe_call, map_tensors, tensors_in
+from harness.inputs import clone_value, describe_call, map_tensors, tensors_in
 
 SMALL_NUMEL = 4096
 LARGE_SCALE = {torch.float16: 1e3}   # other floating dtypes: 1e6
@@ -73,7 +73,6 @@ RULES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 
 def reference_accepts(op, args: tuple, kwargs: dict) -> bool:
-    from harness.suite import clone_value
     tensors = tensors_in((args, kwargs))
     if tensors and all(t.device.type == "cpu" for t in tensors):
         return _accepts_in_fork(op, args, kwargs)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import traceback
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.compare import value_mode
 from harness.inputs import tensors_in
-from harness.ops import packet_name
+from harness.ops import packet_name, value_mode
 from harness.torch_allowed import ALLOWED_ATEN, MAX_SEED_VALUES, SEED_DRAW
 
 class LaunchCounter:

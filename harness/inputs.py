@@ -141,3 +141,25 @@ def poison_freed_memory(like: list[torch.Tensor], copies: int = 2) -> None:
     Allocating blocks of the same sizes takes exactly the blocks a candidate would get."""
     held = [poisoned_like(t) for t in like for _ in range(copies)]
     del held
+
+
+def clone_value(value: Any) -> Any:
+    """Deep copy of an argument structure; tensors keep shape, strides and dtype."""
+    return map_tensors(value, _clone_tensor)
+
+
+def _clone_tensor(t: torch.Tensor) -> torch.Tensor:
+    if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
+        # Broadcast (stride-0) layouts, common in traces, cannot be written element-wise:
+        # copy the memory behind the view and rebuild the same view over the copy.
+        return memory_behind(t).clone().as_strided(t.shape, t.stride())
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+
+
+def spread(count: int, most: int) -> set[int] | range:
+    """Positions of ``most`` of ``count`` items spread evenly from first to last: the traces
+    of one op run through a model in order, so the first few are often alike (dropout rates
+    0.52, 0.54, ... of one network's stochastic depth) while the list as a whole varies."""
+    if count <= most:
+        return range(count)
+    return {round(k * (count - 1) / max(most - 1, 1)) for k in range(most)}

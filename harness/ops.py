@@ -80,6 +80,19 @@ def op_name(op: torch._ops.OpOverload) -> str:
     return f"aten.{packet_name(op)}.{op._overloadname}"
 
 
+def value_mode(op) -> str:
+    """How an op's values are compared: ``exact`` (within tolerance), ``metadata`` (the values
+    are unspecified, e.g. ``empty``: shape, dtype, device and strides only) or ``distribution``
+    (random ops: metadata plus a distribution test against an independent reference draw)."""
+    if packet_name(op) in UNSPECIFIED_VALUES:
+        return "metadata"
+    if torch.Tag.nondeterministic_seeded in op.tags:
+        return "distribution"
+    return "exact"
+
+
+UNSPECIFIED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+                                "empty_permuted"})
 def describe(op: torch._ops.OpOverload) -> OpInfoSummary:
     schema = op._schema
     mutated = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]

@@ -19,14 +19,13 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from harness.compare import value_mode
-from harness.inputs import memory_behind, tensors_in
+from harness.inputs import clone_value, memory_behind, spread, tensors_in
+from harness.ops import value_mode
 from harness.runner import Float64Run, judged
-from harness.variants import is_written, schema_arguments
-from harness.suite import TestCase, _spread, clone_value
+from harness.suite import TestCase
 from harness.timing import (copy_bandwidth_gbs, empty_launch_ms, graphed, overhead_dominated, summarize,
                             time_interleaved)
-from harness.variants import out_arguments
+from harness.variants import is_written, out_arguments, schema_arguments
 
 # Another seed for the values copied in after timing (any offset that is not 0 will do).
 RECHECK_SEED_OFFSET = 7919
@@ -51,7 +50,7 @@ def timed_cases(cases: list[TestCase], passed: set[str], most: int) -> list[Test
         if case.trace is not None and case.id in passed and case.description not in sized:
             sized[case.description] = (case.largest_tensor(), case.id, case)
     ordered = [case for size, _, case in sorted(sized.values(), key=lambda s: s[:2]) if size > 0]
-    return [ordered[i] for i in sorted(_spread(len(ordered), most))]
+    return [ordered[i] for i in sorted(spread(len(ordered), most))]
 
 
 def distinct_bytes(t: torch.Tensor) -> int:

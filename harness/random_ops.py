@@ -31,7 +31,7 @@ import torch
 from harness.budget import MAX_RANDOM_CALLS_CPU
 from harness.compare import compare, same_tensors
 from harness.inputs import tensors_in
-from harness.suite import clone_value
+from harness.inputs import clone_value
 
 FIRST_SEED = 20240607
 POOLED_VALUES = 20_000

@@ -21,10 +21,12 @@ from typing import Any
 
 import torch
 
-from harness.compare import Exact, compare, equal_exactly, value_mode
+from harness.compare import Exact, compare, equal_exactly
+from harness.ops import value_mode
 from harness.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
-from harness.suite import TestCase, clone_value
+from harness.inputs import clone_value
+from harness.suite import TestCase
 from harness.variants import is_written, schema_arguments
 
 
@@ -105,7 +107,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
             actual = kernel(*cand_args, **cand_kwargs)
         _synchronize(device)
     except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
-        result.update(_candidate_raised(exc, candidate_file))
+        result.update(candidate_raised(exc, candidate_file))
         return result
     result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
 
@@ -121,7 +123,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
     return result
 
 
-def _candidate_raised(exc: BaseException, candidate_file: str) -> dict:
+def candidate_raised(exc: BaseException, candidate_file: str) -> dict:
     if is_cuda_error(exc):  # sticky: nothing can run on this device after it
         return {"error_kind": "cuda_error", "context_lost": True,
                 "message": trimmed_traceback(exc, candidate_file) + "\n(a CUDA error in the kernel: an "
@@ -139,7 +141,7 @@ def _check_random_draws(op, inputs: tuple[tuple, dict], kernel, device: str, val
     try:
         failure = random_failure(op, *inputs, kernel, device, values, under_guards)
     except BaseException as exc:  # noqa: BLE001 - raised on a repeated, seeded call
-        failure = _candidate_raised(exc, candidate_file)
+        failure = candidate_raised(exc, candidate_file)
         failure["message"] = "on a repeated call with a seeded generator: " + failure["message"]
     return _guard_failure(recorder.findings) or failure
 

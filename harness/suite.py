@@ -20,7 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
 from harness.edge_cases import derive_edge_cases, reference_accepts
-from harness.inputs import describe_call, map_tensors, materialize, memory_behind, tensors_in
+from harness.inputs import clone_value, describe_call, map_tensors, materialize, memory_behind, spread, tensors_in
 from harness.opinfo_index import opinfos_reaching
 from harness.index_args import make_index_args_valid
 from harness.ops import op_name, packet_name, resolve_op
@@ -88,21 +88,8 @@ class Suite:
     notes: list[str] = field(default_factory=list)
 
 
-def clone_value(value: Any) -> Any:
-    """Deep copy of an argument structure; tensors keep shape, strides and dtype."""
-    return map_tensors(value, _clone_tensor)
-
-
 def _on_meta(t: torch.Tensor) -> torch.Tensor:
     return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
-
-
-def _clone_tensor(t: torch.Tensor) -> torch.Tensor:
-    if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
-        # Broadcast (stride-0) layouts, common in traces, cannot be written element-wise:
-        # copy the memory behind the view and rebuild the same view over the copy.
-        return memory_behind(t).clone().as_strided(t.shape, t.stride())
-    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
 
 
 class _CallCapture(TorchDispatchMode):
@@ -205,15 +192,6 @@ def _output_numel(op, call: TraceCall) -> int:
     return sum(t.numel() for t in tensors_in(result))
 
 
-def _spread(count: int, most: int) -> set[int] | range:
-    """Positions of ``most`` of ``count`` items spread evenly from first to last: the traces
-    of one op run through a model in order, so the first few are often alike (dropout rates
-    0.52, 0.54, ... of one network's stochastic depth) while the list as a whole varies."""
-    if count <= most:
-        return range(count)
-    return {round(k * (count - 1) / max(most - 1, 1)) for k in range(most)}
-
-
 def build_suite(op, device: str, seed: int, *, interpreter: bool,
                 cpu_max_numel: int = CPU_MAX_NUMEL) -> Suite:
     """The tests of ``op``. The in-place and ``out=`` overloads of a family get their functional
@@ -253,7 +231,7 @@ def _out_suite(op, functional, base: Suite) -> Suite:
     for layout, wording in (("empty", "empty, shape [0]"), ("wrong_shape", "of the wrong shape"),
                             ("strided", "non-contiguous")):
         usable = [c for c in base.cases if layout != "strided" or _can_stride_result(functional, c)]
-        for position in sorted(_spread(len(usable), MAX_OUT_LAYOUT_CASES)):
+        for position in sorted(spread(len(usable), MAX_OUT_LAYOUT_CASES)):
             case = usable[position]
             cases.append(replace(case, id=f"out_{layout}-{case.id}", out_of=functional, out_names=names,
                                  out_layout=layout, source=f"{case.source}, out= {wording}",
@@ -329,7 +307,7 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
                                   "reason": f"over the CPU interpreter budget of {cpu_max_numel} elements"})
         else:
             eligible.append((i, call))
-    kept = _spread(len(eligible), MAX_TRACE_CASES_CPU) if interpreter else range(len(eligible))
+    kept = spread(len(eligible), MAX_TRACE_CASES_CPU) if interpreter else range(len(eligible))
     for position, (i, call) in enumerate(eligible):
         description = call.describe()
         trace_id = f"trace-{i}"

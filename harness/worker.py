@@ -218,7 +218,7 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
     import torch
     from harness.guards import AtenRecorder
     from harness.perf import TimingRequest, device_stats, time_case, timed_cases
-    from harness.runner import _candidate_raised
+    from harness.runner import candidate_raised
     request = TimingRequest(**job.timing)
     gpu = torch.cuda.get_device_name()
     cases = timed_cases(suite.cases, passed, request.max_cases)
@@ -230,7 +230,7 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
         try:
             result = time_case(op, case, kernel, request, gpu, stats, AtenRecorder(op, launches, candidate_file))
         except Exception as exc:  # noqa: BLE001 - the candidate's failure on a repeated call
-            failure = _candidate_raised(exc, candidate_file)
+            failure = candidate_raised(exc, candidate_file)
             result = {"id": case.id, "input": case.description, "error_kind": failure["error_kind"],
                       "message": "while being timed: " + failure["message"]}
         emit("timing", **result)

@@ -260,3 +260,14 @@ def test_a_failed_candidate_call_is_recorded_in_place_and_the_run_replays_by_id(
     replays = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir() and p != run_dir)
     again = json.loads((replays[-1] / "run.json").read_text())["rounds"][0]["candidates"]
     assert [c["outcome"] for c in again] == outcomes
+
+
+def test_retries_are_announced_while_waiting(tmp_path, monkeypatch, no_keys, demo_answers, capsys):
+    """A transient failure is retried after a wait, and the user hears of it instead of silence."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().fail(503, "overloaded").answer(demo_answers[1]) as server:
+        code = main(["generate", "--op", "aten.relu.default", "--rounds", "1", "--provider", "openai", "--model", "m",
+                     "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu"])
+    assert code == 0 and len(server.requests) == 2
+    err = capsys.readouterr().err
+    assert "the call failed (OpenAI API server error (503)" in err and "attempt 2 of 5 in" in err

@@ -148,7 +148,7 @@ def test_index_lists_follow_the_indexed_dims():
 
 
 def test_clone_keeps_broadcast_layouts():
-    from harness.suite import clone_value
+    from harness.inputs import clone_value
     spec = TensorSpec((4, 3, 5), "float16", (5, 0, 1))
     original = make_tensor(spec, "cpu", torch.Generator().manual_seed(0))
     copy = clone_value(original)
@@ -157,7 +157,8 @@ def test_clone_keeps_broadcast_layouts():
 
 
 def test_trace_inputs_with_stride_zero_reach_the_reference():
-    from harness.suite import build_suite, clone_value
+    from harness.inputs import clone_value
+    from harness.suite import build_suite
     op = resolve_op("aten.add.Tensor")
     suite = build_suite(op, "cpu", 0, interpreter=False)
     broadcast = [c for c in suite.cases if c.trace is not None
