@@ -1,5 +1,5 @@
 """``bbagent bench``: test a kernel, time it against eager aten on the op's trace shapes, and
-write one benchmark record (schema v0.1, ``harness.bench_record``) per (op, input, engine)
+write one benchmark record (schema v0.1, ``agent.bench_record``) per (op, input, engine)
 to ``runs/<run_id>/bench.jsonl``, beside the Verdict.
 
 On the GPU each timed shape gives an ``aten`` record and a ``bbagent`` record with their
@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.report import widen
-from harness.bench_record import BenchRecord, append_records, hardware_config, make_record
+from agent.bench_record import BenchRecord, append_records, hardware_config, make_record
 from harness.verdict import Performance, Verdict
 
 

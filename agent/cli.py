@@ -29,7 +29,7 @@ PROVIDERS = ("openai", "anthropic", "replay")  # agent.providers.PROVIDERS, with
 # --- the parser ----------------------------------------------------------------------------------
 
 def _parser() -> argparse.ArgumentParser:
-    from harness.policy import TOLERANCE_POLICY
+    from harness.checks.policy import TOLERANCE_POLICY
     parser = argparse.ArgumentParser(prog="bbagent", description="Generate and test Triton kernels for aten operators.")
     parser.add_argument("--version", action="version", version=f"bbagent {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -17,11 +17,11 @@ import torch
 
 from agent.signature import parameters, signature
 from harness import opinfo_index
-from harness.compare import TOLERANCES
+from harness.checks.compare import TOLERANCES
 from harness.evaluate import default_device
 from harness.ops import describe, op_name as op_name_of, packet_name, resolve_op, value_mode
-from harness.suite import FLOAT_DTYPES, SAMPLE_DTYPES
-from harness.torch_allowed import ALLOWED, SEED_DRAW
+from harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
+from harness.checks.allowed import ALLOWED, SEED_DRAW
 from harness.traces import load_calls
 from harness.variants import functional_of, out_arguments, overloads
 from harness.verdict import Verdict

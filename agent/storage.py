@@ -21,7 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def write_atomic(path: Path, text: str) -> None:

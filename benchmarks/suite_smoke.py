@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def _reference_errors(suite, op) -> list[str]:
     """Tests whose inputs the aten reference rejects (they would end as reference_error)."""
-    from harness.edge_cases import reference_accepts  # forks on CPU: aten CPU kernels can crash
+    from harness.suite.edge_cases import reference_accepts  # forks on CPU: aten CPU kernels can crash
     return [f"{case.id}: {case.description[:120]}" for case in suite.cases
             if not reference_accepts(op, *case.inputs())]
 
@@ -39,7 +39,7 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     from harness.coverage import list_ops
     from harness.ops import resolve_op
-    from harness.suite import build_suite
+    from harness.suite.build import build_suite
     rows = [r for r in list_ops("traces") if not r["why_none"]]
     rows.sort(key=lambda r: -r["trace_tests"])
     results = []

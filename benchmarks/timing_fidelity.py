@@ -3,7 +3,7 @@
 For (op, input) pairs from the shipped real-model traces (the largest and a middle-sized call of
 each op), the eager aten call is timed three ways:
 
-* ``bbagent``: ``harness.timing.time_interleaved`` (L2 flush, events per repetition), median;
+* ``bbagent``: ``harness.timing.clock.time_interleaved`` (L2 flush, events per repetition), median;
 * ``do_bench``: ``triton.testing.do_bench(fn, return_mode="median")``;
 * ``loop``: a plain loop written here: zero a 256 MiB buffer, record an event, call, record an
   event, 200 times, median.
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.inputs import materialize  # noqa: E402
 from harness.ops import resolve_op  # noqa: E402
-from harness.timing import empty_launch_ms, graphed, overhead_dominated, summarize, time_interleaved  # noqa: E402
+from harness.timing.clock import empty_launch_ms, graphed, overhead_dominated, summarize, time_interleaved  # noqa: E402
 from harness.traces import load_calls  # noqa: E402
 
 OPS = ["aten.relu.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.mm.default", "aten.bmm.default",

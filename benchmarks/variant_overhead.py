@@ -30,7 +30,7 @@ from harness.adapters import serving  # noqa: E402
 from harness.inputs import materialize  # noqa: E402
 from harness.ops import resolve_op  # noqa: E402
 from harness.inputs import spread  # noqa: E402
-from harness.timing import graphed, summarize, time_interleaved  # noqa: E402
+from harness.timing.clock import graphed, summarize, time_interleaved  # noqa: E402
 from harness.traces import load_calls  # noqa: E402
 
 FAMILIES = [("aten.relu.default", "aten.relu_.default", "aten.relu.out", "relu_triton.py"),

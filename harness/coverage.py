@@ -13,7 +13,7 @@ import torch
 
 from harness import opinfo_index
 from harness.ops import UnknownOpError, resolve_op, value_mode
-from harness.suite import SAMPLE_DTYPES
+from harness.suite.build import SAMPLE_DTYPES
 from harness.traces import DTYPE_NAMES, SHIPPED_TRACES, TRACE_ALIASES, iter_blocks
 from harness.variants import variant_family
 
@@ -67,7 +67,7 @@ def list_ops(suite: str = "all") -> list[dict]:
 
 def _add_variant_rows(rows: list[dict]) -> None:
     """The in-place and ``out=`` overloads of every tested functional overload run its tests in
-    their own calling convention (``harness.suite.build_suite``): ``tested_via`` names it, and
+    their own calling convention (``harness.suite.build.build_suite``): ``tested_via`` names it, and
     members of such a family that nothing else lists get a row of their own."""
     listed = {row["op"]: row for row in rows}
     for row in list(rows):

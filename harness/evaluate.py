@@ -1,11 +1,11 @@
 """Evaluate a candidate kernel file in a sandboxed child process and return its Verdict.
 
 The parent never imports the candidate. The child is forked from a warm fork server
-(``harness.pool``, ``harness.forkserver``) or, with ``warm=False``, started as a fresh
+(``harness.sandbox.pool``, ``harness.sandbox.forkserver``) or, with ``warm=False``, started as a fresh
 interpreter; either way it leads its own session in a private temporary directory, with
 an environment reduced to an allowlist (no API keys), and contains itself before the
-candidate is imported (``harness.containment``: namespaces, rlimits, audit hook). The
-parent watches it (``harness.watch``): wall-clock limit, host memory and process count of
+candidate is imported (``harness.sandbox.containment``: namespaces, rlimits, audit hook). The
+parent watches it (``harness.sandbox.watch``): wall-clock limit, host memory and process count of
 its session, output size; breaking one kills the whole session's group. Results arrive as
 JSON lines on a dedicated pipe; stdout and stderr are kept as a bounded head and tail.
 """
@@ -24,12 +24,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.budget import CPU_MAX_NUMEL
-from harness.perf_metrics import summarize_performance
-from harness.reference_cache import ReferenceCache
-from harness.pool import ColdChild, PoolError, pool_for
-from harness.watch import BoundedCapture, Limits, Outcome, session_usage
-from harness.static_check import check_source
+from harness.suite.budget import CPU_MAX_NUMEL
+from harness.timing.metrics import summarize_performance
+from harness.timing.reference_cache import ReferenceCache
+from harness.sandbox.pool import ColdChild, PoolError, pool_for
+from harness.sandbox.watch import BoundedCapture, Limits, Outcome, session_usage
+from harness.checks.static_check import check_source
 from harness.verdict import SCHEMA_VERSION, Verdict, describe_failures, group_failures, summarize
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ COMPILER_PATHS = ("triton/compiler", "triton/backends", "triton/runtime/build")
 
 @dataclass
 class TimingOptions:
-    """Ask for the timing phase (``harness.perf``; GPU only, after every test passed).
+    """Ask for the timing phase (``harness.timing.phase``; GPU only, after every test passed).
     ``cache``: eager timings and device yardsticks already measured are read from it (unless
     ``reuse`` is False, as with ``--no-cache``) and new ones are written to it. ``keep_raw``
     keeps every repetition's time in the Verdict (``bbagent bench`` writes them to its records)."""
@@ -122,7 +122,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     tested, and timed, first). An overload other than ``kernel_for`` is served through
     ``harness.adapters``: ``kernel_for`` must then be its family's functional overload.
 
-    ``warm`` forks the child from the device's fork server (``harness.pool``) instead of
+    ``warm`` forks the child from the device's fork server (``harness.sandbox.pool``) instead of
     starting an interpreter. ``static_check=False`` skips the source rules, so that the
     run-time containment can be tested on its own. ``protected`` paths are read-only for the
     child where the OS allows a mount namespace (default: the project tree). ``timing`` asks
@@ -290,7 +290,7 @@ def _hang_site(stderr: str, candidate_file: str) -> str:
         return "in Triton's compiler: a kernel whose compilation does not finish" + at
     if mine:
         return "in the kernel's code: a loop that does not finish" + at
-    if any(os.path.basename(name) in ("runner.py", "compare.py") for name in files[:2]):
+    if any(os.path.basename(name) in ("case.py", "compare.py") for name in files[:2]):
         return "waiting for the device: a Triton kernel that does not finish"
     return f"in {os.path.basename(files[0])}"
 

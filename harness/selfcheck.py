@@ -19,7 +19,7 @@ from pathlib import Path
 
 from harness.evaluate import default_device, evaluate
 from harness.verdict import Verdict
-from harness.watch import Limits
+from harness.sandbox.watch import Limits
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "corpus.json"
 

@@ -130,7 +130,7 @@ class FailureGroup(_Strict):
 
 
 class TimingStats(_Strict):
-    """Per-repetition times of one function on one input, in ms (``harness.timing.summarize``)."""
+    """Per-repetition times of one function on one input, in ms (``harness.timing.clock.summarize``)."""
     median_ms: float
     mean_ms: float
     std_ms: float
@@ -179,7 +179,7 @@ class LargestShape(_Strict):
 
 
 class PerformanceSummary(_Strict):
-    """``harness.perf_metrics.summarize_performance``: failures never count as 1.0x."""
+    """``harness.timing.metrics.summarize_performance``: failures never count as 1.0x."""
     correct: bool
     timed: int
     counted: int
@@ -239,7 +239,7 @@ class ContainmentLimits(_Strict):
 
 
 class Containment(_Strict):
-    """What the sandbox had in force (``harness.containment.contain``)."""
+    """What the sandbox had in force (``harness.sandbox.containment.contain``)."""
     network_namespace: bool
     read_only_paths: list[str]
     notes: list[str]

@@ -5,7 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from harness.bench_record import BenchRecord, append_records, make_record
+from agent.bench_record import BenchRecord, append_records, make_record
 
 REQUIRED = {"workload", "engine", "hardware", "runtime_ms_mean", "runtime_ms_std", "timestamp",
             "schema_version", "metadata", "workload_args", "workload_metadata", "engine_version",

@@ -1,6 +1,6 @@
 import torch
 
-from harness.compare import Exact, compare
+from harness.checks.compare import Exact, compare
 
 
 def test_equal_within_dtype_tolerance_passes():
@@ -94,7 +94,7 @@ def test_discrete_random_values_compare_by_distribution():
 
 
 def test_value_modes_from_op_tags():
-    from harness.compare import value_mode
+    from harness.ops import value_mode
     aten = torch.ops.aten
     assert value_mode(aten.relu.default) == "exact"
     assert value_mode(aten.empty_like.default) == "metadata"
@@ -155,7 +155,7 @@ def test_aten_overflow_where_float64_is_finite_is_aten_error():
 
 
 def test_positive_long_sums_with_a_blocked_float32_loop_pass_and_float16_accumulators_do_not():
-    from harness.runner import Float64Run
+    from harness.checks.case import Float64Run
     torch.manual_seed(0)
     x = torch.rand(8, 40_000) * 10  # positive terms: the worst case for a sequential accumulator
     op = torch.ops.aten.sum.dim_IntList

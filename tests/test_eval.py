@@ -3,7 +3,7 @@ The wrong, cheating and faulty kernels are judged in test_corpus.py."""
 import json
 
 from agent.cli import main
-from harness.budget import CPU_MAX_NUMEL
+from harness.suite.budget import CPU_MAX_NUMEL
 from conftest import KERNELS
 
 
@@ -69,7 +69,7 @@ def _emitted_error_kinds() -> set[str]:
         if isinstance(node, ast.Tuple) and node.elts:
             return strings(node.elts[0])
         return set()
-    for path in (PROJECT_ROOT / "harness").glob("*.py"):
+    for path in (PROJECT_ROOT / "harness").rglob("*.py"):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.keyword) and node.arg == "error_kind":

@@ -37,7 +37,7 @@ def test_replay_demo_on_gpu(tmp_path, capsys):
 
 def test_timing_phase_times_the_kernel_and_caches_eager(tmp_path):
     from harness.evaluate import TimingOptions, evaluate
-    from harness.reference_cache import ReferenceCache
+    from harness.timing.reference_cache import ReferenceCache
     options = TimingOptions(target_ms=10, max_cases=6, cache=ReferenceCache(tmp_path / "ref.sqlite"))
     first = evaluate("aten.relu.default", KERNELS / "relu_triton.py", timing=options)
     assert first["verdict"] == "pass", first["message"]
@@ -84,7 +84,7 @@ def test_optimisation_round_replaces_a_slow_kernel_on_gpu(tmp_path, capsys):
 
 
 def test_bench_writes_valid_timed_records(tmp_path, capsys):
-    from harness.bench_record import BenchRecord
+    from agent.bench_record import BenchRecord
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
                  "--max-shapes", "4", "--target-ms", "10", "--root", str(tmp_path), "--json"])
     summary = json.loads(capsys.readouterr().out)

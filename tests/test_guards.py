@@ -5,8 +5,8 @@ import pytest
 
 from conftest import KERNELS
 from harness.evaluate import evaluate
-from harness.static_check import check_source
-from harness.torch_allowed import ALLOWED, SEED_DRAW
+from harness.checks.static_check import check_source
+from harness.checks.allowed import ALLOWED, SEED_DRAW
 
 
 @pytest.mark.parametrize("kernel, guard, line", [
@@ -36,7 +36,7 @@ def test_static_guards_reject_before_running(kernel, guard, line, tmp_path, monk
     ("import torch\ns = torch.cuda.Stream()\n", [("side_stream", 2)]),
     ("x = eval('1')\n", [("forbidden_call", 1)]),
     ("data = open('/proc/self/environ').read()\n", [("forbidden_call", 1)]),
-    ("import sys\nrunner = sys.modules['harness.runner']\n", [("introspection", 2)]),
+    ("import sys\nrunner = sys.modules['harness.checks.case']\n", [("introspection", 2)]),
     ("def f():\n    pass\nf.__globals__\n", [("introspection", 3)]),
     ("import torch\nname = 'Str' + 'eam'\ns = getattr(torch.cuda, name)\n", [("introspection", 3)]),
     ("import torch\ns = getattr(torch.cuda, 'Stream')()\n", [("side_stream", 2)]),
@@ -50,7 +50,7 @@ def test_static_rules(source, expected):
 
 def test_zero_size_inputs_inside_lists_need_no_launch():
     import torch
-    from harness.runner import _all_inputs_empty
+    from harness.checks.case import _all_inputs_empty
     assert _all_inputs_empty(([torch.empty(0, 3), torch.empty(0, 3)], 0), {})
     assert not _all_inputs_empty(([torch.empty(0, 3), torch.ones(2, 3)], 0), {})
 
@@ -64,10 +64,10 @@ def _example_names():
 
 @pytest.mark.parametrize("allowed", ALLOWED + (SEED_DRAW,), ids=lambda row: row.purpose)
 def test_every_call_the_contract_allows_passes_the_guard(allowed):
-    """The prompt lists harness.torch_allowed's examples as what a wrapper may call: each one,
+    """The prompt lists harness.checks.allowed's examples as what a wrapper may call: each one,
     run under the run-time guard, is no finding (the seed draw only for a random operator)."""
     import torch
-    from harness.guards import AtenRecorder, LaunchCounter
+    from harness.checks.guards import AtenRecorder, LaunchCounter
     target = torch.ops.aten.bernoulli.default if allowed is SEED_DRAW else torch.ops.aten.relu.default
     for example in allowed.examples:
         names = _example_names()
@@ -79,7 +79,7 @@ def test_every_call_the_contract_allows_passes_the_guard(allowed):
 
 def test_compute_outside_the_table_is_a_finding():
     import torch
-    from harness.guards import AtenRecorder, LaunchCounter
+    from harness.checks.guards import AtenRecorder, LaunchCounter
     for example in ("x * 2", "x.relu()", "torch.where(x > 0, x, y)", "x.sum()", "x.unfold(0, 2, 1)",
                     "int(torch.randint(2**31 - 1, (1,), generator=generator, device=x.device))"):
         recorder = AtenRecorder(torch.ops.aten.relu.default, LaunchCounter(), candidate_file="<none>")

@@ -97,7 +97,7 @@ def test_materialized_tensors_are_signed_seeded_and_strided():
     "aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default", "aten._index_put_impl_.default",
 ])
 def test_trace_index_arguments_are_valid(name):
-    from harness.suite import build_suite
+    from harness.suite.build import build_suite
     op = resolve_op(name)
     suite = build_suite(op, "cpu", 0, interpreter=True, cpu_max_numel=1 << 22)
     traces = [c for c in suite.cases if c.source.startswith("trace")]
@@ -108,7 +108,7 @@ def test_trace_index_arguments_are_valid(name):
 
 
 def _index_args(name, args, kwargs=None):
-    from harness.index_args import make_index_args_valid
+    from harness.suite.index_args import make_index_args_valid
     kwargs = kwargs or {}
     make_index_args_valid(resolve_op(name), args, kwargs, torch.Generator().manual_seed(3))
     return args
@@ -158,7 +158,7 @@ def test_clone_keeps_broadcast_layouts():
 
 def test_trace_inputs_with_stride_zero_reach_the_reference():
     from harness.inputs import clone_value
-    from harness.suite import build_suite
+    from harness.suite.build import build_suite
     op = resolve_op("aten.add.Tensor")
     suite = build_suite(op, "cpu", 0, interpreter=False)
     broadcast = [c for c in suite.cases if c.trace is not None
@@ -171,7 +171,7 @@ def test_trace_inputs_with_stride_zero_reach_the_reference():
 
 
 def test_out_overloads_take_the_functional_tests_with_poisoned_out():
-    from harness.suite import build_suite
+    from harness.suite.build import build_suite
     from harness.variants import functional_sibling, out_arguments
     aten = torch.ops.aten
     assert functional_sibling(aten.add.out) is aten.add.Tensor

@@ -7,7 +7,7 @@ import re
 from agent.loop import Agent
 from agent.providers.replay import ReplayProvider
 from agent.storage import RunDir
-from harness.perf_metrics import summarize_performance
+from harness.timing.metrics import summarize_performance
 from harness.verdict import Verdict
 
 OP = "aten.relu.default"

@@ -7,10 +7,10 @@ import torch
 
 from harness.evaluate import TimingOptions, evaluate
 from harness.ops import resolve_op
-from harness.perf import bytes_moved, recheck, timed_cases
-from harness.perf_metrics import fast_p, geomean, quantile, summarize_performance
-from harness.reference_cache import ReferenceCache
-from harness.suite import build_suite, clone_value
+from harness.timing.phase import bytes_moved, recheck, timed_cases
+from harness.timing.metrics import fast_p, geomean, quantile, summarize_performance
+from harness.timing.reference_cache import ReferenceCache
+from harness.suite.build import build_suite, clone_value
 
 RELU = "aten.relu.default"
 KERNELS = Path(__file__).parent / "kernels"

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-import harness.suite as suite_module
+import harness.suite.build as suite_module
 from agent.prompting import render_prompt
 from agent.signature import parameters
 from harness.coverage import list_ops

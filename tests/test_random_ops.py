@@ -1,11 +1,11 @@
-"""Random ops: the generator checks and the pooled distribution test of harness.random_ops,
+"""Random ops: the generator checks and the pooled distribution test of harness.checks.random_ops,
 run in-process on plain functions (no Triton needed), and the seed-draw allowance of the guard."""
 import torch
 
-from harness.guards import AtenRecorder, LaunchCounter
-from harness import random_ops
-from harness.compare import compare
-from harness.random_ops import random_failure
+from harness.checks.guards import AtenRecorder, LaunchCounter
+from harness.checks import random_ops
+from harness.checks.compare import compare
+from harness.checks.random_ops import random_failure
 
 aten = torch.ops.aten
 UNIFORM = aten.uniform_.default

@@ -13,10 +13,10 @@ import threading
 import pytest
 
 from conftest import KERNELS, ROOT
-from harness.containment import enter_namespaces
+from harness.sandbox.containment import enter_namespaces
 from harness.evaluate import default_device, evaluate
 from harness.selfcheck import entry_id, expected_kinds, load_corpus, messages, observed_kinds, run_entry
-from harness.watch import BoundedCapture
+from harness.sandbox.watch import BoundedCapture
 
 FAULTS = ROOT / "tests" / "faults"
 ENTRIES = load_corpus(FAULTS / "faults.json")

@@ -1,8 +1,8 @@
-"""harness.timing: statistics everywhere; measurement only on a GPU (the CPU refuses to time)."""
+"""harness.timing.clock: statistics everywhere; measurement only on a GPU (the CPU refuses to time)."""
 import pytest
 import torch
 
-from harness.timing import TimingUnavailable, overhead_dominated, summarize, time_interleaved
+from harness.timing.clock import TimingUnavailable, overhead_dominated, summarize, time_interleaved
 
 
 def test_summary_statistics():
@@ -36,7 +36,7 @@ def test_interleaved_timing_on_gpu():
 
 @pytest.mark.gpu
 def test_graph_replay_on_gpu_all_or_none():
-    from harness.timing import graphed
+    from harness.timing.clock import graphed
     x = torch.randn(1 << 20, device="cuda")
     out = torch.empty_like(x)
     replays = graphed({"relu": lambda: torch.clamp(x, min=0.0, out=out)})
@@ -55,7 +55,7 @@ def test_graph_replay_on_gpu_all_or_none():
 
 @pytest.mark.gpu
 def test_a_graph_that_does_not_recompute_is_refused():
-    from harness.timing import graphed
+    from harness.timing.clock import graphed
     x = torch.randn(1 << 16, device="cuda")
 
     def host_side():  # the work happens on the host: a captured graph would replay nothing

@@ -15,7 +15,7 @@ from agent.cli import main
 from harness.adapters import AdapterError, serving
 from harness.evaluate import evaluate
 from harness.ops import resolve_op
-from harness.suite import build_suite
+from harness.suite.build import build_suite
 
 KERNELS = Path(__file__).parent / "kernels"
 ROOT = Path(__file__).resolve().parent.parent
@@ -204,7 +204,7 @@ def test_registered_kernel_serves_every_overload_of_its_family(tmp_path):
 def test_float64_rejudging_of_written_arguments_and_dtype_arguments():
     """The float64 run behind a re-judged mismatch must really be float64 (a ``dtype=float16``
     argument is lifted too), and an out= argument gets the same reduction allowance as the result."""
-    from harness.runner import Float64Run
+    from harness.checks.case import Float64Run
     x = torch.randn(64, 32).half()
     scan = Float64Run(torch.ops.aten.cumsum.default, ((x, 1), {"dtype": torch.float16}))
     assert scan.result().truth.dtype == torch.float64

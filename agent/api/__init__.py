@@ -171,7 +171,7 @@ def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: fl
 
 def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False):
     from harness.evaluate import TimingOptions
-    from harness.reference_cache import FILE_NAME, ReferenceCache
+    from harness.timing.reference_cache import FILE_NAME, ReferenceCache
     positive("--max-shapes", max_shapes, minimum=1)
     positive("--target-ms", target_ms)
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,

@@ -1,7 +1,7 @@
 """What a kernel's Python wrapper may ask of PyTorch besides launching Triton kernels.
 
-One table, read by the run-time guard (``harness.guards``: the aten packets), the static
-check (``harness.static_check``: the ``torch.X`` functions a fallback may call) and the prompt
+One table, read by the run-time guard (``harness.checks.guards``: the aten packets), the static
+check (``harness.checks.static_check``: the ``torch.X`` functions a fallback may call) and the prompt
 (``agent.prompting``: the examples), so that what the prompt allows and what the tests reject
 cannot disagree. Each example is runnable Python: ``tests/test_guards.py`` runs every one under
 the guard, with ``x`` a float tensor of shape [4, 6], ``y`` one of shape [6], ``t`` a 1-element

@@ -3,10 +3,10 @@
 It runs after every test passed. The timed tests are the trace tests (real-model shapes),
 at most ``max_cases`` of them spread from the smallest input to the largest. Per test:
 fresh inputs, one clone for eager aten and one for the candidate; both are captured in
-CUDA graphs where both can be (``harness.timing.graphed``: launch-bound shapes then measure
+CUDA graphs where both can be (``harness.timing.clock.graphed``: launch-bound shapes then measure
 the kernel, not the Python around it), else both run eagerly; then ``time_interleaved``.
 An eager timing the parent already has for (GPU, torch, op, input, mode) is not measured again
-(``harness.reference_cache``); the candidate is then timed alone.
+(``harness.timing.reference_cache``); the candidate is then timed alone.
 
 After timing, the same tensors are refilled with other values and each side runs once more
 the way it was timed: the candidate must give the right answer for the new values. This
@@ -21,9 +21,9 @@ import torch
 
 from harness.inputs import clone_value, memory_behind, spread, tensors_in
 from harness.ops import value_mode
-from harness.runner import Float64Run, judged
-from harness.suite import TestCase
-from harness.timing import (copy_bandwidth_gbs, empty_launch_ms, graphed, overhead_dominated, summarize,
+from harness.checks.case import Float64Run, judged
+from harness.suite.build import TestCase
+from harness.timing.clock import (copy_bandwidth_gbs, empty_launch_ms, graphed, overhead_dominated, summarize,
                             time_interleaved)
 from harness.variants import is_written, out_arguments, schema_arguments
 
@@ -34,7 +34,7 @@ RECHECK_SEED_OFFSET = 7919
 @dataclass
 class TimingRequest:
     """What the parent asks for: ``reference`` and ``device`` are what it already has cached
-    (``harness.reference_cache``), as lists of rows for any GPU; the child uses its own GPU's."""
+    (``harness.timing.reference_cache``), as lists of rows for any GPU; the child uses its own GPU's."""
     target_ms: float = 25.0
     max_cases: int = 24
     reference: list[dict] = field(default_factory=list)  # {"gpu", "mode", "input", "timing"}

@@ -6,11 +6,11 @@ memory back from ``torch.empty``.
 
 Checks, in order: the candidate raised (a CUDA error ends the evaluation); no Triton
 kernel launched; aten compute called; the output differs from the reference (a floating
-mismatch is re-judged against a float64 run of the op, see ``harness.compare``);
+mismatch is re-judged against a float64 run of the op, see ``harness.checks.compare``);
 arguments the schema does not mark as written were changed; written arguments
 (in-place ``self``, ``out=``) hold the wrong values; a return that the schema aliases to
 a written argument is not that argument; a random op's draws do not follow its generator
-(``harness.random_ops``).
+(``harness.checks.random_ops``).
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
-from harness.compare import Exact, compare, equal_exactly
+from harness.checks.compare import Exact, compare, equal_exactly
 from harness.ops import value_mode
-from harness.random_ops import random_failure
+from harness.checks.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from harness.inputs import clone_value
-from harness.suite import TestCase
+from harness.suite.build import TestCase
 from harness.variants import is_written, schema_arguments
 
 
@@ -134,7 +134,7 @@ def candidate_raised(exc: BaseException, candidate_file: str) -> dict:
 def _check_random_draws(op, inputs: tuple[tuple, dict], kernel, device: str, values: int, recorder,
                         candidate_file: str) -> dict | None:
     """Random ops: repeated draws follow the generator and, pooled, the reference's
-    distribution (``harness.random_ops``)."""
+    distribution (``harness.checks.random_ops``)."""
     def under_guards(thunk):
         with recorder:
             return thunk()
@@ -199,7 +199,7 @@ def judged(expected, actual, mode: str, exact: "Float64Run", path: str = "output
 
 class Float64Run:
     """The op run once more on the test's inputs cast to float64, only when a floating
-    mismatch asks for it (the float64 rules in ``harness.compare``). For reductions (the op
+    mismatch asks for it (the float64 rules in ``harness.checks.compare``). For reductions (the op
     on all-ones inputs gives integer term counts >= 2, as sum and mm do) it also runs the op
     on the inputs' magnitudes; ``sqrt(n)`` times that (n the term count) is the scale of any
     float32 accumulation order's rounding error."""

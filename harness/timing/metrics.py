@@ -52,7 +52,7 @@ def fast_p(speedups: list[float], total: int, correct: bool) -> dict[str, float]
 
 
 def summarize_performance(op_name: str, timings: list[dict], device: dict, correct: bool) -> dict:
-    """The metrics above. ``timings`` are the timing results of ``harness.perf.time_case``."""
+    """The metrics above. ``timings`` are the timing results of ``harness.timing.phase.time_case``."""
     timed = [t for t in timings if "error_kind" not in t]
     correct = correct and len(timed) == len(timings)
     counted = [t for t in timed if not t["overhead_dominated"]]

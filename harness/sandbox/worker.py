@@ -1,8 +1,8 @@
 """The sandbox child: build the suite, import the candidate, run and check every test.
 
-Run by the fork server (``harness.forkserver``) in a forked child, or cold as
-``python -m harness.worker --job JSON --result-fd FD``. Needs only the standard
-library, torch, triton and numpy. It contains itself first (``harness.containment``).
+Run by the fork server (``harness.sandbox.forkserver``) in a forked child, or cold as
+``python -m harness.sandbox.worker --job JSON --result-fd FD``. Needs only the standard
+library, torch, triton and numpy. It contains itself first (``harness.sandbox.containment``).
 Results go out as JSON lines on the file descriptor ``--result-fd`` (not stdout,
 which the candidate may print into); the parent turns them into a Verdict, also when this process dies
 half-way, because every test is announced before it runs.
@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from harness.budget import CPU_MAX_NUMEL
+from harness.suite.budget import CPU_MAX_NUMEL
 
 
 def _emit_factory(fd: int):
@@ -60,14 +60,14 @@ class Job:
     tool_write_dirs: list[str] = field(default_factory=list)
     namespaces: bool = True
     cpu_max_numel: int = CPU_MAX_NUMEL
-    timing: dict | None = None  # a harness.perf.TimingRequest as a dict; GPU only, after every test passed
+    timing: dict | None = None  # a harness.timing.phase.TimingRequest as a dict; GPU only, after every test passed
     kernel_for: str | None = None  # the overload whose calling convention the file's kernel has (default: op)
     overloads: list[str] | None = None  # every overload to test, op first (default: op alone)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The cold path: a fresh interpreter runs one job (``python -m harness.worker``)."""
-    parser = argparse.ArgumentParser(prog="harness.worker")
+    """The cold path: a fresh interpreter runs one job (``python -m harness.sandbox.worker``)."""
+    parser = argparse.ArgumentParser(prog="harness.sandbox.worker")
     parser.add_argument("--job", required=True, help="the Job as JSON")
     parser.add_argument("--result-fd", type=int, required=True)
     args = parser.parse_args(argv)
@@ -99,7 +99,7 @@ def run_job(job: Job, emit) -> int:
     ``emit(event, **data)`` writes one JSON line on the result channel."""
     started = time.perf_counter()
     candidate_file = os.path.abspath(job.kernel)
-    from harness.containment import contain
+    from harness.sandbox.containment import contain
     containment, audit = contain(job.workdir, job.protected, job.tool_write_dirs, candidate_file,
                           report=lambda kind, message: emit("violation", error_kind=kind, message=message),
                           namespaces=job.namespaces)
@@ -128,8 +128,8 @@ def run_job(job: Job, emit) -> int:
          overloads=[name for name, _, _ in suites], kernel_for=job.kernel_for or job.op,
          build_s=round(time.perf_counter() - suite_started, 3))
 
-    from harness.guards import AtenRecorder, LaunchCounter
-    from harness.runner import ReferenceFault, failed_result, is_cuda_error, run_case, trimmed_traceback
+    from harness.checks.guards import AtenRecorder, LaunchCounter
+    from harness.checks.case import ReferenceFault, failed_result, is_cuda_error, run_case, trimmed_traceback
     if interpreter:
         use_first_autotune_config()
     launches = LaunchCounter()
@@ -197,7 +197,7 @@ def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, o
     """(name, overload, Suite) for every overload the job tests, ``job.op`` first. Test ids of
     the other overloads carry the overload's name (``relu_.default/opinfo-3``)."""
     from harness.ops import resolve_op
-    from harness.suite import build_suite
+    from harness.suite.build import build_suite
     suites = []
     for name in [job.op] + [n for n in (job.overloads or []) if n != job.op]:
         target = resolve_op(name)
@@ -212,13 +212,13 @@ def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, o
 
 
 def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, candidate_file: str, emit) -> None:
-    """The timing phase (``harness.perf``): device yardsticks, then each timed trace input.
+    """The timing phase (``harness.timing.phase``): device yardsticks, then each timed trace input.
     A failure while timing (an exception, a CUDA error, a wrong result on the recheck) is
     reported as a ``timing`` event with an ``error_kind`` and ends the phase."""
     import torch
-    from harness.guards import AtenRecorder
-    from harness.perf import TimingRequest, device_stats, time_case, timed_cases
-    from harness.runner import candidate_raised
+    from harness.checks.guards import AtenRecorder
+    from harness.timing.phase import TimingRequest, device_stats, time_case, timed_cases
+    from harness.checks.case import candidate_raised
     request = TimingRequest(**job.timing)
     gpu = torch.cuda.get_device_name()
     cases = timed_cases(suite.cases, passed, request.max_cases)

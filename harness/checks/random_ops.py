@@ -19,7 +19,7 @@ Wherever aten's own draws show a property, the candidate's must show it too:
 Ops that draw nothing for some inputs (``bernoulli`` with p = 1, ``rrelu`` outside
 training) show no difference in aten's draws, so nothing is asked of the kernel there.
 Then all draws but the repeated one are pooled, per output, and compared by the
-distribution test of ``harness.compare``.
+distribution test of ``harness.checks.compare``.
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from typing import Any, Callable
 
 import torch
 
-from harness.budget import MAX_RANDOM_CALLS_CPU
-from harness.compare import compare, same_tensors
+from harness.suite.budget import MAX_RANDOM_CALLS_CPU
+from harness.checks.compare import compare, same_tensors
 from harness.inputs import tensors_in
 from harness.inputs import clone_value
 

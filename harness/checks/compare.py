@@ -38,7 +38,7 @@ import torch
 
 from harness.inputs import tensors_in
 from harness.ops import packet_name
-from harness.policy import KS_ALPHA, TOLERANCES_BY_NAME
+from harness.checks.policy import KS_ALPHA, TOLERANCES_BY_NAME
 
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 
@@ -53,7 +53,7 @@ class Exact:
     truth: torch.Tensor
     scale: torch.Tensor | None = None
 
-# dtype -> (atol, rtol), from harness.policy (a dtype missing here is compared exactly).
+# dtype -> (atol, rtol), from harness.checks.policy (a dtype missing here is compared exactly).
 TOLERANCES = {getattr(torch, name): tolerance for name, tolerance in TOLERANCES_BY_NAME.items()}
 MAX_REPORTED = 5
 

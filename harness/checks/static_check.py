@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 
-from harness.torch_allowed import torch_functions
+from harness.checks.allowed import torch_functions
 
 FORBIDDEN_MODULES = frozenset({
     "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading",
@@ -52,7 +52,7 @@ INTROSPECTION_NAMES = frozenset({"sys.modules", "sys.meta_path", "sys.path_hooks
                                  "sys.exception", "sys.last_traceback"})
 PATCH_ROOTS = frozenset({"torch", "triton", "time", "sys", "os", "tl"})
 # torch.<name> a fallback may call without it counting as compute: what the kernel contract allows
-# (harness.torch_allowed) and names that are not PyTorch calls at all.
+# (harness.checks.allowed) and names that are not PyTorch calls at all.
 TORCH_NON_COMPUTE = torch_functions() | frozenset({"device", "Size", "is_tensor", "is_floating_point",
                                                    "is_complex"})
 

@@ -1,5 +1,5 @@
 """The comparison policy as data and prose, without torch: ``bbagent eval --help`` prints it
-(so that --help need not import torch), ``harness.compare`` applies it."""
+(so that --help need not import torch), ``harness.checks.compare`` applies it."""
 from __future__ import annotations
 
 # dtype name -> (atol, rtol). The torch.testing defaults; a dtype missing here is compared exactly.

@@ -1,12 +1,12 @@
 """The fork server: a process that has imported torch, triton and the harness (on CPU also the
 OpInfo database), but never initialised CUDA, and forks one fresh child per candidate.
 
-Started by ``harness.pool.WarmPool`` as
-``python -m harness.forkserver --socket PATH --device cpu|cuda`` with an environment
+Started by ``harness.sandbox.pool.WarmPool`` as
+``python -m harness.sandbox.forkserver --socket PATH --device cpu|cuda`` with an environment
 already reduced to the allowlist (a forked child inherits the server's environment block,
 which ``/proc/self/environ`` shows). Protocol, one Unix-socket connection per candidate:
 
-* parent -> server: the ``harness.worker.Job`` as one JSON line (plus ``env``), with three
+* parent -> server: the ``harness.sandbox.worker.Job`` as one JSON line (plus ``env``), with three
   file descriptors attached: the result channel, stdout and stderr;
 * server -> parent: ``{"pid": N}`` once the child exists, then ``{"status": S}`` (the raw
   wait status) when it has ended. Closing the connection early kills the child's group.
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import traceback
 
-from harness.pool import kill_group
+from harness.sandbox.pool import kill_group
 
 FDS_PER_JOB = 3
 
@@ -42,11 +42,11 @@ def preload(device: str) -> None:
         # Not on CUDA: importing it asks for the device's capability (common_device_type, torch
         # 2.11), which initialises CUDA; each child imports it there (benchmarks/cuda_init_probe.py).
         from torch.testing._internal.common_methods_invocations import op_db  # noqa: F401
-    import harness.containment  # noqa: F401
-    import harness.guards  # noqa: F401
-    import harness.runner  # noqa: F401
-    import harness.suite  # noqa: F401
-    import harness.worker  # noqa: F401
+    import harness.sandbox.containment  # noqa: F401
+    import harness.checks.guards  # noqa: F401
+    import harness.checks.case  # noqa: F401
+    import harness.suite.build  # noqa: F401
+    import harness.sandbox.worker  # noqa: F401
     if torch.cuda.is_initialized():
         raise SystemExit("forkserver: CUDA was initialised while preloading; forked children could not use it")
 
@@ -74,7 +74,7 @@ def _child(job: dict, fds: list[int], inherited: list) -> None:
         os.environ.update(env)
         os.chdir(job["workdir"])
         tempfile.tempdir = job["workdir"]
-        from harness.worker import Job, run_job_reporting_errors
+        from harness.sandbox.worker import Job, run_job_reporting_errors
         code = run_job_reporting_errors(Job(**job), result_fd)
     except BaseException:  # noqa: BLE001 - reported on stderr, the parent reads its tail
         traceback.print_exc()
@@ -162,7 +162,7 @@ def _reap(children: dict[int, socket.socket]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness.forkserver")
+    parser = argparse.ArgumentParser(prog="harness.sandbox.forkserver")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     args = parser.parse_args(argv)

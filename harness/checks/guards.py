@@ -3,7 +3,7 @@
 * ``LaunchCounter`` counts Triton kernel launches (compiled and interpreted), so a
   test can prove that a Triton kernel actually ran.
 * ``AtenRecorder`` records aten operators the candidate calls outside a Triton
-  launch. Allocation, views and metadata are allowed (``harness.torch_allowed``); anything
+  launch. Allocation, views and metadata are allowed (``harness.checks.allowed``); anything
   else is compute done by PyTorch instead of the kernel, and is reported with the
   candidate's line that caused it. The target operator itself is never allowed. A random
   op's kernel may draw a few values with ``randint``/``random_`` to seed its Triton kernel.
@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.inputs import tensors_in
 from harness.ops import packet_name, value_mode
-from harness.torch_allowed import ALLOWED_ATEN, MAX_SEED_VALUES, SEED_DRAW
+from harness.checks.allowed import ALLOWED_ATEN, MAX_SEED_VALUES, SEED_DRAW
 
 class LaunchCounter:
     """Counts launches by wrapping the ``run`` method of Triton's kernel classes."""

@@ -38,11 +38,11 @@ def kill_group(pid: int) -> None:
 
 
 class ColdChild:
-    """``python -m harness.worker`` in a new session."""
+    """``python -m harness.sandbox.worker`` in a new session."""
 
     def __init__(self, job: dict, result_fd: int, out_fd: int, err_fd: int, env: dict, cwd: str):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.worker", "--job", json.dumps(job), "--result-fd", str(result_fd)],
+            [sys.executable, "-m", "harness.sandbox.worker", "--job", json.dumps(job), "--result-fd", str(result_fd)],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd,
             pass_fds=(result_fd,), start_new_session=True)
         self.pid = self.proc.pid
@@ -113,7 +113,7 @@ class WarmPool:
         self.stderr_path = os.path.join(self.directory, "server.stderr")
         with open(self.stderr_path, "wb") as stderr:
             self.server = subprocess.Popen(
-                [sys.executable, "-m", "harness.forkserver", "--socket", self.socket_path, "--device", self.device],
+                [sys.executable, "-m", "harness.sandbox.forkserver", "--socket", self.socket_path, "--device", self.device],
                 stdin=lifeline_read, stdout=subprocess.PIPE, stderr=stderr, env=self.env,
                 cwd=self.directory, start_new_session=True)
         os.close(lifeline_read)

@@ -18,11 +18,11 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
-from harness.edge_cases import derive_edge_cases, reference_accepts
+from harness.suite.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
+from harness.suite.edge_cases import derive_edge_cases, reference_accepts
 from harness.inputs import clone_value, describe_call, map_tensors, materialize, memory_behind, spread, tensors_in
 from harness.opinfo_index import opinfos_reaching
-from harness.index_args import make_index_args_valid
+from harness.suite.index_args import make_index_args_valid
 from harness.ops import op_name, packet_name, resolve_op
 from harness.traces import TraceCall, load_calls
 from harness.variants import functional_of, is_written, out_arguments, schema_arguments, with_out_tensors
