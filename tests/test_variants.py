@@ -151,6 +151,9 @@ def test_generate_for_an_inplace_overload_asks_for_the_computation_once(tmp_path
     first_prompt = next((tmp_path / "runs").glob("*/round-1/prompt.md")).read_text()
     assert "Write a Triton kernel that implements the PyTorch operator `aten.relu.default`" in first_prompt
     assert "## The same kernel serves aten.relu_.default, aten.relu.out" in first_prompt
+    capsys.readouterr()
+    assert main(["prompt", "--op", "aten.relu_.default", "--device", "cpu"]) == 0
+    assert capsys.readouterr().out == first_prompt  # prompt prints what generate sent
 
     assert main(["kernels", "--json", "--root", str(tmp_path)]) == 0
     [listed] = json.loads(capsys.readouterr().out)
