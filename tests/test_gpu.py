@@ -14,7 +14,7 @@ pytestmark = pytest.mark.gpu
 def test_eval_on_gpu_runs_every_trace_and_bf16(capsys, kernel):
     code = main(["eval", "--op", "aten.relu.default", "--kernel", str(KERNELS / kernel), "--json"])
     verdict = json.loads(capsys.readouterr().out)
-    assert code == 0, verdict["failure_groups"]
+    assert code == 0, (verdict["error_kind"], verdict["message"], verdict["failure_groups"][:1])
     assert verdict["environment"]["device"] == "cuda" and not verdict["environment"]["interpreter"]
     assert verdict["skipped"] == []
     assert any(t["dtype"] == "bfloat16" for t in verdict["tests"])
@@ -30,8 +30,8 @@ def test_wrong_kernels_fail_on_gpu(capsys, kernel, kind):
 
 def test_replay_demo_on_gpu(tmp_path, capsys):
     code = main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--root", str(tmp_path)])
-    out = capsys.readouterr().out
-    assert code == 0, out
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
     assert (tmp_path / "generated_kernels" / "aten.relu.default" / "kernel.py").is_file()
 
 
@@ -40,25 +40,25 @@ def test_timing_phase_times_the_kernel_and_caches_eager(tmp_path):
     from harness.timing.reference_cache import ReferenceCache
     options = TimingOptions(target_ms=10, max_cases=6, cache=ReferenceCache(tmp_path / "ref.sqlite"))
     first = evaluate("aten.relu.default", KERNELS / "relu_triton.py", timing=options)
-    assert first["verdict"] == "pass", first["message"]
-    performance = first["performance"]
-    assert performance["measured"] and performance["planned"] == len(performance["tests"]) == 6
-    assert {t["aten_source"] for t in performance["tests"]} == {"measured"}
-    assert all(t["speedup"] > 0 and t["bytes"] > 0 and t["mode"] in ("graph", "eager") for t in performance["tests"])
-    assert performance["device"]["copy_gbs"] > 500 and performance["device"]["empty_launch_ms"] > 0
-    summary = performance["summary"]
-    assert summary["correct"] and summary["counted"] + summary["overhead_dominated"]["count"] == 6
+    assert first.passed, first.message
+    performance = first.performance
+    assert performance.measured and performance.planned == len(performance.tests) == 6
+    assert {t.aten_source for t in performance.tests} == {"measured"}
+    assert all(t.speedup > 0 and t.bytes > 0 and t.mode in ("graph", "eager") for t in performance.tests)
+    assert performance.device.copy_gbs > 500 and performance.device.empty_launch_ms > 0
+    summary = performance.summary
+    assert summary.correct and summary.counted + summary.overhead_dominated.count == 6
     second = evaluate("aten.relu.default", KERNELS / "relu_triton.py", timing=options)
-    assert {t["aten_source"] for t in second["performance"]["tests"]} == {"cache"}
-    assert second["performance"]["device_measured"] is False
+    assert {t.aten_source for t in second.performance.tests} == {"cache"}
+    assert second.performance.device_measured is False
 
 
 def test_a_kernel_that_keeps_results_between_calls_fails_after_timing():
     from harness.evaluate import TimingOptions, evaluate
     verdict = evaluate("aten.relu.default", KERNELS / "relu_keeps_results.py",
                        timing=TimingOptions(target_ms=5, max_cases=3))
-    assert verdict["summary"]["failed"] == 0  # every test passed; the timing phase caught it
-    assert verdict["verdict"] == "fail" and verdict["error_kind"] == "timing_mismatch", verdict["message"]
+    assert verdict.summary.failed == 0  # every test passed; the timing phase caught it
+    assert verdict.verdict == "fail" and verdict.error_kind == "timing_mismatch", verdict.message
 
 
 def test_optimisation_round_replaces_a_slow_kernel_on_gpu(tmp_path, capsys):
@@ -70,7 +70,8 @@ def test_optimisation_round_replaces_a_slow_kernel_on_gpu(tmp_path, capsys):
     code = main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--replay", str(replay),
                  "--rounds", "2", "--target-speedup", "50", "--max-shapes", "8", "--target-ms", "10",
                  "--root", str(tmp_path)])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out + captured.err
     assert code == 0, out
     accepted = tmp_path / "generated_kernels" / "aten.relu.default"
     meta = json.loads((accepted / "meta.json").read_text())
@@ -99,9 +100,9 @@ def test_bench_writes_valid_timed_records(tmp_path, capsys):
 def test_one_functional_kernel_serves_every_variant_on_gpu(functional, kernel, members):
     verdict = family_verdict(functional, kernel, members, device="cuda")
     check_family_verdict(verdict, functional, members)
-    assert verdict["skipped"] == [] or all("rejects this input" in s["reason"] for s in verdict["skipped"])
-    for row in verdict["variants"]:  # bfloat16 runs on the GPU, in every convention
-        assert any(t["dtype"] == "bfloat16" for t in verdict["tests"] if t["overload"] == row["op"]), row["op"]
+    assert verdict.skipped == [] or all("rejects this input" in s.reason for s in verdict.skipped)
+    for row in verdict.variants:  # bfloat16 runs on the GPU, in every convention
+        assert any(t.dtype == "bfloat16" for t in verdict.tests if t.overload == row.op), row.op
 
 
 @pytest.mark.parametrize("op, kernel", [("aten.add_.Tensor", "add_inplace_returns_new.py"),
@@ -109,6 +110,6 @@ def test_one_functional_kernel_serves_every_variant_on_gpu(functional, kernel, m
 def test_wrong_convention_fails_on_its_overload_on_gpu(op, kernel):
     from harness.evaluate import evaluate
     verdict = evaluate(op, KERNELS / kernel, seed=7)
-    failed = [t for t in verdict["tests"] if t["passed"] is False]
-    assert verdict["verdict"] == "fail" and {t["overload"] for t in failed} == {op}
-    assert verdict["failure_groups"][0]["error_kind"] == "mutation_mismatch"
+    failed = [t for t in verdict.tests if t.passed is False]
+    assert verdict.verdict == "fail" and {t.overload for t in failed} == {op}
+    assert verdict.failure_groups[0].error_kind == "mutation_mismatch"
