@@ -28,7 +28,7 @@ from harness.suite.budget import CPU_MAX_NUMEL
 from harness.timing.metrics import summarize_performance
 from harness.timing.reference_cache import ReferenceCache
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
-from harness.sandbox.watch import BoundedCapture, Limits, Outcome, session_usage
+from harness.sandbox.watch import BoundedCapture, Limits, ChildOutcome, session_usage
 from harness.checks.static_check import check_source
 from harness.verdict import SCHEMA_VERSION, Verdict, describe_failures, group_failures, summarize
 
@@ -138,7 +138,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
     findings = check_source(source.decode("utf-8", "replace")) if static_check else []
     if findings:  # rejected before any of its code runs
-        return Verdict.model_validate(_assemble(op, kernel_path, source, seed, [], Outcome(returncode=0),
+        return Verdict.model_validate(_assemble(op, kernel_path, source, seed, [], ChildOutcome(returncode=0),
                                                 timeout_s, static_findings=findings))
 
     workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-")).resolve()
@@ -174,13 +174,13 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
 
 
 def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float,
-               limits: Limits) -> tuple[list[dict], Outcome]:
+               limits: Limits) -> tuple[list[dict], ChildOutcome]:
     """Start the child, watch it until it ends or breaks a limit, and collect what it said."""
     events: list[dict] = []
     pipes = [os.pipe() for _ in range(3)]  # result channel, stdout, stderr
     write_ends = [w for _, w in pipes]
     started = time.perf_counter()
-    outcome = Outcome(launched_at=time.time())
+    outcome = ChildOutcome(launched_at=time.time())
     try:
         child = None
         if warm:
@@ -304,7 +304,7 @@ def _read_events(fd: int, events: list[dict]) -> None:
                 events.append({"event": "garbled", "line": line[:200]})
 
 
-def _assemble(op, kernel_path, source, seed, events, outcome: Outcome, timeout_s,
+def _assemble(op, kernel_path, source, seed, events, outcome: ChildOutcome, timeout_s,
               static_findings: list[dict] | None = None) -> dict:
     by_kind: dict[str, list[dict]] = {}
     for event in events:
@@ -441,7 +441,7 @@ SANDBOX_KINDS = frozenset({"network", "forbidden_write", "secret_read", "process
                            "host_oom", "exit"})
 
 
-def _stop_cause(by_kind: dict, outcome: Outcome, timeout_s: float) -> tuple[str, str]:
+def _stop_cause(by_kind: dict, outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
     """(error kind, what happened) for a child that ended without finishing its tests."""
     if "violation" in by_kind:
         violation = by_kind["violation"][0]

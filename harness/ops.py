@@ -16,7 +16,7 @@ class UnknownOpError(ValueError):
 
 
 @dataclass(frozen=True)
-class OpInfoSummary:
+class OverloadInfo:
     """What a prompt or a report needs to know about an overload."""
 
     name: str
@@ -93,10 +93,10 @@ def value_mode(op) -> str:
 
 UNSPECIFIED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                                 "empty_permuted"})
-def describe(op: torch._ops.OpOverload) -> OpInfoSummary:
+def describe(op: torch._ops.OpOverload) -> OverloadInfo:
     schema = op._schema
     mutated = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
-    return OpInfoSummary(
+    return OverloadInfo(
         name=op_name(op),
         schema=str(schema),
         doc=_doc_for(op),

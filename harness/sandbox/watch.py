@@ -27,7 +27,7 @@ class Limits:
 
 
 @dataclass
-class Outcome:
+class ChildOutcome:
     """How the child ended, as the parent saw it."""
     returncode: int | None = None
     limit: str = ""  # "timeout", "host_oom", "process_spawn", "output_flood" when the parent stopped it
