@@ -28,6 +28,7 @@ from harness.suite.budget import CPU_MAX_NUMEL
 from harness.timing.metrics import summarize_performance
 from harness.timing.reference_cache import ReferenceCache
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
+from harness.sandbox.compile_clock import compile_totals, paused_seconds
 from harness.sandbox.watch import BoundedCapture, Limits, ChildOutcome, session_usage
 from harness.checks.static_check import check_source
 from harness.verdict import SCHEMA_VERSION, Verdict, describe_failures, group_failures, summarize
@@ -206,11 +207,20 @@ def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: floa
             break
         processes, rss = session_usage(child.pid)
         running = _running_test(events)
-        if time.perf_counter() > deadline:
+        now = time.perf_counter()
+        if now > deadline:
             outcome.limit = "timeout"
             _dump_stack(child.pid)
-        elif running and time.perf_counter() - running["received_at"] > limits.test_seconds:
-            outcome.limit, outcome.detail = "timeout", f"test {running['id']} ran past {limits.test_seconds:g} s"
+        elif running and (now - running["received_at"] - paused_seconds(events, running["received_at"], now)
+                          > limits.test_seconds):
+            outcome.limit, outcome.detail = "timeout", (f"test {running['id']} ran past {limits.test_seconds:g} s "
+                                                        "(compilation and autotuning not counted)")
+            _dump_stack(child.pid)
+        elif paused_seconds(events, 0.0, now) > limits.compile_seconds:
+            totals = compile_totals(events)
+            outcome.limit, outcome.detail = "timeout", (
+                f"compilation and autotuning took more than {limits.compile_seconds:g} s "
+                f"({totals['compiles']} compilations, {totals['autotune_runs']} autotuning runs so far)")
             _dump_stack(child.pid)
         elif rss > limits.memory_bytes:
             outcome.limit, outcome.detail = "host_oom", (f"{rss / 2**30:.1f} GiB resident, limit "
@@ -257,11 +267,17 @@ def _warn_once(message: str) -> None:
 
 
 def _running_test(events: list[dict]) -> dict | None:
-    """The candidate_start event of the test the candidate is running now, if any."""
-    for event in reversed(events[-3:]):
-        if event.get("event") in ("candidate_start", "timing_start"):
+    """The candidate_start event of the test the candidate is running now, if any (compile
+    events between it and now are skipped)."""
+    seen = 0
+    for event in reversed(events):
+        kind = event.get("event")
+        if kind == "compile":
+            continue
+        if kind in ("candidate_start", "timing_start"):
             return event
-        if event.get("event") in ("test", "timing", "fatal", "done"):
+        seen += 1
+        if kind in ("test", "timing", "fatal", "done") or seen >= 3:
             return None
     return None
 
@@ -387,7 +403,8 @@ def _assemble(op, kernel_path, source, seed, events, outcome: ChildOutcome, time
         "timings": {"wall_s": round(outcome.wall_s, 3), "startup_s": env.get("startup_s"),
                     "child_ready_s": round(env["ready_at"] - outcome.launched_at, 3) if env.get("ready_at") else None,
                     "suite_build_s": (suite or {}).get("build_s"),
-                    "tests_s": (by_kind.get("done") or [{}])[0].get("total_s")},
+                    "tests_s": (by_kind.get("done") or [{}])[0].get("total_s"),
+                    **compile_totals(events)},
         "environment": {k: v for k, v in env.items() if k not in CHANNEL_KEYS + ("startup_s", "ready_at")},
         "exit": None if outcome.returncode == 0 else _exit_cause(outcome.returncode),
         "stderr_tail": outcome.stderr,

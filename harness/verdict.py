@@ -230,6 +230,10 @@ class Timings(_Strict):
     child_ready_s: float | None = None
     suite_build_s: float | None = None
     tests_s: float | None = None
+    compiles: int = 0  # Triton compilations (on-disk cache hits included)
+    compile_s: float = 0.0  # outside autotuning
+    autotune_runs: int = 0  # @triton.autotune runs that benchmarked configs (a new key each)
+    autotune_s: float = 0.0  # benchmarking configs, their compilation included
 
 
 class ContainmentLimits(_Strict):

@@ -80,7 +80,8 @@ def test_every_call_the_contract_allows_passes_the_guard(allowed):
 def test_compute_outside_the_table_is_a_finding():
     import torch
     from harness.checks.guards import AtenRecorder, LaunchCounter
-    for example in ("x * 2", "x.relu()", "torch.where(x > 0, x, y)", "x.sum()", "x.unfold(0, 2, 1)",
+    for example in ("x * 2", "x.relu()", "torch.where(x > 0, x, y)", "x.sum()", "x.cumsum(0)", "torch.equal(x, x)",
+                    "torch.allclose(x, x)", "t.bool().is_nonzero()", "torch.linspace(0, 1, 5)",
                     "int(torch.randint(2**31 - 1, (1,), generator=generator, device=x.device))"):
         recorder = AtenRecorder(torch.ops.aten.relu.default, LaunchCounter(), candidate_file="<none>")
         with recorder:
@@ -90,3 +91,22 @@ def test_compute_outside_the_table_is_a_finding():
     with recorder:  # the operator itself is never allowed, even where the table lists it
         eval("x.clone()", _example_names())
     assert recorder.findings
+
+
+def test_what_an_op_is_comes_from_its_schema_and_tags():
+    """Views (alias results, in-place views), type arithmetic and type queries are allowed by what
+    they are; a schema cannot tell size() from Int.Tensor, so number-returning queries are named."""
+    import torch
+    from harness.checks.allowed import ALLOWED_ATEN, is_allowed, kind_of
+    aten = torch.ops.aten
+    expected = {aten.unfold.default: "view", aten.diagonal.default: "view", aten.split.Tensor: "view",
+                aten.squeeze_.default: "view", aten.view_as_real.default: "view",
+                aten.promote_types.default: "type_arithmetic", aten.can_cast.default: "type_arithmetic",
+                aten.result_type.Tensor: "type_query", aten.result_type.Scalar_Tensor: "type_query",
+                aten.add.Tensor: "compute", aten.equal.default: "compute", aten.Int.Tensor: "compute",
+                aten.is_nonzero.default: "compute", aten.randn.default: "compute", aten.add_.Tensor: "compute",
+                aten.copy_.default: "compute", aten._assert_async.default: "compute"}
+    assert {op: kind_of(op) for op in expected} == expected
+    assert is_allowed(aten.copy_.default) and is_allowed(aten.sym_size.int) and is_allowed(aten.empty.memory_format)
+    assert not is_allowed(aten.Int.Tensor) and not is_allowed(aten.equal.default)
+    assert len(ALLOWED_ATEN) < 60  # the named list stays short: everything else is derived

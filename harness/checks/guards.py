@@ -15,35 +15,49 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.inputs import tensors_in
 from harness.ops import packet_name, value_mode
-from harness.checks.allowed import ALLOWED_ATEN, MAX_SEED_VALUES, SEED_DRAW
+from harness.checks.allowed import MAX_SEED_VALUES, SEED_DRAW, is_allowed
 
 class LaunchCounter:
-    """Counts launches by wrapping the ``run`` method of Triton's kernel classes."""
+    """Counts Triton kernel launches, whichever way Python reaches them.
+
+    On a GPU every launch ends in a call of the driver's launcher object
+    (``driver.active.launcher_cls``): through ``JITFunction.run`` (``kernel[grid](...)``), an
+    autotuner, or a cached ``CompiledKernel`` called as ``compiled[grid](...)`` or
+    ``compiled.run(...)`` as libraries do to skip the JIT's argument handling. That call is counted.
+    Under the interpreter there is no launcher: ``InterpretedFunction.run`` is counted. The Python
+    wrappers (``JITFunction.run``, ``Autotuner``, ``Heuristics``) only mark "inside a launch", so that
+    Triton's own tensor work (autotuning's benchmark buffers) does not look like candidate compute."""
 
     def __init__(self):
         self.launches = 0
         self.in_launch = 0
+        self.counts_at = ""
 
-    def install(self) -> None:
-        """Wrap JITFunction/InterpretedFunction.run (counted launches) and the Autotuner and
-        Heuristics wrappers (not counted: they call the counted ``run`` themselves, and the
-        autotuner's own benchmarking allocations must not look like candidate compute)."""
+    def install(self, device: str = "cpu") -> None:
         from triton.runtime.autotuner import Autotuner, Heuristics
         from triton.runtime.jit import JITFunction
-        counted = [JITFunction]
+        launcher = _launcher_class() if device == "cuda" else None
+        counted, marked = [], [JITFunction, Autotuner, Heuristics]
+        if launcher is not None:
+            launcher.__call__ = self._wrap(launcher.__call__, count=True)
+            self.counts_at = f"{launcher.__module__}.{launcher.__qualname__}.__call__"
+        else:  # the interpreter, or a Triton whose launcher this code does not know: count the JIT entry
+            marked.remove(JITFunction)
+            counted.append(JITFunction)
+            self.counts_at = "JITFunction.run"
         try:
             from triton.runtime.interpreter import InterpretedFunction
             counted.append(InterpretedFunction)
         except ImportError:
             pass
-        for cls in counted + [Autotuner, Heuristics]:
+        for cls in counted + marked:
             cls.run = self._wrap(cls.run, count=cls in counted)
 
     def _wrap(self, original, count: bool):
         counter = self
 
         def run(fn_self, *args, **kwargs):
-            if kwargs.get("warmup"):
+            if kwargs.get("warmup"):  # compiles, launches nothing
                 return original(fn_self, *args, **kwargs)
             counter.launches += int(count)
             counter.in_launch += 1
@@ -52,6 +66,16 @@ class LaunchCounter:
             finally:
                 counter.in_launch -= 1
         return run
+
+
+def _launcher_class():
+    """The class whose instances launch compiled kernels on the active GPU driver, or None."""
+    try:
+        from triton.runtime.driver import driver
+        cls = driver.active.launcher_cls
+    except Exception:  # noqa: BLE001 - no GPU driver, or another Triton layout
+        return None
+    return cls if isinstance(cls, type) and callable(getattr(cls, "__call__", None)) else None
 
 
 class AtenRecorder(TorchDispatchMode):
@@ -70,7 +94,7 @@ class AtenRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         if not self.launches.in_launch:
-            allowed = ((packet_name(func) in ALLOWED_ATEN and (func is not self.target or self.target_allowed))
+            allowed = ((is_allowed(func) and (func is not self.target or self.target_allowed))
                        or self._is_seed_draw(func, result))
             if not allowed and len(self.findings) < 20:
                 line = self._candidate_line()

@@ -20,7 +20,8 @@ def _default_memory_limit() -> int:
 @dataclass
 class Limits:
     """Per-candidate limits the parent enforces (the child also gets rlimits, see containment)."""
-    test_seconds: float = 60.0  # one test's candidate call and checks (compiles included)
+    test_seconds: float = 60.0  # one test's candidate call and checks, compilation and autotuning excluded
+    compile_seconds: float = 240.0  # compilation and autotuning, all tests together (the wall limit still applies)
     memory_bytes: int = field(default_factory=_default_memory_limit)
     processes: int = 64
     output_bytes: int = 16 << 20

@@ -133,7 +133,9 @@ def run_job(job: Job, emit) -> int:
     if interpreter:
         use_first_autotune_config()
     launches = LaunchCounter()
-    launches.install()
+    launches.install(device)
+    from harness.sandbox.compile_clock import CompileClock
+    CompileClock(emit).install()
     audit.arm()
     try:
         spec = importlib.util.spec_from_file_location("bbagent_candidate", candidate_file)

@@ -1,0 +1,106 @@
+"""Compilation and autotuning are not run time: the child reports them, the parent pauses the test clock.
+
+Child side (``CompileClock.install``): ``triton.compiler.compile`` (every JIT compilation, an
+on-disk cache hit included) and ``Autotuner._bench`` (one config timed while autotuning) are
+wrapped. When the outermost such call starts, the child emits ``{"event": "compile", "phase":
+"start", "kind": ...}``; when it ends, ``"phase": "end"`` with the running totals (compilations,
+autotuning runs, seconds of each). Nested calls (a config compiled while it is benchmarked) are
+counted but not reported apart.
+
+Parent side (``paused_seconds``): the time between start and end events, on the parent's own clock,
+so that a child that dies mid-compile still has its pause counted up to now. The per-test limit
+subtracts it; the evaluation's compile budget caps it; the evaluation's wall limit ignores it.
+"""
+from __future__ import annotations
+
+import time
+
+KINDS = ("compile", "autotune")
+
+
+class CompileClock:
+    def __init__(self, emit):
+        self.emit = emit
+        self.depth = 0
+        self.totals = {"compiles": 0, "autotune_runs": 0, "compile_s": 0.0, "autotune_s": 0.0}
+        self._outer_kind = ""
+        self._outer_started = 0.0
+        self._benched = 0  # configs benchmarked so far: an Autotuner.run that raises it was an autotuning run
+
+    def install(self) -> None:
+        import triton.compiler
+        import triton.compiler.compiler
+        from triton.runtime.autotuner import Autotuner
+        compile_fn = self._timed("compile", triton.compiler.compile)
+        triton.compiler.compile = compile_fn  # JITFunction binds `from ..compiler import compile` lazily
+        triton.compiler.compiler.compile = compile_fn
+        if hasattr(Autotuner, "_bench"):
+            Autotuner._bench = self._timed("autotune", Autotuner._bench)
+        Autotuner.run = self._counting_runs(Autotuner.run)
+
+    def _timed(self, kind: str, original):
+        clock = self
+
+        def timed(*args, **kwargs):
+            clock._enter(kind)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                clock._exit(kind)
+        timed.__wrapped__ = original
+        return timed
+
+    def _counting_runs(self, original):
+        clock = self
+
+        def run(*args, **kwargs):
+            before = clock._benched
+            try:
+                return original(*args, **kwargs)
+            finally:
+                if clock._benched > before:
+                    clock.totals["autotune_runs"] += 1
+        return run
+
+    def _enter(self, kind: str) -> None:
+        if kind == "autotune":
+            self._benched += 1
+        if kind == "compile":
+            self.totals["compiles"] += 1
+        self.depth += 1
+        if self.depth == 1:
+            self._outer_kind, self._outer_started = kind, time.perf_counter()
+            self.emit("compile", phase="start", kind=kind)
+
+    def _exit(self, kind: str) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            seconds = time.perf_counter() - self._outer_started
+            self.totals[f"{self._outer_kind}_s"] += seconds
+            self.emit("compile", phase="end", kind=self._outer_kind,
+                      **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.totals.items()})
+
+
+def paused_seconds(events: list[dict], since: float, now: float) -> float:
+    """Seconds after ``since`` (parent clock) spent compiling or autotuning, up to ``now``."""
+    paused, started = 0.0, None
+    for event in events:
+        if event.get("event") != "compile":
+            continue
+        at = event["received_at"]
+        if event.get("phase") == "start":
+            started = at
+        elif started is not None:
+            paused += max(0.0, at - max(started, since))
+            started = None
+    if started is not None:
+        paused += max(0.0, now - max(started, since))
+    return paused
+
+
+def compile_totals(events: list[dict]) -> dict:
+    """The last running totals the child reported (zeros when it compiled nothing)."""
+    for event in reversed(events):
+        if event.get("event") == "compile" and event.get("phase") == "end":
+            return {k: event[k] for k in ("compiles", "autotune_runs", "compile_s", "autotune_s") if k in event}
+    return {"compiles": 0, "autotune_runs": 0, "compile_s": 0.0, "autotune_s": 0.0}

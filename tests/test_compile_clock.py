@@ -1,0 +1,40 @@
+"""Compilation and autotuning pause the per-test clock: the child's CompileClock reports outermost
+intervals with running totals; the parent sums the pauses on its own clock."""
+import time
+
+from harness.evaluate import _running_test
+from harness.sandbox.compile_clock import CompileClock, compile_totals, paused_seconds
+
+
+def test_nested_calls_report_one_interval_and_count_every_compile():
+    events = []
+    clock = CompileClock(lambda event, **data: events.append({"event": event, **data,
+                                                              "received_at": time.perf_counter()}))
+    compile_ = clock._timed("compile", lambda: time.sleep(0.02))
+    bench = clock._timed("autotune", lambda: compile_())
+    run = clock._counting_runs(lambda: [bench() for _ in range(3)])
+    run()
+    compile_()
+    assert [(e["phase"], e["kind"]) for e in events] == [("start", "autotune"), ("end", "autotune")] * 3 + [
+        ("start", "compile"), ("end", "compile")]
+    totals = compile_totals(events)
+    assert totals["compiles"] == 4 and totals["autotune_runs"] == 1
+    assert totals["autotune_s"] >= 0.06 and 0.02 <= totals["compile_s"] < 0.06
+    assert compile_totals([]) == {"compiles": 0, "autotune_runs": 0, "compile_s": 0.0, "autotune_s": 0.0}
+
+
+def test_paused_seconds_counts_only_after_since_and_an_open_interval_up_to_now():
+    events = [{"event": "compile", "phase": "start", "received_at": 1.0},
+              {"event": "test", "received_at": 2.0},
+              {"event": "compile", "phase": "end", "received_at": 4.0},
+              {"event": "compile", "phase": "start", "received_at": 10.0}]
+    assert paused_seconds(events, 0.0, 12.0) == 3.0 + 2.0
+    assert paused_seconds(events, 3.0, 12.0) == 1.0 + 2.0
+    assert paused_seconds(events, 11.0, 12.0) == 1.0
+
+
+def test_the_running_test_is_found_behind_compile_events():
+    start = {"event": "candidate_start", "id": "t1", "received_at": 0.0}
+    compiles = [{"event": "compile", "phase": p, "received_at": 0.0} for p in ("start", "end") * 20]
+    assert _running_test([{"event": "test_start"}, start] + compiles) is start
+    assert _running_test([start, {"event": "test", "id": "t1"}] + compiles) is None
