@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.suite.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
 from harness.suite.edge_cases import derive_edge_cases, reference_accepts
+from harness.suite.promotion import derive_promotion_cases
 from harness.inputs import clone_value, describe_call, map_tensors, materialize, memory_behind, spread, tensors_in
 from harness.opinfo_index import opinfos_reaching
 from harness.suite.index_args import make_index_args_valid
@@ -322,6 +323,7 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
     if interpreter:
         suite.notes.append("Triton interpreter (no CUDA): @triton.autotune runs its first config only")
     edge = [] if traces_only else derive_edge_cases(op, cases + trace_cases, TestCase)
+    edge += [] if traces_only else derive_promotion_cases(op, cases + trace_cases, TestCase, reference_accepts)
     for case in cases + trace_cases + edge:
         if interpreter and case.dtype == "bfloat16":
             suite.skipped.append({"id": case.id, "input": case.description,

@@ -39,9 +39,11 @@ def kernel(input, normalized_shape, weight, bias, eps):
     axis = input.dim() - len(normalized_shape)
     x = input.contiguous()
     out = torch.empty_like(x)
-    # the saved statistics: float32 for float16/bfloat16 inputs on CUDA, the input dtype on the CPU
+    # the saved statistics: float32 for float16/bfloat16 inputs on CUDA; on the CPU the input dtype,
+    # unless the weight is float32 (mixed dtypes), then float32
     half = x.dtype in (torch.float16, torch.bfloat16)
-    stat_dtype = torch.float32 if half and x.is_cuda else x.dtype
+    mixed = weight is not None and weight.dtype == torch.float32
+    stat_dtype = torch.float32 if half and (x.is_cuda or mixed) else x.dtype
     stat_shape = list(x.shape[:axis]) + [1] * len(normalized_shape)
     mean = torch.empty(stat_shape, dtype=stat_dtype, device=x.device)
     rstd = torch.empty(stat_shape, dtype=stat_dtype, device=x.device)
