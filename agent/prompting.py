@@ -22,6 +22,7 @@ from harness.evaluate import default_device
 from harness.ops import describe, op_name as op_name_of, packet_name, resolve_op, value_mode
 from harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
 from harness.checks.allowed import ALLOWED, SEED_DRAW
+from harness.sandbox.watch import Limits
 from harness.traces import load_calls
 from harness.variants import functional_of, out_arguments, overloads
 from harness.verdict import Verdict
@@ -36,6 +37,7 @@ def _prompts_dir() -> Path:
 
 PROMPTS_DIR = _prompts_dir()
 TRACE_SHAPES_IN_PROMPT = 5
+COMPILE_BUDGET_S = Limits().compile_seconds
 
 
 def elide(text: str, limit: int) -> str:
@@ -202,7 +204,8 @@ def render_feedback(verdict: Verdict | None, *, no_code: bool = False, max_group
     """Feedback on a failed round (``no_code``: on an answer without code, when ``verdict`` is
     None). ``best``: the best correct kernel of earlier rounds (kept)."""
     template = _environment().get_template("feedback.j2")
-    return template.render(verdict=verdict, no_code=no_code, max_groups=max_groups, best=best).strip() + "\n"
+    return template.render(verdict=verdict, no_code=no_code, max_groups=max_groups, best=best,
+                           compile_budget=COMPILE_BUDGET_S).strip() + "\n"
 
 
 def render_performance_feedback(verdict: Verdict, *, previous_best=None, target: float, slowest: int = 5) -> str:
@@ -211,4 +214,5 @@ def render_performance_feedback(verdict: Verdict, *, previous_best=None, target:
     counted = [t for t in perf.tests if not t.overhead_dominated] or perf.tests
     shapes = sorted(counted, key=lambda t: t.speedup)[:slowest]
     return _environment().get_template("performance.j2").render(
-        verdict=verdict, perf=perf, slowest=shapes, previous_best=previous_best, target=target).strip() + "\n"
+        verdict=verdict, perf=perf, slowest=shapes, previous_best=previous_best, target=target,
+        compile_budget=COMPILE_BUDGET_S).strip() + "\n"

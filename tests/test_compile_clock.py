@@ -1,9 +1,24 @@
 """Compilation and autotuning pause the per-test clock: the child's CompileClock reports outermost
 intervals with running totals; the parent sums the pauses on its own clock."""
 import time
+from functools import cached_property
 
 from harness.evaluate import _running_test
-from harness.sandbox.compile_clock import CompileClock, compile_totals, paused_seconds
+from harness.sandbox.compile_clock import CompileClock, compile_totals, paused_seconds, time_once
+
+
+class FakeTuner:
+    """What CompileClock needs of triton's Autotuner: a cache, a cached do_bench, run."""
+    def __init__(self):
+        self.cache = {}
+
+    @cached_property
+    def do_bench(self):
+        return "the real benchmarker"
+
+    def run(self):
+        self.cache["key"] = "config"
+        return self.do_bench
 
 
 def test_nested_calls_report_one_interval_and_count_every_compile():
@@ -12,8 +27,8 @@ def test_nested_calls_report_one_interval_and_count_every_compile():
                                                               "received_at": time.perf_counter()}))
     compile_ = clock._timed("compile", lambda: time.sleep(0.02))
     bench = clock._timed("autotune", lambda: compile_())
-    run = clock._counting_runs(lambda: [bench() for _ in range(3)])
-    run()
+    run = clock._counting_runs(lambda tuner: [bench() for _ in range(3)])
+    run(FakeTuner())
     compile_()
     assert [(e["phase"], e["kind"]) for e in events] == [("start", "autotune"), ("end", "autotune")] * 3 + [
         ("start", "compile"), ("end", "compile")]
@@ -38,3 +53,16 @@ def test_the_running_test_is_found_behind_compile_events():
     compiles = [{"event": "compile", "phase": p, "received_at": 0.0} for p in ("start", "end") * 20]
     assert _running_test([{"event": "test_start"}, start] + compiles) is start
     assert _running_test([start, {"event": "test", "id": "t1"}] + compiles) is None
+
+
+def test_autotuning_is_quick_during_the_tests_and_real_again_for_timing():
+    clock = CompileClock(lambda event, **data: None)
+    clock._switch_benchmarker(FakeTuner)
+    FakeTuner.run = clock._counting_runs(FakeTuner.run)
+    tuner = FakeTuner()
+    clock.quick_autotuning()
+    assert tuner.run() is time_once and list(clock.tuners) == [tuner]
+    clock.real_autotuning()
+    assert tuner.cache == {} and tuner.do_bench == "the real benchmarker"
+    clock.quick_autotuning()
+    assert tuner.do_bench is time_once  # a cached real benchmarker does not hide the switch

@@ -214,3 +214,14 @@ def test_every_triton_and_torch_name_in_the_prompts_exists():
                 missing.add(f"{where}: {root}.{path}")
     assert len(by_family) >= 15
     assert not missing, sorted(missing)
+
+
+def test_feedback_says_when_compilation_and_autotuning_made_the_evaluation_slow():
+    from agent.prompting import render_feedback
+    from conftest import make_verdict
+    slow = make_verdict(timings={"wall_s": 200.0, "compiles": 518, "compile_s": 2.0, "autotune_runs": 725,
+                                 "autotune_s": 120.0}, error_kind="timeout", message="timed out")
+    text = render_feedback(slow)
+    assert "Compilation and autotuning took 122 s of this 200 s evaluation" in text and "725 autotuning runs" in text
+    quick = make_verdict(timings={"wall_s": 20.0, "compiles": 3, "compile_s": 4.0}, error_kind="timeout", message="x")
+    assert "autotuning took" not in render_feedback(quick)

@@ -14,6 +14,7 @@ subtracts it; the evaluation's compile budget caps it; the evaluation's wall lim
 from __future__ import annotations
 
 import time
+import weakref
 
 KINDS = ("compile", "autotune")
 
@@ -26,6 +27,8 @@ class CompileClock:
         self._outer_kind = ""
         self._outer_started = 0.0
         self._benched = 0  # configs benchmarked so far: an Autotuner.run that raises it was an autotuning run
+        self.quick = False
+        self.tuners = weakref.WeakSet()
 
     def install(self) -> None:
         import triton.compiler
@@ -37,6 +40,43 @@ class CompileClock:
         if hasattr(Autotuner, "_bench"):
             Autotuner._bench = self._timed("autotune", Autotuner._bench)
         Autotuner.run = self._counting_runs(Autotuner.run)
+        self._switch_benchmarker(Autotuner)
+
+    def _switch_benchmarker(self, Autotuner) -> None:
+        """Let ``quick`` replace the autotuner's benchmarker (``Autotuner.do_bench``, a property in
+        triton 3.x; the module's ``do_bench`` where there is none)."""
+        clock = self
+        original = Autotuner.__dict__.get("do_bench")
+        if original is None:
+            import triton.runtime.autotuner as module
+            if hasattr(module, "do_bench"):
+                slow = module.do_bench
+                module.do_bench = lambda *a, **k: (time_once if clock.quick else slow)(*a, **k)
+            return
+
+        class Switch:  # a data descriptor: consulted before an instance's cached value
+            def __get__(self, instance, owner):
+                if instance is None:
+                    return original
+                if clock.quick:
+                    return time_once
+                return original.__get__(instance, owner)
+
+            def __set__(self, instance, value):
+                instance.__dict__["do_bench"] = value
+        Autotuner.do_bench = Switch()
+
+    def quick_autotuning(self) -> None:
+        """While the tests run, an autotuner times each config by a single run: the tests need a
+        config that works, not the fastest one, and a shape-keyed autotuner would otherwise spend
+        seconds on every new shape (a matmul suite holds hundreds)."""
+        self.quick = True
+
+    def real_autotuning(self) -> None:
+        """Before the timing phase: forget the quick choices; autotuning runs again, for real."""
+        self.quick = False
+        for tuner in list(self.tuners):
+            tuner.cache.clear()
 
     def _timed(self, kind: str, original):
         clock = self
@@ -53,10 +93,11 @@ class CompileClock:
     def _counting_runs(self, original):
         clock = self
 
-        def run(*args, **kwargs):
+        def run(tuner, *args, **kwargs):
+            clock.tuners.add(tuner)
             before = clock._benched
             try:
-                return original(*args, **kwargs)
+                return original(tuner, *args, **kwargs)
             finally:
                 if clock._benched > before:
                     clock.totals["autotune_runs"] += 1
@@ -79,6 +120,16 @@ class CompileClock:
             self.totals[f"{self._outer_kind}_s"] += seconds
             self.emit("compile", phase="end", kind=self._outer_kind,
                       **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.totals.items()})
+
+
+def time_once(fn, quantiles=None, **_):
+    """A benchmarker that runs ``fn`` once: its wall time, in ms, as ``do_bench`` reports it."""
+    import torch
+    started = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    ms = (time.perf_counter() - started) * 1e3
+    return [ms] * len(quantiles) if quantiles else ms
 
 
 def paused_seconds(events: list[dict], since: float, now: float) -> float:
