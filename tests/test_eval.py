@@ -21,7 +21,7 @@ def test_correct_triton_relu_passes(capsys):
     s = verdict["summary"]
     assert s["failed"] == 0 and s["passed"] == s["total"] >= 8
     sources = {t["source"].split(":")[0].split(" ")[0] for t in verdict["tests"]}
-    assert sources == {"opinfo", "trace", "edge"}
+    assert sources == {"opinfo", "trace", "edge", "promotion"}
     edge_rules = {t["source"].split(" ")[0] for t in verdict["tests"] if t["source"].startswith("edge")}
     assert edge_rules == {"edge:nan_inf", "edge:large", "edge:non_contiguous", "edge:zero_size", "edge:permuted_values"}
     assert {"int32", "int64"} <= {t["dtype"] for t in verdict["tests"]}

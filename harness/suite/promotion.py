@@ -16,7 +16,8 @@ from typing import Any, Callable
 import torch
 
 from harness.inputs import describe_call, map_tensors, tensors_in
-from harness.ops import value_mode
+from harness.ops import op_name, value_mode
+from harness.traces import load_calls
 
 SMALL_NUMEL = 4096
 
@@ -40,22 +41,24 @@ def _as_integers(t: torch.Tensor) -> torch.Tensor:
 
 
 def _rewrite(args: tuple, kwargs: dict, first: Callable | None, others: Callable | None,
-             scalars: Callable | None = None) -> tuple[tuple, dict]:
-    """Apply ``first`` to the first floating tensor of the positional arguments, ``others`` to
-    every other tensor (either may return a Python number), ``scalars`` to Python-number kwargs."""
-    seen = []
+             numbers_at: frozenset = frozenset(), scalars: frozenset = frozenset()) -> tuple[tuple, dict]:
+    """Apply ``first`` to the first floating tensor of the positional arguments and ``others`` to
+    every other tensor; ``others`` may return a Python number only for a top-level argument whose
+    position is in ``numbers_at`` (elsewhere the tensor stays). Scalar kwargs named in ``scalars``
+    become True."""
+    done = []
 
-    def one(t: torch.Tensor):
-        is_first = not seen and t.dtype.is_floating_point
-        if is_first:
-            seen.append(t)
-        fn = first if is_first else others
-        return fn(t) if fn is not None else t
-    new_args = map_tensors(args, one)
-    new_kwargs = map_tensors(kwargs, others) if others is not None else kwargs
-    if scalars is not None:
-        new_kwargs = {k: scalars(v) if isinstance(v, (bool, int, float)) and k != "dim" else v
-                      for k, v in new_kwargs.items()}
+    def rewrite(t: torch.Tensor, position: int | None):
+        if not done and t.dtype.is_floating_point:
+            done.append(t)
+            return first(t) if first is not None else t
+        new = others(t) if others is not None else t
+        return new if isinstance(new, torch.Tensor) or position in numbers_at else t
+    new_args = tuple(rewrite(value, i) if isinstance(value, torch.Tensor)
+                     else map_tensors(value, lambda t: rewrite(t, None)) for i, value in enumerate(args))
+    new_kwargs = {k: rewrite(v, None) if isinstance(v, torch.Tensor) else map_tensors(v, lambda t: rewrite(t, None))
+                  for k, v in kwargs.items()}
+    new_kwargs.update({name: True for name in scalars})
     return new_args, new_kwargs
 
 
@@ -64,18 +67,25 @@ def _floating(fn: Callable) -> Callable:
     return lambda t: fn(t) if t.dtype.is_floating_point else t
 
 
-RULES: dict[str, Callable[[tuple, dict], tuple[tuple, dict]]] = {
-    "python_numbers": lambda a, k: _rewrite(a, k, None, _floating(_number_like)),
-    "zero_dim_f16_and_numbers": lambda a, k: _rewrite(a, k, _floating(lambda t: _zero_dim(t, torch.float16)),
-                                                       _floating(_number_like)),
-    "f16_with_zero_dim_f32": lambda a, k: _rewrite(a, k, _floating(lambda t: t.to(torch.float16)),
-                                                    _floating(lambda t: _zero_dim(t, torch.float32))),
-    "f16_with_f32": lambda a, k: _rewrite(a, k, _floating(lambda t: t.to(torch.float16)),
-                                          _floating(lambda t: t.to(torch.float32))),
-    "integers": lambda a, k: _rewrite(a, k, _as_integers, _as_integers),
-    "integer_with_float_number": lambda a, k: _rewrite(a, k, _as_integers, _floating(_number_like)),
-    "bools": lambda a, k: _rewrite(a, k, lambda t: t > 0, lambda t: t > 0, scalars=lambda v: True),
+# rule -> (first, others, Scalar arguments set to True)
+RULES: dict[str, tuple[Callable | None, Callable | None, bool]] = {
+    "python_numbers": (None, _floating(_number_like), False),
+    "zero_dim_f16_and_numbers": (_floating(lambda t: _zero_dim(t, torch.float16)), _floating(_number_like), False),
+    "f16_with_zero_dim_f32": (_floating(lambda t: t.to(torch.float16)),
+                              _floating(lambda t: _zero_dim(t, torch.float32)), False),
+    "f16_with_f32": (_floating(lambda t: t.to(torch.float16)), _floating(lambda t: t.to(torch.float32)), False),
+    "integers": (_as_integers, _as_integers, False),
+    "integer_with_float_number": (_as_integers, _floating(_number_like), False),
+    "bools": (lambda t: t > 0, lambda t: t > 0, True),
 }
+
+
+def numbers_traced(op) -> frozenset:
+    """Positions of Tensor arguments for which real-model traces pass a Python number: only there
+    does a test pass one (the prompt tells the model where traces do)."""
+    tensors = {i for i, a in enumerate(op._schema.arguments) if str(a.real_type) in ("Tensor", "Optional[Tensor]")}
+    return frozenset(i for call in load_calls(op_name(op)) for i, value in enumerate(call.args)
+                     if i in tensors and isinstance(value, (bool, int, float)))
 
 
 def derive_promotion_cases(op, base_cases: list, make_case: Callable[..., Any], accepts: Callable) -> list:
@@ -93,15 +103,15 @@ def derive_promotion_cases(op, base_cases: list, make_case: Callable[..., Any], 
     if not tensors_in(base_args):
         return []
     seen = {describe_call(base_args, base_kwargs)}
+    numbers_at = numbers_traced(op)
+    scalar_kwargs = frozenset(a.name for a in op._schema.arguments if a.kwarg_only and str(a.type) == "number")
     derived = []
-    for rule, rewrite in RULES.items():
+    for rule, (first, others, bool_scalars) in RULES.items():
         try:
-            args, kwargs = rewrite(base_args, base_kwargs)
+            args, kwargs = _rewrite(base_args, base_kwargs, first, others, numbers_at,
+                                    scalar_kwargs if bool_scalars else frozenset())
         except (RuntimeError, ValueError, TypeError):
             continue
-        if rule == "bools":  # bool Scalar arguments too (add's alpha=True)
-            kwargs = {**kwargs, **{a.name: True for a in op._schema.arguments
-                                   if a.kwarg_only and str(a.type) in ("Scalar", "number") and a.name not in kwargs}}
         description = describe_call(args, kwargs)
         if description in seen or not accepts(op, args, kwargs):
             continue
