@@ -301,7 +301,8 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
     suite.notes.extend(notes)
     trace_cases = []
     eligible = []
-    for i, call in enumerate(load_calls(op_name(op))):
+    calls = load_calls(op_name(op))
+    for i, call in enumerate(calls):
         numel = max(call.numel(), _output_numel(op, call)) if interpreter else 0
         if numel > cpu_max_numel:
             suite.skipped.append({"id": f"trace-{i}", "input": call.describe(), "numel": numel,
@@ -323,7 +324,8 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
     if interpreter:
         suite.notes.append("Triton interpreter (no CUDA): @triton.autotune runs its first config only")
     edge = [] if traces_only else derive_edge_cases(op, cases + trace_cases, TestCase)
-    edge += [] if traces_only else derive_promotion_cases(op, cases + trace_cases, TestCase, reference_accepts)
+    edge += [] if traces_only else derive_promotion_cases(op, cases + trace_cases, TestCase, reference_accepts,
+                                                              calls)
     for case in cases + trace_cases + edge:
         if interpreter and case.dtype == "bfloat16":
             suite.skipped.append({"id": case.id, "input": case.description,

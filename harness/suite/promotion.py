@@ -16,10 +16,8 @@ from typing import Any, Callable
 import torch
 
 from harness.inputs import describe_call, map_tensors, tensors_in
-from harness.ops import op_name, value_mode
-from harness.traces import load_calls
-
-SMALL_NUMEL = 4096
+from harness.ops import value_mode
+from harness.suite.edge_cases import SMALL_NUMEL
 
 
 def _number_like(t: torch.Tensor) -> Any:
@@ -80,15 +78,16 @@ RULES: dict[str, tuple[Callable | None, Callable | None, bool]] = {
 }
 
 
-def numbers_traced(op) -> frozenset:
-    """Positions of Tensor arguments for which real-model traces pass a Python number: only there
-    does a test pass one (the prompt tells the model where traces do)."""
+def numbers_traced(op, calls: list) -> frozenset:
+    """Positions of Tensor arguments for which the real-model trace ``calls`` of ``op`` pass a Python
+    number: only there does a test pass one (the prompt tells the model where traces do)."""
     tensors = {i for i, a in enumerate(op._schema.arguments) if str(a.real_type) in ("Tensor", "Optional[Tensor]")}
-    return frozenset(i for call in load_calls(op_name(op)) for i, value in enumerate(call.args)
+    return frozenset(i for call in calls for i, value in enumerate(call.args)
                      if i in tensors and isinstance(value, (bool, int, float)))
 
 
-def derive_promotion_cases(op, base_cases: list, make_case: Callable[..., Any], accepts: Callable) -> list:
+def derive_promotion_cases(op, base_cases: list, make_case: Callable[..., Any], accepts: Callable,
+                           calls: list) -> list:
     """One case per rule from the first small case whose first tensor is float32 (none for
     operators whose values are unspecified or random: their dtype rules are tested elsewhere)."""
     if value_mode(op) != "exact":
@@ -103,7 +102,7 @@ def derive_promotion_cases(op, base_cases: list, make_case: Callable[..., Any], 
     if not tensors_in(base_args):
         return []
     seen = {describe_call(base_args, base_kwargs)}
-    numbers_at = numbers_traced(op)
+    numbers_at = numbers_traced(op, calls)
     scalar_kwargs = frozenset(a.name for a in op._schema.arguments if a.kwarg_only and str(a.type) == "number")
     derived = []
     for rule, (first, others, bool_scalars) in RULES.items():
