@@ -31,6 +31,7 @@ from harness.sandbox.pool import ColdChild, PoolError, pool_for
 from harness.sandbox.compile_clock import compile_totals, paused_seconds
 from harness.sandbox.watch import BoundedCapture, Limits, ChildOutcome, session_usage
 from harness.checks.static_check import check_source
+from harness.redact import Redactor, configured_secrets
 from harness.verdict import SCHEMA_VERSION, Verdict, describe_failures, group_failures, summarize
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -114,8 +115,9 @@ def _exit_cause(returncode: int) -> str:
 def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, seed: int | None = None,
              timeout_s: float = 300.0, cpu_max_numel: int = CPU_MAX_NUMEL, warm: bool = True,
              static_check: bool = True, limits: Limits | None = None,
-             protected: list[str | Path] | None = None, timing: TimingOptions | None = None,
-             kernel_for: str | None = None, overloads: list[str] | None = None) -> Verdict:
+             hidden: list[str | Path] | None = None, timing: TimingOptions | None = None,
+             kernel_for: str | None = None, overloads: list[str] | None = None,
+             namespaces: bool = True, secrets: list[str] | None = None) -> Verdict:
     """Run every test of ``op`` against the kernel file and return its Verdict.
 
     ``kernel_for`` is the overload whose calling convention the file's ``kernel`` has (default
@@ -125,8 +127,13 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
 
     ``warm`` forks the child from the device's fork server (``harness.sandbox.pool``) instead of
     starting an interpreter. ``static_check=False`` skips the source rules, so that the
-    run-time containment can be tested on its own. ``protected`` paths are read-only for the
-    child where the OS allows a mount namespace (default: the project tree). ``timing`` asks
+    run-time containment can be tested on its own. The child sees only what
+    ``harness.sandbox.file_view`` allows; ``hidden`` paths stay out of its view even where they lie
+    inside an allowed directory (``runs/`` inside a virtual environment, say); ``namespaces=False``
+    leaves the file view and the network to the audit hook alone, as on an OS that gives no
+    namespaces (for testing that layer). Every text of the Verdict is redacted
+    (``harness.redact``) of the secret-named environment variables' values and of ``secrets``.
+    ``timing`` asks
     for the timing phase; its results are the Verdict's ``performance``."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
@@ -139,28 +146,24 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
     findings = check_source(source.decode("utf-8", "replace")) if static_check else []
     if findings:  # rejected before any of its code runs
-        return Verdict.model_validate(_assemble(op, kernel_path, source, seed, [], ChildOutcome(returncode=0),
-                                                timeout_s, static_findings=findings))
+        return _redacted(_assemble(op, kernel_path, source, seed, [], ChildOutcome(returncode=0),
+                                   timeout_s, static_findings=findings), secrets)
 
     workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-")).resolve()
     candidate = workdir / "candidate.py"
     candidate.write_bytes(source)
     base_env = _base_env(device)
-    writable = [workdir, Path(base_env["TRITON_CACHE_DIR"]).resolve()]
-    # a protected path that holds the child's own writable places (--root /tmp, say) stays writable
-    read_only = [str(p) for p in (Path(p).resolve() for p in (protected or [PROJECT_ROOT]))
-                 if not any(w == p or p in w.parents for w in writable)]
+    Path(base_env["TRITON_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)  # the view shows it only if it exists
     job = {"op": op, "kernel": str(candidate), "seed": seed, "device": device, "workdir": str(workdir),
-           "protected": read_only, "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]],
+           "hidden": [str(Path(p).resolve()) for p in hidden or []], "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]],
            "cpu_max_numel": cpu_max_numel, "timing": timing.request(op) if timing else None,
-           "kernel_for": kernel_for or op, "overloads": overloads}
+           "kernel_for": kernel_for or op, "overloads": overloads, "namespaces": namespaces}
     env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
-        environment = next((e for e in events if e.get("event") == "environment"), {})
-        for note in environment.get("containment", {}).get("notes", []):  # what the OS refused: said once
-            _warn_once(f"bbagent sandbox: {note}")
         verdict = _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
+        for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
+            _warn_once(f"bbagent sandbox: {note}")
         if timing and verdict["performance"] is None:
             verdict["performance"] = {"measured": False, "reason": not_timed_reason(verdict)}
         elif timing:
@@ -169,9 +172,17 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                 for test in verdict["performance"]["tests"]:
                     test.pop("candidate_raw", None)
                     test.pop("aten_raw", None)
-        return Verdict.model_validate(verdict)
+        return _redacted(verdict, secrets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _redacted(verdict: dict, secrets: list[str] | None) -> Verdict:
+    """The Verdict, with every secret the parent knows replaced in all its texts (the count in
+    ``redactions``): nothing a candidate printed or raised carries one into storage or a prompt."""
+    verdict, count = Redactor(configured_secrets(secrets or [])).value(verdict)
+    verdict["redactions"] = count
+    return Verdict.model_validate(verdict)
 
 
 def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float,
@@ -405,11 +416,23 @@ def _assemble(op, kernel_path, source, seed, events, outcome: ChildOutcome, time
                     "suite_build_s": (suite or {}).get("build_s"),
                     "tests_s": (by_kind.get("done") or [{}])[0].get("total_s"),
                     **compile_totals(events)},
-        "environment": {k: v for k, v in env.items() if k not in CHANNEL_KEYS + ("startup_s", "ready_at")},
+        "environment": _environment(env, (by_kind.get("sealed") or [None])[0]),
         "exit": None if outcome.returncode == 0 else _exit_cause(outcome.returncode),
         "stderr_tail": outcome.stderr,
         "stdout_tail": outcome.stdout,
     }
+
+
+def _environment(env: dict, sealed: dict | None) -> dict:
+    """What the child reported at its start, with the file view it sealed itself in before the
+    candidate was imported (``harness.sandbox.containment.seal``)."""
+    environment = {k: v for k, v in env.items() if k not in CHANNEL_KEYS + ("startup_s", "ready_at")}
+    containment = environment.get("containment")
+    if containment is not None and sealed is not None:
+        sealed = {k: v for k, v in sealed.items() if k not in CHANNEL_KEYS}
+        environment["containment"] = {**containment, **sealed,
+                                      "notes": containment.get("notes", []) + sealed.pop("notes", [])}
+    return environment
 
 
 def _variant_summary(op: str, suite: dict | None, tests: list[dict]) -> list[dict]:
@@ -454,7 +477,7 @@ def not_timed_reason(verdict: dict) -> str:
 
 
 # Kinds that are the candidate's doing even when no test was running (import time included).
-SANDBOX_KINDS = frozenset({"network", "forbidden_write", "secret_read", "process_spawn", "output_flood",
+SANDBOX_KINDS = frozenset({"network", "forbidden_write", "forbidden_read", "secret_read", "process_spawn", "output_flood",
                            "host_oom", "exit"})
 
 

@@ -14,10 +14,11 @@ import argparse
 import json
 import sys
 import time
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from harness.evaluate import default_device, evaluate
+from harness.evaluate import PROJECT_ROOT, default_device, evaluate
 from harness.verdict import Verdict
 from harness.sandbox.watch import Limits
 
@@ -44,7 +45,8 @@ def expected_kinds(entry: dict, device: str):
 
 
 def entry_id(entry: dict) -> str:
-    return f"{Path(entry['kernel']).stem}@{entry['op']}"
+    hook_only = "" if entry.get("namespaces", True) else "+audit_hook"
+    return f"{Path(entry['kernel']).stem}@{entry['op']}{hook_only}"
 
 
 def observed_kinds(verdict: Verdict) -> set[str]:
@@ -70,7 +72,29 @@ def judge(entry: dict, verdict: Verdict, device: str) -> tuple[bool, str]:
     for says in (entry.get("says"), entry.get("says_on", {}).get(device)):
         if says and says not in messages(verdict):
             return False, f"{seen} (without {says!r})"
+    if entry.get("stderr_says") and entry["stderr_says"] not in verdict.stderr_tail:
+        return False, f"{seen} (stderr without {entry['stderr_says']!r})"
+    leaked = [text for text in entry.get("absent", []) if text in verdict.model_dump_json()]
+    if leaked:
+        return False, f"{seen} (the verdict holds {leaked[0]!r})"
     return not verdict.passed and bool(kinds) and kinds <= set(expect), seen
+
+
+@contextmanager
+def planted(files: dict[str, str]):
+    """Files an entry's kernel goes looking for (``{project}`` is the checkout holding bbagent),
+    written for the evaluation and removed after it. A file that exists already is left alone."""
+    written = []
+    try:
+        for name, text in files.items():
+            path = Path(name.replace("{project}", str(PROJECT_ROOT)))
+            if not path.exists():
+                path.write_text(text)
+                written.append(path)
+        yield
+    finally:
+        for path in written:
+            path.unlink(missing_ok=True)
 
 
 def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = None) -> dict:
@@ -82,9 +106,10 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
         limits.memory_bytes = entry["memory_limit_mib"] << 20
     if "test_timeout_s" in entry:
         limits.test_seconds = entry["test_timeout_s"]
-    verdict = evaluate(entry["op"], corpus_dir / entry["kernel"], device=device, seed=seed,
-                       timeout_s=entry.get("timeout_s", 300), static_check=entry.get("static_check", True),
-                       limits=limits)
+    with planted(entry.get("plant", {})):
+        verdict = evaluate(entry["op"], corpus_dir / entry["kernel"], device=device, seed=seed,
+                           timeout_s=entry.get("timeout_s", 300), static_check=entry.get("static_check", True),
+                           limits=limits, namespaces=entry.get("namespaces", True), secrets=entry.get("secrets"))
     ok, seen = judge(entry, verdict, device)
     wall = round(time.perf_counter() - started, 1)
     after = entry.get("after_each")

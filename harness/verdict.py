@@ -12,7 +12,7 @@ crash, no tests), ``seed``, ``summary`` (counts), ``tests`` (one result per test
 ``skipped`` (tests not run, each with a reason), ``failure_groups`` (identical failures merged),
 ``guard_findings``, ``performance`` (the timing phase, GPU only), ``suite`` (notes on what the
 suite holds), ``kernel_for`` and ``variants`` (the overloads tested), ``timings``,
-``environment``, ``exit``, ``stderr_tail``, ``stdout_tail``.
+``environment``, ``exit``, ``stderr_tail``, ``stdout_tail``, ``redactions``.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ ERROR_KINDS = {
     "network": "the kernel tried to use the network",
     "forbidden_write": "the kernel wrote outside its private working directory",
     "secret_read": "the kernel tried to read credentials or another process's environment",
+    "forbidden_read": "the kernel tried to read a file outside what the sandbox shows it",
     "no_triton_launch": "no Triton kernel was launched",
     "guard": "the kernel broke a rule (e.g. called PyTorch compute)",
     "wrong_type": "returned a value of the wrong type",
@@ -243,12 +244,20 @@ class ContainmentLimits(_Strict):
 
 
 class Containment(_Strict):
-    """What the sandbox had in force (``harness.sandbox.containment.contain``)."""
+    """What the sandbox had in force (``harness.sandbox.containment``). ``files``: how the
+    file allow list was enforced, ``"mount_namespace"`` (a new root holding only the listed
+    paths) or ``"audit_hook"`` (every open and listing checked); None if the child ended
+    before the candidate was imported."""
     network_namespace: bool
-    read_only_paths: list[str]
+    mount_namespace: bool = False
+    files: Literal["mount_namespace", "audit_hook"] | None = None
+    read_only_paths: list[str] = []
+    writable_paths: list[str] = []
+    hidden_paths: list[str] = []
     notes: list[str]
     limits: ContainmentLimits | None = None
     audit_hook: bool = False
+    seal_s: float | None = None  # computing the allow list and building the view
 
 
 class Environment(_Strict):
@@ -284,6 +293,7 @@ class Verdict(_Strict):
     exit: str | None = None
     stderr_tail: str = ""
     stdout_tail: str = ""
+    redactions: int = 0  # secret values replaced by "[redacted]" in this Verdict's texts (harness.redact)
 
     @property
     def passed(self) -> bool:

@@ -1,19 +1,22 @@
 """The sandbox (issue 4): every fault in tests/faults/faults.json is contained and reported with
 its own error kind, a correct kernel evaluated right after it in the same warm pool still passes,
-secrets stay in the parent, and the network and the project tree are out of reach.
+secrets stay in the parent, and the network and every file outside the allow list are out of reach.
 
 The fault corpus runs on the default device: the Triton interpreter here (each fault has a CPU
 expectation), the GPU on a GPU machine. The source check is off for it, so that every fault
 reaches the run-time containment.
 """
+import json
 import os
 import socket
 import threading
 
 import pytest
+import torch
 
 from conftest import KERNELS, ROOT
 from harness.sandbox.containment import enter_namespaces
+from harness.sandbox.file_view import AllowList, build_view
 from harness.evaluate import default_device, evaluate
 from harness.selfcheck import entry_id, expected_kinds, load_corpus, messages, observed_kinds, run_entry
 from harness.sandbox.watch import BoundedCapture
@@ -37,7 +40,8 @@ def test_fault_corpus_covers_every_fault_the_sandbox_names():
         for allowed in entry["expect"].values():
             kinds.update(allowed)
     assert kinds >= {"timeout", "crash", "cuda_error", "cuda_oom", "host_oom", "exit", "import_error",
-                     "output_flood", "process_spawn", "network", "forbidden_write", "secret_read"}
+                     "output_flood", "process_spawn", "network", "forbidden_write", "secret_read",
+                     "forbidden_read"}
 
 
 def test_api_keys_in_the_parent_are_invisible_to_the_candidate(monkeypatch):
@@ -81,15 +85,15 @@ def test_a_socket_to_localhost_fails(tmp_path):
     assert accepted == []
 
 
-def _in_namespaced_child(protected: list[str], action) -> tuple[dict, str]:
-    """Run ``action`` in a forked child after enter_namespaces; return (status, action's result)."""
+def _in_namespaced_child(action) -> str:
+    """Run ``action`` in a forked child after enter_namespaces; return what it returned."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read)
         try:
-            status = enter_namespaces(protected)
-            outcome = action() if status["network_namespace"] else "no namespaces: " + "; ".join(status["notes"])
+            status = enter_namespaces()
+            outcome = action() if status["mount_namespace"] else "no namespaces: " + "; ".join(status["notes"])
         except BaseException as exc:  # noqa: BLE001
             outcome = f"error {exc!r}"
         os.write(write, outcome.encode())
@@ -114,7 +118,7 @@ def test_network_namespace_alone_blocks_localhost():
         except OSError as exc:
             return f"refused: {exc.strerror}"
     try:
-        outcome = _in_namespaced_child([], connect)
+        outcome = _in_namespaced_child(connect)
     finally:
         server.close()
     if outcome.startswith("no namespaces"):
@@ -122,22 +126,35 @@ def test_network_namespace_alone_blocks_localhost():
     assert outcome.startswith("refused"), outcome
 
 
-def test_protected_paths_are_read_only_in_the_mount_namespace(tmp_path):
-    protected = tmp_path / "project"
-    protected.mkdir()
+def test_the_file_view_shows_only_the_allow_list(tmp_path):
+    """In the mount namespace: the working directory is writable, bbagent's code and the Python
+    installation readable, the rest of the project and every other file absent."""
+    workdir, outside = tmp_path / "work", tmp_path / "outside.txt"
+    workdir.mkdir()
+    outside.write_text("not for the kernel")
 
-    def write():
+    def look():
+        allowed = AllowList.for_child(str(workdir), [])
+        build_view(allowed, str(workdir))
+        seen = {"outside": outside.exists(), "readme": (ROOT / "README.md").exists(),
+                "harness": (ROOT / "harness" / "evaluate.py").is_file(), "torch": os.path.isdir(os.path.dirname(torch.__file__)),
+                "cwd": os.getcwd() == str(workdir.resolve()), "proc": sorted(p for p in os.listdir("/proc") if p.isdigit())}
+        (workdir / "x.txt").write_text("mine")
         try:
-            (protected / "x.txt").write_text("escaped")
-            return "written"
+            (ROOT / "harness" / "x.txt").write_text("escaped")
+            seen["harness_write"] = "written"
         except OSError as exc:
-            return f"refused: {exc.strerror}"
-    outcome = _in_namespaced_child([str(protected)], write)
+            seen["harness_write"] = exc.strerror
+        return json.dumps(seen)
+    outcome = _in_namespaced_child(look)
     if outcome.startswith("no namespaces"):
         pytest.skip(f"this OS gives no mount namespace here ({outcome}); the audit hook is the barrier")
-    assert outcome == "refused: Read-only file system"
-    assert not (protected / "x.txt").exists()
-    (protected / "y.txt").write_text("the parent still can")
+    seen = json.loads(outcome)
+    assert seen["harness_write"] == "Read-only file system"
+    assert seen["harness"] and seen["torch"] and seen["cwd"]
+    assert not seen["outside"] and not seen["readme"]
+    assert len(seen["proc"]) == 1  # its own process only
+    assert (workdir / "x.txt").read_text() == "mine" and not (ROOT / "harness" / "x.txt").exists()
 
 
 def test_cold_start_gives_the_same_verdict_as_the_warm_pool():
@@ -158,3 +175,11 @@ def test_captured_output_keeps_head_and_tail_and_says_what_was_cut():
     text = capture.text(200)
     assert capture.total == 10_200
     assert text.startswith("A" * 100) and text.endswith("C" * 100) and "[... 10000 bytes left out ...]" in text
+
+
+def test_the_audit_hook_alone_lets_a_legitimate_kernel_import_what_it_needs():
+    """As on an OS that gives no mount namespace: lazy imports of the standard library, numpy
+    and Triton's helpers still work (the hook's allow list is the view's)."""
+    verdict = evaluate("aten.exp.default", KERNELS / "exp_imports_helpers.py", device=DEVICE, seed=3, namespaces=False)
+    assert verdict.passed, verdict.message
+    assert verdict.environment.containment.files == "audit_hook"

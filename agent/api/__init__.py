@@ -157,12 +157,12 @@ def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: fl
     """``(op, kernel_file) -> Verdict`` with these settings; the project and ``root`` read-only
     for the candidate where the OS gives a mount namespace."""
     from harness.adapters import AdapterError
-    from harness.evaluate import PROJECT_ROOT, KernelFileError, evaluate as run_evaluation
+    from harness.evaluate import KernelFileError, evaluate as run_evaluation
 
     def run(op: str, kernel: Path):
         try:
             return run_evaluation(op, kernel, device=device, seed=seed, timeout_s=timeout_s,
-                                  protected=[PROJECT_ROOT, root], timing=timing, kernel_for=kernel_for,
+                                  hidden=[root], timing=timing, kernel_for=kernel_for,
                                   overloads=overloads)
         except (KernelFileError, AdapterError) as exc:  # the caller's inputs
             raise UsageError(str(exc)) from None

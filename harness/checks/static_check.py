@@ -3,9 +3,13 @@
 Rules, each finding naming the line:
 
 * ``forbidden_import``: process, network, introspection and FFI modules
-  (``subprocess``, ``socket``, ``ctypes``, ``inspect``, ``gc``, ...).
+  (``subprocess``, ``socket``, ``ctypes``, ``inspect``, ``gc``, ``sqlite3``, ...) and
+  ``torch.utils.cpp_extension``.
 * ``forbidden_call``: ``eval``/``exec``/``compile``/``__import__``/``open``/``setattr``/
-  ``globals``, ``os.system``/``os.popen``/``os.fork``/``os.exec*``, ``sys._getframe``.
+  ``globals``, ``os.system``/``os.popen``/``os.fork``/``os.exec*``, ``sys._getframe``; file
+  reads and native code the audit hook cannot see (``torch.from_file``, ``torch.load``,
+  ``torch.ops.load_library``); ways out of namespaces (``os.chroot``, ``os.unshare``, ``os.setns``,
+  ``os.mknod``).
 * ``secret_read``: any use of ``os.environ`` / ``os.getenv`` / ``os.putenv``.
 * ``torch_fallback``: a ``try`` whose ``except`` (or ``else``/``finally``) calls PyTorch
   compute (``torch.X`` outside the allocation/metadata allowlist, ``torch.ops.*``,
@@ -28,7 +32,7 @@ FORBIDDEN_MODULES = frozenset({
     "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading",
     "shutil", "urllib", "http", "requests", "httpx", "pickle", "marshal", "importlib", "builtins",
     "pty", "fcntl", "resource", "asyncio", "concurrent", "ssl", "ftplib", "smtplib", "telnetlib",
-    "cffi", "mmap", "traceback", "faulthandler",
+    "cffi", "mmap", "traceback", "faulthandler", "sqlite3",
 })
 FORBIDDEN_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "open", "setattr", "delattr",
                                 "globals", "vars", "breakpoint", "input"})
@@ -36,7 +40,11 @@ FORBIDDEN_ATTR_CALLS = frozenset({
     "os.system", "os.popen", "os.fork", "os.forkpty", "os.spawnl", "os.spawnv",
     "os.execv", "os.execve", "os.execl", "os.execlp", "os.execvp", "os.remove", "os.unlink",
     "os.open", "os.write", "sys._getframe", "sys.settrace", "sys.setprofile",
+    # native code or file reads that no audit hook sees, and ways out of the sandbox's namespaces
+    "torch.from_file", "torch.load", "torch.ops.load_library", "torch.classes.load_library",
+    "os.chroot", "os.unshare", "os.setns", "os.mknod",
 })
+FORBIDDEN_SUBMODULES = frozenset({"torch.utils.cpp_extension"})  # compiles and loads native code
 # Not listed on purpose: sys.exit, os._exit, os.kill. They harm only the candidate's own
 # process, and the run-time fault reporting turns them into a precise 'crash' verdict.
 SECRET_ATTRS = frozenset({"os.environ", "os.getenv", "os.putenv", "os.environb", "os.unsetenv"})
@@ -102,7 +110,7 @@ class _Checker(ast.NodeVisitor):
 
     def _check_module(self, module: str, node: ast.AST) -> None:
         root = module.split(".")[0]
-        if root in FORBIDDEN_MODULES:
+        if root in FORBIDDEN_MODULES or any(module == m or module.startswith(m + ".") for m in FORBIDDEN_SUBMODULES):
             self.add("forbidden_import", node, f"imports '{module}', which a kernel does not need "
                                                "(process, network, introspection or FFI access is not allowed)")
         if module in SECRET_ATTRS:

@@ -3,32 +3,38 @@
 Layers, each listed in the Verdict (``environment.containment``):
 
 * **Namespaces**, where the OS allows them: a network namespace (no interface is up, so every
-  connection fails, 127.0.0.1 included) and a mount namespace in which the protected paths
-  (the project tree, ``generated_kernels/``, ``runs/``) are read-only bind mounts. Where the
-  OS refuses, the reason is recorded and the audit hook below is the only barrier.
+  connection fails, 127.0.0.1 included) and a private mount namespace, in which ``seal`` builds
+  the child's file view (``harness.sandbox.file_view``: only the allow list exists). Where the OS
+  refuses, the reason is recorded and the audit hook below is the only barrier.
 * **Resource limits**: no core dumps, a file-size limit, and a process-count limit (the kernel
   exempts uid 0 from that one; the parent's process watchdog covers root).
 * **An audit hook** (``sys.addaudithook``; it cannot be removed from Python) that reports and
   ends the process on the first network use, write outside the working directory, process
-  start or fork, or read of credentials or a process environment, naming the candidate's
-  line. Triton's own compiler may write to its cache and run its tools (ptxas, the C
-  compiler for launchers); that is told apart by the code that asks, not by the candidate.
+  start or fork, read of credentials or a process environment, or read or listing of a path
+  outside the allow list by the candidate's own code, naming the candidate's line. A library's
+  read outside the list fails as the view would fail it (file not found). Triton's own compiler
+  may write to its cache and run its tools (ptxas, the C compiler for launchers); that is told
+  apart by the code that asks, not by the candidate.
 
 The candidate cannot import ctypes (static check), so it cannot get under the hook.
 """
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import re
 import resource
 import sys
 import sysconfig
+import time
+
+from harness.sandbox.file_view import AllowList, build_view
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+MS_REC, MS_PRIVATE = 16384, 1 << 18
 
 FILE_SIZE_LIMIT = 1 << 30
 PROCESS_HEADROOM = 64
@@ -45,7 +51,8 @@ WRITE_EVENTS = frozenset({"os.rename", "os.replace", "os.remove", "os.unlink", "
                           "shutil.rmtree", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
                           "shutil.move"})
 COPY_EVENTS = frozenset({"shutil.copyfile", "shutil.copymode", "shutil.copystat"})  # (src, dst)
-WATCHED = NETWORK_EVENTS | PROCESS_EVENTS | WRITE_EVENTS | {"open"}
+LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+WATCHED = NETWORK_EVENTS | PROCESS_EVENTS | WRITE_EVENTS | LISTING_EVENTS | {"open", "sqlite3.connect"}
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".azure", "gcloud"})
 SECRET_FILES = frozenset({".netrc", ".pgpass", ".git-credentials", "credentials", ".env", ".npmrc",
@@ -68,10 +75,10 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def enter_namespaces(protected: list[str]) -> dict:
-    """A network and a mount namespace for this process; the protected paths read-only in it.
-    Returns what is in force, with the OS's reason where something is not."""
-    status = {"network_namespace": False, "read_only_paths": [], "notes": []}
+def enter_namespaces() -> dict:
+    """A network and a private mount namespace for this process (the file view is built in the
+    latter by ``seal``). Returns what is in force, with the OS's reason where something is not."""
+    status = {"network_namespace": False, "mount_namespace": False, "notes": []}
     uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWNET | CLONE_NEWNS
     error = _unshare(flags) if uid == 0 else "not root"
@@ -88,25 +95,35 @@ def enter_namespaces(protected: list[str]) -> dict:
         else:
             error = f"{error}; user namespace: {user_error}"
     if error:
-        status["notes"].append(f"no network or mount namespace (unshare: {error}); network and file "
-                               "writes are stopped by the audit hook only")
+        status["notes"].append(f"no network or mount namespace (unshare: {error}); the network, file "
+                               "reads and file writes are guarded by the audit hook only")
         return status
     status["network_namespace"] = True
-    libc = _libc()
-    if libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+    if _libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         status["notes"].append(f"mount namespace not private ({os.strerror(ctypes.get_errno())}); "
-                               "no read-only paths")
+                               "file reads are guarded by the audit hook only")
         return status
-    for path in protected:
-        if not os.path.isdir(path):
-            continue
-        encoded = os.fsencode(path)
-        if (libc.mount(encoded, encoded, None, MS_BIND | MS_REC, None) == 0
-                and libc.mount(None, encoded, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None) == 0):
-            status["read_only_paths"].append(path)
-        else:
-            status["notes"].append(f"{path} not made read-only ({os.strerror(ctypes.get_errno())})")
+    status["mount_namespace"] = True
     return status
+
+
+def seal(status: dict, guard: "AuditGuard", workdir: str, tool_write_dirs: list[str],
+         hidden: list[str]) -> dict:
+    """Just before the candidate is imported: compute the allow list from what is loaded now,
+    build the file view from it where the mount namespace allows, and arm the audit hook with
+    it. Returns what the Verdict's containment gains (mechanism, paths, seconds)."""
+    started = time.perf_counter()
+    allowed = AllowList.for_child(workdir, tool_write_dirs, hidden)
+    files, notes = "audit_hook", []
+    if status.get("mount_namespace"):
+        try:
+            build_view(allowed, workdir)
+            files = "mount_namespace"
+        except OSError as exc:
+            notes.append(f"no file view ({exc}); file reads are guarded by the audit hook only")
+    guard.arm(allowed)
+    return {"files": files, **allowed.summary(), "notes": notes,
+            "seal_s": round(time.perf_counter() - started, 4)}
 
 
 def _count_own_processes() -> int:
@@ -146,14 +163,16 @@ class AuditGuard:
         self.tool_package = os.path.realpath(os.path.dirname(triton.__file__))
         self.busy = False
         self.armed = False
+        self.allowed: AllowList | None = None
 
     def install(self) -> None:
         sys.addaudithook(self.hook)
 
-    def arm(self) -> None:
-        """From now on every watched event is judged. Called just before the candidate is
-        imported: the harness's own suite building (which forks to probe aten safely) runs
-        before, unarmed."""
+    def arm(self, allowed: AllowList | None = None) -> None:
+        """From now on every watched event is judged, reads against ``allowed``. Called just
+        before the candidate is imported: the harness's own suite building (which forks to probe
+        aten safely) runs before, unarmed."""
+        self.allowed = allowed
         self.armed = True
 
     def hook(self, event: str, args: tuple) -> None:
@@ -190,8 +209,15 @@ class AuditGuard:
                 (isinstance(flags, int) and flags & WRITE_FLAGS)
             if writes:
                 return self._judge_write(path, f"open({path!r}, {mode or flags!r})")
-            if _is_secret(path):
-                return "secret_read", f"read of {path!r}"
+            return self._judge_read(path)
+        if event in LISTING_EVENTS:
+            if isinstance(args[0], (str, bytes)) and self.allowed and not self.allowed.allows_listing(os.fsdecode(args[0])):
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fsdecode(args[0]))
+            return None
+        if event == "sqlite3.connect":
+            database = args[0] if args else None
+            if isinstance(database, (str, bytes, os.PathLike)) and os.fsdecode(database) != ":memory:":
+                return self._judge_write(os.fsdecode(database), f"sqlite3.connect({os.fsdecode(database)!r})")
             return None
         targets = args[1:2] if event in COPY_EVENTS else args
         for path in [a for a in targets if isinstance(a, (str, bytes))]:
@@ -199,6 +225,18 @@ class AuditGuard:
             if finding:
                 return finding
         return None
+
+    def _judge_read(self, path: str) -> tuple[str, str] | None:
+        """Credentials and process environments are named as such; any other path outside the
+        allow list is a violation when the candidate's own code opens it, and not found (as
+        in the file view) when a library does."""
+        if _is_secret(path):
+            return "secret_read", f"read of {path!r}"
+        if self.allowed is None or self.allowed.allows(path):
+            return None
+        if self._from_candidate():
+            return "forbidden_read", f"read of {path!r}, outside what the sandbox shows a kernel"
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
 
     def _judge_write(self, path: str, what: str) -> tuple[str, str] | None:
         real = os.path.realpath(path)
@@ -216,15 +254,22 @@ class AuditGuard:
                 yield frame
             frame = frame.f_back
 
-    def _from_tool(self) -> bool:
-        """The first frame outside the standard library belongs to Triton (its compiler,
-        launcher build or cache), not to the candidate or anything it called directly."""
+    def _first_caller(self) -> str:
+        """The file of the first frame outside the standard library: who asked."""
         for frame in self._frames():
             name = frame.f_code.co_filename
             if name.startswith("<frozen") or _under(os.path.realpath(name), self.stdlib):
                 continue
-            return _under(os.path.realpath(name), self.tool_package)
-        return False
+            return name
+        return ""
+
+    def _from_tool(self) -> bool:
+        """Triton (its compiler, launcher build or cache) asked, not the candidate or anything
+        it called directly."""
+        return _under(os.path.realpath(self._first_caller()), self.tool_package)
+
+    def _from_candidate(self) -> bool:
+        return self._first_caller() == self.candidate_file
 
     def _candidate_line(self) -> int | None:
         for frame in self._frames():
@@ -250,12 +295,12 @@ def _short(value, limit: int = 160) -> str:
     return text if len(text) <= limit else text[:limit] + "...)"
 
 
-def contain(workdir: str, protected: list[str], tool_write_dirs: list[str], candidate_file: str,
-            report, namespaces: bool = True) -> tuple[dict, AuditGuard]:
-    """Apply every layer; return what is in force (for the Verdict) and the audit guard,
-    installed but not yet armed (see ``AuditGuard.arm``)."""
-    status = enter_namespaces(protected) if namespaces else {
-        "network_namespace": False, "read_only_paths": [], "notes": ["namespaces not requested"]}
+def contain(workdir: str, tool_write_dirs: list[str], candidate_file: str, report,
+            namespaces: bool = True) -> tuple[dict, AuditGuard]:
+    """Apply every layer but the file view; return what is in force (for the Verdict) and the
+    audit guard, installed but not yet armed (``seal`` builds the view and arms it)."""
+    status = enter_namespaces() if namespaces else {
+        "network_namespace": False, "mount_namespace": False, "notes": ["namespaces not requested"]}
     status["limits"] = set_limits()
     guard = AuditGuard(workdir, tool_write_dirs, candidate_file, report)
     guard.install()

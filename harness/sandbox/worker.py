@@ -56,7 +56,7 @@ class Job:
     seed: int
     device: str
     workdir: str
-    protected: list[str] = field(default_factory=list)
+    hidden: list[str] = field(default_factory=list)  # never shown, even inside an allowed directory
     tool_write_dirs: list[str] = field(default_factory=list)
     namespaces: bool = True
     cpu_max_numel: int = CPU_MAX_NUMEL
@@ -99,10 +99,10 @@ def run_job(job: Job, emit) -> int:
     ``emit(event, **data)`` writes one JSON line on the result channel."""
     started = time.perf_counter()
     candidate_file = os.path.abspath(job.kernel)
-    from harness.sandbox.containment import contain
-    containment, audit = contain(job.workdir, job.protected, job.tool_write_dirs, candidate_file,
-                          report=lambda kind, message: emit("violation", error_kind=kind, message=message),
-                          namespaces=job.namespaces)
+    from harness.sandbox.containment import contain, seal
+    containment, audit = contain(job.workdir, job.tool_write_dirs, candidate_file,
+                                 report=lambda kind, message: emit("violation", error_kind=kind, message=message),
+                                 namespaces=job.namespaces)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)  # where a hang is, on request
     device = job.device
     interpreter = device == "cpu"
@@ -138,7 +138,7 @@ def run_job(job: Job, emit) -> int:
     compile_clock = CompileClock(emit)
     compile_clock.install()
     compile_clock.quick_autotuning()
-    audit.arm()
+    emit("sealed", **seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden))
     try:
         spec = importlib.util.spec_from_file_location("bbagent_candidate", candidate_file)
         module = importlib.util.module_from_spec(spec)
