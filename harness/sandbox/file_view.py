@@ -66,7 +66,9 @@ class AllowList:
 
     @classmethod
     def for_child(cls, workdir: str, tool_write_dirs: list[str], hidden: list[str] = ()) -> "AllowList":
-        spelled = _python_paths() + _imported_package_paths() + _library_dirs() + list(SYSTEM_DIRS)
+        broad = _shared_roots()
+        python = _python_paths(broad)
+        spelled = python + _imported_package_paths(python, broad) + _library_dirs(broad) + list(SYSTEM_DIRS)
         spelled += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
         spelled += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
         spelled += ["/etc/" + name for name in ETC_FILES] + ["/sys"] + list(RUN_DIRS)
@@ -99,30 +101,31 @@ class AllowList:
         return {"read_only_paths": self.read_only, "writable_paths": self.writable, "hidden_paths": self.hidden}
 
 
-def _python_paths() -> list[str]:
+def _python_paths(broad: set[str]) -> list[str]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
     paths.update(sysconfig.get_paths().values())
     paths.update(p for p in sys.path if os.path.basename(os.path.normpath(p)) in PACKAGE_DIR_NAMES)
-    return [p for p in paths if p and os.path.isabs(p) and not _is_shared_root(p)]
+    return [p for p in paths if p and os.path.isabs(p) and os.path.realpath(p) not in broad]
 
 
-def _imported_package_paths() -> list[str]:
+def _imported_package_paths(shown: list[str], broad: set[str]) -> list[str]:
     """The top-level package directory (or module file) of every module imported so far, found
     from its name (``a.b.c`` in ``.../a/b/c.py`` is shown as ``.../a``): not the sys.path entry
     it came from, which may hold much more (the project tree around ``harness/``)."""
     found = set()
     for name, module in list(sys.modules.items()):
         location = getattr(module, "__file__", None)
-        if not isinstance(location, str) or not os.path.isabs(location) or name == "__main__":
+        if not isinstance(location, str) or not os.path.isabs(location) or name == "__main__" \
+                or any(_under(location, root) for root in shown):
             continue
         top = os.path.dirname(location) if os.path.basename(location).startswith("__init__.") else location
         for _ in range(name.count(".")):
             top = os.path.dirname(top)
         found.add(top)
-    return sorted(top for top in found if not _is_shared_root(top))
+    return sorted(top for top in found if os.path.realpath(top) not in broad)
 
 
-def _library_dirs() -> list[str]:
+def _library_dirs(broad: set[str]) -> list[str]:
     """Directories of the shared libraries mapped into this process."""
     dirs = set()
     try:
@@ -133,15 +136,14 @@ def _library_dirs() -> list[str]:
                     dirs.add(os.path.dirname(fields[5].strip()))
     except OSError:
         pass
-    return sorted(d for d in dirs if not _is_shared_root(d))
+    return sorted(d for d in dirs if os.path.realpath(d) not in broad)
 
 
-def _is_shared_root(path: str) -> bool:
-    """A directory too broad to show whole: ``/``, a home directory or what holds homes, ``/tmp``."""
-    real = os.path.realpath(path)
-    broad = {"/", "/home", "/root", "/tmp", "/var", "/var/tmp", "/opt", "/mnt", "/srv", "/media",
-             os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.environ.get("HOME", "/"))}
-    return real in broad or real == os.path.dirname(os.path.realpath(os.path.expanduser("~")))
+def _shared_roots() -> set[str]:
+    """Directories too broad to show whole: ``/``, ``/tmp``, a home directory and what holds it."""
+    homes = {os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.environ.get("HOME", "/"))}
+    return {"/", "/home", "/root", "/tmp", "/var", "/var/tmp", "/opt", "/mnt", "/srv", "/media"} | homes | \
+        {os.path.dirname(home) for home in homes}
 
 
 def _roots(paths: list[str]) -> list[str]:
