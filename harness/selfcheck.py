@@ -124,6 +124,7 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
             "tests": verdict.summary.total, "passed": verdict.summary.passed,
             "wall_s": wall, "message": verdict.message[:300], "exit": verdict.exit,
             "stderr_tail": "" if ok else verdict.stderr_tail[-1500:], "ready_s": verdict.timings.child_ready_s,
+            "files": verdict.environment.containment.files if verdict.environment.containment else None,
             "failures": [{"kind": g.error_kind, "count": g.count, "input": g.example.input,
                           "message": g.example.message[:400]} for g in verdict.failure_groups[:4]]}
 
@@ -153,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.json:  # rewritten after every entry, so a cut-short run keeps what it did
                 args.json.write_text(json.dumps({"device": device, "seed": args.seed, "rows": rows}, indent=1))
     bad = [r for r in rows if not r["ok"]]
-    print(f"{len(rows) - len(bad)} of {len(rows)} as expected")
+    views = sum(1 for r in rows if r["files"] == "mount_namespace")
+    print(f"{len(rows) - len(bad)} of {len(rows)} as expected; the file view (mount namespace) in force in "
+          f"{views} of {len(rows)} evaluations, the audit hook alone in {sum(1 for r in rows if r['files'] == 'audit_hook')}")
     return 1 if bad else 0
 
 
