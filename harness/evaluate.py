@@ -68,6 +68,10 @@ class KernelFileError(ValueError):
     """The kernel file is missing or unreadable (a usage error, not a failing verdict)."""
 
 
+class SetupError(ValueError):
+    """The environment bbagent runs in cannot host the sandbox; the message names the fix."""
+
+
 def check_servable(kernel_for: str, overloads: list[str]) -> None:
     """Raise ``AdapterError`` (a usage error) unless a kernel written for ``kernel_for`` can serve
     every overload: itself, or, from the functional overload, its in-place and out= siblings."""
@@ -153,7 +157,12 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     candidate = workdir / "candidate.py"
     candidate.write_bytes(source)
     base_env = _base_env(device)
-    Path(base_env["TRITON_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)  # the view shows it only if it exists
+    try:  # the file view shows the Triton cache only if it exists
+        Path(base_env["TRITON_CACHE_DIR"]).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise SetupError(f"the Triton cache directory {base_env['TRITON_CACHE_DIR']} cannot be created "
+                         f"({exc.strerror}); set TRITON_CACHE_DIR to a directory you can write") from None
     job = {"op": op, "kernel": str(candidate), "seed": seed, "device": device, "workdir": str(workdir),
            "hidden": [str(Path(p).resolve()) for p in hidden or []], "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]],
            "cpu_max_numel": cpu_max_numel, "timing": timing.request(op) if timing else None,

@@ -154,17 +154,17 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
 
 def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: float, timing=None,
               kernel_for: str | None = None, overloads: list[str] | None = None) -> Callable:
-    """``(op, kernel_file) -> Verdict`` with these settings; the project and ``root`` read-only
-    for the candidate where the OS gives a mount namespace."""
+    """``(op, kernel_file) -> Verdict`` with these settings; ``root`` (runs, kernels) never shown
+    to the candidate, even where it lies inside a directory the sandbox shows."""
     from harness.adapters import AdapterError
-    from harness.evaluate import KernelFileError, evaluate as run_evaluation
+    from harness.evaluate import KernelFileError, SetupError, evaluate as run_evaluation
 
     def run(op: str, kernel: Path):
         try:
             return run_evaluation(op, kernel, device=device, seed=seed, timeout_s=timeout_s,
                                   hidden=[root], timing=timing, kernel_for=kernel_for,
                                   overloads=overloads)
-        except (KernelFileError, AdapterError) as exc:  # the caller's inputs
+        except (KernelFileError, AdapterError, SetupError) as exc:  # the caller's inputs or setup
             raise UsageError(str(exc)) from None
     return run
 
