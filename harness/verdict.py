@@ -254,6 +254,7 @@ class Containment(_Strict):
     read_only_paths: list[str] = []
     writable_paths: list[str] = []
     hidden_paths: list[str] = []
+    capabilities_dropped: bool = False  # none left to the candidate (it can mount or make devices nowhere)
     notes: list[str]
     limits: ContainmentLimits | None = None
     audit_hook: bool = False

@@ -163,6 +163,23 @@ def test_cold_start_gives_the_same_verdict_as_the_warm_pool():
     assert warm.verdict == cold.verdict == "pass"
     assert warm.summary == cold.summary
     assert warm.environment.containment.audit_hook and cold.environment.containment.audit_hook
+    assert warm.environment.containment.capabilities_dropped and cold.environment.containment.capabilities_dropped
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["file_view", "audit_hook"])
+def test_the_candidate_holds_no_capability(tmp_path, namespaces):
+    """Root on a GPU machine, or the owner of a user namespace, keeps no capability once the
+    candidate runs: it can mount nothing, leave its root or make device nodes, even natively."""
+    probe = tmp_path / "capabilities.py"
+    probe.write_text("def kernel(self):\n"
+                     "    status = open('/proc/self/status').read().splitlines()\n"
+                     "    raise RuntimeError('; '.join(l for l in status if l.startswith(('Cap', 'NoNewPrivs'))))\n")
+    verdict = evaluate("aten.relu.default", probe, device=DEVICE, seed=1, static_check=False, namespaces=namespaces)
+    said = messages(verdict)
+    assert verdict.error_kind is None and "RuntimeError" in said, said
+    for field in ("CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert f"{field}:\t0000000000000000" in said, said
+    assert "NoNewPrivs:\t1" in said
 
 
 def test_captured_output_keeps_head_and_tail_and_says_what_was_cut():

@@ -121,9 +121,34 @@ def seal(status: dict, guard: "AuditGuard", workdir: str, tool_write_dirs: list[
             files = "mount_namespace"
         except OSError as exc:
             notes.append(f"no file view ({exc}); file reads are guarded by the audit hook only")
+    dropped = drop_capabilities()
+    if dropped is not True:
+        notes.append(f"capabilities not dropped ({dropped})")
     guard.arm(allowed)
-    return {"files": files, **allowed.summary(), "notes": notes,
+    return {"files": files, **allowed.summary(), "capabilities_dropped": dropped is True, "notes": notes,
             "seal_s": round(time.perf_counter() - started, 4)}
+
+
+PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 38, 47, 4
+CAPABILITY_VERSION_3 = 0x20080522
+LAST_CAPABILITY_MAX = 63
+
+
+def drop_capabilities() -> bool | str:
+    """No capability is left to the process or anything it starts (no new privileges either):
+    root on a GPU machine, or the owner of a user namespace, can then mount nothing, leave its
+    root, or make device nodes, even from native code. True, or the OS's reason."""
+    libc = _libc()
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return f"no_new_privs: {os.strerror(ctypes.get_errno())}"
+    for capability in range(LAST_CAPABILITY_MAX + 1):
+        libc.prctl(PR_CAPBSET_DROP, capability, 0, 0, 0)  # EINVAL past the kernel's last one
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable; two 32-bit words each
+    if libc.capset(header, data) != 0:
+        return f"capset: {os.strerror(ctypes.get_errno())}"
+    return True
 
 
 def _count_own_processes() -> int:
