@@ -6,6 +6,8 @@ Layers, each listed in the Verdict (``environment.containment``):
   connection fails, 127.0.0.1 included) and a private mount namespace, in which ``seal`` builds
   the child's file view (``harness.sandbox.file_view``: only the allow list exists). Where the OS
   refuses, the reason is recorded and the audit hook below is the only barrier.
+* **No capabilities** once sealed (``drop_capabilities``): root on a GPU machine, or the owner of
+  the user namespace, can mount nothing, leave the view or make device nodes.
 * **Resource limits**: no core dumps, a file-size limit, and a process-count limit (the kernel
   exempts uid 0 from that one; the parent's process watchdog covers root).
 * **An audit hook** (``sys.addaudithook``; it cannot be removed from Python) that reports and
