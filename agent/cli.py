@@ -40,6 +40,31 @@ def _parser() -> argparse.ArgumentParser:
                                      "ROOT/generated_kernels/OP/; every run is recorded in ROOT/runs/.")
     _add_generate_options(gen)
 
+    ba = sub.add_parser("batch", help="generate kernels for many operators at once, resumable",
+                        description="Run generate for every operator of --ops / --ops-file, --jobs at a time. "
+                                    "Everything is recorded in ROOT/runs/<batch>/ (ledger.sqlite, events.jsonl, "
+                                    "summary.json, summary.md); operators an accepted kernel serves are skipped "
+                                    "unless --force. Ctrl-C marks the running ones interrupted; --resume BATCH "
+                                    "runs those again, and those whose process died. Exit status: 0 every "
+                                    "operator accepted or skipped, 1 some failed, 2 usage error, 130 interrupted.")
+    ba.add_argument("--ops", type=lambda text: [t.strip() for t in text.split(",") if t.strip()], default=[],
+                    help="comma-separated exact overloads")
+    ba.add_argument("--ops-file", type=Path, help="one exact overload per line; '#' starts a comment")
+    ba.add_argument("--jobs", type=int, default=2, help="operators worked on at once (default 2)")
+    ba.add_argument("--resume", metavar="BATCH_ID", help="continue this batch (its own operators and options)")
+    ba.add_argument("--force", action="store_true", help="also redo operators an accepted kernel serves")
+    ba.add_argument("--lease", type=float, default=120.0, metavar="SECONDS",
+                    help="an operator whose process died is run again by --resume once this has passed since "
+                         "its last heartbeat (default 120)")
+    ba.add_argument("--json", action="store_true", help="print the final counts as one JSON object")
+    _add_generate_options(ba, one_op=False)
+
+    st = sub.add_parser("status", help="a batch's progress, from its ledger (also while it runs)",
+                        description="Counts and per-operator state of a batch (default: the newest under ROOT/runs).")
+    st.add_argument("batch_id", nargs="?", metavar="BATCH_ID")
+    st.add_argument("--json", action="store_true", help="print counts and rows as one JSON object")
+    _add_root(st)
+
     pr = sub.add_parser("prompt", help="print the prompt bbagent would send for an operator (no model call)",
                         description="Print the first message 'bbagent generate' would send with the same options "
                                     "(for an in-place or out= overload: its functional overload's prompt, unless "
@@ -107,9 +132,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_generate_options(p: argparse.ArgumentParser) -> None:
-    """What generate takes; prompt takes the same, so that it shows what generate would send."""
-    p.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
+def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> None:
+    """What generate takes; prompt takes the same, so that it shows what generate would send
+    (batch too, less --op)."""
+    if one_op:
+        p.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
     p.add_argument("--rounds", type=int, default=5, help="most rounds to try (default 5)")
     p.add_argument("--provider", default="openai", choices=PROVIDERS, help="LLM provider (default openai)")
     p.add_argument("--model", help="model name, e.g. gpt-5 or claude-sonnet-4-5 (required for openai/anthropic)")
@@ -183,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
-    command = {"generate": cmd_generate, "prompt": cmd_prompt, "eval": cmd_eval, "bench": cmd_bench,
+    command = {"generate": cmd_generate, "batch": cmd_batch, "status": cmd_status, "prompt": cmd_prompt, "eval": cmd_eval, "bench": cmd_bench,
                "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema}[args.command]
     try:
         return command(args, out, err)
@@ -356,6 +383,69 @@ def _read_verdict(path: Path):
                          "pass a verdict.json from a run or `bbagent eval --json` output") from None
 
 
+def _generate_options(args) -> dict:
+    return {"provider": args.provider, "model": args.model, "rounds": args.rounds, "candidates": args.candidates,
+            "base_url": args.base_url, "replay": args.replay, "max_output_tokens": args.max_output_tokens,
+            "temperature": args.temperature, "retries": args.retries, "max_cost_usd": args.max_cost_usd,
+            "max_tokens": args.max_tokens, "target_speedup": args.target_speedup,
+            "exact_overload": args.exact_overload, "max_shapes": args.max_shapes, "target_ms": args.target_ms,
+            "no_cache": args.no_cache, **_evaluation_options(args)}
+
+
+def cmd_batch(args, out, err) -> int:
+    from rich.markup import escape
+
+    def report(event: str, data: dict) -> None:  # one plain line per batch event
+        if event == "resume":
+            err.print(f"resuming: {len(data['interrupted'])} interrupted and {len(data['lease_expired'])} "
+                      f"whose process died run again" + (f"; {len(data['still_leased'])} still leased elsewhere"
+                                                         if data["still_leased"] else ""))
+        elif event == "batch_start":
+            c = data["counts"]
+            err.print(f"batch: {c['pending']} to run, {c['skipped']} skipped, {c['accepted']} accepted earlier, "
+                      f"{data['jobs']} at a time")
+        elif event == "op_start":
+            err.print(f"{data['op']}: started")
+        elif event == "run_round":
+            err.print(f"{data['op']}: round {data.get('round')}: {data.get('outcome') or ''}")
+        elif event == "op_retry":
+            err.print(f"[yellow]{data['op']}: {data['error_class']} failure, retried later (all workers pause "
+                      f"{data['pause_s']:g} s)[/yellow]: {escape(str(data['error'])[:200])}")
+        elif event == "op_end":
+            tail = f" ({data.get('error_class')})" if data["state"] != "accepted" else ""
+            err.print(f"{data['op']}: [bold]{data['state']}[/bold]{tail}")
+        elif event == "op_interrupted":
+            err.print(f"{data['op']}: interrupted")
+
+    result = api.batch(args.ops, ops_file=args.ops_file, resume=args.resume, jobs=args.jobs, force=args.force,
+                       root=args.root, lease_s=args.lease, report=report, **_generate_options(args))
+    c = result.counts
+    if args.json:
+        print(json.dumps({"batch_id": result.batch_id, "path": str(result.path), "counts": c,
+                          "interrupted": result.interrupted}))
+    else:
+        out.print(f"{result.batch_id}: {c['accepted']} accepted, {c['failed']} failed, {c['skipped']} skipped, "
+                  f"{c['interrupted']} interrupted of {c['total']}; summary in {result.path / 'summary.md'}")
+    if result.interrupted:
+        err.print(f"interrupted; continue with: bbagent batch --resume {result.batch_id}")
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if c["failed"] or c["pending"] or c["running"] else EXIT_OK
+
+
+def cmd_status(args, out, err) -> int:
+    status = api.batch_status(args.batch_id, root=args.root)
+    if args.json:
+        print(json.dumps(status, default=str))
+        return EXIT_OK
+    c = status["counts"]
+    out.print(f"{status['batch_id']}: {c['accepted']} accepted, {c['failed']} failed, {c['running']} running, "
+              f"{c['pending']} pending, {c['skipped']} skipped, {c['interrupted']} interrupted of {c['total']}")
+    for row in status["ops"]:
+        out.print(f"  {row['op']:<40} {row['state']:<11} attempts {row['attempts']}"
+                  + (f"  {row['error_class']}" if row["error_class"] else ""))
+    return EXIT_OK
+
+
 def cmd_generate(args, out, err) -> int:
     from rich.markup import escape
 
@@ -363,13 +453,7 @@ def cmd_generate(args, out, err) -> int:
     from agent.report import round_reporter
     report = round_reporter(err)
     try:
-        outcome = api.generate(
-            args.op, provider=args.provider, model=args.model, rounds=args.rounds, candidates=args.candidates,
-            root=args.root, base_url=args.base_url, replay=args.replay, max_output_tokens=args.max_output_tokens,
-            temperature=args.temperature, retries=args.retries, max_cost_usd=args.max_cost_usd,
-            max_tokens=args.max_tokens, target_speedup=args.target_speedup, exact_overload=args.exact_overload,
-            max_shapes=args.max_shapes, target_ms=args.target_ms, no_cache=args.no_cache, report=report,
-            **_evaluation_options(args))
+        outcome = api.generate(args.op, root=args.root, report=report, **_generate_options(args))
     except ProviderError as exc:  # before any round: the provider could not be set up
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_PROVIDER

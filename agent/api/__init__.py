@@ -15,6 +15,7 @@ line (``agent.cli``) is a thin layer over these functions.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -301,6 +302,77 @@ def generate(op: str, *, provider: str = "openai", model: str | None = None, rou
                   config={"device": device, "timeout_s": timeout_s, "seed": seed, "max_shapes": max_shapes,
                           "target_ms": target_ms, "no_cache": no_cache})
     return agent.generate()
+
+
+# --- batches -------------------------------------------------------------------------------------
+
+def batch_ops(ops: list[str] | None = None, ops_file: str | Path | None = None) -> list[str]:
+    """The operators a batch runs, from ``ops`` and ``ops_file`` (one exact overload per line, ``#``
+    comments), in order, each once; every name checked before anything starts."""
+    names = list(ops or [])
+    if ops_file is not None:
+        try:
+            text = Path(ops_file).read_text()
+        except OSError as exc:
+            raise UsageError(f"cannot read --ops-file {ops_file}: {exc.strerror or exc}") from None
+        names += [line.split("#", 1)[0].strip() for line in text.splitlines()]
+    names = list(dict.fromkeys(n for n in names if n))
+    if not names:
+        raise UsageError("no operators: pass --ops aten.relu.default,aten.add.Tensor or --ops-file FILE")
+    for name in names:
+        check_op(name)
+    return names
+
+
+def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, resume: str | None = None,
+          jobs: int = 2, force: bool = False, root: str | Path | None = None, lease_s: float = 120.0,
+          report: Callable[[str, dict], None] | None = None, **generate_options):
+    """Run ``generate`` for every operator (``generate_options`` as for ``generate``), ``jobs`` at a
+    time, recorded in ``ROOT/runs/<batch>/`` (ledger, events, summary); operators with an accepted
+    kernel are skipped unless ``force``. ``resume`` continues a batch by id with its own options,
+    re-running only its interrupted operators and those whose process died (their ``lease_s`` lapsed:
+    the coordinator renews it every third of that while it lives). Returns a BatchResult."""
+    from agent.batch.ledger import FILE_NAME
+    from agent.batch.runner import Batch, new_batch_id
+    positive("--jobs", jobs, minimum=1)
+    positive("--lease", lease_s)
+    where = resolve_root(root, write=True)
+    if resume is not None:
+        if ops or ops_file:
+            raise UsageError("--resume continues a batch with its own operators: drop --ops and --ops-file")
+        path = where / "runs" / resume
+        if not (path / FILE_NAME).is_file():
+            raise UsageError(f"no batch '{resume}' under {where / 'runs'} (see `bbagent status`)")
+        runner = Batch(path, None, jobs=jobs, report=report, lease_s=lease_s)
+        generate_options = runner.ledger.meta()["generate_options"]
+        reopened = runner.ledger.reopen()
+        (report or (lambda e, d: None))("resume", reopened)
+    else:
+        names = batch_ops(ops, ops_file)
+        served = {op for entry in kernels(where) for op in entry["serves"]}
+        skipped = {} if force else {op: "an accepted kernel serves it already (--force to redo)"
+                                    for op in names if op in served}
+        path = where / "runs" / new_batch_id()
+        path.mkdir(parents=True)
+        runner = Batch(path, None, jobs=jobs, report=report, lease_s=lease_s)
+        runner.ledger.set_meta(generate_options=generate_options, created_at=time.time(), jobs=jobs)
+        runner.ledger.add(names, skipped)
+    runner.generate = lambda op, hear: generate(op, root=where, report=hear, **generate_options)
+    return runner.run()
+
+
+def batch_status(batch_id: str | None = None, root: str | Path | None = None) -> dict:
+    """A batch's counts and rows from its ledger (the newest batch when no id), readable while it runs."""
+    from agent.batch.ledger import FILE_NAME, Ledger
+    where = resolve_root(root)
+    batches = sorted(p.name for p in (where / "runs").glob("batch-*") if (p / FILE_NAME).is_file())
+    if not batches:
+        raise UsageError(f"no batch under {where / 'runs'}: start one with `bbagent batch`")
+    name = batch_id or batches[-1]
+    if name not in batches:
+        raise UsageError(f"no batch '{name}' under {where / 'runs'}; there are: {', '.join(batches[-5:])}")
+    ledger = Ledger(where / "runs" / name / FILE_NAME)
+    return {"batch_id": name, "counts": ledger.counts(), "ops": ledger.rows()}
 
 
 # --- listings, loading ---------------------------------------------------------------------------

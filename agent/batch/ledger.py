@@ -1,0 +1,148 @@
+"""The batch ledger: one SQLite file per batch (``runs/<batch>/ledger.sqlite``, WAL mode), the
+only record of which operator is where. Written by the batch's coordinator process alone; read by
+anyone (``bbagent status`` from another terminal).
+
+Per operator: its state (pending, running, accepted, failed, skipped, interrupted), the attempts
+charged to it, the infrastructure retries that were not, the lease its runner holds (renewed by
+heartbeats; a lease that lapsed means the process running it died), the run directory, rounds,
+best speedup, tokens, cost, and the last error with its class (``kernel``: the model's kernels
+failed; ``provider``, ``sandbox``: infrastructure; ``usage``: the operator cannot be asked for).
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from contextlib import closing
+from pathlib import Path
+
+STATES = ("pending", "running", "accepted", "failed", "skipped", "interrupted")
+FILE_NAME = "ledger.sqlite"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS batch (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS ops (
+    op TEXT PRIMARY KEY, position INTEGER NOT NULL, state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0, infra_retries INTEGER NOT NULL DEFAULT 0,
+    lease_until REAL, heartbeat REAL, run_id TEXT, rounds INTEGER, best_speedup REAL,
+    tokens_input INTEGER NOT NULL DEFAULT 0, tokens_output INTEGER NOT NULL DEFAULT 0,
+    cost_usd REAL NOT NULL DEFAULT 0, error_class TEXT, error TEXT, updated_at REAL NOT NULL);
+"""
+
+
+class Ledger:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.lock = threading.Lock()
+        with self._connect() as db:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(SCHEMA)
+
+    def _connect(self):
+        connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        connection.row_factory = sqlite3.Row
+        return closing(connection)
+
+    def _write(self, sql: str, params=()) -> int:
+        with self.lock, self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            changed = db.execute(sql, params).rowcount
+            db.execute("COMMIT")
+            return changed
+
+    # --- the batch's settings ------------------------------------------------------------------
+
+    def set_meta(self, **values) -> None:
+        for key, value in values.items():
+            self._write("INSERT OR REPLACE INTO batch VALUES (?, ?)", (key, json.dumps(value)))
+
+    def meta(self) -> dict:
+        with self._connect() as db:
+            return {row["key"]: json.loads(row["value"]) for row in db.execute("SELECT * FROM batch")}
+
+    # --- operators ---------------------------------------------------------------------------------
+
+    def add(self, ops: list[str], skipped: dict[str, str] | None = None) -> None:
+        """Operators in batch order; an operator already in the ledger keeps its row."""
+        now, skipped = time.time(), skipped or {}
+        with self.lock, self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            start = db.execute("SELECT COALESCE(MAX(position), -1) + 1 FROM ops").fetchone()[0]
+            for index, op in enumerate(ops):
+                state, reason = ("skipped", skipped[op]) if op in skipped else ("pending", None)
+                db.execute("INSERT OR IGNORE INTO ops (op, position, state, error, updated_at) VALUES (?, ?, ?, ?, ?)",
+                           (op, start + index, state, reason, now))
+            db.execute("COMMIT")
+
+    def claim(self, lease_s: float) -> str | None:
+        """The next pending operator, now running under a lease of ``lease_s``; None when none is left."""
+        now = time.time()
+        with self.lock, self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute("SELECT op FROM ops WHERE state = 'pending' ORDER BY position LIMIT 1").fetchone()
+            if row is not None:
+                db.execute("UPDATE ops SET state = 'running', attempts = attempts + 1, lease_until = ?, "
+                           "heartbeat = ?, updated_at = ? WHERE op = ?", (now + lease_s, now, now, row["op"]))
+            db.execute("COMMIT")
+        return row["op"] if row is not None else None
+
+    def renew(self, ops: list[str], lease_s: float) -> None:
+        now = time.time()
+        for op in ops:
+            self._write("UPDATE ops SET lease_until = ?, heartbeat = ? WHERE op = ? AND state = 'running'",
+                        (now + lease_s, now, op))
+
+    def finish(self, op: str, state: str, *, run_id: str | None = None, rounds: int | None = None,
+               best_speedup: float | None = None, tokens: tuple[int, int] = (0, 0), cost_usd: float = 0.0,
+               error_class: str | None = None, error: str | None = None) -> None:
+        """The operator's outcome; tokens and cost add to what earlier attempts spent."""
+        assert state in ("accepted", "failed", "interrupted"), state
+        self._write("UPDATE ops SET state = ?, run_id = COALESCE(?, run_id), rounds = COALESCE(?, rounds), "
+                    "best_speedup = COALESCE(?, best_speedup), tokens_input = tokens_input + ?, "
+                    "tokens_output = tokens_output + ?, cost_usd = cost_usd + ?, error_class = ?, error = ?, "
+                    "lease_until = NULL, updated_at = ? WHERE op = ?",
+                    (state, run_id, rounds, best_speedup, tokens[0], tokens[1], cost_usd, error_class, error,
+                     time.time(), op))
+
+    def release(self, op: str, error_class: str, error: str) -> None:
+        """An infrastructure failure: the operator is pending again and the attempt is not charged."""
+        self._write("UPDATE ops SET state = 'pending', attempts = attempts - 1, infra_retries = infra_retries + 1, "
+                    "error_class = ?, error = ?, lease_until = NULL, updated_at = ? WHERE op = ?",
+                    (error_class, error, time.time(), op))
+
+    def interrupt_running(self) -> list[str]:
+        """Every running operator of this coordinator becomes interrupted (Ctrl-C)."""
+        ops = [row["op"] for row in self.rows() if row["state"] == "running"]
+        for op in ops:
+            self.finish(op, "interrupted", error_class="interrupted", error="the batch was interrupted")
+        return ops
+
+    def reopen(self) -> dict[str, list[str]]:
+        """For ``--resume``: interrupted operators, and running ones whose lease lapsed (their process
+        died), are pending again. A running operator with a live lease is left alone: another
+        coordinator may still hold it."""
+        now = time.time()
+        reopened = {"interrupted": [], "lease_expired": [], "still_leased": []}
+        for row in self.rows():
+            if row["state"] == "interrupted":
+                reopened["interrupted"].append(row["op"])
+            elif row["state"] == "running" and (row["lease_until"] or 0) < now:
+                reopened["lease_expired"].append(row["op"])
+            elif row["state"] == "running":
+                reopened["still_leased"].append(row["op"])
+        for op in reopened["interrupted"] + reopened["lease_expired"]:
+            # an interruption or a dead process is not the kernel's failure: the attempt is not charged
+            self._write("UPDATE ops SET state = 'pending', attempts = MAX(attempts - 1, 0), lease_until = NULL, "
+                        "updated_at = ? WHERE op = ?", (now, op))
+        return reopened
+
+    def rows(self) -> list[dict]:
+        with self._connect() as db:
+            return [dict(row) for row in db.execute("SELECT * FROM ops ORDER BY position")]
+
+    def counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(STATES, 0)
+        for row in self.rows():
+            counts[row["state"]] += 1
+        counts["total"] = sum(counts[s] for s in STATES)
+        return counts

@@ -1,0 +1,195 @@
+"""A batch: `generate` for many operators at once, every step recorded so that nothing finished is
+lost or redone.
+
+This process is the coordinator: it alone writes the ledger (``agent.batch.ledger``) and the event
+log (``runs/<batch>/events.jsonl``). ``jobs`` worker threads each claim the next pending operator
+and run the agent loop for it (cheap: they wait on the model or the sandbox); the coordinator renews
+their leases while they run. Failures are sorted: a kernel that never passed is charged to its
+operator (``failed``, class ``kernel``); a provider that cannot be reached is not (the operator is
+pending again, and every worker waits out a shared, growing pause, so an outage pauses the batch
+instead of failing it); a provider that cannot be set up for it (no key, no replay) fails it as
+``setup``. Ctrl-C marks the running operators ``interrupted``; ``--resume`` runs them
+again, with the operators whose lease lapsed because their process died (``kill -9``).
+At the end, ``summary.json`` and ``summary.md`` in the batch directory.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from agent.batch.ledger import FILE_NAME, Ledger
+
+LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
+INFRA_RETRIES = 5  # infrastructure failures of one operator before it is marked failed
+PAUSE_S = (5.0, 300.0)  # the shared pause after an infrastructure failure: first, longest
+
+
+def new_batch_id() -> str:
+    return f"batch-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+@dataclass
+class BatchResult:
+    batch_id: str
+    path: Path
+    counts: dict
+    interrupted: bool = False
+
+
+class Batch:
+    """``generate(op, report) -> Outcome`` runs the agent loop for one operator (the API binds every
+    other option); ``report(event, data)`` hears every event the batch records."""
+
+    def __init__(self, path: Path, generate: Callable, *, jobs: int = 2, report: Callable | None = None,
+                 lease_s: float = LEASE_S, pause_s: tuple[float, float] = PAUSE_S):
+        self.path, self.generate, self.jobs, self.lease_s, self.pause_s = path, generate, jobs, lease_s, pause_s
+        self.ledger = Ledger(path / FILE_NAME)
+        self.report = report or (lambda event, data: None)
+        self.events_lock = threading.Lock()
+        self.running: set[str] = set()
+        self.paused_until = 0.0
+        self.failures_in_a_row = 0
+        self.stop = threading.Event()
+
+    def event(self, event: str, **data) -> None:
+        record = {"time": round(time.time(), 3), "event": event, **data}
+        with self.events_lock, (self.path / "events.jsonl").open("a") as log:
+            log.write(json.dumps(record, default=str) + "\n")
+        self.report(event, data)
+
+    # --- the coordinator -----------------------------------------------------------------------
+
+    def run(self) -> BatchResult:
+        workers = [threading.Thread(target=self._work, name=f"batch-worker-{n}", daemon=True)
+                   for n in range(self.jobs)]
+        self.event("batch_start", counts=self.ledger.counts(), jobs=self.jobs)
+        for worker in workers:
+            worker.start()
+        interrupted = False
+        try:
+            renewed = time.monotonic()
+            while any(worker.is_alive() for worker in workers):
+                for worker in workers:
+                    worker.join(timeout=0.2)
+                if time.monotonic() - renewed > self.lease_s / 3:
+                    self.ledger.renew(sorted(self.running), self.lease_s)
+                    renewed = time.monotonic()
+        except KeyboardInterrupt:
+            interrupted = True
+            self.stop.set()
+            for op in self.ledger.interrupt_running():
+                self.event("op_interrupted", op=op)
+        counts = self.ledger.counts()
+        write_summary(self.path, self.ledger)
+        self.event("batch_end", counts=counts, interrupted=interrupted)
+        return BatchResult(self.path.name, self.path, counts, interrupted)
+
+    # --- one worker ----------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while not self.stop.is_set():
+            wait = self.paused_until - time.time()
+            if wait > 0:
+                self.stop.wait(min(wait, 1.0))
+                continue
+            op = self.ledger.claim(self.lease_s)
+            if op is None:
+                return
+            self.running.add(op)
+            self.event("op_start", op=op)
+            try:
+                self._run_one(op)
+            finally:
+                self.running.discard(op)
+
+    def _run_one(self, op: str) -> None:
+        from agent.providers import ProviderError
+        from bbagent import UsageError
+        try:
+            outcome = self.generate(op, lambda event, data: self.event("run_" + event, op=op, **_small(data)))
+        except (ProviderError, UsageError) as exc:  # raised before any call: how the operator is asked for
+            kind = "setup" if isinstance(exc, ProviderError) else "usage"
+            self.ledger.finish(op, "failed", error_class=kind, error=str(exc))
+            return self.event("op_end", op=op, state="failed", error_class=kind, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - one operator's bug must not stop the batch
+            self.ledger.finish(op, "failed", error_class="internal", error=f"{type(exc).__name__}: {exc}")
+            return self.event("op_end", op=op, state="failed", error_class="internal", error=str(exc))
+        if self.stop.is_set():
+            return  # Ctrl-C: the coordinator marked it interrupted
+        state = outcome.state or {}
+        spent = {"run_id": outcome.run_dir.name, "rounds": outcome.rounds_used,
+                 "tokens": (state.get("tokens", {}).get("input", 0), state.get("tokens", {}).get("output", 0)),
+                 "cost_usd": state.get("cost_usd", 0.0)}
+        if outcome.status == "error":  # the provider failed mid-run
+            return self._infrastructure(op, "provider", outcome.message, spent)
+        self.failures_in_a_row = 0
+        if outcome.status == "accepted":
+            self.ledger.finish(op, "accepted", best_speedup=state.get("best_speedup"), **spent)
+        elif outcome.status == "interrupted":
+            self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
+        else:  # failed, or stopped by a budget
+            kind = "budget" if outcome.status == "stopped" else "kernel"
+            self.ledger.finish(op, "failed", error_class=kind, error=outcome.message, **spent)
+        row = next(r for r in self.ledger.rows() if r["op"] == op)
+        self.event("op_end", op=op, state=row["state"], error_class=row["error_class"], rounds=row["rounds"],
+                   run_id=row["run_id"])
+
+    def _infrastructure(self, op: str, kind: str, message: str, spent: dict | None = None) -> None:
+        """Not the operator's fault: pending again (not charged) and a shared pause for every worker,
+        doubling while failures follow each other; after INFRA_RETRIES the operator is failed."""
+        row = next(r for r in self.ledger.rows() if r["op"] == op)
+        self.failures_in_a_row += 1
+        pause = min(self.pause_s[0] * 2 ** (self.failures_in_a_row - 1), self.pause_s[1])
+        self.paused_until = max(self.paused_until, time.time() + pause)
+        if row["infra_retries"] + 1 >= INFRA_RETRIES:
+            self.ledger.finish(op, "failed", error_class=kind, error=message, **(spent or {}))
+            return self.event("op_end", op=op, state="failed", error_class=kind, error=message)
+        self.ledger.release(op, kind, message)
+        self.event("op_retry", op=op, error_class=kind, error=message, pause_s=round(pause, 1))
+
+
+def _small(data: dict) -> dict:
+    """An event's data without large values (prompts, verdicts) for the event log; ``op`` is the batch's."""
+    small = {k: v for k, v in data.items()
+             if k != "op" and isinstance(v, (str, int, float, bool, type(None))) and len(str(v)) < 500}
+    if isinstance(data.get("record"), dict):  # a round's record: its outcome is what the batch shows
+        small["outcome"] = data["record"].get("outcome")
+    return small
+
+
+def write_summary(path: Path, ledger: Ledger) -> dict:
+    """``summary.json`` and ``summary.md``: per operator its outcome, rounds, speedup, tokens and cost;
+    the totals; the failures grouped by class."""
+    rows = ledger.rows()
+    failures: dict[str, list[str]] = {}
+    for row in rows:
+        if row["state"] in ("failed", "interrupted"):
+            failures.setdefault(row["error_class"] or "unknown", []).append(row["op"])
+    summary = {"batch_id": path.name, "meta": ledger.meta(), "counts": ledger.counts(),
+               "tokens": {"input": sum(r["tokens_input"] for r in rows), "output": sum(r["tokens_output"] for r in rows)},
+               "cost_usd": round(sum(r["cost_usd"] for r in rows), 6), "failures": failures,
+               "ops": [{k: r[k] for k in ("op", "state", "attempts", "infra_retries", "rounds", "best_speedup",
+                                          "tokens_input", "tokens_output", "cost_usd", "error_class", "error",
+                                          "run_id")} for r in rows]}
+    (path / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    counts = summary["counts"]
+    lines = [f"# {path.name}", "",
+             f"{counts['accepted']} accepted, {counts['failed']} failed, {counts['skipped']} skipped, "
+             f"{counts['interrupted']} interrupted, {counts['pending'] + counts['running']} not finished, of "
+             f"{counts['total']}; {summary['tokens']['input']} input + {summary['tokens']['output']} output tokens, "
+             f"${summary['cost_usd']:.4f}", "",
+             "| op | state | attempts | rounds | speedup | cost $ | error |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in summary["ops"]:
+        speedup = f"{r['best_speedup']:.3g}x" if r["best_speedup"] is not None else ""
+        error = (f"{r['error_class']}: " if r["error_class"] else "") + (r["error"] or "").replace("|", "/")[:120]
+        lines.append(f"| {r['op']} | {r['state']} | {r['attempts']} | {r['rounds'] or ''} | {speedup} | "
+                     f"{r['cost_usd']:.4f} | {error.strip() if r['state'] != 'accepted' else ''} |")
+    if failures:
+        lines += ["", "## Failures by class", ""] + [f"- {kind}: {', '.join(ops)}" for kind, ops in failures.items()]
+    (path / "summary.md").write_text("\n".join(lines) + "\n")
+    return summary
