@@ -148,9 +148,16 @@ def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> No
     p.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
     p.add_argument("--candidates", type=int, default=1,
                    help="answers asked per round, in parallel; all are evaluated and the best moves on (default 1)")
-    p.add_argument("--max-cost-usd", type=float,
-                   help="stop between rounds once the run's LLM calls cost this much (prices: agent/prices.json)")
-    p.add_argument("--max-tokens", type=int, help="stop between rounds once the run used this many tokens (in + out)")
+    if one_op:
+        p.add_argument("--max-cost-usd", type=float,
+                       help="stop between rounds once the run's LLM calls cost this much (prices: agent/prices.json)")
+        p.add_argument("--max-tokens", type=int, help="stop between rounds once the run used this many tokens (in + out)")
+    else:  # a batch: its own budgets, and each operator's
+        p.add_argument("--max-cost-usd", type=float, help="start nothing new once the batch's calls cost this much")
+        p.add_argument("--max-tokens", type=int, help="start nothing new once the batch used this many tokens")
+        p.add_argument("--deadline", metavar="HH:MM", help="start nothing new after this local time (the next one)")
+        p.add_argument("--max-cost-per-op", type=float, help="each operator's run stops between rounds at this cost")
+        p.add_argument("--max-tokens-per-op", type=int, help="each operator's run stops between rounds at this many tokens")
     p.add_argument("--target-speedup", type=float, default=1.0,
                    help="once a kernel is correct, keep asking for a faster one until the best reaches this "
                         "geomean speedup over eager on the GPU (default 1.0; 0 accepts the first correct kernel)")
@@ -384,10 +391,12 @@ def _read_verdict(path: Path):
 
 
 def _generate_options(args) -> dict:
+    per_run = hasattr(args, "op")  # generate: the run's budgets; batch: each operator's
     return {"provider": args.provider, "model": args.model, "rounds": args.rounds, "candidates": args.candidates,
             "base_url": args.base_url, "replay": args.replay, "max_output_tokens": args.max_output_tokens,
-            "temperature": args.temperature, "retries": args.retries, "max_cost_usd": args.max_cost_usd,
-            "max_tokens": args.max_tokens, "target_speedup": args.target_speedup,
+            "temperature": args.temperature, "retries": args.retries,
+            "max_cost_usd": args.max_cost_usd if per_run else args.max_cost_per_op,
+            "max_tokens": args.max_tokens if per_run else args.max_tokens_per_op, "target_speedup": args.target_speedup,
             "exact_overload": args.exact_overload, "max_shapes": args.max_shapes, "target_ms": args.target_ms,
             "no_cache": args.no_cache, **_evaluation_options(args)}
 
@@ -416,9 +425,13 @@ def cmd_batch(args, out, err) -> int:
             err.print(f"{data['op']}: [bold]{data['state']}[/bold]{tail}")
         elif event == "op_interrupted":
             err.print(f"{data['op']}: interrupted")
+        elif event == "budget_spent":
+            err.print(f"[yellow]{data['reason']}: nothing new starts; work in flight finishes[/yellow]")
 
     result = api.batch(args.ops, ops_file=args.ops_file, resume=args.resume, jobs=args.jobs, force=args.force,
-                       root=args.root, lease_s=args.lease, report=report, **_generate_options(args))
+                       root=args.root, lease_s=args.lease, batch_max_cost_usd=args.max_cost_usd,
+                       batch_max_tokens=args.max_tokens, deadline=args.deadline, report=report,
+                       **_generate_options(args))
     c = result.counts
     if args.json:
         print(json.dumps({"batch_id": result.batch_id, "path": str(result.path), "counts": c,
@@ -426,6 +439,8 @@ def cmd_batch(args, out, err) -> int:
     else:
         out.print(f"{result.batch_id}: {c['accepted']} accepted, {c['failed']} failed, {c['skipped']} skipped, "
                   f"{c['interrupted']} interrupted of {c['total']}; summary in {result.path / 'summary.md'}")
+    if result.ended_by:
+        err.print(f"stopped early: {result.ended_by}; continue with: bbagent batch --resume {result.batch_id}")
     if result.interrupted:
         err.print(f"interrupted; continue with: bbagent batch --resume {result.batch_id}")
         return EXIT_INTERRUPTED

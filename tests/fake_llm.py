@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -15,6 +16,8 @@ class FakeLLMServer:
         self.script: list[tuple] = []   # ("text", str) or ("status", code, message)
         self.requests: list[dict] = []
         self._lock = threading.Lock()
+        self.down_until = 0.0  # an outage: every request until then gets a 503, the script untouched
+        self.refused = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -31,6 +34,11 @@ class FakeLLMServer:
         self.script.append(("status", code, message))
         return self
 
+    def outage(self, seconds: float) -> "FakeLLMServer":
+        """From now on, for ``seconds``, every request fails with 503 (an overloaded provider)."""
+        self.down_until = time.monotonic() + seconds
+        return self
+
     def __enter__(self):
         self._thread.start()
         return self
@@ -42,6 +50,9 @@ class FakeLLMServer:
     def _next(self, path: str, body: dict) -> tuple:
         with self._lock:
             self.requests.append({"path": path, "body": body})
+            if time.monotonic() < self.down_until:
+                self.refused += 1
+                return ("status", 503, "fake server: outage")
             if not self.script:
                 return ("status", 500, "fake server: script exhausted")
             return self.script.pop(0)

@@ -53,7 +53,13 @@ def _batch(root, *args) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "agent.cli", "batch", "--provider", "replay", "--rounds", "3",
                              "--root", str(root), "--device", "cpu", "--timeout", "120", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=_hear_ctrl_c)
+
+
+def _hear_ctrl_c() -> None:
+    """pytest-xdist workers ignore SIGINT, and an ignored signal stays ignored across exec: the
+    batch would then not hear the Ctrl-C this test sends (as when started with `&` by a shell)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _ledger_rows(root) -> list[dict]:
@@ -118,3 +124,37 @@ def test_ctrl_c_marks_the_running_operator_interrupted_and_resume_redoes_only_it
     assert "resuming: 1 interrupted" in err and "aten.relu.default: started" not in err
     rows = {r["op"]: r for r in _ledger_rows(tmp_path)}
     assert rows["aten.relu_.default"]["state"] == "accepted" and rows["aten.relu_.default"]["attempts"] == 1
+
+
+def _relu_answers(demo_answers, n):
+    return [demo_answers[1]] * n  # a correct relu: any operator of the batch may take any answer
+
+
+def test_a_provider_outage_pauses_the_batch_and_no_operator_fails(tmp_path, monkeypatch, no_keys, demo_answers):
+    from bbagent import batch
+    from fake_llm import FakeLLMServer
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    heard = []
+    with FakeLLMServer().answer(*_relu_answers(demo_answers, 4)).outage(6) as server:
+        result = batch(OPS, root=tmp_path, jobs=2, provider="openai", model="gpt-test",
+                       base_url=server.url + "/v1", retries=1, rounds=2, device="cpu", timeout_s=120,
+                       infra_pause_s=(1.0, 4.0), report=lambda event, data: heard.append((event, data)))
+    assert server.refused >= 2
+    assert result.counts["accepted"] == 2 and result.counts["failed"] == 0, result.counts
+    rows = {r["op"]: r for r in Ledger(result.path / "ledger.sqlite").rows()}
+    assert all(r["attempts"] == 1 for r in rows.values())
+    assert sum(r["infra_retries"] for r in rows.values()) >= 2
+    assert any(event == "op_retry" and data["error_class"] == "provider" for event, data in heard)
+
+
+def test_a_spent_batch_budget_starts_nothing_new(tmp_path, monkeypatch, no_keys, demo_answers):
+    from bbagent import batch
+    from fake_llm import FakeLLMServer
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().answer(*_relu_answers(demo_answers, 4)) as server:
+        result = batch(OPS, root=tmp_path, jobs=1, provider="openai", model="gpt-test",
+                       base_url=server.url + "/v1", rounds=2, device="cpu", timeout_s=120, batch_max_tokens=1)
+    assert result.counts["accepted"] == 1 and result.counts["pending"] == 1, result.counts
+    assert "token budget is spent" in result.ended_by
+    summary = (result.path / "summary.md").read_text()
+    assert "New work stopped: the batch's token budget is spent" in summary

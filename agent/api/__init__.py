@@ -326,16 +326,25 @@ def batch_ops(ops: list[str] | None = None, ops_file: str | Path | None = None) 
 
 def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, resume: str | None = None,
           jobs: int = 2, force: bool = False, root: str | Path | None = None, lease_s: float = 120.0,
+          batch_max_cost_usd: float | None = None, batch_max_tokens: int | None = None,
+          deadline: str | None = None, infra_pause_s: tuple[float, float] | None = None,
           report: Callable[[str, dict], None] | None = None, **generate_options):
     """Run ``generate`` for every operator (``generate_options`` as for ``generate``), ``jobs`` at a
     time, recorded in ``ROOT/runs/<batch>/`` (ledger, events, summary); operators with an accepted
     kernel are skipped unless ``force``. ``resume`` continues a batch by id with its own options,
     re-running only its interrupted operators and those whose process died (their ``lease_s`` lapsed:
-    the coordinator renews it every third of that while it lives). Returns a BatchResult."""
+    the coordinator renews it every third of that while it lives). Batch budgets: once
+    ``batch_max_cost_usd`` or ``batch_max_tokens`` is spent or the ``deadline`` ("HH:MM", the next
+    such time) has passed, nothing new starts (``generate_options`` keep each operator's own
+    ``max_cost_usd``/``max_tokens``). ``infra_pause_s`` (first, longest) is the shared pause after a
+    provider failure (default 5 s doubling to 300 s). Returns a BatchResult."""
     from agent.batch.ledger import FILE_NAME
-    from agent.batch.runner import Batch, new_batch_id
+    from agent.batch.runner import Batch, Budgets, new_batch_id
     positive("--jobs", jobs, minimum=1)
     positive("--lease", lease_s)
+    positive("--max-cost-usd", batch_max_cost_usd)
+    positive("--max-tokens", batch_max_tokens)
+    budgets = Budgets(batch_max_cost_usd, batch_max_tokens, next_time_of_day(deadline) if deadline else None)
     where = resolve_root(root, write=True)
     if resume is not None:
         if ops or ops_file:
@@ -343,7 +352,8 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, r
         path = where / "runs" / resume
         if not (path / FILE_NAME).is_file():
             raise UsageError(f"no batch '{resume}' under {where / 'runs'} (see `bbagent status`)")
-        runner = Batch(path, None, jobs=jobs, report=report, lease_s=lease_s)
+        runner = Batch(path, None, jobs=jobs, report=report, lease_s=lease_s, budgets=budgets,
+                       **({'pause_s': infra_pause_s} if infra_pause_s else {}))
         generate_options = runner.ledger.meta()["generate_options"]
         reopened = runner.ledger.reopen()
         (report or (lambda e, d: None))("resume", reopened)
@@ -354,11 +364,26 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, r
                                     for op in names if op in served}
         path = where / "runs" / new_batch_id()
         path.mkdir(parents=True)
-        runner = Batch(path, None, jobs=jobs, report=report, lease_s=lease_s)
+        runner = Batch(path, None, jobs=jobs, report=report, lease_s=lease_s, budgets=budgets,
+                       **({'pause_s': infra_pause_s} if infra_pause_s else {}))
         runner.ledger.set_meta(generate_options=generate_options, created_at=time.time(), jobs=jobs)
         runner.ledger.add(names, skipped)
     runner.generate = lambda op, hear: generate(op, root=where, report=hear, **generate_options)
     return runner.run()
+
+
+def next_time_of_day(text: str) -> float:
+    """The next local time "HH:MM" (today if still ahead, else tomorrow), as time.time() counts."""
+    import datetime
+    try:
+        at = datetime.datetime.strptime(text.strip(), "%H:%M").time()
+    except ValueError:
+        raise UsageError(f"--deadline takes a local time HH:MM, e.g. 08:30 (got '{text}')") from None
+    now = datetime.datetime.now()
+    moment = datetime.datetime.combine(now.date(), at)
+    if moment <= now:
+        moment += datetime.timedelta(days=1)
+    return moment.timestamp()
 
 
 def batch_status(batch_id: str | None = None, root: str | Path | None = None) -> dict:

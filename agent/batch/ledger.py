@@ -104,11 +104,14 @@ class Ledger:
                     (state, run_id, rounds, best_speedup, tokens[0], tokens[1], cost_usd, error_class, error,
                      time.time(), op))
 
-    def release(self, op: str, error_class: str, error: str) -> None:
-        """An infrastructure failure: the operator is pending again and the attempt is not charged."""
+    def release(self, op: str, error_class: str, error: str, *, tokens: tuple[int, int] = (0, 0),
+                cost_usd: float = 0.0, **_) -> None:
+        """An infrastructure failure: the operator is pending again and the attempt is not charged
+        (what its calls cost still counts)."""
         self._write("UPDATE ops SET state = 'pending', attempts = attempts - 1, infra_retries = infra_retries + 1, "
+                    "tokens_input = tokens_input + ?, tokens_output = tokens_output + ?, cost_usd = cost_usd + ?, "
                     "error_class = ?, error = ?, lease_until = NULL, updated_at = ? WHERE op = ?",
-                    (error_class, error, time.time(), op))
+                    (tokens[0], tokens[1], cost_usd, error_class, error, time.time(), op))
 
     def interrupt_running(self) -> list[str]:
         """Every running operator of this coordinator becomes interrupted (Ctrl-C)."""

@@ -25,7 +25,7 @@ from typing import Callable
 from agent.batch.ledger import FILE_NAME, Ledger
 
 LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
-INFRA_RETRIES = 5  # infrastructure failures of one operator before it is marked failed
+INFRA_RETRIES = 8  # infrastructure failures of one operator before it is marked failed
 PAUSE_S = (5.0, 300.0)  # the shared pause after an infrastructure failure: first, longest
 
 
@@ -39,6 +39,28 @@ class BatchResult:
     path: Path
     counts: dict
     interrupted: bool = False
+    ended_by: str | None = None  # the budget that stopped new work, if one did
+
+
+@dataclass
+class Budgets:
+    """Batch-wide budgets (a run's own, per operator, are generate's ``max_cost_usd``/``max_tokens``).
+    ``deadline`` is a time.time() value."""
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    deadline: float | None = None
+
+    def spent(self, rows: list[dict]) -> str | None:
+        """Which budget is spent (in words), or None."""
+        cost = sum(r["cost_usd"] for r in rows)
+        tokens = sum(r["tokens_input"] + r["tokens_output"] for r in rows)
+        if self.max_cost_usd is not None and cost >= self.max_cost_usd:
+            return f"the batch's cost budget is spent (${cost:.4f} of --max-cost-usd {self.max_cost_usd:g})"
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            return f"the batch's token budget is spent ({tokens} of --max-tokens {self.max_tokens})"
+        if self.deadline is not None and time.time() >= self.deadline:
+            return f"the deadline {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.deadline))} has passed"
+        return None
 
 
 class Batch:
@@ -46,8 +68,10 @@ class Batch:
     other option); ``report(event, data)`` hears every event the batch records."""
 
     def __init__(self, path: Path, generate: Callable, *, jobs: int = 2, report: Callable | None = None,
-                 lease_s: float = LEASE_S, pause_s: tuple[float, float] = PAUSE_S):
+                 lease_s: float = LEASE_S, pause_s: tuple[float, float] = PAUSE_S, budgets: Budgets | None = None):
         self.path, self.generate, self.jobs, self.lease_s, self.pause_s = path, generate, jobs, lease_s, pause_s
+        self.budgets = budgets or Budgets()
+        self.ended_by: str | None = None
         self.ledger = Ledger(path / FILE_NAME)
         self.report = report or (lambda event, data: None)
         self.events_lock = threading.Lock()
@@ -67,6 +91,7 @@ class Batch:
     def run(self) -> BatchResult:
         workers = [threading.Thread(target=self._work, name=f"batch-worker-{n}", daemon=True)
                    for n in range(self.jobs)]
+        self.ledger.set_meta(ended_by=None)
         self.event("batch_start", counts=self.ledger.counts(), jobs=self.jobs)
         for worker in workers:
             worker.start()
@@ -87,7 +112,7 @@ class Batch:
         counts = self.ledger.counts()
         write_summary(self.path, self.ledger)
         self.event("batch_end", counts=counts, interrupted=interrupted)
-        return BatchResult(self.path.name, self.path, counts, interrupted)
+        return BatchResult(self.path.name, self.path, counts, interrupted, self.ended_by)
 
     # --- one worker ----------------------------------------------------------------------------
 
@@ -97,6 +122,13 @@ class Batch:
             if wait > 0:
                 self.stop.wait(min(wait, 1.0))
                 continue
+            spent = self.budgets.spent(self.ledger.rows())
+            if spent:  # nothing new starts; work in flight finishes
+                if self.ended_by is None:
+                    self.ended_by = spent
+                    self.ledger.set_meta(ended_by=spent)
+                    self.event("budget_spent", reason=spent)
+                return
             op = self.ledger.claim(self.lease_s)
             if op is None:
                 return
@@ -149,7 +181,7 @@ class Batch:
         if row["infra_retries"] + 1 >= INFRA_RETRIES:
             self.ledger.finish(op, "failed", error_class=kind, error=message, **(spent or {}))
             return self.event("op_end", op=op, state="failed", error_class=kind, error=message)
-        self.ledger.release(op, kind, message)
+        self.ledger.release(op, kind, message, **(spent or {}))
         self.event("op_retry", op=op, error_class=kind, error=message, pause_s=round(pause, 1))
 
 
@@ -182,7 +214,8 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
              f"{counts['accepted']} accepted, {counts['failed']} failed, {counts['skipped']} skipped, "
              f"{counts['interrupted']} interrupted, {counts['pending'] + counts['running']} not finished, of "
              f"{counts['total']}; {summary['tokens']['input']} input + {summary['tokens']['output']} output tokens, "
-             f"${summary['cost_usd']:.4f}", "",
+             f"${summary['cost_usd']:.4f}", ""] + ([f"New work stopped: {summary['meta']['ended_by']}.", ""]
+                                                  if summary["meta"].get("ended_by") else []) + [
              "| op | state | attempts | rounds | speedup | cost $ | error |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["ops"]:
         speedup = f"{r['best_speedup']:.3g}x" if r["best_speedup"] is not None else ""
