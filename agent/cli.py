@@ -153,10 +153,14 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("--json", action="store_true", help="print one JSON list (prompts and responses included)")
     _add_root(logs)
 
+    from agent.review.command import add_parser as add_review_parser
+    add_review_parser(sub, _add_root, _add_eval_options)
+
     schema = sub.add_parser("schema", help="print the JSON schema of a document bbagent writes",
-                            description="Print the JSON schema of the Verdict (what `bbagent eval --json` prints and "
-                                        "runs/<run>/round-N/verdict.json holds).")
-    schema.add_argument("document", choices=["verdict"])
+                            description="Print the JSON schema of a Verdict (what `bbagent eval --json` prints and "
+                                        "runs/<run>/round-N/verdict.json holds) or of an accepted kernel's meta.json.")
+    schema.add_argument("document", choices=["verdict", "kernel-meta"],
+                        help="verdict: a Verdict; kernel-meta: generated_kernels/<op>/meta.json")
     return parser
 
 
@@ -254,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     command = {"generate": cmd_generate, "batch": cmd_batch, "status": cmd_status, "prompt": cmd_prompt, "eval": cmd_eval, "bench": cmd_bench,
-               "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema, "runs": cmd_runs}[args.command]
+               "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema, "runs": cmd_runs,
+               "review": cmd_review}[args.command]
     try:
         return command(args, out, err)
     except UsageError as exc:
@@ -387,7 +392,11 @@ def cmd_logs(args, out, err) -> int:
 
 
 def cmd_schema(args, out, err) -> int:
-    print(json.dumps(api.verdict_schema(), indent=2))
+    if args.document == "kernel-meta":
+        from agent.review.schema import kernel_meta_schema
+        print(json.dumps(kernel_meta_schema(), indent=2))
+    else:
+        print(json.dumps(api.verdict_schema(), indent=2))
     return EXIT_OK
 
 
@@ -495,6 +504,11 @@ def cmd_runs(args, out, err) -> int:
         out.print(f"{e['id']:<52} {e['kind']:<5} {e['status'] or '':<11} {e['op'] or '':<34} {cost}",
                   markup=False)
     return EXIT_OK
+
+
+def cmd_review(args, out, err) -> int:
+    from agent.review.command import run
+    return run(args, out, err)
 
 
 def cmd_status(args, out, err) -> int:

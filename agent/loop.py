@@ -24,7 +24,8 @@ from typing import Callable
 from agent.extract import extract_code
 from agent.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.providers import Provider, ProviderError
-from agent.storage import RunDir, accept_kernel, write_json
+from agent.review.lifecycle import install
+from agent.storage import RunDir, write_json
 from harness.verdict import Verdict
 
 Evaluator = Callable[[str, Path], Verdict]
@@ -353,7 +354,7 @@ class Agent:
             return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup)
         return render_feedback(verdict, best=self.best)
 
-    def accept(self, kernel_source: str, verdict: Verdict, n: int) -> Path:
+    def accept(self, kernel_source: str, verdict: Verdict, n: int) -> None:
         env = verdict.environment
         meta = {
             "op": self.op, "written_for": self.op, "serves": served_overloads(verdict, self.op),
@@ -369,8 +370,25 @@ class Agent:
             "target_speedup": self.target_speedup,
             "round_speedups": {r["round"]: r.get("speedup") for r in self.state["rounds"] if r.get("outcome") == "pass"},
         }
-        readme = _kernel_readme(meta)
-        return accept_kernel(self.root, self.op, kernel_source, meta, readme)
+        meta.update(dtypes=sorted({t.dtype for t in verdict.tests if t.passed and t.dtype}),
+                    earlier_guard_findings=_guard_findings(self.state["rounds"]),
+                    tolerance_used_max=max((t.tolerance_used for t in verdict.tests if t.tolerance_used is not None),
+                                           default=None))
+        meta = install(self.root, self.op, kernel_source, meta, _kernel_readme)
+        replaced = meta.get("replaced")
+        if replaced and replaced["status"] == "approved":
+            self.report("replaced_approved", {"round": n, **replaced})
+
+
+def _guard_findings(rounds: list[dict]) -> list[dict]:
+    """Every guard failure of the run's rounds and candidates so far: a reviewer should know that
+    the model tried to call aten, patch torch or read the harness before it got this kernel."""
+    found = []
+    for record in rounds:
+        for item in [record, *record.get("candidates", [])]:
+            if item.get("error_kind") == "guard":
+                found.append({"round": record.get("round"), "message": (item.get("message") or "")[:300]})
+    return found
 
 
 def served_overloads(verdict: Verdict, op: str) -> list[str]:
@@ -400,7 +418,9 @@ def _kernel_readme(meta: dict) -> str:
     skipped = f" ({s['skipped']} skipped: see the run's verdict.json for why)" if s["skipped"] else ""
     return (f"# {meta['op']}\n\n"
             f"Triton kernel written by `{meta['provider']}` / `{meta['model']}` in run `{meta['run_id']}` "
-            f"(round {meta['round']}), accepted {meta['accepted_at']}.\n\n"
+            f"(round {meta['round']}), accepted {meta['accepted_at']}: version {meta['version']}, "
+            f"review status `{meta['review']['status']}` (`bbagent review show {meta['op']}`).\n"
+            f"{_replaced_line(meta)}\n"
             f"- tests: {s['passed']} of {s['total']} passed on {where}{skipped}\n"
             f"{_serves_line(meta)}"
             f"- versions: torch {meta['versions']['torch']}, triton {meta['versions']['triton']}\n"
@@ -408,6 +428,14 @@ def _kernel_readme(meta: dict) -> str:
             f"- tokens: {meta['tokens']['input']} in, {meta['tokens']['output']} out, "
             f"cost ${meta['cost_usd']:.4f}{'' if meta['cost_complete'] else ' (at least: a model had no price)'}\n\n"
             f"The full transcript (prompts, answers, verdicts) is in `runs/{meta['run_id']}/`.\n")
+
+
+def _replaced_line(meta: dict) -> str:
+    replaced = meta.get("replaced")
+    if not replaced:
+        return ""
+    return (f"It replaces version {replaced['version']} ({replaced['status']}, run `{replaced['run_id']}`), "
+            f"kept in `{replaced['where']}/`.\n")
 
 
 def _serves_line(meta: dict) -> str:

@@ -178,6 +178,10 @@ def round_reporter(console: Console):
         elif event == "best":
             console.print(f"round {data['round']}: faster than round {data['replaces']}; it replaces it in "
                           "generated_kernels/ (the slower one stays in runs/)")
+        elif event == "replaced_approved":
+            console.print(f"[yellow]note:[/yellow] round {data['round']}'s kernel replaces approved version "
+                          f"{data['version']} as the current kernel; version {data['version']} stays in "
+                          f"{data['where']}/ and is what `bbagent.enable()` serves until the new one is approved")
         elif event == "round":
             stop_waiting()
             record = data["record"]

@@ -1,4 +1,5 @@
-"""Accepted kernels and the overloads each one serves: listing, lookup, loading, registration.
+"""Accepted kernels and the overloads each one serves: listing, lookup, loading (``agent.enable``
+registers them with torch).
 
 ``generated_kernels/<op>/meta.json`` names the overload the kernel is written for
 (``written_for``) and every overload it serves (``serves``): for a functional kernel, its
@@ -12,13 +13,15 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from agent.review.lifecycle import upgraded
+
 
 def accepted(root: str | Path) -> list[dict]:
     """One entry per accepted kernel: op, dir, kernel file, written_for, serves, and the rest of meta.json."""
     entries = []
     for meta_file in sorted((Path(root) / "generated_kernels").glob("*/meta.json")):
         try:
-            meta = json.loads(meta_file.read_text())
+            meta = upgraded(json.loads(meta_file.read_text()))
         except (OSError, json.JSONDecodeError):
             continue  # not a folder bbagent wrote
         written_for = meta.get("written_for") or meta.get("op") or meta_file.parent.name
@@ -59,27 +62,3 @@ def _kernel_function(entry: dict) -> Callable:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.kernel
-
-
-def register(root: str | Path, dispatch_key: str = "CUDA"):
-    """Register every served overload of every accepted kernel as aten's implementation for
-    ``dispatch_key`` (``torch.library``). Returns the Library (keep it alive: dropping it
-    unregisters) and the overloads registered."""
-    import torch
-    from harness.adapters import serving
-    from harness.ops import resolve_op
-    library = torch.library.Library("aten", "IMPL")
-    registered = []
-    for entry in accepted(root):
-        kernel = _kernel_function(entry)  # one module per kernel, however many overloads it serves
-        for op in entry["serves"]:
-            library.impl(_library_name(op), serving(kernel, resolve_op(entry["written_for"]), resolve_op(op)),
-                         dispatch_key)
-            registered.append(op)
-    return library, registered
-
-
-def _library_name(op: str) -> str:
-    """``aten.relu.default`` -> ``relu``, ``aten.add.out`` -> ``add.out`` (torch.library's spelling)."""
-    name, overload = op.removeprefix("aten.").rsplit(".", 1)
-    return name if overload == "default" else f"{name}.{overload}"

@@ -81,7 +81,9 @@ def mark_interrupted(run_dir: Path, message: str) -> bool:
 
 
 def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: str) -> Path:
-    """Install the accepted kernel as ``generated_kernels/<op>/``, replacing any earlier one whole."""
+    """Install the accepted kernel as ``generated_kernels/<op>/``, replacing the files there whole
+    (the caller keeps an earlier version first: ``agent.review.lifecycle.archive_current``); the
+    ``versions/`` folder of earlier kernels moves into the new folder."""
     final = root / "generated_kernels" / op
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{op}."))
@@ -90,6 +92,8 @@ def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: s
         write_json(staging / "meta.json", meta)
         (staging / "README.md").write_text(readme)
         if final.exists():
+            if (final / "versions").is_dir():
+                os.replace(final / "versions", staging / "versions")
             old = final.with_name(f".{op}.old-{secrets.token_hex(2)}")
             os.replace(final, old)
             os.replace(staging, final)
@@ -97,6 +101,8 @@ def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: s
         else:
             os.replace(staging, final)
     except BaseException:
+        if (staging / "versions").is_dir() and final.is_dir() and not (final / "versions").exists():
+            os.replace(staging / "versions", final / "versions")
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return final

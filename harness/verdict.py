@@ -101,6 +101,7 @@ class TestResult(_Strict):
     max_rel_error: float | None = None
     mismatch_count: int | None = None
     numel: int | None = None
+    tolerance_used: float | None = None  # passing: largest error as a fraction of the dtype tolerance (compare.tolerance_used)
     mismatches: list[Mismatch] = []
     guard_findings: list[GuardFinding] = []
 

@@ -171,3 +171,14 @@ def test_positive_long_sums_with_a_blocked_float32_loop_pass_and_float16_accumul
     for i in range(blocks.shape[1]):
         half_acc = half_acc + blocks[:, i].half()
     assert compare(expected, half_acc.float(), exact=exact)["error_kind"] == "mismatch"
+
+
+def test_tolerance_used_is_the_passing_error_as_a_fraction_of_the_tolerance():
+    from harness.checks.compare import TOLERANCES, tolerance_used
+    atol, rtol = TOLERANCES[torch.float32]
+    expected = torch.tensor([0.0, 1.0, 2.0])
+    assert tolerance_used(expected, expected.clone()) == 0.0
+    actual = expected + torch.tensor([0.0, 0.5 * (atol + rtol), 0.0])
+    assert abs(tolerance_used(expected, actual) - 0.5) < 1e-3
+    assert tolerance_used(torch.tensor([1, 2]), torch.tensor([1, 2])) is None   # integers: exact, no fraction
+    assert tolerance_used((expected, 3), (actual, 3)) == tolerance_used(expected, actual)

@@ -178,7 +178,7 @@ def test_eval_refuses_a_variant_kernel_for_the_whole_family(capsys):
 
 
 def test_registered_kernel_serves_every_overload_of_its_family(tmp_path):
-    """``agent.served.register`` installs one accepted kernel for its whole family. The kernel here
+    """``bbagent.enable`` installs one accepted kernel for its whole family. The kernel here
     computes abs (not relu) on purpose, so the results prove the dispatch reached it."""
     folder = tmp_path / "generated_kernels" / "aten.relu.default"
     folder.mkdir(parents=True)
@@ -189,8 +189,9 @@ def test_registered_kernel_serves_every_overload_of_its_family(tmp_path):
     script = (
         "import sys, torch\n"
         "from pathlib import Path\n"
-        "from agent.served import register\n"
-        "library, done = register(Path(sys.argv[1]), 'CPU')\n"
+        "import bbagent\n"
+        "enabled = bbagent.enable(Path(sys.argv[1]), device='cpu', include_unreviewed=True, include_slower=True)\n"
+        "done = list(enabled.served)\n"
         "x = torch.tensor([-1.0, 2.0, -3.0])\n"
         "assert torch.equal(torch.relu(x), x.abs()), 'functional'\n"
         "y = x.clone(); r = torch.relu_(y)\n"

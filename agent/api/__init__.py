@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 __all__ = ["UsageError", "ProviderError", "Verdict", "BenchResult", "Outcome", "version", "__version__",
-           "resolve_root", "evaluate", "bench", "prompt", "generate", "ops", "kernels", "load", "register",
-           "verdict_schema"]
+           "resolve_root", "evaluate", "bench", "prompt", "generate", "ops", "kernels", "load", "enable", "disable",
+           "verdict_schema", "review_list", "review_show", "review_decide", "review_diff", "review_verify"]
 
 
 class UsageError(ValueError):
@@ -222,6 +223,7 @@ def bench(op: str, kernel: str | Path | None = None, *, kernel_for: str | None =
     check_evaluation(device, timeout_s, allow_no_opinfo)
     where = resolve_root(root, write=True)
     timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache, keep_raw=True)
+    from_accepted = kernel is None
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
     run = RunDir(where, "bench-" + new_run_id(op))
     if on_start is not None:
@@ -230,7 +232,20 @@ def bench(op: str, kernel: str | Path | None = None, *, kernel_for: str | None =
                         kernel_for=written_for)(op, kernel)
     run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
     bench_file, records = write_bench(run.path, verdict)
+    if from_accepted and verdict.passed and verdict.geomean_speedup() is not None:
+        record_overload_speed(kernel.parent, op, verdict, run.path.name)
     return BenchResult(verdict, run.path, bench_file, records)
+
+
+def record_overload_speed(folder: Path, op: str, verdict, bench_run: str) -> None:
+    """An accepted kernel timed as ``op`` (``bbagent bench``): its speed as served goes into its
+    meta.json (``overload_speedups``), which ``enable()`` and the review flags read."""
+    from agent.review.lifecycle import now, read_meta, write_meta
+    meta = read_meta(folder)
+    meta.setdefault("overload_speedups", {})[op] = {
+        "geomean_speedup": verdict.geomean_speedup(), "gpu": verdict.environment.gpu, "at": now(),
+        "bench_run": bench_run}
+    write_meta(folder, meta)
 
 
 # --- prompt, generate ----------------------------------------------------------------------------
@@ -606,11 +621,109 @@ def load(op: str, root: str | Path | None = None) -> Callable:
         raise UsageError(str(exc)) from None
 
 
-def register(root: str | Path | None = None, dispatch_key: str = "CUDA"):
-    """Install every served overload of every accepted kernel as aten's implementation for
-    ``dispatch_key``; returns (the torch.library.Library to keep alive, the overloads registered)."""
-    from agent.served import register as register_kernels
-    return register_kernels(resolve_root(root), dispatch_key)
+def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, include_slower: bool = False,
+           device: str = "cuda", ops: list[str] | None = None):
+    """Make PyTorch run the approved kernels under ``root`` (``agent.enable``): each served overload
+    registered for ``device``'s dispatch key, aten's own kernel kept as the fallback. Only approved,
+    non-stale versions (``include_unreviewed``: the current one unless rejected), and only overloads
+    measured at least as fast as eager (``include_slower``: all). Returns an ``Enabled`` (a context
+    manager: ``with bbagent.enable(): ...``) with ``calls()``, ``served`` and ``skipped``."""
+    from agent.enable import DISPATCH_KEYS, enable as enable_kernels
+    if device not in DISPATCH_KEYS:
+        raise UsageError(f"device must be one of {', '.join(DISPATCH_KEYS)} (got '{device}')")
+    for op in ops or []:
+        check_op(op)
+    try:
+        return enable_kernels(resolve_root(root), include_unreviewed=include_unreviewed,
+                              include_slower=include_slower, device=device, ops=ops)
+    except RuntimeError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def disable() -> dict | None:
+    """Give aten its kernels back; returns the calls served per overload (None if none was enabled)."""
+    from agent.enable import disable as disable_kernels
+    return disable_kernels()
+
+
+# --- review ----------------------------------------------------------------------------------------
+
+@contextmanager
+def _review_errors():
+    from agent.review.lifecycle import ReviewError
+    try:
+        yield
+    except ReviewError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def review_list(root: str | Path | None = None, *, status: str | None = None, family: str | None = None,
+                sort: str = "op") -> list[dict]:
+    """One row per operator with an accepted kernel (``bbagent review list --json``): version, review
+    status (``stale`` where the environment changed since its tests), tests, speedup, cost, flags."""
+    from agent.review.catalog import listing
+    with _review_errors():
+        return listing(resolve_root(root), status=status, family=family, sort=sort)
+
+
+def review_show(op: str, root: str | Path | None = None, version: int | None = None) -> dict:
+    """Everything a reviewer reads about one version of ``op``'s kernel (default: the current one)."""
+    from agent.review.catalog import find, flags
+    from agent.review.lifecycle import changes
+    where = resolve_root(root)
+    with _review_errors():
+        entry = find(where, op)
+        chosen = entry.version(version)
+    meta = chosen.meta
+    transcript = where / "runs" / str(meta.get("run_id"))
+    return {"op": op, "version": chosen.number, "current": chosen.current, "status": chosen.status,
+            "changes": changes(meta), "flags": flags(meta), "meta": meta, "dir": str(chosen.folder),
+            "kernel_source": chosen.kernel.read_text(), "transcript": str(transcript) if transcript.is_dir() else None,
+            "versions": [{"version": v.number, "status": v.status, "run_id": v.meta.get("run_id"), "dir": str(v.folder)}
+                         for v in entry.versions],
+            "served_version": (entry.served().number if entry.served() else None)}
+
+
+def review_decide(op: str, decision: str, note: str = "", *, root: str | Path | None = None,
+                  version: int | None = None) -> dict:
+    """``approve`` or ``reject`` one version of ``op``'s kernel; returns its new review record."""
+    from agent.review.catalog import decide
+    status = {"approve": "approved", "reject": "rejected"}[decision]
+    with _review_errors():
+        chosen = decide(resolve_root(root, write=True), op, status, note, version)
+    return {"op": op, "version": chosen.number, **{k: v for k, v in chosen.meta["review"].items() if k != "history"}}
+
+
+def review_diff(op: str, root: str | Path | None = None, version: int | None = None,
+                against: int | None = None) -> str:
+    """A unified diff of ``op``'s kernel (default: current) against the version before it."""
+    from agent.review.catalog import diff
+    with _review_errors():
+        return diff(resolve_root(root), op, version, against)
+
+
+def review_verify(op: str | None = None, *, root: str | Path | None = None, force: bool = False,
+                  device: str | None = None, timeout_s: float = 600.0, allow_no_opinfo: bool = False,
+                  on_start: Callable[[str, int], None] | None = None) -> list[dict]:
+    """Re-test every stale approved kernel (of ``op``, or of all), timed where there is a GPU;
+    ``force`` re-tests every approved one. Returns one outcome per version tested."""
+    from agent.review.verify import stale_versions, verify
+    check_evaluation(device, timeout_s, allow_no_opinfo)
+    where = resolve_root(root, write=True)
+    with _review_errors():
+        chosen = stale_versions(where, op, force)
+    from harness.evaluate import default_device
+    timed = (device or default_device()) == "cuda"
+    timing = timing_options(where, max_shapes=64, target_ms=100.0, no_cache=False) if timed else None
+    results = []
+    for name, kernel_version in chosen:
+        if on_start is not None:
+            on_start(name, kernel_version.number)
+        run = evaluator(where, device=device, seed=None, timeout_s=timeout_s, timing=timing,
+                        kernel_for=kernel_version.meta.get("written_for", name),
+                        overloads=kernel_version.meta.get("serves"))
+        results.append(verify(where, kernel_version, lambda o, k, _overloads: run(o, k)))
+    return results
 
 
 def verdict_schema() -> dict:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from harness.checks.compare import Exact, compare, equal_exactly
+from harness.checks.compare import Exact, compare, equal_exactly, tolerance_used
 from harness.ops import value_mode
 from harness.checks.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
@@ -120,6 +120,8 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         result.update(failure)
     else:
         result["passed"] = True
+        if value_mode(op) == "exact":
+            result["tolerance_used"] = tolerance_used(expected, actual)
     return result
 
 

@@ -206,6 +206,22 @@ def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = "o
     return None
 
 
+def tolerance_used(expected: Any, actual: Any) -> float | None:
+    """For a passing result: the largest ``|actual - expected| / (atol + rtol * |expected|)`` over
+    the floating tensors' finite elements (1.0 is the edge of the dtype tolerance; above 1 the
+    value passed only through the float64 rules above). None where nothing floating was compared."""
+    used = None
+    for exp, act in zip(tensors_in(expected), tensors_in(actual)):
+        atol, rtol = TOLERANCES.get(exp.dtype, (0.0, 0.0))
+        if not exp.dtype.is_floating_point or exp.numel() == 0 or exp.shape != act.shape or atol + rtol == 0:
+            continue
+        exp64, act64 = exp.detach().to(torch.float64), act.detach().to(torch.float64)
+        finite = torch.isfinite(exp64) & torch.isfinite(act64)
+        ratio = torch.where(finite, (act64 - exp64).abs() / (atol + rtol * exp64.abs()), torch.zeros_like(exp64))
+        used = max(used or 0.0, float(ratio.max()))
+    return used
+
+
 def _aten_not_finite_wrongly(exp64, act64, truth64, dtype) -> torch.Tensor:
     """Where aten returned NaN or inf, the float64 run a finite value, and the candidate did not
     return aten's value: aten's intermediates overflowed (cuBLAS's reduced-precision split-K

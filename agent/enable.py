@@ -1,0 +1,196 @@
+"""Run PyTorch on the approved kernels: ``bbagent.enable()`` / ``disable()``.
+
+Each served overload is registered as aten's implementation for one dispatch key (CUDA by
+default) through ``torch.library``, overload by overload, wrapped so that:
+
+* the original aten kernel (``torch.library.get_kernel``, taken before the override) runs
+  instead for inputs the kernel was not tested on (a leading dtype outside meta.json's
+  ``dtypes``) and where the kernel raises an ordinary exception (a CUDA error is re-raised:
+  the context is lost, nothing can fall back);
+* a kernel that calls back into the overload it replaces gets the original, never itself
+  (a per-thread re-entrancy guard);
+* every call is counted: served by the kernel, or fallen back and why.
+
+Which kernels: per operator the newest approved, non-stale version (``include_unreviewed``: the
+current one unless rejected), and of its overloads only those measured at least as fast as eager
+(``include_slower``: all). Everything left out is listed with the reason in ``Enabled.skipped``.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DISPATCH_KEYS = {"cuda": "CUDA", "cpu": "CPU"}
+
+
+@dataclass
+class ServedOverload:
+    op: str
+    version: int
+    folder: str
+    speedup: float | None
+    calls: int = 0
+    fallbacks: Counter = field(default_factory=Counter)
+
+    def row(self) -> dict:
+        return {"op": self.op, "version": self.version, "folder": self.folder, "speedup": self.speedup,
+                "calls": self.calls, "fallbacks": dict(self.fallbacks)}
+
+
+class Enabled:
+    """What ``enable`` installed. A context manager: leaving the block disables it."""
+
+    def __init__(self, library, served: dict[str, ServedOverload], skipped: dict[str, str], dispatch_key: str):
+        self.library, self.served, self.skipped, self.dispatch_key = library, served, skipped, dispatch_key
+
+    @property
+    def active(self) -> bool:
+        return self.library is not None
+
+    def calls(self) -> dict[str, int]:
+        """Calls served by a generated kernel, per overload."""
+        return {op: s.calls for op, s in self.served.items()}
+
+    def report(self) -> list[dict]:
+        return [s.row() for s in self.served.values()]
+
+    def disable(self) -> None:
+        global _current
+        if self.library is not None:
+            self.library._destroy()
+            self.library = None
+        if _current is self:
+            _current = None
+
+    def __enter__(self) -> "Enabled":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.disable()
+
+
+_current: Enabled | None = None
+
+
+def current() -> Enabled | None:
+    return _current
+
+
+def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool = False, device: str = "cuda",
+           ops: list[str] | None = None) -> Enabled:
+    """Register the chosen kernels under ``root/generated_kernels`` for ``device``'s dispatch key
+    (module docstring). ``ops`` limits it to these overloads."""
+    global _current
+    import torch
+    from agent.review.catalog import operators, overload_speeds
+    if _current is not None:
+        raise RuntimeError("bbagent kernels are already enabled: call bbagent.disable() first")
+    if not hasattr(torch.library, "get_kernel"):
+        raise RuntimeError(f"bbagent.enable needs torch.library.get_kernel (torch 2.9 or newer; this is "
+                           f"{torch.__version__}) to keep aten's kernel as the fallback")
+    dispatch_key = DISPATCH_KEYS[device]
+    served, skipped, chosen = {}, {}, []
+    for entry in operators(root):
+        version = entry.served(include_unreviewed)
+        if version is None:
+            statuses = ", ".join(f"v{v.number} {v.status}" for v in entry.versions)
+            for op in entry.current.meta.get("serves") or [entry.op]:
+                skipped[op] = f"no {'usable' if include_unreviewed else 'approved, non-stale'} version ({statuses})"
+            continue
+        speeds = overload_speeds(version.meta)
+        for op in version.meta.get("serves") or [entry.op]:
+            if ops is not None and op not in ops:
+                continue
+            speed = speeds.get(op)
+            if not include_slower and (speed is None or speed < 1.0):
+                skipped[op] = (f"measured {speed:.3g}x eager" if speed is not None else
+                               "not timed as served (bbagent bench --op " + op + " on a GPU)") + \
+                              "; include_slower=True serves it anyway"
+                continue
+            chosen.append((op, version, speed))
+    library = torch.library.Library("aten", "IMPL")
+    try:
+        kernels = {}
+        for op, version, speed in chosen:
+            if version.folder not in kernels:
+                kernels[version.folder] = _import_kernel(version.kernel, f"{version.meta['op']}_v{version.number}")
+            record = ServedOverload(op, version.number, str(version.folder), speed)
+            _register(library, op, version.meta, kernels[version.folder], record, dispatch_key)
+            served[op] = record
+    except BaseException:
+        library._destroy()
+        raise
+    _current = Enabled(library, served, skipped, dispatch_key)
+    return _current
+
+
+def disable() -> dict[str, int] | None:
+    """Restore aten's kernels; returns the calls served per overload (None if nothing was enabled)."""
+    if _current is None:
+        return None
+    enabled = _current
+    enabled.disable()
+    return enabled.calls()
+
+
+def _import_kernel(path: Path, name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("bbagent_kernel_" + name.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - said with the file's name, nothing is registered
+        raise RuntimeError(f"{path} cannot be imported: {type(exc).__name__}: {exc}") from exc
+    if not callable(getattr(module, "kernel", None)):
+        raise RuntimeError(f"{path} defines no kernel(...)")
+    return module.kernel
+
+
+def _register(library, op: str, meta: dict, kernel, record: ServedOverload, dispatch_key: str) -> None:
+    import torch
+    from harness.adapters import serving
+    from harness.checks.case import is_cuda_error
+    from harness.inputs import tensors_in
+    from harness.ops import resolve_op
+    overload = resolve_op(op)
+    function = serving(kernel, resolve_op(meta.get("written_for", meta["op"])), overload)
+    original = torch.library.get_kernel(overload, dispatch_key)
+    keyset = torch._C.DispatchKeySet(dispatch_key)
+    tested_dtypes = {getattr(torch, name) for name in meta.get("dtypes") or [] if hasattr(torch, name)}
+    guard = threading.local()
+
+    def fallback(reason: str, args, kwargs):
+        record.fallbacks[reason] += 1
+        return original.call_boxed(keyset, *args, **kwargs)
+
+    def implementation(*args, **kwargs):
+        if getattr(guard, "inside", False):
+            return fallback("re-entered: the kernel called its own overload", args, kwargs)
+        tensors = tensors_in((args, kwargs))
+        dtype = tensors[0].dtype if tensors else None
+        if tested_dtypes and dtype is not None and dtype not in tested_dtypes:
+            return fallback(f"dtype {str(dtype).removeprefix('torch.')} not tested", args, kwargs)
+        guard.inside = True
+        try:
+            result = function(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - an input the kernel does not support: aten answers
+            if is_cuda_error(exc):
+                raise
+            return fallback(f"kernel raised {type(exc).__name__}", args, kwargs)
+        finally:
+            guard.inside = False
+        record.calls += 1
+        return result
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel.*")
+        library.impl(_library_name(op), implementation, dispatch_key)
+
+
+def _library_name(op: str) -> str:
+    """``aten.relu.default`` -> ``relu``, ``aten.add.out`` -> ``add.out`` (torch.library's spelling)."""
+    name, overload = op.removeprefix("aten.").rsplit(".", 1)
+    return name if overload == "default" else f"{name}.{overload}"

@@ -1,0 +1,190 @@
+"""The accepted kernels of a root as a reviewer sees them: every operator's current kernel and
+earlier versions, each with its review status, and the flags that ask for a closer look."""
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.review.lifecycle import (SHOWN_STATUSES, ReviewError, changes, read_meta, set_status, status_of,
+                                    version_folders)
+
+SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
+NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)
+
+
+@dataclass
+class KernelVersion:
+    """One accepted kernel of an operator: the current one or an earlier version."""
+    folder: Path
+    meta: dict
+    current: bool
+
+    @property
+    def number(self) -> int:
+        return self.meta["version"]
+
+    @property
+    def status(self) -> str:
+        return status_of(self.meta)
+
+    @property
+    def kernel(self) -> Path:
+        return self.folder / "kernel.py"
+
+
+@dataclass
+class Operator:
+    """An operator of ``generated_kernels/``: its current kernel and earlier versions, newest first."""
+    op: str
+    versions: list[KernelVersion] = field(default_factory=list)
+
+    @property
+    def current(self) -> KernelVersion:
+        return self.versions[0]
+
+    def served(self, include_unreviewed: bool = False) -> KernelVersion | None:
+        """The version ``bbagent.enable()`` serves: the newest approved one that is not stale
+        (with ``include_unreviewed``, the current one whatever its state, unless rejected)."""
+        if include_unreviewed:
+            return next((v for v in self.versions if v.status != "rejected"), None)
+        return next((v for v in self.versions if v.status == "approved"), None)
+
+    def version(self, number: int | None) -> KernelVersion:
+        if number is None:
+            return self.current
+        for v in self.versions:
+            if v.number == number:
+                return v
+        raise ReviewError(f"{self.op} has no version {number}; it has {', '.join(str(v.number) for v in self.versions)}")
+
+
+def operators(root: Path) -> list[Operator]:
+    """Every operator with an accepted kernel under ``root/generated_kernels``, by name."""
+    found = []
+    for meta_file in sorted((Path(root) / "generated_kernels").glob("*/meta.json")):
+        folder = meta_file.parent
+        try:
+            versions = [KernelVersion(folder, read_meta(folder), True)]
+            versions += [KernelVersion(f, read_meta(f), False) for f in reversed(version_folders(folder))]
+        except (OSError, ValueError):
+            continue  # not a folder bbagent wrote
+        found.append(Operator(versions[0].meta.get("op", folder.name), versions))
+    return found
+
+
+def find(root: Path, op: str) -> Operator:
+    for entry in operators(root):
+        if entry.op == op:
+            return entry
+    known = [e.op for e in operators(root)]
+    close = difflib.get_close_matches(op, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else (
+        f"; there are: {', '.join(known[:8])}" if known else ": none is accepted yet (bbagent generate / batch)")
+    raise ReviewError(f"no accepted kernel for {op} under {Path(root) / 'generated_kernels'}{hint}")
+
+
+def speedup_of(meta: dict) -> float | None:
+    performance = meta.get("performance") or {}
+    return (performance.get("summary") or {}).get("geomean_speedup") if performance.get("measured") else None
+
+
+def overload_speeds(meta: dict) -> dict[str, float]:
+    """Measured geomean speedup over eager per served overload: the kernel's own from its timing,
+    the others from ``bbagent bench --op OVERLOAD`` (``overload_speedups`` in meta.json)."""
+    speeds = {op: record["geomean_speedup"] for op, record in (meta.get("overload_speedups") or {}).items()
+              if record.get("geomean_speedup") is not None}
+    own = speedup_of(meta)
+    if own is not None:
+        speeds.setdefault(meta.get("written_for", meta["op"]), own)
+    return speeds
+
+
+def flags(meta: dict) -> list[str]:
+    """What a reviewer should look at twice, in words."""
+    found = []
+    speedup = speedup_of(meta)
+    if speedup is not None and speedup > SUSPICIOUS_SPEEDUP:
+        found.append(f"speedup {speedup:.3g}x over eager is above {SUSPICIOUS_SPEEDUP:g}x: check that it does "
+                     "all the work (a shape or dtype the tests missed?)")
+    used = meta.get("tolerance_used_max")
+    if used is not None and used >= NEAR_TOLERANCE:
+        found.append(f"a passing result used {used:.0%} of the dtype tolerance" + (
+            " (it passed only against the float64 run)" if used > 1 else ""))
+    for finding in meta.get("earlier_guard_findings") or []:
+        found.append(f"guard finding in round {finding['round']}: {finding['message'][:160]}")
+    for op, speed in sorted(overload_speeds(meta).items()):
+        if speed < 1.0:
+            found.append(f"{op} is served at {speed:.3g}x eager (slower): enable() leaves it to aten unless "
+                         "include_slower=True")
+    unmeasured = [op for op in meta.get("serves") or [] if op not in overload_speeds(meta)]
+    if unmeasured and speedup is not None:
+        found.append(f"not timed as served: {', '.join(unmeasured)} (bbagent bench --op OVERLOAD)")
+    return found
+
+
+def row(entry: Operator) -> dict:
+    """One line of ``bbagent review list`` (its ``--json`` row)."""
+    from agent.prompting import family_of
+    current = entry.current
+    meta = current.meta
+    tests = meta.get("tests") or {}
+    served = entry.served()
+    return {"op": entry.op, "family": family_of(meta.get("written_for", entry.op)), "version": current.number,
+            "status": current.status, "review": meta["review"], "changes": changes(meta),
+            "tests_passed": tests.get("passed"), "tests_total": tests.get("total"),
+            "geomean_speedup": speedup_of(meta), "cost_usd": meta.get("cost_usd"), "rounds": meta.get("rounds_used"),
+            "model": meta.get("model"), "run_id": meta.get("run_id"), "flags": flags(meta),
+            "served_version": served.number if served else None, "versions": len(entry.versions),
+            "dir": str(current.folder)}
+
+
+SORT_KEYS = ("op", "status", "speedup", "cost", "tests", "rounds", "version")
+
+
+def listing(root: Path, status: str | None = None, family: str | None = None, sort: str = "op") -> list[dict]:
+    if status is not None and status not in SHOWN_STATUSES:
+        raise ReviewError(f"--status takes one of {', '.join(SHOWN_STATUSES)} (got '{status}')")
+    if sort not in SORT_KEYS:
+        raise ReviewError(f"--sort takes one of {', '.join(SORT_KEYS)} (got '{sort}')")
+    rows = [row(e) for e in operators(root)]
+    rows = [r for r in rows if (status is None or r["status"] == status) and (family is None or r["family"] == family)]
+    numeric = {"speedup": "geomean_speedup", "cost": "cost_usd", "tests": "tests_passed", "rounds": "rounds",
+               "version": "version"}
+    if sort in numeric:  # numbers sort as numbers, largest first; missing values last
+        key = numeric[sort]
+        return sorted(rows, key=lambda r: (r[key] is None, -(r[key] or 0) if r[key] is not None else 0, r["op"]))
+    return sorted(rows, key=lambda r: (r[sort], r["op"]))
+
+
+def decide(root: Path, op: str, status: str, note: str = "", version: int | None = None) -> KernelVersion:
+    """``approve`` / ``reject`` one version (default: the current one) of ``op``'s kernel."""
+    if status == "rejected" and not note.strip():
+        raise ReviewError("reject needs --note: say why, for whoever writes the next kernel")
+    chosen = find(root, op).version(version)
+    meta = set_status(chosen.folder, status, note)
+    return KernelVersion(chosen.folder, meta, chosen.current)
+
+
+def diff(root: Path, op: str, version: int | None = None, against: int | None = None) -> str:
+    """A unified diff of a version's kernel (default: the current one) against the version
+    before it (or ``against``)."""
+    entry = find(root, op)
+    new = entry.version(version)
+    if against is not None:
+        old = entry.version(against)
+    else:
+        older = [v for v in entry.versions if v.number < new.number]
+        if not older:
+            raise ReviewError(f"{op} version {new.number} is its first accepted kernel: nothing to diff against")
+        old = older[0]
+    return "".join(difflib.unified_diff(old.kernel.read_text().splitlines(keepends=True),
+                                        new.kernel.read_text().splitlines(keepends=True),
+                                        fromfile=f"{op} version {old.number} ({old.status})",
+                                        tofile=f"{op} version {new.number} ({new.status})"))
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None

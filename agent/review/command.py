@@ -1,0 +1,191 @@
+"""``bbagent review``: list, show, approve, reject, diff and verify accepted kernels."""
+from __future__ import annotations
+
+import json
+
+from rich.markup import escape
+from rich.syntax import Syntax
+from rich.table import Table
+
+import bbagent as api
+from agent.report import widen
+from bbagent import UsageError
+
+STATUS_STYLE = {"approved": "green", "rejected": "red", "needs_review": "yellow", "stale": "magenta"}
+
+
+def add_parser(sub, add_root, add_eval_options) -> None:
+    from agent.review.catalog import SORT_KEYS
+    from agent.review.lifecycle import SHOWN_STATUSES
+    review = sub.add_parser(
+        "review", help="review accepted kernels: list, show, approve, reject, diff, verify",
+        description="The review lifecycle of generated_kernels/<op>/ (meta.json 'review'): a new kernel "
+                    "needs_review; approve or reject it; an approved kernel turns stale when torch, triton, the GPU "
+                    "model or bbagent's test suite changed since its tests passed, until `review verify` tests it "
+                    "again. Earlier versions stay in generated_kernels/<op>/versions/<n>/. Only approved, "
+                    "non-stale kernels are served by bbagent.enable() unless asked.")
+    actions = review.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ls = actions.add_parser("list", help="one line per operator: status, tests, speedup, cost, flags")
+    ls.add_argument("--status", choices=SHOWN_STATUSES, help="only kernels in this state")
+    ls.add_argument("--family", help="only operators of this prompt family")
+    ls.add_argument("--sort", choices=SORT_KEYS, default="op",
+                    help="order (numbers largest first; default op)")
+    ls.add_argument("--json", action="store_true", help="print one JSON list")
+    add_root(ls)
+    show = actions.add_parser("show", help="the kernel's code, verdict, per-shape speed, flags and transcript")
+    show.add_argument("op")
+    show.add_argument("--version", type=int, help="an earlier version (default: the current one)")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    add_root(show)
+    for name, what in (("approve", "approve a version (default: the current one)"),
+                       ("reject", "reject a version; --note says why")):
+        p = actions.add_parser(name, help=what)
+        p.add_argument("op")
+        p.add_argument("--note", default="", help="why (required to reject); kept in meta.json's history")
+        p.add_argument("--version", type=int, help="an earlier version (default: the current one)")
+        p.add_argument("--json", action="store_true", help="print the new review record as JSON")
+        add_root(p)
+    df = actions.add_parser("diff", help="the kernel against the previously accepted version")
+    df.add_argument("op")
+    df.add_argument("--version", type=int, help="the newer side (default: the current one)")
+    df.add_argument("--against", type=int, help="the older side (default: the version before)")
+    add_root(df)
+    vf = actions.add_parser("verify", help="re-test approved kernels whose environment changed (stale)",
+                            description="Re-run the tests (and on a GPU the timing) of every stale approved kernel "
+                                        "of OP, or of all with --all. Passing renews its environment and keeps it "
+                                        "approved; failing puts it back to needs_review. Exit 0 all passed, 1 some "
+                                        "failed, 2 usage error.")
+    vf.add_argument("op", nargs="?")
+    vf.add_argument("--all", action="store_true", help="every operator")
+    vf.add_argument("--force", action="store_true", help="re-test approved kernels that are not stale too")
+    vf.add_argument("--json", action="store_true", help="print one JSON list of outcomes")
+    add_root(vf)
+    add_eval_options(vf)
+
+
+def run(args, out, err) -> int:
+    return {"list": _list, "show": _show, "approve": _decide, "reject": _decide, "diff": _diff,
+            "verify": _verify}[args.action](args, out, err)
+
+
+def _status(status: str) -> str:
+    return f"[{STATUS_STYLE.get(status, 'white')}]{status}[/]"
+
+
+def _list(args, out, err) -> int:
+    rows = api.review_list(args.root, status=args.status, family=args.family, sort=args.sort)
+    if args.json:
+        print(json.dumps(rows, indent=1, default=str))
+        return 0
+    if not rows:
+        err.print(f"no accepted kernels under {api.resolve_root(args.root) / 'generated_kernels'}"
+                  + (" match the filter" if args.status or args.family else ""))
+        return 0
+    widen(out)
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("op", "ver", "status", "tests", "speedup", "cost", "served", "flags"):
+        table.add_column(column, justify="right" if column in ("ver", "tests", "speedup", "cost") else "left")
+    for r in rows:
+        speed = f"{r['geomean_speedup']:.3g}x" if r["geomean_speedup"] is not None else "-"
+        cost = f"${r['cost_usd']:.3f}" if r["cost_usd"] is not None else "-"
+        served = f"v{r['served_version']}" if r["served_version"] else "none"
+        table.add_row(escape(r["op"]), str(r["version"]), _status(r["status"]),
+                      f"{r['tests_passed']}/{r['tests_total']}", speed, cost, served, str(len(r["flags"]) or ""))
+    out.print(table)
+    counts = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    out.print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) + "; `bbagent review show OP` for details")
+    return 0
+
+
+def _show(args, out, err) -> int:
+    shown = api.review_show(args.op, args.root, args.version)
+    if args.json:
+        print(json.dumps(shown, indent=1, default=str))
+        return 0
+    widen(out)
+    meta = shown["meta"]
+    review = meta["review"]
+    out.print(f"[bold]{escape(shown['op'])}[/bold] version {shown['version']}"
+              f"{' (current)' if shown['current'] else ''}: {_status(shown['status'])}"
+              + (f" by {escape(str(review['by']))} at {review['at']}" if review.get("by") else "")
+              + (f" - {escape(review['note'])}" if review.get("note") else ""))
+    for change in shown["changes"]:
+        out.print(f"  changed since its tests: {escape(change)}")
+    tests = meta.get("tests") or {}
+    where = meta.get("gpu") or "CPU (Triton interpreter)"
+    out.print(f"model {escape(str(meta.get('model')))} ({meta.get('provider')}), run {meta.get('run_id')}, round "
+              f"{meta.get('round')}; tests {tests.get('passed')}/{tests.get('total')} passed on {escape(where)}; "
+              f"cost ${meta.get('cost_usd') or 0:.4f}; serves {', '.join(meta.get('serves') or [shown['op']])}")
+    for flag in shown["flags"]:
+        out.print(f"[yellow]flag:[/yellow] {escape(flag)}")
+    out.print(Syntax(shown["kernel_source"], "python", line_numbers=True, word_wrap=True))
+    _print_shapes(out, meta.get("performance") or {})
+    out.print(f"folder: {shown['dir']}")
+    out.print(f"transcript: {shown['transcript'] or 'runs/' + str(meta.get('run_id')) + ' (not under this root)'}")
+    if len(shown["versions"]) > 1:
+        out.print("versions: " + ", ".join(f"v{v['version']} {_status(v['status'])}" for v in shown["versions"])
+                  + (f"; enable() serves v{shown['served_version']}" if shown["served_version"] else
+                     "; none approved: enable() serves none"))
+    return 0
+
+
+def _print_shapes(out, performance: dict) -> None:
+    if not performance.get("measured"):
+        out.print(f"speed: not measured ({escape(str(performance.get('reason')))})")
+        return
+    summary = performance["summary"]
+    if summary.get("geomean_speedup") is not None:
+        out.print(f"speed: geomean {summary['geomean_speedup']:.3g}x eager over {summary['counted']} shapes on "
+                  f"{escape(str(performance.get('gpu')))}")
+    table = Table(show_edge=False, pad_edge=False, title="per-shape timing")
+    for column in ("input", "aten ms", "kernel ms", "speedup", "GB/s"):
+        table.add_column(column, justify="left" if column == "input" else "right")
+    for shape in performance.get("shapes") or []:
+        table.add_row(escape(str(shape["input"])[:70]), _ms(shape.get("aten_ms")), _ms(shape.get("kernel_ms")),
+                      f"{shape['speedup']:.3g}x" if shape.get("speedup") else "-",
+                      f"{shape['kernel_gbs']:.0f}" if shape.get("kernel_gbs") else "-")
+    out.print(table)
+
+
+def _ms(value) -> str:
+    return f"{value:.4f}" if value is not None else "-"
+
+
+def _decide(args, out, err) -> int:
+    record = api.review_decide(args.op, args.action, args.note, root=args.root, version=args.version)
+    if args.json:
+        print(json.dumps(record))
+    else:
+        out.print(f"{escape(args.op)} version {record['version']}: {_status(record['status'])} by "
+                  f"{escape(str(record['by']))}")
+    return 0
+
+
+def _diff(args, out, err) -> int:
+    text = api.review_diff(args.op, args.root, args.version, args.against)
+    if not text:
+        err.print("the two versions' kernel.py are identical")
+        return 0
+    out.print(Syntax(text, "diff") if out.is_terminal else escape(text), end="" if not out.is_terminal else "\n")
+    return 0
+
+
+def _verify(args, out, err) -> int:
+    if bool(args.op) == bool(args.all):
+        raise UsageError("review verify takes one OP or --all")
+
+    def started(op: str, number: int) -> None:
+        err.print(f"verifying {op} version {number}...")
+    results = api.review_verify(args.op, root=args.root, force=args.force, device=args.device,
+                                timeout_s=args.timeout, allow_no_opinfo=args.allow_no_opinfo, on_start=started)
+    if args.json:
+        print(json.dumps(results, indent=1))
+    elif not results:
+        out.print("nothing to verify: every approved kernel was tested in this environment"
+                  + ("" if args.force else " (--force re-tests them anyway)"))
+    for r in results if not args.json else []:
+        mark = "[green]passed[/green]" if r["passed"] else "[red]failed[/red]"
+        out.print(f"{escape(r['op'])} v{r['version']}: {mark}, now {_status(r['status'])}: {escape(r['note'])}")
+    return 0 if all(r["passed"] for r in results) else 1

@@ -1,0 +1,55 @@
+"""``bbagent review verify``: re-run an approved kernel's tests where its environment changed.
+
+A kernel approved under other torch, triton, GPU or test-suite versions (``stale``) is tested
+again here with its whole family of served overloads, and timed on a GPU. Passing renews its
+``tested_in`` and performance and keeps it approved; failing puts it back to ``needs_review``
+with the failure in the note. Either way the Verdict is kept beside it as ``verify-verdict.json``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from agent.review.catalog import KernelVersion, operators, find
+from agent.review.lifecycle import changes, now, read_meta, tested_in, write_meta
+from agent.storage import write_atomic
+
+
+def stale_versions(root: Path, op: str | None, force: bool = False) -> list[tuple[str, KernelVersion]]:
+    """The versions to verify: every approved one that is stale (``force``: every approved one),
+    of ``op`` or of every operator."""
+    entries = [find(root, op)] if op else operators(root)
+    return [(e.op, v) for e in entries for v in e.versions
+            if v.status == "stale" or (force and v.status == "approved")]
+
+
+def verify(root: Path, version: KernelVersion, evaluate: Callable) -> dict:
+    """Test one version again with ``evaluate(op, kernel_file, overloads) -> Verdict`` and record
+    the outcome in its meta.json; returns what happened."""
+    meta = version.meta
+    was = changes(meta)
+    written_for = meta.get("written_for", meta["op"])
+    verdict = evaluate(written_for, version.kernel, meta.get("serves") or [written_for])
+    write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
+    meta = read_meta(version.folder)
+    env = verdict.environment
+    where = env.gpu or "CPU (Triton interpreter)"
+    s = verdict.summary
+    if verdict.passed:
+        meta["tested_in"] = tested_in({"torch": env.torch, "triton": env.triton}, env.gpu)
+        meta["versions"] = {**meta.get("versions", {}), "torch": env.torch, "triton": env.triton}
+        meta["gpu"] = env.gpu
+        if verdict.performance is not None and verdict.performance.measured:
+            from agent.loop import performance_record
+            meta["performance"] = performance_record(verdict)
+        entry = {"status": "approved", "by": "bbagent", "at": now(),
+                 "note": f"verified: {s.passed}/{s.total} tests passed on {where} (was: {'; '.join(was) or 'forced'})"}
+    else:
+        entry = {"status": "needs_review", "by": "bbagent", "at": now(),
+                 "note": f"verify failed on {where}: {s.failed} of {s.total} tests failed: "
+                         f"{(verdict.message or '').splitlines()[0][:300] if verdict.message else verdict.error_kind}"}
+    meta["review"] = {**meta["review"], **{k: entry[k] for k in ("status", "by", "at", "note")},
+                      "history": [*meta["review"].get("history", []), entry]}
+    write_meta(version.folder, meta)
+    return {"op": meta["op"], "version": version.number, "passed": verdict.passed, "status": entry["status"],
+            "note": entry["note"], "verdict": str(version.folder / "verify-verdict.json")}

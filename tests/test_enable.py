@@ -1,0 +1,121 @@
+"""``bbagent.enable()`` / ``disable()`` on the CPU: approved interpreter kernels change what
+``torch.relu`` runs (the call counter proves it) and disable restores aten; the re-entrancy
+guard, the dtype and exception fallbacks and the speed gate. Each scenario runs in a fresh
+process with ``TRITON_INTERPRET=1`` (registrations are process-wide)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.review import lifecycle
+from tests.test_review import install, readme, run_meta
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "tests" / "kernels"
+RELU = "aten.relu.default"
+FAMILY = [RELU, "aten.relu_.default", "aten.relu.out"]
+
+
+def in_fresh_process(script: str, root: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, cwd=root,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def accepted(root: Path, source: str, approve: bool = True, **extra) -> Path:
+    install(root, RELU, source, run_meta(RELU, "run-1", serves=FAMILY, dtypes=["float32"], **extra), readme)
+    folder = root / "generated_kernels" / RELU
+    if approve:
+        lifecycle.set_status(folder, "approved")
+    return folder
+
+
+def test_enable_serves_torch_relu_from_the_approved_kernel_and_disable_restores_aten(tmp_path):
+    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
+    result = in_fresh_process(
+        "import json, sys, torch, bbagent\n"
+        "x = torch.randn(1000)\n"
+        "enabled = bbagent.enable(sys.argv[1], device='cpu', include_slower=True)\n"
+        "y = torch.relu(x); z = torch.nn.functional.relu(x)\n"
+        "during = enabled.calls()\n"
+        "served = sorted(enabled.served)\n"
+        "counts = bbagent.disable()\n"
+        "torch.relu(x)\n"
+        "print(json.dumps({'during': during, 'after': enabled.calls(), 'served': served, 'final': counts,\n"
+        "                  'correct': bool(torch.equal(y, x.clamp_min(0))), 'active': enabled.active,\n"
+        "                  'kernel_type': type(enabled.library).__name__}))\n", tmp_path)
+    assert result["served"] == sorted(FAMILY)
+    assert result["during"][RELU] == 2 and result["correct"]
+    assert result["after"][RELU] == 2 and result["final"][RELU] == 2      # aten again after disable
+    assert result["active"] is False
+
+
+def test_unreviewed_and_slower_overloads_are_left_to_aten_unless_asked(tmp_path):
+    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text(), approve=False,
+             performance={"measured": True, "summary": {"geomean_speedup": 1.4}},
+             overload_speedups={"aten.relu_.default": {"geomean_speedup": 0.62}})
+    result = in_fresh_process(
+        "import json, sys, torch, bbagent\n"
+        "first = bbagent.enable(sys.argv[1], device='cpu'); a = (sorted(first.served), first.skipped)\n"
+        "bbagent.disable()\n"
+        "with bbagent.enable(sys.argv[1], device='cpu', include_unreviewed=True) as second:\n"
+        "    torch.relu(torch.randn(8)); b = (sorted(second.served), second.skipped, second.calls())\n"
+        "print(json.dumps({'default': a, 'unreviewed': b}))\n", tmp_path)
+    served, skipped = result["default"]
+    assert served == [] and "no approved, non-stale version (v1 needs_review)" in skipped[RELU]
+    served, skipped, calls = result["unreviewed"]
+    assert served == [RELU] and calls == {RELU: 1}
+    assert skipped["aten.relu_.default"].startswith("measured 0.62x eager")
+    assert skipped["aten.relu.out"].startswith("not timed as served")
+
+
+def test_a_kernel_calling_its_own_op_gets_the_original_and_odd_inputs_fall_back(tmp_path):
+    """The kernel calls torch.relu itself: without the guard this recursed until the stack ran out.
+    A float64 input (only float32 was tested) and an input the kernel raises on go to aten."""
+    accepted(tmp_path, "import torch\n\n"
+                       "def kernel(self):\n"
+                       "    if self.dim() == 0:\n"
+                       "        raise NotImplementedError('scalars')\n"
+                       "    return torch.relu(self) + 0.0\n")
+    result = in_fresh_process(
+        "import json, sys, torch, bbagent\n"
+        "with bbagent.enable(sys.argv[1], device='cpu', include_slower=True) as enabled:\n"
+        "    x = torch.randn(64)\n"
+        "    ok = bool(torch.equal(torch.relu(x), x.clamp_min(0)))\n"
+        "    torch.relu(x.double()); torch.relu(torch.tensor(-1.0))\n"
+        "    row = next(r for r in enabled.report() if r['op'] == 'aten.relu.default')\n"
+        "print(json.dumps({'ok': ok, 'row': row}))\n", tmp_path)
+    assert result["ok"]
+    assert result["row"]["calls"] == 1
+    assert result["row"]["fallbacks"] == {"re-entered: the kernel called its own overload": 1,
+                                          "dtype float64 not tested": 1, "kernel raised NotImplementedError": 1}
+
+
+def test_enable_refuses_a_second_enable_and_names_a_kernel_that_cannot_import(tmp_path):
+    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
+    install(tmp_path, "aten.exp.default", "def kernel(self:\n", run_meta("aten.exp.default", "run-2"), readme)
+    lifecycle.set_status(tmp_path / "generated_kernels" / "aten.exp.default", "approved")
+    result = in_fresh_process(
+        "import json, sys, bbagent\n"
+        "errors = []\n"
+        "for ops in (['aten.exp.default'], ['aten.relu.default'], ['aten.relu.default']):\n"
+        "    try:\n"
+        "        bbagent.enable(sys.argv[1], device='cpu', include_slower=True, ops=ops)\n"
+        "    except bbagent.UsageError as exc:\n"
+        "        errors.append(str(exc))\n"
+        "print(json.dumps({'errors': errors}))\n", tmp_path)
+    broken, twice = result["errors"]
+    assert "aten.exp.default/kernel.py cannot be imported: SyntaxError" in broken
+    assert "already enabled: call bbagent.disable() first" in twice
+
+
+@pytest.mark.parametrize("device", ["tpu"])
+def test_enable_rejects_an_unknown_device(device):
+    import bbagent
+    with pytest.raises(bbagent.UsageError, match="device must be one of cuda, cpu"):
+        bbagent.enable(device=device)
