@@ -179,6 +179,6 @@ def test_tolerance_used_is_the_passing_error_as_a_fraction_of_the_tolerance():
     expected = torch.tensor([0.0, 1.0, 2.0])
     assert tolerance_used(expected, expected.clone()) == 0.0
     actual = expected + torch.tensor([0.0, 0.5 * (atol + rtol), 0.0])
-    assert abs(tolerance_used(expected, actual) - 0.5) < 1e-3
+    assert abs(tolerance_used(expected, actual) - 0.5) < 0.02   # the float32 sum rounds the offset
     assert tolerance_used(torch.tensor([1, 2]), torch.tensor([1, 2])) is None   # integers: exact, no fraction
     assert tolerance_used((expected, 3), (actual, 3)) == tolerance_used(expected, actual)
