@@ -153,6 +153,30 @@ def _parser() -> argparse.ArgumentParser:
     logs.add_argument("--json", action="store_true", help="print one JSON list (prompts and responses included)")
     _add_root(logs)
 
+    cm = sub.add_parser("check-model", help="run a real model with the approved kernels enabled and compare with eager",
+                        description="Build MODEL from a config (fixed seed, no downloaded weights), run its forward "
+                                    "eagerly and with bbagent.enable() in a child process, compare the outputs "
+                                    "(|enabled - eager| <= atol + rtol * |eager| everywhere), list the aten overloads "
+                                    "served by generated kernels with their call counts, time both, and on a "
+                                    "mismatch bisect over the enabled overloads to name the culprit. Exit 0 match, "
+                                    "1 mismatch, 2 usage error.")
+    cm.add_argument("--model", required=True, choices=["resnet18", "transformer"])
+    cm.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu (interpreter)")
+    cm.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    cm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a model setting, e.g. --set batch=2 --set d_model=64 (see agent/models.py)")
+    cm.add_argument("--ops", help="only these overloads, comma-separated (default: every one enable() serves)")
+    cm.add_argument("--include-unreviewed", action="store_true", help="also kernels not approved yet")
+    cm.add_argument("--include-slower", action="store_true", help="also overloads not measured as fast as eager")
+    cm.add_argument("--atol", type=float, default=1e-3, help="absolute tolerance (default 1e-3)")
+    cm.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
+    cm.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds (median; default 5)")
+    cm.add_argument("--iterations", type=int, default=10, help="forwards per timing round (default 10)")
+    cm.add_argument("--seed", type=int, default=0)
+    cm.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole check (default 1800)")
+    cm.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    _add_root(cm)
+
     from agent.review.command import add_parser as add_review_parser
     add_review_parser(sub, _add_root, _add_eval_options)
 
@@ -259,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     command = {"generate": cmd_generate, "batch": cmd_batch, "status": cmd_status, "prompt": cmd_prompt, "eval": cmd_eval, "bench": cmd_bench,
                "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema, "runs": cmd_runs,
-               "review": cmd_review}[args.command]
+               "review": cmd_review, "check-model": cmd_check_model}[args.command]
     try:
         return command(args, out, err)
     except UsageError as exc:
@@ -504,6 +528,35 @@ def cmd_runs(args, out, err) -> int:
         out.print(f"{e['id']:<52} {e['kind']:<5} {e['status'] or '':<11} {e['op'] or '':<34} {cost}",
                   markup=False)
     return EXIT_OK
+
+
+def _settings(pairs: list[str]) -> dict:
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set takes KEY=VALUE, e.g. --set batch=2 (got '{pair}')")
+        try:
+            settings[key.strip()] = json.loads(value)
+        except ValueError:
+            settings[key.strip()] = value  # a word, e.g. activation=relu
+    return settings
+
+
+def cmd_check_model(args, out, err) -> int:
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()] if args.ops else None
+    with _waiting(err, f"running {args.model} eagerly and with the kernels enabled"):
+        result = api.check_model(args.model, root=args.root, device=args.device, dtype=args.dtype,
+                                 config=_settings(args.set), ops=ops, include_unreviewed=args.include_unreviewed,
+                                 include_slower=args.include_slower, atol=args.atol, rtol=args.rtol,
+                                 repeats=args.repeats, iterations=args.iterations, seed=args.seed,
+                                 timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        from agent.report import print_check_model
+        print_check_model(out, result)
+    return EXIT_OK if result["match"] else EXIT_FAIL
 
 
 def cmd_review(args, out, err) -> int:

@@ -162,8 +162,11 @@ def _register(library, op: str, meta: dict, kernel, record: ServedOverload, disp
     tested_dtypes = {getattr(torch, name) for name in meta.get("dtypes") or [] if hasattr(torch, name)}
     guard = threading.local()
 
+    tensor_positions = _tensor_arguments(overload)
+
     def fallback(reason: str, args, kwargs):
         record.fallbacks[reason] += 1
+        args, kwargs = _numbers_as_tensors(args, kwargs, tensor_positions)
         return original.call_boxed(keyset, *args, **kwargs)
 
     def implementation(*args, **kwargs):
@@ -188,6 +191,38 @@ def _register(library, op: str, meta: dict, kernel, record: ServedOverload, disp
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel.*")
         library.impl(_library_name(op), implementation, dispatch_key)
+
+
+def _tensor_arguments(overload) -> tuple[set[int], set[str]]:
+    """Positions and names of the schema's plain Tensor arguments."""
+    positions, names = set(), set()
+    for i, argument in enumerate(overload._schema.arguments):
+        if str(argument.type) != "Tensor":
+            continue
+        if argument.kwarg_only:
+            names.add(argument.name)
+        else:
+            positions.add(i)
+    return positions, names
+
+
+def _numbers_as_tensors(args: tuple, kwargs: dict, tensor_arguments) -> tuple[tuple, dict]:
+    """A Python kernel receives a wrapped number (``x + 0.5``) as a Python number, but aten's boxed
+    kernel wants a Tensor there: give it a 0-dim tensor of the dtype a wrapped number has (the
+    default float dtype for floats, int64, bool, complex), so type promotion comes out the same
+    (except when every operand is 0-dim)."""
+    import torch
+    positions, names = tensor_arguments
+
+    def as_tensor(value):
+        if isinstance(value, bool):
+            return torch.tensor(value)
+        if isinstance(value, (int, float, complex)):
+            return torch.tensor(value, dtype=torch.int64 if isinstance(value, int) else None)
+        return value
+    args = tuple(as_tensor(a) if i in positions else a for i, a in enumerate(args))
+    kwargs = {k: as_tensor(v) if k in names else v for k, v in kwargs.items()}
+    return args, kwargs
 
 
 def _library_name(op: str) -> str:

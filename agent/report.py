@@ -255,3 +255,42 @@ def print_calls(console: Console, calls: list[dict]) -> None:
     total = sum(c["cost_usd"] or 0 for c in calls)
     console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, "
                   f"${total:.4f} in all")
+
+
+def print_check_model(console: Console, result: dict) -> None:
+    """``bbagent check-model``'s result: verdict, overloads served, timing, culprits."""
+    from rich.table import Table
+    widen(console)
+    head = f"{result['model']} on {result.get('gpu') or result['device']} ({result['dtype']})"
+    if result.get("crashed"):
+        console.print(f"{head}: [red]CRASHED[/red]: {escape(result['crashed'])}\n{escape(result.get('stderr_tail', ''))}")
+        return
+    tol = result["tolerance"]
+    status = "[green]MATCH[/green]" if result["match"] else "[red]MISMATCH[/red]"
+    console.print(f"{head}: {status} against eager within atol {tol['atol']:g}, rtol {tol['rtol']:g}: "
+                  f"{result['mismatches']} of {result['numel']} outputs outside, max abs error "
+                  f"{result['max_abs_error']:.3g}, max rel error {result['max_rel_error']:.3g}")
+    for m in result.get("first_mismatches") or []:
+        console.print(f"  output[{m['index']}]: eager {m['eager']:.6g}, enabled {m['enabled']:.6g}")
+    table = Table(show_edge=False, pad_edge=False, title="aten overloads served by generated kernels")
+    for column in ("overload", "version", "calls served", "calls in model", "fallbacks", "speedup (bench)"):
+        table.add_column(column, justify="left" if column in ("overload", "fallbacks") else "right")
+    for op, r in sorted(result["served"].items(), key=lambda item: -item[1]["calls"]):
+        fallbacks = ", ".join(f"{why}: {n}" for why, n in r["fallbacks"].items()) or "-"
+        table.add_row(op, f"v{r['version']}", str(r["calls"]), str(r["model_calls"]), escape(fallbacks),
+                      f"{r['speedup']:.3g}x" if r["speedup"] is not None else "-")
+    console.print(table)
+    total = sum(result["ops_run"].values())
+    served = sum(r["calls"] for r in result["served"].values())
+    console.print(f"the forward ran {total} aten calls over {len(result['ops_run'])} overloads; {served} served by "
+                  f"generated kernels")
+    for op, why in sorted(result.get("skipped_in_model", {}).items()):
+        console.print(f"  not served: {op}: {escape(why)}")
+    timing = result.get("timing")
+    if timing:
+        note = " (CPU: the Triton interpreter; says nothing about speed)" if result["device"] == "cpu" else ""
+        console.print(f"time per forward (median of {timing['repeats']} x {timing['iterations']}): eager "
+                      f"{timing['eager_ms']:.3f} ms, enabled {timing['enabled_ms']:.3f} ms, "
+                      f"{timing['speedup']:.3g}x{note}")
+    for culprit in result.get("culprits") or []:
+        console.print(f"[red]culprit:[/red] {', '.join(culprit)}" + (" (only together)" if len(culprit) > 1 else ""))

@@ -96,6 +96,24 @@ def test_a_kernel_calling_its_own_op_gets_the_original_and_odd_inputs_fall_back(
                                           "dtype float64 not tested": 1, "kernel raised NotImplementedError": 1}
 
 
+def test_the_fallback_takes_python_numbers_where_aten_wants_a_tensor(tmp_path):
+    """``x + 0.5`` reaches a Python kernel with 0.5 as a float; aten's boxed kernel needs a Tensor
+    there, with a wrapped number's promotion (an int tensor plus 0.5 is float32, not float64)."""
+    add = "aten.add.Tensor"
+    install(tmp_path, add, "def kernel(self, other, alpha=1):\n    raise NotImplementedError\n",
+            run_meta(add, "run-1", serves=[add]), readme)
+    lifecycle.set_status(tmp_path / "generated_kernels" / add, "approved")
+    result = in_fresh_process(
+        "import json, sys, torch, bbagent\n"
+        "with bbagent.enable(sys.argv[1], device='cpu', include_slower=True) as enabled:\n"
+        "    a = torch.arange(4) + 0.5\n"
+        "    b = torch.ones(3, dtype=torch.float16) + 2\n"
+        "    row = enabled.report()[0]\n"
+        "print(json.dumps({'a': [str(a.dtype), a.tolist()], 'b': str(b.dtype), 'row': row}))\n", tmp_path)
+    assert result["a"] == ["torch.float32", [0.5, 1.5, 2.5, 3.5]] and result["b"] == "torch.float16"
+    assert result["row"]["fallbacks"] == {"kernel raised NotImplementedError": 2}
+
+
 def test_enable_refuses_a_second_enable_and_names_a_kernel_that_cannot_import(tmp_path):
     accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
     install(tmp_path, "aten.exp.default", "def kernel(self:\n", run_meta("aten.exp.default", "run-2"), readme)

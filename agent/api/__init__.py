@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 __all__ = ["UsageError", "ProviderError", "Verdict", "BenchResult", "Outcome", "version", "__version__",
-           "resolve_root", "evaluate", "bench", "prompt", "generate", "ops", "kernels", "load", "enable", "disable",
+           "resolve_root", "evaluate", "bench", "prompt", "generate", "ops", "kernels", "load", "enable", "disable", "check_model",
            "verdict_schema", "review_list", "review_show", "review_decide", "review_diff", "review_verify"]
 
 
@@ -644,6 +644,56 @@ def disable() -> dict | None:
     """Give aten its kernels back; returns the calls served per overload (None if none was enabled)."""
     from agent.enable import disable as disable_kernels
     return disable_kernels()
+
+
+def check_model(model: str, *, root: str | Path | None = None, device: str | None = None, dtype: str = "float32",
+                config: dict | None = None, ops: list[str] | None = None, include_unreviewed: bool = False,
+                include_slower: bool = False, atol: float = 1e-3, rtol: float = 1e-3, repeats: int = 5,
+                iterations: int = 10, seed: int = 0, timeout_s: float = 1800.0) -> dict:
+    """Run ``model`` (``agent.models``) forward with the enabled kernels and eagerly, in a child
+    process (``agent.check_model``); returns the comparison, the overloads served with their call
+    counts, the timing and, on a mismatch, the culprit overloads."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from agent.check_model import CHILD_USAGE_ERROR
+    from agent.models import config_for
+    from harness.evaluate import default_device
+    device = device or default_device()
+    if device == "cuda" and default_device() != "cuda":
+        raise UsageError("--device cuda: no CUDA device is visible here")
+    try:
+        full_config = config_for(model, config)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise UsageError(f"--dtype takes float32, float16 or bfloat16 (got '{dtype}')")
+    for op in ops or []:
+        check_op(op)
+    positive("--repeats", repeats, minimum=1)
+    positive("--iterations", iterations, minimum=1)
+    where = resolve_root(root)
+    spec = {"model": model, "config": full_config, "device": device, "dtype": dtype, "ops": ops, "seed": seed,
+            "root": str(where), "include_unreviewed": include_unreviewed, "include_slower": include_slower,
+            "atol": atol, "rtol": rtol, "repeats": repeats, "iterations": iterations}
+    env = dict(os.environ, TRITON_INTERPRET="1") if device == "cpu" else dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="bbagent-check-model-") as scratch:
+        spec_file, result_file = Path(scratch) / "spec.json", Path(scratch) / "result.json"
+        spec_file.write_text(json.dumps(spec))
+        try:
+            done = subprocess.run([sys.executable, "-m", "agent.check_model", str(spec_file), str(result_file)],
+                                  capture_output=True, text=True, timeout=timeout_s, env=env, cwd=scratch)
+        except subprocess.TimeoutExpired:
+            return {**spec, "match": False, "crashed": f"stopped after {timeout_s:g} s (--timeout)"}
+        result = json.loads(result_file.read_text()) if result_file.is_file() else None
+    if done.returncode == CHILD_USAGE_ERROR and result:
+        raise UsageError(result["usage_error"])
+    if done.returncode != 0 or result is None:  # a kernel (or the model) took the child down
+        return {**spec, "match": False, "crashed": f"the child process exited with {done.returncode}",
+                "stderr_tail": done.stderr[-3000:]}
+    result["child_stdout_tail"] = done.stdout[-2000:]
+    return result
 
 
 # --- review ----------------------------------------------------------------------------------------

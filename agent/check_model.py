@@ -1,0 +1,166 @@
+"""``bbagent check-model``: a real model's forward with the generated kernels enabled against
+eager, in a child process (registrations are process-wide, and a kernel that crashes takes only
+the child down).
+
+The child builds the model and input from a fixed seed (``agent.models``), records which aten
+overloads one eager forward runs, then runs it eagerly and with ``bbagent.enable()``; compares the
+outputs (``|out - eager| <= atol + rtol * |eager|`` everywhere); times both, interleaved; and on a
+mismatch bisects over the enabled overloads to name the culprits. It writes one JSON result to
+the file its parent names: stdout is free for whatever a kernel prints.
+
+    python -m agent.check_model SPEC.json RESULT.json
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+MAX_BISECT_RUNS = 40
+CHILD_USAGE_ERROR = 3
+
+
+def _forward(model, inputs):
+    import torch
+    with torch.no_grad():
+        return model(inputs)
+
+
+def ops_run(model, inputs) -> dict[str, int]:
+    """The aten overloads one forward runs, with how often (a dispatch mode sees them all)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen[str(func)] += 1
+            return func(*args, **(kwargs or {}))
+    with Count() as counter:
+        _forward(model, inputs)
+    return dict(counter.seen.most_common())
+
+
+def compare(expected, actual, atol: float, rtol: float) -> dict:
+    import torch
+    exp, act = expected.detach().double(), actual.detach().double()
+    if exp.shape != act.shape:
+        return {"match": False, "message": f"shape {list(act.shape)}, eager {list(exp.shape)}"}
+    diff = (act - exp).abs()
+    same_nan = torch.isnan(exp) == torch.isnan(act)
+    bad = (diff > atol + rtol * exp.abs()) & ~(torch.isnan(exp) & torch.isnan(act)) | ~same_nan
+    finite = torch.isfinite(diff)
+    first = bad.flatten().nonzero().flatten()[:5].tolist()
+    return {"match": not bool(bad.any()), "mismatches": int(bad.sum()), "numel": exp.numel(),
+            "max_abs_error": float(diff[finite].max()) if finite.any() else None,
+            "max_rel_error": float((diff / exp.abs().clamp_min(1e-12))[finite].max()) if finite.any() else None,
+            "first_mismatches": [{"index": i, "eager": float(exp.flatten()[i]), "enabled": float(act.flatten()[i])}
+                                 for i in first]}
+
+
+def timed_ms(run, device: str, iterations: int) -> float:
+    import torch
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    sync()
+    started = time.perf_counter()
+    for _ in range(iterations):
+        run()
+    sync()
+    return (time.perf_counter() - started) * 1000 / iterations
+
+
+def check(spec: dict) -> dict:
+    import torch
+    import bbagent
+    from agent.models import build
+    device, dtype = spec["device"], getattr(torch, spec["dtype"])
+    model, inputs = build(spec["model"], spec["config"], device, dtype, spec["seed"])
+    atol, rtol = spec["atol"], spec["rtol"]
+    options = dict(include_unreviewed=spec["include_unreviewed"], include_slower=spec["include_slower"],
+                   device=device)
+    ran = ops_run(model, inputs)
+    eager = _forward(model, inputs)
+    with bbagent.enable(spec["root"], ops=spec["ops"], **options) as enabled:
+        output = _forward(model, inputs)
+        served = {r["op"]: {**r, "model_calls": ran.get(r["op"], 0)} for r in enabled.report()}
+        skipped = {op: why for op, why in enabled.skipped.items() if op in ran}
+    result = {"model": spec["model"], "config": spec["config"], "device": device, "dtype": spec["dtype"],
+              "seed": spec["seed"], "tolerance": {"atol": atol, "rtol": rtol}, "ops_run": ran, "served": served,
+              "skipped_in_model": skipped, **compare(eager, output, atol, rtol)}
+    used = [op for op, r in served.items() if r["calls"]]
+    result["timing"] = time_both(model, inputs, spec, options, used) if used else None
+    if not result["match"]:
+        result["culprits"], result["bisect_runs"] = bisect(model, inputs, eager, spec, options, used)
+    if device == "cuda":
+        result["gpu"] = torch.cuda.get_device_name()
+    return result
+
+
+def time_both(model, inputs, spec: dict, options: dict, ops: list[str]) -> dict:
+    """Median ms per forward, eager and with the kernels, over ``repeats`` interleaved rounds."""
+    import bbagent
+    forward = lambda: _forward(model, inputs)  # noqa: E731
+    for _ in range(2):
+        forward()
+    eager, enabled = [], []
+    for _ in range(spec["repeats"]):
+        eager.append(timed_ms(forward, spec["device"], spec["iterations"]))
+        with bbagent.enable(spec["root"], ops=ops, **options):
+            forward()
+            enabled.append(timed_ms(forward, spec["device"], spec["iterations"]))
+    e, k = statistics.median(eager), statistics.median(enabled)
+    return {"eager_ms": e, "enabled_ms": k, "speedup": e / k, "repeats": spec["repeats"],
+            "iterations": spec["iterations"], "eager_all_ms": eager, "enabled_all_ms": enabled}
+
+
+def bisect(model, inputs, eager, spec: dict, options: dict, ops: list[str]) -> tuple[list[list[str]], int]:
+    """The enabled overloads behind the mismatch: one culprit at a time, by halving (a set whose
+    halves each match alone is reported whole: they go wrong only together)."""
+    import bbagent
+    runs = 0
+
+    def wrong(subset: list[str]) -> bool:
+        nonlocal runs
+        runs += 1
+        with bbagent.enable(spec["root"], ops=subset, **options):
+            output = _forward(model, inputs)
+        return not compare(eager, output, spec["atol"], spec["rtol"])["match"]  # compared by aten alone
+
+    def narrow(subset: list[str]) -> list[str]:
+        if len(subset) == 1 or runs >= MAX_BISECT_RUNS:
+            return subset
+        half = len(subset) // 2
+        for part in (subset[:half], subset[half:]):
+            if wrong(part):
+                return narrow(part)
+        return subset
+
+    culprits, remaining = [], list(ops)
+    while remaining and runs < MAX_BISECT_RUNS and wrong(remaining):
+        found = narrow(remaining)
+        culprits.append(found)
+        remaining = [op for op in remaining if op not in found]
+    return culprits, runs
+
+
+def main(argv: list[str]) -> int:
+    spec_file, result_file = map(Path, argv)
+    spec = json.loads(spec_file.read_text())
+    import bbagent
+    from agent.models import ModelUnavailable
+    try:
+        result = check(spec)
+    except (ModelUnavailable, bbagent.UsageError) as exc:
+        result_file.write_text(json.dumps({"usage_error": str(exc)}))
+        return CHILD_USAGE_ERROR
+    result_file.write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

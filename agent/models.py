@@ -1,0 +1,92 @@
+"""The models ``bbagent check-model`` runs: built from a config with a fixed seed, no downloaded
+weights, so that two processes build the same model and inputs bit for bit.
+
+* ``resnet18``: torchvision's ResNet-18 (randomly initialised), input images N x 3 x H x W.
+* ``transformer``: a small decoder-only transformer written here from plain modules (Linear,
+  LayerNorm, an explicit softmax attention with a causal mask, a GELU or ReLU MLP, residual adds),
+  so that its aten calls are the ones a real model of that kind makes (mm/addmm, _softmax,
+  native_layer_norm, gelu, add). ``nn.TransformerEncoderLayer`` is not used: in eval mode it
+  runs one fused aten op and would hide them.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+MODELS = ("resnet18", "transformer")
+DEFAULT_CONFIGS = {
+    "resnet18": {"batch": 8, "image": 224, "classes": 1000},
+    "transformer": {"batch": 4, "seq": 128, "vocab": 1000, "d_model": 256, "heads": 4, "layers": 2,
+                    "d_ff": 1024, "activation": "gelu"},
+}
+
+
+class ModelUnavailable(Exception):
+    """The model needs a package that is not installed (the message says which and how)."""
+
+
+class Block(nn.Module):
+    def __init__(self, d_model: int, heads: int, d_ff: int, activation: str):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.qkv, self.proj = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+        self.up, self.down = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.activation = nn.GELU() if activation == "gelu" else nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq, width = x.shape
+        q, k, v = self.qkv(self.norm1(x)).split(width, dim=-1)
+        q, k, v = (t.reshape(batch, seq, self.heads, width // self.heads).transpose(1, 2) for t in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(width // self.heads)
+        causal = torch.ones(seq, seq, dtype=torch.bool, device=x.device).triu(1)
+        attention = scores.masked_fill(causal, float("-inf")).softmax(dim=-1)
+        mixed = (attention @ v).transpose(1, 2).reshape(batch, seq, width)
+        x = x + self.proj(mixed)
+        return x + self.down(self.activation(self.up(self.norm2(x))))
+
+
+class SmallTransformer(nn.Module):
+    def __init__(self, vocab: int, d_model: int, heads: int, layers: int, d_ff: int, seq: int, activation: str):
+        super().__init__()
+        self.embed, self.position = nn.Embedding(vocab, d_model), nn.Embedding(seq, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, heads, d_ff, activation) for _ in range(layers))
+        self.norm, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1], device=tokens.device))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x))
+
+
+def config_for(name: str, overrides: dict | None = None) -> dict:
+    if name not in MODELS:
+        raise ValueError(f"unknown model '{name}'; one of {', '.join(MODELS)}")
+    unknown = set(overrides or {}) - set(DEFAULT_CONFIGS[name])
+    if unknown:
+        raise ValueError(f"{name} has no setting {', '.join(sorted(unknown))}; its settings: "
+                         f"{', '.join(f'{k}={v}' for k, v in DEFAULT_CONFIGS[name].items())}")
+    return {**DEFAULT_CONFIGS[name], **(overrides or {})}
+
+
+def build(name: str, config: dict, device: str, dtype: torch.dtype, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
+    """The model in eval mode and its input, both from ``seed``."""
+    torch.manual_seed(seed)
+    if name == "resnet18":
+        try:
+            from torchvision.models import resnet18
+        except Exception as exc:  # noqa: BLE001 - absent, or built for another torch
+            raise ModelUnavailable(f"resnet18 needs torchvision, built for this torch ({torch.__version__}): "
+                                   f"pip install torchvision ({type(exc).__name__}: {exc})") from None
+        model = resnet18(weights=None, num_classes=config["classes"])
+        inputs = torch.randn(config["batch"], 3, config["image"], config["image"])
+    else:
+        model = SmallTransformer(config["vocab"], config["d_model"], config["heads"], config["layers"],
+                                 config["d_ff"], config["seq"], config["activation"])
+        inputs = torch.randint(0, config["vocab"], (config["batch"], config["seq"]))
+    model = model.to(device=device, dtype=dtype).eval()
+    inputs = inputs.to(device) if inputs.dtype == torch.int64 else inputs.to(device=device, dtype=dtype)
+    return model, inputs

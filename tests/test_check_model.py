@@ -1,0 +1,68 @@
+"""``bbagent check-model`` on the CPU with interpreter kernels: a tiny transformer built from a
+config matches eager with approved relu and add kernels serving its calls; a wrong relu kernel
+is named as the culprit by the bisection; resnet18 needs torchvision and says so."""
+import importlib.util
+import json
+
+import pytest
+
+from agent.cli import main
+from agent.review import lifecycle
+from tests.test_review import KERNELS, install, readme, run_meta
+
+TINY = ["--set", "batch=2", "--set", "seq=8", "--set", "d_model=32", "--set", "d_ff=64", "--set", "vocab=50",
+        "--set", "activation=relu", "--set", "layers=1"]
+RELU, ADD = "aten.relu.default", "aten.add.Tensor"
+
+
+def approve(root, op: str, kernel: str, dtypes=("float32",)) -> None:
+    install(root, op, (KERNELS / kernel).read_text(), run_meta(op, f"run-{op}", dtypes=list(dtypes)), readme)
+    lifecycle.set_status(root / "generated_kernels" / op, "approved")
+
+
+def check(root, *extra) -> tuple[int, dict]:
+    import io
+    import contextlib
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["check-model", "--model", "transformer", "--device", "cpu", *TINY, "--root", str(root),
+                     "--include-slower", "--repeats", "1", "--iterations", "1", "--json", *extra])
+    return code, json.loads(buffer.getvalue())
+
+
+def test_transformer_matches_eager_with_generated_kernels_serving_its_calls(tmp_path):
+    approve(tmp_path, RELU, "relu_triton.py")
+    approve(tmp_path, ADD, "add_broadcast.py")
+    code, result = check(tmp_path)
+    assert code == 0 and result["match"] and result["mismatches"] == 0
+    assert result["served"][RELU]["calls"] == result["ops_run"][RELU] == 1
+    assert result["served"][ADD]["calls"] == result["ops_run"][ADD] > 0
+    assert result["timing"]["eager_ms"] > 0 and result["timing"]["enabled_ms"] > 0
+    assert "aten.native_layer_norm.default" in result["ops_run"]
+    assert "culprits" not in result
+
+
+def test_a_wrong_kernel_is_found_by_bisection(tmp_path):
+    approve(tmp_path, RELU, "relu_identity.py")        # copies its input: wrong for negatives
+    approve(tmp_path, ADD, "add_broadcast.py")
+    code, result = check(tmp_path)
+    assert code == 1 and not result["match"]
+    assert result["culprits"] == [[RELU]]
+    first = result["first_mismatches"][0]
+    assert first["eager"] != first["enabled"]
+
+
+def test_check_model_usage_errors(tmp_path, capsys):
+    assert main(["check-model", "--model", "transformer", "--device", "cpu", "--set", "width=3",
+                 "--root", str(tmp_path)]) == 2
+    assert "transformer has no setting width" in capsys.readouterr().err
+    assert main(["check-model", "--model", "transformer", "--device", "cpu", "--set", "batch",
+                 "--root", str(tmp_path)]) == 2
+    assert "--set takes KEY=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchvision") is not None,
+                    reason="torchvision is installed here: resnet18 runs (its GPU twin is in test_gpu.py)")
+def test_resnet18_without_torchvision_says_how_to_get_it(tmp_path, capsys):
+    assert main(["check-model", "--model", "resnet18", "--device", "cpu", "--root", str(tmp_path)]) == 2
+    assert "resnet18 needs torchvision" in capsys.readouterr().err
