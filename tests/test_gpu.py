@@ -128,3 +128,18 @@ def test_a_batch_executor_pins_each_evaluation_to_its_gpu():
     seen = {s["name"]: s["evaluations"] for s in executor.activity()}
     assert seen == {f"gpu-{gpu}": 1 for gpu in gpus}
     assert verdict.environment.cuda_visible_devices == physical_gpu(gpus[-1])
+
+
+def test_enable_serves_cuda_tensors_and_check_model_matches_on_gpu(tmp_path, capsys):
+    """GPU twin of test_enable / test_check_model: approved kernels registered for the CUDA key
+    serve the model's calls on the GPU, and the tiny transformer matches eager."""
+    from test_check_model import TINY, approve
+    approve(tmp_path, "aten.relu.default", "relu_triton.py", dtypes=("float32", "float16", "bfloat16"))
+    approve(tmp_path, "aten.add.Tensor", "add_broadcast.py")
+    code = main(["check-model", "--model", "transformer", "--device", "cuda", *TINY, "--root", str(tmp_path),
+                 "--include-slower", "--repeats", "1", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and result["match"], result
+    assert result["served"]["aten.relu.default"]["calls"] == 1
+    assert result["served"]["aten.add.Tensor"]["calls"] == result["ops_run"]["aten.add.Tensor"] > 0
+    assert result["gpu"]
