@@ -177,6 +177,16 @@ def _parser() -> argparse.ArgumentParser:
     cm.add_argument("--json", action="store_true", help="print the result as one JSON object")
     _add_root(cm)
 
+    rp = sub.add_parser("report", help="write one self-contained HTML report of a batch or a run",
+                        description="Write an offline HTML page for a batch (default: the newest under ROOT/runs) "
+                                    "or a run: the funnel (asked, correct, faster than eager, approved), speedups "
+                                    "across operators (failures shown as failures), the fast_p curve, per-shape "
+                                    "speedup against input size, cost and rounds, the slowest and most expensive "
+                                    "operators, links to kernels and transcripts. Prints the file's path.")
+    rp.add_argument("ident", nargs="?", metavar="RUN_OR_BATCH_ID")
+    rp.add_argument("--out", type=Path, help="the HTML file to write (default ROOT/runs/<id>/report.html)")
+    _add_root(rp)
+
     from agent.review.command import add_parser as add_review_parser
     add_review_parser(sub, _add_root, _add_eval_options)
 
@@ -283,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     command = {"generate": cmd_generate, "batch": cmd_batch, "status": cmd_status, "prompt": cmd_prompt, "eval": cmd_eval, "bench": cmd_bench,
                "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema, "runs": cmd_runs,
-               "review": cmd_review, "check-model": cmd_check_model}[args.command]
+               "review": cmd_review, "check-model": cmd_check_model,
+               "report": cmd_report}[args.command]
     try:
         return command(args, out, err)
     except UsageError as exc:
@@ -557,6 +568,13 @@ def cmd_check_model(args, out, err) -> int:
         from agent.report import print_check_model
         print_check_model(out, result)
     return EXIT_OK if result["match"] else EXIT_FAIL
+
+
+def cmd_report(args, out, err) -> int:
+    with _waiting(err, "drawing the report"):
+        path = api.report(args.ident, root=args.root, out=args.out)
+    print(path)
+    return EXIT_OK
 
 
 def cmd_review(args, out, err) -> int:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 __all__ = ["UsageError", "ProviderError", "Verdict", "BenchResult", "Outcome", "version", "__version__",
-           "resolve_root", "evaluate", "bench", "prompt", "generate", "ops", "kernels", "load", "enable", "disable", "check_model",
+           "resolve_root", "evaluate", "bench", "prompt", "generate", "ops", "kernels", "load", "enable", "disable", "check_model", "report",
            "verdict_schema", "review_list", "review_show", "review_decide", "review_diff", "review_verify"]
 
 
@@ -694,6 +694,21 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
                 "stderr_tail": done.stderr[-3000:]}
     result["child_stdout_tail"] = done.stdout[-2000:]
     return result
+
+
+def report(ident: str | None = None, *, root: str | Path | None = None, out: str | Path | None = None) -> Path:
+    """Write the HTML report of a batch (default: the newest) or a run (``agent.html_report``);
+    returns its path (default ``runs/<id>/report.html``)."""
+    import importlib.util
+    from agent.html_report import ReportError, write_report
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("bbagent report draws its charts with matplotlib: pip install 'bbagent[report]' "
+                         "(or pip install matplotlib)")
+    where = resolve_root(root, write=out is None)
+    try:
+        return write_report(where, ident, Path(out) if out is not None else None)
+    except ReportError as exc:
+        raise UsageError(str(exc)) from None
 
 
 # --- review ----------------------------------------------------------------------------------------

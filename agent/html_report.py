@@ -1,0 +1,221 @@
+"""``bbagent report``: one self-contained HTML page for a batch (or a single run), readable offline.
+
+The page holds the funnel (asked -> correct -> faster than eager -> approved), the speedups
+across operators (sorted; a failed operator is drawn as a failure, never as 1.0x), the fast_p
+curve (share of the operators asked that are correct and more than p times faster than eager),
+per-shape speedup against input size for each operator, cost and rounds per operator, the
+slowest and most expensive operators, and links to every kernel and transcript. Charts are
+matplotlib SVGs inlined in the page; nothing is fetched when it opens.
+"""
+from __future__ import annotations
+
+import html
+import io
+import json
+import math
+import os
+from pathlib import Path
+
+from agent.review.lifecycle import status_of, read_meta
+
+MAX_SHAPE_LINES = 12
+
+
+class ReportError(Exception):
+    """What to report cannot be found (the message names what there is)."""
+
+
+def _load_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def collect(root: Path, ident: str | None) -> dict:
+    """The rows of a batch (``batch-...``; default the newest) or of one run, one per operator."""
+    runs = root / "runs"
+    if ident is None:
+        batches = sorted(p.name for p in runs.glob("batch-*") if (p / "ledger.sqlite").is_file())
+        if not batches:
+            raise ReportError(f"no batch under {runs}: name a run id (`bbagent runs` lists them)")
+        ident = batches[-1]
+    where = runs / ident
+    if (where / "ledger.sqlite").is_file():
+        from agent.batch.ledger import Ledger
+        rows = [r for r in Ledger(where / "ledger.sqlite").rows() if r["state"] != "skipped"]
+        ops = [_op_row(root, r["op"], r["state"], r.get("run_id"), r.get("rounds"), r.get("cost_usd"),
+                       r.get("error_class") or "", r.get("error") or "") for r in rows]
+        return {"title": f"batch {ident}", "ident": ident, "path": where, "ops": ops}
+    state = _load_json(where / "run.json")
+    if state is None:
+        raise ReportError(f"no batch or run '{ident}' under {runs} (`bbagent runs` lists them)")
+    op = _op_row(root, state["op"], state.get("status"), ident, state.get("rounds_used"), state.get("cost_usd"),
+                 "", state.get("message") or "")
+    return {"title": f"run {ident}", "ident": ident, "path": where, "ops": [op]}
+
+
+def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, error_class: str, error: str) -> dict:
+    row = {"op": op, "state": state, "run_id": run_id, "rounds": rounds, "cost_usd": cost or 0.0,
+           "error_class": error_class, "error": error[:300], "speedup": None, "shapes": [], "review": None,
+           "kernel": None, "transcript": str(root / "runs" / run_id) if run_id else None}
+    if state != "accepted":
+        return row
+    folder = _kernel_folder(root, op, run_id)
+    if folder is not None:
+        meta = read_meta(folder)
+        row.update(review=status_of(meta), kernel=str(folder / "kernel.py"))
+        performance = meta.get("performance") or {}
+    else:  # the kernel folder moved on: the run's own verdicts still hold the numbers
+        performance = _best_performance(root / "runs" / str(run_id))
+    if performance.get("measured"):
+        row["speedup"] = (performance.get("summary") or {}).get("geomean_speedup")
+        row["shapes"] = [{"bytes": s.get("bytes"), "speedup": s["speedup"], "input": s["input"]}
+                         for s in performance.get("shapes") or [] if s.get("speedup")]
+    return row
+
+
+def _kernel_folder(root: Path, op: str, run_id: str | None) -> Path | None:
+    """The version of ``op``'s kernel that ``run_id`` accepted (current or under versions/)."""
+    base = root / "generated_kernels" / op
+    for folder in [base, *sorted((base / "versions").glob("*"), reverse=True)]:
+        meta = _load_json(folder / "meta.json")
+        if meta and meta.get("run_id") == run_id:
+            return folder
+    return None
+
+
+def _best_performance(run_dir: Path) -> dict:
+    from agent.loop import performance_record
+    from harness.verdict import Verdict
+    best = None
+    for path in run_dir.glob("round-*/**/verdict.json"):
+        verdict = Verdict.model_validate_json(path.read_text())
+        speed = verdict.geomean_speedup() if verdict.passed else None
+        if speed is not None and (best is None or speed > best[0]):
+            best = (speed, verdict)
+    return performance_record(best[1]) if best else {}
+
+
+def funnel(ops: list[dict]) -> list[tuple[str, int]]:
+    correct = [o for o in ops if o["state"] == "accepted"]
+    return [("asked", len(ops)), ("correct", len(correct)),
+            ("faster than eager", sum(1 for o in correct if (o["speedup"] or 0) >= 1.0)),
+            ("approved", sum(1 for o in correct if o["review"] == "approved"))]
+
+
+def fast_p_curve(ops: list[dict], points: int = 60) -> tuple[list[float], list[float]]:
+    """fast_p over p: the share of operators asked that are correct with a speedup above p."""
+    speeds = [o["speedup"] for o in ops if o["state"] == "accepted" and o["speedup"]]
+    top = max([2.0, *speeds]) * 1.05
+    ps = [top * i / (points - 1) for i in range(points)]
+    return ps, [sum(1 for s in speeds if s > p) / max(len(ops), 1) for p in ps]
+
+
+def _svg(figure) -> str:
+    import matplotlib.pyplot as plt
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def charts(ops: list[dict]) -> dict[str, str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, small
+    found = {}
+
+    ordered = sorted(ops, key=lambda o: (o["state"] != "accepted", -(o["speedup"] or 0), o["op"]))
+    figure, axis = plt.subplots(figsize=(9, max(2.5, 0.32 * len(ordered) + 1)))
+    labels = [o["op"] for o in ordered]
+    for i, o in enumerate(ordered):
+        if o["state"] != "accepted":
+            axis.barh(i, 0, color="none")
+            axis.text(0.0, i, f"  FAILED ({o['error_class'] or o['state']})", va="center", color="#b00020",
+                      transform=axis.get_yaxis_transform())
+        elif o["speedup"] is None:
+            axis.text(0.0, i, "  correct, not timed", va="center", color="#555",
+                      transform=axis.get_yaxis_transform())
+        else:
+            axis.barh(i, o["speedup"], color="#2e7d32" if o["speedup"] >= 1 else "#ef6c00")
+            axis.text(o["speedup"], i, f" {o['speedup']:.2f}x", va="center", fontsize=8)
+    axis.axvline(1.0, color="#333", linewidth=0.8, linestyle="--")
+    axis.set_yticks(range(len(ordered)), labels, fontsize=8)
+    axis.invert_yaxis()
+    axis.set_xlabel("geomean speedup over eager (dashed: 1.0x)")
+    axis.set_title("speedup per operator")
+    found["speedups"] = _svg(figure)
+
+    ps, shares = fast_p_curve(ops)
+    figure, axis = plt.subplots(figsize=(6, 3.2))
+    axis.plot(ps, shares, color="#1565c0")
+    axis.axvline(1.0, color="#333", linewidth=0.8, linestyle="--")
+    axis.set_xlabel("p (speedup threshold)")
+    axis.set_ylabel("fast_p: share of operators asked")
+    axis.set_ylim(0, 1.02)
+    axis.set_title("fast_p: correct and more than p times faster than eager")
+    found["fast_p"] = _svg(figure)
+
+    with_shapes = [o for o in ops if o["shapes"]][:MAX_SHAPE_LINES]
+    if with_shapes:
+        figure, axis = plt.subplots(figsize=(8, 4))
+        for o in with_shapes:
+            points = sorted((s["bytes"] or 1, s["speedup"]) for s in o["shapes"])
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=o["op"])
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.axhline(1.0, color="#333", linewidth=0.8, linestyle="--")
+        axis.set_xlabel("bytes moved by the shape (log)")
+        axis.set_ylabel("speedup over eager (log)")
+        axis.set_title("per-shape speedup against input size")
+        axis.legend(fontsize=7, loc="best")
+        found["shapes"] = _svg(figure)
+
+    figure, (cost_axis, rounds_axis) = plt.subplots(1, 2, figsize=(10, max(2.5, 0.3 * len(ops) + 1)), sharey=True)
+    names = [o["op"] for o in ops]
+    cost_axis.barh(names, [o["cost_usd"] for o in ops], color="#6a1b9a")
+    cost_axis.set_xlabel("LLM cost, USD")
+    rounds_axis.barh(names, [o["rounds"] or 0 for o in ops], color="#00838f")
+    rounds_axis.set_xlabel("rounds")
+    cost_axis.tick_params(axis="y", labelsize=8)
+    cost_axis.invert_yaxis()
+    figure.suptitle("cost and rounds per operator")
+    found["cost_rounds"] = _svg(figure)
+    return found
+
+
+def _link(path: str | None, base: Path, text: str) -> str:
+    if not path:
+        return "-"
+    target = os.path.relpath(path, base)
+    return f'<a href="{html.escape(target)}">{html.escape(text)}</a>'
+
+
+def render(data: dict, out: Path) -> str:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+    ops = data["ops"]
+    base = out.parent
+    accepted = [o for o in ops if o["state"] == "accepted"]
+    slowest = sorted((o for o in accepted if o["speedup"] is not None), key=lambda o: o["speedup"])[:5]
+    costliest = sorted(ops, key=lambda o: -o["cost_usd"])[:5]
+    timed = [o["speedup"] for o in accepted if o["speedup"]]
+    geomean = math.exp(sum(map(math.log, timed)) / len(timed)) if timed else None
+    environment = Environment(loader=PackageLoader("agent", "templates"), autoescape=select_autoescape())
+    template = environment.get_template("report.html.j2")
+    rows = [{**o, "kernel_link": _link(o["kernel"], base, "kernel.py"),
+             "transcript_link": _link(o["transcript"], base, o["run_id"] or "run")} for o in ops]
+    return template.render(title=data["title"], funnel=funnel(ops), charts=charts(ops), rows=rows,
+                           slowest=slowest, costliest=costliest, geomean=geomean,
+                           total_cost=sum(o["cost_usd"] for o in ops))
+
+
+def write_report(root: Path, ident: str | None, out: Path | None = None) -> Path:
+    data = collect(root, ident)
+    target = out or data["path"] / "report.html"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    from agent.storage import write_atomic
+    write_atomic(target, render(data, target.resolve()))
+    return target
