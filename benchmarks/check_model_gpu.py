@@ -66,6 +66,10 @@ def main() -> int:
                             "--root", str(root))
         if json_done.stdout.strip():
             (args.out / f"check-{name}.json").write_text(json_done.stdout)
+    batches = sorted((root / "runs").glob("batch-*"))
+    if batches:
+        bbagent(args.out, "report", "report", batches[-1].name, "--out", str(args.out / "report" / "report.html"),
+                "--root", str(root))
     print(f"root: {root}")
     return 0
 

@@ -16,6 +16,7 @@ RELU, ADD = "aten.relu.default", "aten.add.Tensor"
 
 
 def approve(root, op: str, kernel: str, dtypes=("float32",)) -> None:
+    """Approve ``kernel`` as tested here (so not stale here)."""
     install(root, op, (KERNELS / kernel).read_text(), run_meta(op, f"run-{op}", dtypes=list(dtypes)), readme)
     lifecycle.set_status(root / "generated_kernels" / op, "approved")
 

@@ -23,7 +23,8 @@ def run_meta(op: str, run_id: str, **extra) -> dict:
     return {"op": op, "written_for": op, "serves": [op], "provider": "replay", "model": "m", "run_id": run_id,
             "round": 1, "rounds_used": 1, "tokens": {"input": 10, "output": 20}, "cost_usd": 0.01,
             "cost_complete": True, "tests": {"passed": 40, "total": 40, "skipped": 0},
-            "versions": {"torch": torch.__version__, "triton": triton.__version__}, "gpu": None, "device": "cpu",
+            "versions": {"torch": torch.__version__, "triton": triton.__version__},
+            "gpu": lifecycle.current_environment()["gpu"], "device": "cpu",  # tested here: not stale here
             "accepted_at": "2026-11-20T00:00:00+00:00", "performance": {"measured": False, "reason": "CPU"},
             **extra}
 
@@ -162,7 +163,7 @@ def test_verify_retests_stale_kernels_and_records_the_outcome(tree, capsys):
         lifecycle.write_meta(where, meta)
         lifecycle.set_status(where, "approved")
     assert [v.status for v in find(tree, RELU).versions] == ["stale", "stale"]
-    assert main(["review", "verify", RELU, "--device", "cpu", "--json", "--root", str(tree)]) == 1
+    assert main(["review", "verify", RELU, "--json", "--root", str(tree)]) == 1
     results = {r["version"]: r for r in json.loads(capsys.readouterr().out)}
     assert results[1]["passed"] and results[1]["status"] == "approved"
     assert not results[2]["passed"] and results[2]["status"] == "needs_review"
@@ -171,5 +172,5 @@ def test_verify_retests_stale_kernels_and_records_the_outcome(tree, capsys):
     assert first.meta["review"]["note"].startswith("verified: ") and "was: torch 2.0.0" in first.meta["review"]["note"]
     assert current.status == "needs_review" and "verify failed" in current.meta["review"]["note"]
     assert (current.folder / "verify-verdict.json").is_file()
-    assert main(["review", "verify", RELU, "--device", "cpu", "--root", str(tree)]) == 0
+    assert main(["review", "verify", RELU, "--root", str(tree)]) == 0
     assert "nothing to verify" in capsys.readouterr().out
