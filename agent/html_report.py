@@ -164,7 +164,8 @@ def charts(ops: list[dict]) -> dict[str, str]:
         figure, axis = plt.subplots(figsize=(8, 4))
         for o in with_shapes:
             points = sorted((s["bytes"] or 1, s["speedup"]) for s in o["shapes"])
-            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, label=o["op"])
+            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, linewidth=0.6,
+                      alpha=0.8, label=o["op"])
         axis.set_xscale("log")
         axis.set_yscale("log")
         axis.axhline(1.0, color="#333", linewidth=0.8, linestyle="--")
