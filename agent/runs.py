@@ -3,7 +3,7 @@
 Pruning removes a run directory or a batch directory older than a given age, never one that may
 still be in use or that something kept refers to: a run whose run.json says ``running`` and was
 written recently, a batch with an operator running under a live lease, a run an accepted kernel
-was accepted from (``generated_kernels/*/meta.json`` ``run_id``), a run a kept batch lists. The
+was accepted from (``run_id`` of ``generated_kernels/*/meta.json`` and of its ``versions/*/``), a run a kept batch lists. The
 call log (``llm_calls.sqlite``) and the timing cache are never touched.
 """
 from __future__ import annotations
@@ -67,10 +67,13 @@ def _kept_runs(root: Path, batches_kept: list[Path]) -> dict[str, str]:
     """Run ids that must stay, with the reason."""
     from agent.batch.ledger import FILE_NAME, Ledger
     kept = {}
-    for meta in (root / "generated_kernels").glob("*/meta.json"):
+    for meta in [*(root / "generated_kernels").glob("*/meta.json"),
+                 *(root / "generated_kernels").glob("*/versions/*/meta.json")]:
         run_id = _read_json(meta).get("run_id")
+        folder = meta.parent
+        name = folder.name if folder.parent.name != "versions" else f"{folder.parent.parent.name} (version {folder.name})"
         if run_id:
-            kept[run_id] = f"the accepted kernel {meta.parent.name} came from it"
+            kept[run_id] = f"the accepted kernel {name} came from it"
     for batch in batches_kept:
         for row in Ledger(batch / FILE_NAME).rows():
             if row["run_id"]:

@@ -317,6 +317,7 @@ def test_runs_lists_runs_and_batches_and_prune_keeps_what_is_alive_or_referred_t
     run("20261123-100000-aten.relu.default-cccc", "running", old=False)
     run("20261101-100000-aten.relu.default-dddd", "accepted")   # listed by an old finished batch
     run("20261101-100000-aten.relu.default-eeee", "failed")     # listed by a batch still running
+    run("20261101-100000-aten.relu.default-ffff", "accepted")   # an earlier version of the kernel came from it
     batch("batch-20261101-100000-0001", "20261101-100000-aten.relu.default-dddd", None)
     batch("batch-20261101-100000-0002", "20261101-100000-aten.relu.default-eeee", lease_until=600)
     Ledger(runs_dir / "batch-20261101-100000-0002" / "ledger.sqlite")._write(
@@ -324,9 +325,11 @@ def test_runs_lists_runs_and_batches_and_prune_keeps_what_is_alive_or_referred_t
     kernel = tmp_path / "generated_kernels" / "aten.relu.default"
     kernel.mkdir(parents=True)
     (kernel / "meta.json").write_text(json.dumps({"run_id": "20261101-100000-aten.relu.default-aaaa"}))
+    (kernel / "versions" / "1").mkdir(parents=True)
+    (kernel / "versions" / "1" / "meta.json").write_text(json.dumps({"run_id": "20261101-100000-aten.relu.default-ffff"}))
     (runs_dir / "llm_calls.sqlite").write_text("")
     listed = runs(tmp_path)
-    assert [e["kind"] for e in listed] == ["run"] * 5 + ["batch"] * 2
+    assert [e["kind"] for e in listed] == ["run"] * 6 + ["batch"] * 2
     assert {e["id"]: e["status"] for e in listed if e["kind"] == "batch"} == {
         "batch-20261101-100000-0001": "finished", "batch-20261101-100000-0002": "running"}
     would = prune_runs(1, root=tmp_path, dry_run=True)
@@ -337,6 +340,7 @@ def test_runs_lists_runs_and_batches_and_prune_keeps_what_is_alive_or_referred_t
     assert {e["id"] for e in done["removed"]} == gone and not any((runs_dir / name).exists() for name in gone)
     kept = {e["id"]: e["why"] for e in done["kept"]}
     assert "accepted kernel aten.relu.default came from it" in kept["20261101-100000-aten.relu.default-aaaa"]
+    assert "aten.relu.default (version 1) came from it" in kept["20261101-100000-aten.relu.default-ffff"]
     assert "live lease" in kept["batch-20261101-100000-0002"]
     assert "is kept" in kept["20261101-100000-aten.relu.default-eeee"]
     assert (runs_dir / "20261123-100000-aten.relu.default-cccc").exists() and (runs_dir / "llm_calls.sqlite").exists()
