@@ -42,6 +42,10 @@ def event_line(event: str, data: dict) -> str | None:
                                     + ([f"{rounds} round{'s' * (rounds != 1)}"] if rounds else [])) + ")"
             tail = "" if tail == " ()" else tail
         return f"{data['op']}: [bold]{data['state']}[/bold]{tail}"
+    if event == "run_replaced_approved":
+        return (f"[yellow]{data['op']}: the new kernel replaces approved version {data.get('version')} as the "
+                f"current one[/yellow]; that version stays in {data.get('where')}/ and enable() serves it until "
+                "the new one is approved")
     if event == "op_interrupted":
         return f"{data['op']}: interrupted"
     if event == "budget_spent":
