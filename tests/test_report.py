@@ -1,6 +1,5 @@
 """``bbagent report`` on a fixture batch: the funnel, failures shown as failures, links, and the
 page rendered by headless Chromium to a PNG in which the charts are visible."""
-import json
 import os
 import re
 import shutil

@@ -3,7 +3,6 @@ earlier versions, each with its review status, and the flags that ask for a clos
 from __future__ import annotations
 
 import difflib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,7 +183,3 @@ def diff(root: Path, op: str, version: int | None = None, against: int | None = 
                                         fromfile=f"{op} version {old.number} ({old.status})",
                                         tofile=f"{op} version {new.number} ({new.status})"))
 
-
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
