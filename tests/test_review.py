@@ -176,16 +176,21 @@ def test_verify_retests_stale_kernels_and_records_the_outcome(tree, capsys):
     assert "nothing to verify" in capsys.readouterr().out
 
 
-def test_generate_twice_keeps_the_approved_kernel_as_version_1_and_says_so(tmp_path, capsys, no_keys):
-    """The real loop: the shipped replay accepted, approved, then accepted again by a second run."""
-    assert main(["generate", "--op", RELU, "--provider", "replay", "--root", str(tmp_path)]) == 0
+def test_generate_twice_keeps_the_approved_kernel_as_version_1_and_says_so(tmp_path, capsys, no_keys,
+                                                                           demo_answers):
+    """The real loop: a replayed correct answer accepted, approved, then accepted again by a second run."""
+    replay = tmp_path / "relu.json"
+    replay.write_text(json.dumps({"model": "replayed", "exchanges": [{"response": demo_answers[1]}]}))
+    generate = ["generate", "--op", RELU, "--provider", "replay", "--replay", str(replay), "--rounds", "1",
+                "--root", str(tmp_path)]
+    assert main(generate) == 0
     first = read_meta(tmp_path / "generated_kernels" / RELU)
     assert first["version"] == 1 and first["review"]["status"] == "needs_review"
     assert first["tested_in"]["suite"] == lifecycle.suite_fingerprint() and first["dtypes"]
     KernelMeta.model_validate(first)
     assert main(["review", "approve", RELU, "--root", str(tmp_path)]) == 0
     capsys.readouterr()
-    assert main(["generate", "--op", RELU, "--provider", "replay", "--root", str(tmp_path)]) == 0
+    assert main(generate) == 0
     said = capsys.readouterr()
     assert "replaces approved version 1 as the current kernel; version 1 stays in versions/1/" in said.out + said.err
     relu = find(tmp_path, RELU)
