@@ -189,7 +189,7 @@ def _register(library, op: str, meta: dict, kernel, record: ServedOverload, disp
         return result
 
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*Overriding a previously registered kernel.*")
+        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         library.impl(_library_name(op), implementation, dispatch_key)
 
 

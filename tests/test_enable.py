@@ -24,6 +24,7 @@ def in_fresh_process(script: str, root: Path) -> dict:
     done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, cwd=root,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "Overriding a previously registered kernel" not in done.stderr   # the override is the point: no warning
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
