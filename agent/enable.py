@@ -137,16 +137,13 @@ def disable() -> dict[str, int] | None:
 
 
 def _import_kernel(path: Path, name: str):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("bbagent_kernel_" + name.replace(".", "_"), path)
-    module = importlib.util.module_from_spec(spec)
+    from agent.served import import_kernel
     try:
-        spec.loader.exec_module(module)
+        return import_kernel(path, name)
+    except LookupError as exc:
+        raise RuntimeError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - said with the file's name, nothing is registered
         raise RuntimeError(f"{path} cannot be imported: {type(exc).__name__}: {exc}") from exc
-    if not callable(getattr(module, "kernel", None)):
-        raise RuntimeError(f"{path} defines no kernel(...)")
-    return module.kernel
 
 
 def _register(library, op: str, meta: dict, kernel, record: ServedOverload, dispatch_key: str) -> None:

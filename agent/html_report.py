@@ -11,25 +11,18 @@ from __future__ import annotations
 
 import html
 import io
-import json
 import math
 import os
 from pathlib import Path
 
-from agent.review.lifecycle import status_of, read_meta
+from agent.review.lifecycle import read_meta, status_of, version_folders
+from agent.runs import read_json
 
 MAX_SHAPE_LINES = 12
 
 
 class ReportError(Exception):
     """What to report cannot be found (the message names what there is)."""
-
-
-def _load_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def collect(root: Path, ident: str | None) -> dict:
@@ -47,8 +40,8 @@ def collect(root: Path, ident: str | None) -> dict:
         ops = [_op_row(root, r["op"], r["state"], r.get("run_id"), r.get("rounds"), r.get("cost_usd"),
                        r.get("error_class") or "", r.get("error") or "") for r in rows]
         return {"title": f"batch {ident}", "ident": ident, "path": where, "ops": ops}
-    state = _load_json(where / "run.json")
-    if state is None:
+    state = read_json(where / "run.json")
+    if not state:
         raise ReportError(f"no batch or run '{ident}' under {runs} (`bbagent runs` lists them)")
     op = _op_row(root, state["op"], state.get("status"), ident, state.get("rounds_used"), state.get("cost_usd"),
                  "", state.get("message") or "")
@@ -78,9 +71,8 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
 def _kernel_folder(root: Path, op: str, run_id: str | None) -> Path | None:
     """The version of ``op``'s kernel that ``run_id`` accepted (current or under versions/)."""
     base = root / "generated_kernels" / op
-    for folder in [base, *sorted((base / "versions").glob("*"), reverse=True)]:
-        meta = _load_json(folder / "meta.json")
-        if meta and meta.get("run_id") == run_id:
+    for folder in [base, *reversed(version_folders(base))]:
+        if read_json(folder / "meta.json").get("run_id") == run_id:
             return folder
     return None
 

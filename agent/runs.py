@@ -19,7 +19,7 @@ BATCH_ID = re.compile(r"^batch-\d{8}-\d{6}-[0-9a-f]{4}$")
 RECENT_S = 6 * 3600  # a run "running" and written within this is taken to be alive
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -41,7 +41,7 @@ def list_runs(runs_dir: Path) -> list[dict]:
         return entries
     for path in sorted(runs_dir.iterdir()):
         if path.is_dir() and RUN_ID.match(path.name) and (path / "run.json").is_file():
-            state = _read_json(path / "run.json")
+            state = read_json(path / "run.json")
             entries.append({"id": path.name, "kind": "run", "op": state.get("op"), "status": state.get("status"),
                             "started_at": state.get("started_at"), "rounds": state.get("rounds_used"),
                             "cost_usd": state.get("cost_usd"), "model": (state.get("config") or {}).get("model"),
@@ -69,7 +69,7 @@ def _kept_runs(root: Path, batches_kept: list[Path]) -> dict[str, str]:
     kept = {}
     for meta in [*(root / "generated_kernels").glob("*/meta.json"),
                  *(root / "generated_kernels").glob("*/versions/*/meta.json")]:
-        run_id = _read_json(meta).get("run_id")
+        run_id = read_json(meta).get("run_id")
         folder = meta.parent
         name = folder.name if folder.parent.name != "versions" else f"{folder.parent.parent.name} (version {folder.name})"
         if run_id:

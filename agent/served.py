@@ -54,11 +54,17 @@ def load(root: str | Path, op: str) -> Callable:
     if entry is None:
         raise LookupError(f"no accepted kernel serves {op} under {Path(root) / 'generated_kernels'}: "
                           f"run 'bbagent generate --op {op}' first")
-    return serving(_kernel_function(entry), resolve_op(entry["written_for"]), resolve_op(op))
+    return serving(import_kernel(entry["kernel"], Path(entry["dir"]).name), resolve_op(entry["written_for"]),
+                   resolve_op(op))
 
 
-def _kernel_function(entry: dict) -> Callable:
-    spec = importlib.util.spec_from_file_location(f"bbagent_kernel_{Path(entry['dir']).name}", entry["kernel"])
+def import_kernel(path: str | Path, name: str) -> Callable:
+    """The ``kernel`` of the module at ``path``, imported under a module name made from ``name``;
+    LookupError where the module defines no callable ``kernel``."""
+    spec = importlib.util.spec_from_file_location("bbagent_kernel_" + name.replace(".", "_"), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.kernel
+    kernel = getattr(module, "kernel", None)
+    if not callable(kernel):
+        raise LookupError(f"{path} defines no kernel(...)")
+    return kernel
