@@ -1,9 +1,10 @@
 """Batch throughput on 1 GPU against N GPUs: the same batch of operators, answered by a replay
 provider with a fixed simulated LLM latency (each answer a correct corpus kernel, on round 1), run
-by `bbagent batch` in a fresh root and a fresh process per configuration (so both pay the same
-cold starts). Reports per configuration the wall time, operators per minute, each GPU's busy
-fraction and evaluation count (from summary.json), and which GPU each evaluation ran on (from the
-Verdicts' environment.cuda_visible_devices).
+by `bbagent batch` in a fresh root, a fresh Triton cache and a fresh process per configuration
+(so every configuration pays the same cold starts and compiles, whatever order they run in). Reports per configuration the wall time, operators per minute, each GPU's busy
+fraction and evaluation count (from summary.json), which GPU each evaluation ran on (from the
+Verdicts' environment.cuda_visible_devices), and the evaluations' phase times summed (from the
+Verdicts' timings: child start, suite build, tests, Triton compiles; the rest is mostly timing).
 
     python benchmarks/batch_throughput.py --gpus 0 --gpus 0,1 --latency 3 --jobs 10 \\
         --out benchmarks/results/issue18-h200
@@ -28,6 +29,8 @@ KERNELS = {"aten.relu.default": "relu_triton.py", "aten.add.Tensor": "add_broadc
            "aten.mm.default": "mm_tiled.py", "aten.cat.default": "cat_promote_types.py",
            "aten.empty_like.default": "empty_like.py", "aten._softmax.default": "softmax.py"}
 
+PHASES = ("wall_s", "startup_s", "suite_build_s", "tests_s", "compile_s", "autotune_s")
+
 
 def write_replays(where: Path, latency_s: float) -> None:
     where.mkdir(parents=True, exist_ok=True)
@@ -39,11 +42,12 @@ def write_replays(where: Path, latency_s: float) -> None:
 
 def run_batch(gpus: str, replays: Path, jobs: int, ops: list[str], keep: Path | None) -> dict:
     root = Path(tempfile.mkdtemp(prefix=f"bbagent-batch-{gpus.replace(',', '_')}-"))
+    env = dict(os.environ, TRITON_CACHE_DIR=str(root / "triton-cache"))
     command = [sys.executable, "-m", "agent.cli", "batch", "--ops", ",".join(ops), "--provider", "replay",
                "--replay", str(replays), "--rounds", "1", "--jobs", str(jobs), "--gpus", gpus, "--root", str(root),
                "--json"]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(f"batch on GPUs {gpus} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -51,8 +55,12 @@ def run_batch(gpus: str, replays: Path, jobs: int, ops: list[str], keep: Path | 
     batch = Path(result["path"])
     summary = json.loads((batch / "summary.json").read_text())
     pinned = collections.Counter()
-    for verdict in root.glob("runs/*/round-*/verdict.json"):
-        pinned[json.loads(verdict.read_text())["environment"].get("cuda_visible_devices")] += 1
+    phases = collections.Counter()
+    for path in root.glob("runs/*/round-*/verdict.json"):
+        verdict = json.loads(path.read_text())
+        pinned[verdict["environment"].get("cuda_visible_devices")] += 1
+        for phase in PHASES:
+            phases[phase] += verdict["timings"].get(phase) or 0.0
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         for name in ("summary.json", "summary.md", "events.jsonl"):
@@ -63,6 +71,7 @@ def run_batch(gpus: str, replays: Path, jobs: int, ops: list[str], keep: Path | 
             "ops": len(ops), "finished": finished, "accepted": summary["counts"]["accepted"],
             "failed": summary["counts"]["failed"], "ops_per_min": round(60 * finished / wall, 3),
             "slots": summary["session"]["slots"], "evaluations_by_visible_device": dict(pinned),
+            "phase_s_summed": {phase: round(phases[phase], 1) for phase in PHASES},
             "failures": summary["failures"]}
 
 
@@ -87,6 +96,9 @@ def main() -> int:
         busy = ", ".join(f"{s['name']} {s['busy_fraction']:.0%} ({s['evaluations']})" for s in row["slots"])
         print(f"{row['gpus']:>6} {row['wall_s']:>8.1f} {row['ops_per_min']:>8.2f} {row['ops_per_min'] / base:>7.2f}x  "
               f"{row['accepted']}/{row['failed']}  {busy}  pinned: {row['evaluations_by_visible_device']}")
+    print("evaluation phases, seconds summed over the batch's evaluations:")
+    for row in rows:
+        print(f"{row['gpus']:>6}  " + ", ".join(f"{k} {v:.1f}" for k, v in row["phase_s_summed"].items()))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps({"latency_s": args.latency, "jobs": args.jobs,
