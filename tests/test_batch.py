@@ -250,9 +250,9 @@ def test_a_provider_outage_pauses_the_batch_and_no_operator_fails(tmp_path, monk
     from fake_llm import FakeLLMServer
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     heard = []
-    # 10 s of outage: with shared pauses of 1, 2, then 4 s, each operator is refused 3 or 4 times,
-    # well under the INFRA_RETRIES (8) that would fail it (20 s came within one retry of that under load)
-    with FakeLLMServer().answer_by_op({op: _answer(op) for op in TWO}).outage(10) as server:
+    # 20 s of outage with shared pauses of 1, 2, then 4 s: each operator is refused about 6 times, near
+    # INFRA_RETRIES (8), but an operator is failed only after failing for INFRA_GIVE_UP_S (10 minutes)
+    with FakeLLMServer().answer_by_op({op: _answer(op) for op in TWO}).outage(20) as server:
         result = batch(TWO, root=tmp_path, jobs=2, provider="openai", model="gpt-test",
                        base_url=server.url + "/v1", retries=1, rounds=2, device="cpu", timeout_s=120,
                        infra_pause_s=(1.0, 4.0), report=lambda event, data: heard.append((event, data)))
@@ -405,3 +405,24 @@ def test_a_provider_without_its_key_stops_the_batch_before_anything_starts(tmp_p
     with pytest.raises(ProviderError, match="export OPENAI_API_KEY"):
         batch(["aten.relu.default"], root=tmp_path, provider="openai", model="gpt-5", device="cpu")
     assert not list(tmp_path.glob("runs/batch-*"))
+
+
+@pytest.mark.parametrize("give_up_s", [0.0, 0.3])
+def test_an_operator_is_failed_for_infrastructure_only_after_retries_spread_over_the_give_up_time(tmp_path, give_up_s):
+    from agent.batch.executor import SandboxFailure
+    from agent.batch.runner import INFRA_RETRIES, Batch
+    tries = []
+
+    def generate(op, hear):
+        tries.append(time.time())
+        raise SandboxFailure("gpu-0: evaluation exited with code 1 before the tests were built")
+    runner = Batch(tmp_path, generate, jobs=1, pause_s=(0.01, 0.01), give_up_s=give_up_s)
+    runner.ledger.add(["a"])
+    result = runner.run()
+    row = runner.ledger.row("a")
+    assert result.counts["failed"] == 1 and row["error_class"] == "sandbox", row
+    assert len(tries) >= INFRA_RETRIES and tries[-1] - tries[0] >= give_up_s
+    if give_up_s == 0.0:  # the count alone decides
+        assert len(tries) == INFRA_RETRIES and row["infra_retries"] == INFRA_RETRIES - 1
+    else:  # 8 tries 10 ms apart are not enough: it went on until 0.3 s had passed
+        assert len(tries) > INFRA_RETRIES

@@ -29,7 +29,8 @@ from agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from agent.storage import mark_interrupted
 
 LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
-INFRA_RETRIES = 8  # infrastructure failures of one operator before it is marked failed
+INFRA_RETRIES = 8  # infrastructure failures of one operator before it may be marked failed ...
+INFRA_GIVE_UP_S = 600.0  # ... and for how long they must have gone on (an outage is waited out)
 PAUSE_S = (5.0, 300.0)  # the shared pause after an infrastructure failure: first, longest
 ACTIVITY_EVERY_S = 2.0  # how often the activity snapshot in the ledger is refreshed
 
@@ -74,8 +75,9 @@ class Batch:
 
     def __init__(self, path: Path, generate: Callable, *, jobs: int = 2, report: Callable | None = None,
                  lease_s: float = LEASE_S, pause_s: tuple[float, float] = PAUSE_S, budgets: Budgets | None = None,
-                 executor=None, limiter=None):
+                 executor=None, limiter=None, give_up_s: float = INFRA_GIVE_UP_S):
         self.path, self.generate, self.jobs, self.lease_s, self.pause_s = path, generate, jobs, lease_s, pause_s
+        self.give_up_s = give_up_s
         self.budgets = budgets or Budgets()
         self.executor, self.limiter = executor, limiter  # shown in the activity snapshot
         self.started = time.time()
@@ -88,6 +90,7 @@ class Batch:
         self.run_dirs: dict[str, str] = {}  # op -> its current run directory
         self.paused_until = 0.0
         self.failures_in_a_row = 0
+        self.infra_since: dict[str, float] = {}  # op -> its first infrastructure failure this session
         self.stop = threading.Event()
 
     def event(self, event: str, **data) -> None:
@@ -201,6 +204,7 @@ class Batch:
         if outcome.status == "error" and outcome.transient:  # the provider was unreachable: not the op's fault
             return self._infrastructure(op, "provider", outcome.message, spent)
         self.failures_in_a_row = 0
+        self.infra_since.pop(op, None)
         if outcome.status == "accepted":
             self.ledger.finish(op, "accepted", best_speedup=state.get("best_speedup"), fast_p=state.get("best_fast_p"),
                                **spent)
@@ -230,12 +234,16 @@ class Batch:
 
     def _infrastructure(self, op: str, kind: str, message: str, spent: dict | None = None) -> None:
         """Not the operator's fault: pending again (not charged) and a shared pause for every worker,
-        doubling while failures follow each other; after INFRA_RETRIES the operator is failed."""
+        doubling while failures follow each other. The operator is failed only after INFRA_RETRIES
+        such failures spread over at least ``give_up_s``: a count alone would fail every operator of
+        a long outage, as the shared pause lets each one try again after every pause."""
         row = self.ledger.row(op)
+        now = time.time()
+        failing_for = now - self.infra_since.setdefault(op, now)
         self.failures_in_a_row += 1
         pause = min(self.pause_s[0] * 2 ** (self.failures_in_a_row - 1), self.pause_s[1])
-        self.paused_until = max(self.paused_until, time.time() + pause)
-        if row["infra_retries"] + 1 >= INFRA_RETRIES:
+        self.paused_until = max(self.paused_until, now + pause)
+        if row["infra_retries"] + 1 >= INFRA_RETRIES and failing_for >= self.give_up_s:
             self.ledger.finish(op, "failed", error_class=kind, error=message, **(spent or {}))
             return self.event("op_end", op=op, state="failed", error_class=kind, error=message)
         self.ledger.release(op, kind, message, **(spent or {}))
