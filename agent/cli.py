@@ -66,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
                     help="agent loops at once (default: twice the GPUs evaluated on, at least 4)")
     ba.add_argument("--gpus", type=_gpu_list,
                     help="GPUs to evaluate on, e.g. 0,1 (default: every visible one); one evaluation at a time each")
+    ba.add_argument("--executor", choices=["local", "ray"], default="local",
+                    help="where evaluations run: this machine's GPUs (local, default) or every GPU of a Ray "
+                         "cluster (ray; pip install 'bbagent[ray]'); the agent loops and LLM calls stay here")
+    ba.add_argument("--ray-address", metavar="ADDRESS",
+                    help="with --executor ray: the cluster to join, e.g. 10.0.0.5:6379 (default RAY_ADDRESS, "
+                         "else a cluster started on this machine)")
+    ba.add_argument("--ray-resource", default="GPU", metavar="NAME",
+                    help="with --executor ray: the resource one evaluation holds on a node (default GPU; a custom "
+                         "one declared with `ray start --resources`, evaluated with --device cpu unless --device cuda)")
     ba.add_argument("--llm-concurrency", type=int, default=8,
                     help="LLM calls in flight at once across the batch (default 8)")
     ba.add_argument("--resume", metavar="BATCH_ID", help="continue this batch (its own operators and options)")
@@ -495,6 +504,7 @@ def cmd_batch(args, out, err) -> int:
                            include_synthetic=args.include_synthetic, resume=args.resume, jobs=args.jobs, gpus=args.gpus,
                            llm_concurrency=args.llm_concurrency, force=args.force, root=args.root, lease_s=args.lease,
                            batch_max_cost_usd=args.max_cost_usd, batch_max_tokens=args.max_tokens, deadline=args.deadline,
+                           executor=args.executor, ray_address=args.ray_address, ray_resource=args.ray_resource,
                            report=display.hear, **options)
     c = result.counts
     if args.json:

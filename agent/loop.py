@@ -64,13 +64,24 @@ def _fast_p(verdict: Verdict) -> dict | None:
     return dict(summary.fast_p) if summary is not None else None
 
 
+def timed_on(verdict: Verdict) -> str | None:
+    """The GPU model a Verdict's speedups were measured on (None: not timed)."""
+    performance = verdict.performance
+    return performance.gpu if performance is not None and performance.measured else None
+
+
 def beats(verdict: Verdict, best: Best | None) -> bool:
     """Whether a correct kernel replaces ``best``: the first one always does, a later one when it
-    was timed and is faster."""
+    was timed and is faster, on the same GPU model (speedups on two models do not compare: a
+    cluster's executor keeps an operator on one model while it can)."""
     if best is None:
         return True
     speedup = verdict.geomean_speedup()
-    return speedup is not None and (best.speedup is None or speedup > best.speedup)
+    if speedup is None:
+        return False
+    if best.speedup is None:
+        return True
+    return timed_on(verdict) == timed_on(best.verdict) and speedup > best.speedup
 
 
 @dataclass
@@ -90,7 +101,10 @@ def choose(tried: list[Candidate]) -> Candidate:
     correct = [c for c in tried if c.verdict is not None and c.verdict.passed]
     if correct:
         timed = [c for c in correct if c.verdict.geomean_speedup() is not None]
-        return max(timed, key=lambda c: c.verdict.geomean_speedup()) if timed else correct[0]
+        if not timed:
+            return correct[0]
+        comparable = [c for c in timed if timed_on(c.verdict) == timed_on(timed[0].verdict)]
+        return max(comparable, key=lambda c: c.verdict.geomean_speedup())
     evaluated = [c for c in tried if c.verdict is not None]
     answered = [c for c in tried if c.completion is not None]  # never empty: a round with no answer raised
     return max(evaluated, key=lambda c: c.verdict.summary.passed) if evaluated else answered[0]
@@ -194,7 +208,9 @@ class Agent:
                               accepted_dir=str(outcome.accepted_dir) if outcome.accepted_dir else None,
                               best_round=self.best.round if self.best else None,
                               best_speedup=self.best.speedup if self.best else None,
-                              best_fast_p=_fast_p(self.best.verdict) if self.best else None)
+                              best_fast_p=_fast_p(self.best.verdict) if self.best else None,
+                              best_gpu=(self.best.verdict.environment.gpu or self.best.verdict.environment.device)
+                              if self.best else None)
             self.save()
             outcome.state = self.state
         return outcome

@@ -55,13 +55,25 @@ class TimingOptions:
     cache: ReferenceCache | None = None
     reuse: bool = True
     keep_raw: bool = False
+    rows: dict | None = None  # the cached rows, read by the machine that holds the cache (see remote)
 
     def request(self, op: str) -> dict:
+        if self.rows is not None:
+            return {"target_ms": self.target_ms, "max_cases": self.max_cases, **self.rows}
         import torch  # the child's version is the parent's (same environment)
+        return {"target_ms": self.target_ms, "max_cases": self.max_cases, **self._cached(op, torch.__version__)}
+
+    def _cached(self, op: str, torch_version: str) -> dict:
         use = self.cache is not None and self.reuse
-        return {"target_ms": self.target_ms, "max_cases": self.max_cases,
-                "reference": self.cache.reference_rows(op, torch.__version__) if use else [],
-                "device": self.cache.device_rows(torch.__version__) if use else []}
+        return {"reference": self.cache.reference_rows(op, torch_version) if use else [],
+                "device": self.cache.device_rows(torch_version) if use else []}
+
+    def remote(self, op: str, torch_version: str) -> dict:
+        """These options as plain data for an evaluation on another machine (whose torch is
+        ``torch_version``): the cached rows travel, the cache stays; raw times are kept, for
+        ``finish_timing`` on this side to store and strip."""
+        return {"target_ms": self.target_ms, "max_cases": self.max_cases, "keep_raw": True,
+                "rows": self._cached(op, torch_version)}
 
 
 class KernelFileError(ValueError):
@@ -193,17 +205,24 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
         verdict = _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
         for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
             _warn_once(f"bbagent sandbox: {note}")
-        if timing and verdict["performance"] is None:
-            verdict["performance"] = {"measured": False, "reason": not_timed_reason(verdict)}
-        elif timing:
-            _store_measured(timing, op, verdict)
-            if not timing.keep_raw:
-                for test in verdict["performance"]["tests"]:
-                    test.pop("candidate_raw", None)
-                    test.pop("aten_raw", None)
+        if timing:
+            finish_timing(timing, op, verdict)
         return _redacted(verdict, secrets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def finish_timing(timing: TimingOptions, op: str, verdict: dict) -> None:
+    """After a timed evaluation: why it was not timed, or its new measurements into the cache and
+    (unless ``keep_raw``) the raw times out of the Verdict. Safe to run again on the same Verdict."""
+    if verdict["performance"] is None:
+        verdict["performance"] = {"measured": False, "reason": not_timed_reason(verdict)}
+    elif verdict["performance"].get("measured") is not False:
+        _store_measured(timing, op, verdict)
+        if not timing.keep_raw:
+            for test in verdict["performance"]["tests"]:
+                test.pop("candidate_raw", None)
+                test.pop("aten_raw", None)
 
 
 def _redacted(verdict: dict, secrets: list[str] | None) -> Verdict:

@@ -40,6 +40,12 @@ BAD_INPUT = [
     (["ops", "zzzz"], 0, "no overload name contains 'zzzz'"),
     (["ops", "--family", "nonsense"], 0, "no prompt family 'nonsense'"),
     (["schema", "nonsense"], 2, "invalid choice: 'nonsense'"),
+    (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--ray-address", "10.0.0.5:6379"], 2,
+     "--ray-address and --ray-resource go with --executor ray"),
+    (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--executor", "ray", "--gpus", "0"], 2,
+     "--executor ray uses every GPU of the cluster"),
+    (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--executor", "ray", "--ray-address",
+      "127.0.0.1:9"], 2, "cannot join the Ray cluster at 127.0.0.1:9"),
 ]
 
 
@@ -108,3 +114,12 @@ def test_help_does_not_import_torch():
                             "print('torch' in sys.modules, file=sys.stderr)"],
                            capture_output=True, text=True, timeout=60)
     assert probe.stderr.strip().endswith("False"), probe.stderr
+
+
+def test_executor_ray_without_ray_says_how_to_install_it(tmp_path):
+    hide_ray = ("import sys; sys.modules['ray'] = None; from agent.cli import main; "
+                "sys.exit(main(['batch', '--ops', 'aten.relu.default', '--provider', 'replay', '--executor', 'ray', "
+                f"'--root', {str(tmp_path)!r}]))")
+    done = subprocess.run([sys.executable, "-c", hide_ray], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'bbagent[ray]'" in done.stderr and "Traceback" not in done.stderr

@@ -375,6 +375,7 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, s
           force: bool = False, root: str | Path | None = None, lease_s: float = 120.0,
           batch_max_cost_usd: float | None = None, batch_max_tokens: int | None = None,
           deadline: str | None = None, infra_pause_s: tuple[float, float] | None = None,
+          executor: str = "local", ray_address: str | None = None, ray_resource: str = "GPU",
           report: Callable[[str, dict], None] | None = None, **generate_options):
     """Run ``generate`` for every operator of the selection (``batch_selection``; ``generate_options``
     as for ``generate``): ``jobs`` agent loops at once (default twice the evaluation slots, at least
@@ -389,7 +390,10 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, s
     ``batch_max_cost_usd`` or ``batch_max_tokens`` is spent or the ``deadline`` ("HH:MM", the next
     such time) has passed, nothing new starts (``generate_options`` keep each operator's own
     ``max_cost_usd``/``max_tokens``). ``infra_pause_s`` (first, longest) is the shared pause after a
-    provider failure (default 5 s doubling to 300 s). Returns a BatchResult."""
+    provider failure (default 5 s doubling to 300 s). ``executor`` "ray" evaluates on the Ray
+    cluster at ``ray_address`` (default RAY_ADDRESS, else one started here), one evaluation at a
+    time per unit of ``ray_resource`` on each node (``agent.batch.ray_executor``); the agent loops
+    stay here. Returns a BatchResult."""
     from agent.batch.executor import LocalExecutor
     from agent.batch.ledger import FILE_NAME
     from agent.batch.runner import Batch, Budgets, coordinator_state, new_batch_id
@@ -421,13 +425,22 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, s
     if batch_max_cost_usd is not None and generate_options.get("provider") != "replay":
         require_price(generate_options.get("model"))
     device = generate_options.get("device")
-    check_evaluation(device, generate_options.get("timeout_s", 300.0), generate_options.get("allow_no_opinfo", False))
-    from harness.evaluate import default_device
-    device = device or default_device()
-    executor = LocalExecutor(device, gpus=check_gpus(gpus, device))
-    jobs = jobs or max(4, 2 * len(executor.slots))
-    key = resume_key(generate_options, device)
-    runner_options = dict(jobs=jobs, report=report, lease_s=lease_s, budgets=budgets, executor=executor,
+    if executor not in ("local", "ray"):
+        raise UsageError(f"--executor must be 'local' or 'ray' (got {executor!r})")
+    if executor == "local" and (ray_address or ray_resource != "GPU"):
+        raise UsageError("--ray-address and --ray-resource go with --executor ray")
+    if executor == "ray":
+        if gpus:
+            raise UsageError("--gpus picks GPUs of this machine; --executor ray uses every GPU of the cluster")
+        evaluations = ray_executor(device, ray_address, ray_resource, generate_options)
+    else:
+        check_evaluation(device, generate_options.get("timeout_s", 300.0), generate_options.get("allow_no_opinfo", False))
+        from harness.evaluate import default_device
+        evaluations = LocalExecutor(device or default_device(), gpus=check_gpus(gpus, device or default_device()))
+    device = evaluations.device
+    jobs = jobs or max(4, 2 * len(evaluations.slots))
+    key = resume_key(generate_options, device, evaluations.gpu_label())
+    runner_options = dict(jobs=jobs, report=report, lease_s=lease_s, budgets=budgets, executor=evaluations,
                           limiter=RateLimiter(llm_concurrency), **({"pause_s": infra_pause_s} if infra_pause_s else {}))
     if resume is not None:
         state = coordinator_state(meta)
@@ -465,10 +478,27 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, s
     def generate_one(op: str, hear):
         serves = family_of_overload(op)["serves"] if not options.get("exact_overload") else [op]
         mine = {name: extra[name] for name in dict.fromkeys([op] + serves) if name in extra}
-        return generate(op, root=where, report=hear, executor=executor, limiter=runner.limiter,
+        return generate(op, root=where, report=hear, executor=evaluations, limiter=runner.limiter,
                         extra_traces=mine or None, **options)
     runner.generate = generate_one
-    return runner.run()
+    try:
+        return runner.run()
+    finally:
+        evaluations.close()
+
+
+def ray_executor(device: str | None, address: str | None, resource: str, generate_options: dict):
+    """A RayExecutor for a batch. The device defaults to ``cuda`` for the GPU resource and to
+    ``cpu`` for a custom one; this machine (the driver) needs no GPU of its own, so CUDA is not
+    checked here. OpInfo is, as the supervisors run the same bbagent."""
+    from agent.batch.ray_executor import RayExecutor, import_ray
+    import_ray()
+    if not resource or not resource.strip():
+        raise UsageError("--ray-resource needs a resource name (GPU, or a custom one the nodes declare)")
+    device = device or ("cuda" if resource == "GPU" else "cpu")
+    check_evaluation(None if device == "cuda" else device, generate_options.get("timeout_s", 300.0),
+                     generate_options.get("allow_no_opinfo", False))
+    return RayExecutor(device, address=address, resource=resource)
 
 
 OPTION_FLAGS = {"timeout_s": "--timeout", "max_cost_usd": "--max-cost-per-op", "max_tokens": "--max-tokens-per-op"}
@@ -512,10 +542,10 @@ def check_gpus(gpus: list[int] | None, device: str) -> list[int] | None:
     return list(gpus)
 
 
-def resume_key(generate_options: dict, device: str) -> dict:
+def resume_key(generate_options: dict, device: str, gpu: str | None = None) -> dict:
     """What an operator's result depends on beyond the operator: the prompt templates, the provider
     and model, torch, triton and the GPU model. A resumed batch re-runs operators finished under
-    another key."""
+    another key. ``gpu``: the GPU model(s) the batch's executor evaluates on (default this machine's)."""
     import hashlib
 
     import torch
@@ -524,14 +554,16 @@ def resume_key(generate_options: dict, device: str) -> dict:
     templates = hashlib.sha256(b"".join(p.read_bytes() for p in sorted(Path(PROMPTS_DIR).rglob("*.j2")))).hexdigest()
     return {"prompts": templates[:16], "provider": generate_options.get("provider"),
             "model": generate_options.get("model"), "torch": torch.__version__, "triton": triton.__version__,
-            "gpu": gpu_model() if device != "cpu" else "cpu"}
+            "gpu": "cpu" if device == "cpu" else gpu or gpu_model()}
 
 
-def gpu_model() -> str:
-    """The first GPU's name, from the driver (never initialising CUDA in this process)."""
+def gpu_model(physical: str | None = None) -> str:
+    """The name of the first GPU (or of the GPU of that physical index), from the driver (never
+    initialising CUDA in this process)."""
     import subprocess
     try:
-        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+                               + ([f"--id={physical}"] if physical is not None else []), capture_output=True,
                                text=True, timeout=30).stdout.split("\n")
         if names[0].strip():
             return names[0].strip()

@@ -207,7 +207,7 @@ class Batch:
         self.infra_since.pop(op, None)
         if outcome.status == "accepted":
             self.ledger.finish(op, "accepted", best_speedup=state.get("best_speedup"), fast_p=state.get("best_fast_p"),
-                               **spent)
+                               gpu=state.get("best_gpu"), **spent)
         elif outcome.status == "interrupted":
             self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
         else:  # failed, stopped by a budget, or a provider that cannot answer (a bad model, a spent replay)
@@ -304,8 +304,8 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
                "tokens": {"input": spend["input"], "output": spend["output"]},
                "cost_usd": round(spend["cost_usd"], 6), "failures": failures,
                "ops": [{**{k: r[k] for k in ("op", "state", "attempts", "infra_retries", "rounds", "best_speedup",
-                                             "tokens_input", "tokens_output", "cost_usd", "error_class", "error",
-                                             "run_id")}, "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None}
+                                             "gpu", "tokens_input", "tokens_output", "cost_usd", "error_class",
+                                             "error", "run_id")}, "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None}
                        for r in rows]}
     (path / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     counts = summary["counts"]
@@ -315,18 +315,22 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
              f"{counts['total']}; {summary['tokens']['input']} input + {summary['tokens']['output']} output tokens, "
              f"${summary['cost_usd']:.4f}", ""] + ([f"New work stopped: {summary['meta']['ended_by']}.", ""]
                                                   if summary["meta"].get("ended_by") else []) + [
-             "| op | state | attempts | rounds | speedup | fast_1 | cost $ | error |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| op | state | attempts | rounds | speedup | fast_1 | on | cost $ | error |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in summary["ops"]:
         speedup = f"{r['best_speedup']:.3g}x" if r["best_speedup"] is not None else ""
         fast_1 = next((f"{v:.0%}" for k, v in (r["fast_p"] or {}).items() if float(k) == 1.0), "")
         error = (f"{r['error_class']}: " if r["error_class"] else "") + (r["error"] or "").replace("|", "/")[:120]
         lines.append(f"| {r['op']} | {r['state']} | {r['attempts']} | {r['rounds'] or ''} | {speedup} | {fast_1} | "
-                     f"{r['cost_usd']:.4f} | {error.strip() if r['state'] != 'accepted' else ''} |")
+                     f"{r['gpu'] or ''} | {r['cost_usd']:.4f} | {error.strip() if r['state'] != 'accepted' else ''} |")
+    if len({r["gpu"] for r in summary["ops"] if r["best_speedup"] is not None}) > 1:
+        lines += ["", "Speedups were measured on different GPU models (column 'on'): compare them within one model."]
     if summary["session"]["slots"]:
         lines += ["", f"## Evaluation slots (this session, {summary['session']['wall_s']:.0f} s)", "",
-                  "| slot | evaluations | busy s | busy fraction |", "| --- | --- | --- | --- |"]
-        lines += [f"| {s['name']} | {s['evaluations']} | {s['busy_s']:.1f} | {s['busy_fraction']:.0%} |"
+                  "| slot | GPU model | evaluations | busy s | busy fraction | lost in flight | out of service |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {s['name']} | {s.get('gpu_model') or ''} | {s['evaluations']} | {s['busy_s']:.1f} | "
+                  f"{s['busy_fraction']:.0%} | {s.get('lost', 0)} | {(s.get('retired') or '').replace('|', '/')} |"
                   for s in summary["session"]["slots"]]
     if failures:
         lines += ["", "## Failures by class", ""] + [f"- {kind}: {', '.join(ops)}" for kind, ops in failures.items()]
