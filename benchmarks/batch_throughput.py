@@ -40,17 +40,25 @@ def write_replays(where: Path, latency_s: float) -> None:
                                                       "exchanges": [{"response": answer}]}))
 
 
-def run_batch(gpus: str, replays: Path, jobs: int, ops: list[str], keep: Path | None) -> dict:
-    root = Path(tempfile.mkdtemp(prefix=f"bbagent-batch-{gpus.replace(',', '_')}-"))
+def run_batch(config: str, replays: Path, jobs: int, ops: list[str], keep: Path | None) -> dict:
+    """``config``: GPUs of this machine for the local executor ("0,1"), or "ray:0,1" for the Ray
+    executor on a cluster that bbagent starts here seeing those GPUs."""
+    ray = config.startswith("ray:")
+    gpus = config.removeprefix("ray:")
+    root = Path(tempfile.mkdtemp(prefix=f"bbagent-batch-{config.replace(',', '_').replace(':', '-')}-"))
     env = dict(os.environ, TRITON_CACHE_DIR=str(root / "triton-cache"))
     command = [sys.executable, "-m", "agent.cli", "batch", "--ops", ",".join(ops), "--provider", "replay",
-               "--replay", str(replays), "--rounds", "1", "--jobs", str(jobs), "--gpus", gpus, "--root", str(root),
-               "--json"]
+               "--replay", str(replays), "--rounds", "1", "--jobs", str(jobs), "--root", str(root), "--json"]
+    if ray:
+        command += ["--executor", "ray"]
+        env["CUDA_VISIBLE_DEVICES"] = gpus
+    else:
+        command += ["--gpus", gpus]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - started
     if done.returncode not in (0, 1):
-        raise SystemExit(f"batch on GPUs {gpus} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+        raise SystemExit(f"batch on {config} failed ({done.returncode}):\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     batch = Path(result["path"])
     summary = json.loads((batch / "summary.json").read_text())
@@ -64,10 +72,10 @@ def run_batch(gpus: str, replays: Path, jobs: int, ops: list[str], keep: Path | 
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         for name in ("summary.json", "summary.md", "events.jsonl"):
-            (keep / f"gpus-{gpus.replace(',', '_')}-{name}").write_text((batch / name).read_text())
-        (keep / f"gpus-{gpus.replace(',', '_')}-stderr.log").write_text(done.stderr)
+            (keep / f"gpus-{config.replace(',', '_').replace(':', '-')}-{name}").write_text((batch / name).read_text())
+        (keep / f"gpus-{config.replace(',', '_').replace(':', '-')}-stderr.log").write_text(done.stderr)
     finished = summary["counts"]["accepted"] + summary["counts"]["failed"]
-    return {"gpus": gpus, "wall_s": round(wall, 2), "batch_wall_s": summary["session"]["wall_s"],
+    return {"gpus": config, "wall_s": round(wall, 2), "batch_wall_s": summary["session"]["wall_s"],
             "ops": len(ops), "finished": finished, "accepted": summary["counts"]["accepted"],
             "failed": summary["counts"]["failed"], "ops_per_min": round(60 * finished / wall, 3),
             "slots": summary["session"]["slots"], "evaluations_by_visible_device": dict(pinned),
@@ -77,7 +85,8 @@ def run_batch(gpus: str, replays: Path, jobs: int, ops: list[str], keep: Path | 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--gpus", action="append", required=True, help="a configuration, e.g. 0 or 0,1 (repeat)")
+    parser.add_argument("--gpus", action="append", required=True,
+                        help="a configuration, e.g. 0 or 0,1, or ray:0,1 for --executor ray (repeat)")
     parser.add_argument("--latency", type=float, default=3.0, help="simulated seconds per LLM answer (default 3)")
     parser.add_argument("--jobs", type=int, default=len(KERNELS), help="agent loops at once")
     parser.add_argument("--ops", type=int, default=len(KERNELS), help=f"how many operators (at most {len(KERNELS)})")
@@ -90,15 +99,15 @@ def main() -> int:
         rows = [run_batch(gpus, replays, args.jobs, ops, args.out) for gpus in args.gpus]
     base = rows[0]["ops_per_min"]
     print(f"{len(ops)} operators, {args.jobs} agent loops, simulated LLM latency {args.latency:g} s, 1 round each")
-    print(f"{'gpus':>6} {'wall s':>8} {'ops/min':>8} {'vs first':>8}  accepted/failed  busy fraction per GPU "
+    print(f"{'gpus':>8} {'wall s':>8} {'ops/min':>8} {'vs first':>8}  accepted/failed  busy fraction per GPU "
           f"(evaluations)")
     for row in rows:
         busy = ", ".join(f"{s['name']} {s['busy_fraction']:.0%} ({s['evaluations']})" for s in row["slots"])
-        print(f"{row['gpus']:>6} {row['wall_s']:>8.1f} {row['ops_per_min']:>8.2f} {row['ops_per_min'] / base:>7.2f}x  "
+        print(f"{row['gpus']:>8} {row['wall_s']:>8.1f} {row['ops_per_min']:>8.2f} {row['ops_per_min'] / base:>7.2f}x  "
               f"{row['accepted']}/{row['failed']}  {busy}  pinned: {row['evaluations_by_visible_device']}")
     print("evaluation phases, seconds summed over the batch's evaluations:")
     for row in rows:
-        print(f"{row['gpus']:>6}  " + ", ".join(f"{k} {v:.1f}" for k, v in row["phase_s_summed"].items()))
+        print(f"{row['gpus']:>8}  " + ", ".join(f"{k} {v:.1f}" for k, v in row["phase_s_summed"].items()))
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "results.json").write_text(json.dumps({"latency_s": args.latency, "jobs": args.jobs,
