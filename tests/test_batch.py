@@ -48,6 +48,10 @@ def test_ledger_claims_in_order_and_charges_only_the_kernels_failures(tmp_path):
     rows = {r["op"]: r for r in ledger.rows()}
     assert rows["b"]["state"] == "pending" and rows["b"]["attempts"] == 0 and rows["b"]["infra_retries"] == 1
     assert rows["a"]["attempts"] == 1 and rows["a"]["tokens_input"] == 10 and rows["a"]["error_class"] == "kernel"
+    # the same result again (a distributed executor may deliver one twice): nothing changes
+    assert not ledger.finish("a", "accepted", best_speedup=2.0, tokens=(10, 5), cost_usd=0.01, gpu="NVIDIA H200")
+    assert {k: v for k, v in ledger.row("a").items() if k != "updated_at"} == {
+        k: v for k, v in rows["a"].items() if k != "updated_at"}
     assert ledger.claim(60) == "b" and ledger.claim(60) == "d" and ledger.claim(60) is None
     counts = ledger.counts()
     assert counts == {"pending": 0, "running": 2, "accepted": 0, "failed": 1, "skipped": 1, "interrupted": 0,

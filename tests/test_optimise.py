@@ -18,9 +18,11 @@ def answer(tag: str) -> str:
 
 
 def scripted_verdict(op: str, kernel_path):
-    """A Verdict for the tag in the kernel: 'broken' fails, 'speed X' passes at X times eager."""
+    """A Verdict for the tag in the kernel: 'broken' fails, 'speed X' passes at X times eager (on
+    'gpu NAME' if the tag names one)."""
     source = kernel_path.read_text()
-    env = {"device": "cuda", "gpu": "scripted GPU", "interpreter": False, "torch": "t", "triton": "t"}
+    gpu = re.search(r"gpu (\w+)", source).group(1) if "gpu " in source else "scripted GPU"
+    env = {"device": "cuda", "gpu": gpu, "interpreter": False, "torch": "t", "triton": "t"}
     base = {"op": op, "kernel": {"path": str(kernel_path), "sha256": str(abs(hash(source)))}, "seed": 0,
             "environment": env, "failure_groups": [], "skipped": []}
     if "broken" in source:
@@ -36,7 +38,7 @@ def scripted_verdict(op: str, kernel_path):
               "overhead_dominated": False, "bytes": 4 * n, "aten_gbs": 2000.0, "candidate_gbs": 2000.0 * speed,
               "aten": stats(0.01), "candidate": stats(0.01 / speed)} for i, n in enumerate((1024, 4096))]
     device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.005}
-    performance = {"measured": True, "gpu": "scripted GPU", "device": device, "tests": tests,
+    performance = {"measured": True, "gpu": gpu, "device": device, "tests": tests,
                    "summary": summarize_performance(op, tests, device, correct=True)}
     return Verdict.model_validate({
         **base, "verdict": "pass", "error_kind": None, "message": "", "performance": performance,
@@ -93,3 +95,26 @@ def test_running_out_of_answers_after_a_correct_kernel_keeps_it(tmp_path):
     outcome, _ = run_agent(tmp_path, [answer("speed 0.5")], rounds=3, target=1.0)
     assert outcome.status == "accepted" and "provider error" in outcome.message
     assert (tmp_path / "generated_kernels" / OP / "kernel.py").is_file()
+
+
+def test_speedups_measured_on_another_gpu_model_do_not_replace_the_best(tmp_path):
+    # round 2 is faster on paper, but on another GPU model: not comparable, so round 1 stays;
+    # round 3, on round 1's model, is faster and replaces it
+    outcome, events = run_agent(tmp_path, [answer("speed 1.1 gpu H100"), answer("speed 9.0 gpu A10"),
+                                           answer("speed 1.5 gpu H100")], rounds=3, target=5.0)
+    best = [data for event, data in events if event == "best"]
+    assert [b["round"] for b in best] == [3] and best[0]["replaces"] == 1
+    state = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
+    assert state["best_round"] == 3 and state["best_speedup"] == 1.5 and state["best_gpu"] == "H100"
+
+
+def test_a_round_chooses_among_candidates_timed_on_one_gpu_model():
+    from types import SimpleNamespace
+
+    from agent.loop import Candidate, choose
+
+    def candidate(number, tag):
+        verdict = scripted_verdict(OP, SimpleNamespace(read_text=lambda: f"# {tag}"))
+        return Candidate(number, completion=object(), source=tag, verdict=verdict, record={})
+    tried = [candidate(1, "speed 1.2 gpu H100"), candidate(2, "speed 4.0 gpu A10"), candidate(3, "speed 1.3 gpu H100")]
+    assert choose(tried).number == 3
