@@ -38,18 +38,19 @@ def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
             execution = {"timing": "cuda_graph_replay" if t.mode == "graph" else "eager_calls",
                          "l2_flush": True, "interleaved_with_reference": t.aten_source == "measured",
                          "target_ms": performance.target_ms}
-            shared = {"bytes_moved": t.bytes, "overhead_dominated": t.overhead_dominated}
+            shared = {"bytes_moved": t.bytes, "overhead_dominated": t.overhead_dominated, "flops": t.flops,
+                      "bound": t.bound, "floor_ms": t.floor_ms}
             records.append(make_record(
                 engine="aten", input_description=t.input, correct=True, timing=t.aten.model_dump(),
                 samples=t.aten_raw, execution=execution, metadata=metadata, **common,
                 metrics={**shared, "achieved_gbs": t.aten_gbs, "copy_bandwidth_fraction": t.aten_gbs / copy_gbs,
-                         "reference_source": t.aten_source}))
+                         "roof_fraction": t.aten_roof_fraction, "reference_source": t.aten_source}))
             records.append(make_record(
                 engine="bbagent", input_description=t.input, correct=True, timing=t.candidate.model_dump(),
                 samples=t.candidate_raw, speedup=t.speedup, execution=execution, metadata=metadata,
                 engine_version=version, engine_config=kernel, **common,
-                metrics={**shared, "achieved_gbs": t.candidate_gbs,
-                         "copy_bandwidth_fraction": t.candidate_gbs / copy_gbs}))
+                metrics={**shared, "achieved_gbs": t.candidate_gbs, "achieved_tflops": t.candidate_tflops,
+                         "copy_bandwidth_fraction": t.candidate_gbs / copy_gbs, "roof_fraction": t.roof_fraction}))
         return records
     metadata["not_timed"] = performance.reason if performance is not None else "timing was not asked for"
     for test in verdict.tests:
@@ -76,18 +77,18 @@ def print_bench(console: Console, verdict: Verdict) -> None:
         console.print(f"no timings: {reason}")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("input", "mode", "eager us", "kernel us", "speedup", "kernel GB/s", "% copy", ""):
+    for column in ("input", "mode", "eager us", "kernel us", "speedup", "kernel GB/s", "% copy", "% roof", ""):
         table.add_column(column, overflow="fold", justify="left" if column in ("input", "mode", "") else "right")
     copy_gbs = performance.device.copy_gbs
     for t in performance.tests:
         if t.error_kind:
-            table.add_row(t.input, "-", "-", "-", "-", "-", "-", t.error_kind)
+            table.add_row(t.input, "-", "-", "-", "-", "-", "-", "-", t.error_kind)
             continue
         flag = "overhead-dominated" if t.overhead_dominated else ""
         flag += " (eager from cache)" if t.aten_source == "cache" else ""
         table.add_row(t.input, t.mode, f"{t.aten.median_ms * 1e3:.1f}", f"{t.candidate.median_ms * 1e3:.1f}",
                       f"{t.speedup:.3f}x", f"{t.candidate_gbs:.0f}", f"{100 * t.candidate_gbs / copy_gbs:.0f}%",
-                      flag.strip())
+                      f"{100 * t.roof_fraction:.0f}% {t.bound}" if t.roof_fraction is not None else "-", flag.strip())
     widen(console)
     console.print(table)
     console.print(summary_line(performance))

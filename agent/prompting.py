@@ -213,6 +213,7 @@ def render_performance_feedback(verdict: Verdict, *, previous_best=None, target:
     perf = verdict.performance
     counted = [t for t in perf.tests if not t.overhead_dominated] or perf.tests
     shapes = sorted(counted, key=lambda t: t.speedup)[:slowest]
+    furthest = sorted([t for t in counted if t.roof_fraction is not None], key=lambda t: t.roof_fraction)[:3]
     return _environment().get_template("performance.j2").render(
-        verdict=verdict, perf=perf, slowest=shapes, previous_best=previous_best, target=target,
+        verdict=verdict, perf=perf, slowest=shapes, furthest=furthest, previous_best=previous_best, target=target,
         compile_budget=COMPILE_BUDGET_S).strip() + "\n"

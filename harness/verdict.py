@@ -158,6 +158,14 @@ class TimedTest(_Strict):
     candidate_gbs: float | None = None
     aten_gbs: float | None = None
     overhead_dominated: bool | None = None
+    # the roofline (harness.timing.roofline): FLOPs, the ceiling that bounds the shape, its floor time,
+    # and floor / median time for the kernel and for eager
+    flops: int | None = None
+    bound: Literal["memory", "compute"] | None = None
+    floor_ms: float | None = None
+    roof_fraction: float | None = None
+    aten_roof_fraction: float | None = None
+    candidate_tflops: float | None = None
     error_kind: ErrorKind | None = None
     message: str | None = None
 
@@ -166,6 +174,7 @@ class DeviceYardsticks(_Strict):
     empty_launch_ms: float
     empty_graph_launch_ms: float
     copy_gbs: float
+    matmul_tflops: dict[str, float] | None = None  # per dtype (float32, float16, bfloat16): a large torch.mm
 
 
 class OverheadDominated(_Strict):

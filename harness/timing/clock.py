@@ -174,6 +174,23 @@ def copy_bandwidth_gbs(target_ms: float = 50.0, max_bytes: int = 1 << 30) -> flo
     return 2 * size / (median * 1e-3) / 1e9
 
 
+MATMUL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def matmul_tflops(size: int = 4096, target_ms: float = 50.0) -> dict[str, float]:
+    """The device's matmul throughput per dtype, measured as a large square ``torch.mm``: the
+    ceiling for a compute-bound kernel (``harness.timing.roofline``). float32 as torch runs it by
+    default (no TF32 unless the user allowed it)."""
+    result = {}
+    for dtype in MATMUL_DTYPES:
+        a = torch.randn(size, size, device="cuda").to(dtype)
+        b = torch.randn(size, size, device="cuda").to(dtype)
+        median = summarize(time_interleaved({"mm": lambda: torch.mm(a, b)}, target_ms)["mm"])["median_ms"]
+        result[str(dtype).removeprefix("torch.")] = 2 * size ** 3 / (median * 1e-3) / 1e12
+        del a, b
+    return result
+
+
 @triton.jit
 def _nothing(x_ptr):
     pass

@@ -23,8 +23,9 @@ from harness.inputs import clone_value, memory_behind, spread, tensors_in
 from harness.ops import value_mode
 from harness.checks.case import Float64Run, judged
 from harness.suite.build import TestCase
-from harness.timing.clock import (copy_bandwidth_gbs, empty_launch_ms, graphed, overhead_dominated, summarize,
-                            time_interleaved)
+from harness.timing.clock import (copy_bandwidth_gbs, empty_launch_ms, graphed, matmul_tflops, overhead_dominated,
+                                  summarize, time_interleaved)
+from harness.timing.roofline import flops_of, roofline
 from harness.variants import is_written, out_arguments, schema_arguments
 
 # Another seed for the values copied in after timing (any offset that is not 0 will do).
@@ -88,11 +89,22 @@ def _identity(t: torch.Tensor) -> tuple:
 def device_stats(gpu: str, cached: list[dict]) -> tuple[dict, bool]:
     """(empty launch eager and graphed, copy bandwidth) for this GPU; True when measured now."""
     import triton
-    for row in cached:
-        if row["gpu"] == gpu and row["triton"] == triton.__version__:
+    for row in cached:  # a row from before the matmul yardstick is measured again
+        if row["gpu"] == gpu and row["triton"] == triton.__version__ and "matmul_tflops" in row["stats"]:
             return row["stats"], False
     return {"empty_launch_ms": empty_launch_ms(), "empty_graph_launch_ms": empty_launch_ms(graph=True),
-            "copy_gbs": copy_bandwidth_gbs()}, True
+            "copy_gbs": copy_bandwidth_gbs(), "matmul_tflops": matmul_tflops()}, True
+
+
+def shape_roofline(op, args: tuple, kwargs: dict, result, dtype: str, bytes_moved: int, device: dict) -> dict:
+    """FLOPs of one call and the ceilings that apply (``harness.timing.roofline``), for its dtype."""
+    from harness.ops import packet_name
+    name = packet_name(op)
+    transposed = bool(args[6]) if name in ("convolution", "_convolution") and len(args) > 6 else False
+    shapes = [tuple(t.shape) for t in tensors_in((args, kwargs))]
+    flops = flops_of(name, shapes, [tuple(t.shape) for t in tensors_in(result)], transposed)
+    return {"flops": flops, "bytes": bytes_moved, "copy_gbs": device["copy_gbs"],
+            "matmul_tflops": (device.get("matmul_tflops") or {}).get(dtype)}
 
 
 def _copy_into(destination, source) -> None:
@@ -114,8 +126,14 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
     samples = time_interleaved({"candidate": timed["candidate"]} if cached else timed, request.target_ms)
     aten = cached or summarize(samples["aten"])
     candidate = summarize(samples["candidate"])
-    moved = bytes_moved(op, *cand_in, timed["candidate"]())
+    output = timed["candidate"]()
+    moved = bytes_moved(op, *cand_in, output)
+    roof = shape_roofline(op, *cand_in, output, case.dtype, moved, device)
+    del output
     empty = device["empty_graph_launch_ms" if mode == "graph" else "empty_launch_ms"]
+    ceilings = (roof["flops"], moved, roof["copy_gbs"], roof["matmul_tflops"])
+    mine, eager = roofline(*ceilings[:2], candidate["median_ms"] * 1e-3, *ceilings[2:]), \
+        roofline(*ceilings[:2], aten["median_ms"] * 1e-3, *ceilings[2:])
     result = {"id": case.id, "input": case.description, "dtype": case.dtype, "mode": mode,
               "aten": aten, "aten_source": "cache" if cached else "measured", "candidate": candidate,
               "candidate_raw": [round(x, 6) for x in samples["candidate"]],
@@ -123,7 +141,10 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
               "speedup": aten["median_ms"] / candidate["median_ms"],
               "bytes": moved, "candidate_gbs": moved / (candidate["median_ms"] * 1e-3) / 1e9,
               "aten_gbs": moved / (aten["median_ms"] * 1e-3) / 1e9,
-              "overhead_dominated": overhead_dominated(min(aten["median_ms"], candidate["median_ms"]), empty)}
+              "overhead_dominated": overhead_dominated(min(aten["median_ms"], candidate["median_ms"]), empty),
+              "flops": mine["flops"], "bound": mine["bound"], "floor_ms": mine["floor_ms"],
+              "roof_fraction": mine["roof_fraction"], "aten_roof_fraction": eager["roof_fraction"],
+              "candidate_tflops": mine["achieved_tflops"]}
     failure = recheck(op, case, timed, ref_in, cand_in, recorder)
     if failure:
         result.update(failure)
