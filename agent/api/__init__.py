@@ -434,54 +434,57 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, s
             raise UsageError("--gpus picks GPUs of this machine; --executor ray uses every GPU of the cluster")
         evaluations = ray_executor(device, ray_address, ray_resource, generate_options)
     else:
-        check_evaluation(device, generate_options.get("timeout_s", 300.0), generate_options.get("allow_no_opinfo", False))
+        check_evaluation(device, generate_options.get("timeout_s", 300.0),
+                         generate_options.get("allow_no_opinfo", False))
         from harness.evaluate import default_device
         evaluations = LocalExecutor(device or default_device(), gpus=check_gpus(gpus, device or default_device()))
-    device = evaluations.device
-    jobs = jobs or max(4, 2 * len(evaluations.slots))
-    key = resume_key(generate_options, device, evaluations.gpu_label())
-    runner_options = dict(jobs=jobs, report=report, lease_s=lease_s, budgets=budgets, executor=evaluations,
-                          limiter=RateLimiter(llm_concurrency), **({"pause_s": infra_pause_s} if infra_pause_s else {}))
-    if resume is not None:
-        state = coordinator_state(meta)
-        if state == "alive":
-            pid = meta["coordinator"]["pid"]
-            raise UsageError(f"batch {resume} is still running (process {pid} on this host): wait for it, or stop "
-                             f"it (Ctrl-C, or kill {pid}) and resume then")
-        runner = Batch(path, None, **runner_options)
-        reopened = runner.ledger.reopen(key, coordinator_dead=state == "dead")
-        (report or (lambda e, d: None))("resume", reopened)
-    else:
-        chosen = batch_selection(ops, ops_file=ops_file, suite=suite, family=family, dataset=dataset,
-                                 include_synthetic=include_synthetic,
-                                 exact_overload=bool(generate_options.get("exact_overload")))
-        served = {op for entry in kernels(where) for op in entry["serves"]}
-        skipped = dict(chosen.skipped)
-        if not force:
-            skipped.update({op: "an accepted kernel serves it already (--force to redo)"
-                            for op in chosen.ops if op in served})
-        path = where / "runs" / new_batch_id()
-        path.mkdir(parents=True)
-        runner = Batch(path, None, **runner_options)
-        runner.ledger.key = key
-        runner.ledger.set_meta(generate_options=generate_options, created_at=time.time(), jobs=jobs,
-                               resume_key=key, extra_traces=chosen.extra_traces,
-                               selection={"ops": ops, "ops_file": str(ops_file) if ops_file else None, "suite": suite,
-                                          "family": family, "dataset": str(dataset) if dataset else None,
-                                          "include_synthetic": include_synthetic})
-        if chosen.dataset is not None:
-            (path / "dataset.json").write_text(json.dumps(chosen.dataset, indent=1) + "\n")
-        runner.ledger.add(chosen.ops + [op for op in skipped if op not in chosen.ops], skipped)
-    extra = runner.ledger.meta().get("extra_traces") or {}
-    options = {**generate_options, "device": device}
+    try:  # a cluster's supervisors hold GPUs: let them go however the batch ends
+        device = evaluations.device
+        jobs = jobs or max(4, 2 * len(evaluations.slots))
+        key = resume_key(generate_options, device, evaluations.gpu_label())
+        runner_options = dict(jobs=jobs, report=report, lease_s=lease_s, budgets=budgets, executor=evaluations,
+                              limiter=RateLimiter(llm_concurrency),
+                              **({"pause_s": infra_pause_s} if infra_pause_s else {}))
+        if resume is not None:
+            state = coordinator_state(meta)
+            if state == "alive":
+                pid = meta["coordinator"]["pid"]
+                raise UsageError(f"batch {resume} is still running (process {pid} on this host): wait for it, or stop "
+                                 f"it (Ctrl-C, or kill {pid}) and resume then")
+            runner = Batch(path, None, **runner_options)
+            reopened = runner.ledger.reopen(key, coordinator_dead=state == "dead")
+            (report or (lambda e, d: None))("resume", reopened)
+        else:
+            chosen = batch_selection(ops, ops_file=ops_file, suite=suite, family=family, dataset=dataset,
+                                     include_synthetic=include_synthetic,
+                                     exact_overload=bool(generate_options.get("exact_overload")))
+            served = {op for entry in kernels(where) for op in entry["serves"]}
+            skipped = dict(chosen.skipped)
+            if not force:
+                skipped.update({op: "an accepted kernel serves it already (--force to redo)"
+                                for op in chosen.ops if op in served})
+            path = where / "runs" / new_batch_id()
+            path.mkdir(parents=True)
+            runner = Batch(path, None, **runner_options)
+            runner.ledger.key = key
+            runner.ledger.set_meta(generate_options=generate_options, created_at=time.time(), jobs=jobs,
+                                   resume_key=key, extra_traces=chosen.extra_traces,
+                                   selection={"ops": ops, "ops_file": str(ops_file) if ops_file else None,
+                                              "suite": suite,
+                                              "family": family, "dataset": str(dataset) if dataset else None,
+                                              "include_synthetic": include_synthetic})
+            if chosen.dataset is not None:
+                (path / "dataset.json").write_text(json.dumps(chosen.dataset, indent=1) + "\n")
+            runner.ledger.add(chosen.ops + [op for op in skipped if op not in chosen.ops], skipped)
+        extra = runner.ledger.meta().get("extra_traces") or {}
+        options = {**generate_options, "device": device}
 
-    def generate_one(op: str, hear):
-        serves = family_of_overload(op)["serves"] if not options.get("exact_overload") else [op]
-        mine = {name: extra[name] for name in dict.fromkeys([op] + serves) if name in extra}
-        return generate(op, root=where, report=hear, executor=evaluations, limiter=runner.limiter,
-                        extra_traces=mine or None, **options)
-    runner.generate = generate_one
-    try:
+        def generate_one(op: str, hear):
+            serves = family_of_overload(op)["serves"] if not options.get("exact_overload") else [op]
+            mine = {name: extra[name] for name in dict.fromkeys([op] + serves) if name in extra}
+            return generate(op, root=where, report=hear, executor=evaluations, limiter=runner.limiter,
+                            extra_traces=mine or None, **options)
+        runner.generate = generate_one
         return runner.run()
     finally:
         evaluations.close()

@@ -305,7 +305,8 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
                "cost_usd": round(spend["cost_usd"], 6), "failures": failures,
                "ops": [{**{k: r[k] for k in ("op", "state", "attempts", "infra_retries", "rounds", "best_speedup",
                                              "gpu", "tokens_input", "tokens_output", "cost_usd", "error_class",
-                                             "error", "run_id")}, "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None}
+                                             "error", "run_id")},
+                        "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None}
                        for r in rows]}
     (path / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     counts = summary["counts"]
