@@ -42,10 +42,13 @@ def _free_port() -> int:
 class Node:
     """``ray start --block`` in a process group of its own: stopping it kills that node alone."""
 
-    def __init__(self, arguments: list[str], log: Path):
+    def __init__(self, arguments: list[str], log: Path, extra_env: dict | None = None):
         env = {k: v for k, v in os.environ.items() if "KEY" not in k and not k.startswith("RAY_")}
-        env.update(RAY_health_check_period_ms="500", RAY_health_check_failure_threshold="4",
+        # Ray >= 2.5x turns on token authentication when ~/.ray/auth_token exists (any earlier local
+        # ray.init() writes one): this test cluster is explicitly without, whatever the home holds.
+        env.update(RAY_AUTH_MODE="disabled", RAY_health_check_period_ms="500", RAY_health_check_failure_threshold="4",
                    RAY_health_check_initial_delay_ms="0", PYTHONPATH=str(ROOT))
+        env.update(extra_env or {})
         self.log = log.open("w")
         self.process = subprocess.Popen([RAY, "start", "--block", "--disable-usage-stats",
                                          "--num-gpus=0", f"--resources={json.dumps({RESOURCE: 1})}",
@@ -174,3 +177,33 @@ def test_killing_a_node_mid_batch_loses_nothing_and_the_head_finishes(cluster, t
     kept = [s for s in slots if not s["retired"]]
     assert len(kept) == 1 and kept[0]["evaluations"] >= 3, slots
     assert "node lost while evaluating" in (result.path / "summary.md").read_text()
+
+
+def test_a_cluster_with_token_authentication_gets_a_message_naming_the_fix(tmp_path):
+    """Ray >= 2.5x clusters use token authentication by default; a driver joining by address sends
+    the token only when told to. Without it: exit 2 and the fix named, and none of Ray's retry noise;
+    with it: joined (the next complaint is the cluster's missing GPUs)."""
+    token = os.urandom(16).hex()
+    temp = tempfile.mkdtemp(prefix="bbray-")
+    port = _free_port()
+    head = Node(["--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                 "--include-dashboard=false", f"--temp-dir={temp}"], tmp_path / "head.log",
+                extra_env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and "Ray runtime started" not in (tmp_path / "head.log").read_text():
+            time.sleep(0.5)
+        command = [str(Path(sys.executable).parent / "bbagent"), "batch", "--ops", "aten.relu.default",
+                   "--provider", "replay", "--executor", "ray", "--ray-address", f"127.0.0.1:{port}",
+                   "--root", str(tmp_path / "root")]
+        plain = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        refused = subprocess.run(command, capture_output=True, text=True, timeout=300, env=plain)
+        assert refused.returncode == 2, refused.stderr
+        assert "RAY_AUTH_MODE=token" in refused.stderr and "RAY_AUTH_TOKEN" in refused.stderr
+        assert "Traceback" not in refused.stderr and "gcs_client" not in refused.stderr, refused.stderr
+        joined = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                                env={**plain, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
+        assert joined.returncode == 2 and "has no node with the resource 'GPU' free" in joined.stderr, joined.stderr
+    finally:
+        head.kill()
+        shutil.rmtree(temp, ignore_errors=True)

@@ -16,8 +16,10 @@ evaluations stay on one GPU model while one is left, so that its speedups compar
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -228,15 +230,51 @@ def _connect(ray, address: str | None) -> None:
             raise UsageError(f"cannot join the Ray cluster at {target}: {problem}; start it with `ray start --head` "
                              "there, or pass its GCS address (host:port, as `ray start --head` prints it)")
         try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            with _stderr_kept_unless_failing():
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UsageError(f"cannot join the Ray cluster at {target}: {exc}") from None
+            raise UsageError(f"cannot join the Ray cluster at {target}: {_why(exc)}") from None
         return
     hidden = {name: os.environ.pop(name) for name in list(os.environ) if SECRET_NAME.search(name)}
     try:
         ray.init(logging_level="ERROR", log_to_driver=False, include_dashboard=False)
     finally:
         os.environ.update(hidden)
+
+
+def _why(exc: BaseException) -> str:
+    """What went wrong joining a cluster, in words a user can act on. Ray >= 2.5x clusters use token
+    authentication by default, and a driver given an explicit address does not send the token unless
+    RAY_AUTH_MODE=token is set, so the bare message ("Failed to connect") hides the fix."""
+    cause: BaseException | None = exc
+    while cause is not None:  # Ray wraps the AuthenticationError's traceback into a RuntimeError's text
+        if "AuthenticationError" in f"{type(cause).__name__} {cause}":
+            return ("the cluster wants an authentication token: set RAY_AUTH_MODE=token and give the cluster's "
+                    "token in RAY_AUTH_TOKEN (or ~/.ray/auth_token); `ray get-auth-token` on the head prints it")
+        cause = cause.__cause__ or cause.__context__
+    return str(exc)
+
+
+@contextlib.contextmanager
+def _stderr_kept_unless_failing():
+    """Ray's C++ client writes a warning per retry straight to file descriptor 2 while it fails to
+    join (some 20 lines); hold them, and pass them on only if joining succeeds."""
+    held = tempfile.TemporaryFile()
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(held.fileno(), 2)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        if not failed:
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+        held.close()
 
 
 def _unreachable(address: str) -> str | None:
