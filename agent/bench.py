@@ -1,9 +1,11 @@
-"""``bbagent bench``: test a kernel, time it against eager aten on the op's trace shapes, and
-write one benchmark record (schema v0.1, ``agent.bench_record``) per (op, input, engine)
-to ``runs/<run_id>/bench.jsonl``, beside the Verdict.
+"""``bbagent bench``: test a kernel, time it against eager aten (and, with ``--baseline
+eager,inductor``, torch.compile) on the op's trace shapes, and write one benchmark record (schema
+v0.1, ``agent.bench_record``) per (op, input, engine) to ``runs/<run_id>/bench.jsonl``, beside the
+Verdict.
 
-On the GPU each timed shape gives an ``aten`` record and a ``bbagent`` record with their
-timings. Where nothing was timed (the CPU interpreter, or a kernel that failed a test) the
+On the GPU each timed shape gives an ``aten`` record, an ``inductor`` record where that baseline
+was asked for (without timings, and ``correct`` false, where inductor failed to compile it) and a
+``bbagent`` record with their timings. Where nothing was timed (the CPU interpreter, or a kernel that failed a test) the
 records carry correctness alone, one pair per trace test, and say why in their metadata.
 """
 from __future__ import annotations
@@ -45,14 +47,22 @@ def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
                 samples=t.aten_raw, execution=execution, metadata=metadata, **common,
                 metrics={**shared, "achieved_gbs": t.aten_gbs, "copy_bandwidth_fraction": t.aten_gbs / copy_gbs,
                          "roof_fraction": t.aten_roof_fraction, "reference_source": t.aten_source}))
+            inductor = (t.baselines or {}).get("inductor")
+            if inductor is not None:
+                records.append(_inductor_record(t, inductor, execution, shared, metadata, common))
+            vs_inductor = {"speedup_inductor": inductor.speedup} if inductor is not None else {}
             records.append(make_record(
                 engine="bbagent", input_description=t.input, correct=True, timing=t.candidate.model_dump(),
                 samples=t.candidate_raw, speedup=t.speedup, execution=execution, metadata=metadata,
                 engine_version=version, engine_config=kernel, **common,
                 metrics={**shared, "achieved_gbs": t.candidate_gbs, "achieved_tflops": t.candidate_tflops,
-                         "copy_bandwidth_fraction": t.candidate_gbs / copy_gbs, "roof_fraction": t.roof_fraction}))
+                         "copy_bandwidth_fraction": t.candidate_gbs / copy_gbs, "roof_fraction": t.roof_fraction,
+                         **vs_inductor}))
         return records
     metadata["not_timed"] = performance.reason if performance is not None else "timing was not asked for"
+    skipped = {name: b.reason for name, b in ((performance.baselines if performance else None) or {}).items()}
+    if skipped:
+        metadata["baselines_not_timed"] = skipped
     for test in verdict.tests:
         if not (test.source or "").startswith("trace") or test.passed is None:
             continue  # OpInfo and edge cases are not workloads; a reference error has no answer
@@ -61,6 +71,22 @@ def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
         records.append(make_record(engine="bbagent", input_description=test.input, correct=bool(test.passed),
                                    engine_version=version, engine_config=kernel, metadata=metadata, **common))
     return records
+
+
+def _inductor_record(t, inductor, execution: dict, shared: dict, metadata: dict, common: dict) -> BenchRecord:
+    """The inductor baseline on one shape: its timing (measured with eager in a child of its own, or
+    from the cache), or, where it failed to compile, no timing and the error."""
+    compilation = {"backend": "inductor", "mode": inductor.compile_mode, "fullgraph": True, "dynamic": False}
+    if inductor.error:
+        return make_record(engine="inductor", input_description=t.input, correct=False, compilation_config=compilation,
+                           metadata={**metadata, "error": inductor.error}, **common)
+    return make_record(
+        engine="inductor", input_description=t.input, correct=True, timing=inductor.timing.model_dump(),
+        samples=inductor.raw, compilation_config=compilation, metadata=metadata, **common,
+        execution={**execution, "interleaved_with_reference": inductor.source == "measured",
+                   "interleaved_with_kernel": False},
+        metrics={**shared, "reference_source": inductor.source, "eager_over_inductor": inductor.eager_over_inductor,
+                 "compile_s": inductor.compile_s})
 
 
 def write_bench(run_path: Path, verdict: Verdict) -> tuple[Path, list[BenchRecord]]:
@@ -75,20 +101,34 @@ def print_bench(console: Console, verdict: Verdict) -> None:
     if performance is None or not performance.measured:
         reason = performance.reason if performance is not None else "timing was not asked for"
         console.print(f"no timings: {reason}")
+        for name, b in ((performance.baselines if performance else None) or {}).items():
+            console.print(f"{name} baseline not timed: {b.reason}")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("input", "mode", "eager us", "kernel us", "speedup", "kernel GB/s", "% copy", "% roof", ""):
+    with_inductor = "inductor" in (performance.baselines or {})
+    columns = ["input", "mode", "eager us", "kernel us", "speedup"]
+    columns += ["inductor us", "vs inductor"] if with_inductor else []
+    columns += ["kernel GB/s", "% copy", "% roof", ""]
+    for column in columns:
         table.add_column(column, overflow="fold", justify="left" if column in ("input", "mode", "") else "right")
     copy_gbs = performance.device.copy_gbs
     for t in performance.tests:
         if t.error_kind:
-            table.add_row(t.input, "-", "-", "-", "-", "-", "-", "-", t.error_kind)
+            table.add_row(t.input, *["-"] * (len(columns) - 2), t.error_kind)
             continue
         flag = "overhead-dominated" if t.overhead_dominated else ""
         flag += " (eager from cache)" if t.aten_source == "cache" else ""
-        table.add_row(t.input, t.mode, f"{t.aten.median_ms * 1e3:.1f}", f"{t.candidate.median_ms * 1e3:.1f}",
-                      f"{t.speedup:.3f}x", f"{t.candidate_gbs:.0f}", f"{100 * t.candidate_gbs / copy_gbs:.0f}%",
-                      f"{100 * t.roof_fraction:.0f}% {t.bound}" if t.roof_fraction is not None else "-", flag.strip())
+        row = [t.input, t.mode, f"{t.aten.median_ms * 1e3:.1f}", f"{t.candidate.median_ms * 1e3:.1f}", f"{t.speedup:.3f}x"]
+        if with_inductor:
+            inductor = (t.baselines or {}).get("inductor")
+            if inductor is None or inductor.error:
+                row += ["-", "-"]
+                flag += f" inductor: {inductor.error}" if inductor is not None else ""
+            else:
+                row += [f"{inductor.timing.median_ms * 1e3:.1f}", f"{inductor.speedup:.3f}x"]
+        row += [f"{t.candidate_gbs:.0f}", f"{100 * t.candidate_gbs / copy_gbs:.0f}%",
+                f"{100 * t.roof_fraction:.0f}% {t.bound}" if t.roof_fraction is not None else "-", flag.strip()]
+        table.add_row(*row)
     widen(console)
     console.print(table)
     console.print(summary_line(performance))
@@ -102,6 +142,16 @@ def summary_line(performance: Performance) -> str:
         parts.append(f"geomean speedup {s.geomean_speedup:.3f}x over {s.counted} shapes "
                      f"(p20 {s.speedup_p20:.3f}x, p50 {s.speedup_p50:.3f}x, p80 {s.speedup_p80:.3f}x); "
                      f"fast_1 {s.fast_p['1']:.2f}")
+    for name, b in (performance.baselines or {}).items():
+        if not b.measured:
+            parts.append(f"{name} not timed: {b.reason}")
+        elif b.geomean_speedup is not None:
+            failed = f"; {len(b.compile_failures)} shapes it failed to compile left out" if b.compile_failures else ""
+            parts.append(f"against {name} ({b.compile_mode}) geomean {b.geomean_speedup:.3f}x over {b.compared} shapes "
+                         f"(p20 {b.speedup_p20:.3f}x, p50 {b.speedup_p50:.3f}x, p80 {b.speedup_p80:.3f}x); "
+                         f"fast_1 {b.fast_p['1']:.2f}{failed}")
+        else:
+            parts.append(f"against {name}: no shape compared ({len(b.compile_failures)} failed to compile)")
     if s.overhead_dominated.count:
         parts.append(f"{s.overhead_dominated.count} overhead-dominated shapes reported apart")
     if s.largest:

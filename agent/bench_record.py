@@ -1,8 +1,8 @@
 """Benchmark records in the unified benchmark log schema v0.1: one record per
 (operator, input, engine), so results from different machines and nights can be joined.
 
-``engine`` is ``"aten"`` (eager PyTorch, the reference) or ``"bbagent"`` (a generated
-kernel). Timings exist only where a GPU measured them: a record made on the CPU (Triton
+``engine`` is ``"aten"`` (eager PyTorch, the reference), ``"inductor"`` (the op compiled by
+torch.compile: ``compilation_config`` says how) or ``"bbagent"`` (a generated kernel). Timings exist only where a GPU measured them: a record made on the CPU (Triton
 interpreter) carries correctness alone, with ``runtime_ms_mean``/``runtime_ms_std`` null and
 no ``runtime_raw``, so no file can pass interpreter time off as performance.
 """
@@ -25,7 +25,7 @@ class BenchRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workload: str = Field(description="aten overload, e.g. aten.relu.default")
-    engine: Literal["aten", "bbagent"]
+    engine: Literal["aten", "inductor", "bbagent"]
     hardware: str = Field(description="device name, e.g. NVIDIA H200, or cpu")
     runtime_ms_mean: float | None
     runtime_ms_std: float | None
@@ -87,7 +87,7 @@ def make_record(op: str, engine: str, device: str, input_description: str, seed:
                 timing: dict[str, float] | None = None, samples: list[float] | None = None,
                 speedup: float | None = None, engine_version: str = "", execution: dict | None = None,
                 hardware: dict | None = None, metrics: dict | None = None, metadata: dict | None = None,
-                engine_config: dict | None = None) -> BenchRecord:
+                engine_config: dict | None = None, compilation_config: dict | None = None) -> BenchRecord:
     """One record. ``timing`` is ``harness.timing.clock.summarize`` output (GPU only); ``metrics``
     adds to the correctness, speedup and median; ``hardware`` saves asking the device again."""
     hardware = hardware or hardware_config(device)
@@ -96,13 +96,14 @@ def make_record(op: str, engine: str, device: str, input_description: str, seed:
         runtime_ms_mean=timing["mean_ms"] if timing else None,
         runtime_ms_std=timing["std_ms"] if timing else None,
         timestamp=time.time(), workload_args={"input": input_description, "seed": seed},
-        engine_version=engine_version or (torch.__version__ if engine == "aten" else "unknown"),
+        engine_version=engine_version or (torch.__version__ if engine in ("aten", "inductor") else "unknown"),
         software_config=software_config(), hardware_config=hardware,
         execution_config={"device": device, **(execution or {})},
         metrics={"correct": correct, "speedup": speedup,
                  **({"median_ms": timing["median_ms"], "reps": timing["reps"]} if timing else {}),
                  **(metrics or {})},
-        metadata=metadata or {}, engine_config=engine_config or {}, runtime_raw=samples)
+        metadata=metadata or {}, engine_config=engine_config or {}, compilation_config=compilation_config or {},
+        runtime_raw=samples)
 
 
 def append_records(path: Path, records: list[BenchRecord]) -> None:

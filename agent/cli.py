@@ -266,6 +266,11 @@ def _add_eval_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu (Triton interpreter)")
     p.add_argument("--timeout", type=float, default=300.0, help="wall-clock seconds per evaluation (default 300)")
     p.add_argument("--seed", type=int, help="input seed (default: fresh per evaluation; recorded in the Verdict)")
+    p.add_argument("--channels-last", action="store_true",
+                   help="also run every trace input with a contiguous 4-d or 5-d tensor with those tensors in "
+                        "channels-last layout (NHWC; NDHWC), as models using torch.channels_last pass them; for "
+                        "convolution, pooling, normalization and elementwise operators (a batch applies it to "
+                        "those among its operators)")
     p.add_argument("--allow-no-opinfo", action="store_true",
                    help="evaluate even where PyTorch's OpInfo database cannot be imported (expecttest missing): the "
                         "tests are then the real-model traces and edge cases only")
@@ -286,6 +291,13 @@ def _add_timing_options(p: argparse.ArgumentParser, target_ms: float, max_shapes
                    help=f"most trace shapes to time, spread from smallest to largest (default {max_shapes})")
     p.add_argument("--target-ms", type=float, default=target_ms,
                    help=f"measured time per function and shape, in ms (default {target_ms:g})")
+    p.add_argument("--baseline", default="eager", metavar="ENGINES",
+                   help="what to compare the kernel with, comma-separated: eager (always) and inductor (the op "
+                        "compiled by torch.compile, timed on the GPU in a child of its own after the kernel "
+                        "passed; cached like eager). Default eager")
+    p.add_argument("--inductor-mode", default="default", choices=("default", "max-autotune"),
+                   help="torch.compile mode of the inductor baseline (max-autotune without inductor's own CUDA "
+                        "graphs: bbagent captures every side in a CUDA graph itself)")
 
 
 # --- entry point ---------------------------------------------------------------------------------
@@ -333,7 +345,7 @@ def _save_traceback() -> str:
 
 def _evaluation_options(args) -> dict:
     return {"device": args.device, "seed": args.seed, "timeout_s": args.timeout,
-            "allow_no_opinfo": args.allow_no_opinfo}
+            "allow_no_opinfo": args.allow_no_opinfo, "channels_last": args.channels_last}
 
 
 def _waiting(err, text: str):
@@ -363,6 +375,7 @@ def cmd_bench(args, out, err) -> int:
     with _waiting(err, "evaluating and timing"):
         result = api.bench(args.op, args.kernel, kernel_for=args.kernel_for, root=args.root, max_shapes=args.max_shapes,
                            target_ms=args.target_ms, no_cache=args.no_cache, on_start=started,
+                           baseline=args.baseline, inductor_mode=args.inductor_mode,
                            **_evaluation_options(args))
     verdict, performance = result.verdict, result.verdict.performance
     shown = err if args.json else out
@@ -375,6 +388,8 @@ def cmd_bench(args, out, err) -> int:
                           "bench_file": str(result.bench_file), "records": len(result.records),
                           "performance": performance.summary.model_dump() if measured else None,
                           "not_timed": None if measured else (performance.reason if performance else None),
+                          "baselines": {name: b.model_dump() for name, b in ((performance.baselines if performance
+                                                                              else None) or {}).items()},
                           "summary_line": summary_line(performance) if measured else None}, indent=2))
     return EXIT_OK if verdict.passed else EXIT_FAIL
 
@@ -448,7 +463,8 @@ def cmd_prompt(args, out, err) -> int:
     from agent.prompting import family_of, render_feedback, render_performance_feedback, template_name
     computation, serves = api.what_to_ask_for(args.op, args.exact_overload)
     if args.round_feedback is None:
-        text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device), \
+        text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device,
+                                    channels_last=args.channels_last), \
             template_name(computation)
     else:
         verdict = _read_verdict(args.round_feedback)
@@ -490,7 +506,8 @@ def _generate_options(args) -> dict:
             "max_cost_usd": args.max_cost_usd if per_run else args.max_cost_per_op,
             "max_tokens": args.max_tokens if per_run else args.max_tokens_per_op, "target_speedup": args.target_speedup,
             "exact_overload": args.exact_overload, "max_shapes": args.max_shapes, "target_ms": args.target_ms,
-            "no_cache": args.no_cache, **_evaluation_options(args)}
+            "no_cache": args.no_cache, "baseline": args.baseline, "inductor_mode": args.inductor_mode,
+            **_evaluation_options(args)}
 
 
 def cmd_batch(args, out, err) -> int:

@@ -147,6 +147,7 @@ class Agent:
     report: Callable[[str, dict], None] = lambda event, data: None
     serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
     device: str | None = None  # where the candidates run (the prompt says what that means); None: the default
+    channels_last: bool = False  # trace inputs are also tested channels-last (the prompt says so)
 
     def __post_init__(self):
         self.state = {
@@ -170,7 +171,8 @@ class Agent:
     def generate(self) -> Outcome:
         outcome = Outcome("failed", self.run.path)
         try:
-            self.messages = [{"role": "user", "content": render_prompt(self.op, also_serves=self.serves[1:], device=self.device)}]
+            self.messages = [{"role": "user", "content": render_prompt(self.op, also_serves=self.serves[1:], device=self.device,
+                                                                      channels_last=self.channels_last)}]
             for n in range(1, self.rounds + 1):
                 spent = self.over_budget()
                 if spent:

@@ -125,9 +125,10 @@ def template_name(op: str) -> str:
     return f"families/{family_of(op)}.j2"
 
 
-def op_context(op_name: str, device: str | None = None) -> dict:
+def op_context(op_name: str, device: str | None = None, channels_last: bool = False) -> dict:
     """Everything the templates read about ``op_name``, for tests run on ``device`` (default: the
-    evaluation's default, CUDA where there is a GPU, else the CPU under the Triton interpreter)."""
+    evaluation's default, CUDA where there is a GPU, else the CPU under the Triton interpreter);
+    ``channels_last``: its trace inputs are also tested in that layout."""
     device = device or default_device()
     op = resolve_op(op_name)
     summary = describe(op)
@@ -152,7 +153,42 @@ def op_context(op_name: str, device: str | None = None) -> dict:
         "allowed": ALLOWED + ((SEED_DRAW,) if mode == "distribution" else ()),
         "stack": {"triton": _triton_version(), "interpreter": device == "cpu"},
         "example": worked_example(family_of(op_name)),
+        "channels_last": channels_last_examples(op, calls) if channels_last else None,
     }
+
+
+CHANNELS_LAST_EXAMPLES = 2
+
+
+def channels_last_examples(op, calls: list) -> list[dict]:
+    """Trace inputs in channels-last layout, as tested, with the layout of what aten returns for
+    them (run on meta tensors: no data, no device)."""
+    from harness.inputs import materialize, tensors_in
+    from harness.layouts import channels_last_call
+    examples = []
+    for call in calls:
+        changed = channels_last_call(call)
+        if changed is None:
+            continue
+        try:
+            result = op(*materialize(changed.args, "meta", None), **materialize(changed.kwargs, "meta", None))
+        except Exception:  # noqa: BLE001 - an input aten refuses on meta: shown without its output
+            result = None
+        examples.append({"args": changed.describe(), "output": [_layout(t) for t in tensors_in(result)]})
+        if len(examples) == CHANNELS_LAST_EXAMPLES:
+            break
+    return examples
+
+
+def _layout(t) -> str:
+    import torch
+    if t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous():
+        return f"{list(t.shape)} channels-last, strides {tuple(t.stride())}"
+    if t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d) and not t.is_contiguous():
+        return f"{list(t.shape)} channels-last (3-d), strides {tuple(t.stride())}"
+    if t.is_contiguous():
+        return f"{list(t.shape)} contiguous"
+    return f"{list(t.shape)} strides {tuple(t.stride())}"
 
 
 def worked_example(family: str) -> dict | None:
@@ -192,11 +228,12 @@ def _triton_version() -> str:
         return "not installed"
 
 
-def render_prompt(op_name: str, also_serves: list[str] | tuple = (), device: str | None = None) -> str:
+def render_prompt(op_name: str, also_serves: list[str] | tuple = (), device: str | None = None,
+                  channels_last: bool = False) -> str:
     """The first prompt for ``op_name``, whose tests run on ``device`` ("cuda" or "cpu": the CPU
     runs them under the Triton interpreter; default as the evaluation's). ``also_serves``: the
     in-place and out= overloads that bbagent will serve with the same kernel (and test)."""
-    context = {**op_context(op_name, device), "also_serves": list(also_serves)}
+    context = {**op_context(op_name, device, channels_last), "also_serves": list(also_serves)}
     return _environment().get_template(template_name(op_name)).render(**context).strip() + "\n"
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.suite.budget import CPU_MAX_NUMEL
+from harness.timing import baselines
 from harness.timing.metrics import summarize_performance
 from harness.timing.reference_cache import ReferenceCache
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
@@ -56,6 +57,8 @@ class TimingOptions:
     reuse: bool = True
     keep_raw: bool = False
     rows: dict | None = None  # the cached rows, read by the machine that holds the cache (see remote)
+    baselines: tuple[str, ...] = ("eager",)  # harness.timing.baselines.ENGINES; eager always
+    inductor_mode: str = "default"  # a key of harness.timing.baselines.INDUCTOR_MODES
 
     def request(self, op: str) -> dict:
         if self.rows is not None:
@@ -73,7 +76,8 @@ class TimingOptions:
         ``torch_version``): the cached rows travel, the cache stays; raw times are kept, for
         ``finish_timing`` on this side to store and strip."""
         return {"target_ms": self.target_ms, "max_cases": self.max_cases, "keep_raw": True,
-                "rows": self._cached(op, torch_version)}
+                "rows": self._cached(op, torch_version), "baselines": tuple(self.baselines),
+                "inductor_mode": self.inductor_mode}
 
 
 class KernelFileError(ValueError):
@@ -149,7 +153,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
              hidden: list[str | Path] | None = None, timing: TimingOptions | None = None,
              kernel_for: str | None = None, overloads: list[str] | None = None,
              namespaces: bool = True, secrets: list[str] | None = None, gpu: int | None = None,
-             extra_traces: dict[str, list[dict]] | None = None) -> Verdict:
+             extra_traces: dict[str, list[dict]] | None = None, channels_last: bool = False) -> Verdict:
     """Run every test of ``op`` against the kernel file and return its Verdict.
 
     ``kernel_for`` is the overload whose calling convention the file's ``kernel`` has (default
@@ -169,7 +173,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     for the timing phase; its results are the Verdict's ``performance``. ``gpu`` pins the child to
     that GPU (numbered as this process sees them). ``extra_traces`` adds trace inputs to the tests:
     per operator name (``aten.add.Tensor``), ``{"line": "cnt: N, ((...), {})", "timed": bool}``
-    (a dataset's inputs; untimed ones are correctness canaries)."""
+    (a dataset's inputs; untimed ones are correctness canaries). ``channels_last`` runs each trace
+    input with a contiguous 4-d or 5-d tensor once more with it in channels-last layout."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
@@ -198,7 +203,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
            "hidden": [str(Path(p).resolve()) for p in hidden or []], "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]],
            "cpu_max_numel": cpu_max_numel, "timing": timing.request(op) if timing else None,
            "kernel_for": kernel_for or op, "overloads": overloads, "namespaces": namespaces,
-           "extra_traces": extra_traces or {}}
+           "extra_traces": extra_traces or {}, "channels_last": channels_last}
     env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
@@ -206,23 +211,69 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
         for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
             _warn_once(f"bbagent sandbox: {note}")
         if timing:
+            if "inductor" in timing.baselines and verdict["performance"] is not None:
+                _time_inductor(op, verdict, timing, job, base_env, warm, limits)
             finish_timing(timing, op, verdict)
         return _redacted(verdict, secrets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, base_env: dict, warm: bool,
+                   limits: Limits) -> None:
+    """The inductor baseline of every timed shape (``harness.timing.baselines``): from the cache, or
+    measured now in a child of its own with no candidate in it."""
+    performance = verdict["performance"]
+    tests, gpu, mode = performance["tests"], performance["gpu"], timing.inductor_mode
+    rows = timing.request(op)["reference"]
+    missing = baselines.wanted(tests, rows, gpu, mode)
+    measured, problem = [], None
+    if missing:
+        workdir = Path(tempfile.mkdtemp(prefix="bbagent-baseline-")).resolve()
+        shapes = [{"input": t["input"], "mode": t["mode"]} for t in missing]
+        child_job = {**{k: job[k] for k in ("op", "seed", "device", "cpu_max_numel", "extra_traces", "channels_last")},
+                     "kernel": "", "workdir": str(workdir), "timing": None,
+                     "baseline": {"compile_mode": mode, "target_ms": timing.target_ms, "shapes": shapes}}
+        per_shape_s = 180 if mode != "default" else 60
+        try:
+            events, outcome = _run_child(child_job, {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)},
+                                         base_env, warm, 120 + per_shape_s * len(shapes), limits)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        measured = [{k: v for k, v in e.items() if k not in CHANNEL_KEYS} for e in events if e.get("event") == "baseline"]
+        if not any(e.get("event") == "done" for e in events):
+            problem = _baseline_child_problem(events, outcome)
+    baselines.attach(tests, rows, measured, gpu, mode, missing_error=problem)
+    performance["baselines"] = {"inductor": baselines.summary(tests, performance["summary"]["correct"], mode)}
+
+
+def _baseline_child_problem(events: list[dict], outcome: ChildOutcome) -> str:
+    fatal = next((e for e in events if e.get("event") == "fatal"), None)
+    if fatal:
+        return "the inductor baseline's child failed: " + fatal["message"][-500:]
+    if outcome.limit:
+        return f"the inductor baseline's child was stopped: {outcome.limit} {outcome.detail}".strip()
+    last = (outcome.stderr or "").strip().splitlines()[-1:] or [""]
+    return f"the inductor baseline's child {_exit_cause(outcome.returncode)} {last[0][:300]}".strip()
+
+
 def finish_timing(timing: TimingOptions, op: str, verdict: dict) -> None:
     """After a timed evaluation: why it was not timed, or its new measurements into the cache and
     (unless ``keep_raw``) the raw times out of the Verdict. Safe to run again on the same Verdict."""
     if verdict["performance"] is None:
-        verdict["performance"] = {"measured": False, "reason": not_timed_reason(verdict)}
+        reason = not_timed_reason(verdict)
+        verdict["performance"] = {"measured": False, "reason": reason}
+        if "inductor" in timing.baselines:
+            why = baselines.CPU_REASON if verdict["environment"].get("interpreter") else reason
+            verdict["performance"]["baselines"] = {"inductor": baselines.not_measured(why, timing.inductor_mode)}
     elif verdict["performance"].get("measured") is not False:
         _store_measured(timing, op, verdict)
         if not timing.keep_raw:
             for test in verdict["performance"]["tests"]:
                 test.pop("candidate_raw", None)
                 test.pop("aten_raw", None)
+                for entry in (test.get("baselines") or {}).values():
+                    entry.pop("raw", None)
 
 
 def _redacted(verdict: dict, secrets: list[str] | None) -> Verdict:
@@ -314,6 +365,11 @@ def _store_measured(timing: TimingOptions, op: str, verdict: dict) -> None:
     timing.cache.store_reference(op, env["torch"], gpu, [
         {"mode": t["mode"], "input": t["input"], "timing": t["aten"]}
         for t in performance["tests"] if t.get("aten_source") == "measured"])
+    inductor = [(t, t["baselines"]["inductor"]) for t in performance["tests"] if "inductor" in (t.get("baselines") or {})]
+    timing.cache.store_reference(op, env["torch"], gpu, [
+        {"mode": baselines.cache_mode(entry["compile_mode"], t["mode"]), "input": t["input"],
+         "timing": {**entry["timing"], "eager_over_inductor": entry["eager_over_inductor"]}}
+        for t, entry in inductor if entry["source"] == "measured" and "timing" in entry])
 
 
 _WARNED: set[str] = set()

@@ -142,6 +142,19 @@ class TimingStats(_Strict):
     reps: int
 
 
+class BaselineTiming(_Strict):
+    """A compiled baseline on one timed shape (``harness.timing.baselines``): its timing and the
+    kernel's speedup over it, or the ``error`` that left it without one (never a 1.0x)."""
+    compile_mode: str
+    source: Literal["measured", "cache"]
+    timing: TimingStats | None = None
+    raw: list[float] | None = None
+    eager_over_inductor: float | None = None  # eager median / inductor median, timed together
+    compile_s: float | None = None
+    speedup: float | None = None
+    error: str | None = None
+
+
 class TimedTest(_Strict):
     """One timed trace input; a kernel that went wrong while timed has ``error_kind`` instead."""
     id: str
@@ -166,6 +179,7 @@ class TimedTest(_Strict):
     roof_fraction: float | None = None
     aten_roof_fraction: float | None = None
     candidate_tflops: float | None = None
+    baselines: dict[str, BaselineTiming] | None = None
     error_kind: ErrorKind | None = None
     message: str | None = None
 
@@ -206,6 +220,27 @@ class PerformanceSummary(_Strict):
     largest: LargestShape | None = None
 
 
+class BaselineFailure(_Strict):
+    input: str
+    error: str
+
+
+class BaselineSummary(_Strict):
+    """The kernel against one compiled baseline over the shapes it compiled for; ``measured`` False
+    with the ``reason`` where it was not timed (the CPU, a failing kernel)."""
+    engine: Literal["inductor"]
+    compile_mode: str
+    measured: bool
+    reason: str | None = None
+    compared: int | None = None
+    compile_failures: list[BaselineFailure] = []
+    geomean_speedup: float | None = None
+    speedup_p20: float | None = None
+    speedup_p50: float | None = None
+    speedup_p80: float | None = None
+    fast_p: dict[str, float] | None = None
+
+
 class Performance(_Strict):
     """The timing phase: ``measured`` False with the ``reason`` where nothing was timed."""
     measured: bool
@@ -217,6 +252,7 @@ class Performance(_Strict):
     planned: int | None = None
     tests: list[TimedTest] = []
     summary: PerformanceSummary | None = None
+    baselines: dict[str, BaselineSummary] | None = None  # besides eager (whose figures are the summary)
 
 
 class SuiteInfo(_Strict):

@@ -51,10 +51,14 @@ def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
     from agent.cli import main
     from conftest import KERNELS
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
-                 "--root", str(tmp_path), "--json", "--seed", "3"])
-    summary = json.loads(capsys.readouterr().out)
+                 "--root", str(tmp_path), "--json", "--seed", "3", "--baseline", "eager,inductor"])
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
     assert code == 0 and summary["verdict"] == "pass" and summary["performance"] is None
     assert "interpreter" in summary["not_timed"]
+    inductor = summary["baselines"]["inductor"]  # skipped on the CPU, saying why
+    assert inductor["measured"] is False and "CUDA GPU only" in inductor["reason"]
+    assert "inductor baseline not timed: the inductor baseline is timed on a CUDA GPU only" in captured.err
     records = [BenchRecord.model_validate_json(line) for line in open(summary["bench_file"])]
     verdict = json.loads((tmp_path / "runs" / summary["run_dir"].split("/")[-1] / "verdict.json").read_text())
     trace_tests = [t for t in verdict["tests"] if t["source"].startswith("trace")]
@@ -62,6 +66,8 @@ def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
     assert all(r.runtime_ms_mean is None and r.runtime_raw is None and r.metrics["speedup"] is None
                for r in records)
     assert {r.metadata["not_timed"] for r in records} == {summary["not_timed"]}
+    assert all(r.metadata["baselines_not_timed"] == {"inductor": inductor["reason"]} for r in records)
+    assert {r.engine for r in records} == {"aten", "bbagent"}  # no inductor record without an inductor time
 
 
 def test_bench_without_a_kernel_names_the_fix(tmp_path, capsys):

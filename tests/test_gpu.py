@@ -96,6 +96,26 @@ def test_bench_writes_valid_timed_records(tmp_path, capsys):
     assert all(r.metrics["speedup"] > 0 for r in records if r.engine == "bbagent")
 
 
+def test_bench_against_inductor_measures_once_then_reads_the_cache(tmp_path, capsys):
+    from agent.bench_record import BenchRecord
+    command = ["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"), "--max-shapes", "3",
+               "--target-ms", "10", "--root", str(tmp_path), "--json", "--baseline", "eager,inductor"]
+    sources = []
+    for _ in range(2):
+        code = main(command)
+        summary = json.loads(capsys.readouterr().out)
+        assert code == 0 and summary["verdict"] == "pass"
+        inductor = summary["baselines"]["inductor"]
+        assert inductor["measured"] and inductor["compile_failures"] == [] and inductor["compared"] >= 1, inductor
+        assert inductor["geomean_speedup"] > 0
+        records = [BenchRecord.model_validate_json(line) for line in open(summary["bench_file"])]
+        timed = [r for r in records if r.engine == "inductor"]
+        assert len(timed) == 3 and all(r.runtime_ms_mean and r.metrics["correct"] for r in timed)
+        assert all(r.metrics["speedup_inductor"] > 0 for r in records if r.engine == "bbagent")
+        sources.append({r.metrics["reference_source"] for r in timed})
+    assert sources == [{"measured"}, {"cache"}]
+
+
 @pytest.mark.parametrize("functional, kernel, members", FAMILIES)
 def test_one_functional_kernel_serves_every_variant_on_gpu(functional, kernel, members):
     verdict = family_verdict(functional, kernel, members, device="cuda")

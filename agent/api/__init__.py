@@ -157,7 +157,7 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
 
 def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: float, timing=None,
               kernel_for: str | None = None, overloads: list[str] | None = None, executor=None,
-              extra_traces: dict | None = None) -> Callable:
+              extra_traces: dict | None = None, channels_last: bool = False) -> Callable:
     """``(op, kernel_file) -> Verdict`` with these settings; ``root`` (runs, kernels) never shown
     to the candidate, even where it lies inside a directory the sandbox shows. ``executor`` (a
     batch's ``agent.batch.executor.Executor``) decides where it runs; without one, here."""
@@ -166,7 +166,7 @@ def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: fl
 
     def run(op: str, kernel: Path):
         options = dict(seed=seed, timeout_s=timeout_s, hidden=[root], timing=timing, kernel_for=kernel_for,
-                       overloads=overloads, extra_traces=extra_traces)
+                       overloads=overloads, extra_traces=extra_traces, channels_last=channels_last)
         try:
             if executor is not None:
                 return executor.evaluate(op, kernel, **options)
@@ -176,30 +176,48 @@ def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: fl
     return run
 
 
-def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False):
+def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False,
+                   baseline: str = "eager", inductor_mode: str = "default"):
+    """``baseline``: the engines to compare with, comma-separated (``harness.timing.baselines``)."""
     from harness.evaluate import TimingOptions
     from harness.timing.reference_cache import FILE_NAME, ReferenceCache
     positive("--max-shapes", max_shapes, minimum=1)
     positive("--target-ms", target_ms)
+    engines = check_baseline(baseline, inductor_mode)
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
-                         cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw)
+                         cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw,
+                         baselines=engines, inductor_mode=inductor_mode)
+
+
+def check_baseline(baseline: str, inductor_mode: str) -> tuple[str, ...]:
+    """The engines named by ``--baseline``; a UsageError for an unknown one or mode."""
+    from harness.timing.baselines import INDUCTOR_MODES, parse_engines
+    try:
+        engines = parse_engines(baseline)
+    except ValueError as exc:
+        raise UsageError(f"--baseline: {exc}") from None
+    if inductor_mode not in INDUCTOR_MODES:
+        raise UsageError(f"--inductor-mode: {inductor_mode!r} is not one of {', '.join(INDUCTOR_MODES)}")
+    return engines
 
 
 # --- evaluate, bench -----------------------------------------------------------------------------
 
 def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | None = None, family: bool = False,
              root: str | Path | None = None, device: str | None = None, seed: int | None = None,
-             timeout_s: float = 300.0, allow_no_opinfo: bool = False):
+             timeout_s: float = 300.0, allow_no_opinfo: bool = False, channels_last: bool = False):
     """Test ``kernel`` (default: the accepted kernel serving ``op`` under ``root``) on ``op``'s tests,
-    in a sandboxed child process; ``family`` tests every overload of its family. Returns the Verdict."""
+    in a sandboxed child process; ``family`` tests every overload of its family; ``channels_last``
+    runs the 4-d and 5-d trace inputs in that layout too. Returns the Verdict."""
     check_op(op)
     check_evaluation(device, timeout_s, allow_no_opinfo)
+    channels_last = check_channels_last(op, channels_last)
     where = resolve_root(root)
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
     overloads = family_of_overload(op)["serves"] if family else [op]
     first = written_for if written_for in overloads else op  # the kernel's own overload is tested first
     return evaluator(where, device=device, seed=seed, timeout_s=timeout_s, kernel_for=written_for,
-                     overloads=overloads)(first, kernel)
+                     overloads=overloads, channels_last=channels_last)(first, kernel)
 
 
 @dataclass
@@ -213,23 +231,27 @@ class BenchResult:
 def bench(op: str, kernel: str | Path | None = None, *, kernel_for: str | None = None,
           root: str | Path | None = None, device: str | None = None, seed: int | None = None,
           timeout_s: float = 300.0, max_shapes: int = 64, target_ms: float = 100.0, no_cache: bool = False,
-          allow_no_opinfo: bool = False, on_start: Callable[[Path], None] | None = None) -> BenchResult:
+          allow_no_opinfo: bool = False, on_start: Callable[[Path], None] | None = None,
+          baseline: str = "eager", inductor_mode: str = "default", channels_last: bool = False) -> BenchResult:
     """Test the kernel, time it and eager aten on ``op``'s trace shapes (GPU), and write one
     benchmark record per (input, engine) to ``root/runs/bench-<id>/bench.jsonl``. ``on_start``
-    hears the run directory before the evaluation starts."""
+    hears the run directory before the evaluation starts. ``baseline`` "eager,inductor" also times
+    the op compiled by torch.compile (``inductor_mode`` default or max-autotune); ``channels_last``
+    tests and times the 4-d and 5-d trace inputs in that layout too."""
     from agent.bench import write_bench
     from agent.storage import RunDir, new_run_id
     check_op(op)
     check_evaluation(device, timeout_s, allow_no_opinfo)
     where = resolve_root(root, write=True)
-    timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache, keep_raw=True)
+    timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache, keep_raw=True,
+                            baseline=baseline, inductor_mode=inductor_mode)
     from_accepted = kernel is None
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
     run = RunDir(where, "bench-" + new_run_id(op))
     if on_start is not None:
         on_start(run.path)
-    verdict = evaluator(where, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
-                        kernel_for=written_for)(op, kernel)
+    verdict = evaluator(where, device=device, seed=seed, timeout_s=timeout_s, timing=timing, kernel_for=written_for,
+                        channels_last=check_channels_last(op, channels_last))(op, kernel)
     run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
     bench_file, records = write_bench(run.path, verdict)
     if from_accepted and verdict.passed and verdict.geomean_speedup() is not None:
@@ -261,11 +283,29 @@ def what_to_ask_for(op: str, exact_overload: bool = False) -> tuple[str, list[st
     return family["functional"], family["serves"]
 
 
-def prompt(op: str, *, exact_overload: bool = False, device: str | None = None) -> str:
+def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False) -> str:
     """The first message ``generate`` sends for ``op`` with these options."""
     from agent.prompting import render_prompt
     computation, serves = what_to_ask_for(op, exact_overload)
-    return render_prompt(computation, also_serves=serves[1:], device=device)
+    return render_prompt(computation, also_serves=serves[1:], device=device,
+                         channels_last=check_channels_last(computation, channels_last))
+
+
+def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:
+    """Whether ``op``'s trace inputs also run channels-last: asked for, and ``op`` in a family whose
+    ops models feed such tensors (``harness.layouts``). Asked for another op: a UsageError, or
+    False when ``quiet`` (a batch applies it where it applies)."""
+    if not wanted:
+        return False
+    from agent.prompting import family_of
+    from harness.layouts import CHANNELS_LAST_FAMILIES
+    family = family_of(op)
+    if family in CHANNELS_LAST_FAMILIES:
+        return True
+    if quiet:
+        return False
+    raise UsageError(f"--channels-last applies to the {', '.join(sorted(CHANNELS_LAST_FAMILIES))} families; "
+                     f"{op} is in '{family}'")
 
 
 def check_generate_options(*, provider: str = "openai", model: str | None = None, rounds: int = 5,
@@ -294,7 +334,8 @@ def generate(op: str, *, provider: str = "openai", model: str | None = None, rou
              target_speedup: float = 1.0, exact_overload: bool = False, timeout_s: float = 300.0,
              seed: int | None = None, max_shapes: int = 24, target_ms: float = 25.0, no_cache: bool = False,
              allow_no_opinfo: bool = False, report: Callable[[str, dict], None] | None = None,
-             executor=None, limiter=None, extra_traces: dict | None = None):
+             executor=None, limiter=None, extra_traces: dict | None = None, baseline: str = "eager",
+             inductor_mode: str = "default", channels_last: bool = False):
     """Ask ``provider``'s ``model`` for a kernel for ``op`` for up to ``rounds`` rounds (see the
     README for every option) and return the Outcome (status accepted, failed, stopped, error or
     interrupted; ``run_dir``; ``accepted_dir``). ``report(event, data)`` hears the progress: start,
@@ -312,8 +353,10 @@ def generate(op: str, *, provider: str = "openai", model: str | None = None, rou
                            target_speedup=target_speedup)
     computation, serves = what_to_ask_for(op, exact_overload)
     check_evaluation(device, timeout_s, allow_no_opinfo)
+    channels_last = check_channels_last(computation, channels_last)
     where = resolve_root(root, write=True)
-    timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache)
+    timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache,
+                            baseline=baseline, inductor_mode=inductor_mode)
     report = report or (lambda event, data: None)
     log = LLMLog(where / "runs" / FILE_NAME)
     inner = make_provider(provider, op=computation, model=model, base_url=base_url,
@@ -328,13 +371,15 @@ def generate(op: str, *, provider: str = "openai", model: str | None = None, rou
                             params={"max_output_tokens": max_output_tokens, "temperature": temperature})
     report("start", {"op": op, "computation": computation, "serves": serves, "provider": logged.name,
                      "model": logged.model, "rounds": rounds, "candidates": candidates, "run_dir": str(run.path)})
-    agent = Agent(op=computation, serves=serves, device=device, provider=logged,
+    agent = Agent(op=computation, serves=serves, device=device, provider=logged, channels_last=channels_last,
                   evaluate=evaluator(where, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
-                                     overloads=serves, executor=executor, extra_traces=extra_traces),
+                                     overloads=serves, executor=executor, extra_traces=extra_traces,
+                                     channels_last=channels_last),
                   run=run, root=where, rounds=rounds, target_speedup=target_speedup, report=report,
                   max_cost_usd=max_cost_usd, max_tokens=max_tokens, candidates=candidates,
                   config={"device": device, "timeout_s": timeout_s, "seed": seed, "max_shapes": max_shapes,
-                          "target_ms": target_ms, "no_cache": no_cache})
+                          "target_ms": target_ms, "no_cache": no_cache, "baseline": ",".join(timing.baselines),
+                          "inductor_mode": inductor_mode, "channels_last": channels_last})
     return agent.generate()
 
 
@@ -367,6 +412,9 @@ def batch_selection(ops: list[str] | None = None, *, ops_file: str | Path | None
         raise UsageError("no operators: pass --ops aten.relu.default,aten.add.Tensor, --ops-file FILE, --suite, "
                          "--family or --dataset")
     return chosen if exact_overload else select.one_per_family(chosen, family_of_overload)
+
+
+OPTIONS_ADDED_LATER = {"baseline": "eager", "inductor_mode": "default", "channels_last": False}
 
 
 def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, suite: str | None = None,
@@ -415,12 +463,14 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, s
         from agent.batch.ledger import Ledger
         meta = Ledger(path / FILE_NAME).meta()
         own = meta["generate_options"]
+        own = {**OPTIONS_ADDED_LATER, **own}  # a batch from before an option ran with its default
         differing = [f"{OPTION_FLAGS.get(k, '--' + k.replace('_', '-'))} (the batch's: {own.get(k)!r})"
                      for k, v in generate_options.items() if v is not None and v != own.get(k)]
         if differing:
             raise UsageError("--resume continues a batch with its own options: drop " + ", ".join(differing))
         generate_options = own
     check_generate_options(**generate_options)
+    check_baseline(generate_options.get("baseline") or "eager", generate_options.get("inductor_mode") or "default")
     check_provider(generate_options)
     if batch_max_cost_usd is not None and generate_options.get("provider") != "replay":
         require_price(generate_options.get("model"))
@@ -482,8 +532,9 @@ def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, s
         def generate_one(op: str, hear):
             serves = family_of_overload(op)["serves"] if not options.get("exact_overload") else [op]
             mine = {name: extra[name] for name in dict.fromkeys([op] + serves) if name in extra}
+            layout = check_channels_last(serves[0], bool(options.get("channels_last")), quiet=True)
             return generate(op, root=where, report=hear, executor=evaluations, limiter=runner.limiter,
-                            extra_traces=mine or None, **options)
+                            extra_traces=mine or None, **{**options, "channels_last": layout})
         runner.generate = generate_one
         return runner.run()
     finally:

@@ -64,6 +64,8 @@ class Job:
     kernel_for: str | None = None  # the overload whose calling convention the file's kernel has (default: op)
     overloads: list[str] | None = None  # every overload to test, op first (default: op alone)
     extra_traces: dict = field(default_factory=dict)  # a dataset's inputs per operator name (harness.suite.build)
+    baseline: dict | None = None  # no candidate: time a compiled baseline instead (harness.timing.inductor)
+    channels_last: bool = False  # trace inputs also in channels-last layout (harness.layouts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +85,9 @@ def run_job_reporting_errors(job: Job, result_fd: int) -> int:
     the runner catches) becomes a ``worker_error`` with its traceback, never a verdict on the kernel."""
     emit = _emit_factory(result_fd)
     try:
+        if job.baseline is not None:
+            from harness.timing.inductor import run_baseline_job
+            return run_baseline_job(job, emit)
         return run_job(job, emit)
     except Exception:
         import traceback
@@ -222,7 +227,7 @@ def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, o
     for name in [job.op] + [n for n in (job.overloads or []) if n != job.op]:
         target = resolve_op(name)
         suite = build_suite(target, device, job.seed, interpreter=interpreter, cpu_max_numel=job.cpu_max_numel,
-                            extra_traces=job.extra_traces)
+                            extra_traces=job.extra_traces, channels_last=job.channels_last)
         if name != job.op:
             prefix = name.removeprefix("aten.") + "/"
             for case in suite.cases:

@@ -25,6 +25,7 @@ from harness.inputs import clone_value, describe_call, map_tensors, materialize,
 from harness.opinfo_index import opinfos_reaching
 from harness.suite.index_args import make_index_args_valid
 from harness.ops import op_name, packet_name, resolve_op
+from harness.layouts import channels_last_call
 from harness.traces import TraceCall, TraceFormatError, load_calls, parse_call_line
 from harness.variants import functional_of, is_written, out_arguments, schema_arguments, with_out_tensors
 
@@ -195,22 +196,26 @@ def _output_numel(op, call: TraceCall) -> int:
 
 
 def build_suite(op, device: str, seed: int, *, interpreter: bool,
-                cpu_max_numel: int = CPU_MAX_NUMEL, extra_traces: dict | None = None) -> Suite:
+                cpu_max_numel: int = CPU_MAX_NUMEL, extra_traces: dict | None = None,
+                channels_last: bool = False) -> Suite:
     """The tests of ``op``. The in-place and ``out=`` overloads of a family get their functional
     overload's tests (``harness.variants.functional_of``) in their own calling convention, plus
     their own traces; overloads without a functional sibling get OpInfo, traces and edge cases.
     ``extra_traces`` (per operator name, ``{"line", "timed"}``) adds a dataset's inputs to the
-    trace tests of their operator."""
+    trace tests of their operator. ``channels_last`` runs every trace input with a contiguous 4-d
+    or 5-d tensor a second time with those tensors channels-last (``harness.layouts``)."""
     functional = functional_of(op)
     extra = extra_traces or {}
     if functional is None or functional is op:
-        return _build_suite(op, device, seed, interpreter, cpu_max_numel, extra=extra)
-    base = _build_suite(functional, device, seed, interpreter, cpu_max_numel, extra=extra)
+        return _build_suite(op, device, seed, interpreter, cpu_max_numel, extra=extra, channels_last=channels_last)
+    base = _build_suite(functional, device, seed, interpreter, cpu_max_numel, extra=extra,
+                        channels_last=channels_last)
     is_out = bool(out_arguments(op))
     suite = _out_suite(op, functional, base) if is_out else _inplace_suite(op, functional, base)
     # its own tests too (traces; for an in-place overload also OpInfo samples that reach it, e.g. a
     # random fill with no functional OpInfo), less those that repeat a derived one
-    own = _build_suite(op, device, seed, interpreter, cpu_max_numel, traces_only=is_out, extra=extra)
+    own = _build_suite(op, device, seed, interpreter, cpu_max_numel, traces_only=is_out, extra=extra,
+                       channels_last=channels_last)
     tag = "out" if is_out else "inplace"  # ids apart from the functional ones
     derived = {(case.description, case.dtype) for case in base.cases}
     suite.cases += [replace(case, id=f"{tag}-{case.id}") for case in own.cases
@@ -296,9 +301,10 @@ def _can_stride_result(functional, case: TestCase) -> bool:
     return bool(results) and all(t.dim() > 0 and t.shape[-1] > 1 for t in results)
 
 
-def _trace_calls(name: str, extra: dict) -> list[tuple[str, TraceCall, bool]]:
+def _trace_calls(name: str, extra: dict, channels_last: bool = False) -> list[tuple[str, TraceCall, bool]]:
     """(id prefix, call, timed) for the shipped traces of ``name`` and then a dataset's inputs not
-    already among them."""
+    already among them; with ``channels_last``, then each of those again in that layout where it
+    has a tensor to change (prefix ``trace-cl``, ``dataset-cl``)."""
     calls = [("trace", call, True) for call in load_calls(name)]
     seen = {call.describe() for _, call, _ in calls}
     for entry in extra.get(name, []):
@@ -309,11 +315,28 @@ def _trace_calls(name: str, extra: dict) -> list[tuple[str, TraceCall, bool]]:
         if call.describe() not in seen:
             seen.add(call.describe())
             calls.append(("dataset", call, bool(entry.get("timed", True))))
+    if channels_last:
+        for prefix, call, timed in list(calls):
+            changed = channels_last_call(call)
+            if changed is not None and changed.describe() not in seen:
+                seen.add(changed.describe())
+                calls.append((prefix + "-cl", changed, timed))
     return calls
 
 
+def _kept_on_cpu(eligible: list[tuple]) -> set[int]:
+    """Positions of the trace inputs the CPU interpreter runs: ``MAX_TRACE_CASES_CPU`` spread over
+    the inputs as traced, and as many over their channels-last twins (which add to them, not
+    displace them)."""
+    kept = set()
+    for twins in (False, True):
+        members = [position for position, entry in enumerate(eligible) if entry[1].endswith("-cl") == twins]
+        kept |= {members[j] for j in spread(len(members), MAX_TRACE_CASES_CPU)}
+    return kept
+
+
 def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: int,
-                 traces_only: bool = False, extra: dict | None = None) -> Suite:
+                 traces_only: bool = False, extra: dict | None = None, channels_last: bool = False) -> Suite:
     suite = Suite()
     dtypes = SAMPLE_DTYPES
     torch.manual_seed(seed)  # OpInfo's make_tensor draws from the global generator
@@ -321,7 +344,7 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
     suite.notes.extend(notes)
     trace_cases = []
     eligible = []
-    numbered = _trace_calls(op_name(op), extra or {})
+    numbered = _trace_calls(op_name(op), extra or {}, channels_last)
     calls = [call for _, call, _ in numbered]
     for i, (prefix, call, timed) in enumerate(numbered):
         numel = max(call.numel(), _output_numel(op, call)) if interpreter else 0
@@ -330,7 +353,7 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
                                   "reason": f"over the CPU interpreter budget of {cpu_max_numel} elements"})
         else:
             eligible.append((i, prefix, call, timed))
-    kept = spread(len(eligible), MAX_TRACE_CASES_CPU) if interpreter else range(len(eligible))
+    kept = _kept_on_cpu(eligible) if interpreter else range(len(eligible))
     for position, (i, prefix, call, timed) in enumerate(eligible):
         description = call.describe()
         trace_id = f"{prefix}-{i}"
@@ -339,8 +362,9 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
                                   "reason": f"CPU interpreter runs at most {MAX_TRACE_CASES_CPU} trace inputs"})
             continue
         specs = call.tensor_specs()
-        source = f"trace (cnt {call.count})" if prefix == "trace" else \
-            f"dataset (cnt {call.count}{'' if timed else ', correctness only'})"
+        layout = ", channels-last" if prefix.endswith("-cl") else ""
+        source = f"trace (cnt {call.count}{layout})" if prefix.startswith("trace") else \
+            f"dataset (cnt {call.count}{layout}{'' if timed else ', correctness only'})"
         trace_cases.append(TestCase(
             id=trace_id, source=source, description=description,
             dtype=specs[0].dtype if specs else "none", trace=call, seed=seed + i, device=device, timed=timed))

@@ -1,0 +1,87 @@
+"""The inductor baseline's child (``harness.timing.baselines`` says why it is a child of its own):
+no candidate is imported here, so nothing is sealed; it runs on the GPU only.
+
+Per shape asked for: fresh inputs, one clone for eager aten and one for the compiled op; the op is
+compiled anew (``torch._dynamo.reset()`` first, so no shape runs into dynamo's recompile limit and
+falls back to eager unseen) and called once, which compiles it; then both are timed interleaved by
+``harness.timing.clock``, as CUDA-graph replays where the kernel was timed that way, else as
+eager calls. Compile workers are kept in this process (``compile_threads = 1``): the watchdog
+counts a sandbox child's processes.
+"""
+from __future__ import annotations
+
+import time
+
+from harness.inputs import clone_value
+from harness.timing.baselines import INDUCTOR_MODES, cache_mode
+from harness.timing.clock import graphed, summarize, time_interleaved
+
+
+def _calling(op):
+    def call(*args, **kwargs):
+        return op(*args, **kwargs)
+    return call
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
+
+
+def time_inductor(op, case, timing_mode: str, compile_mode: str, target_ms: float) -> dict:
+    """One shape: inductor's timing (and eager's, measured alongside) or why there is none."""
+    import torch
+    result = {"input": case.description, "mode": cache_mode(compile_mode, timing_mode)}
+    args, kwargs = case.inputs()
+    ref_in, ind_in = clone_value((args, kwargs)), clone_value((args, kwargs))
+    del args, kwargs
+    torch._dynamo.reset()
+    compiled = torch.compile(_calling(op), mode=INDUCTOR_MODES[compile_mode], dynamic=False, fullgraph=True)
+    fns = {"aten": lambda: op(*ref_in[0], **ref_in[1]), "inductor": lambda: compiled(*ind_in[0], **ind_in[1])}
+    started = time.perf_counter()
+    try:
+        fns["inductor"]()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - inductor's failure is reported, never a speedup of 1.0
+        return {**result, "error": f"torch.compile failed: {_first_line(exc)}"}
+    result["compile_s"] = round(time.perf_counter() - started, 3)
+    timed = graphed(fns) if timing_mode == "graph" else fns
+    if timed is None:
+        return {**result, "error": "inductor's compiled code could not be captured in a CUDA graph, as the kernel "
+                                   "and eager were on this shape"}
+    samples = time_interleaved(timed, target_ms)
+    inductor, eager = summarize(samples["inductor"]), summarize(samples["aten"])
+    return {**result, "timing": inductor, "raw": [round(x, 6) for x in samples["inductor"]],
+            "eager_over_inductor": eager["median_ms"] / inductor["median_ms"]}
+
+
+def run_baseline_job(job, emit) -> int:
+    """Build the op's suite as the candidate's child did (same seed, same inputs), then time each
+    asked-for shape (``job.baseline["shapes"]``: input description and timing mode)."""
+    import torch
+    from torch._inductor import config
+    from harness.ops import resolve_op
+    from harness.suite.build import build_suite
+    config.compile_threads = 1
+    torch.zeros(1, device="cuda")
+    emit("environment", device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__)
+    op = resolve_op(job.op)
+    suite = build_suite(op, "cuda", job.seed, interpreter=False, cpu_max_numel=job.cpu_max_numel,
+                        extra_traces=job.extra_traces, channels_last=job.channels_last)
+    by_input = {case.description: case for case in suite.cases if case.trace is not None}
+    asked = job.baseline
+    for shape in asked["shapes"]:
+        case = by_input.get(shape["input"])
+        emit("baseline_start", input=shape["input"])
+        if case is None:
+            emit("baseline", input=shape["input"], mode=cache_mode(asked["compile_mode"], shape["mode"]),
+                 error="this input is not among the op's trace tests in this child")
+            continue
+        try:
+            emit("baseline", **time_inductor(op, case, shape["mode"], asked["compile_mode"], asked["target_ms"]))
+        except Exception as exc:  # noqa: BLE001 - e.g. the compiled code raised while being timed
+            emit("baseline", input=shape["input"], mode=cache_mode(asked["compile_mode"], shape["mode"]),
+                 error=f"inductor failed while being timed: {_first_line(exc)}")
+        torch.cuda.empty_cache()
+    emit("done", total_s=0)
+    return 0

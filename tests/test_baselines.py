@@ -1,0 +1,175 @@
+"""The inductor baseline's bookkeeping on the CPU (its timing is the GPU's: tests/test_gpu.py): which
+shapes need measuring, the kernel's speedup over cached and fresh timings, compile failures left out
+of every figure (never 1.0x), the cache round trip, the benchmark records and the speed feedback."""
+import json
+
+import pytest
+
+from harness.timing import baselines
+from harness.timing.metrics import summarize_performance
+
+GPU = "NVIDIA H200"
+
+
+def stats(ms: float) -> dict:
+    return {"median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "p20_ms": ms, "p80_ms": ms, "min_ms": ms, "reps": 10}
+
+
+def timed_test(i: int, kernel_ms: float, mode: str = "graph", overhead: bool = False) -> dict:
+    size = 1 << (20 + i)
+    return {"id": f"trace-{i}", "input": f"(T([{size}], f32),)", "dtype": "float32", "mode": mode,
+            "aten": stats(2 * kernel_ms), "aten_source": "measured", "candidate": stats(kernel_ms), "speedup": 2.0,
+            "bytes": 8 * size, "aten_gbs": 1000.0, "candidate_gbs": 2000.0, "overhead_dominated": overhead,
+            "flops": size, "bound": "memory", "floor_ms": kernel_ms / 2, "roof_fraction": 0.5,
+            "aten_roof_fraction": 0.25, "candidate_tflops": 1.0}
+
+
+def test_engines_parse_with_eager_always_first():
+    assert baselines.parse_engines("inductor") == ("eager", "inductor")
+    assert baselines.parse_engines("eager, inductor,inductor") == ("eager", "inductor")
+    with pytest.raises(ValueError, match="unknown baseline tvm: choose from eager, inductor"):
+        baselines.parse_engines("eager,tvm")
+    with pytest.raises(ValueError):
+        baselines.parse_engines(" , ")
+
+
+def test_cache_modes_never_collide_with_eager_ones():
+    assert baselines.cache_mode("default", "graph") == "inductor-default/graph"
+    assert {baselines.cache_mode(m, t) for m in baselines.INDUCTOR_MODES for t in ("graph", "eager")}.isdisjoint(
+        {"graph", "eager"})
+
+
+def test_only_shapes_without_a_cached_row_for_this_gpu_and_mode_are_measured():
+    tests = [timed_test(0, 1.0), timed_test(1, 1.0, mode="eager"), timed_test(2, 1.0),
+             {"id": "trace-3", "input": "x", "error_kind": "timing_mismatch", "message": "wrong"}]
+    rows = [{"gpu": GPU, "input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(1.0)},
+            {"gpu": GPU, "input": tests[1]["input"], "mode": "inductor-default/graph", "timing": stats(1.0)},
+            {"gpu": "NVIDIA H100", "input": tests[2]["input"], "mode": "inductor-default/graph", "timing": stats(1.0)},
+            {"gpu": GPU, "input": tests[2]["input"], "mode": "inductor-max-autotune/graph", "timing": stats(1.0)}]
+    assert [t["id"] for t in baselines.wanted(tests, rows, GPU, "default")] == ["trace-1", "trace-2"]
+    assert [t["id"] for t in baselines.wanted(tests, rows, GPU, "max-autotune")] == ["trace-0", "trace-1"]
+
+
+def test_speedups_over_cached_and_fresh_timings_and_compile_failures_left_out():
+    tests = [timed_test(0, 1.0), timed_test(1, 2.0), timed_test(2, 1.0), timed_test(3, 0.001, overhead=True)]
+    rows = [{"gpu": GPU, "input": tests[0]["input"], "mode": "inductor-default/graph",
+             "timing": {**stats(3.0), "eager_over_inductor": 1.5}}]
+    measured = [{"input": tests[1]["input"], "mode": "inductor-default/graph", "timing": stats(1.0),
+                 "raw": [1.0] * 10, "eager_over_inductor": 4.0, "compile_s": 2.5},
+                {"input": tests[2]["input"], "mode": "inductor-default/graph",
+                 "error": "torch.compile failed: Unsupported: boom"},
+                {"input": tests[3]["input"], "mode": "inductor-default/graph", "timing": stats(0.004)}]
+    baselines.attach(tests, rows, measured, GPU, "default")
+    cached, fresh, failed, tiny = (t["baselines"]["inductor"] for t in tests)
+    assert cached["source"] == "cache" and cached["speedup"] == 3.0 and cached["eager_over_inductor"] == 1.5
+    assert "eager_over_inductor" not in cached["timing"]
+    assert fresh["source"] == "measured" and fresh["speedup"] == 0.5 and fresh["compile_s"] == 2.5
+    assert failed["error"].startswith("torch.compile failed") and "speedup" not in failed
+    summary = baselines.summary(tests, True, "default")
+    assert summary["compared"] == 2 and summary["compile_failures"] == [
+        {"input": tests[2]["input"], "error": "torch.compile failed: Unsupported: boom"}]
+    assert summary["geomean_speedup"] == pytest.approx((3.0 * 0.5) ** 0.5)
+    assert summary["fast_p"]["1"] == 0.5 and summary["fast_p"]["0"] == 1.0
+    assert baselines.summary(tests, False, "default")["geomean_speedup"] is None  # a failing kernel has none
+    from harness.verdict import BaselineSummary, TimedTest
+    BaselineSummary.model_validate(summary)
+    for t in tests:
+        TimedTest.model_validate(t)
+
+
+def test_a_shape_the_child_never_reached_says_why():
+    tests = [timed_test(0, 1.0)]
+    baselines.attach(tests, [], [], GPU, "default", missing_error="the inductor baseline's child was stopped: timeout")
+    assert tests[0]["baselines"]["inductor"]["error"] == "the inductor baseline's child was stopped: timeout"
+    assert baselines.summary(tests, True, "default")["geomean_speedup"] is None
+
+
+def test_measured_inductor_timings_go_to_the_cache_and_come_back(tmp_path):
+    from harness.evaluate import TimingOptions, _store_measured
+    from harness.timing.reference_cache import ReferenceCache
+    cache = ReferenceCache(tmp_path / "reference.sqlite")
+    tests = [timed_test(0, 1.0)]
+    baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(3.0),
+                                  "eager_over_inductor": 1.5}], GPU, "default")
+    verdict = {"performance": {"gpu": GPU, "device_measured": False, "tests": tests},
+               "environment": {"torch": "2.11", "triton": "3.6"}}
+    timing = TimingOptions(cache=cache, baselines=("eager", "inductor"))
+    _store_measured(timing, "aten.relu.default", verdict)
+    rows = cache.reference_rows("aten.relu.default", "2.11")
+    assert {row["mode"] for row in rows} == {"graph", "inductor-default/graph"}
+    again = [timed_test(0, 1.5)]
+    assert baselines.wanted(again, rows, GPU, "default") == []
+    baselines.attach(again, rows, [], GPU, "default")
+    assert again[0]["baselines"]["inductor"]["source"] == "cache"
+    assert again[0]["baselines"]["inductor"]["speedup"] == 2.0
+    assert again[0]["baselines"]["inductor"]["eager_over_inductor"] == 1.5
+
+
+def test_the_options_travel_to_a_remote_evaluation():
+    from harness.evaluate import TimingOptions
+    remote = TimingOptions(baselines=("eager", "inductor"), inductor_mode="max-autotune").remote("aten.relu.default", "2.11")
+    rebuilt = TimingOptions(**remote)
+    assert rebuilt.baselines == ("eager", "inductor") and rebuilt.inductor_mode == "max-autotune"
+
+
+def gpu_verdict(tests: list[dict]):
+    from harness.verdict import Verdict
+    device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.002}
+    performance = {"measured": True, "gpu": GPU, "device": device, "tests": tests, "target_ms": 25.0,
+                   "summary": summarize_performance("aten.relu.default", tests, device, correct=True),
+                   "baselines": {"inductor": baselines.summary(tests, True, "default")}}
+    summary = {"planned": 4, "passed": 4, "total": 4, "skipped": 0, "not_run": 0, "failed": 0, "reference_errors": 0}
+    return Verdict.model_validate({"op": "aten.relu.default", "kernel": {"path": "k.py", "sha256": "ab" * 32},
+                                   "seed": 1, "verdict": "pass", "summary": summary, "performance": performance,
+                                   "environment": {"device": "cuda"}})
+
+
+def test_records_carry_one_engine_per_baseline(monkeypatch):
+    import agent.bench as bench
+    from agent.bench_record import BenchRecord
+    monkeypatch.setattr(bench, "hardware_config", lambda device: {"device": GPU})
+    tests = [timed_test(0, 1.0), timed_test(1, 1.0)]
+    baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(2.0),
+                                  "raw": [2.0] * 10, "eager_over_inductor": 1.0, "compile_s": 1.2},
+                                 {"input": tests[1]["input"], "mode": "inductor-default/graph",
+                                  "error": "torch.compile failed: X"}], GPU, "default")
+    records = bench.records_from_verdict(gpu_verdict(tests), "bench-1")
+    by = {(r.workload_args["input"], r.engine): r for r in records}
+    assert len(records) == 6 and {engine for _, engine in by} == {"aten", "inductor", "bbagent"}
+    good = by[(tests[0]["input"], "inductor")]
+    assert good.metrics["correct"] is True and good.metrics["reference_source"] == "measured"
+    assert good.compilation_config == {"backend": "inductor", "mode": "default", "fullgraph": True, "dynamic": False}
+    assert good.metrics["median_ms"] == 2.0 and good.runtime_raw == [2.0] * 10 and good.metrics["compile_s"] == 1.2
+    assert by[(tests[0]["input"], "bbagent")].metrics["speedup_inductor"] == 2.0
+    failed = by[(tests[1]["input"], "inductor")]
+    assert failed.metrics["correct"] is False and failed.runtime_ms_mean is None and failed.metrics["speedup"] is None
+    assert failed.metadata["error"] == "torch.compile failed: X"
+    assert by[(tests[1]["input"], "bbagent")].metrics["speedup_inductor"] is None
+    for record in records:  # what goes to bench.jsonl reads back under the schema
+        BenchRecord.model_validate(json.loads(record.model_dump_json()))
+
+
+def test_speed_feedback_and_table_compare_with_inductor(monkeypatch):
+    from rich.console import Console
+    from agent.bench import print_bench
+    from agent.prompting import render_performance_feedback
+    tests = [timed_test(0, 1.0), timed_test(1, 1.0)]
+    baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(0.5)},
+                                 {"input": tests[1]["input"], "mode": "inductor-default/graph",
+                                  "error": "torch.compile failed: X"}], GPU, "default")
+    verdict = gpu_verdict(tests)
+    text = render_performance_feedback(verdict, target=1.5)
+    assert "Against torch.compile (inductor, mode default) on the same shapes: geometric mean 0.5x over 1 shapes" in text
+    assert "inductor failed to compile 1 shape, left out" in text
+    console = Console(record=True, width=250)
+    print_bench(console, verdict)
+    shown = console.export_text()
+    assert "vs inductor" in shown and "0.500x" in shown and "inductor: torch.compile failed: X" in shown
+    assert "against inductor (default) geomean 0.500x over 1 shapes" in shown
+
+
+def test_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):
+    from agent.cli import main
+    assert main(["bench", "--op", "aten.relu.default", "--kernel", "k.py", "--root", str(tmp_path),
+                 "--baseline", "eager,tvm"]) == 2
+    assert "--baseline: unknown baseline tvm: choose from eager, inductor" in capsys.readouterr().err
