@@ -132,6 +132,9 @@ def print_bench(console: Console, verdict: Verdict) -> None:
     widen(console)
     console.print(table)
     console.print(summary_line(performance))
+    for entry in performance.profiles or []:
+        files = ", ".join(entry.files) or "none"
+        console.print(f"profile of {entry.input}: {files}{' (' + entry.error + ')' if entry.error else ''}")
 
 
 def summary_line(performance: Performance) -> str:

@@ -135,6 +135,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
     _add_kernel_options(bench, "; an in-place or out= overload is timed as served, through bbagent's adapter")
     bench.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
+    bench.add_argument("--profile", action="store_true",
+                       help="also write torch profiler traces (Chrome trace JSON: chrome://tracing, Perfetto) of eager "
+                            "and of the kernel on the 2 largest timed shapes into the run directory's profiles/ (GPU)")
     _add_root(bench)
     _add_eval_options(bench)
     _add_timing_options(bench, target_ms=100.0, max_shapes=64)
@@ -375,12 +378,14 @@ def cmd_bench(args, out, err) -> int:
     with _waiting(err, "evaluating and timing"):
         result = api.bench(args.op, args.kernel, kernel_for=args.kernel_for, root=args.root, max_shapes=args.max_shapes,
                            target_ms=args.target_ms, no_cache=args.no_cache, on_start=started,
-                           baseline=args.baseline, inductor_mode=args.inductor_mode,
+                           baseline=args.baseline, inductor_mode=args.inductor_mode, profile=args.profile,
                            **_evaluation_options(args))
     verdict, performance = result.verdict, result.verdict.performance
     shown = err if args.json else out
     print_verdict(shown, verdict)
     print_bench(shown, verdict)
+    if args.profile and not (performance is not None and performance.measured):
+        shown.print("no profiles: they are taken on a CUDA GPU, after the kernel passed and was timed")
     shown.print(f"{len(result.records)} records in {result.bench_file}")
     if args.json:
         measured = performance is not None and performance.measured
@@ -390,6 +395,7 @@ def cmd_bench(args, out, err) -> int:
                           "not_timed": None if measured else (performance.reason if performance else None),
                           "baselines": {name: b.model_dump() for name, b in ((performance.baselines if performance
                                                                               else None) or {}).items()},
+                          "profiles": [p.model_dump() for p in (performance.profiles or [])] if performance else [],
                           "summary_line": summary_line(performance) if measured else None}, indent=2))
     return EXIT_OK if verdict.passed else EXIT_FAIL
 

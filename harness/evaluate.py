@@ -59,12 +59,15 @@ class TimingOptions:
     rows: dict | None = None  # the cached rows, read by the machine that holds the cache (see remote)
     baselines: tuple[str, ...] = ("eager",)  # harness.timing.baselines.ENGINES; eager always
     inductor_mode: str = "default"  # a key of harness.timing.baselines.INDUCTOR_MODES
+    profile: int = 0  # profile this many of the largest timed shapes (harness.timing.profile) ...
+    profile_dir: Path | None = None  # ... into this directory (local evaluations only)
 
     def request(self, op: str) -> dict:
+        asked = {"target_ms": self.target_ms, "max_cases": self.max_cases, "profile": self.profile}
         if self.rows is not None:
-            return {"target_ms": self.target_ms, "max_cases": self.max_cases, **self.rows}
+            return {**asked, **self.rows}
         import torch  # the child's version is the parent's (same environment)
-        return {"target_ms": self.target_ms, "max_cases": self.max_cases, **self._cached(op, torch.__version__)}
+        return {**asked, **self._cached(op, torch.__version__)}
 
     def _cached(self, op: str, torch_version: str) -> dict:
         use = self.cache is not None and self.reuse
@@ -208,6 +211,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
         verdict = _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
+        if timing and (verdict["performance"] or {}).get("profiles"):
+            _keep_profiles(verdict["performance"]["profiles"], workdir, timing.profile_dir)
         for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
             _warn_once(f"bbagent sandbox: {note}")
         if timing:
@@ -245,6 +250,26 @@ def _time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, bas
             problem = _baseline_child_problem(events, outcome)
     baselines.attach(tests, rows, measured, gpu, mode, missing_error=problem)
     performance["baselines"] = {"inductor": baselines.summary(tests, performance["summary"]["correct"], mode)}
+
+
+def _keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None) -> None:
+    """Move the child's profile files out of its working directory (removed next) into
+    ``destination``, and name them there."""
+    for entry in profiles:
+        kept = []
+        for name in entry["files"]:
+            if destination is None:
+                entry["error"] = "not kept: no profile directory was given"
+                break
+            target = Path(destination) / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                shutil.move(str(workdir / name), target)
+            except OSError as exc:
+                entry["error"] = f"{name} could not be kept: {exc.strerror or exc}"
+                continue
+            kept.append(str(target))
+        entry["files"] = kept
 
 
 def _baseline_child_problem(events: list[dict], outcome: ChildOutcome) -> str:
@@ -511,7 +536,8 @@ def _assemble(op, kernel_path, source, seed, events, outcome: ChildOutcome, time
         "tests": tests,
         "skipped": skipped,
         "guard_findings": findings,
-        "performance": _performance(op, (by_kind.get("timing_plan") or [None])[0], timings, passed),
+        "performance": _performance(op, (by_kind.get("timing_plan") or [None])[0], timings, passed,
+                                    [{k: v for k, v in e.items() if k not in CHANNEL_KEYS} for e in by_kind.get("profile", [])]),
         "suite": {"notes": (suite or {}).get("notes", []), "cases": len(cases)},
         "kernel_for": (suite or {}).get("kernel_for", op),
         "variants": _variant_summary(op, suite, tests),
@@ -560,14 +586,14 @@ def _variant_summary(op: str, suite: dict | None, tests: list[dict]) -> list[dic
     return rows
 
 
-def _performance(op: str, plan: dict | None, timings: list[dict], passed: bool) -> dict | None:
+def _performance(op: str, plan: dict | None, timings: list[dict], passed: bool, profiles: list[dict]) -> dict | None:
     """The Verdict's ``performance``: what the timing phase measured, with its metrics."""
     if plan is None:
         return None
     return {"measured": True, "gpu": plan["gpu"], "device": plan["device"],
             "device_measured": plan["device_measured"], "target_ms": plan["target_ms"],
             "planned": len(plan["ids"]), "tests": timings,
-            "summary": summarize_performance(op, timings, plan["device"], passed)}
+            "summary": summarize_performance(op, timings, plan["device"], passed), "profiles": profiles or None}
 
 
 def not_timed_reason(verdict: dict) -> str:

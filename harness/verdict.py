@@ -241,6 +241,14 @@ class BaselineSummary(_Strict):
     fast_p: dict[str, float] | None = None
 
 
+class ProfileFiles(_Strict):
+    """Torch profiler traces (Chrome trace JSON) of eager and of the kernel on one shape."""
+    id: str
+    input: str
+    files: list[str] = []
+    error: str | None = None
+
+
 class Performance(_Strict):
     """The timing phase: ``measured`` False with the ``reason`` where nothing was timed."""
     measured: bool
@@ -253,6 +261,7 @@ class Performance(_Strict):
     tests: list[TimedTest] = []
     summary: PerformanceSummary | None = None
     baselines: dict[str, BaselineSummary] | None = None  # besides eager (whose figures are the summary)
+    profiles: list[ProfileFiles] | None = None  # bbagent bench --profile
 
 
 class SuiteInfo(_Strict):

@@ -2,6 +2,7 @@
 shapes need measuring, the kernel's speedup over cached and fresh timings, compile failures left out
 of every figure (never 1.0x), the cache round trip, the benchmark records and the speed feedback."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +174,24 @@ def test_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):
     assert main(["bench", "--op", "aten.relu.default", "--kernel", "k.py", "--root", str(tmp_path),
                  "--baseline", "eager,tvm"]) == 2
     assert "--baseline: unknown baseline tvm: choose from eager, inductor" in capsys.readouterr().err
+
+
+def test_profiles_of_the_largest_shapes_move_into_the_run_directory(tmp_path):
+    from harness.evaluate import _keep_profiles
+    from harness.timing.profile import largest
+    results = [{"id": "a", "bytes": 10}, {"id": "b", "bytes": 30}, {"id": "c", "bytes": 20},
+               {"id": "d", "error_kind": "timing_mismatch"}]
+    assert largest(results, 2) == ["b", "c"]
+    workdir = tmp_path / "child"
+    (workdir / "profiles").mkdir(parents=True)
+    for side in ("eager", "kernel"):
+        (workdir / "profiles" / f"b-{side}.trace.json").write_text('{"traceEvents": []}')
+    entries = [{"id": "b", "input": "x", "files": ["profiles/b-eager.trace.json", "profiles/b-kernel.trace.json"]},
+               {"id": "c", "input": "y", "files": ["profiles/c-eager.trace.json"]}]
+    _keep_profiles(entries, workdir, tmp_path / "run")
+    assert entries[0]["files"] == [str(tmp_path / "run" / "profiles" / f"b-{s}.trace.json") for s in ("eager", "kernel")]
+    assert all(Path(name).is_file() for name in entries[0]["files"]) and "error" not in entries[0]
+    assert entries[1]["files"] == [] and "could not be kept" in entries[1]["error"]
+    lost = [{"id": "b", "input": "x", "files": ["profiles/b-eager.trace.json"]}]
+    _keep_profiles(lost, workdir, None)
+    assert lost[0]["files"] == [] and "no profile directory" in lost[0]["error"]

@@ -51,7 +51,7 @@ def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
     from agent.cli import main
     from conftest import KERNELS
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
-                 "--root", str(tmp_path), "--json", "--seed", "3", "--baseline", "eager,inductor"])
+                 "--root", str(tmp_path), "--json", "--seed", "3", "--baseline", "eager,inductor", "--profile"])
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert code == 0 and summary["verdict"] == "pass" and summary["performance"] is None
@@ -59,6 +59,7 @@ def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
     inductor = summary["baselines"]["inductor"]  # skipped on the CPU, saying why
     assert inductor["measured"] is False and "CUDA GPU only" in inductor["reason"]
     assert "inductor baseline not timed: the inductor baseline is timed on a CUDA GPU only" in captured.err
+    assert summary["profiles"] == [] and "no profiles: they are taken on a CUDA GPU" in captured.err
     records = [BenchRecord.model_validate_json(line) for line in open(summary["bench_file"])]
     verdict = json.loads((tmp_path / "runs" / summary["run_dir"].split("/")[-1] / "verdict.json").read_text())
     trace_tests = [t for t in verdict["tests"] if t["source"].startswith("trace")]

@@ -116,6 +116,17 @@ def test_bench_against_inductor_measures_once_then_reads_the_cache(tmp_path, cap
     assert sources == [{"measured"}, {"cache"}]
 
 
+def test_bench_profile_writes_chrome_traces_of_eager_and_the_kernel(tmp_path, capsys):
+    code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"), "--max-shapes", "3",
+                 "--target-ms", "10", "--root", str(tmp_path), "--json", "--profile"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(summary["profiles"]) == 2, summary["profiles"]
+    for entry in summary["profiles"]:
+        assert entry["error"] is None and len(entry["files"]) == 2, entry
+        for name in entry["files"]:
+            assert name.startswith(summary["run_dir"]) and "traceEvents" in json.load(open(name))
+
+
 @pytest.mark.parametrize("functional, kernel, members", FAMILIES)
 def test_one_functional_kernel_serves_every_variant_on_gpu(functional, kernel, members):
     verdict = family_verdict(functional, kernel, members, device="cuda")

@@ -251,6 +251,7 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
     stats, measured = device_stats(gpu, request.device)
     emit("timing_plan", ids=[c.id for c in cases], device=stats, device_measured=measured, gpu=gpu,
          target_ms=request.target_ms)
+    results = []
     for case in cases:
         emit("timing_start", id=case.id)
         try:
@@ -262,6 +263,21 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
         emit("timing", **result)
         if "error_kind" in result:
             return
+        results.append(result)
+    if request.profile:
+        _profile_largest(op, cases, results, kernel, request.profile, job.workdir, emit)
+
+
+def _profile_largest(op, cases, results: list[dict], kernel, count: int, workdir: str, emit) -> None:
+    from harness.timing.profile import largest, profile_case
+    by_id = {case.id: case for case in cases}
+    for case_id in largest(results, count):
+        case = by_id[case_id]
+        try:
+            emit("profile", id=case_id, input=case.description, files=profile_case(op, case, kernel, workdir))
+        except Exception as exc:  # noqa: BLE001 - a profiler that cannot run here is reported, not fatal
+            emit("profile", id=case_id, input=case.description, files=[],
+                 error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
 
 
 if __name__ == "__main__":
