@@ -230,6 +230,10 @@ def _time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, bas
     measured now in a child of its own with no candidate in it."""
     performance = verdict["performance"]
     tests, gpu, mode = performance["tests"], performance["gpu"], timing.inductor_mode
+    if verdict["verdict"] != "pass":  # it went wrong while being timed: no speedup to compare
+        performance["baselines"] = {"inductor": baselines.not_measured(
+            "the kernel failed while being timed; a failing kernel is not compared", mode)}
+        return
     rows = timing.request(op)["reference"]
     missing = baselines.wanted(tests, rows, gpu, mode)
     measured, problem = [], None
@@ -274,8 +278,9 @@ def _keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None
 
 def _baseline_child_problem(events: list[dict], outcome: ChildOutcome) -> str:
     fatal = next((e for e in events if e.get("event") == "fatal"), None)
-    if fatal:
-        return "the inductor baseline's child failed: " + fatal["message"][-500:]
+    if fatal:  # a harness traceback: its last line says what
+        lines = [line for line in fatal["message"].strip().splitlines() if line.strip()]
+        return "the inductor baseline's child failed: " + (lines[-1] if lines else "")[:500]
     if outcome.limit:
         return f"the inductor baseline's child was stopped: {outcome.limit} {outcome.detail}".strip()
     last = (outcome.stderr or "").strip().splitlines()[-1:] or [""]
