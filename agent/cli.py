@@ -246,6 +246,10 @@ def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> No
     p.add_argument("--target-speedup", type=float, default=1.0,
                    help="once a kernel is correct, keep asking for a faster one until the best reaches this "
                         "geomean speedup over eager on the GPU (default 1.0; 0 accepts the first correct kernel)")
+    p.add_argument("--target-baseline", choices=("eager", "inductor"), default="eager",
+                   help="what --target-speedup is measured against: eager (default), or torch.compile's inductor "
+                        "(timed on the GPU; implies --baseline eager,inductor; where inductor compiles no shape the "
+                        "target holds against eager)")
     p.add_argument("--exact-overload", action="store_true",
                    help="ask for OP's own calling convention and test OP alone; by default an in-place or out= "
                         "overload asks for its functional overload's computation once, and the kernel is tested "
@@ -475,7 +479,8 @@ def cmd_prompt(args, out, err) -> int:
     else:
         verdict = _read_verdict(args.round_feedback)
         if verdict.passed and verdict.geomean_speedup() is not None:
-            text, template = render_performance_feedback(verdict, target=args.target_speedup), "performance.j2"
+            text, template = render_performance_feedback(verdict, target=args.target_speedup,
+                                                         target_baseline=args.target_baseline), "performance.j2"
         else:
             text, template = render_feedback(verdict), "feedback.j2"
     if computation != args.op:
@@ -512,6 +517,7 @@ def _generate_options(args) -> dict:
             "max_cost_usd": args.max_cost_usd if per_run else args.max_cost_per_op,
             "max_tokens": args.max_tokens if per_run else args.max_tokens_per_op, "target_speedup": args.target_speedup,
             "exact_overload": args.exact_overload, "max_shapes": args.max_shapes, "target_ms": args.target_ms,
+            "target_baseline": args.target_baseline,
             "no_cache": args.no_cache, "baseline": args.baseline, "inductor_mode": args.inductor_mode,
             **_evaluation_options(args)}
 

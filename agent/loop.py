@@ -140,6 +140,7 @@ class Agent:
     root: Path
     rounds: int
     target_speedup: float = 1.0
+    target_baseline: str = "eager"  # what target_speedup is measured against: eager, or inductor
     candidates: int = 1
     max_cost_usd: float | None = None
     max_tokens: int | None = None
@@ -154,6 +155,7 @@ class Agent:
             "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
             "finished_at": None, "config": {"rounds": self.rounds, "candidates": self.candidates,
                                             "target_speedup": self.target_speedup,
+                                            "target_baseline": self.target_baseline,
                                             "provider": self.provider.name, "model": self.provider.model,
                                             **self.config},
             "prompt_template": template_name(self.op), "serves": self.serves or [self.op],
@@ -251,6 +253,14 @@ class Agent:
             performance = best.verdict.performance
             reason = (performance.reason if performance is not None else None) or "it was not timed"
             return f"{self.summary_of_best()}; no optimisation rounds: {reason}"
+        if self.target_baseline != "eager":
+            over = best.verdict.baseline_speedup(self.target_baseline)
+            if over is not None:
+                if over >= self.target_speedup:
+                    return (f"{self.summary_of_best()}; reached the target speedup {self.target_speedup:g}x over "
+                            f"{self.target_baseline} ({over:.3g}x)")
+                return None
+            # no figure over that baseline (it compiled no shape): the target holds against eager
         if best.speedup >= self.target_speedup:
             return f"{self.summary_of_best()}; reached the target speedup {self.target_speedup:g}x"
         return None
@@ -369,7 +379,8 @@ class Agent:
         """What the model reads next: its failures, or, for a correct and timed kernel, its speed.
         ``self.best`` is still the best kernel of the rounds before this one."""
         if verdict.passed and verdict.geomean_speedup() is not None:
-            return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup)
+            return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup,
+                                               target_baseline=self.target_baseline)
         return render_feedback(verdict, best=self.best)
 
     def accept(self, kernel_source: str, verdict: Verdict, n: int) -> None:
@@ -385,7 +396,7 @@ class Agent:
             "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},
             "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter,
             "accepted_at": _now(), "performance": performance_record(verdict),
-            "target_speedup": self.target_speedup,
+            "target_speedup": self.target_speedup, "target_baseline": self.target_baseline,
             "round_speedups": {r["round"]: r.get("speedup") for r in self.state["rounds"] if r.get("outcome") == "pass"},
         }
         meta.update(dtypes=sorted({t.dtype for t in verdict.tests if t.passed and t.dtype}),

@@ -245,7 +245,8 @@ def render_feedback(verdict: Verdict | None, *, no_code: bool = False, max_group
                            compile_budget=COMPILE_BUDGET_S).strip() + "\n"
 
 
-def render_performance_feedback(verdict: Verdict, *, previous_best=None, target: float, slowest: int = 5) -> str:
+def render_performance_feedback(verdict: Verdict, *, previous_best=None, target: float, slowest: int = 5,
+                                target_baseline: str = "eager") -> str:
     """Feedback on a correct, timed round: speedups, the slowest shapes, the bandwidth gap."""
     perf = verdict.performance
     counted = [t for t in perf.tests if not t.overhead_dominated] or perf.tests
@@ -253,4 +254,5 @@ def render_performance_feedback(verdict: Verdict, *, previous_best=None, target:
     furthest = sorted([t for t in counted if t.roof_fraction is not None], key=lambda t: t.roof_fraction)[:3]
     return _environment().get_template("performance.j2").render(
         verdict=verdict, perf=perf, slowest=shapes, furthest=furthest, previous_best=previous_best, target=target,
+        target_baseline=target_baseline,
         compile_budget=COMPILE_BUDGET_S).strip() + "\n"

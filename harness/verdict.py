@@ -363,6 +363,13 @@ class Verdict(_Strict):
             return None
         return performance.summary.geomean_speedup
 
+    def baseline_speedup(self, engine: str) -> float | None:
+        """The geomean speedup over a compiled baseline (``inductor``), else None (not asked for,
+        not timed, failing, or no shape it compiled)."""
+        performance = self.performance
+        found = (performance.baselines or {}).get(engine) if performance is not None else None
+        return found.geomean_speedup if found is not None and found.measured else None
+
 
 def group_failures(tests: list[dict], limit: int = 10) -> list[dict]:
     """Merge failing tests with the same kind and message shape (numbers masked)."""

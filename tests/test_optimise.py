@@ -40,17 +40,23 @@ def scripted_verdict(op: str, kernel_path):
     device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.005}
     performance = {"measured": True, "gpu": gpu, "device": device, "tests": tests,
                    "summary": summarize_performance(op, tests, device, correct=True)}
+    if "over-inductor" in source:  # 'over-inductor X': X times torch.compile's inductor
+        over = float(re.search(r"over-inductor ([\d.]+)", source).group(1))
+        performance["baselines"] = {"inductor": {
+            "engine": "inductor", "compile_mode": "default", "measured": True, "compared": 2, "geomean_speedup": over,
+            "speedup_p20": over, "speedup_p50": over, "speedup_p80": over, "fast_p": {"1": float(over > 1)}}}
     return Verdict.model_validate({
         **base, "verdict": "pass", "error_kind": None, "message": "", "performance": performance,
         "summary": {"planned": 4, "passed": 4, "total": 4, "skipped": 0, "not_run": 0, "failed": 0, "reference_errors": 0}})
 
 
-def run_agent(tmp_path, answers: list[str], rounds: int, target: float):
+def run_agent(tmp_path, answers: list[str], rounds: int, target: float, target_baseline: str = "eager"):
     replay = tmp_path / "answers.json"
     replay.write_text(json.dumps({"model": "scripted", "exchanges": [{"response": a} for a in answers]}))
     events = []
     agent = Agent(op=OP, provider=ReplayProvider.from_path(replay), evaluate=scripted_verdict,
                   run=RunDir(tmp_path, "run-1"), root=tmp_path, rounds=rounds, target_speedup=target,
+                  target_baseline=target_baseline,
                   report=lambda event, data: events.append((event, data)))
     return agent.generate(), events
 
@@ -118,3 +124,22 @@ def test_a_round_chooses_among_candidates_timed_on_one_gpu_model():
         return Candidate(number, completion=object(), source=tag, verdict=verdict, record={})
     tried = [candidate(1, "speed 1.2 gpu H100"), candidate(2, "speed 4.0 gpu A10"), candidate(3, "speed 1.3 gpu H100")]
     assert choose(tried).number == 3
+
+
+def test_a_target_over_inductor_keeps_optimising_past_eager(tmp_path):
+    outcome, _ = run_agent(tmp_path, [answer("speed 1.5 over-inductor 0.8"), answer("speed 2.2 over-inductor 1.1"),
+                                      answer("speed 3.0 over-inductor 1.5")], rounds=3, target=1.0,
+                           target_baseline="inductor")
+    assert outcome.status == "accepted" and outcome.rounds_used == 2, outcome.message
+    assert "target speedup 1x over inductor (1.1x)" in outcome.message
+    feedback = (tmp_path / "runs" / "run-1" / "round-2" / "prompt.md").read_text()
+    assert "Against torch.compile (inductor, mode default) on the same shapes: geometric mean 0.8x" in feedback
+    assert "target is a geometric mean of 1x over torch.compile (inductor)" in feedback
+    state = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
+    assert state["config"]["target_baseline"] == "inductor"
+
+
+def test_without_an_inductor_figure_the_target_holds_against_eager(tmp_path):
+    outcome, _ = run_agent(tmp_path, [answer("speed 1.5"), answer("speed 2.2")], rounds=2, target=1.2,
+                           target_baseline="inductor")
+    assert outcome.rounds_used == 1 and "reached the target speedup 1.2x" in outcome.message

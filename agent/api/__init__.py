@@ -338,7 +338,7 @@ def generate(op: str, *, provider: str = "openai", model: str | None = None, rou
              seed: int | None = None, max_shapes: int = 24, target_ms: float = 25.0, no_cache: bool = False,
              allow_no_opinfo: bool = False, report: Callable[[str, dict], None] | None = None,
              executor=None, limiter=None, extra_traces: dict | None = None, baseline: str = "eager",
-             inductor_mode: str = "default", channels_last: bool = False):
+             inductor_mode: str = "default", channels_last: bool = False, target_baseline: str = "eager"):
     """Ask ``provider``'s ``model`` for a kernel for ``op`` for up to ``rounds`` rounds (see the
     README for every option) and return the Outcome (status accepted, failed, stopped, error or
     interrupted; ``run_dir``; ``accepted_dir``). ``report(event, data)`` hears the progress: start,
@@ -357,6 +357,10 @@ def generate(op: str, *, provider: str = "openai", model: str | None = None, rou
     computation, serves = what_to_ask_for(op, exact_overload)
     check_evaluation(device, timeout_s, allow_no_opinfo)
     channels_last = check_channels_last(computation, channels_last)
+    if target_baseline not in ("eager", "inductor"):
+        raise UsageError(f"--target-baseline must be eager or inductor (got {target_baseline!r})")
+    if target_baseline == "inductor" and "inductor" not in check_baseline(baseline, inductor_mode):
+        baseline += ",inductor"  # a target over inductor needs inductor timed
     where = resolve_root(root, write=True)
     timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache,
                             baseline=baseline, inductor_mode=inductor_mode)
@@ -375,6 +379,7 @@ def generate(op: str, *, provider: str = "openai", model: str | None = None, rou
     report("start", {"op": op, "computation": computation, "serves": serves, "provider": logged.name,
                      "model": logged.model, "rounds": rounds, "candidates": candidates, "run_dir": str(run.path)})
     agent = Agent(op=computation, serves=serves, device=device, provider=logged, channels_last=channels_last,
+                  target_baseline=target_baseline,
                   evaluate=evaluator(where, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
                                      overloads=serves, executor=executor, extra_traces=extra_traces,
                                      channels_last=channels_last),
@@ -418,7 +423,8 @@ def batch_selection(ops: list[str] | None = None, *, ops_file: str | Path | None
 
 
 PROFILED_SHAPES = 2  # bench --profile: the largest timed shapes, each for eager and the kernel
-OPTIONS_ADDED_LATER = {"baseline": "eager", "inductor_mode": "default", "channels_last": False}
+OPTIONS_ADDED_LATER = {"baseline": "eager", "inductor_mode": "default", "channels_last": False,
+                       "target_baseline": "eager"}
 
 
 def batch(ops: list[str] | None = None, *, ops_file: str | Path | None = None, suite: str | None = None,
