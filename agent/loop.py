@@ -64,6 +64,13 @@ def _fast_p(verdict: Verdict) -> dict | None:
     return dict(summary.fast_p) if summary is not None else None
 
 
+def _baseline_speedups(verdict: Verdict) -> dict | None:
+    """The geomean speedups over compiled baselines (``{"inductor": x}``) of a timed Verdict."""
+    found = {name: verdict.baseline_speedup(name) for name in ((verdict.performance.baselines if verdict.performance
+                                                                else None) or {})}
+    return {name: value for name, value in found.items() if value is not None} or None
+
+
 def timed_on(verdict: Verdict) -> str | None:
     """The GPU model a Verdict's speedups were measured on (None: not timed)."""
     performance = verdict.performance
@@ -214,7 +221,8 @@ class Agent:
                               best_speedup=self.best.speedup if self.best else None,
                               best_fast_p=_fast_p(self.best.verdict) if self.best else None,
                               best_gpu=(self.best.verdict.environment.gpu or self.best.verdict.environment.device)
-                              if self.best else None)
+                              if self.best else None,
+                              best_baseline_speedups=_baseline_speedups(self.best.verdict) if self.best else None)
             self.save()
             outcome.state = self.state
         return outcome

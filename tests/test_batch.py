@@ -61,6 +61,13 @@ def test_ledger_claims_in_order_and_charges_only_the_kernels_failures(tmp_path):
     summary = write_summary(tmp_path, ledger)
     assert next(r for r in summary["ops"] if r["op"] == "d")["fast_p"]["1"] == 0.75
     assert "| d | accepted | 1 |  | 1.7x | 75% |" in (tmp_path / "summary.md").read_text()
+    # with the inductor baseline timed, its geomean gets a column of its own
+    ledger.finish("b", "accepted", best_speedup=1.2, baseline_speedups={"inductor": 0.9})
+    summary = write_summary(tmp_path, ledger)
+    assert next(r for r in summary["ops"] if r["op"] == "b")["baseline_speedups"] == {"inductor": 0.9}
+    table = (tmp_path / "summary.md").read_text()
+    assert "| speedup | vs inductor | fast_1 |" in table and "| b | accepted | 1 |  | 1.2x | 0.9x |" in table
+    assert "| d | accepted | 1 |  | 1.7x |  | 75% |" in table
 
 
 def test_resume_reopens_interrupted_lapsed_and_other_key_results_but_not_live_ones(tmp_path):

@@ -207,7 +207,7 @@ class Batch:
         self.infra_since.pop(op, None)
         if outcome.status == "accepted":
             self.ledger.finish(op, "accepted", best_speedup=state.get("best_speedup"), fast_p=state.get("best_fast_p"),
-                               gpu=state.get("best_gpu"), **spent)
+                               gpu=state.get("best_gpu"), baseline_speedups=state.get("best_baseline_speedups"), **spent)
         elif outcome.status == "interrupted":
             self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
         else:  # failed, stopped by a budget, or a provider that cannot answer (a bad model, a spent replay)
@@ -306,23 +306,27 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
                "ops": [{**{k: r[k] for k in ("op", "state", "attempts", "infra_retries", "rounds", "best_speedup",
                                              "gpu", "tokens_input", "tokens_output", "cost_usd", "error_class",
                                              "error", "run_id")},
-                        "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None}
+                        "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None,
+                        "baseline_speedups": json.loads(r["baseline_speedups"]) if r["baseline_speedups"] else None}
                        for r in rows]}
     (path / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     counts = summary["counts"]
+    compared = any(r["baseline_speedups"] for r in summary["ops"])  # a column over inductor only where timed
     lines = [f"# {path.name}", "",
              f"{counts['accepted']} accepted, {counts['failed']} failed, {counts['skipped']} skipped, "
              f"{counts['interrupted']} interrupted, {counts['pending'] + counts['running']} not finished, of "
              f"{counts['total']}; {summary['tokens']['input']} input + {summary['tokens']['output']} output tokens, "
              f"${summary['cost_usd']:.4f}", ""] + ([f"New work stopped: {summary['meta']['ended_by']}.", ""]
                                                   if summary["meta"].get("ended_by") else []) + [
-             "| op | state | attempts | rounds | speedup | fast_1 | on | cost $ | error |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             f"| op | state | attempts | rounds | speedup | {'vs inductor | ' if compared else ''}fast_1 | on | cost $ | error |",
+             "| --- " * (9 + bool(compared)) + "|"]
     for r in summary["ops"]:
         speedup = f"{r['best_speedup']:.3g}x" if r["best_speedup"] is not None else ""
+        inductor = (r["baseline_speedups"] or {}).get("inductor")
+        over = (f"{inductor:.3g}x | " if inductor is not None else " | ") if compared else ""
         fast_1 = next((f"{v:.0%}" for k, v in (r["fast_p"] or {}).items() if float(k) == 1.0), "")
         error = (f"{r['error_class']}: " if r["error_class"] else "") + (r["error"] or "").replace("|", "/")[:120]
-        lines.append(f"| {r['op']} | {r['state']} | {r['attempts']} | {r['rounds'] or ''} | {speedup} | {fast_1} | "
+        lines.append(f"| {r['op']} | {r['state']} | {r['attempts']} | {r['rounds'] or ''} | {speedup} | {over}{fast_1} | "
                      f"{r['gpu'] or ''} | {r['cost_usd']:.4f} | {error.strip() if r['state'] != 'accepted' else ''} |")
     if len({r["gpu"] for r in summary["ops"] if r["best_speedup"] is not None}) > 1:
         lines += ["", "Speedups were measured on different GPU models (column 'on'): compare them within one model."]
