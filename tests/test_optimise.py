@@ -136,7 +136,7 @@ def test_a_target_over_inductor_keeps_optimising_past_eager(tmp_path):
     assert "Against torch.compile (inductor, mode default) on the same shapes: geometric mean 0.8x" in feedback
     assert "target is a geometric mean of 1x over torch.compile (inductor)" in feedback
     state = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
-    assert state["config"]["target_baseline"] == "inductor"
+    assert state["config"]["target_baseline"] == "inductor" and state["best_baseline_speedups"] == {"inductor": 1.1}
 
 
 def test_without_an_inductor_figure_the_target_holds_against_eager(tmp_path):
