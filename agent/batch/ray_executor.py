@@ -95,15 +95,19 @@ class RayExecutor(SlotPool):
         self.notes: list[str] = []  # what was seen of the cluster (mismatched or unreachable nodes)
         self.last_refresh = 0.0
         super().__init__([])
-        _connect(self.ray, address)
-        from agent.review.lifecycle import suite_fingerprint
-        self.suite = suite_fingerprint()
-        self._refresh()
-        if not self.slots:
-            from bbagent import UsageError
-            declare = "" if resource == "GPU" else f" (declare it: ray start ... --resources '{{\"{resource}\": 2}}')"
-            raise UsageError(f"the Ray cluster at {address or 'this machine'} has no node with the resource "
-                             f"'{resource}' free{declare}" + "".join(f"; {note}" for note in self.notes))
+        self.owns_connection = _connect(self.ray, address)
+        try:
+            from agent.review.lifecycle import suite_fingerprint
+            self.suite = suite_fingerprint()
+            self._refresh()
+            if not self.slots:
+                from bbagent import UsageError
+                declare = "" if resource == "GPU" else f" (declare it: ray start ... --resources '{{\"{resource}\": 2}}')"
+                raise UsageError(f"the Ray cluster at {address or 'this machine'} has no node with the resource "
+                                 f"'{resource}' free{declare}" + "".join(f"; {note}" for note in self.notes))
+        except BaseException:
+            self._disconnect()
+            raise
 
     # --- the slots -----------------------------------------------------------------------------
 
@@ -203,6 +207,15 @@ class RayExecutor(SlotPool):
                 self.ray.kill(slot.actor, no_restart=True)
             except Exception:  # noqa: BLE001 - its node may be gone already
                 pass
+        self._disconnect()
+
+    def _disconnect(self) -> None:
+        """Leave the cluster if this executor joined it (or started it here). A driver left
+        connected ends its whole process (exit 1) about a minute after the cluster goes away, which
+        killed a Python caller that went on with other work."""
+        if self.owns_connection:
+            self.owns_connection = False
+            self.ray.shutdown()
 
 
 def _supervisor_class(ray):
@@ -216,12 +229,13 @@ def _supervisor_class(ray):
 _SUPERVISOR = None
 
 
-def _connect(ray, address: str | None) -> None:
-    """Join the cluster at ``address`` (or RAY_ADDRESS), else start one on this machine. A cluster
-    started here is started without this process's secret-named variables (API keys), so that no
-    worker process it spawns inherits them."""
+def _connect(ray, address: str | None) -> bool:
+    """Join the cluster at ``address`` (or RAY_ADDRESS), else start one on this machine; False when
+    this process was connected already (its caller's connection, left as it is). A cluster started
+    here is started without this process's secret-named variables (API keys), so that no worker
+    process it spawns inherits them."""
     if ray.is_initialized():
-        return
+        return False
     target = address or os.environ.get("RAY_ADDRESS")
     if target:
         from bbagent import UsageError
@@ -234,12 +248,13 @@ def _connect(ray, address: str | None) -> None:
                 ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise UsageError(f"cannot join the Ray cluster at {target}: {_why(exc)}") from None
-        return
+        return True
     hidden = {name: os.environ.pop(name) for name in list(os.environ) if SECRET_NAME.search(name)}
     try:
         ray.init(logging_level="ERROR", log_to_driver=False, include_dashboard=False)
     finally:
         os.environ.update(hidden)
+    return True
 
 
 def _why(exc: BaseException) -> str:

@@ -1,0 +1,85 @@
+"""Speedups of correct kernels against eager and against torch.compile (inductor), per operator, by
+`bbagent bench --baseline eager,inductor` (issue 21), plus one --channels-last run and the profile
+files. Each op runs in its own process, in one fresh root (so eager and inductor are measured, not
+read from an earlier cache), and the table is written from the --json summaries.
+
+    python benchmarks/baselines_table.py --out benchmarks/results/issue21-h200-baselines [--max-shapes 8]
+
+Writes OUT/<op>.json (the bench summary), OUT/<op>.txt (the table bench prints), OUT/table.md
+(one row per run: geomean, p20/p50/p80 and fast_1 against each baseline, inductor's compile failures)
+and copies the profile traces to OUT/profiles/.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELS = ROOT / "tests" / "kernels"
+EXAMPLES = ROOT / "prompts" / "examples"
+# (op, kernel file, extra bench options): correct kernels from the corpus and the prompt examples
+RUNS = [("aten.relu.default", KERNELS / "relu_triton.py", []),
+        ("aten.add.Tensor", KERNELS / "add_broadcast.py", []),
+        ("aten._softmax.default", KERNELS / "softmax.py", []),
+        ("aten.native_layer_norm.default", EXAMPLES / "normalization.py", []),
+        ("aten.mm.default", KERNELS / "mm_tiled.py", []),
+        ("aten.max_pool2d_with_indices.default", EXAMPLES / "pooling.py", ["--channels-last"])]
+
+
+def run_one(op: str, kernel: Path, extra: list[str], root: Path, out: Path, max_shapes: int) -> dict:
+    name = op + ("-channels-last" if "--channels-last" in extra else "")
+    command = [sys.executable, "-m", "agent.cli", "bench", "--op", op, "--kernel", str(kernel), "--root", str(root),
+               "--max-shapes", str(max_shapes), "--baseline", "eager,inductor", "--profile", "--json", *extra]
+    print("$", " ".join(command[1:]), flush=True)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    (out / f"{name}.txt").write_text(done.stderr)
+    try:
+        summary = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        summary = {"op": op, "error": f"exit {done.returncode}: {done.stderr[-800:]}"}
+    summary["name"] = name
+    (out / f"{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    for entry in summary.get("profiles") or []:
+        for file in entry.get("files", []):
+            (out / "profiles").mkdir(exist_ok=True)
+            shutil.copy(file, out / "profiles" / f"{name}-{Path(file).name}")
+    return summary
+
+
+def row(summary: dict) -> str:
+    if "error" in summary:
+        return f"| {summary['name']} | failed: {summary['error'][:200]} |" + " |" * 6
+    eager, inductor = summary.get("performance") or {}, (summary.get("baselines") or {}).get("inductor") or {}
+
+    def figures(s: dict) -> list[str]:
+        if s.get("geomean_speedup") is None:
+            return ["-", "-", "-"]
+        return [f"{s['geomean_speedup']:.3f}x", f"{s['speedup_p20']:.2f} / {s['speedup_p50']:.2f} / {s['speedup_p80']:.2f}",
+                f"{s['fast_p']['1']:.2f}"]
+    failures = len(inductor.get("compile_failures") or [])
+    return (f"| {summary['name']} | {summary['verdict']} | " + " | ".join(figures(eager)) + " | "
+            + " | ".join(figures(inductor)) + f" | {failures} |")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--max-shapes", type=int, default=8)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="bbagent-baselines-"))
+    rows = [row(run_one(op, kernel, extra, root, args.out, args.max_shapes)) for op, kernel, extra in RUNS]
+    table = ["| run | verdict | vs eager geomean | p20 / p50 / p80 | fast_1 | vs inductor geomean | p20 / p50 / p80 "
+             "| fast_1 | inductor compile failures |", "| --- " * 9 + "|", *rows]
+    (args.out / "table.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
