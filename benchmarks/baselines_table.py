@@ -35,7 +35,7 @@ def run_one(op: str, kernel: Path, extra: list[str], root: Path, out: Path, max_
     name = op + ("-channels-last" if "--channels-last" in extra else "")
     command = [sys.executable, "-m", "agent.cli", "bench", "--op", op, "--kernel", str(kernel), "--root", str(root),
                "--max-shapes", str(max_shapes), "--baseline", "eager,inductor", "--profile", "--json", *extra]
-    print("$", " ".join(command[1:]), flush=True)
+    print("$ python", " ".join(command[1:]), flush=True)
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     (out / f"{name}.txt").write_text(done.stderr)
     try:
@@ -62,7 +62,8 @@ def row(summary: dict) -> str:
         return [f"{s['geomean_speedup']:.3f}x", f"{s['speedup_p20']:.2f} / {s['speedup_p50']:.2f} / {s['speedup_p80']:.2f}",
                 f"{s['fast_p']['1']:.2f}"]
     failures = len(inductor.get("compile_failures") or [])
-    return (f"| {summary['name']} | {summary['verdict']} | " + " | ".join(figures(eager)) + " | "
+    verdict = summary["verdict"] + (f" (not timed: {summary['not_timed'][:60]})" if summary.get("not_timed") else "")
+    return (f"| {summary['name']} | {verdict} | " + " | ".join(figures(eager)) + " | "
             + " | ".join(figures(inductor)) + f" | {failures} |")
 
 
