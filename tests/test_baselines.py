@@ -213,3 +213,20 @@ def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
     assert error.startswith("the inductor baseline's child failed: ") and "Error" in error and "\n" not in error
     summary = verdict["performance"]["baselines"]["inductor"]
     assert summary["compared"] == 0 and summary["geomean_speedup"] is None and len(summary["compile_failures"]) == 2
+
+
+def test_a_compiled_result_that_differs_from_eager_is_named():
+    import torch
+    from harness.ops import resolve_op
+    from harness.timing.inductor import differs_from_eager
+    relu = resolve_op("aten.relu.default")
+    x = torch.randn(64, 33)
+    inputs = ((x,), {})
+    assert differs_from_eager(relu, inputs, torch.relu(x)) is None
+    wrong = torch.relu(x)
+    wrong[3, 5] = 7.0
+    message = differs_from_eager(relu, inputs, wrong)
+    assert message.startswith("output: values differ at 1 of 2112 elements") and "index [3, 5]" in message, message
+    assert torch.equal(inputs[0][0], x)  # the inputs stay as they were
+    bernoulli = resolve_op("aten.bernoulli.default")  # random values: not compared one by one
+    assert differs_from_eager(bernoulli, ((torch.rand(8),), {}), torch.zeros(8)) is None

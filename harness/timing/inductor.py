@@ -28,23 +28,43 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
 
 
+def differs_from_eager(op, inputs: tuple[tuple, dict], actual) -> str | None:
+    """How the compiled op's first result differs from eager aten's on the same inputs, judged by
+    the rules a kernel is judged by (``harness.checks``); None when it agrees, or when the op's
+    values are random (not compared one by one). A baseline that computes something else is not
+    one."""
+    from harness.checks.case import Float64Run, judged
+    from harness.ops import value_mode
+    mode = value_mode(op)
+    if mode != "exact":
+        return None
+    fresh = clone_value(inputs)
+    expected = op(*fresh[0], **fresh[1])
+    failure = judged(expected, actual, mode, Float64Run(op, inputs))
+    return failure["message"][:300] if failure else None
+
+
 def time_inductor(op, case, timing_mode: str, compile_mode: str, target_ms: float) -> dict:
     """One shape: inductor's timing (and eager's, measured alongside) or why there is none."""
     import torch
     result = {"input": case.description, "mode": cache_mode(compile_mode, timing_mode)}
     args, kwargs = case.inputs()
-    ref_in, ind_in = clone_value((args, kwargs)), clone_value((args, kwargs))
+    ref_in, ind_in, check_in = (clone_value((args, kwargs)) for _ in range(3))
     del args, kwargs
     torch._dynamo.reset()
     compiled = torch.compile(_calling(op), mode=INDUCTOR_MODES[compile_mode], dynamic=False, fullgraph=True)
     fns = {"aten": lambda: op(*ref_in[0], **ref_in[1]), "inductor": lambda: compiled(*ind_in[0], **ind_in[1])}
     started = time.perf_counter()
     try:
-        fns["inductor"]()
+        first = fns["inductor"]()
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - inductor's failure is reported, never a speedup of 1.0
         return {**result, "error": f"torch.compile failed: {_first_line(exc)}"}
     result["compile_s"] = round(time.perf_counter() - started, 3)
+    wrong = differs_from_eager(op, check_in, first)
+    if wrong:
+        return {**result, "error": f"inductor's result differs from eager aten's: {wrong}"}
+    del first, check_in
     timed = graphed(fns) if timing_mode == "graph" else fns
     if timed is None:
         return {**result, "error": "inductor's compiled code could not be captured in a CUDA graph, as the kernel "
