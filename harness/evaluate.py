@@ -211,11 +211,11 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
         verdict = _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
-        if timing and (verdict["performance"] or {}).get("profiles"):
-            _keep_profiles(verdict["performance"]["profiles"], workdir, timing.profile_dir)
         for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
             _warn_once(f"bbagent sandbox: {note}")
         if timing:
+            if (verdict["performance"] or {}).get("profiles"):  # out of the workdir before it is removed
+                _keep_profiles(verdict["performance"]["profiles"], workdir, timing.profile_dir)
             if "inductor" in timing.baselines and verdict["performance"] is not None:
                 _time_inductor(op, verdict, timing, job, base_env, warm, limits)
             finish_timing(timing, op, verdict)
@@ -260,11 +260,11 @@ def _keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None
     """Move the child's profile files out of its working directory (removed next) into
     ``destination``, and name them there."""
     for entry in profiles:
+        if destination is None:
+            entry.update(files=[], error="not kept: no profile directory was given")
+            continue
         kept = []
         for name in entry["files"]:
-            if destination is None:
-                entry["error"] = "not kept: no profile directory was given"
-                break
             target = Path(destination) / name
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
@@ -392,14 +392,13 @@ def _store_measured(timing: TimingOptions, op: str, verdict: dict) -> None:
     gpu = performance["gpu"]
     if performance.get("device_measured"):
         timing.cache.store_device(gpu, env["torch"], env["triton"], performance["device"])
-    timing.cache.store_reference(op, env["torch"], gpu, [
-        {"mode": t["mode"], "input": t["input"], "timing": t["aten"]}
-        for t in performance["tests"] if t.get("aten_source") == "measured"])
+    eager = [{"mode": t["mode"], "input": t["input"], "timing": t["aten"]}
+             for t in performance["tests"] if t.get("aten_source") == "measured"]
     inductor = [(t, t["baselines"]["inductor"]) for t in performance["tests"] if "inductor" in (t.get("baselines") or {})]
-    timing.cache.store_reference(op, env["torch"], gpu, [
-        {"mode": baselines.cache_mode(entry["compile_mode"], t["mode"]), "input": t["input"],
-         "timing": {**entry["timing"], "eager_over_inductor": entry["eager_over_inductor"]}}
-        for t, entry in inductor if entry["source"] == "measured" and "timing" in entry])
+    compiled = [{"mode": baselines.cache_mode(entry["compile_mode"], t["mode"]), "input": t["input"],
+                 "timing": {**entry["timing"], "eager_over_inductor": entry["eager_over_inductor"]}}
+                for t, entry in inductor if entry["source"] == "measured" and "timing" in entry]
+    timing.cache.store_reference(op, env["torch"], gpu, eager + compiled)
 
 
 _WARNED: set[str] = set()

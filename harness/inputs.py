@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness.traces import DtypeRef, NamedConstant, TensorSpec, describe_value
+from harness.traces import DtypeRef, NamedConstant, TensorSpec, describe_value, map_leaves
 
 
 def memory_span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:
@@ -28,15 +28,7 @@ def memory_behind(t: torch.Tensor) -> torch.Tensor:
 
 def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     """Apply ``fn`` to every tensor in a structure of tuples, lists and dicts."""
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, tuple):
-        return tuple(map_tensors(v, fn) for v in value)
-    if isinstance(value, list):
-        return [map_tensors(v, fn) for v in value]
-    if isinstance(value, dict):
-        return {k: map_tensors(v, fn) for k, v in value.items()}
-    return value
+    return map_leaves(value, torch.Tensor, fn)
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:

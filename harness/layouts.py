@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.traces import TensorSpec, TraceCall
+from harness.traces import TensorSpec, TraceCall, map_leaves
 
 # Prompt families (prompts/families.json) whose ops models feed channels-last tensors.
 CHANNELS_LAST_FAMILIES = frozenset({"convolution", "pooling", "normalization", "elementwise_unary",
@@ -17,11 +17,9 @@ CHANNELS_LAST_FAMILIES = frozenset({"convolution", "pooling", "normalization", "
 
 def channels_last_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     """Strides of a 4-d (N, C, H, W) or 5-d (N, C, D, H, W) tensor stored channels last."""
-    n, c, *spatial = shape
     strides = [0] * len(shape)
-    step = 1
-    strides[1] = step
-    step *= max(c, 1)
+    strides[1] = 1
+    step = max(shape[1], 1)
     for dim in range(len(shape) - 1, 1, -1):
         strides[dim] = step
         step *= max(shape[dim], 1)
@@ -29,35 +27,19 @@ def channels_last_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(strides)
 
 
-def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
-
-
-def _in_channels_last(value):
-    if isinstance(value, TensorSpec):
-        if value.stride is None and len(value.shape) in (4, 5) and value.shape[1] > 1 \
-                and any(size > 1 for size in value.shape[2:]):
-            strides = channels_last_strides(value.shape)
-            if strides != _contiguous_strides(value.shape):
-                return replace(value, stride=strides)
-        return value
-    if isinstance(value, tuple):
-        return tuple(_in_channels_last(v) for v in value)
-    if isinstance(value, list):
-        return [_in_channels_last(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _in_channels_last(v) for k, v in value.items()}
-    return value
+def _in_channels_last(spec: TensorSpec) -> TensorSpec:
+    """A contiguous 4-d or 5-d tensor with more than one channel and some spatial extent, stored
+    channels last (its strides then always differ from the contiguous ones); anything else as is."""
+    if spec.stride is None and len(spec.shape) in (4, 5) and spec.shape[1] > 1 and any(s > 1 for s in spec.shape[2:]):
+        return replace(spec, stride=channels_last_strides(spec.shape))
+    return spec
 
 
 def channels_last_call(call: TraceCall) -> TraceCall | None:
     """The call with every contiguous 4-d and 5-d tensor (more than one channel, some spatial
     extent) in channels-last layout; None where no tensor changes."""
-    args, kwargs = _in_channels_last(call.args), _in_channels_last(call.kwargs)
+    args = map_leaves(call.args, TensorSpec, _in_channels_last)
+    kwargs = map_leaves(call.kwargs, TensorSpec, _in_channels_last)
     if args == call.args and kwargs == call.kwargs:
         return None
     return replace(call, args=args, kwargs=kwargs)

@@ -88,6 +88,19 @@ class TraceCall:
         return describe_value(self.args) + (f" {describe_value(self.kwargs)}" if self.kwargs else "")
 
 
+def map_leaves(value: Any, kind: type, fn: Callable[[Any], Any]) -> Any:
+    """Apply ``fn`` to every ``kind`` (a TensorSpec, a tensor) in a structure of tuples, lists and dicts."""
+    if isinstance(value, kind):
+        return fn(value)
+    if isinstance(value, tuple):
+        return tuple(map_leaves(v, kind, fn) for v in value)
+    if isinstance(value, list):
+        return [map_leaves(v, kind, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: map_leaves(v, kind, fn) for k, v in value.items()}
+    return value
+
+
 def _walk(value: Any) -> Iterator[Any]:
     if isinstance(value, (tuple, list)):
         for item in value:

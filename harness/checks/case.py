@@ -47,6 +47,12 @@ def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000
     return body if len(body) <= limit else body[: limit // 2] + "\n...\n" + body[-limit // 2:]
 
 
+def exception_line(exc: BaseException, limit: int = 500) -> str:
+    """``Type: first line of the message``, at most ``limit`` characters."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"[:limit]
+
+
 def failed_result(case: TestCase, **details) -> dict[str, Any]:
     """A test's result record, failed until the checks say otherwise."""
     return {"id": case.id, "source": case.source, "input": case.description, "dtype": case.dtype,

@@ -269,6 +269,7 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
 
 
 def _profile_largest(op, cases, results: list[dict], kernel, count: int, workdir: str, emit) -> None:
+    from harness.checks.case import exception_line
     from harness.timing.profile import largest, profile_case
     by_id = {case.id: case for case in cases}
     for case_id in largest(results, count):
@@ -276,8 +277,7 @@ def _profile_largest(op, cases, results: list[dict], kernel, count: int, workdir
         try:
             emit("profile", id=case_id, input=case.description, files=profile_case(op, case, kernel, workdir))
         except Exception as exc:  # noqa: BLE001 - a profiler that cannot run here is reported, not fatal
-            emit("profile", id=case_id, input=case.description, files=[],
-                 error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300])
+            emit("profile", id=case_id, input=case.description, files=[], error=exception_line(exc, 300))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import time
 
+from harness.checks.case import Float64Run, exception_line, judged
 from harness.inputs import clone_value
+from harness.ops import value_mode
 from harness.timing.baselines import INDUCTOR_MODES, cache_mode
 from harness.timing.clock import graphed, summarize, time_interleaved
 
@@ -23,18 +25,11 @@ def _calling(op):
     return call
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"[:500]
-
-
 def differs_from_eager(op, inputs: tuple[tuple, dict], actual) -> str | None:
     """How the compiled op's first result differs from eager aten's on the same inputs, judged by
     the rules a kernel is judged by (``harness.checks``); None when it agrees, or when the op's
     values are random (not compared one by one). A baseline that computes something else is not
     one."""
-    from harness.checks.case import Float64Run, judged
-    from harness.ops import value_mode
     mode = value_mode(op)
     if mode != "exact":
         return None
@@ -59,7 +54,7 @@ def time_inductor(op, case, timing_mode: str, compile_mode: str, target_ms: floa
         first = fns["inductor"]()
         torch.cuda.synchronize()
     except Exception as exc:  # noqa: BLE001 - inductor's failure is reported, never a speedup of 1.0
-        return {**result, "error": f"torch.compile failed: {_first_line(exc)}"}
+        return {**result, "error": f"torch.compile failed: {exception_line(exc)}"}
     result["compile_s"] = round(time.perf_counter() - started, 3)
     wrong = differs_from_eager(op, check_in, first)
     if wrong:
@@ -101,7 +96,7 @@ def run_baseline_job(job, emit) -> int:
             emit("baseline", **time_inductor(op, case, shape["mode"], asked["compile_mode"], asked["target_ms"]))
         except Exception as exc:  # noqa: BLE001 - e.g. the compiled code raised while being timed
             emit("baseline", input=shape["input"], mode=cache_mode(asked["compile_mode"], shape["mode"]),
-                 error=f"inductor failed while being timed: {_first_line(exc)}")
+                 error=f"inductor failed while being timed: {exception_line(exc)}")
         torch.cuda.empty_cache()
     emit("done", total_s=0)
     return 0
