@@ -153,16 +153,19 @@ def op_context(op_name: str, device: str | None = None, channels_last: bool = Fa
         "allowed": ALLOWED + ((SEED_DRAW,) if mode == "distribution" else ()),
         "stack": {"triton": _triton_version(), "interpreter": device == "cpu"},
         "example": worked_example(family_of(op_name)),
-        "channels_last": channels_last_examples(op, calls) if channels_last else None,
+        "channels_last": channels_last_examples(op, calls, device) if channels_last else None,
     }
 
 
 CHANNELS_LAST_EXAMPLES = 2
 
 
-def channels_last_examples(op, calls: list) -> list[dict]:
+def channels_last_examples(op, calls: list, device: str) -> list[dict]:
     """Trace inputs in channels-last layout, as tested, with the layout of what aten returns for
-    them (run on meta tensors: no data, no device)."""
+    them on ``device``. Run on fake tensors of that device (no data, no kernel): the layout aten
+    picks depends on the device (a convolution on CUDA follows cuDNN's choice), which meta
+    tensors, having none, do not show."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
     from harness.inputs import materialize, tensors_in
     from harness.layouts import channels_last_call
     examples = []
@@ -171,8 +174,9 @@ def channels_last_examples(op, calls: list) -> list[dict]:
         if changed is None:
             continue
         try:
-            result = op(*materialize(changed.args, "meta", None), **materialize(changed.kwargs, "meta", None))
-        except Exception:  # noqa: BLE001 - an input aten refuses on meta: shown without its output
+            with FakeTensorMode():
+                result = op(*materialize(changed.args, device, None), **materialize(changed.kwargs, device, None))
+        except Exception:  # noqa: BLE001 - an input aten refuses on shapes alone: shown without its output
             result = None
         examples.append({"args": changed.describe(), "output": [_layout(t) for t in tensors_in(result)]})
         if len(examples) == CHANNELS_LAST_EXAMPLES:

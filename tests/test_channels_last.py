@@ -78,6 +78,10 @@ def test_the_prompt_names_the_layouts_and_what_aten_returns(capsys):
     assert "stride=(786432, 1, 24576, 768)),)` -> [32, 768, 32, 32] channels-last, strides (786432, 1, 24576, 768)" in text
     assert main(["prompt", "--op", "aten.relu.default", "--device", "cpu"]) == 0
     assert "channels-last" not in capsys.readouterr().out
+    # the layout aten picks depends on the device: a CPU convolution keeps channels-last (meta tensors said contiguous)
+    assert main(["prompt", "--op", "aten.convolution.default", "--channels-last", "--device", "cpu"]) == 0
+    assert "1024)), T([1024, 1024, 1, 1], f16), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)` -> " \
+           "[32, 1024, 14, 14] channels-last, strides (200704, 1, 14336, 1024)" in capsys.readouterr().out
 
 
 def test_channels_last_for_another_family_is_a_usage_error(capsys):
