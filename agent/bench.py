@@ -17,7 +17,7 @@ from rich.table import Table
 
 from agent.report import widen
 from agent.bench_record import BenchRecord, append_records, hardware_config, make_record
-from harness.verdict import Performance, Verdict
+from harness.verdict import NcuReport, Performance, Verdict
 
 
 def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
@@ -31,6 +31,7 @@ def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
     records = []
     if performance is not None and performance.measured:
         copy_gbs = performance.device.copy_gbs
+        profiled = _ncu_by_input(performance.ncu)
         for t in performance.tests:
             if t.error_kind:
                 records.append(make_record(engine="bbagent", input_description=t.input, correct=False,
@@ -46,7 +47,8 @@ def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
                 engine="aten", input_description=t.input, correct=True, timing=t.aten.model_dump(),
                 samples=t.aten_raw, execution=execution, metadata=metadata, **common,
                 metrics={**shared, "achieved_gbs": t.aten_gbs, "copy_bandwidth_fraction": t.aten_gbs / copy_gbs,
-                         "roof_fraction": t.aten_roof_fraction, "reference_source": t.aten_source}))
+                         "roof_fraction": t.aten_roof_fraction, "reference_source": t.aten_source,
+                         **_ncu_metrics(profiled, t.input, "eager")}))
             inductor = (t.baselines or {}).get("inductor")
             if inductor is not None:
                 records.append(_inductor_record(t, inductor, execution, shared, metadata, common))
@@ -57,7 +59,7 @@ def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
                 engine_version=version, engine_config=kernel, **common,
                 metrics={**shared, "achieved_gbs": t.candidate_gbs, "achieved_tflops": t.candidate_tflops,
                          "copy_bandwidth_fraction": t.candidate_gbs / copy_gbs, "roof_fraction": t.roof_fraction,
-                         **vs_inductor}))
+                         **vs_inductor, **_ncu_metrics(profiled, t.input, "kernel")}))
         return records
     metadata["not_timed"] = performance.reason if performance is not None else "timing was not asked for"
     skipped = {name: b.reason for name, b in ((performance.baselines if performance else None) or {}).items()}
@@ -71,6 +73,19 @@ def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
         records.append(make_record(engine="bbagent", input_description=test.input, correct=bool(test.passed),
                                    engine_version=version, engine_config=kernel, metadata=metadata, **common))
     return records
+
+
+def _ncu_by_input(report: NcuReport | None) -> dict:
+    return {shape.input: shape for shape in report.shapes} if report is not None and report.measured else {}
+
+
+def _ncu_metrics(profiled: dict, input_description: str, side: str) -> dict:
+    """``{"ncu": ...}``, Nsight Compute's totals for one engine on a shape it profiled, else nothing."""
+    found = getattr(profiled.get(input_description), side, None)
+    if found is None or not found.kernels:
+        return {}
+    return {"ncu": {**found.model_dump(exclude={"kernels", "error"}), "launches": len(found.kernels),
+                    "clocks": "locked to base by ncu"}}
 
 
 def _inductor_record(t, inductor, execution: dict, shared: dict, metadata: dict, common: dict) -> BenchRecord:
@@ -103,6 +118,8 @@ def print_bench(console: Console, verdict: Verdict) -> None:
         console.print(f"no timings: {reason}")
         for name, b in ((performance.baselines if performance else None) or {}).items():
             console.print(f"{name} baseline not timed: {b.reason}")
+        if performance is not None and performance.ncu is not None:
+            print_ncu(console, performance.ncu)
         return
     table = Table(box=None, pad_edge=False)
     with_inductor = "inductor" in (performance.baselines or {})
@@ -135,6 +152,42 @@ def print_bench(console: Console, verdict: Verdict) -> None:
     for entry in performance.profiles or []:
         files = ", ".join(entry.files) or "none"
         console.print(f"profile of {entry.input}: {files}{' (' + entry.error + ')' if entry.error else ''}")
+    if performance.ncu is not None:
+        print_ncu(console, performance.ncu)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}%"
+
+
+def print_ncu(console: Console, report: NcuReport) -> None:
+    """Nsight Compute's figures per shape and side (eager, kernel), summed over each call's launches."""
+    if not report.measured:
+        console.print(f"no Nsight Compute metrics: {report.reason}")
+        return
+    table = Table(box=None, pad_edge=False)
+    columns = ["input", "side", "launches", "ncu us", "DRAM GB/s", "% DRAM peak", "% SM", "occupancy", ""]
+    for column in columns:
+        table.add_column(column, overflow="fold", justify="left" if column in ("input", "side", "") else "right")
+    for shape in report.shapes:
+        for name in ("eager", "kernel"):
+            side = getattr(shape, name)
+            if side is None:
+                continue
+            if side.error and not side.kernels:
+                table.add_row(shape.input, name, *["-"] * 6, side.error)
+                continue
+            table.add_row(shape.input, name, str(len(side.kernels)),
+                          "-" if side.time_us is None else f"{side.time_us:.1f}",
+                          "-" if side.dram_gbs is None else f"{side.dram_gbs:.0f}", _percent(side.dram_pct),
+                          _percent(side.sm_pct), _percent(side.occupancy_pct), side.error or "")
+    console.print("Nsight Compute (clocks locked to base, caches flushed between its passes: compare its percentages, "
+                  "not its times, with the table above)")
+    console.print(table)
+    for note in report.notes:
+        console.print(f"ncu: {note}")
+    if report.csv:
+        console.print(f"ncu's metrics per kernel launch: {report.csv}")
 
 
 def summary_line(performance: Performance) -> str:

@@ -138,6 +138,10 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--profile", action="store_true",
                        help="also write torch profiler traces (Chrome trace JSON: chrome://tracing, Perfetto) of eager "
                             "and of the kernel on the 2 largest timed shapes into the run directory's profiles/ (GPU)")
+    bench.add_argument("--ncu", action="store_true",
+                       help="also collect Nsight Compute metrics (achieved DRAM bandwidth, SM throughput, achieved "
+                            "occupancy) of every kernel that eager and the kernel launch on the 2 largest timed shapes; "
+                            "needs ncu on PATH or in CUDA_HOME/bin (GPU)")
     _add_root(bench)
     _add_eval_options(bench)
     _add_timing_options(bench, target_ms=100.0, max_shapes=64)
@@ -382,7 +386,7 @@ def cmd_bench(args, out, err) -> int:
     with _waiting(err, "evaluating and timing"):
         result = api.bench(args.op, args.kernel, kernel_for=args.kernel_for, root=args.root, max_shapes=args.max_shapes,
                            target_ms=args.target_ms, no_cache=args.no_cache, on_start=started,
-                           baseline=args.baseline, inductor_mode=args.inductor_mode, profile=args.profile,
+                           baseline=args.baseline, inductor_mode=args.inductor_mode, profile=args.profile, ncu=args.ncu,
                            **_evaluation_options(args))
     verdict, performance = result.verdict, result.verdict.performance
     shown = err if args.json else out
@@ -400,6 +404,7 @@ def cmd_bench(args, out, err) -> int:
                           "baselines": {name: b.model_dump() for name, b in ((performance.baselines if performance
                                                                               else None) or {}).items()},
                           "profiles": [p.model_dump() for p in (performance.profiles or [])] if performance else [],
+                          "ncu": performance.ncu.model_dump() if performance and performance.ncu else None,
                           "summary_line": summary_line(performance) if measured else None}, indent=2))
     return EXIT_OK if verdict.passed else EXIT_FAIL
 

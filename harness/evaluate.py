@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.suite.budget import CPU_MAX_NUMEL
-from harness.timing import baselines
+from harness.timing import baselines, ncu
+from harness.timing.profile import largest
 from harness.timing.metrics import summarize_performance
 from harness.timing.reference_cache import ReferenceCache
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
@@ -61,6 +62,7 @@ class TimingOptions:
     inductor_mode: str = "default"  # a key of harness.timing.baselines.INDUCTOR_MODES
     profile: int = 0  # profile this many of the largest timed shapes (harness.timing.profile) ...
     profile_dir: Path | None = None  # ... into this directory (local evaluations only)
+    ncu: int = 0  # Nsight Compute metrics on this many of the largest timed shapes (harness.timing.ncu)
 
     def request(self, op: str) -> dict:
         asked = {"target_ms": self.target_ms, "max_cases": self.max_cases, "profile": self.profile}
@@ -218,6 +220,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                 _keep_profiles(verdict["performance"]["profiles"], workdir, timing.profile_dir)
             if "inductor" in timing.baselines and verdict["performance"] is not None:
                 _time_inductor(op, verdict, timing, job, base_env, warm, limits)
+            if timing.ncu and verdict["performance"] is not None:
+                _collect_ncu(verdict, timing, job, base_env, limits)
             finish_timing(timing, op, verdict)
         return _redacted(verdict, secrets)
     finally:
@@ -251,7 +255,7 @@ def _time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, bas
             shutil.rmtree(workdir, ignore_errors=True)
         measured = [{k: v for k, v in e.items() if k not in CHANNEL_KEYS} for e in events if e.get("event") == "baseline"]
         if not any(e.get("event") == "done" for e in events):
-            problem = _baseline_child_problem(events, outcome)
+            problem = _side_child_problem("the inductor baseline's child", events, outcome)
     baselines.attach(tests, rows, measured, gpu, mode, missing_error=problem)
     performance["baselines"] = {"inductor": baselines.summary(tests, performance["summary"]["correct"], mode)}
 
@@ -276,15 +280,57 @@ def _keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None
         entry["files"] = kept
 
 
-def _baseline_child_problem(events: list[dict], outcome: ChildOutcome) -> str:
+def _collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict, limits: Limits) -> None:
+    """Nsight Compute metrics of eager and the kernel on the largest timed shapes, from a cold
+    child of their own started by ncu (``harness.timing.ncu``); its CSV is kept in the run."""
+    performance = verdict["performance"]
+    if verdict["verdict"] != "pass":
+        performance["ncu"] = {"measured": False, "reason": "the kernel failed while being timed; it is not profiled"}
+        return
+    found = ncu.find_ncu()
+    if found is None:
+        performance["ncu"] = {"measured": False, "reason": ncu.NOT_FOUND}
+        return
+    ids = largest(performance["tests"], timing.ncu)
+    workdir = Path(tempfile.mkdtemp(prefix="bbagent-ncu-")).resolve()
+    log = Path(tempfile.mkdtemp(prefix="bbagent-ncu-log-")).resolve() / "ncu.csv"  # out of the child's view
+    kept = None
+    try:
+        shutil.copy(job["kernel"], workdir / "candidate.py")
+        child_job = {**job, "kernel": str(workdir / "candidate.py"), "workdir": str(workdir), "timing": None,
+                     "ncu": {"ids": ids}, "network_namespace": False,
+                     "tool_write_dirs": job["tool_write_dirs"] + ncu.lock_directories(str(workdir))}
+        events, outcome = _run_child(child_job, {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}, base_env,
+                                     False, 120 + 60 * len(ids), limits, prefix=ncu.command(found, log))
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if text and timing.profile_dir is not None:
+            kept = Path(timing.profile_dir) / "profiles" / "ncu.csv"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(text)
+    except OSError as exc:  # ncu could not be started, or its output not kept
+        performance["ncu"] = {"measured": False, "reason": f"ncu ({found}): {exc.strerror or exc}"}
+        return
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(log.parent, ignore_errors=True)
+    shapes = ncu.report([e for e in events if e.get("event") == "ncu_range"], ncu.parse_csv(text))
+    notes = [] if any(e.get("event") == "done" for e in events) else [
+        _side_child_problem("the ncu child", events, outcome,
+                            ncu.errors("\n".join([text, outcome.stdout or "", outcome.stderr or ""])))]
+    performance["ncu"] = {"measured": bool(shapes), "reason": None if shapes else notes[0], "ncu": found,
+                          "csv": str(kept) if kept else None, "shapes": shapes, "notes": notes}
+
+
+def _side_child_problem(what: str, events: list[dict], outcome: ChildOutcome, said: str = "") -> str:
+    """Why a child beside the evaluation (the inductor baseline's, ncu's) said nothing to the end."""
     fatal = next((e for e in events if e.get("event") == "fatal"), None)
     if fatal:  # a harness traceback: its last line says what
         lines = [line for line in fatal["message"].strip().splitlines() if line.strip()]
-        return "the inductor baseline's child failed: " + (lines[-1] if lines else "")[:500]
+        return f"{what} failed: " + (lines[-1] if lines else "")[:500]
     if outcome.limit:
-        return f"the inductor baseline's child was stopped: {outcome.limit} {outcome.detail}".strip()
-    last = (outcome.stderr or "").strip().splitlines()[-1:] or [""]
-    return f"the inductor baseline's child {_exit_cause(outcome.returncode)} {last[0][:300]}".strip()
+        return f"{what} was stopped: {outcome.limit} {outcome.detail}".strip()
+    last = said or ((outcome.stderr or "").strip().splitlines()[-1:] or [""])[0]
+    return f"{what} {_exit_cause(outcome.returncode)} {last[:300]}".strip()
 
 
 def finish_timing(timing: TimingOptions, op: str, verdict: dict) -> None:
@@ -293,9 +339,12 @@ def finish_timing(timing: TimingOptions, op: str, verdict: dict) -> None:
     if verdict["performance"] is None:
         reason = not_timed_reason(verdict)
         verdict["performance"] = {"measured": False, "reason": reason}
+        on_cpu = verdict["environment"].get("interpreter")
         if "inductor" in timing.baselines:
-            why = baselines.CPU_REASON if verdict["environment"].get("interpreter") else reason
+            why = baselines.CPU_REASON if on_cpu else reason
             verdict["performance"]["baselines"] = {"inductor": baselines.not_measured(why, timing.inductor_mode)}
+        if timing.ncu:
+            verdict["performance"]["ncu"] = {"measured": False, "reason": ncu.CPU_REASON if on_cpu else reason}
     elif verdict["performance"].get("measured") is not False:
         _store_measured(timing, op, verdict)
         if not timing.keep_raw:
@@ -315,8 +364,9 @@ def _redacted(verdict: dict, secrets: list[str] | None) -> Verdict:
 
 
 def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float,
-               limits: Limits) -> tuple[list[dict], ChildOutcome]:
-    """Start the child, watch it until it ends or breaks a limit, and collect what it said."""
+               limits: Limits, prefix: list[str] | None = None) -> tuple[list[dict], ChildOutcome]:
+    """Start the child (cold behind ``prefix``, a launcher such as ncu, where one is given), watch
+    it until it ends or breaks a limit, and collect what it said."""
     events: list[dict] = []
     pipes = [os.pipe() for _ in range(3)]  # result channel, stdout, stderr
     write_ends = [w for _, w in pipes]
@@ -324,13 +374,13 @@ def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: floa
     outcome = ChildOutcome(launched_at=time.time())
     try:
         child = None
-        if warm:
+        if warm and not prefix:
             try:
                 child = pool_for(job["device"], base_env).launch({**job, "env": env}, write_ends)
             except PoolError as exc:
                 _warn_once(f"bbagent: no warm pool ({exc}); starting each candidate cold instead")
         if child is None:
-            child = ColdChild(job, write_ends[0], write_ends[1], write_ends[2], env, job["workdir"])
+            child = ColdChild(job, write_ends[0], write_ends[1], write_ends[2], env, job["workdir"], prefix)
     finally:
         for fd in write_ends:
             os.close(fd)

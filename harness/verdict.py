@@ -249,6 +249,48 @@ class ProfileFiles(_Strict):
     error: str | None = None
 
 
+class NcuKernel(_Strict):
+    """One kernel launch as Nsight Compute measured it (``harness.timing.ncu``)."""
+    name: str
+    block: str
+    grid: str
+    time_us: float | None = None
+    dram_gbs: float | None = None
+    dram_pct: float | None = None
+    sm_pct: float | None = None
+    occupancy_pct: float | None = None
+    registers: float | None = None
+
+
+class NcuSide(_Strict):
+    """Eager's or the kernel's one call on a shape: time summed over its launches, bandwidth as
+    bytes over time, percentages weighted by each launch's time."""
+    time_us: float | None = None
+    dram_gbs: float | None = None
+    dram_pct: float | None = None
+    sm_pct: float | None = None
+    occupancy_pct: float | None = None
+    kernels: list[NcuKernel] = []
+    error: str | None = None
+
+
+class NcuShape(_Strict):
+    id: str
+    input: str
+    eager: NcuSide | None = None
+    kernel: NcuSide | None = None
+
+
+class NcuReport(_Strict):
+    """``bbagent bench --ncu``: ``measured`` False with the ``reason`` where ncu did not run."""
+    measured: bool
+    reason: str | None = None
+    ncu: str | None = None  # the ncu that ran
+    csv: str | None = None  # its raw output, kept in the run directory
+    shapes: list[NcuShape] = []
+    notes: list[str] = []
+
+
 class Performance(_Strict):
     """The timing phase: ``measured`` False with the ``reason`` where nothing was timed."""
     measured: bool
@@ -262,6 +304,7 @@ class Performance(_Strict):
     summary: PerformanceSummary | None = None
     baselines: dict[str, BaselineSummary] | None = None  # besides eager (whose figures are the summary)
     profiles: list[ProfileFiles] | None = None  # bbagent bench --profile
+    ncu: NcuReport | None = None  # bbagent bench --ncu
 
 
 class SuiteInfo(_Strict):

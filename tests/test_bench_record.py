@@ -50,8 +50,9 @@ def test_unknown_fields_and_engines_are_rejected():
 def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
     from agent.cli import main
     from conftest import KERNELS
+    from harness.timing import ncu
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
-                 "--root", str(tmp_path), "--json", "--seed", "3", "--baseline", "eager,inductor", "--profile"])
+                 "--root", str(tmp_path), "--json", "--seed", "3", "--baseline", "eager,inductor", "--profile", "--ncu"])
     captured = capsys.readouterr()
     summary = json.loads(captured.out)
     assert code == 0 and summary["verdict"] == "pass" and summary["performance"] is None
@@ -60,6 +61,9 @@ def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
     assert inductor["measured"] is False and "CUDA GPU only" in inductor["reason"]
     assert "inductor baseline not timed: the inductor baseline is timed on a CUDA GPU only" in captured.err
     assert summary["profiles"] == [] and "no profiles: they are taken on a CUDA GPU" in captured.err
+    assert summary["ncu"] == {"measured": False, "reason": ncu.CPU_REASON, "ncu": None, "csv": None, "shapes": [],
+                              "notes": []}
+    assert f"no Nsight Compute metrics: {ncu.CPU_REASON}" in captured.err
     records = [BenchRecord.model_validate_json(line) for line in open(summary["bench_file"])]
     verdict = json.loads((tmp_path / "runs" / summary["run_dir"].split("/")[-1] / "verdict.json").read_text())
     trace_tests = [t for t in verdict["tests"] if t["source"].startswith("trace")]

@@ -127,6 +127,29 @@ def test_bench_profile_writes_chrome_traces_of_eager_and_the_kernel(tmp_path, ca
             assert name.startswith(summary["run_dir"]) and "traceEvents" in json.load(open(name))
 
 
+@pytest.mark.skipif(__import__("harness.timing.ncu", fromlist=["find_ncu"]).find_ncu() is None,
+                    reason="Nsight Compute (ncu) is not installed on this GPU machine")
+def test_bench_ncu_measures_eager_and_the_kernel_on_the_largest_shapes(tmp_path, capsys):
+    code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"), "--max-shapes", "3",
+                 "--target-ms", "10", "--root", str(tmp_path), "--json", "--ncu"])
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
+    report = summary["ncu"]
+    assert code == 0 and report["measured"], report
+    assert len(report["shapes"]) == 2 and report["notes"] == [] and report["csv"].startswith(summary["run_dir"])
+    for shape in report["shapes"]:
+        eager, kernel = shape["eager"], shape["kernel"]
+        assert eager["error"] is None and kernel["error"] is None, shape
+        assert [k["name"] for k in kernel["kernels"]] == ["_relu"], kernel["kernels"]  # the Triton kernel, once
+        for side in (eager, kernel):
+            assert side["time_us"] > 0 and side["dram_gbs"] > 0 and 0 < side["occupancy_pct"] <= 100
+            assert 0 < side["dram_pct"] <= 100 and 0 < side["sm_pct"] <= 100
+    assert "Nsight Compute (clocks locked to base" in captured.err and "% DRAM peak" in captured.err
+    records = [json.loads(line) for line in open(summary["bench_file"])]
+    profiled = [r for r in records if "ncu" in r["metrics"]]
+    assert len(profiled) == 4 and {r["engine"] for r in profiled} == {"aten", "bbagent"}
+
+
 @pytest.mark.parametrize("functional, kernel, members", FAMILIES)
 def test_one_functional_kernel_serves_every_variant_on_gpu(functional, kernel, members):
     verdict = family_verdict(functional, kernel, members, device="cuda")

@@ -177,7 +177,7 @@ def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: fl
 
 
 def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False,
-                   baseline: str = "eager", inductor_mode: str = "default", profile: int = 0):
+                   baseline: str = "eager", inductor_mode: str = "default", profile: int = 0, ncu: int = 0):
     """``baseline``: the engines to compare with, comma-separated (``harness.timing.baselines``)."""
     from harness.evaluate import TimingOptions
     from harness.timing.reference_cache import FILE_NAME, ReferenceCache
@@ -186,7 +186,7 @@ def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: b
     engines = check_baseline(baseline, inductor_mode)
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
                          cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw,
-                         baselines=engines, inductor_mode=inductor_mode, profile=profile)
+                         baselines=engines, inductor_mode=inductor_mode, profile=profile, ncu=ncu)
 
 
 def check_baseline(baseline: str, inductor_mode: str) -> tuple[str, ...]:
@@ -233,20 +233,22 @@ def bench(op: str, kernel: str | Path | None = None, *, kernel_for: str | None =
           timeout_s: float = 300.0, max_shapes: int = 64, target_ms: float = 100.0, no_cache: bool = False,
           allow_no_opinfo: bool = False, on_start: Callable[[Path], None] | None = None,
           baseline: str = "eager", inductor_mode: str = "default", channels_last: bool = False,
-          profile: bool = False) -> BenchResult:
+          profile: bool = False, ncu: bool = False) -> BenchResult:
     """Test the kernel, time it and eager aten on ``op``'s trace shapes (GPU), and write one
     benchmark record per (input, engine) to ``root/runs/bench-<id>/bench.jsonl``. ``on_start``
     hears the run directory before the evaluation starts. ``baseline`` "eager,inductor" also times
     the op compiled by torch.compile (``inductor_mode`` default or max-autotune); ``channels_last``
     tests and times the 4-d and 5-d trace inputs in that layout too; ``profile`` writes torch
-    profiler traces of eager and the kernel on the largest shapes into the run's ``profiles/``."""
+    profiler traces of eager and the kernel on the largest shapes into the run's ``profiles/``;
+    ``ncu`` collects Nsight Compute metrics of both there (``harness.timing.ncu``)."""
     from agent.bench import write_bench
     from agent.storage import RunDir, new_run_id
     check_op(op)
     check_evaluation(device, timeout_s, allow_no_opinfo)
     where = resolve_root(root, write=True)
     timing = timing_options(where, max_shapes=max_shapes, target_ms=target_ms, no_cache=no_cache, keep_raw=True,
-                            baseline=baseline, inductor_mode=inductor_mode, profile=PROFILED_SHAPES if profile else 0)
+                            baseline=baseline, inductor_mode=inductor_mode, profile=PROFILED_SHAPES if profile else 0,
+                            ncu=PROFILED_SHAPES if ncu else 0)
     from_accepted = kernel is None
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
     run = RunDir(where, "bench-" + new_run_id(op))
@@ -422,7 +424,7 @@ def batch_selection(ops: list[str] | None = None, *, ops_file: str | Path | None
     return chosen if exact_overload else select.one_per_family(chosen, family_of_overload)
 
 
-PROFILED_SHAPES = 2  # bench --profile: the largest timed shapes, each for eager and the kernel
+PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each for eager and the kernel
 OPTIONS_ADDED_LATER = {"baseline": "eager", "inductor_mode": "default", "channels_last": False,
                        "target_baseline": "eager"}
 

@@ -77,12 +77,13 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def enter_namespaces() -> dict:
+def enter_namespaces(network: bool = True) -> dict:
     """A network and a private mount namespace for this process (the file view is built in the
-    latter by ``seal``). Returns what is in force, with the OS's reason where something is not."""
+    latter by ``seal``); the mount namespace alone with ``network`` False. Returns what is in
+    force, with the OS's reason where something is not."""
     status = {"network_namespace": False, "mount_namespace": False, "notes": []}
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWNET | CLONE_NEWNS
+    flags = (CLONE_NEWNET if network else 0) | CLONE_NEWNS
     error = _unshare(flags) if uid == 0 else "not root"
     if error:  # again inside a new user namespace (unprivileged, or root without CAP_SYS_ADMIN)
         user_error = _unshare(CLONE_NEWUSER | flags)
@@ -100,7 +101,9 @@ def enter_namespaces() -> dict:
         status["notes"].append(f"no network or mount namespace (unshare: {error}); the network, file "
                                "reads and file writes are guarded by the audit hook only")
         return status
-    status["network_namespace"] = True
+    status["network_namespace"] = network
+    if not network:
+        status["notes"].append("no network namespace (not asked for); the network is guarded by the audit hook only")
     if _libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
         status["notes"].append(f"mount namespace not private ({os.strerror(ctypes.get_errno())}); "
                                "file reads are guarded by the audit hook only")
@@ -323,10 +326,10 @@ def _short(value, limit: int = 160) -> str:
 
 
 def contain(workdir: str, tool_write_dirs: list[str], candidate_file: str, report,
-            namespaces: bool = True) -> tuple[dict, AuditGuard]:
+            namespaces: bool = True, network_namespace: bool = True) -> tuple[dict, AuditGuard]:
     """Apply every layer but the file view; return what is in force (for the Verdict) and the
     audit guard, installed but not yet armed (``seal`` builds the view and arms it)."""
-    status = enter_namespaces() if namespaces else {
+    status = enter_namespaces(network_namespace) if namespaces else {
         "network_namespace": False, "mount_namespace": False, "notes": ["namespaces not requested"]}
     status["limits"] = set_limits()
     guard = AuditGuard(workdir, tool_write_dirs, candidate_file, report)

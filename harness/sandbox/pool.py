@@ -38,11 +38,14 @@ def kill_group(pid: int) -> None:
 
 
 class ColdChild:
-    """``python -m harness.sandbox.worker`` in a new session."""
+    """``python -m harness.sandbox.worker`` in a new session; ``prefix`` is a launcher in front of
+    it (ncu), which then leads the session."""
 
-    def __init__(self, job: dict, result_fd: int, out_fd: int, err_fd: int, env: dict, cwd: str):
+    def __init__(self, job: dict, result_fd: int, out_fd: int, err_fd: int, env: dict, cwd: str,
+                 prefix: list[str] | None = None):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.sandbox.worker", "--job", json.dumps(job), "--result-fd", str(result_fd)],
+            [*(prefix or []), sys.executable, "-m", "harness.sandbox.worker", "--job", json.dumps(job),
+             "--result-fd", str(result_fd)],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd,
             pass_fds=(result_fd,), start_new_session=True)
         self.pid = self.proc.pid

@@ -66,6 +66,8 @@ class Job:
     extra_traces: dict = field(default_factory=dict)  # a dataset's inputs per operator name (harness.suite.build)
     baseline: dict | None = None  # no candidate: time a compiled baseline instead (harness.timing.inductor)
     channels_last: bool = False  # trace inputs also in channels-last layout (harness.layouts)
+    ncu: dict | None = None  # {"ids": [...]}: no tests; profile the kernel on these cases under ncu (harness.timing.ncu)
+    network_namespace: bool = True  # False only under ncu, whose injected library reports over 127.0.0.1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +110,7 @@ def run_job(job: Job, emit) -> int:
     from harness.sandbox.containment import contain, seal
     containment, audit = contain(job.workdir, job.tool_write_dirs, candidate_file,
                                  report=lambda kind, message: emit("violation", error_kind=kind, message=message),
-                                 namespaces=job.namespaces)
+                                 namespaces=job.namespaces, network_namespace=job.network_namespace)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)  # where a hang is, on request
     device = job.device
     interpreter = device == "cpu"
@@ -166,6 +168,15 @@ def run_job(job: Job, emit) -> int:
     from harness.adapters import serving
     written_for = resolve_op(job.kernel_for or job.op)
     served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
+
+    if job.ncu is not None:
+        if device == "cuda":
+            compile_clock.real_autotuning()
+        from harness.timing.ncu import profile_cases
+        by_id = {case.id: case for case in suites[0][2].cases}
+        profile_cases(op, [by_id[i] for i in job.ncu["ids"] if i in by_id], served[job.op], emit)
+        emit("done", total_s=round(time.perf_counter() - started, 3))
+        return 0
 
     passed: set[str] = set()
     failed = False

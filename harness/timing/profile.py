@@ -41,5 +41,5 @@ def profile_case(op, case, kernel, workdir: str) -> list[str]:
 
 def largest(results: list[dict], count: int) -> list[str]:
     """Ids of the ``count`` timed shapes that move the most bytes."""
-    timed = [r for r in results if "error_kind" not in r]
+    timed = [r for r in results if not r.get("error_kind")]
     return [r["id"] for r in sorted(timed, key=lambda r: -r["bytes"])[:count]]

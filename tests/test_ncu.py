@@ -1,0 +1,165 @@
+"""``bbagent bench --ncu`` on the CPU (Nsight Compute itself runs on the GPU: tests/test_gpu.py).
+
+``tests/data/ncu_details.csv`` is real ncu 2025.3 output from an H200 (``--csv --print-units base
+--nvtx --print-nvtx-rename kernel``, two calls of two aten kernels each), with its NVTX ranges
+renamed to bbagent's."""
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.timing import ncu
+
+SAMPLE = Path(__file__).parent / "data" / "ncu_details.csv"
+EAGER_0 = {"name", "block", "grid", "time_us", "dram_gbs", "dram_pct", "sm_pct", "occupancy_pct", "registers"}
+
+
+def test_the_csv_is_read_per_range_in_our_units():
+    by_range = ncu.parse_csv(SAMPLE.read_text())
+    assert sorted(by_range) == ["bbagent-eager-0", "bbagent-eager-1", "bbagent-kernel-0", "bbagent-kernel-1"]
+    [first] = by_range["bbagent-eager-0"]
+    assert set(first) == EAGER_0
+    assert first["name"].startswith("void at::native::vectorized_elementwise_kernel<(int)4")  # the range prefix gone
+    assert first["block"] == "(128, 1, 1)" and first["grid"] == "(16384, 1, 1)"
+    assert first["time_us"] == pytest.approx(31.424)  # "31,424" ns
+    assert first["dram_gbs"] == pytest.approx(3495.046843)  # "3,495,046,843,177.19" byte/s
+    assert (first["dram_pct"], first["sm_pct"], first["occupancy_pct"], first["registers"]) == (72.77, 27.81, 82.79, 28)
+
+
+def test_units_other_than_base_ones_are_converted():
+    header = '"ID","Kernel Name","Block Size","Grid Size","Metric Name","Metric Unit","Metric Value"'
+    rows = ['"0","bbagent-kernel-0/k","(1, 1, 1)","(2, 1, 1)","gpu__time_duration.sum","usecond","1,500.5"',
+            '"0","bbagent-kernel-0/k","(1, 1, 1)","(2, 1, 1)","dram__bytes.sum.per_second","Tbyte/s","2.5"',
+            '"0","bbagent-kernel-0/k","(1, 1, 1)","(2, 1, 1)","sm__throughput.avg.pct_of_peak_sustained_elapsed","%","n/a"',
+            '"1","stray","(1, 1, 1)","(2, 1, 1)","gpu__time_duration.sum","ns","10"']
+    by_range = ncu.parse_csv("\n".join(["==PROF== Connected", header, *rows]))
+    [kernel] = by_range["bbagent-kernel-0"]
+    assert kernel["time_us"] == 1500.5 and kernel["dram_gbs"] == 2500.0 and kernel["sm_pct"] is None
+    assert by_range[""] == [{"name": "stray", "block": "(1, 1, 1)", "grid": "(2, 1, 1)", "time_us": 0.01}]
+
+
+def test_a_side_sums_time_and_weights_rates_by_it():
+    kernels = [{"time_us": 10.0, "dram_gbs": 100.0, "dram_pct": 50.0, "sm_pct": 10.0, "occupancy_pct": None},
+               {"time_us": 30.0, "dram_gbs": 200.0, "dram_pct": 10.0, "sm_pct": 30.0, "occupancy_pct": 40.0}]
+    totals = ncu.side_totals(kernels)
+    assert totals == {"time_us": 40.0, "dram_gbs": 175.0, "dram_pct": 20.0, "sm_pct": 25.0, "occupancy_pct": 40.0}
+    assert ncu.side_totals([]) == {"time_us": None, "dram_gbs": None, "dram_pct": None, "sm_pct": None,
+                                   "occupancy_pct": None}
+
+
+def test_the_report_follows_the_child_and_says_what_is_missing():
+    ranges = [{"range": "bbagent-eager-0", "id": "trace-1", "input": "(T([8]),)", "side": "eager"},
+              {"range": "bbagent-kernel-0", "id": "trace-1", "input": "(T([8]),)", "side": "kernel"},
+              {"range": "bbagent-eager-1", "id": "trace-2", "input": "(T([4]),)", "side": "eager"},
+              {"range": "bbagent-kernel-1", "id": "trace-2", "input": "(T([4]),)", "side": "kernel",
+               "error": "RuntimeError: boom"},
+              {"range": "bbagent-eager-2", "id": "trace-3", "input": "(T([2]),)", "side": "eager"}]
+    shapes = ncu.report(ranges, ncu.parse_csv(SAMPLE.read_text()))
+    assert [s["id"] for s in shapes] == ["trace-1", "trace-2", "trace-3"]
+    assert shapes[0]["kernel"]["time_us"] == pytest.approx(31.424) and shapes[0]["kernel"]["error"] is None
+    assert shapes[1]["kernel"]["error"] == "RuntimeError: boom"
+    assert shapes[2]["eager"]["error"] == "ncu reported no kernel in this call's range" and "kernel" not in shapes[2]
+    from harness.verdict import NcuReport
+    NcuReport.model_validate({"measured": True, "shapes": shapes})
+
+
+def test_ncu_is_found_on_path_or_under_cuda_home(tmp_path, monkeypatch):
+    fake = tmp_path / "cuda" / "bin" / "ncu"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    assert ncu.find_ncu() == str(fake)
+    monkeypatch.setenv("PATH", str(fake.parent))
+    monkeypatch.delenv("CUDA_HOME")
+    assert ncu.find_ncu() == str(fake)
+    line = ncu.command("ncu", tmp_path / "log.csv")
+    assert line[-2:] == ["--log-file", str(tmp_path / "log.csv")] and "--profile-from-start" in line
+    assert ",".join(ncu.METRICS) in line
+
+
+FAKE_NCU = """#!{python}
+# Stands in for ncu: runs the command after its options, then writes a real ncu CSV as ncu's log.
+import shutil, subprocess, sys
+args = sys.argv[1:]
+log = args[args.index("--log-file") + 1]
+command = args[args.index("--log-file") + 2:]
+fd = int(command[command.index("--result-fd") + 1])
+code = subprocess.call(command, pass_fds=(fd,))
+shutil.copy({sample!r}, log)
+sys.exit(code)
+"""
+
+
+def test_the_ncu_child_runs_behind_ncu_and_its_csv_is_kept(tmp_path, monkeypatch):
+    """The parent's side and the child's, for real, with a stand-in for ncu: the candidate runs in
+    a sandbox child started behind the launcher, calls eager and the kernel on the two largest
+    timed shapes, and the launcher's CSV lands in the run's profiles/ and in the report."""
+    from conftest import KERNELS
+    from harness.evaluate import TimingOptions, _base_env, _collect_ncu
+    from harness.ops import resolve_op
+    from harness.sandbox.watch import Limits
+    from harness.suite.build import build_suite
+    fake = tmp_path / "bin" / "ncu"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_NCU.format(python=sys.executable, sample=str(SAMPLE)))
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    traces = [c for c in build_suite(resolve_op("aten.relu.default"), "cpu", 3, interpreter=True).cases
+              if c.trace is not None][:3]
+    tests = [{"id": c.id, "input": c.description, "bytes": size} for c, size in zip(traces, (10, 30, 20))]
+    base_env = _base_env("cpu")
+    job = {"op": "aten.relu.default", "kernel": str(KERNELS / "relu_triton.py"), "seed": 3, "device": "cpu",
+           "workdir": "", "hidden": [], "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]], "cpu_max_numel": 1 << 16,
+           "timing": None, "kernel_for": "aten.relu.default", "overloads": ["aten.relu.default"],
+           "namespaces": True, "extra_traces": {}, "channels_last": False}
+    verdict = {"verdict": "pass", "performance": {"tests": tests}}
+    _collect_ncu(verdict, TimingOptions(ncu=2, profile_dir=tmp_path / "run"), job, base_env, Limits())
+    report = verdict["performance"]["ncu"]
+    assert report["measured"] is True and report["notes"] == [] and report["ncu"] == str(fake)
+    assert report["csv"] == str(tmp_path / "run" / "profiles" / "ncu.csv")
+    assert Path(report["csv"]).read_text() == SAMPLE.read_text()
+    assert [s["id"] for s in report["shapes"]] == [traces[1].id, traces[2].id]  # the two that move the most bytes
+    for shape in report["shapes"]:
+        assert shape["eager"]["error"] is None and shape["kernel"]["error"] is None
+        assert shape["kernel"]["time_us"] > 0 and shape["kernel"]["kernels"][0]["block"] == "(128, 1, 1)"
+
+
+def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
+    from harness.evaluate import TimingOptions, _base_env, _collect_ncu
+    from harness.sandbox.watch import Limits
+    fake = tmp_path / "ncu"
+    fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - no permission to the GPU performance counters'\n"
+                    "exit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    job = {"op": "aten.relu.default", "kernel": str(fake), "seed": 3, "device": "cpu", "tool_write_dirs": []}
+    verdict = {"verdict": "pass", "performance": {"tests": [{"id": "trace-1", "input": "x", "bytes": 1}]}}
+    _collect_ncu(verdict, TimingOptions(ncu=2), job, _base_env("cpu"), Limits())
+    report = verdict["performance"]["ncu"]
+    assert report["measured"] is False and report["reason"].startswith("the ncu child exited with code 1")
+    assert "ERR_NVGPUCTRPERM" in report["reason"]
+    failed = {"verdict": "fail", "performance": {"tests": []}}
+    _collect_ncu(failed, TimingOptions(ncu=2), job, _base_env("cpu"), Limits())
+    assert failed["performance"]["ncu"]["reason"] == "the kernel failed while being timed; it is not profiled"
+
+
+def test_the_table_shows_each_side_and_where_the_csv_is():
+    from rich.console import Console
+    from agent.bench import print_ncu
+    from harness.verdict import NcuReport
+    ranges = [{"range": f"bbagent-{side}-0", "id": "trace-1", "input": "(T([8]),)", "side": side}
+              for side in ("eager", "kernel")]
+    report = NcuReport.model_validate({"measured": True, "csv": "/r/profiles/ncu.csv",
+                                       "shapes": ncu.report(ranges, ncu.parse_csv(SAMPLE.read_text()))})
+    console = Console(record=True, width=200)
+    print_ncu(console, report)
+    shown = console.export_text()
+    assert "% DRAM peak" in shown and "occupancy" in shown and "/r/profiles/ncu.csv" in shown
+    assert "3495" in shown and "73%" in shown and "83%" in shown  # eager's call: GB/s, % DRAM peak, occupancy
+    console = Console(record=True, width=200)
+    print_ncu(console, NcuReport(measured=False, reason=ncu.NOT_FOUND))
+    assert "no Nsight Compute metrics: Nsight Compute's command line (ncu) was found neither" in console.export_text()
