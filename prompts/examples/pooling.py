@@ -1,19 +1,29 @@
-"""aten.max_pool2d_with_indices.default: one program per BLOCK output elements (flat over the
-[N * C, OH, OW] outputs), looping over the window; NaN wins and ties keep the first position, as
-in PyTorch; indices are flat positions h * W + w within each input plane. Lists of one value
-apply to both dimensions, an empty stride means stride = kernel size."""
+"""aten.max_pool2d_with_indices.default: one program per BLOCK output elements, looping over the
+window; NaN wins and ties keep the first position, as in PyTorch; indices are flat positions
+h * W + w within each input plane. The input is read through its strides, never copied: a
+channels-last input gives a channels-last output, walked with the channel fastest so that
+neighbouring programs read neighbouring memory. Lists of one value apply to both dimensions, an
+empty stride means stride = kernel size."""
 import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def _max_pool(x_ptr, out_ptr, idx_ptr, planes, H, W, OH, OW, s_plane, s_h, s_w,
-              KH, KW, SH, SW, PH, PW, DH, DW, LOWEST: tl.constexpr, BLOCK: tl.constexpr):
+def _max_pool(x_ptr, out_ptr, idx_ptr, N, C, H, W, OH, OW, s_n, s_c, s_h, s_w,
+              KH, KW, SH, SW, PH, PW, DH, DW, LOWEST: tl.constexpr, CHANNELS_LAST: tl.constexpr,
+              BLOCK: tl.constexpr):
     offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    valid = offsets < planes * OH * OW
-    ow, rest = offsets % OW, offsets // OW
-    oh, plane = rest % OH, rest // OH
+    valid = offsets < N * C * OH * OW
+    if CHANNELS_LAST:  # the output's memory order: n, oh, ow, c
+        c, rest = offsets % C, offsets // C
+        ow, rest = rest % OW, rest // OW
+        oh, n = rest % OH, rest // OH
+    else:  # n, c, oh, ow
+        ow, rest = offsets % OW, offsets // OW
+        oh, rest = rest % OH, rest // OH
+        c, n = rest % C, rest // C
+    plane = n * s_n + c * s_c
     h0, w0 = oh * SH - PH, ow * SW - PW
     # start from the first window position inside the input (PyTorch's initial index)
     first_h = h0 + ((-h0 + DH - 1) // DH) * DH * (h0 < 0)
@@ -24,7 +34,7 @@ def _max_pool(x_ptr, out_ptr, idx_ptr, planes, H, W, OH, OW, s_plane, s_h, s_w,
         for kw in range(KW):
             h, w = h0 + kh * DH, w0 + kw * DW
             inside = valid & (h >= 0) & (h < H) & (w >= 0) & (w < W)
-            v = tl.load(x_ptr + plane * s_plane + h * s_h + w * s_w, mask=inside, other=LOWEST)
+            v = tl.load(x_ptr + plane + h * s_h + w * s_w, mask=inside, other=LOWEST)
             take = inside & ((v > best) | (v != v))  # a NaN always takes over (as in PyTorch)
             best = tl.where(take, v, best)
             best_idx = tl.where(take, h * W + w, best_idx)
@@ -47,15 +57,18 @@ def kernel(self, kernel_size, stride=[], padding=[0, 0], dilation=[1, 1], ceil_m
     x = self if self.dim() == 4 else self.unsqueeze(0)  # unbatched [C, H, W] inputs too
     N, C, H, W = x.shape
     OH, OW = _out_size(H, KH, SH, PH, DH, ceil_mode), _out_size(W, KW, SW, PW, DW, ceil_mode)
-    planes = x.reshape(N * C, H, W)  # a view where possible
-    out = torch.empty((N, C, OH, OW), dtype=self.dtype, device=self.device)
-    idx = torch.empty((N, C, OH, OW), dtype=torch.int64, device=self.device)
+    # aten's output layout: channels-last where the input is (and is not also contiguous)
+    channels_last = self.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+    out = torch.empty((N, C, OH, OW), dtype=self.dtype, device=self.device, memory_format=layout)
+    idx = torch.empty((N, C, OH, OW), dtype=torch.int64, device=self.device, memory_format=layout)
     n = out.numel()
     if n:
         lowest = float("-inf") if self.dtype.is_floating_point else torch.iinfo(self.dtype).min
         BLOCK = 256
-        _max_pool[(triton.cdiv(n, BLOCK),)](planes, out, idx, N * C, H, W, OH, OW, *planes.stride(),
-                                            KH, KW, SH, SW, PH, PW, DH, DW, LOWEST=lowest, BLOCK=BLOCK)
+        _max_pool[(triton.cdiv(n, BLOCK),)](x, out, idx, N, C, H, W, OH, OW, *x.stride(),
+                                            KH, KW, SH, SW, PH, PW, DH, DW, LOWEST=lowest,
+                                            CHANNELS_LAST=channels_last, BLOCK=BLOCK)
     if self.dim() == 3:
         out, idx = out.squeeze(0), idx.squeeze(0)
     return out, idx
