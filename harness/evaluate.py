@@ -314,11 +314,15 @@ def _collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(log.parent, ignore_errors=True)
     shapes = ncu.report([e for e in events if e.get("event") == "ncu_range"], ncu.parse_csv(text))
-    notes = [] if any(e.get("event") == "done" for e in events) else [
-        _side_child_problem("the ncu child", events, outcome,
-                            ncu.errors("\n".join([text, outcome.stdout or "", outcome.stderr or ""])))]
-    performance["ncu"] = {"measured": bool(shapes), "reason": None if shapes else notes[0], "ncu": found,
-                          "csv": str(kept) if kept else None, "shapes": shapes, "notes": notes}
+    said = ncu.errors("\n".join([text, outcome.stdout or "", outcome.stderr or ""]))
+    if not any(e.get("event") == "done" for e in events):
+        notes = [_side_child_problem("the ncu child", events, outcome, said)]
+    else:
+        notes = [f"ncu said: {said}"] if said else []
+    notes += [ncu.COUNTERS_FIX] if "ERR_NVGPUCTRPERM" in said else []
+    measured = any((shape.get(side) or {}).get("kernels") for shape in shapes for side in ncu.SIDES)
+    performance["ncu"] = {"measured": measured, "reason": None if measured else "; ".join(notes) or "ncu measured no kernel",
+                          "ncu": found, "csv": str(kept) if kept else None, "shapes": shapes, "notes": notes}
 
 
 def _side_child_problem(what: str, events: list[dict], outcome: ChildOutcome, said: str = "") -> str:
@@ -389,6 +393,22 @@ def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: floa
     stderr = BoundedCapture(pipes[2][0], limits.output_bytes)
     for thread in (reader, stdout, stderr):
         thread.start()
+    try:
+        returncode = _watch(child, events, stdout, stderr, limits, timeout_s, outcome)
+    finally:
+        child.kill()  # anything the child left behind in its group; all of it when interrupted (Ctrl-C)
+    for thread in (reader, stdout, stderr):
+        thread.join(timeout=5)
+    outcome.returncode = returncode if returncode is not None else -signal.SIGKILL
+    outcome.wall_s = time.perf_counter() - started
+    outcome.stdout, outcome.stderr = stdout.text(1000), stderr.text(STDERR_TAIL_BYTES)
+    outcome.hang_site = _hang_site(stderr.text(STDERR_TAIL_BYTES), job["kernel"]) if outcome.limit == "timeout" else ""
+    return events, outcome
+
+
+def _watch(child, events: list[dict], stdout: BoundedCapture, stderr: BoundedCapture, limits: Limits,
+           timeout_s: float, outcome: ChildOutcome) -> int | None:
+    """Wait for the child, killing it when it breaks a limit (named in ``outcome``); its exit code."""
     deadline = time.perf_counter() + timeout_s  # from the child's start: a fork server's own start is not counted
     returncode = None
     while returncode is None:
@@ -423,14 +443,7 @@ def _run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: floa
         if outcome.limit:
             child.kill()
             returncode = child.wait(30.0)
-    child.kill()  # anything the child left behind in its group
-    for thread in (reader, stdout, stderr):
-        thread.join(timeout=5)
-    outcome.returncode = returncode if returncode is not None else -signal.SIGKILL
-    outcome.wall_s = time.perf_counter() - started
-    outcome.stdout, outcome.stderr = stdout.text(1000), stderr.text(STDERR_TAIL_BYTES)
-    outcome.hang_site = _hang_site(stderr.text(STDERR_TAIL_BYTES), job["kernel"]) if outcome.limit == "timeout" else ""
-    return events, outcome
+    return returncode
 
 
 def _store_measured(timing: TimingOptions, op: str, verdict: dict) -> None:

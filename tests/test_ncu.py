@@ -82,22 +82,26 @@ def test_ncu_is_found_on_path_or_under_cuda_home(tmp_path, monkeypatch):
 
 
 FAKE_NCU = """#!{python}
-# Stands in for ncu: runs the command after its options, then writes a real ncu CSV as ncu's log.
+# Stands in for ncu: runs the command after its options, then writes its log: a copy of a real ncu CSV
+# (with --log-file), or the error ncu gives without access to the performance counters.
 import shutil, subprocess, sys
 args = sys.argv[1:]
 log = args[args.index("--log-file") + 1]
 command = args[args.index("--log-file") + 2:]
 fd = int(command[command.index("--result-fd") + 1])
 code = subprocess.call(command, pass_fds=(fd,))
-shutil.copy({sample!r}, log)
+if {counters_open}:
+    shutil.copy({sample!r}, log)
+else:
+    open(log, "w").write("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+                         "Performance Counters on the target device 0.\\n")
 sys.exit(code)
 """
 
 
-def test_the_ncu_child_runs_behind_ncu_and_its_csv_is_kept(tmp_path, monkeypatch):
-    """The parent's side and the child's, for real, with a stand-in for ncu: the candidate runs in
-    a sandbox child started behind the launcher, calls eager and the kernel on the two largest
-    timed shapes, and the launcher's CSV lands in the run's profiles/ and in the report."""
+def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dict, list, Path]:
+    """The parent's side and the child's, for real, behind a stand-in for ncu: the report, the
+    relu trace cases the timed tests were made of, and the stand-in."""
     from conftest import KERNELS
     from harness.evaluate import TimingOptions, _base_env, _collect_ncu
     from harness.ops import resolve_op
@@ -105,7 +109,7 @@ def test_the_ncu_child_runs_behind_ncu_and_its_csv_is_kept(tmp_path, monkeypatch
     from harness.suite.build import build_suite
     fake = tmp_path / "bin" / "ncu"
     fake.parent.mkdir()
-    fake.write_text(FAKE_NCU.format(python=sys.executable, sample=str(SAMPLE)))
+    fake.write_text(FAKE_NCU.format(python=sys.executable, sample=str(SAMPLE), counters_open=counters_open))
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     traces = [c for c in build_suite(resolve_op("aten.relu.default"), "cpu", 3, interpreter=True).cases
@@ -118,7 +122,14 @@ def test_the_ncu_child_runs_behind_ncu_and_its_csv_is_kept(tmp_path, monkeypatch
            "namespaces": True, "extra_traces": {}, "channels_last": False}
     verdict = {"verdict": "pass", "performance": {"tests": tests}}
     _collect_ncu(verdict, TimingOptions(ncu=2, profile_dir=tmp_path / "run"), job, base_env, Limits())
-    report = verdict["performance"]["ncu"]
+    return verdict["performance"]["ncu"], traces, fake
+
+
+def test_the_ncu_child_runs_behind_ncu_and_its_csv_is_kept(tmp_path, monkeypatch):
+    """The candidate runs in a sandbox child started behind the launcher, calls eager and the
+    kernel on the two largest timed shapes, and the launcher's CSV lands in the run's profiles/
+    and in the report."""
+    report, traces, fake = run_behind_fake_ncu(tmp_path, monkeypatch, counters_open=True)
     assert report["measured"] is True and report["notes"] == [] and report["ncu"] == str(fake)
     assert report["csv"] == str(tmp_path / "run" / "profiles" / "ncu.csv")
     assert Path(report["csv"]).read_text() == SAMPLE.read_text()
@@ -126,6 +137,14 @@ def test_the_ncu_child_runs_behind_ncu_and_its_csv_is_kept(tmp_path, monkeypatch
     for shape in report["shapes"]:
         assert shape["eager"]["error"] is None and shape["kernel"]["error"] is None
         assert shape["kernel"]["time_us"] > 0 and shape["kernel"]["kernels"][0]["block"] == "(128, 1, 1)"
+
+
+def test_counters_closed_to_users_give_no_figures_and_the_fix(tmp_path, monkeypatch):
+    report, _, _ = run_behind_fake_ncu(tmp_path, monkeypatch, counters_open=False)
+    assert report["measured"] is False and report["notes"][0].startswith("ncu said: ERR_NVGPUCTRPERM")
+    assert report["notes"][1] == ncu.COUNTERS_FIX and report["reason"] == "; ".join(report["notes"])
+    assert all(shape[side]["error"] == "ncu reported no kernel in this call's range"
+               for shape in report["shapes"] for side in ("eager", "kernel"))
 
 
 def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
@@ -141,7 +160,7 @@ def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
     _collect_ncu(verdict, TimingOptions(ncu=2), job, _base_env("cpu"), Limits())
     report = verdict["performance"]["ncu"]
     assert report["measured"] is False and report["reason"].startswith("the ncu child exited with code 1")
-    assert "ERR_NVGPUCTRPERM" in report["reason"]
+    assert "ERR_NVGPUCTRPERM" in report["reason"] and ncu.COUNTERS_FIX in report["notes"]
     failed = {"verdict": "fail", "performance": {"tests": []}}
     _collect_ncu(failed, TimingOptions(ncu=2), job, _base_env("cpu"), Limits())
     assert failed["performance"]["ncu"]["reason"] == "the kernel failed while being timed; it is not profiled"

@@ -200,3 +200,41 @@ def test_the_audit_hook_alone_lets_a_legitimate_kernel_import_what_it_needs():
     verdict = evaluate("aten.exp.default", KERNELS / "exp_imports_helpers.py", device=DEVICE, seed=3, namespaces=False)
     assert verdict.passed, verdict.message
     assert verdict.environment.containment.files == "audit_hook"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"  # killed, not yet reaped
+    except FileNotFoundError:
+        return True
+
+
+def test_an_interrupted_evaluation_leaves_no_child_running(monkeypatch):
+    """Ctrl-C while a child runs (here: raised from the watch loop once the kernel, which never
+    returns, has started): the child's whole group is killed before the interrupt goes on. The
+    child leads its own session, so the terminal's SIGINT never reaches it."""
+    import signal
+    import time
+    import harness.evaluate as ev
+    pids = []
+    real_usage, real_running = ev.session_usage, ev._running_test
+    monkeypatch.setattr(ev, "session_usage", lambda pid: pids.append(pid) or real_usage(pid))
+
+    def running_then_interrupt(events):
+        if any(e.get("event") == "candidate_start" for e in events):
+            raise KeyboardInterrupt
+        return real_running(events)
+    monkeypatch.setattr(ev, "_running_test", running_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate("aten.relu.default", FAULTS / "loop_forever.py", device="cpu", warm=False, timeout_s=120)
+    try:
+        deadline = time.monotonic() + 5
+        while not _gone(pids[0]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(pids[0])
+    finally:
+        try:
+            os.killpg(pids[0], signal.SIGKILL)
+        except OSError:
+            pass

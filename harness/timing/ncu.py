@@ -38,6 +38,9 @@ CPU_REASON = ("Nsight Compute profiles CUDA kernels: --ncu runs on a CUDA GPU on
 NOT_FOUND = ("Nsight Compute's command line (ncu) was found neither on PATH nor in $CUDA_HOME/bin or "
              "/usr/local/cuda/bin; install Nsight Compute, or put ncu on PATH")
 
+COUNTERS_FIX = ("the GPU's performance counters are open to administrators only: run as root, or load the driver "
+                "with NVreg_RestrictProfilingToAdminUsers=0 (NVIDIA's ERR_NVGPUCTRPERM page says how)")
+
 
 def find_ncu() -> str | None:
     found = shutil.which("ncu")
