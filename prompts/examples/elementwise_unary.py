@@ -1,4 +1,6 @@
-"""aten.sigmoid.default: one program per BLOCK elements of a contiguous copy, math in float32."""
+"""aten.sigmoid.default: one program per BLOCK elements in memory order, math in float32. A dense
+input (contiguous, or channels-last) is read where it is and the output takes its layout, as aten's
+does; any other layout is copied to contiguous first."""
 import torch
 import triton
 import triton.language as tl
@@ -15,9 +17,12 @@ def _sigmoid(x_ptr, out_ptr, n, IS_F64: tl.constexpr, BLOCK: tl.constexpr):
 
 
 def kernel(self):
-    x = self.contiguous()  # flat offsets need contiguous memory
-    # integer and bool inputs give the default float dtype, floating inputs keep theirs
-    out = torch.empty(x.shape, dtype=torch.result_type(x, 1.0), device=x.device)
+    dense = self.is_contiguous() or (self.dim() == 4 and self.is_contiguous(memory_format=torch.channels_last)) or (
+        self.dim() == 5 and self.is_contiguous(memory_format=torch.channels_last_3d))
+    x = self if dense else self.contiguous()  # flat offsets need memory with no gaps
+    # the same strides as x (so offset i is the same element in both); integer and bool inputs give
+    # the default float dtype, floating inputs keep theirs
+    out = torch.empty_like(x, dtype=torch.result_type(x, 1.0))
     n = x.numel()
     if n:  # zero-size: nothing to launch
         BLOCK = 1024
