@@ -209,7 +209,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
            "cpu_max_numel": cpu_max_numel, "timing": timing.request(op) if timing else None,
            "kernel_for": kernel_for or op, "overloads": overloads, "namespaces": namespaces,
            "extra_traces": extra_traces or {}, "channels_last": channels_last}
-    env = {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
+    env = _child_env(base_env, workdir)
     try:
         events, outcome = _run_child(job, env, base_env, warm, timeout_s, limits)
         verdict = _assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
@@ -226,6 +226,11 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
         return _redacted(verdict, secrets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _child_env(base_env: dict, workdir: Path) -> dict:
+    """A child's environment: the allowlisted one, with its working directory as home and temp."""
+    return {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
 
 
 def _time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, base_env: dict, warm: bool,
@@ -249,8 +254,8 @@ def _time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, bas
                      "baseline": {"compile_mode": mode, "target_ms": timing.target_ms, "shapes": shapes}}
         per_shape_s = 180 if mode != "default" else 60
         try:
-            events, outcome = _run_child(child_job, {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)},
-                                         base_env, warm, 120 + per_shape_s * len(shapes), limits)
+            events, outcome = _run_child(child_job, _child_env(base_env, workdir), base_env, warm,
+                                         120 + per_shape_s * len(shapes), limits)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         measured = [{k: v for k, v in e.items() if k not in CHANNEL_KEYS} for e in events if e.get("event") == "baseline"]
@@ -299,9 +304,9 @@ def _collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict
         shutil.copy(job["kernel"], workdir / "candidate.py")
         child_job = {**job, "kernel": str(workdir / "candidate.py"), "workdir": str(workdir), "timing": None,
                      "ncu": {"ids": ids}, "network_namespace": False,
-                     "tool_write_dirs": job["tool_write_dirs"] + ncu.lock_directories(str(workdir))}
-        events, outcome = _run_child(child_job, {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}, base_env,
-                                     False, 120 + 60 * len(ids), limits, prefix=ncu.command(found, log))
+                     "tool_write_dirs": job["tool_write_dirs"] + ncu.lock_directories()}
+        events, outcome = _run_child(child_job, _child_env(base_env, workdir), base_env, False, 120 + 60 * len(ids),
+                                     limits, prefix=ncu.command(found, log))
         text = log.read_text(errors="replace") if log.exists() else ""
         if text and timing.profile_dir is not None:
             kept = Path(timing.profile_dir) / "profiles" / "ncu.csv"

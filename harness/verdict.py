@@ -249,27 +249,26 @@ class ProfileFiles(_Strict):
     error: str | None = None
 
 
-class NcuKernel(_Strict):
-    """One kernel launch as Nsight Compute measured it (``harness.timing.ncu``)."""
+class NcuFigures(_Strict):
+    """What Nsight Compute measures (``harness.timing.ncu``), for one launch or one call's launches."""
+    time_us: float | None = None
+    dram_gbs: float | None = None
+    dram_pct: float | None = None
+    sm_pct: float | None = None
+    occupancy_pct: float | None = None
+
+
+class NcuKernel(NcuFigures):
+    """One kernel launch."""
     name: str
     block: str
     grid: str
-    time_us: float | None = None
-    dram_gbs: float | None = None
-    dram_pct: float | None = None
-    sm_pct: float | None = None
-    occupancy_pct: float | None = None
     registers: float | None = None
 
 
-class NcuSide(_Strict):
+class NcuSide(NcuFigures):
     """Eager's or the kernel's one call on a shape: time summed over its launches, bandwidth as
     bytes over time, percentages weighted by each launch's time."""
-    time_us: float | None = None
-    dram_gbs: float | None = None
-    dram_pct: float | None = None
-    sm_pct: float | None = None
-    occupancy_pct: float | None = None
     kernels: list[NcuKernel] = []
     error: str | None = None
 

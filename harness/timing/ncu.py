@@ -59,19 +59,17 @@ def command(ncu: str, log_file: Path) -> list[str]:
             "--log-file", str(log_file)]
 
 
-def lock_directories(child_tmpdir: str) -> list[str]:
-    """Where ncu's library in the child takes its interprocess lock (``TMPDIR``, else ``/tmp``,
-    then ``nvidia/nsight_compute``): made here, so that the child's file view can show it writable.
-    Without it ncu stops with InterprocessLockFailed (seen on an H200, in the mount namespace)."""
-    made = []
-    for root in {child_tmpdir, "/tmp"}:
-        path = os.path.join(root, "nvidia", "nsight_compute")
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError:
-            continue
-        made.append(path)
-    return made
+def lock_directories() -> list[str]:
+    """Where ncu's library in the child takes its interprocess lock when that is not under the
+    child's ``TMPDIR`` (its working directory, writable anyway): ``/tmp/nvidia/nsight_compute``,
+    made here so that the child's file view can show it writable. Without it ncu stopped with
+    InterprocessLockFailed (seen on an H200, in the mount namespace)."""
+    path = os.path.join("/tmp", "nvidia", "nsight_compute")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return []
+    return [path]
 
 
 def range_name(side: str, index: int) -> str:
