@@ -21,6 +21,27 @@ import tempfile
 import time
 from pathlib import Path
 
+from agent.errors import UsageError
+
+
+def resolve_root(root: str | Path | None = None, *, write: bool = False) -> Path:
+    """The folder for runs/ and generated_kernels/: ``root``, else $BBAGENT_ROOT, else the current
+    directory. With ``write`` it is created (UsageError where it cannot be, or is not writable)."""
+    given = root if root is not None else (os.environ.get("BBAGENT_ROOT") or ".")
+    where = Path(given).expanduser().resolve()
+    source = "--root" if root is not None else ("BBAGENT_ROOT" if os.environ.get("BBAGENT_ROOT") else
+                                                "the current directory")
+    if where.exists() and not where.is_dir():
+        raise UsageError(f"{source} {where} is a file, not a folder: pass --root DIR")
+    if write:
+        try:
+            (where / "runs").mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot use {source} {where} to keep runs/ and generated_kernels/ "
+                             f"({exc.strerror or exc}): pass --root DIR with a folder you can write") from None
+        if not os.access(where / "runs", os.W_OK):
+            raise UsageError(f"{source} {where} is not writable: pass --root DIR with a folder you can write")
+    return where
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -65,8 +86,6 @@ class RunDir:
 def mark_interrupted(run_dir: Path, message: str) -> bool:
     """A run whose process is being stopped while it runs: its run.json says so (True if it did
     say ``running``). Used by a batch on Ctrl-C, whose worker threads cannot finish their runs."""
-    import json
-    import time
     path = Path(run_dir) / "run.json"
     try:
         state = json.loads(path.read_text())

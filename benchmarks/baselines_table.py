@@ -35,7 +35,7 @@ RUNS = [("aten.relu.default", KERNELS / "relu_triton.py", []),
 
 def run_one(op: str, kernel: Path, extra: list[str], root: Path, out: Path, max_shapes: int) -> dict:
     name = op + ("-channels-last" if "--channels-last" in extra else "")
-    command = [sys.executable, "-m", "agent.cli", "bench", "--op", op, "--kernel", str(kernel), "--root", str(root),
+    command = [sys.executable, "-m", "bbagent", "bench", "--op", op, "--kernel", str(kernel), "--root", str(root),
                "--max-shapes", str(max_shapes), "--baseline", "eager,inductor", "--profile", "--ncu", "--json", *extra]
     print("$ python", " ".join(command[1:]), flush=True)
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)

@@ -47,7 +47,7 @@ def run_batch(config: str, replays: Path, jobs: int, ops: list[str], keep: Path 
     gpus = config.removeprefix("ray:")
     root = Path(tempfile.mkdtemp(prefix=f"bbagent-batch-{config.replace(',', '_').replace(':', '-')}-"))
     env = dict(os.environ, TRITON_CACHE_DIR=str(root / "triton-cache"))
-    command = [sys.executable, "-m", "agent.cli", "batch", "--ops", ",".join(ops), "--provider", "replay",
+    command = [sys.executable, "-m", "bbagent", "batch", "--ops", ",".join(ops), "--provider", "replay",
                "--replay", str(replays), "--rounds", "1", "--jobs", str(jobs), "--root", str(root), "--json"]
     if ray:
         command += ["--executor", "ray"]

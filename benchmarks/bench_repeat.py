@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agent.cli import main as bbagent  # noqa: E402
+from bbagent.cli import main as bbagent  # noqa: E402
 
 
 def bench_once(args, first: bool) -> dict:

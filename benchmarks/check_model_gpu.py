@@ -29,7 +29,7 @@ CHECKS = [("resnet18-gated", ["--model", "resnet18"]),
 
 def bbagent(out: Path, name: str, *args: str) -> subprocess.CompletedProcess:
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "agent.cli", *args], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "bbagent", *args], cwd=ROOT, capture_output=True, text=True)
     (out / f"{name}.txt").write_text(f"$ bbagent {' '.join(args)}\n# exit {done.returncode}, "
                                      f"{time.perf_counter() - started:.1f} s\n{done.stdout}\n--- stderr ---\n"
                                      f"{done.stderr[-6000:]}")

@@ -45,7 +45,7 @@ def main() -> int:
         kernel = (ROOT / "tests" / "kernels" / "relu_triton.py").read_text()
         (scratch / "replays" / "aten.relu.default.json").write_text(
             json.dumps({"exchanges": [{"response": f"```python\n{kernel}```"}]}))
-        done = subprocess.run([sys.executable, "-m", "agent.cli", "batch", "--dataset", str(scratch / "problems.json"),
+        done = subprocess.run([sys.executable, "-m", "bbagent", "batch", "--dataset", str(scratch / "problems.json"),
                                "--provider", "replay", "--replay", str(scratch / "replays"), "--rounds", "1",
                                "--root", str(scratch / "root"), "--json"], cwd=ROOT, capture_output=True, text=True)
         print(done.stderr[-2000:])

@@ -35,15 +35,16 @@ def per_call_us(function, x, calls: int, repeats: int, sync) -> float:
 
 
 def approved_root(source: str) -> Path:
-    from agent.review.lifecycle import install, set_status, current_environment
+    from agent.machine import this_machine
+    from agent.review.lifecycle import install, set_status
     import torch
     import triton
     root = Path(tempfile.mkdtemp(prefix="bbagent-enable-overhead-"))
     op = "aten.relu.default"
     install(root, op, source, {"op": op, "written_for": op, "serves": [op], "run_id": "bench", "tests": {},
                                "versions": {"torch": torch.__version__, "triton": triton.__version__},
-                               "gpu": current_environment()["gpu"], "dtypes": ["float32"],
-                               "performance": {"measured": False}}, lambda meta: "")
+                               "gpu": this_machine().gpu, "dtypes": ["float32"],
+                               "performance": {"measured": False}})
     set_status(root / "generated_kernels" / op, "approved")
     return root
 

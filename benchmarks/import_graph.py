@@ -1,9 +1,16 @@
-"""Count the import arrows between the places of the code base, and the import cycles among them.
+"""The import graph of agent/ and harness/, and the rules it must keep.
 
-A place is one module at the top of harness/, one sub-package of harness/ (sandbox, checks, suite,
-timing), or the whole of agent/ or benchmarks/. An arrow is "place A imports something from place B"
-(A != B), counted once however many imports make it. Imports inside functions count too: they are
-dependencies all the same. Run from the checkout: python benchmarks/import_graph.py [--arrows]
+Two views. Places: one module at the top of harness/, one sub-package of harness/ (sandbox, checks,
+suite, timing), or the whole of agent/ or benchmarks/; an arrow is "place A imports something from
+place B". Modules: every module of agent/ and harness/ (the public API package ``bbagent`` is
+agent/api/). Imports inside functions count in both: they are dependencies all the same.
+
+The rules (``rule_breaks``): no module outside agent/api/ imports the public API (``bbagent`` or
+``agent.api``); harness/ never imports agent/; no circle of modules; and agent/'s packages keep the
+layers of ``LAYERS``: a module imports only from its own package or from a lower layer, never from
+a sibling of its layer.
+
+    python benchmarks/import_graph.py [--arrows] [--modules] [--check]
 """
 from __future__ import annotations
 
@@ -12,6 +19,19 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PUBLIC = "agent.api"  # installed as the package bbagent
+# agent/'s packages and top modules, top layer first; harness/ below them all
+LAYERS = (
+    ("agent.api",),
+    ("agent.reports",),
+    ("agent.batch",),
+    ("agent.generate", "agent.bench", "agent.serving"),
+    ("agent.evaluation", "agent.providers"),
+    ("agent.review",),
+    ("agent.families", "agent.machine", "agent.options", "agent.storage"),
+    ("agent.errors",),
+    ("harness",),
+)
 
 
 def place_of(module: str) -> str | None:
@@ -23,8 +43,8 @@ def place_of(module: str) -> str | None:
     return "harness/" + parts[1]
 
 
-def module_name(path: Path) -> str:
-    return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+def module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -55,6 +75,23 @@ def graph() -> tuple[set[str], set[tuple[str, str]], int]:
             if target and target != source:
                 arrows.add((source, target))
     return places, arrows, len(files)
+
+
+def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of agent/ and harness/ it imports (``bbagent.x`` read as ``agent.api.x``)."""
+    files = {module_name(p, root): p for d in ("agent", "harness") for p in (root / d).rglob("*.py")}
+    edges = {}
+    for name, path in files.items():
+        targets = set()
+        for imported in imported_modules(path):
+            if imported == "bbagent" or imported.startswith("bbagent."):
+                imported = PUBLIC + imported.removeprefix("bbagent")
+            while imported not in files and "." in imported:
+                imported = imported.rsplit(".", 1)[0]
+            if imported in files and imported != name:
+                targets.add(imported)
+        edges[name] = targets
+    return edges
 
 
 def cycles(places: set[str], arrows: set[tuple[str, str]]) -> list[list[str]]:
@@ -89,9 +126,50 @@ def cycles(places: set[str], arrows: set[tuple[str, str]]) -> list[list[str]]:
     return found
 
 
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def layer_of(module: str) -> tuple[int, str] | None:
+    """(layer index, package) of a module, or None for one no layer names."""
+    for number, packages in enumerate(LAYERS):
+        for package in packages:
+            if within(module, package):
+                return number, package
+    return None
+
+
+def rule_breaks(edges: dict[str, set[str]]) -> list[str]:
+    """Every import that breaks a rule (module docstring), and every circle, in words."""
+    found = []
+    for source, targets in sorted(edges.items()):
+        for target in sorted(targets):
+            if within(target, PUBLIC) and not within(source, PUBLIC):
+                found.append(f"{source} imports the public API {target} (bbagent): move what it needs below it")
+            elif within(source, "harness") and within(target, "agent"):
+                found.append(f"{source} imports {target}: harness/ never imports agent/")
+            elif within(source, "agent"):
+                found += _layer_break(source, target)
+    for circle in cycles(set(edges), {(a, b) for a, targets in edges.items() for b in targets}):
+        found.append("import circle: " + " <-> ".join(circle))
+    return found
+
+
+def _layer_break(source: str, target: str) -> list[str]:
+    mine, theirs = layer_of(source), layer_of(target)
+    if mine is None:
+        return [f"{source} is in no layer of benchmarks/import_graph.py LAYERS: add its package there"]
+    if theirs is None or mine[1] == theirs[1] or theirs[0] > mine[0]:
+        return []
+    where = "a sibling of its layer" if theirs[0] == mine[0] else "a layer above it"
+    return [f"{source} imports {target}, {where} ({theirs[1]} over {mine[1]})"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--arrows", action="store_true", help="list every arrow")
+    parser.add_argument("--arrows", action="store_true", help="list every arrow between places")
+    parser.add_argument("--modules", action="store_true", help="list every module with what it imports")
+    parser.add_argument("--check", action="store_true", help="exit 1 where a rule is broken")
     args = parser.parse_args()
     places, arrows, files = graph()
     found = cycles(places, arrows)
@@ -101,7 +179,15 @@ def main() -> int:
     if args.arrows:
         for a, b in sorted(arrows):
             print(f"{a} -> {b}")
-    return 0
+    edges = module_graph()
+    if args.modules:
+        for module, targets in sorted(edges.items()):
+            print(f"{module}: {', '.join(sorted(targets))}")
+    breaks = rule_breaks(edges)
+    print(f"{len(edges)} modules, {sum(map(len, edges.values()))} imports between them, {len(breaks)} rule breaks")
+    for line in breaks:
+        print("rule:", line)
+    return 1 if args.check and breaks else 0
 
 
 if __name__ == "__main__":

@@ -544,7 +544,7 @@ def _assemble(op, kernel_path, source, seed, events, outcome: ChildOutcome, time
     unfinished = [e["id"] for e in by_kind.get("test_start", []) if e["id"] not in finished_ids]
     cases = {c["id"]: c for c in (suite or {}).get("cases", [])}
     done = "done" in by_kind
-    error_kind, message = None, ""
+    error_kind, message, infrastructure = None, "", None
     timings = [{k: v for k, v in e.items() if k not in CHANNEL_KEYS} for e in by_kind.get("timing", [])]
     timed_ids = {t["id"] for t in timings}
     unfinished_timing = [e["id"] for e in by_kind.get("timing_start", []) if e["id"] not in timed_ids]
@@ -580,6 +580,7 @@ def _assemble(op, kernel_path, source, seed, events, outcome: ChildOutcome, time
         elif suite is None and kind not in SANDBOX_KINDS:
             error_kind = kind if kind == "timeout" else "worker_error"
             message = f"evaluation {cause} before the tests were built"
+            infrastructure = message if error_kind == "worker_error" else None
         else:
             error_kind, message = kind, f"the kernel {cause} while being imported or compiled"
     elif timing_failure:
@@ -602,6 +603,7 @@ def _assemble(op, kernel_path, source, seed, events, outcome: ChildOutcome, time
         "verdict": "pass" if passed else "fail",
         "error_kind": error_kind,
         "message": message,
+        "infrastructure": infrastructure,
         "seed": seed,
         "summary": summary,
         "failure_groups": groups,

@@ -8,7 +8,8 @@ imports this module (it needs only the standard library, torch, triton and numpy
 
 Top level: ``schema_version``, ``op``, ``kernel`` {path, sha256}, ``verdict`` ("pass" | "fail"),
 ``error_kind`` and ``message`` (for failures that are not one test's: import error, timeout,
-crash, no tests), ``seed``, ``summary`` (counts), ``tests`` (one result per test run),
+crash, no tests), ``infrastructure`` (set, with the cause, where the machine failed and not the
+kernel), ``seed``, ``summary`` (counts), ``tests`` (one result per test run),
 ``skipped`` (tests not run, each with a reason), ``failure_groups`` (identical failures merged),
 ``guard_findings``, ``performance`` (the timing phase, GPU only), ``suite`` (notes on what the
 suite holds), ``kernel_for`` and ``variants`` (the overloads tested), ``timings``,
@@ -377,6 +378,10 @@ class Verdict(_Strict):
     verdict: Literal["pass", "fail"]
     error_kind: ErrorKind | None = None
     message: str = ""
+    # Set where the evaluation failed for a reason that is not the kernel's: the sandbox child died or
+    # failed before its tests were built (a lost GPU, a driver error). A batch retries such an
+    # evaluation elsewhere instead of charging the kernel.
+    infrastructure: str | None = None
     seed: int
     summary: Summary
     failure_groups: list[FailureGroup] = []

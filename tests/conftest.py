@@ -22,7 +22,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def demo_answers() -> list[str]:
     """The shipped replay: a wrong first answer (float32 output) and a right second one."""
-    data = json.loads((ROOT / "agent" / "replays" / "aten.relu.default.json").read_text())
+    data = json.loads((ROOT / "agent" / "providers" / "replays" / "aten.relu.default.json").read_text())
     return [e["response"] for e in data["exchanges"]]
 
 

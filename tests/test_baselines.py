@@ -126,8 +126,8 @@ def gpu_verdict(tests: list[dict]):
 
 
 def test_records_carry_one_engine_per_baseline(monkeypatch):
-    import agent.bench as bench
-    from agent.bench_record import BenchRecord
+    import agent.bench.records as bench
+    from agent.bench.schema import BenchRecord
     monkeypatch.setattr(bench, "hardware_config", lambda device: {"device": GPU})
     tests = [timed_test(0, 1.0), timed_test(1, 1.0)]
     baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(2.0),
@@ -152,8 +152,8 @@ def test_records_carry_one_engine_per_baseline(monkeypatch):
 
 def test_speed_feedback_and_table_compare_with_inductor(monkeypatch):
     from rich.console import Console
-    from agent.bench import print_bench
-    from agent.prompting import render_performance_feedback
+    from agent.reports.bench import print_bench
+    from agent.generate.prompting import render_performance_feedback
     tests = [timed_test(0, 1.0), timed_test(1, 1.0)]
     baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(0.5)},
                                  {"input": tests[1]["input"], "mode": "inductor-default/graph",
@@ -170,7 +170,7 @@ def test_speed_feedback_and_table_compare_with_inductor(monkeypatch):
 
 
 def test_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):
-    from agent.cli import main
+    from bbagent.cli import main
     assert main(["bench", "--op", "aten.relu.default", "--kernel", "k.py", "--root", str(tmp_path),
                  "--baseline", "eager,tvm"]) == 2
     assert "--baseline: unknown baseline tvm: choose from eager, inductor" in capsys.readouterr().err

@@ -92,7 +92,11 @@ def test_resume_reopens_interrupted_lapsed_and_other_key_results_but_not_live_on
 
 
 def test_one_kernel_per_variant_family_and_clear_selection_errors():
-    from bbagent import UsageError, batch_selection
+    from agent.batch.start import Choice, choose_ops
+    from bbagent import UsageError
+
+    def batch_selection(ops=(), exact_overload=False, **choice):
+        return choose_ops(Choice(ops=list(ops), **choice), exact_overload)
     chosen = batch_selection(["aten.relu_.default", "aten.relu.default", "aten.add.Tensor"])
     assert chosen.ops == ["aten.relu_.default", "aten.add.Tensor"]
     assert "aten.relu_.default serves it" in chosen.skipped["aten.relu.default"]
@@ -131,7 +135,7 @@ def test_the_rate_limiter_caps_calls_in_flight_and_backs_every_caller_off():
 
 
 def _batch(root, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "agent.cli", "batch", "--provider", "replay", "--rounds", "3",
+    return subprocess.Popen([sys.executable, "-m", "bbagent", "batch", "--provider", "replay", "--rounds", "3",
                              "--root", str(root), "--device", "cpu", "--timeout", "120", *args],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=_hear_ctrl_c)
@@ -181,7 +185,7 @@ def test_the_live_panel_shows_progress_gpus_llm_and_eta():
 
 
 def _status(root) -> dict:
-    done = subprocess.run([sys.executable, "-m", "agent.cli", "status", "--json", "--root", str(root)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "bbagent", "status", "--json", "--root", str(root)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -295,7 +299,7 @@ def test_a_spent_batch_budget_starts_nothing_new(tmp_path, monkeypatch, no_keys)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with FakeLLMServer().answer_by_op({op: _answer(op) for op in TWO}) as server:
         result = batch(TWO, root=tmp_path, jobs=1, provider="openai", model="gpt-test",
-                       base_url=server.url + "/v1", rounds=2, device="cpu", timeout_s=120, batch_max_tokens=1)
+                       base_url=server.url + "/v1", rounds=2, device="cpu", timeout_s=120, max_tokens=1)
     assert result.counts["accepted"] == 1 and result.counts["pending"] == 1, result.counts
     assert "token budget is spent" in result.ended_by
     summary = (result.path / "summary.md").read_text()
@@ -366,13 +370,14 @@ def test_runs_lists_runs_and_batches_and_prune_keeps_what_is_alive_or_referred_t
 def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operator(tmp_path):
     from types import SimpleNamespace
 
-    from agent.batch.executor import LocalExecutor, SandboxFailure
+    from agent.batch.executor import LocalExecutor
     from agent.batch.runner import Batch
-    from agent.loop import Outcome
+    from agent.errors import InfrastructureError
+    from agent.generate.loop import Outcome
     lost = "evaluation exited with code 1 before the tests were built"
 
     def evaluate(op, kernel_path, *, device, gpu, **options):  # GPU 1 fell off the bus
-        return SimpleNamespace(error_kind="worker_error" if gpu == 1 else None,
+        return SimpleNamespace(error_kind="worker_error" if gpu == 1 else None, infrastructure=lost if gpu == 1 else None,
                                message=lost if gpu == 1 else "", passed=gpu != 1)
     executor = LocalExecutor("cuda", gpus=[0, 1], evaluate=evaluate)
 
@@ -395,7 +400,7 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
     events = [json.loads(line) for line in (batch_dir / "events.jsonl").read_text().splitlines()]
     assert [e["error_class"] for e in events if e["event"] == "op_retry"] == ["sandbox"] * 3
     executor.slots[0].retired = "gone too"
-    with pytest.raises(SandboxFailure, match="every evaluation slot is out of service"):
+    with pytest.raises(InfrastructureError, match="every evaluation slot is out of service"):
         executor.evaluate("a", tmp_path / "kernel.py")
 
 
@@ -420,13 +425,13 @@ def test_a_provider_without_its_key_stops_the_batch_before_anything_starts(tmp_p
 
 @pytest.mark.parametrize("give_up_s", [0.0, 0.3])
 def test_an_operator_is_failed_for_infrastructure_only_after_retries_spread_over_the_give_up_time(tmp_path, give_up_s):
-    from agent.batch.executor import SandboxFailure
     from agent.batch.runner import INFRA_RETRIES, Batch
+    from agent.errors import InfrastructureError
     tries = []
 
     def generate(op, hear):
         tries.append(time.time())
-        raise SandboxFailure("gpu-0: evaluation exited with code 1 before the tests were built")
+        raise InfrastructureError("gpu-0: evaluation exited with code 1 before the tests were built")
     runner = Batch(tmp_path, generate, jobs=1, pause_s=(0.01, 0.01), give_up_s=give_up_s)
     runner.ledger.add(["a"])
     result = runner.run()

@@ -5,7 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agent.bench_record import BenchRecord, append_records, make_record
+from agent.bench.schema import BenchRecord, append_records, make_record
 
 REQUIRED = {"workload", "engine", "hardware", "runtime_ms_mean", "runtime_ms_std", "timestamp",
             "schema_version", "metadata", "workload_args", "workload_metadata", "engine_version",
@@ -48,7 +48,7 @@ def test_unknown_fields_and_engines_are_rejected():
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU twin of test_gpu's bench test")
 def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
-    from agent.cli import main
+    from bbagent.cli import main
     from conftest import KERNELS
     from harness.timing import ncu
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
@@ -76,7 +76,7 @@ def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
 
 
 def test_bench_without_a_kernel_names_the_fix(tmp_path, capsys):
-    from agent.cli import main
+    from bbagent.cli import main
     assert main(["bench", "--op", "aten.relu.default", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "bbagent generate --op aten.relu.default" in err and "--kernel" in err

@@ -71,7 +71,7 @@ def test_eval_runs_both_layouts_and_a_kernel_ignoring_strides_fails_the_channels
 
 
 def test_the_prompt_names_the_layouts_and_what_aten_returns(capsys):
-    from agent.cli import main
+    from bbagent.cli import main
     assert main(["prompt", "--op", "aten.relu.default", "--channels-last", "--device", "cpu"]) == 0
     text = capsys.readouterr().out
     assert "channels-last (NHWC in memory; NDHWC in 5-d)" in text
@@ -86,7 +86,7 @@ def test_the_prompt_names_the_layouts_and_what_aten_returns(capsys):
 
 
 def test_channels_last_for_another_family_is_a_usage_error(capsys):
-    from agent.cli import main
+    from bbagent.cli import main
     assert main(["prompt", "--op", "aten.mm.default", "--channels-last"]) == 2
     err = capsys.readouterr().err
     assert "--channels-last applies to the convolution, elementwise_binary" in err and "aten.mm.default is in" in err
@@ -117,7 +117,7 @@ def test_the_examples_read_a_channels_last_input_in_place(example, op, args):
     import os
     import subprocess
     import sys
-    from agent.prompting import PROMPTS_DIR
+    from agent.generate.prompting import PROMPTS_DIR
     from conftest import ROOT
     done = subprocess.run([sys.executable, "-c", LAYOUT_CHECK, str(PROMPTS_DIR / "examples" / f"{example}.py"), op, args],
                           capture_output=True, text=True, timeout=300,

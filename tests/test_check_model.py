@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from agent.cli import main
+from bbagent.cli import main
 from agent.review import lifecycle
-from tests.test_review import KERNELS, install, readme, run_meta
+from tests.test_review import KERNELS, install, run_meta
 
 TINY = ["--set", "batch=2", "--set", "seq=8", "--set", "d_model=32", "--set", "d_ff=64", "--set", "vocab=50",
         "--set", "activation=relu", "--set", "layers=1"]
@@ -17,7 +17,7 @@ RELU, ADD = "aten.relu.default", "aten.add.Tensor"
 
 def approve(root, op: str, kernel: str, dtypes=("float32",)) -> None:
     """Approve ``kernel`` as tested here (so not stale here)."""
-    install(root, op, (KERNELS / kernel).read_text(), run_meta(op, f"run-{op}", dtypes=list(dtypes)), readme)
+    install(root, op, (KERNELS / kernel).read_text(), run_meta(op, f"run-{op}", dtypes=list(dtypes)))
     lifecycle.set_status(root / "generated_kernels" / op, "approved")
 
 

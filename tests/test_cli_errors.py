@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-import bbagent
-from agent.cli import main
+from agent import evaluation
+from bbagent.cli import main
 from conftest import KERNELS
 
 FAULTS = Path(__file__).parent / "faults"
@@ -65,7 +65,7 @@ def test_bad_input_gets_its_exit_code_and_the_fix_on_stderr(argv, code, words, t
 
 
 def test_opinfo_missing_is_a_usage_error_unless_allowed(monkeypatch, capsys):
-    monkeypatch.setattr(bbagent, "opinfo_problem", lambda: "ModuleNotFoundError: No module named 'expecttest'")
+    monkeypatch.setattr(evaluation, "opinfo_problem", lambda: "ModuleNotFoundError: No module named 'expecttest'")
     assert main(["eval", "--op", "aten.relu.default", "--kernel", RELU]) == 2
     assert "pip install expecttest" in capsys.readouterr().err
     assert main(["eval", "--op", "aten.relu.default", "--kernel", RELU, "--allow-no-opinfo", "--json"]) == 0
@@ -85,7 +85,7 @@ def test_the_cause_of_a_failure_is_printed_without_json(kernel, words, capsys):
 
 
 def _cli(*argv: str, **kwargs) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "agent.cli", *argv], stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", "bbagent", *argv], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -109,7 +109,7 @@ def test_generate_piped_into_head_records_the_run(tmp_path):
 
 
 def test_help_does_not_import_torch():
-    probe = subprocess.run([sys.executable, "-c", "import sys; from agent.cli import main\n"
+    probe = subprocess.run([sys.executable, "-c", "import sys; from bbagent.cli import main\n"
                             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
                             "print('torch' in sys.modules, file=sys.stderr)"],
                            capture_output=True, text=True, timeout=60)
@@ -117,9 +117,19 @@ def test_help_does_not_import_torch():
 
 
 def test_executor_ray_without_ray_says_how_to_install_it(tmp_path):
-    hide_ray = ("import sys; sys.modules['ray'] = None; from agent.cli import main; "
+    hide_ray = ("import sys; sys.modules['ray'] = None; from bbagent.cli import main; "
                 "sys.exit(main(['batch', '--ops', 'aten.relu.default', '--provider', 'replay', '--executor', 'ray', "
                 f"'--root', {str(tmp_path)!r}]))")
     done = subprocess.run([sys.executable, "-c", hide_ray], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
     assert "pip install 'bbagent[ray]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_parsers_own_choices_agree_with_the_modules_they_stand_for():
+    """The parser names providers, review statuses and sort keys itself (so that --help imports no
+    torch); they must be the ones the code accepts."""
+    from agent.options import PROVIDERS
+    from agent.review.catalog import SORT_KEYS
+    from agent.review.lifecycle import SHOWN_STATUSES
+    from bbagent.cli import parser
+    assert (parser.PROVIDERS, parser.STATUSES, parser.SORT_KEYS) == (PROVIDERS, SHOWN_STATUSES, SORT_KEYS)

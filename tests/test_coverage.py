@@ -1,6 +1,6 @@
 import json
 
-from agent.cli import main
+from bbagent.cli import main
 from harness.traces import load_calls
 
 

@@ -67,8 +67,8 @@ def dataset(request, tmp_path):
 
 
 def test_a_dataset_selects_skips_and_explains(dataset):
-    from bbagent import batch_selection
-    chosen = batch_selection(dataset=dataset)
+    from agent.batch.start import Choice, choose_ops
+    chosen = choose_ops(Choice(dataset=dataset))
     assert chosen.ops == ["aten.add.Tensor"]
     assert chosen.skipped["aten.mul.Tensor"] == "every input excluded: fails on the reference backend"
     assert chosen.skipped["aten._softmax.default"] == \
@@ -85,17 +85,17 @@ def test_a_dataset_selects_skips_and_explains(dataset):
         ("aten.mul.Tensor", "fails on the reference backend")]
     unreadable = chosen.dataset["skipped_pairs"][3]
     assert len(chosen.dataset["skipped_pairs"]) == 4 and unreadable["why"].startswith("arguments bbagent cannot read")
-    with_synthetic = batch_selection(dataset=dataset, include_synthetic=True)
+    with_synthetic = choose_ops(Choice(dataset=dataset, include_synthetic=True))
     assert with_synthetic.ops == ["aten.add.Tensor", "aten._softmax.default"]
     assert with_synthetic.extra_traces["aten._softmax.default"][0]["line"].startswith("cnt: 0, ")
 
 
 def test_dataset_inputs_join_the_trace_tests_and_canaries_are_never_timed(dataset):
-    from bbagent import batch_selection
+    from agent.batch.start import Choice, choose_ops
     from harness.ops import resolve_op
     from harness.suite.build import build_suite
     from harness.timing.phase import timed_cases
-    extra = batch_selection(dataset=dataset).extra_traces
+    extra = choose_ops(Choice(dataset=dataset)).extra_traces
     suite = build_suite(resolve_op("aten.add.Tensor"), "cpu", 0, interpreter=False, extra_traces=extra)
     added = [case for case in suite.cases if case.id.startswith("dataset-")]
     shipped = [case for case in suite.cases if case.id.startswith("trace-")]
@@ -120,7 +120,7 @@ def test_bad_datasets_are_usage_errors_that_say_why(tmp_path):
     (tmp_path / "no_args.json").write_text(json.dumps([{"op_name": "aten.relu.default"}]))
     for name, says in (("missing.parquet", "no such file"), ("rows.csv", "expected a .parquet or .json"),
                        ("broken.json", "not readable JSON"), ("no_args.json", "row 0 has no args")):
-        done = subprocess.run([sys.executable, "-m", "agent.cli", "batch", "--dataset", str(tmp_path / name),
+        done = subprocess.run([sys.executable, "-m", "bbagent", "batch", "--dataset", str(tmp_path / name),
                                "--provider", "replay", "--device", "cpu", "--root", str(tmp_path)],
                               cwd=ROOT, capture_output=True, text=True, timeout=120)
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, (name, done.stderr)

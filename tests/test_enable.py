@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agent.review import lifecycle
-from tests.test_review import install, readme, run_meta
+from tests.test_review import install, run_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "tests" / "kernels"
@@ -19,8 +19,9 @@ RELU = "aten.relu.default"
 FAMILY = [RELU, "aten.relu_.default", "aten.relu.out"]
 
 
-def in_fresh_process(script: str, root: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"}
+def in_fresh_process(script: str, root: Path, interpret: bool = True) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=str(ROOT), **({"TRITON_INTERPRET": "1"} if interpret else {}))
     done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, cwd=root,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -29,7 +30,7 @@ def in_fresh_process(script: str, root: Path) -> dict:
 
 
 def accepted(root: Path, source: str, approve: bool = True, **extra) -> Path:
-    install(root, RELU, source, run_meta(RELU, "run-1", serves=FAMILY, dtypes=["float32"], **extra), readme)
+    install(root, RELU, source, run_meta(RELU, "run-1", serves=FAMILY, dtypes=["float32"], **extra))
     folder = root / "generated_kernels" / RELU
     if approve:
         lifecycle.set_status(folder, "approved")
@@ -94,7 +95,8 @@ def test_a_kernel_calling_its_own_op_gets_the_original_and_odd_inputs_fall_back(
     assert result["ok"]
     assert result["row"]["calls"] == 1
     assert result["row"]["fallbacks"] == {"re-entered: the kernel called its own overload": 1,
-                                          "dtype float64 not tested": 1, "kernel raised NotImplementedError": 1}
+                                          "dtype float64 not tested": 1,
+                                          "kernel raised NotImplementedError: scalars": 1}
 
 
 def test_the_fallback_takes_python_numbers_where_aten_wants_a_tensor(tmp_path):
@@ -102,7 +104,7 @@ def test_the_fallback_takes_python_numbers_where_aten_wants_a_tensor(tmp_path):
     there, with a wrapped number's promotion (an int tensor plus 0.5 is float32, not float64)."""
     add = "aten.add.Tensor"
     install(tmp_path, add, "def kernel(self, other, alpha=1):\n    raise NotImplementedError\n",
-            run_meta(add, "run-1", serves=[add]), readme)
+            run_meta(add, "run-1", serves=[add]))
     lifecycle.set_status(tmp_path / "generated_kernels" / add, "approved")
     result = in_fresh_process(
         "import json, sys, torch, bbagent\n"
@@ -117,7 +119,7 @@ def test_the_fallback_takes_python_numbers_where_aten_wants_a_tensor(tmp_path):
 
 def test_enable_refuses_a_second_enable_and_names_a_kernel_that_cannot_import(tmp_path):
     accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
-    install(tmp_path, "aten.exp.default", "def kernel(self:\n", run_meta("aten.exp.default", "run-2"), readme)
+    install(tmp_path, "aten.exp.default", "def kernel(self:\n", run_meta("aten.exp.default", "run-2"))
     lifecycle.set_status(tmp_path / "generated_kernels" / "aten.exp.default", "approved")
     result = in_fresh_process(
         "import json, sys, bbagent\n"
@@ -138,3 +140,48 @@ def test_enable_rejects_an_unknown_device(device):
     import bbagent
     with pytest.raises(bbagent.UsageError, match="device must be one of cuda, cpu"):
         bbagent.enable(device=device)
+
+
+def test_load_and_enable_run_cpu_kernels_under_the_interpreter_without_triton_interpret_set(tmp_path):
+    """A fresh interpreter with TRITON_INTERPRET unset: ``load()`` and ``enable(device="cpu")`` run
+    the Triton kernels interpreted, an autotuned one included; where triton was imported first (to
+    compile), loading a CPU kernel is refused at once, naming the fix."""
+    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
+    mm = "aten.mm.default"
+    install(tmp_path, mm, (KERNELS / "mm_autotuned.py").read_text(), run_meta(mm, "run-2", serves=[mm]))
+    result = in_fresh_process(
+        "import json, os, sys, torch, bbagent\n"
+        "assert 'TRITON_INTERPRET' not in os.environ\n"
+        "x = torch.randn(1000)\n"
+        "relu = bbagent.load('aten.relu.default', sys.argv[1])\n"
+        "a, b = torch.randn(33, 17), torch.randn(17, 9)\n"
+        "mm = bbagent.load('aten.mm.default', sys.argv[1], device='cpu')\n"
+        "with bbagent.enable(sys.argv[1], device='cpu', include_slower=True) as enabled:\n"
+        "    y = torch.relu(x)\n"
+        "    wrong = torch.relu(torch.randn(3, dtype=torch.float64))\n"
+        "    calls, rows = enabled.calls(), enabled.report()\n"
+        "print(json.dumps({'load': bool(torch.equal(relu(x), x.clamp_min(0))),\n"
+        "                  'mm': bool(torch.allclose(mm(a, b), a @ b, atol=1e-4)),\n"
+        "                  'enabled': bool(torch.equal(y, x.clamp_min(0))), 'calls': calls, 'rows': rows,\n"
+        "                  'interpret_after': os.environ.get('TRITON_INTERPRET')}))\n", tmp_path, interpret=False)
+    assert result["load"] and result["mm"] and result["enabled"], result
+    assert result["calls"][RELU] == 1 and result["interpret_after"] == "1"
+    assert result["rows"][0]["fallbacks"] == {"dtype float64 not tested": 1}
+    refused = in_fresh_process(
+        "import json, sys, triton, bbagent\n"
+        "try:\n"
+        "    bbagent.load('aten.relu.default', sys.argv[1], device='cpu')\n"
+        "except bbagent.UsageError as exc:\n"
+        "    print(json.dumps({'error': str(exc)}))\n", tmp_path, interpret=False)
+    assert "set TRITON_INTERPRET=1 before Python starts" in refused["error"]
+
+
+def test_a_kernel_that_raises_falls_back_with_its_own_message(tmp_path):
+    accepted(tmp_path, "def kernel(self):\n    raise ValueError('rank 3 is not supported')\n")
+    result = in_fresh_process(
+        "import json, sys, torch, bbagent\n"
+        "with bbagent.enable(sys.argv[1], device='cpu', include_slower=True) as enabled:\n"
+        "    torch.relu(torch.randn(2, 2, 2))\n"
+        "    row = enabled.report()[0]\n"
+        "print(json.dumps(row))\n", tmp_path, interpret=False)
+    assert result["fallbacks"] == {"kernel raised ValueError: rank 3 is not supported": 1}

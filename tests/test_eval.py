@@ -2,7 +2,7 @@
 The wrong, cheating and faulty kernels are judged in test_corpus.py."""
 import json
 
-from agent.cli import main
+from bbagent.cli import main
 from harness.suite.budget import CPU_MAX_NUMEL
 from conftest import KERNELS
 

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from agent.cli import main
+from bbagent.cli import main
 from fake_llm import FakeLLMServer
 
 
@@ -195,7 +195,7 @@ def test_a_budget_needs_a_price(tmp_path, monkeypatch, no_keys, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "my-local-model",
                  "--base-url", "http://127.0.0.1:9/v1", "--root", str(tmp_path), "--max-cost-usd", "1"])
-    assert code == 2 and "agent/prices.json" in capsys.readouterr().err
+    assert code == 2 and "agent/providers/prices.json" in capsys.readouterr().err
 
 
 def test_four_candidates_one_correct_is_found_in_one_round_and_replayed_from_the_log(
@@ -203,7 +203,7 @@ def test_four_candidates_one_correct_is_found_in_one_round_and_replayed_from_the
     """K=4 parallel answers, three wrong (float32 output) and one right: the right one is found
     in round 1; the log holds four calls with tokens and cost; the same run again makes no
     network call."""
-    from agent.extract import extract_code
+    from agent.generate.extract import extract_code
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     wrong, right = demo_answers
     argv = ["generate", "--op", "aten.relu.default", "--rounds", "2", "--candidates", "4", "--provider", "openai",

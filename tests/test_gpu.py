@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from agent.cli import main
+from bbagent.cli import main
 from conftest import KERNELS
 from test_variants import FAMILIES, check_family_verdict, family_verdict
 
@@ -85,7 +85,7 @@ def test_optimisation_round_replaces_a_slow_kernel_on_gpu(tmp_path, capsys):
 
 
 def test_bench_writes_valid_timed_records(tmp_path, capsys):
-    from agent.bench_record import BenchRecord
+    from agent.bench.schema import BenchRecord
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
                  "--max-shapes", "4", "--target-ms", "10", "--root", str(tmp_path), "--json"])
     summary = json.loads(capsys.readouterr().out)
@@ -97,7 +97,7 @@ def test_bench_writes_valid_timed_records(tmp_path, capsys):
 
 
 def test_bench_against_inductor_measures_once_then_reads_the_cache(tmp_path, capsys):
-    from agent.bench_record import BenchRecord
+    from agent.bench.schema import BenchRecord
     command = ["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"), "--max-shapes", "3",
                "--target-ms", "10", "--root", str(tmp_path), "--json", "--baseline", "eager,inductor"]
     sources = []

@@ -39,3 +39,36 @@ def test_the_sandbox_reaches_neither_the_verdict_model_nor_agent():
         path = ROOT / place
         for file in path.rglob("*.py") if path.is_dir() else [path.with_suffix(".py")]:
             assert "pydantic" not in graph.imported_modules(file), file
+
+
+def test_every_import_in_agent_and_harness_keeps_the_rules():
+    """No module below agent/api imports the public API, harness/ never imports agent/, no circle of
+    modules, and agent/'s packages keep their layers (imports inside functions counted too)."""
+    graph = load_import_graph()
+    edges = graph.module_graph()
+    assert {"agent.api", "agent.batch.start", "agent.review.catalog", "harness.evaluate"} <= set(edges)
+    assert graph.rule_breaks(edges) == []
+
+
+def test_the_import_rules_catch_planted_breaks(tmp_path):
+    """A copy of the tree with an upward import inside a function, harness importing agent, a layer
+    broken and a circle: each is reported."""
+    import shutil
+    graph = load_import_graph()
+    for folder in ("agent", "harness"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def plant(relative: str, code: str) -> None:
+        path = tmp_path / relative
+        path.write_text(path.read_text() + "\n\n" + code + "\n")
+    plant("agent/review/catalog.py", "def planted():\n    from bbagent import UsageError\n    return UsageError")
+    plant("harness/ops.py", "def planted():\n    import agent.storage\n    return agent.storage")
+    plant("agent/machine.py", "from agent.batch import ledger")
+    plant("agent/errors.py", "def planted():\n    from agent.storage import write_json\n    return write_json")
+    breaks = graph.rule_breaks(graph.module_graph(tmp_path))
+    assert any(b.startswith("agent.review.catalog imports the public API agent.api") for b in breaks), breaks
+    assert "harness.ops imports agent.storage: harness/ never imports agent/" in breaks
+    assert any(b.startswith("agent.machine imports agent.batch.ledger, a layer above it") for b in breaks), breaks
+    assert "import circle: agent.errors <-> agent.storage" in breaks
+    planted = ("agent.review.catalog ", "harness.ops ", "agent.machine ", "agent.errors ", "import circle")
+    assert all(b.startswith(planted) for b in breaks), breaks  # nothing else: the real tree keeps the rules

@@ -168,7 +168,7 @@ def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
 
 def test_the_table_shows_each_side_and_where_the_csv_is():
     from rich.console import Console
-    from agent.bench import print_ncu
+    from agent.reports.bench import print_ncu
     from harness.verdict import NcuReport
     ranges = [{"range": f"bbagent-{side}-0", "id": "trace-1", "input": "(T([8]),)", "side": side}
               for side in ("eager", "kernel")]

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from agent.cli import main
+from bbagent.cli import main
 from harness.inputs import make_tensor, materialize
 from harness.ops import UnknownOpError, describe, resolve_op
 from harness.traces import (SHIPPED_TRACES, DtypeRef, TensorSpec, TraceFormatError, consolidate,

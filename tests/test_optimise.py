@@ -4,7 +4,8 @@ anywhere; tests/test_gpu.py runs the same story with real timing on a GPU."""
 import json
 import re
 
-from agent.loop import Agent
+from agent.generate.loop import Agent
+from agent.options import GenerateOptions
 from agent.providers.replay import ReplayProvider
 from agent.storage import RunDir
 from harness.timing.metrics import summarize_performance
@@ -54,9 +55,9 @@ def run_agent(tmp_path, answers: list[str], rounds: int, target: float, target_b
     replay = tmp_path / "answers.json"
     replay.write_text(json.dumps({"model": "scripted", "exchanges": [{"response": a} for a in answers]}))
     events = []
+    options = GenerateOptions(provider="replay", rounds=rounds, target_speedup=target, target_baseline=target_baseline)
     agent = Agent(op=OP, provider=ReplayProvider.from_path(replay), evaluate=scripted_verdict,
-                  run=RunDir(tmp_path, "run-1"), root=tmp_path, rounds=rounds, target_speedup=target,
-                  target_baseline=target_baseline,
+                  run=RunDir(tmp_path, "run-1"), root=tmp_path, options=options,
                   report=lambda event, data: events.append((event, data)))
     return agent.generate(), events
 
@@ -117,7 +118,7 @@ def test_speedups_measured_on_another_gpu_model_do_not_replace_the_best(tmp_path
 def test_a_round_chooses_among_candidates_timed_on_one_gpu_model():
     from types import SimpleNamespace
 
-    from agent.loop import Candidate, choose
+    from agent.generate.loop import Candidate, choose
 
     def candidate(number, tag):
         verdict = scripted_verdict(OP, SimpleNamespace(read_text=lambda: f"# {tag}"))

@@ -50,3 +50,17 @@ def test_a_wheel_installed_in_a_fresh_virtualenv_works_from_an_empty_directory(t
     assert not (site / "runs").exists() and not (site / "generated_kernels").exists()
     api = _run([venv / "bin" / "python", "-c", "import bbagent; print(bbagent.__version__)"], cwd=work)
     assert api.returncode == 0 and api.stdout.strip() == version.stdout.split()[1], api.stderr
+
+
+@pytest.mark.slow
+def test_the_release_check_passes_on_the_cpu(tmp_path):
+    """The CPU twin of the GPU release check (benchmarks/release_check.py): the wheel installed with no
+    checkout on sys.path runs generate, review, a batch, status, report, enable() and check-model."""
+    log = tmp_path / "release-check.log"
+    done = _run([sys.executable, ROOT / "benchmarks" / "release_check.py", "--device", "cpu", "--log", log],
+                cwd=tmp_path, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr + (log.read_text()[-4000:] if log.exists() else "")
+    lines = done.stdout.splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("ok")] == [
+        "wheel", "install", "installed", "generate", "review", "batch", "status", "report", "enable", "check-model"]
+    assert lines[-1].startswith("release check passed on cpu")

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from agent.extract import extract_code
-from agent.prompting import PROMPTS_DIR, family_of, render_prompt
+from agent.generate.extract import extract_code
+from agent.generate.prompting import PROMPTS_DIR, family_of, render_prompt
 from harness.coverage import list_ops
 from harness.evaluate import evaluate
 

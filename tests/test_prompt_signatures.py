@@ -18,8 +18,8 @@ import pytest
 import torch
 
 import harness.suite.build as suite_module
-from agent.prompting import render_prompt
-from agent.signature import parameters
+from agent.generate.prompting import render_prompt
+from agent.generate.signature import parameters
 from harness.coverage import list_ops
 from harness.ops import UnknownOpError, resolve_op
 from harness.traces import DtypeRef, NamedConstant, TensorSpec

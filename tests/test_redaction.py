@@ -5,7 +5,7 @@ feedback sent to the model says they were redacted."""
 import base64
 import json
 
-from agent.cli import main
+from bbagent.cli import main
 from fake_llm import FakeLLMServer
 from harness.redact import MARK, Redactor, configured_secrets
 

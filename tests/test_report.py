@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from agent.batch.ledger import Ledger
-from agent.cli import main
-from agent.html_report import collect, fast_p_curve, funnel
+from bbagent.cli import main
+from agent.reports.html import collect, fast_p_curve, funnel
 from agent.review import lifecycle
-from tests.test_review import KERNELS, install, readme, run_meta
+from tests.test_review import KERNELS, install, run_meta
 
 SHOTS = os.environ.get("BBAGENT_REPORT_SCREENSHOT")  # where to keep the PNG (the note's screenshot)
 
@@ -38,7 +38,7 @@ def batch(tmp_path):
         run_id = f"20261123-0100{rounds}0-{op}-0000"
         (tmp_path / "runs" / run_id).mkdir()
         install(tmp_path, op, (KERNELS / kernel).read_text(),
-                run_meta(op, run_id, performance=timed(speedup), cost_usd=cost), readme)
+                run_meta(op, run_id, performance=timed(speedup), cost_usd=cost))
         ledger.claim(60)
         ledger.finish(op, "accepted", run_id=run_id, rounds=rounds, best_speedup=speedup, cost_usd=cost)
     lifecycle.set_status(tmp_path / "generated_kernels" / "aten.relu.default", "approved")

@@ -6,31 +6,28 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli import main
+from bbagent.cli import main
+from agent import machine
 from agent.review import lifecycle
 from agent.review.catalog import find, flags, listing
-from agent.review.lifecycle import install, read_meta, status_of
-from agent.review.schema import KernelMeta
+from agent.review.lifecycle import install, status_of
+from agent.review.meta import KernelMeta, read_meta, upgraded, write_meta
 
 KERNELS = Path(__file__).parent / "kernels"
 RELU, ADD = "aten.relu.default", "aten.add.Tensor"
 
 
 def run_meta(op: str, run_id: str, **extra) -> dict:
-    """What a run records of an accepted kernel (agent.loop.Loop.accept), with what these tests vary."""
+    """What a run records of an accepted kernel (agent.review.record.run_part), with what these tests vary."""
     import torch
     import triton
     return {"op": op, "written_for": op, "serves": [op], "provider": "replay", "model": "m", "run_id": run_id,
             "round": 1, "rounds_used": 1, "tokens": {"input": 10, "output": 20}, "cost_usd": 0.01,
             "cost_complete": True, "tests": {"passed": 40, "total": 40, "skipped": 0},
             "versions": {"torch": torch.__version__, "triton": triton.__version__},
-            "gpu": lifecycle.current_environment()["gpu"], "device": "cpu",  # tested here: not stale here
+            "gpu": machine.this_machine().gpu, "device": "cpu",  # tested here: not stale here
             "accepted_at": "2026-11-20T00:00:00+00:00", "performance": {"measured": False, "reason": "CPU"},
             **extra}
-
-
-def readme(meta: dict) -> str:
-    return f"# {meta['op']} v{meta['version']}\n"
 
 
 @pytest.fixture
@@ -38,9 +35,9 @@ def tree(tmp_path, monkeypatch):
     """relu: version 1 (approved) replaced by version 2 from a later run; add: one version with
     every flag raised."""
     monkeypatch.setenv("BBAGENT_REVIEWER", "ada")
-    install(tmp_path, RELU, (KERNELS / "relu_triton.py").read_text(), run_meta(RELU, "run-a"), readme)
+    install(tmp_path, RELU, (KERNELS / "relu_triton.py").read_text(), run_meta(RELU, "run-a"))
     lifecycle.set_status(tmp_path / "generated_kernels" / RELU, "approved", "looked fine")
-    install(tmp_path, RELU, (KERNELS / "relu_strided.py").read_text(), run_meta(RELU, "run-b"), readme)
+    install(tmp_path, RELU, (KERNELS / "relu_strided.py").read_text(), run_meta(RELU, "run-b"))
     performance = {"measured": True, "gpu": "NVIDIA H200",
                    "summary": {"geomean_speedup": 12.5, "counted": 3},
                    "shapes": [{"input": "T([1024], f32)", "aten_ms": 0.01, "kernel_ms": 0.0008, "speedup": 12.5}]}
@@ -48,8 +45,7 @@ def tree(tmp_path, monkeypatch):
             run_meta(ADD, "run-c", serves=[ADD, "aten.add_.Tensor", "aten.add.out"], performance=performance,
                      tolerance_used_max=0.97, cost_usd=0.5,
                      earlier_guard_findings=[{"round": 1, "message": "called aten.add.Tensor"}],
-                     overload_speedups={"aten.add_.Tensor": {"geomean_speedup": 0.62, "gpu": "NVIDIA H200"}}),
-            readme)
+                     overload_speedups={"aten.add_.Tensor": {"geomean_speedup": 0.62, "gpu": "NVIDIA H200"}}))
     return tmp_path
 
 
@@ -57,14 +53,14 @@ def test_a_new_run_keeps_the_approved_version_and_serves_it_until_the_new_one_is
     relu = find(tree, RELU)
     assert [v.number for v in relu.versions] == [2, 1]
     assert [v.status for v in relu.versions] == ["needs_review", "approved"]
-    assert relu.current.meta["replaced"] == {"version": 1, "status": "approved", "run_id": "run-a",
+    assert relu.current.meta.replaced.model_dump() == {"version": 1, "status": "approved", "run_id": "run-a",
                                              "where": "versions/1"}
     assert (tree / "generated_kernels" / RELU / "versions" / "1" / "kernel.py").read_text() == \
         (KERNELS / "relu_triton.py").read_text()
     assert relu.served().number == 1                              # the approved one, not the newer
     assert relu.served(include_unreviewed=True).number == 2
     # the same run's better kernel replaces its own unreviewed one in place: no new version
-    install(tree, RELU, "# faster\n", run_meta(RELU, "run-b"), readme)
+    install(tree, RELU, "# faster\n", run_meta(RELU, "run-b"))
     assert [v.number for v in find(tree, RELU).versions] == [2, 1]
 
 
@@ -74,10 +70,10 @@ def test_transitions_are_recorded_with_reviewer_time_and_note(tree, capsys):
     assert main(["review", "reject", RELU, "--note", "misses strides", "--root", str(tree)]) == 0
     assert main(["review", "approve", RELU, "--version", "1", "--note", "again", "--root", str(tree)]) == 0
     current, first = find(tree, RELU).versions
-    assert current.status == "rejected" and current.meta["review"]["by"] == "ada"
-    assert current.meta["review"]["note"] == "misses strides"
-    assert [h["status"] for h in current.meta["review"]["history"]] == ["needs_review", "rejected"]
-    assert [h["status"] for h in first.meta["review"]["history"]] == ["needs_review", "approved", "approved"]
+    assert current.status == "rejected" and current.meta.review.by == "ada"
+    assert current.meta.review.note == "misses strides"
+    assert [h.status for h in current.meta.review.history] == ["needs_review", "rejected"]
+    assert [h.status for h in first.meta.review.history] == ["needs_review", "approved", "approved"]
     assert main(["review", "approve", RELU, "--version", "7", "--root", str(tree)]) == 2
     assert "has no version 7" in capsys.readouterr().err
     assert main(["review", "show", "aten.relu", "--root", str(tree)]) == 2
@@ -87,15 +83,15 @@ def test_transitions_are_recorded_with_reviewer_time_and_note(tree, capsys):
 def test_an_approved_kernel_goes_stale_when_torch_triton_gpu_or_suite_change(tree, monkeypatch):
     lifecycle.set_status(tree / "generated_kernels" / ADD, "approved")
     meta = read_meta(tree / "generated_kernels" / ADD)
-    here = lifecycle.current_environment()
+    here = machine.this_machine().as_dict()
     assert status_of(meta, here) == "approved"
     for key, value in (("torch", "9.9.9"), ("triton", "0.1"), ("suite", "0" * 16), ("gpu", "NVIDIA B200")):
         changed = {**here, key: value}
         assert status_of(meta, changed) == "stale", key
     # without a GPU here, a kernel tested on one is not called stale for that alone
-    assert status_of({**meta, "tested_in": {**meta["tested_in"], "gpu": "NVIDIA H200"}}, {**here, "gpu": None}) \
-        == "approved"
-    monkeypatch.setattr(lifecycle, "current_environment", lambda: {**here, "torch": "9.9.9"})
+    on_h200 = meta.model_copy(update={"tested_in": meta.tested_in.model_copy(update={"gpu": "NVIDIA H200"})})
+    assert status_of(on_h200, {**here, "gpu": None}) == "approved"
+    monkeypatch.setattr(lifecycle, "this_machine", lambda: machine.Machine(**{**here, "torch": "9.9.9"}))
     rows = listing(tree, status="stale")
     assert [r["op"] for r in rows] == [ADD] and rows[0]["changes"] == [f"torch {here['torch']} -> 9.9.9"]
     assert find(tree, RELU).served() is None            # its approved version 1 is stale too: nothing served
@@ -124,7 +120,7 @@ def test_flags_name_what_needs_a_second_look(tree):
 
 def test_list_filters_sorts_numerically_and_prints_json(tree, capsys):
     install(tree, "aten.exp.default", (KERNELS / "exp_fast.py").read_text(),
-            run_meta("aten.exp.default", "run-d", cost_usd=0.09), readme)
+            run_meta("aten.exp.default", "run-d", cost_usd=0.09))
     assert main(["review", "list", "--sort", "cost", "--json", "--root", str(tree)]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["cost_usd"] for r in rows] == [0.5, 0.09, 0.01]     # numbers, largest first (not "0.5" < "0.09")
@@ -140,13 +136,17 @@ def test_meta_json_follows_its_schema(tree, capsys):
     for entry in (find(tree, RELU), find(tree, ADD)):
         for version in entry.versions:
             KernelMeta.model_validate(json.loads((version.folder / "meta.json").read_text()))
-    broken = read_meta(tree / "generated_kernels" / ADD)
+    broken = read_meta(tree / "generated_kernels" / ADD).as_json()
     broken["review"]["status"] = "maybe"
     with pytest.raises(ValueError):
         KernelMeta.model_validate(broken)
     # a folder written before the lifecycle existed reads as version 1, needs_review, and validates
     old = {k: v for k, v in run_meta(RELU, "run-0").items()}
-    assert KernelMeta.model_validate(lifecycle.upgraded(old)).review.status == "needs_review"
+    assert KernelMeta.model_validate(upgraded(old)).review.status == "needs_review"
+    # and one from before variants were served (op alone) serves its own overload
+    (tree / "old").mkdir()
+    (tree / "old" / "meta.json").write_text(json.dumps({"op": RELU, "run_id": "run-0"}))
+    assert read_meta(tree / "old").serves == [RELU] and read_meta(tree / "old").written_for == RELU
     assert main(["schema", "kernel-meta"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert {"schema", "version", "review", "tested_in"} <= set(schema["required"])
@@ -159,8 +159,7 @@ def test_verify_retests_stale_kernels_and_records_the_outcome(tree, capsys):
     (folder / "kernel.py").write_text((KERNELS / "relu_identity.py").read_text())
     for where in (folder, folder / "versions" / "1"):
         meta = read_meta(where)
-        meta["tested_in"]["torch"] = "2.0.0"
-        lifecycle.write_meta(where, meta)
+        write_meta(where, meta.model_copy(update={"tested_in": meta.tested_in.model_copy(update={"torch": "2.0.0"})}))
         lifecycle.set_status(where, "approved")
     assert [v.status for v in find(tree, RELU).versions] == ["stale", "stale"]
     assert main(["review", "verify", RELU, "--json", "--root", str(tree)]) == 1
@@ -169,8 +168,8 @@ def test_verify_retests_stale_kernels_and_records_the_outcome(tree, capsys):
     assert not results[2]["passed"] and results[2]["status"] == "needs_review"
     current, first = find(tree, RELU).versions
     assert first.status == "approved" and not lifecycle.changes(first.meta)
-    assert first.meta["review"]["note"].startswith("verified: ") and "was: torch 2.0.0" in first.meta["review"]["note"]
-    assert current.status == "needs_review" and "verify failed" in current.meta["review"]["note"]
+    assert first.meta.review.note.startswith("verified: ") and "was: torch 2.0.0" in first.meta.review.note
+    assert current.status == "needs_review" and "verify failed" in current.meta.review.note
     assert (current.folder / "verify-verdict.json").is_file()
     assert main(["review", "verify", RELU, "--root", str(tree)]) == 0
     assert "nothing to verify" in capsys.readouterr().out
@@ -185,9 +184,8 @@ def test_generate_twice_keeps_the_approved_kernel_as_version_1_and_says_so(tmp_p
                 "--root", str(tmp_path)]
     assert main(generate) == 0
     first = read_meta(tmp_path / "generated_kernels" / RELU)
-    assert first["version"] == 1 and first["review"]["status"] == "needs_review"
-    assert first["tested_in"]["suite"] == lifecycle.suite_fingerprint() and first["dtypes"]
-    KernelMeta.model_validate(first)
+    assert first.version == 1 and first.review.status == "needs_review"
+    assert first.tested_in.suite == machine.harness_fingerprint() and first.dtypes
     assert main(["review", "approve", RELU, "--root", str(tmp_path)]) == 0
     capsys.readouterr()
     assert main(generate) == 0
@@ -195,5 +193,5 @@ def test_generate_twice_keeps_the_approved_kernel_as_version_1_and_says_so(tmp_p
     assert "replaces approved version 1 as the current kernel; version 1 stays in versions/1/" in said.out + said.err
     relu = find(tmp_path, RELU)
     assert [(v.number, v.status) for v in relu.versions] == [(2, "needs_review"), (1, "approved")]
-    assert relu.served().number == 1 and relu.versions[1].meta["run_id"] == first["run_id"]
+    assert relu.served().number == 1 and relu.versions[1].meta.run_id == first.run_id
     assert "It replaces version 1 (approved" in (relu.current.folder / "README.md").read_text()

@@ -62,7 +62,7 @@ def test_shape_roofline_reads_real_calls():
 
 
 def test_speed_feedback_names_the_shapes_furthest_from_their_ceiling():
-    from agent.prompting import render_performance_feedback
+    from agent.generate.prompting import render_performance_feedback
     from harness.timing.metrics import summarize_performance
     from harness.verdict import Verdict
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent.cli import main
+from bbagent.cli import main
 from harness.adapters import AdapterError, serving
 from harness.evaluate import evaluate
 from harness.ops import resolve_op
@@ -220,7 +220,7 @@ def test_float64_rejudging_of_written_arguments_and_dtype_arguments():
 
 
 def test_an_overload_without_tests_of_its_own_is_not_served():
-    from agent.loop import served_overloads
+    from agent.review.record import served_overloads
     from harness.verdict import Variant
     verdict = SimpleNamespace(variants=[
         Variant(op="aten.uniform.default", convention="functional", served_by="kernel", ok=False, planned=0,
@@ -232,7 +232,7 @@ def test_an_overload_without_tests_of_its_own_is_not_served():
 
 
 def test_what_generate_asks_for():
-    from bbagent import what_to_ask_for
+    from agent.evaluation import what_to_ask_for
     family = ["aten.relu.default", "aten.relu_.default", "aten.relu.out"]
     assert what_to_ask_for("aten.relu.out") == ("aten.relu.default", family)
     assert what_to_ask_for("aten.relu_.default", exact_overload=True) == ("aten.relu_.default", ["aten.relu_.default"])

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Callable, Protocol
 
+from agent.errors import InfrastructureError
+
 
 class Executor(Protocol):
     def evaluate(self, op: str, kernel_path: Path, **options):
@@ -30,12 +32,6 @@ class Executor(Protocol):
 
 
 RETIRE_AFTER = 3  # sandbox failures in a row on one slot before it is taken out (a lost GPU)
-
-
-class SandboxFailure(RuntimeError):
-    """The evaluation never reached the kernel: the sandbox child died or failed before its tests
-    were built (a GPU that fell off the bus, a driver error). Not the kernel's failure."""
-    infrastructure = True
 
 
 class SlotLost(RuntimeError):
@@ -57,13 +53,6 @@ class Slot:
         self.failures_in_a_row = 0
         self.retired: str | None = None  # why it takes no more work
         self.lost = 0  # evaluations it lost in flight (they ran again elsewhere)
-
-
-def sandbox_failure(verdict) -> str | None:
-    """The message of a Verdict whose evaluation failed before any test was built, else None."""
-    if verdict.error_kind == "worker_error" and "before the tests were built" in verdict.message:
-        return verdict.message
-    return None
 
 
 class SlotPool:
@@ -103,7 +92,7 @@ class SlotPool:
             if all(slot.retired for slot in self.slots):
                 self._no_slot_left()
             if all(slot.retired for slot in self.slots):
-                raise SandboxFailure("every evaluation slot is out of service: "
+                raise InfrastructureError("every evaluation slot is out of service: "
                                      + "; ".join(f"{s.name}: {s.retired}" for s in self.slots))
             self.waiting.append((ticket, accepts))
             while (slot := self._granted().get(ticket)) is None:
@@ -126,7 +115,7 @@ class SlotPool:
             self.condition.notify_all()
 
     def evaluate(self, op: str, kernel_path: Path, **options):
-        """The Verdict; SandboxFailure when the sandbox failed before the kernel ran. A slot that
+        """The Verdict; InfrastructureError when the sandbox failed before the kernel ran. A slot that
         fails so RETIRE_AFTER times in a row takes no more work (the batch goes on without it)."""
         while True:
             slot = self._take(self._accepts(op))
@@ -134,7 +123,7 @@ class SlotPool:
             failure = None
             try:
                 verdict = self._run_on(slot, op, kernel_path, options)
-                failure = sandbox_failure(verdict)
+                failure = verdict.infrastructure
                 slot.model = slot.model or getattr(getattr(verdict, "environment", None), "gpu", None)
             except SlotLost as exc:  # not the kernel's doing: counted against the slot, then run again
                 slot.lost += 1
@@ -151,7 +140,7 @@ class SlotPool:
                     slot.retired = slot.retired or f"{RETIRE_AFTER} sandbox failures in a row, the last: {failure}"
                 self._give(slot)
             if failure:
-                raise SandboxFailure(f"{slot.name}: {failure}")
+                raise InfrastructureError(f"{slot.name}: {failure}")
             return verdict
 
     def activity(self) -> list[dict]:
@@ -188,7 +177,7 @@ class LocalExecutor(SlotPool):
     def gpu_label(self) -> str:
         if self.device == "cpu":
             return "cpu"
-        from agent.api import gpu_model
+        from agent.machine import gpu_model
         return gpu_model()
 
     def close(self) -> None:

@@ -55,7 +55,7 @@ class Ledger:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.lock = threading.Lock()
-        self.key: dict | None = None  # the resume key results are finished under (agent.api.resume_key)
+        self.key: dict | None = None  # the resume key results are finished under (agent.batch.start.resume_key)
         with self._connect() as db:
             db.execute("PRAGMA journal_mode=WAL")
             db.executescript(SCHEMA)
@@ -193,3 +193,19 @@ class Ledger:
 
     def counts(self) -> dict[str, int]:
         return counts_of(self.rows())
+
+
+def status(root: Path, batch_id: str | None = None) -> dict:
+    """A batch's counts and rows from its ledger (the newest batch under ``root/runs`` when no id),
+    readable while it runs."""
+    from agent.errors import UsageError
+    batches = sorted(p.name for p in (root / "runs").glob("batch-*") if (p / FILE_NAME).is_file())
+    if not batches:
+        raise UsageError(f"no batch under {root / 'runs'}: start one with `bbagent batch`")
+    name = batch_id or batches[-1]
+    if name not in batches:
+        raise UsageError(f"no batch '{name}' under {root / 'runs'}; there are: {', '.join(batches[-5:])}")
+    ledger = Ledger(root / "runs" / name / FILE_NAME)
+    meta = ledger.meta()
+    return {"batch_id": name, "counts": ledger.counts(), "ops": ledger.rows(), "activity": meta.get("activity"),
+            "ended_by": meta.get("ended_by")}

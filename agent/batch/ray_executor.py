@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 from agent.batch.executor import Slot, SlotLost, SlotPool
+from agent.errors import UsageError
 
 INSTALL_HINT = "--executor ray needs Ray on this machine and on every node: pip install 'bbagent[ray]'"
 DESCRIBE_TIMEOUT_S = 300.0  # a new supervisor's start (a worker process, imports) on a loaded node
@@ -38,7 +39,6 @@ def import_ray():
     try:
         import ray
     except ImportError:
-        from bbagent import UsageError
         raise UsageError(INSTALL_HINT) from None
     return ray
 
@@ -65,11 +65,10 @@ class EvaluationSupervisor:
 
         import torch
         import triton
-        from agent.api import gpu_model
-        from agent.review.lifecycle import suite_fingerprint
+        from agent.machine import gpu_model, harness_fingerprint
         return {"host": socket.gethostname(), "pid": os.getpid(), "physical_gpu": self.physical,
                 "gpu_model": "cpu" if self.device == "cpu" else gpu_model(self.physical),
-                "torch": torch.__version__, "triton": triton.__version__, "suite": suite_fingerprint(),
+                "torch": torch.__version__, "triton": triton.__version__, "suite": harness_fingerprint(),
                 "secret_env_names": sorted(name for name in os.environ if SECRET_NAME.search(name))}
 
     def evaluate(self, op: str, file_name: str, source: bytes, options: dict) -> dict:
@@ -97,11 +96,10 @@ class RayExecutor(SlotPool):
         super().__init__([])
         self.owns_connection = _connect(self.ray, address)
         try:
-            from agent.review.lifecycle import suite_fingerprint
-            self.suite = suite_fingerprint()
+            from agent.machine import harness_fingerprint
+            self.suite = harness_fingerprint()
             self._refresh()
             if not self.slots:
-                from bbagent import UsageError
                 declare = "" if resource == "GPU" else f" (declare it: ray start ... --resources '{{\"{resource}\": 2}}')"
                 raise UsageError(f"the Ray cluster at {address or 'this machine'} has no node with the resource "
                                  f"'{resource}' free{declare}" + "".join(f"; {note}" for note in self.notes))
@@ -238,7 +236,6 @@ def _connect(ray, address: str | None) -> bool:
         return False
     target = address or os.environ.get("RAY_ADDRESS")
     if target:
-        from bbagent import UsageError
         problem = _unreachable(target)
         if problem:  # ray.init would retry for minutes, printing as it goes
             raise UsageError(f"cannot join the Ray cluster at {target}: {problem}; start it with `ray start --head` "

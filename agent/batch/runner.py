@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agent.batch.executor import SandboxFailure
 from agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
+from agent.errors import InfrastructureError, ProviderError, UsageError
 from agent.storage import mark_interrupted
 
 LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
@@ -70,8 +70,8 @@ class Budgets:
 
 
 class Batch:
-    """``generate(op, report) -> Outcome`` runs the agent loop for one operator (the API binds every
-    other option); ``report(event, data)`` hears every event the batch records."""
+    """``generate(op, report) -> Outcome`` runs the agent loop for one operator (``agent.batch.start``
+    binds every other option); ``report(event, data)`` hears every event the batch records."""
 
     def __init__(self, path: Path, generate: Callable, *, jobs: int = 2, report: Callable | None = None,
                  lease_s: float = LEASE_S, pause_s: tuple[float, float] = PAUSE_S, budgets: Budgets | None = None,
@@ -182,8 +182,6 @@ class Batch:
                 self.running.discard(op)
 
     def _run_one(self, op: str) -> None:
-        from agent.providers import ProviderError
-        from bbagent import UsageError
         try:
             outcome = self.generate(op, lambda event, data: self._heard(op, event, data))
         except KeyboardInterrupt:  # raised by _heard after Ctrl-C; the coordinator marks the op
@@ -192,22 +190,23 @@ class Batch:
             kind = "setup" if isinstance(exc, ProviderError) else "usage"
             self.ledger.finish(op, "failed", error_class=kind, error=str(exc))
             return self.event("op_end", op=op, state="failed", error_class=kind, error=str(exc))
-        except SandboxFailure as exc:  # the sandbox or its GPU failed, not the kernel
+        except InfrastructureError as exc:  # the sandbox or its GPU failed, not the kernel
             return self._infrastructure(op, "sandbox", str(exc), self._spent_so_far(op))
         except Exception as exc:  # noqa: BLE001 - one operator's bug must not stop the batch
             self.ledger.finish(op, "failed", error_class="internal", error=f"{type(exc).__name__}: {exc}")
             return self.event("op_end", op=op, state="failed", error_class="internal", error=str(exc))
         if self.stop.is_set():
             return  # Ctrl-C: the coordinator marked it interrupted
-        state = outcome.state or {}
-        spent = {**_spent(state), "run_id": outcome.run_dir.name, "rounds": outcome.rounds_used}
+        spent = {"tokens": (outcome.spent.input_tokens, outcome.spent.output_tokens),
+                 "cost_usd": outcome.spent.cost_usd, "run_id": outcome.run_id, "rounds": outcome.rounds_used}
         if outcome.status == "error" and outcome.transient:  # the provider was unreachable: not the op's fault
             return self._infrastructure(op, "provider", outcome.message, spent)
         self.failures_in_a_row = 0
         self.infra_since.pop(op, None)
         if outcome.status == "accepted":
-            self.ledger.finish(op, "accepted", best_speedup=state.get("best_speedup"), fast_p=state.get("best_fast_p"),
-                               gpu=state.get("best_gpu"), baseline_speedups=state.get("best_baseline_speedups"), **spent)
+            best = outcome.best
+            self.ledger.finish(op, "accepted", best_speedup=best and best.speedup, fast_p=best and best.fast_p,
+                               gpu=best and best.gpu, baseline_speedups=best and best.baseline_speedups, **spent)
         elif outcome.status == "interrupted":
             self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
         else:  # failed, stopped by a budget, or a provider that cannot answer (a bad model, a spent replay)

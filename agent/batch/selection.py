@@ -13,14 +13,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agent.errors import SelectionError
+
 DATASET_FIELDS = ("uuid", "op_name", "args", "runnable", "included_in_benchmark", "why_excluded", "is_synthetic",
                   "runtime_ms", "relative_runtime_to_kernel_launch", "is_overhead_dominated_op", "count",
                   "in_models", "in_models_count")
 REQUIRED_FIELDS = ("op_name", "args")
-
-
-class SelectionError(ValueError):
-    """The operators cannot be chosen as asked (a bad name, an unreadable dataset)."""
 
 
 @dataclass

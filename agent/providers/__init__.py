@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.providers.base import Completion, Provider, ProviderError, RetryPolicy
-
-PROVIDERS = ("openai", "anthropic", "replay")
+from agent.errors import ProviderError
+from agent.options import PROVIDERS
+from agent.providers.base import Completion, Provider, RetryPolicy
 
 
 def make_provider(name: str, *, op: str, model: str | None = None, base_url: str | None = None,
@@ -14,7 +14,7 @@ def make_provider(name: str, *, op: str, model: str | None = None, base_url: str
                   root: Path | None = None) -> Provider:
     """Build the provider named on the command line; every misuse raises ProviderError.
     ``replay`` names a file, a run directory, a run id under ``root/runs`` or a run id in
-    ``log`` (an ``agent.llm_log.LLMLog``)."""
+    ``log`` (an ``agent.providers.call_log.LLMLog``)."""
     if name == "replay":
         return _replay_provider(op, replay, log, root)
     if name not in PROVIDERS:

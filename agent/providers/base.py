@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
+from agent.errors import ProviderError
 from agent.providers.limiter import retry_after_s
 
 
@@ -29,7 +30,7 @@ class Completion(BaseModel):
     attempts: int = 1
     response_id: str | None = None
     cached: bool = False            # answered from the call log, no network
-    cost_usd: float | None = None   # None: the model has no price in agent/prices.json
+    cost_usd: float | None = None   # None: the model has no price in agent/providers/prices.json
 
 
 class Provider(Protocol):
@@ -38,16 +39,6 @@ class Provider(Protocol):
     on_retry: Callable[[dict], None] | None  # told before each retry wait: attempt, attempts, wait_s, error
 
     def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion: ...
-
-
-class ProviderError(RuntimeError):
-    """An LLM call failed for good. The message says what to do about it. ``transient``: the
-    provider was unreachable, overloaded or rate limiting (it may answer later), not a call that
-    can never succeed (a bad key or model, a replay with no more answers)."""
-
-    def __init__(self, message: str, transient: bool = False):
-        super().__init__(message)
-        self.transient = transient
 
 
 class RetryPolicy(BaseModel):

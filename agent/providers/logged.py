@@ -1,11 +1,11 @@
-"""A provider wrapped with the call log (``agent.llm_log``): identical requests are answered
+"""A provider wrapped with the call log (``agent.providers.call_log``): identical requests are answered
 from the log (unless the cache is off), every call is recorded with its tokens and cost."""
 from __future__ import annotations
 
 import json
 import threading
 
-from agent.llm_log import LLMLog, cost_usd, request_hash
+from agent.providers.call_log import LLMLog, cost_usd, request_hash
 from agent.providers.base import Completion, Provider
 
 

@@ -3,7 +3,7 @@
 A replay source is a JSON file ``{"model": ..., "exchanges": [{"response": str, "input_tokens":
 int, "output_tokens": int}, ...]}``, a past run directory (``runs/<run_id>``: ``round-N/response.md``,
 or ``round-N/candidate-K/response.md`` for a run with several candidates per round), or a run in
-the call log (``agent.llm_log``). Exchanges that know their round and candidate (run directories,
+the call log (``agent.providers.call_log``). Exchanges that know their round and candidate (run directories,
 the call log, JSON entries with ``round`` and ``candidate``) answer exactly that call: the
 candidates of one round are asked from several threads, in no fixed order. Others answer in order.
 A JSON file may hold ``"latency_s"``: each answer then takes that long, as a model's would (for
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from agent.providers.base import Completion, ProviderError
 
-SHIPPED_REPLAYS = Path(__file__).resolve().parent.parent / "replays"
+SHIPPED_REPLAYS = Path(__file__).resolve().parent / "replays"
 _LOCK = threading.Lock()
 
 
@@ -90,7 +90,7 @@ class ReplayProvider:
 
     @classmethod
     def from_log(cls, log, run_id: str) -> "ReplayProvider":
-        """The answers a past run received, by round and candidate (``agent.llm_log``)."""
+        """The answers a past run received, by round and candidate (``agent.providers.call_log``)."""
         calls = log.calls(run_id=run_id)
         exchanges = [{"response": c["response"], "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"],
                       "round": c["round"], "candidate": c["candidate"]} for c in calls]

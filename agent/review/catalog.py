@@ -6,8 +6,10 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.review.lifecycle import (SHOWN_STATUSES, ReviewError, changes, read_meta, set_status, status_of,
-                                    version_folders)
+from agent.errors import ReviewError
+from agent.families import family_of
+from agent.review.lifecycle import SHOWN_STATUSES, changes, set_status, status_of, version_folders
+from agent.review.meta import KernelMeta, read_meta
 
 SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
 NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)
@@ -17,12 +19,12 @@ NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance 
 class KernelVersion:
     """One accepted kernel of an operator: the current one or an earlier version."""
     folder: Path
-    meta: dict
+    meta: KernelMeta
     current: bool
 
     @property
     def number(self) -> int:
-        return self.meta["version"]
+        return self.meta.version
 
     @property
     def status(self) -> str:
@@ -69,7 +71,7 @@ def operators(root: Path) -> list[Operator]:
             versions += [KernelVersion(f, read_meta(f), False) for f in reversed(version_folders(folder))]
         except (OSError, ValueError):
             continue  # not a folder bbagent wrote
-        found.append(Operator(versions[0].meta.get("op", folder.name), versions))
+        found.append(Operator(versions[0].meta.op, versions))
     return found
 
 
@@ -84,40 +86,25 @@ def find(root: Path, op: str) -> Operator:
     raise ReviewError(f"no accepted kernel for {op} under {Path(root) / 'generated_kernels'}{hint}")
 
 
-def speedup_of(meta: dict) -> float | None:
-    performance = meta.get("performance") or {}
-    return (performance.get("summary") or {}).get("geomean_speedup") if performance.get("measured") else None
-
-
-def overload_speeds(meta: dict) -> dict[str, float]:
-    """Measured geomean speedup over eager per served overload: the kernel's own from its timing,
-    the others from ``bbagent bench --op OVERLOAD`` (``overload_speedups`` in meta.json)."""
-    speeds = {op: record["geomean_speedup"] for op, record in (meta.get("overload_speedups") or {}).items()
-              if record.get("geomean_speedup") is not None}
-    own = speedup_of(meta)
-    if own is not None:
-        speeds.setdefault(meta.get("written_for", meta["op"]), own)
-    return speeds
-
-
-def flags(meta: dict) -> list[str]:
+def flags(meta: KernelMeta) -> list[str]:
     """What a reviewer should look at twice, in words."""
     found = []
-    speedup = speedup_of(meta)
+    speedup = meta.performance.geomean_speedup
     if speedup is not None and speedup > SUSPICIOUS_SPEEDUP:
         found.append(f"speedup {speedup:.3g}x over eager is above {SUSPICIOUS_SPEEDUP:g}x: check that it does "
                      "all the work (a shape or dtype the tests missed?)")
-    used = meta.get("tolerance_used_max")
+    used = meta.tolerance_used_max
     if used is not None and used >= NEAR_TOLERANCE:
         found.append(f"a passing result used {used:.0%} of the dtype tolerance" + (
             " (it passed only against the float64 run)" if used > 1 else ""))
-    for finding in meta.get("earlier_guard_findings") or []:
-        found.append(f"guard finding in round {finding['round']}: {finding['message'][:160]}")
-    for op, speed in sorted(overload_speeds(meta).items()):
+    for finding in meta.earlier_guard_findings:
+        found.append(f"guard finding in round {finding.round}: {finding.message[:160]}")
+    speeds = meta.overload_speeds()
+    for op, speed in sorted(speeds.items()):
         if speed < 1.0:
             found.append(f"{op} is served at {speed:.3g}x eager (slower): enable() leaves it to aten unless "
                          "include_slower=True")
-    unmeasured = [op for op in meta.get("serves") or [] if op not in overload_speeds(meta)]
+    unmeasured = [op for op in meta.serves if op not in speeds]
     if unmeasured and speedup is not None:
         found.append(f"not timed as served: {', '.join(unmeasured)} (bbagent bench --op OVERLOAD)")
     return found
@@ -125,16 +112,14 @@ def flags(meta: dict) -> list[str]:
 
 def row(entry: Operator) -> dict:
     """One line of ``bbagent review list`` (its ``--json`` row)."""
-    from agent.prompting import family_of
     current = entry.current
     meta = current.meta
-    tests = meta.get("tests") or {}
     served = entry.served()
-    return {"op": entry.op, "family": family_of(meta.get("written_for", entry.op)), "version": current.number,
-            "status": current.status, "review": meta["review"], "changes": changes(meta),
-            "tests_passed": tests.get("passed"), "tests_total": tests.get("total"),
-            "geomean_speedup": speedup_of(meta), "cost_usd": meta.get("cost_usd"), "rounds": meta.get("rounds_used"),
-            "model": meta.get("model"), "run_id": meta.get("run_id"), "flags": flags(meta),
+    return {"op": entry.op, "family": family_of(meta.written_for), "version": current.number,
+            "status": current.status, "review": meta.review.model_dump(), "changes": changes(meta),
+            "tests_passed": meta.tests.get("passed"), "tests_total": meta.tests.get("total"),
+            "geomean_speedup": meta.performance.geomean_speedup, "cost_usd": meta.cost_usd,
+            "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id, "flags": flags(meta),
             "served_version": served.number if served else None, "versions": len(entry.versions),
             "dir": str(current.folder)}
 
@@ -155,6 +140,21 @@ def listing(root: Path, status: str | None = None, family: str | None = None, so
         key = numeric[sort]
         return sorted(rows, key=lambda r: (r[key] is None, -(r[key] or 0) if r[key] is not None else 0, r["op"]))
     return sorted(rows, key=lambda r: (r[sort], r["op"]))
+
+
+def shown(root: Path, op: str, number: int | None = None) -> dict:
+    """Everything a reviewer reads about one version of ``op``'s kernel (``bbagent review show``)."""
+    entry = find(root, op)
+    chosen = entry.version(number)
+    meta = chosen.meta
+    transcript = Path(root) / "runs" / str(meta.run_id)
+    served = entry.served()
+    return {"op": op, "version": chosen.number, "current": chosen.current, "status": chosen.status,
+            "changes": changes(meta), "flags": flags(meta), "meta": meta.as_json(), "dir": str(chosen.folder),
+            "kernel_source": chosen.kernel.read_text(), "transcript": str(transcript) if transcript.is_dir() else None,
+            "versions": [{"version": v.number, "status": v.status, "run_id": v.meta.run_id, "dir": str(v.folder)}
+                         for v in entry.versions],
+            "served_version": served.number if served else None}
 
 
 def decide(root: Path, op: str, status: str, note: str = "", version: int | None = None) -> KernelVersion:
@@ -183,3 +183,22 @@ def diff(root: Path, op: str, version: int | None = None, against: int | None = 
                                         fromfile=f"{op} version {old.number} ({old.status})",
                                         tofile=f"{op} version {new.number} ({new.status})"))
 
+
+def accepted(root: str | Path) -> list[dict]:
+    """One entry per accepted kernel (``bbagent kernels --json``): its current meta.json, with the
+    folder (``dir``) and the kernel file (``kernel``)."""
+    return [{**entry.current.meta.as_json(), "dir": str(entry.current.folder), "kernel": str(entry.current.kernel)}
+            for entry in operators(root)]
+
+
+def written_for_beside(kernel: Path) -> str | None:
+    """``written_for`` from the meta.json of an accepted kernel's folder, if the file sits in one."""
+    try:
+        return read_meta(kernel.parent).written_for
+    except (OSError, ValueError):
+        return None
+
+
+def kernel_serving(root: str | Path, op: str) -> KernelVersion | None:
+    """The current version of the accepted kernel that serves ``op``, or None."""
+    return next((entry.current for entry in operators(root) if op in entry.current.meta.serves), None)

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from agent.review.catalog import KernelVersion, operators, find
-from agent.review.lifecycle import changes, now, read_meta, tested_in, write_meta
+from agent.review.catalog import KernelVersion, find, operators
+from agent.review.lifecycle import changes, record_decision, tested_in
+from agent.review.meta import read_meta, write_meta
+from agent.review.record import performance_record
 from agent.storage import write_atomic
 
 
@@ -28,28 +30,23 @@ def verify(root: Path, version: KernelVersion, evaluate: Callable) -> dict:
     the outcome in its meta.json; returns what happened."""
     meta = version.meta
     was = changes(meta)
-    written_for = meta.get("written_for", meta["op"])
-    verdict = evaluate(written_for, version.kernel, meta.get("serves") or [written_for])
+    verdict = evaluate(meta.written_for, version.kernel, meta.serves)
     write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
     meta = read_meta(version.folder)
     env = verdict.environment
     where = env.gpu or "CPU (Triton interpreter)"
     s = verdict.summary
     if verdict.passed:
-        meta["tested_in"] = tested_in({"torch": env.torch, "triton": env.triton}, env.gpu)
-        meta["versions"] = {**meta.get("versions", {}), "torch": env.torch, "triton": env.triton}
-        meta["gpu"] = env.gpu
+        update = {"tested_in": tested_in(env.torch, env.triton, env.gpu), "gpu": env.gpu,
+                  "versions": meta.versions.model_copy(update={"torch": env.torch, "triton": env.triton})}
         if verdict.performance is not None and verdict.performance.measured:
-            from agent.loop import performance_record
-            meta["performance"] = performance_record(verdict)
-        entry = {"status": "approved", "by": "bbagent", "at": now(),
-                 "note": f"verified: {s.passed}/{s.total} tests passed on {where} (was: {'; '.join(was) or 'forced'})"}
+            update["performance"] = performance_record(verdict)
+        meta = meta.model_copy(update=update)
+        status, note = "approved", f"verified: {s.passed}/{s.total} tests passed on {where} (was: {'; '.join(was) or 'forced'})"
     else:
-        entry = {"status": "needs_review", "by": "bbagent", "at": now(),
-                 "note": f"verify failed on {where}: {s.failed} of {s.total} tests failed: "
-                         f"{(verdict.message or '').splitlines()[0][:300] if verdict.message else verdict.error_kind}"}
-    meta["review"] = {**meta["review"], **{k: entry[k] for k in ("status", "by", "at", "note")},
-                      "history": [*meta["review"].get("history", []), entry]}
+        first = (verdict.message or "").splitlines()[0][:300] if verdict.message else verdict.error_kind
+        status, note = "needs_review", f"verify failed on {where}: {s.failed} of {s.total} tests failed: {first}"
+    meta = record_decision(meta, status, note, by="bbagent")
     write_meta(version.folder, meta)
-    return {"op": meta["op"], "version": version.number, "passed": verdict.passed, "status": entry["status"],
-            "note": entry["note"], "verdict": str(version.folder / "verify-verdict.json")}
+    return {"op": meta.op, "version": version.number, "passed": verdict.passed, "status": status,
+            "note": note, "verdict": str(version.folder / "verify-verdict.json")}

@@ -2,7 +2,7 @@
 
 One table, read by the run-time guard (``harness.checks.guards``, through ``is_allowed``), the
 static check (``harness.checks.static_check``: the ``torch.X`` functions a fallback may call) and the
-prompt (``agent.prompting``: the examples), so that what the prompt allows and what the tests reject
+prompt (``agent.generate.prompting``: the examples), so that what the prompt allows and what the tests reject
 cannot disagree.
 
 What an aten operator is decides whether the guard allows it (``is_allowed``), read from its schema

@@ -15,14 +15,12 @@ import math
 import os
 from pathlib import Path
 
-from agent.review.lifecycle import read_meta, status_of, version_folders
-from agent.runs import read_json
+from agent.errors import ReportError
+from agent.review.lifecycle import status_of, version_folders
+from agent.review.meta import PerformanceRecord, read_meta
+from agent.reports.runs import read_json
 
 MAX_SHAPE_LINES = 12
-
-
-class ReportError(Exception):
-    """What to report cannot be found (the message names what there is)."""
 
 
 def collect(root: Path, ident: str | None) -> dict:
@@ -58,13 +56,13 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
     if folder is not None:
         meta = read_meta(folder)
         row.update(review=status_of(meta), kernel=str(folder / "kernel.py"))
-        performance = meta.get("performance") or {}
+        performance = meta.performance
     else:  # the kernel folder moved on: the run's own verdicts still hold the numbers
         performance = _best_performance(root / "runs" / str(run_id))
-    if performance.get("measured"):
-        row["speedup"] = (performance.get("summary") or {}).get("geomean_speedup")
-        row["shapes"] = [{"bytes": s.get("bytes"), "speedup": s["speedup"], "input": s["input"]}
-                         for s in performance.get("shapes") or [] if s.get("speedup")]
+    if performance.measured:
+        row["speedup"] = performance.geomean_speedup
+        row["shapes"] = [{"bytes": s.bytes, "speedup": s.speedup, "input": s.input}
+                         for s in performance.shapes if s.speedup]
     return row
 
 
@@ -77,8 +75,8 @@ def _kernel_folder(root: Path, op: str, run_id: str | None) -> Path | None:
     return None
 
 
-def _best_performance(run_dir: Path) -> dict:
-    from agent.loop import performance_record
+def _best_performance(run_dir: Path) -> PerformanceRecord:
+    from agent.review.record import performance_record
     from harness.verdict import Verdict
     best = None
     for path in run_dir.glob("round-*/**/verdict.json"):
@@ -86,7 +84,7 @@ def _best_performance(run_dir: Path) -> dict:
         speed = verdict.geomean_speedup() if verdict.passed else None
         if speed is not None and (best is None or speed > best[0]):
             best = (speed, verdict)
-    return performance_record(best[1]) if best else {}
+    return performance_record(best[1]) if best else PerformanceRecord(reason="no timed round")
 
 
 def funnel(ops: list[dict]) -> list[tuple[str, int]]:
@@ -196,7 +194,7 @@ def render(data: dict, out: Path) -> str:
     costliest = sorted(ops, key=lambda o: -o["cost_usd"])[:5]
     timed = [o["speedup"] for o in accepted if o["speedup"]]
     geomean = math.exp(sum(map(math.log, timed)) / len(timed)) if timed else None
-    environment = Environment(loader=PackageLoader("agent", "templates"), autoescape=select_autoescape())
+    environment = Environment(loader=PackageLoader("agent.reports", "templates"), autoescape=select_autoescape())
     template = environment.get_template("report.html.j2")
     rows = [{**o, "kernel_link": _link(o["kernel"], base, "kernel.py"),
              "transcript_link": _link(o["transcript"], base, o["run_id"] or "run")} for o in ops]

@@ -1,14 +1,12 @@
-"""``bbagent check-model``: a real model's forward with the generated kernels enabled against
-eager, in a child process (registrations are process-wide, and a kernel that crashes takes only
-the child down).
+"""The child process of ``bbagent check-model`` (its parent side: ``agent.serving.check_model``).
 
-The child builds the model and input from a fixed seed (``agent.models``), records which aten
+It builds the model and input from a fixed seed (``agent.serving.models``), records which aten
 overloads one eager forward runs, then runs it eagerly and with ``bbagent.enable()``; compares the
 outputs (``|out - eager| <= atol + rtol * |eager|`` everywhere); times both, interleaved; and on a
 mismatch bisects over the enabled overloads to name the culprits. It writes one JSON result to
 the file its parent names: stdout is free for whatever a kernel prints.
 
-    python -m agent.check_model SPEC.json RESULT.json
+    python -m agent.serving.check_model_child SPEC.json RESULT.json
 """
 from __future__ import annotations
 
@@ -19,8 +17,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from agent.errors import UsageError
+from agent.serving.check_model import CHILD_USAGE_ERROR
+from agent.serving.enable import enable
+
 MAX_BISECT_RUNS = 40
-CHILD_USAGE_ERROR = 3
 
 
 def _forward(model, inputs):
@@ -76,8 +77,7 @@ def timed_ms(run, device: str, iterations: int) -> float:
 
 def check(spec: dict) -> dict:
     import torch
-    import bbagent
-    from agent.models import build
+    from agent.serving.models import build
     device, dtype = spec["device"], getattr(torch, spec["dtype"])
     model, inputs = build(spec["model"], spec["config"], device, dtype, spec["seed"])
     atol, rtol = spec["atol"], spec["rtol"]
@@ -85,7 +85,7 @@ def check(spec: dict) -> dict:
                    device=device)
     ran = ops_run(model, inputs)
     eager = _forward(model, inputs)
-    with bbagent.enable(spec["root"], ops=spec["ops"], **options) as enabled:
+    with enable(Path(spec["root"]), ops=spec["ops"], **options) as enabled:
         output = _forward(model, inputs)
         served = {r["op"]: {**r, "model_calls": ran.get(r["op"], 0)} for r in enabled.report()}
         skipped = {op: why for op, why in enabled.skipped.items() if op in ran}
@@ -103,14 +103,13 @@ def check(spec: dict) -> dict:
 
 def time_both(model, inputs, spec: dict, options: dict, ops: list[str]) -> dict:
     """Median ms per forward, eager and with the kernels, over ``repeats`` interleaved rounds."""
-    import bbagent
     forward = lambda: _forward(model, inputs)  # noqa: E731
     for _ in range(2):
         forward()
     eager, enabled = [], []
     for _ in range(spec["repeats"]):
         eager.append(timed_ms(forward, spec["device"], spec["iterations"]))
-        with bbagent.enable(spec["root"], ops=ops, **options):
+        with enable(Path(spec["root"]), ops=ops, **options):
             forward()
             enabled.append(timed_ms(forward, spec["device"], spec["iterations"]))
     e, k = statistics.median(eager), statistics.median(enabled)
@@ -121,13 +120,12 @@ def time_both(model, inputs, spec: dict, options: dict, ops: list[str]) -> dict:
 def bisect(model, inputs, eager, spec: dict, options: dict, ops: list[str]) -> tuple[list[list[str]], int]:
     """The enabled overloads behind the mismatch: one culprit at a time, by halving (a set whose
     halves each match alone is reported whole: they go wrong only together)."""
-    import bbagent
     runs = 0
 
     def wrong(subset: list[str]) -> bool:
         nonlocal runs
         runs += 1
-        with bbagent.enable(spec["root"], ops=subset, **options):
+        with enable(Path(spec["root"]), ops=subset, **options):
             output = _forward(model, inputs)
         return not compare(eager, output, spec["atol"], spec["rtol"])["match"]  # compared by aten alone
 
@@ -151,11 +149,9 @@ def bisect(model, inputs, eager, spec: dict, options: dict, ops: list[str]) -> t
 def main(argv: list[str]) -> int:
     spec_file, result_file = map(Path, argv)
     spec = json.loads(spec_file.read_text())
-    import bbagent
-    from agent.models import ModelUnavailable
     try:
         result = check(spec)
-    except (ModelUnavailable, bbagent.UsageError) as exc:
+    except UsageError as exc:  # a model that cannot be built here, kernels that cannot be enabled
         result_file.write_text(json.dumps({"usage_error": str(exc)}))
         return CHILD_USAGE_ERROR
     result_file.write_text(json.dumps(result))

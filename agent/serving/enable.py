@@ -9,7 +9,10 @@ default) through ``torch.library``, overload by overload, wrapped so that:
   the context is lost, nothing can fall back);
 * a kernel that calls back into the overload it replaces gets the original, never itself
   (a per-thread re-entrancy guard);
-* every call is counted: served by the kernel, or fallen back and why.
+* every call is counted: served by the kernel, or fallen back and why (with the exception's own
+  message where the kernel raised).
+
+On the CPU dispatch key the kernels run under Triton's interpreter (``agent.serving.load``).
 
 Which kernels: per operator the newest approved, non-stale version (``include_unreviewed``: the
 current one unless rejected), and of its overloads only those measured at least as fast as eager
@@ -22,6 +25,10 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agent.errors import UsageError
+from agent.review.meta import KernelMeta
+from agent.serving.load import import_kernel, interpret_triton
 
 DISPATCH_KEYS = {"cuda": "CUDA", "cpu": "CPU"}
 
@@ -82,26 +89,50 @@ def current() -> Enabled | None:
 def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool = False, device: str = "cuda",
            ops: list[str] | None = None) -> Enabled:
     """Register the chosen kernels under ``root/generated_kernels`` for ``device``'s dispatch key
-    (module docstring). ``ops`` limits it to these overloads."""
+    (module docstring). ``ops`` limits it to these overloads. A CPU kernel runs under Triton's
+    interpreter (``agent.serving.load``)."""
     global _current
     import torch
-    from agent.review.catalog import operators, overload_speeds
+    if device not in DISPATCH_KEYS:
+        raise UsageError(f"device must be one of {', '.join(DISPATCH_KEYS)} (got '{device}')")
+    if device == "cpu":
+        interpret_triton()  # before anything here imports triton
     if _current is not None:
-        raise RuntimeError("bbagent kernels are already enabled: call bbagent.disable() first")
+        raise UsageError("bbagent kernels are already enabled: call bbagent.disable() first")
     if not hasattr(torch.library, "get_kernel"):
-        raise RuntimeError(f"bbagent.enable needs torch.library.get_kernel (torch 2.9 or newer; this is "
-                           f"{torch.__version__}) to keep aten's kernel as the fallback")
+        raise UsageError(f"bbagent.enable needs torch.library.get_kernel (torch 2.9 or newer; this is "
+                         f"{torch.__version__}) to keep aten's kernel as the fallback")
+    chosen, skipped = choose(root, include_unreviewed, include_slower, ops)
     dispatch_key = DISPATCH_KEYS[device]
-    served, skipped, chosen = {}, {}, []
+    library = torch.library.Library("aten", "IMPL")
+    served, kernels = {}, {}
+    try:
+        for op, version, speed in chosen:
+            if version.folder not in kernels:
+                kernels[version.folder] = import_kernel(version.kernel, f"{version.meta.op}_v{version.number}", device)
+            record = ServedOverload(op, version.number, str(version.folder), speed)
+            _register(library, op, version.meta, kernels[version.folder], record, dispatch_key)
+            served[op] = record
+    except BaseException:
+        library._destroy()
+        raise
+    _current = Enabled(library, served, skipped, dispatch_key)
+    return _current
+
+
+def choose(root: Path, include_unreviewed: bool, include_slower: bool, ops: list[str] | None) -> tuple[list, dict]:
+    """(overload, version, speedup) for every overload to serve, and every one left out with why."""
+    from agent.review.catalog import operators
+    chosen, skipped = [], {}
     for entry in operators(root):
         version = entry.served(include_unreviewed)
         if version is None:
             statuses = ", ".join(f"v{v.number} {v.status}" for v in entry.versions)
-            for op in entry.current.meta.get("serves") or [entry.op]:
+            for op in entry.current.meta.serves:
                 skipped[op] = f"no {'usable' if include_unreviewed else 'approved, non-stale'} version ({statuses})"
             continue
-        speeds = overload_speeds(version.meta)
-        for op in version.meta.get("serves") or [entry.op]:
+        speeds = version.meta.overload_speeds()
+        for op in version.meta.serves:
             if ops is not None and op not in ops:
                 continue
             speed = speeds.get(op)
@@ -111,20 +142,7 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
                               "; include_slower=True serves it anyway"
                 continue
             chosen.append((op, version, speed))
-    library = torch.library.Library("aten", "IMPL")
-    try:
-        kernels = {}
-        for op, version, speed in chosen:
-            if version.folder not in kernels:
-                kernels[version.folder] = _import_kernel(version.kernel, f"{version.meta['op']}_v{version.number}")
-            record = ServedOverload(op, version.number, str(version.folder), speed)
-            _register(library, op, version.meta, kernels[version.folder], record, dispatch_key)
-            served[op] = record
-    except BaseException:
-        library._destroy()
-        raise
-    _current = Enabled(library, served, skipped, dispatch_key)
-    return _current
+    return chosen, skipped
 
 
 def disable() -> dict[str, int] | None:
@@ -136,27 +154,17 @@ def disable() -> dict[str, int] | None:
     return enabled.calls()
 
 
-def _import_kernel(path: Path, name: str):
-    from agent.served import import_kernel
-    try:
-        return import_kernel(path, name)
-    except LookupError as exc:
-        raise RuntimeError(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - said with the file's name, nothing is registered
-        raise RuntimeError(f"{path} cannot be imported: {type(exc).__name__}: {exc}") from exc
-
-
-def _register(library, op: str, meta: dict, kernel, record: ServedOverload, dispatch_key: str) -> None:
+def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload, dispatch_key: str) -> None:
     import torch
     from harness.adapters import serving
     from harness.checks.case import is_cuda_error
     from harness.inputs import tensors_in
     from harness.ops import resolve_op
     overload = resolve_op(op)
-    function = serving(kernel, resolve_op(meta.get("written_for", meta["op"])), overload)
+    function = serving(kernel, resolve_op(meta.written_for), overload)
     original = torch.library.get_kernel(overload, dispatch_key)
     keyset = torch._C.DispatchKeySet(dispatch_key)
-    tested_dtypes = {getattr(torch, name) for name in meta.get("dtypes") or [] if hasattr(torch, name)}
+    tested_dtypes = {getattr(torch, name) for name in meta.dtypes if hasattr(torch, name)}
     guard = threading.local()
 
     tensor_positions = _tensor_arguments(overload)
@@ -179,7 +187,7 @@ def _register(library, op: str, meta: dict, kernel, record: ServedOverload, disp
         except Exception as exc:  # noqa: BLE001 - an input the kernel does not support: aten answers
             if is_cuda_error(exc):
                 raise
-            return fallback(f"kernel raised {type(exc).__name__}", args, kwargs)
+            return fallback(f"kernel raised {_in_words(exc)}", args, kwargs)
         finally:
             guard.inside = False
         record.calls += 1
@@ -188,6 +196,12 @@ def _register(library, op: str, meta: dict, kernel, record: ServedOverload, disp
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         library.impl(_library_name(op), implementation, dispatch_key)
+
+
+def _in_words(exc: Exception) -> str:
+    """``Type: the message's first line`` (the type alone where it says nothing), at most 200 characters."""
+    lines = str(exc).strip().splitlines()
+    return (f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)[:200]
 
 
 def _tensor_arguments(overload) -> tuple[set[int], set[str]]:

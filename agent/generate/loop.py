@@ -14,17 +14,19 @@ before a kernel was accepted), ``error`` (provider or harness failure) or ``inte
 """
 from __future__ import annotations
 
-import datetime as dt
 import platform
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from agent.extract import extract_code
-from agent.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
-from agent.providers import Provider, ProviderError
+from agent.errors import InfrastructureError, ProviderError
+from agent.generate.extract import extract_code
+from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
+from agent.options import GenerateOptions
+from agent.providers import Provider
 from agent.review.lifecycle import install
+from agent.review.record import now as _now, run_part
 from agent.storage import RunDir, write_json
 from harness.verdict import Verdict
 
@@ -34,19 +36,44 @@ FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyon
 BEST_KERNEL_CHARS = 8000
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+@dataclass
+class Spent:
+    """What a run's LLM calls cost: tokens, dollars (a lower bound where a model has no price), and
+    how many answers came from the call log."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    cost_complete: bool = True
+    cached_calls: int = 0
+
+
+@dataclass
+class BestKernel:
+    """The accepted kernel of a run as a batch records it: its round, geomean speedup over eager
+    (None untimed), fast_p, the GPU model it was timed on, and its speedups over compiled baselines."""
+    round: int
+    speedup: float | None
+    fast_p: dict | None
+    gpu: str | None
+    baseline_speedups: dict | None
 
 
 @dataclass
 class Outcome:
+    """How a run ended (status accepted, failed, stopped, error or interrupted), what it spent and
+    its best kernel: what ``generate`` returns and a batch reads. run.json holds the same, and more."""
     status: str
     run_dir: Path
     rounds_used: int = 0
     accepted_dir: Path | None = None
     message: str = ""
-    state: dict = field(default_factory=dict)  # run.json as last written: tokens, cost, rounds, ...
     transient: bool = False  # status "error" from a provider that may answer later (outage, rate limit)
+    spent: Spent = field(default_factory=Spent)
+    best: BestKernel | None = None
+
+    @property
+    def run_id(self) -> str:
+        return self.run_dir.name
 
 
 @dataclass
@@ -140,31 +167,25 @@ def round_summary(n: int, tried: list[Candidate], pick: Candidate) -> str:
 
 @dataclass
 class Agent:
+    """The loop for one operator. ``options`` are generate's (rounds, candidates, budgets, the
+    target); the provider and the evaluator are set up already (``agent.generate.start``)."""
     op: str
     provider: Provider
     evaluate: Evaluator
     run: RunDir
     root: Path
-    rounds: int
-    target_speedup: float = 1.0
-    target_baseline: str = "eager"  # what target_speedup is measured against: eager, or inductor
-    candidates: int = 1
-    max_cost_usd: float | None = None
-    max_tokens: int | None = None
-    config: dict = field(default_factory=dict)
+    options: GenerateOptions = field(default_factory=lambda: GenerateOptions(provider="replay"))
     report: Callable[[str, dict], None] = lambda event, data: None
     serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
-    device: str | None = None  # where the candidates run (the prompt says what that means); None: the default
-    channels_last: bool = False  # trace inputs are also tested channels-last (the prompt says so)
 
     def __post_init__(self):
+        o = self.options
+        self.rounds, self.candidates, self.target_speedup = o.rounds, o.candidates, o.target_speedup
+        self.target_baseline = o.target_baseline  # what target_speedup is measured against: eager, or inductor
         self.state = {
             "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
-            "finished_at": None, "config": {"rounds": self.rounds, "candidates": self.candidates,
-                                            "target_speedup": self.target_speedup,
-                                            "target_baseline": self.target_baseline,
-                                            "provider": self.provider.name, "model": self.provider.model,
-                                            **self.config},
+            "finished_at": None, "config": {**o.model_dump(exclude={"replay"}),
+                                            "provider": self.provider.name, "model": self.provider.model},
             "prompt_template": template_name(self.op), "serves": self.serves or [self.op],
             "host": {"python": platform.python_version(), "platform": platform.platform()},
             "environment": None, "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "cost_complete": True,
@@ -180,8 +201,9 @@ class Agent:
     def generate(self) -> Outcome:
         outcome = Outcome("failed", self.run.path)
         try:
-            self.messages = [{"role": "user", "content": render_prompt(self.op, also_serves=self.serves[1:], device=self.device,
-                                                                      channels_last=self.channels_last)}]
+            self.messages = [{"role": "user", "content": render_prompt(
+                self.op, also_serves=self.serves[1:], device=self.options.device,
+                channels_last=self.options.channels_last)}]
             for n in range(1, self.rounds + 1):
                 spent = self.over_budget()
                 if spent:
@@ -210,31 +232,41 @@ class Agent:
             outcome.status, outcome.message = "interrupted", "interrupted by the user (Ctrl-C)"
             raise
         except Exception as exc:  # a harness or storage bug: recorded, then shown in full
-            cause = "" if getattr(exc, "infrastructure", False) else "internal error: "  # e.g. a lost GPU
+            cause = "" if isinstance(exc, InfrastructureError) else "internal error: "  # e.g. a lost GPU
             outcome.status, outcome.message = "error", f"{cause}{type(exc).__name__}: {exc}"
             raise
         finally:
+            outcome.best = self.best_kernel()
+            outcome.spent = Spent(input_tokens=self.state["tokens"]["input"],
+                                  output_tokens=self.state["tokens"]["output"], cost_usd=self.state["cost_usd"],
+                                  cost_complete=self.state["cost_complete"], cached_calls=self.state["cached_calls"])
+            best = outcome.best
             self.state.update(status=outcome.status, finished_at=_now(), message=outcome.message,
                               rounds_used=outcome.rounds_used,
                               accepted_dir=str(outcome.accepted_dir) if outcome.accepted_dir else None,
-                              best_round=self.best.round if self.best else None,
-                              best_speedup=self.best.speedup if self.best else None,
-                              best_fast_p=_fast_p(self.best.verdict) if self.best else None,
-                              best_gpu=(self.best.verdict.environment.gpu or self.best.verdict.environment.device)
-                              if self.best else None,
-                              best_baseline_speedups=_baseline_speedups(self.best.verdict) if self.best else None)
+                              best_round=best.round if best else None, best_speedup=best.speedup if best else None,
+                              best_fast_p=best.fast_p if best else None, best_gpu=best.gpu if best else None,
+                              best_baseline_speedups=best.baseline_speedups if best else None)
             self.save()
-            outcome.state = self.state
         return outcome
+
+    def best_kernel(self) -> BestKernel | None:
+        if self.best is None:
+            return None
+        verdict = self.best.verdict
+        return BestKernel(round=self.best.round, speedup=self.best.speedup, fast_p=_fast_p(verdict),
+                          gpu=verdict.environment.gpu or verdict.environment.device,
+                          baseline_speedups=_baseline_speedups(verdict))
 
     def over_budget(self) -> str | None:
         """Why no further call may be made, or None. Checked between rounds: a round's calls
         are never cut off half-way, so the run directory stays complete."""
         cost, tokens = self.state["cost_usd"], self.state["tokens"]["input"] + self.state["tokens"]["output"]
-        if self.max_cost_usd is not None and cost >= self.max_cost_usd:
-            return f"the cost budget is spent (${cost:.4f} of --max-cost-usd {self.max_cost_usd:g})"
-        if self.max_tokens is not None and tokens >= self.max_tokens:
-            return f"the token budget is spent ({tokens} of --max-tokens {self.max_tokens})"
+        max_cost, max_tokens = self.options.max_cost_usd, self.options.max_tokens
+        if max_cost is not None and cost >= max_cost:
+            return f"the cost budget is spent (${cost:.4f} of --max-cost-usd {max_cost:g})"
+        if max_tokens is not None and tokens >= max_tokens:
+            return f"the token budget is spent ({tokens} of --max-tokens {max_tokens})"
         return None
 
     def count(self, completion) -> None:
@@ -392,117 +424,11 @@ class Agent:
         return render_feedback(verdict, best=self.best)
 
     def accept(self, kernel_source: str, verdict: Verdict, n: int) -> None:
-        env = verdict.environment
-        meta = {
-            "op": self.op, "written_for": self.op, "serves": served_overloads(verdict, self.op),
-            "not_served": [v.op for v in verdict.variants if not v.ok],
-            "variants": [v.model_dump() for v in verdict.variants], "provider": self.provider.name,
-            "model": self.provider.model, "run_id": self.run.path.name, "round": n, "rounds_used": n,
-            "tokens": dict(self.state["tokens"]), "cost_usd": round(self.state["cost_usd"], 6),
-            "cost_complete": self.state["cost_complete"], "tests": verdict.summary.model_dump(),
-            "kernel_sha256": verdict.kernel.sha256, "seed": verdict.seed,
-            "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},
-            "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter,
-            "accepted_at": _now(), "performance": performance_record(verdict),
-            "target_speedup": self.target_speedup, "target_baseline": self.target_baseline,
-            "round_speedups": {r["round"]: r.get("speedup") for r in self.state["rounds"] if r.get("outcome") == "pass"},
-        }
-        meta.update(dtypes=sorted({t.dtype for t in verdict.tests if t.passed and t.dtype}),
-                    earlier_guard_findings=_guard_findings(self.state["rounds"]),
-                    tolerance_used_max=max((t.tolerance_used for t in verdict.tests if t.tolerance_used is not None),
-                                           default=None))
-        meta = install(self.root, self.op, kernel_source, meta, _kernel_readme)
-        replaced = meta.get("replaced")
-        if replaced and replaced["status"] == "approved":
-            self.report("replaced_approved", {"round": n, **replaced})
-
-
-def _guard_findings(rounds: list[dict]) -> list[dict]:
-    """Every guard failure of the run's rounds and candidates so far: a reviewer should know that
-    the model tried to call aten, patch torch or read the harness before it got this kernel."""
-    found = []
-    for record in rounds:
-        for item in [record, *record.get("candidates", [])]:
-            if item.get("error_kind") == "guard":
-                found.append({"round": record.get("round"), "message": (item.get("message") or "")[:300]})
-    return found
-
-
-def served_overloads(verdict: Verdict, op: str) -> list[str]:
-    """The overloads a passing kernel serves: those whose own tests ran and all passed (an
-    overload of the family without any test of its own is not served)."""
-    return [v.op for v in verdict.variants if v.ok] or [op]
-
-
-def performance_record(verdict: Verdict) -> dict:
-    """The speed part of meta.json: the metrics and every timed shape's numbers."""
-    performance = verdict.performance
-    if performance is None:
-        return {"measured": False, "reason": "timing was not asked for"}
-    if not performance.measured:
-        return {"measured": False, "reason": performance.reason}
-    shapes = [{"input": t.input, "mode": t.mode, "aten_ms": t.aten.median_ms, "kernel_ms": t.candidate.median_ms,
-               "speedup": t.speedup, "bytes": t.bytes, "kernel_gbs": t.candidate_gbs,
-               "overhead_dominated": t.overhead_dominated}
-              for t in performance.tests]
-    return {"measured": True, "gpu": performance.gpu, "device": performance.device.model_dump(),
-            "summary": performance.summary.model_dump(), "shapes": shapes}
-
-
-def _kernel_readme(meta: dict) -> str:
-    s = meta["tests"]
-    where = meta["gpu"] or ("CPU, Triton interpreter" if meta["interpreter"] else meta["device"])
-    skipped = f" ({s['skipped']} skipped: see the run's verdict.json for why)" if s["skipped"] else ""
-    return (f"# {meta['op']}\n\n"
-            f"Triton kernel written by `{meta['provider']}` / `{meta['model']}` in run `{meta['run_id']}` "
-            f"(round {meta['round']}), accepted {meta['accepted_at']}: version {meta['version']}, "
-            f"review status `{meta['review']['status']}` (`bbagent review show {meta['op']}`).\n"
-            f"{_replaced_line(meta)}\n"
-            f"- tests: {s['passed']} of {s['total']} passed on {where}{skipped}\n"
-            f"{_serves_line(meta)}"
-            f"- versions: torch {meta['versions']['torch']}, triton {meta['versions']['triton']}\n"
-            f"- speed: {_speed_line(meta['performance'])}\n"
-            f"- tokens: {meta['tokens']['input']} in, {meta['tokens']['output']} out, "
-            f"cost ${meta['cost_usd']:.4f}{'' if meta['cost_complete'] else ' (at least: a model had no price)'}\n\n"
-            f"The full transcript (prompts, answers, verdicts) is in `runs/{meta['run_id']}/`.\n")
-
-
-def _replaced_line(meta: dict) -> str:
-    replaced = meta.get("replaced")
-    if not replaced:
-        return ""
-    return (f"It replaces version {replaced['version']} ({replaced['status']}, run `{replaced['run_id']}`), "
-            f"kept in `{replaced['where']}/`.\n")
-
-
-def _serves_line(meta: dict) -> str:
-    """The overloads served, with each one's tests; empty for a kernel serving its own overload only."""
-    variants = meta.get("variants") or []
-    if len(variants) < 2:
-        return ""
-    line = "- serves: " + "; ".join(f"`{v['op']}` ({served_how(v)}, {v['passed']} tests passed)"
-                                    for v in variants if v["ok"]) + "\n"
-    if meta.get("not_served"):
-        line += f"- not served (no test of their own ran): {', '.join(meta['not_served'])}\n"
-    return line
-
-
-def served_how(variant: dict) -> str:
-    """How one overload is served, in words (a Verdict's ``variants`` row)."""
-    if variant["served_by"] == "kernel":
-        return "the kernel itself"
-    written = "self" if variant["convention"] == "inplace" else "out"
-    return f"bbagent's adapter copies the functional result into {written}"
-
-
-def _speed_line(performance: dict) -> str:
-    if not performance["measured"]:
-        return f"not measured ({performance['reason']})"
-    summary = performance["summary"]
-    line = (f"geomean {summary['geomean_speedup']:.3g}x eager over {summary['counted']} shapes "
-            f"(p20 {summary['speedup_p20']:.3g}x, p50 {summary['speedup_p50']:.3g}x, "
-            f"p80 {summary['speedup_p80']:.3g}x) on {performance['gpu']}"
-            if summary["geomean_speedup"] is not None else f"no shape above launch overhead on {performance['gpu']}")
-    if summary["overhead_dominated"]["count"]:
-        line += f"; {summary['overhead_dominated']['count']} overhead-dominated shapes reported apart"
-    return line + "; per-shape numbers in meta.json"
+        totals = {"tokens": self.state["tokens"], "cost_usd": self.state["cost_usd"],
+                  "cost_complete": self.state["cost_complete"]}
+        fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
+                          run_id=self.run.path.name, round=n, totals=totals, rounds=self.state["rounds"],
+                          target_speedup=self.target_speedup, target_baseline=self.target_baseline)
+        meta = install(self.root, self.op, kernel_source, fields)
+        if meta.replaced is not None and meta.replaced.status == "approved":
+            self.report("replaced_approved", {"round": n, **meta.replaced.model_dump()})

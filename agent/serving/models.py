@@ -15,16 +15,14 @@ import math
 import torch
 from torch import nn
 
+from agent.errors import ModelUnavailable
+
 MODELS = ("resnet18", "transformer")
 DEFAULT_CONFIGS = {
     "resnet18": {"batch": 8, "image": 224, "classes": 1000},
     "transformer": {"batch": 4, "seq": 128, "vocab": 1000, "d_model": 256, "heads": 4, "layers": 2,
                     "d_ff": 1024, "activation": "gelu"},
 }
-
-
-class ModelUnavailable(Exception):
-    """The model needs a package that is not installed (the message says which and how)."""
 
 
 class Block(nn.Module):

@@ -114,7 +114,7 @@ def print_verdict(console: Console, verdict) -> None:
         console.print("\n".join(f"    {line}" for line in message[:MESSAGE_LINES]), markup=False)
     variants = verdict.variants
     if len(variants) > 1 or any(v.served_by == "adapter" for v in variants):
-        from agent.loop import served_how
+        from agent.review.record import served_how
         for v in variants:
             state = "[green]ok[/green]" if v.ok else "[red]FAIL[/red]"
             console.print(f"  {state} {v.op} ({served_how(v.model_dump())}): {v.passed} passed, {v.failed} failed "
@@ -131,7 +131,7 @@ def print_verdict(console: Console, verdict) -> None:
 
 
 def round_reporter(console: Console):
-    """The progress of a generate run, one event at a time (``agent.loop.Agent.report``)."""
+    """The progress of a generate run, one event at a time (``agent.generate.loop.Agent.report``)."""
     waiting: list[Waiting] = []
 
     def wait(text: str) -> None:
@@ -225,13 +225,14 @@ def print_ops(console: Console, rows: list[dict], total: int) -> None:
 
 def print_kernels(console: Console, entries: list[dict]) -> None:
     from rich.table import Table
-    from agent.loop import _speed_line
+    from agent.review.meta import PerformanceRecord
+    from agent.review.record import speed_line
     table = Table(box=None, pad_edge=False)
     for column in ("written for", "serves", "tests", "speed", "model", "folder"):
         table.add_column(column, overflow="fold")
     for e in entries:
         tests = e.get("tests") or {}
-        speed = _speed_line(e["performance"]).split(";")[0] if e.get("performance") else "-"
+        speed = speed_line(PerformanceRecord.model_validate(e["performance"])).split(";")[0] if e.get("performance") else "-"
         table.add_row(e["written_for"], ", ".join(e["serves"]), f"{tests.get('passed', '?')}/{tests.get('total', '?')}",
                       speed, f"{e.get('provider', '?')}/{e.get('model', '?')}", e["dir"])
     widen(console)

@@ -8,59 +8,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 import bbagent as api
-from agent.report import widen
+from agent.reports.console import widen
 from bbagent import UsageError
 
 STATUS_STYLE = {"approved": "green", "rejected": "red", "needs_review": "yellow", "stale": "magenta"}
-
-
-def add_parser(sub, add_root, add_eval_options) -> None:
-    from agent.review.catalog import SORT_KEYS
-    from agent.review.lifecycle import SHOWN_STATUSES
-    review = sub.add_parser(
-        "review", help="review accepted kernels: list, show, approve, reject, diff, verify",
-        description="The review lifecycle of generated_kernels/<op>/ (meta.json 'review'): a new kernel "
-                    "needs_review; approve or reject it; an approved kernel turns stale when torch, triton, the GPU "
-                    "model or bbagent's test suite changed since its tests passed, until `review verify` tests it "
-                    "again. Earlier versions stay in generated_kernels/<op>/versions/<n>/. Only approved, "
-                    "non-stale kernels are served by bbagent.enable() unless asked.")
-    actions = review.add_subparsers(dest="action", metavar="ACTION", required=True)
-    ls = actions.add_parser("list", help="one line per operator: status, tests, speedup, cost, flags")
-    ls.add_argument("--status", choices=SHOWN_STATUSES, help="only kernels in this state")
-    ls.add_argument("--family", help="only operators of this prompt family")
-    ls.add_argument("--sort", choices=SORT_KEYS, default="op",
-                    help="order (numbers largest first; default op)")
-    ls.add_argument("--json", action="store_true", help="print one JSON list")
-    add_root(ls)
-    show = actions.add_parser("show", help="the kernel's code, verdict, per-shape speed, flags and transcript")
-    show.add_argument("op")
-    show.add_argument("--version", type=int, help="an earlier version (default: the current one)")
-    show.add_argument("--json", action="store_true", help="print one JSON object")
-    add_root(show)
-    for name, what in (("approve", "approve a version (default: the current one)"),
-                       ("reject", "reject a version; --note says why")):
-        p = actions.add_parser(name, help=what)
-        p.add_argument("op")
-        p.add_argument("--note", default="", help="why (required to reject); kept in meta.json's history")
-        p.add_argument("--version", type=int, help="an earlier version (default: the current one)")
-        p.add_argument("--json", action="store_true", help="print the new review record as JSON")
-        add_root(p)
-    df = actions.add_parser("diff", help="the kernel against the previously accepted version")
-    df.add_argument("op")
-    df.add_argument("--version", type=int, help="the newer side (default: the current one)")
-    df.add_argument("--against", type=int, help="the older side (default: the version before)")
-    add_root(df)
-    vf = actions.add_parser("verify", help="re-test approved kernels whose environment changed (stale)",
-                            description="Re-run the tests (and on a GPU the timing) of every stale approved kernel "
-                                        "of OP, or of all with --all. Passing renews its environment and keeps it "
-                                        "approved; failing puts it back to needs_review. Exit 0 all passed, 1 some "
-                                        "failed, 2 usage error.")
-    vf.add_argument("op", nargs="?")
-    vf.add_argument("--all", action="store_true", help="every operator")
-    vf.add_argument("--force", action="store_true", help="re-test approved kernels that are not stale too")
-    vf.add_argument("--json", action="store_true", help="print one JSON list of outcomes")
-    add_root(vf)
-    add_eval_options(vf)
 
 
 def run(args, out, err) -> int:

@@ -1,0 +1,58 @@
+"""``bbagent``, the command line: ``main`` parses the arguments, runs the command
+(``bbagent.cli.commands``) and turns every error into a message and an exit code.
+
+Results go to stdout, diagnostics (progress, warnings, errors) to stderr. Exit codes: 0 success
+(kernel accepted / verdict pass); 1 the kernel failed (every round failed / verdict fail); 2 usage
+error (unknown op, missing file, bad option, unusable --root, no CUDA for --device cuda, OpInfo
+unavailable); 3 provider error (missing or rejected key, retries exhausted); 70 internal error (a
+bug in bbagent: the message names the file holding the traceback); 130 interrupted. No traceback
+reaches a user; a closed stdout ends output quietly.
+
+Imports are lazy: ``bbagent --help`` and ``--version`` never load torch.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+from bbagent import ProviderError, UsageError, version
+from bbagent.cli.commands import (COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PROVIDER, EXIT_USAGE)
+from bbagent.cli.parser import build_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+
+    from agent.reports.console import pipe_safe
+    sys.stdout = pipe_safe(sys.stdout)
+    args = build_parser().parse_args(argv)
+    out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
+    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    try:
+        return COMMANDS[args.command](args, out, err)
+    except (UsageError, ProviderError) as exc:  # a provider that cannot be used at all (no key): nothing started
+        err.print(f"[red]error:[/red] {escape(str(exc))}")
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_PROVIDER
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug in bbagent: one line for the user, the traceback in a file
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))}\nThis is a bug in bbagent; the "
+                  f"traceback is in {_save_traceback()}. Please report it with that file.")
+        return EXIT_INTERNAL
+
+
+def _save_traceback() -> str:
+    fd, path = tempfile.mkstemp(prefix="bbagent-internal-error-", suffix=".txt")
+    with os.fdopen(fd, "w") as f:
+        f.write(f"bbagent {version()}, {time.strftime('%Y-%m-%d %H:%M:%S')}, argv {sys.argv}\n\n")
+        f.write(traceback.format_exc())
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

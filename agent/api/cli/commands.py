@@ -1,0 +1,353 @@
+"""The commands of ``bbagent``: each parses nothing and checks nothing itself; it calls the API
+(``bbagent``) and prints, results on stdout and diagnostics on stderr.
+
+Exit codes: 0 success (kernel accepted / verdict pass); 1 the kernel failed (every round failed /
+verdict fail); 2 usage error; 3 provider error; 70 internal error; 130 interrupted.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import bbagent as api
+from bbagent import UsageError
+from bbagent.cli.parser import build_parser
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
+PER_OP = {"max_cost_usd": "max_cost_per_op", "max_tokens": "max_tokens_per_op"}  # a batch's per-operator budgets
+
+
+def _evaluation_options(args) -> dict:
+    return {"device": args.device, "seed": args.seed, "timeout_s": args.timeout,
+            "allow_no_opinfo": args.allow_no_opinfo, "channels_last": args.channels_last}
+
+
+def _waiting(err, text: str):
+    from agent.reports.console import Waiting
+    return Waiting(err, text)
+
+
+def cmd_eval(args, out, err) -> int:
+    with _waiting(err, f"evaluating {args.kernel or 'the accepted kernel'} on {args.op}"):
+        verdict = api.evaluate(args.op, args.kernel, kernel_for=args.kernel_for, family=args.family, root=args.root,
+                               **_evaluation_options(args))
+    if args.json:
+        print(verdict.model_dump_json(indent=2))
+    else:
+        from agent.reports.console import print_verdict
+        print_verdict(out, verdict)
+    return EXIT_OK if verdict.passed else EXIT_FAIL
+
+
+def cmd_bench(args, out, err) -> int:
+    from agent.reports.bench import print_bench, summary_line
+    from agent.reports.console import print_verdict
+
+    def started(run_dir: Path) -> None:
+        err.print(f"bbagent bench {args.op}: testing, then timing up to {args.max_shapes} trace shapes; run "
+                  f"directory {run_dir}")
+    with _waiting(err, "evaluating and timing"):
+        result = api.bench(args.op, args.kernel, kernel_for=args.kernel_for, root=args.root, max_shapes=args.max_shapes,
+                           target_ms=args.target_ms, no_cache=args.no_cache, on_start=started,
+                           baseline=args.baseline, inductor_mode=args.inductor_mode, profile=args.profile, ncu=args.ncu,
+                           **_evaluation_options(args))
+    verdict, performance = result.verdict, result.verdict.performance
+    shown = err if args.json else out
+    print_verdict(shown, verdict)
+    print_bench(shown, verdict)
+    if args.profile and not (performance is not None and performance.measured):
+        shown.print("no profiles: they are taken on a CUDA GPU, after the kernel passed and was timed")
+    shown.print(f"{len(result.records)} records in {result.bench_file}")
+    if args.json:
+        measured = performance is not None and performance.measured
+        print(json.dumps({"op": args.op, "verdict": verdict.verdict, "run_dir": str(result.run_dir),
+                          "bench_file": str(result.bench_file), "records": len(result.records),
+                          "performance": performance.summary.model_dump() if measured else None,
+                          "not_timed": None if measured else (performance.reason if performance else None),
+                          "baselines": {name: b.model_dump() for name, b in ((performance.baselines if performance
+                                                                              else None) or {}).items()},
+                          "profiles": [p.model_dump() for p in (performance.profiles or [])] if performance else [],
+                          "ncu": performance.ncu.model_dump() if performance and performance.ncu else None,
+                          "summary_line": summary_line(performance) if measured else None}, indent=2))
+    return EXIT_OK if verdict.passed else EXIT_FAIL
+
+
+def cmd_ops(args, out, err) -> int:
+    from agent.families import families
+    if args.family and args.family not in families():
+        err.print(f"[yellow]warning:[/yellow] no prompt family '{args.family}'; the families are: "
+                  f"{', '.join(sorted(families()))}")
+    shown = api.ops(args.suite, pattern=args.pattern, family=args.family)
+    if args.pattern and not shown:
+        err.print(f"[yellow]warning:[/yellow] no overload name contains '{args.pattern}'")
+    if args.json:
+        print(json.dumps(shown, indent=1))
+        return EXIT_OK
+    from agent.reports.console import print_ops
+    print_ops(out, shown, total=len(api.ops(args.suite)) if args.pattern or args.family else len(shown))
+    return EXIT_OK
+
+
+def cmd_kernels(args, out, err) -> int:
+    root = api.resolve_root(args.root)
+    if not (root / "generated_kernels").is_dir():
+        err.print(f"[yellow]warning:[/yellow] no generated_kernels/ under {root}: no kernel was accepted there "
+                  "(pass --root DIR or set BBAGENT_ROOT to read another folder)")
+    entries = api.kernels(root)
+    if args.json:
+        print(json.dumps(entries, indent=1, default=str))
+        return EXIT_OK
+    from agent.reports.console import print_kernels
+    print_kernels(out, entries)
+    return EXIT_OK
+
+
+def cmd_logs(args, out, err) -> int:
+    from agent.providers.call_log import FILE_NAME, LLMLog
+    root = api.resolve_root(args.root)
+    if args.op:
+        from agent.evaluation import check_op
+        try:
+            check_op(args.op)
+        except UsageError as exc:
+            err.print(f"[yellow]warning:[/yellow] {exc}")
+    calls = []
+    if not (root / "runs" / FILE_NAME).exists():
+        err.print(f"[yellow]warning:[/yellow] no call log at {root / 'runs' / FILE_NAME}: no LLM call was made "
+                  "there (pass --root DIR or set BBAGENT_ROOT to read another folder)")
+    else:
+        calls = LLMLog(root / "runs" / FILE_NAME).calls(op=args.op, run_id=args.run)
+        if not calls and (args.op or args.run):
+            err.print("[yellow]warning:[/yellow] no recorded call matches "
+                      + " and ".join(f"{flag} {value}" for flag, value in (("--op", args.op), ("--run", args.run))
+                                     if value))
+    if args.json:
+        print(json.dumps(calls, indent=1))
+        return EXIT_OK
+    from agent.reports.console import print_calls
+    print_calls(out, calls)
+    return EXIT_OK
+
+
+def cmd_schema(args, out, err) -> int:
+    if args.document == "kernel-meta":
+        from agent.review.meta import kernel_meta_schema
+        print(json.dumps(kernel_meta_schema(), indent=2))
+    else:
+        print(json.dumps(api.verdict_schema(), indent=2))
+    return EXIT_OK
+
+
+def cmd_prompt(args, out, err) -> int:
+    from agent.evaluation import what_to_ask_for
+    from agent.families import family_of
+    from agent.generate.prompting import render_feedback, render_performance_feedback, template_name
+    computation, serves = what_to_ask_for(args.op, args.exact_overload)
+    if args.round_feedback is None:
+        text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device,
+                                    channels_last=args.channels_last), \
+            template_name(computation)
+    else:
+        verdict = _read_verdict(args.round_feedback)
+        if verdict.passed and verdict.geomean_speedup() is not None:
+            text, template = render_performance_feedback(verdict, target=args.target_speedup,
+                                                         target_baseline=args.target_baseline), "performance.j2"
+        else:
+            text, template = render_feedback(verdict), "feedback.j2"
+    if computation != args.op:
+        err.print(f"{args.op} is a calling convention of {computation}: this is the prompt for {computation}, "
+                  "as generate sends it (--exact-overload asks for the overload itself)")
+    if args.json:
+        print(json.dumps({"op": computation, "requested": args.op, "serves": serves, "family": family_of(computation),
+                          "template": template, "prompt": text}, indent=2))
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _read_verdict(path: Path):
+    from pydantic import ValidationError
+
+    from harness.verdict import Verdict
+    try:
+        return Verdict.model_validate_json(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the Verdict {path}: {exc}") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the document"
+        raise UsageError(f"{path} is not a Verdict ({exc.error_count()} problem(s); first: {where}: {first['msg']}); "
+                         "pass a verdict.json from a run or `bbagent eval --json` output") from None
+
+
+def _generate_options(args) -> dict:
+    """The GenerateOptions fields as the flags give them (a batch's per-operator budgets as the run's)."""
+    per_run = args.command != "batch"  # generate: the run's budgets; batch: each operator's
+    return {"provider": args.provider, "model": args.model, "rounds": args.rounds, "candidates": args.candidates,
+            "base_url": args.base_url, "replay": args.replay, "max_output_tokens": args.max_output_tokens,
+            "temperature": args.temperature, "retries": args.retries,
+            "max_cost_usd": args.max_cost_usd if per_run else args.max_cost_per_op,
+            "max_tokens": args.max_tokens if per_run else args.max_tokens_per_op, "target_speedup": args.target_speedup,
+            "exact_overload": args.exact_overload, "max_shapes": args.max_shapes, "target_ms": args.target_ms,
+            "target_baseline": args.target_baseline, "no_cache": args.no_cache, "baseline": args.baseline,
+            "inductor_mode": args.inductor_mode, **_evaluation_options(args)}
+
+
+def cmd_batch(args, out, err) -> int:
+    from agent.batch.display import BatchDisplay
+    from agent.options import GenerateOptions
+    fields = _generate_options(args)
+    plan = dict(jobs=args.jobs, gpus=args.gpus, llm_concurrency=args.llm_concurrency, force=args.force,
+                lease_s=args.lease, max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, deadline=args.deadline,
+                executor=args.executor, ray_address=args.ray_address, ray_resource=args.ray_resource)
+    with BatchDisplay(err) as display:
+        if args.resume:  # the batch's own options; only those given here are passed, to be refused where they differ
+            defaults = _generate_options(build_parser().parse_args(["batch"]))
+            given = {PER_OP.get(k, k): v for k, v in fields.items() if v != defaults[k]}
+            result = api.batch(root=args.root, resume=args.resume, report=display.hear, **plan, **given)
+        else:
+            result = api.batch(args.ops, GenerateOptions.of(batch=True, **fields), root=args.root, ops_file=args.ops_file,
+                               suite=args.suite, family=args.family, dataset=args.dataset,
+                               include_synthetic=args.include_synthetic, report=display.hear, **plan)
+    c = result.counts
+    if args.json:
+        print(json.dumps({"batch_id": result.batch_id, "path": str(result.path), "counts": c,
+                          "interrupted": result.interrupted}))
+    else:
+        out.print(f"{result.batch_id}: {c['accepted']} accepted, {c['failed']} failed, {c['skipped']} skipped, "
+                  f"{c['interrupted']} interrupted of {c['total']}; summary in {result.path / 'summary.md'}")
+    if result.ended_by:
+        err.print(f"stopped early: {result.ended_by}; continue with: bbagent batch --resume {result.batch_id}")
+    if result.interrupted:
+        err.print(f"interrupted; continue with: bbagent batch --resume {result.batch_id}")
+        return EXIT_INTERRUPTED
+    return EXIT_FAIL if c["failed"] or c["pending"] or c["running"] else EXIT_OK
+
+
+def cmd_runs(args, out, err) -> int:
+    if args.action == "prune":
+        if args.older_than is None:
+            raise UsageError("runs prune needs --older-than DAYS (e.g. --older-than 30)")
+        result = api.prune_runs(args.older_than, root=args.root, dry_run=args.dry_run)
+        if args.json:
+            print(json.dumps(result))
+            return EXIT_OK
+        verb = "would remove" if args.dry_run else "removed"
+        for entry in result["removed"]:
+            out.print(f"{verb} {entry['kind']} {entry['id']} ({entry['age_s'] / 86400:.1f} days old)")
+        for entry in result["kept"]:
+            out.print(f"kept {entry['id']}: {entry['why']}")
+        out.print(f"{len(result['removed'])} {verb}, {len(result['kept'])} old ones kept")
+        return EXIT_OK
+    if args.older_than is not None or args.dry_run:
+        raise UsageError("--older-than and --dry-run go with `bbagent runs prune`")
+    entries = api.runs(args.root)
+    if args.json:
+        print(json.dumps(entries, default=str))
+        return EXIT_OK
+    if not entries:
+        err.print(f"no runs under {api.resolve_root(args.root) / 'runs'}")
+    for e in entries:
+        cost = f"${e['cost_usd']:.4f}" if e.get("cost_usd") is not None else ""
+        out.print(f"{e['id']:<52} {e['kind']:<5} {e['status'] or '':<11} {e['op'] or '':<34} {cost}",
+                  markup=False)
+    return EXIT_OK
+
+
+def _settings(pairs: list[str]) -> dict:
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set takes KEY=VALUE, e.g. --set batch=2 (got '{pair}')")
+        try:
+            settings[key.strip()] = json.loads(value)
+        except ValueError:
+            settings[key.strip()] = value  # a word, e.g. activation=relu
+    return settings
+
+
+def cmd_check_model(args, out, err) -> int:
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()] if args.ops else None
+    with _waiting(err, f"running {args.model} eagerly and with the kernels enabled"):
+        result = api.check_model(args.model, root=args.root, device=args.device, dtype=args.dtype,
+                                 config=_settings(args.set), ops=ops, include_unreviewed=args.include_unreviewed,
+                                 include_slower=args.include_slower, atol=args.atol, rtol=args.rtol,
+                                 repeats=args.repeats, iterations=args.iterations, seed=args.seed,
+                                 timeout_s=args.timeout)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        from agent.reports.console import print_check_model
+        print_check_model(out, result)
+    return EXIT_OK if result["match"] else EXIT_FAIL
+
+
+def cmd_report(args, out, err) -> int:
+    with _waiting(err, "drawing the report"):
+        path = api.report(args.ident, root=args.root, out=args.out)
+    print(path)
+    return EXIT_OK
+
+
+def cmd_review(args, out, err) -> int:
+    from bbagent.cli.review import run
+    return run(args, out, err)
+
+
+def cmd_status(args, out, err) -> int:
+    status = api.batch_status(args.batch_id, root=args.root)
+    if args.json:
+        print(json.dumps(status, default=str))
+        return EXIT_OK
+    c = status["counts"]
+    out.print(f"{status['batch_id']}: {c['accepted']} accepted, {c['failed']} failed, {c['running']} running, "
+              f"{c['pending']} pending, {c['skipped']} skipped, {c['interrupted']} interrupted of {c['total']}")
+    if status["activity"]:
+        from agent.batch.display import panel
+        age = time.time() - status["activity"]["at"]
+        out.print(f"as of {age:.0f} s ago:")
+        out.print(panel(status["activity"]))
+    for row in status["ops"]:
+        out.print(f"  {row['op']:<40} {row['state']:<11} attempts {row['attempts']}"
+                  + (f"  {row['error_class']}" if row["error_class"] else ""))
+    return EXIT_OK
+
+
+def cmd_generate(args, out, err) -> int:
+    from rich.markup import escape
+
+    from agent.reports.console import round_reporter
+    report = round_reporter(err)
+    try:  # a provider that cannot be set up raises ProviderError before any round: exit 3 in main()
+        outcome = api.generate(args.op, root=args.root, report=report, **_generate_options(args))
+    except KeyboardInterrupt:
+        report("stop", {})
+        err.print("[yellow]interrupted[/yellow]; the run is recorded as interrupted in its run directory (above)")
+        return EXIT_INTERRUPTED
+    spent = outcome.spent
+    err.print(f"spent: {spent.input_tokens} input + {spent.output_tokens} output tokens, "
+              f"${spent.cost_usd:.4f}{'' if spent.cost_complete else ' (at least: a model has no price)'}"
+              f"; {spent.cached_calls} answer(s) from the call log")
+    message = escape(outcome.message)
+    if outcome.status == "accepted":
+        out.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n{message}")
+        return EXIT_OK
+    if outcome.status == "stopped":
+        out.print(f"[yellow]stopped:[/yellow] {message}; nothing written to generated_kernels/. "
+                  f"Transcript: {outcome.run_dir}")
+        return EXIT_FAIL
+    if outcome.status == "error":
+        err.print(f"[red]error:[/red] {message}\nrun recorded in {outcome.run_dir}")
+        return EXIT_PROVIDER
+    out.print(f"[red]not accepted:[/red] {message}; nothing written to generated_kernels/. "
+              f"Transcript: {outcome.run_dir}")
+    return EXIT_FAIL
+
+
+
+COMMANDS = {"generate": cmd_generate, "batch": cmd_batch, "status": cmd_status, "prompt": cmd_prompt, "eval": cmd_eval,
+            "bench": cmd_bench, "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema,
+            "runs": cmd_runs, "review": cmd_review, "check-model": cmd_check_model, "report": cmd_report}

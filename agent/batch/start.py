@@ -1,0 +1,255 @@
+"""Starting a batch and resuming one: the checks made before anything runs, the executor, the
+ledger's first rows (or, on ``--resume``, the operators to run again), and each operator's
+``generate`` bound to the batch's options, executor and rate limiter.
+
+The batch's ``GenerateOptions`` are stored in its ledger; ``--resume`` runs with them, and refuses
+options given again that differ. A result is tied to its resume key (prompt templates, provider
+and model, this machine: ``agent.machine``); a resume under another key runs it again.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from agent.batch import selection as select
+from agent.batch.ledger import FILE_NAME, Ledger
+from agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
+from agent.errors import UsageError
+from agent.evaluation import (check_channels_last, check_evaluation, default_device, family_of_overload,
+                              listed_ops)
+from agent.options import GenerateOptions, positive
+
+
+@dataclass
+class Choice:
+    """Which operators a batch runs: ``ops`` and ``ops_file`` (one exact overload per line, ``#``
+    comments), or a ``suite`` and/or prompt ``family``, or a BackendBench-format ``dataset``."""
+    ops: list[str] = field(default_factory=list)
+    ops_file: str | Path | None = None
+    suite: str | None = None
+    family: str | None = None
+    dataset: str | Path | None = None
+    include_synthetic: bool = False
+
+
+@dataclass
+class Plan:
+    """How a batch runs, beside each operator's ``GenerateOptions``."""
+    jobs: int | None = None  # agent loops at once (default twice the evaluation slots, at least 4)
+    gpus: list[int] | None = None
+    llm_concurrency: int = 8
+    force: bool = False
+    lease_s: float = 120.0
+    max_cost_usd: float | None = None  # the batch's budgets
+    max_tokens: int | None = None
+    deadline: str | None = None  # "HH:MM", the next such local time
+    infra_pause_s: tuple[float, float] | None = None
+    executor: str = "local"
+    ray_address: str | None = None
+    ray_resource: str = "GPU"
+
+
+def choose_ops(choice: Choice, exact_overload: bool = False) -> select.Selection:
+    """The operators of ``choice`` (one per variant family unless ``exact_overload``); every name
+    is checked before anything starts."""
+    sources = [name for name, given in (("--ops/--ops-file", choice.ops or choice.ops_file),
+                                        ("--suite/--family", choice.suite or choice.family),
+                                        ("--dataset", choice.dataset)) if given]
+    if len(sources) > 1:
+        raise UsageError(f"choose the operators one way: {' or '.join(sources)}")
+    if choice.include_synthetic and not choice.dataset:
+        raise UsageError("--include-synthetic applies to --dataset")
+    if choice.dataset:
+        chosen = select.by_dataset(select.read_dataset(choice.dataset), choice.include_synthetic)
+    elif choice.suite or choice.family:
+        chosen = select.by_suite(choice.suite or "all", choice.family, listed_ops(choice.suite or "all", choice.family))
+    else:
+        chosen = select.by_name(list(choice.ops or []) + (select.read_ops_file(choice.ops_file)
+                                                          if choice.ops_file else []))
+    if not chosen.ops and not chosen.skipped:
+        raise UsageError("no operators: pass --ops aten.relu.default,aten.add.Tensor, --ops-file FILE, --suite, "
+                         "--family or --dataset")
+    return chosen if exact_overload else select.one_per_family(chosen, family_of_overload)
+
+
+def prompts_hash() -> str:
+    from agent.families import PROMPTS_DIR
+    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(Path(PROMPTS_DIR).rglob("*.j2")))).hexdigest()[:16]
+
+
+def resume_key(options: GenerateOptions, gpu: str) -> dict:
+    """What an operator's result depends on beyond the operator: the prompt templates, the provider
+    and model, torch, triton and the GPU model(s) the batch's executor evaluates on ("cpu")."""
+    from agent.machine import this_machine
+    machine = this_machine()
+    return {"prompts": prompts_hash(), "provider": options.provider, "model": options.model,
+            "torch": machine.torch, "triton": machine.triton, "gpu": gpu}
+
+
+def next_time_of_day(text: str) -> float:
+    """The next local time "HH:MM" (today if still ahead, else tomorrow), as time.time() counts."""
+    try:
+        at = datetime.datetime.strptime(text.strip(), "%H:%M").time()
+    except ValueError:
+        raise UsageError(f"--deadline takes a local time HH:MM, e.g. 08:30 (got '{text}')") from None
+    now = datetime.datetime.now()
+    moment = datetime.datetime.combine(now.date(), at)
+    if moment <= now:
+        moment += datetime.timedelta(days=1)
+    return moment.timestamp()
+
+
+def check_plan(plan: Plan) -> Budgets:
+    positive("--jobs", plan.jobs, minimum=1)
+    positive("--llm-concurrency", plan.llm_concurrency, minimum=1)
+    positive("--lease", plan.lease_s)
+    positive("--max-cost-usd", plan.max_cost_usd)
+    positive("--max-tokens", plan.max_tokens)
+    if plan.executor not in ("local", "ray"):
+        raise UsageError(f"--executor must be 'local' or 'ray' (got {plan.executor!r})")
+    if plan.executor == "local" and (plan.ray_address or plan.ray_resource != "GPU"):
+        raise UsageError("--ray-address and --ray-resource go with --executor ray")
+    if plan.executor == "ray" and plan.gpus:
+        raise UsageError("--gpus picks GPUs of this machine; --executor ray uses every GPU of the cluster")
+    return Budgets(plan.max_cost_usd, plan.max_tokens, next_time_of_day(plan.deadline) if plan.deadline else None)
+
+
+def check_provider(options: GenerateOptions) -> None:
+    """A batch's provider can be set up (its key is there) before any operator starts: raises
+    ProviderError naming the fix. A replay is checked per operator (each has its own answers)."""
+    from agent.providers import RetryPolicy, make_provider
+    if options.provider != "replay":
+        make_provider(options.provider, op="", model=options.model, base_url=options.base_url, retry=RetryPolicy())
+
+
+def check_gpus(gpus: list[int] | None, device: str) -> list[int] | None:
+    """The GPUs a batch evaluates on (default every visible one), each checked to exist."""
+    if device == "cpu":
+        if gpus:
+            raise UsageError("--gpus needs a CUDA device; this batch evaluates on the CPU")
+        return None
+    import torch
+    count = torch.cuda.device_count()
+    if not gpus:
+        return list(range(count))
+    wrong = [g for g in gpus if not 0 <= g < count]
+    if wrong or len(set(gpus)) != len(gpus):
+        raise UsageError(f"--gpus {','.join(map(str, gpus))}: this process sees {count} GPU(s), numbered "
+                         f"0 to {count - 1}, each named once")
+    return list(gpus)
+
+
+def make_executor(plan: Plan, options: GenerateOptions):
+    """Where the batch's evaluations run: this machine's GPUs (or CPU workers), or a Ray cluster's.
+    With Ray the device defaults to ``cuda`` for the GPU resource and to ``cpu`` for a custom one;
+    this machine (the driver) needs no GPU of its own, so CUDA is not checked here. OpInfo is, as
+    the supervisors run the same bbagent."""
+    if plan.executor == "ray":
+        from agent.batch.ray_executor import RayExecutor, import_ray
+        import_ray()
+        if not plan.ray_resource or not plan.ray_resource.strip():
+            raise UsageError("--ray-resource needs a resource name (GPU, or a custom one the nodes declare)")
+        device = options.device or ("cuda" if plan.ray_resource == "GPU" else "cpu")
+        check_evaluation(None if device == "cuda" else device, options.timeout_s, options.allow_no_opinfo)
+        return RayExecutor(device, address=plan.ray_address, resource=plan.ray_resource)
+    from agent.batch.executor import LocalExecutor
+    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
+    device = options.device or default_device()
+    return LocalExecutor(device, gpus=check_gpus(plan.gpus, device))
+
+
+def resumed_options(ledger: Ledger, given: dict) -> GenerateOptions:
+    """The options a batch was started with; ``given`` (the options set for the resume, None for
+    unset) must agree with them."""
+    own = GenerateOptions.model_validate(ledger.meta()["generate_options"])
+    differing = own.differing(given)
+    if differing:
+        raise UsageError("--resume continues a batch with its own options: drop " + ", ".join(differing))
+    return own
+
+
+def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Plan, executor, runner_options: dict,
+                key: dict) -> Batch:
+    """A new batch directory with its ledger: the operators chosen, those skipped and why."""
+    from agent.review.catalog import accepted
+    chosen = choose_ops(choice, exact_overload=options.exact_overload)
+    served = {op for entry in accepted(root) for op in entry["serves"]}
+    skipped = dict(chosen.skipped)
+    if not plan.force:
+        skipped.update({op: "an accepted kernel serves it already (--force to redo)" for op in chosen.ops if op in served})
+    path = root / "runs" / new_batch_id()
+    path.mkdir(parents=True)
+    runner = Batch(path, None, **runner_options)
+    runner.ledger.key = key
+    runner.ledger.set_meta(generate_options=options.model_dump(), created_at=time.time(), jobs=runner.jobs,
+                           resume_key=key, extra_traces=chosen.extra_traces,
+                           selection={"ops": choice.ops, "ops_file": _text(choice.ops_file), "suite": choice.suite,
+                                      "family": choice.family, "dataset": _text(choice.dataset),
+                                      "include_synthetic": choice.include_synthetic})
+    if chosen.dataset is not None:
+        (path / "dataset.json").write_text(json.dumps(chosen.dataset, indent=1) + "\n")
+    runner.ledger.add(chosen.ops + [op for op in skipped if op not in chosen.ops], skipped)
+    return runner
+
+
+def _text(path) -> str | None:
+    return str(path) if path else None
+
+
+def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, report: Callable) -> Batch:
+    """A batch to continue: refused while its coordinator lives; its unfinished operators pending again."""
+    meta = ledger.meta()
+    state = coordinator_state(meta)
+    if state == "alive":
+        pid = meta["coordinator"]["pid"]
+        raise UsageError(f"batch {path.name} is still running (process {pid} on this host): wait for it, or stop "
+                         f"it (Ctrl-C, or kill {pid}) and resume then")
+    runner = Batch(path, None, **runner_options)
+    report("resume", runner.ledger.reopen(key, coordinator_dead=state == "dead"))
+    return runner
+
+
+def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None, plan: Plan, *,
+              resume: str | None = None, given: dict | None = None, report: Callable | None = None) -> BatchResult:
+    """Start a batch of ``choice`` with ``options`` (or, with ``resume``, continue the batch of that
+    id with its own; ``given``: the options set for the resume, to be refused where they differ)
+    and run it to its end. ``root`` exists and is writable."""
+    from agent.generate.start import require_price, run_generate
+    from agent.providers.limiter import RateLimiter
+    report = report or (lambda event, data: None)
+    budgets = check_plan(plan)
+    if resume is not None:
+        path = root / "runs" / resume
+        if not (path / FILE_NAME).is_file():
+            raise UsageError(f"no batch '{resume}' under {root / 'runs'} (see `bbagent status`)")
+        options = resumed_options(Ledger(path / FILE_NAME), given or {})
+    check_provider(options)
+    if plan.max_cost_usd is not None and options.provider != "replay":
+        require_price(options.model)
+    evaluations = make_executor(plan, options)
+    try:  # a cluster's supervisors hold GPUs: let them go however the batch ends
+        options = options.model_copy(update={"device": evaluations.device})
+        key = resume_key(options, evaluations.gpu_label())
+        runner_options = dict(jobs=plan.jobs or max(4, 2 * len(evaluations.slots)), report=report,
+                              lease_s=plan.lease_s, budgets=budgets, executor=evaluations,
+                              limiter=RateLimiter(plan.llm_concurrency),
+                              **({"pause_s": plan.infra_pause_s} if plan.infra_pause_s else {}))
+        runner = (reopen_batch(path, Ledger(path / FILE_NAME), runner_options, key, report) if resume is not None
+                  else start_batch(root, choice or Choice(), options, plan, evaluations, runner_options, key))
+        extra = runner.ledger.meta().get("extra_traces") or {}
+
+        def generate_one(op: str, hear):
+            serves = family_of_overload(op)["serves"] if not options.exact_overload else [op]
+            mine = {name: extra[name] for name in dict.fromkeys([op] + serves) if name in extra}
+            layout = check_channels_last(serves[0], options.channels_last, quiet=True)
+            return run_generate(op, options.model_copy(update={"channels_last": layout}), root, report=hear,
+                                executor=evaluations, limiter=runner.limiter, extra_traces=mine or None)
+        runner.generate = generate_one
+        return runner.run()
+    finally:
+        evaluations.close()

@@ -1,0 +1,77 @@
+"""``bbagent bench``: test a kernel, time it against eager (and the baselines asked for) on the
+operator's trace shapes, and keep the Verdict and one benchmark record per (input, engine) in a run
+directory of its own (``runs/bench-<id>/``)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from agent.bench.records import BenchRecord, write_bench
+from agent.evaluation import (PROFILED_SHAPES, check_channels_last, check_evaluation, check_op, evaluator,
+                              kernel_to_evaluate, timing_options)
+from agent.options import engines_of
+from agent.review.meta import OverloadSpeed, read_meta, write_meta
+from agent.review.record import now
+from agent.storage import RunDir, new_run_id
+from harness.verdict import Verdict
+
+
+@dataclass
+class BenchRequest:
+    """What to time and how (``bbagent bench``'s options)."""
+    kernel: str | Path | None = None  # default: the accepted kernel serving the operator
+    kernel_for: str | None = None
+    device: str | None = None
+    seed: int | None = None
+    timeout_s: float = 300.0
+    max_shapes: int = 64
+    target_ms: float = 100.0
+    no_cache: bool = False
+    allow_no_opinfo: bool = False
+    baseline: str = "eager"
+    inductor_mode: str = "default"
+    channels_last: bool = False
+    profile: bool = False
+    ncu: bool = False
+
+
+@dataclass
+class BenchResult:
+    verdict: Verdict
+    run_dir: Path
+    bench_file: Path
+    records: list[BenchRecord]
+
+
+def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Path], None] | None = None) -> BenchResult:
+    """Bench ``op`` under ``root`` (writable); ``on_start`` hears the run directory before the
+    evaluation starts. An accepted kernel timed as served records its speed in its meta.json."""
+    check_op(op)
+    check_evaluation(request.device, request.timeout_s, request.allow_no_opinfo)
+    timing = timing_options(root, max_shapes=request.max_shapes, target_ms=request.target_ms,
+                            no_cache=request.no_cache, keep_raw=True,
+                            engines=engines_of(request.baseline, request.inductor_mode),
+                            inductor_mode=request.inductor_mode, profile=PROFILED_SHAPES if request.profile else 0,
+                            ncu=PROFILED_SHAPES if request.ncu else 0)
+    kernel, written_for = kernel_to_evaluate(op, request.kernel, request.kernel_for, root)
+    run = RunDir(root, "bench-" + new_run_id(op))
+    timing.profile_dir = run.path
+    if on_start is not None:
+        on_start(run.path)
+    verdict = evaluator(root, device=request.device, seed=request.seed, timeout_s=request.timeout_s, timing=timing,
+                        kernel_for=written_for, channels_last=check_channels_last(op, request.channels_last))(op, kernel)
+    run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
+    bench_file, records = write_bench(run.path, verdict)
+    if request.kernel is None and verdict.passed and verdict.geomean_speedup() is not None:
+        record_overload_speed(kernel.parent, op, verdict, run.path.name)
+    return BenchResult(verdict, run.path, bench_file, records)
+
+
+def record_overload_speed(folder: Path, op: str, verdict: Verdict, bench_run: str) -> None:
+    """An accepted kernel timed as ``op``: its speed as served goes into its meta.json
+    (``overload_speedups``), which ``enable()`` and the review flags read."""
+    meta = read_meta(folder)
+    speed = OverloadSpeed(geomean_speedup=verdict.geomean_speedup(), gpu=verdict.environment.gpu, at=now(),
+                          bench_run=bench_run)
+    write_meta(folder, meta.model_copy(update={"overload_speedups": {**meta.overload_speedups, op: speed}}))

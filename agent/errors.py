@@ -1,0 +1,44 @@
+"""The errors bbagent raises on purpose, in one place; each message says what to change.
+
+``UsageError`` and its kinds are the caller's to fix (exit 2 on the command line); ``ProviderError``
+is an LLM provider that cannot answer (exit 3); ``InfrastructureError`` is the machine that runs
+evaluations failing, not the kernel (a batch retries the operator later, uncharged). Every other
+exception out of bbagent is a bug in it.
+"""
+from __future__ import annotations
+
+
+class UsageError(ValueError):
+    """A usage error: the message says what to change."""
+
+
+class ReviewError(UsageError):
+    """A review command that cannot be done as asked (unknown operator or version, wrong state)."""
+
+
+class SelectionError(UsageError):
+    """A batch's operators cannot be chosen as asked (a bad name, an unreadable dataset)."""
+
+
+class ReportError(UsageError):
+    """What to report cannot be found (the message names what there is)."""
+
+
+class ModelUnavailable(UsageError):
+    """``check-model`` cannot build the model asked for here (a package it needs is missing)."""
+
+
+class ProviderError(RuntimeError):
+    """An LLM call failed for good. The message says what to do about it. ``transient``: the
+    provider was unreachable, overloaded or rate limiting (it may answer later), not a call that
+    can never succeed (a bad key or model, a replay with no more answers)."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
+
+
+class InfrastructureError(RuntimeError):
+    """An evaluation never reached the kernel: the sandbox child died or failed before its tests
+    were built (a GPU that fell off the bus, a driver error), or every evaluation slot is out of
+    service. Not the kernel's failure."""

@@ -1,0 +1,165 @@
+"""The agent's way into the harness: what an evaluation needs checked before it starts, which
+kernel and overloads it tests, and an evaluator that runs it here or on a batch's executor.
+
+Every problem found here is the caller's to fix and raised as a ``UsageError`` naming the fix.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from agent.errors import UsageError
+from agent.options import engines_of, positive
+
+PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each for eager and the kernel
+
+
+def check_op(op: str) -> None:
+    from harness.ops import UnknownOpError, resolve_op
+    try:
+        resolve_op(op)
+    except UnknownOpError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def default_device() -> str:
+    from harness.evaluate import default_device as harness_default
+    return harness_default()
+
+
+def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool) -> None:
+    """What an evaluation needs before it starts: a positive time limit, CUDA where asked for,
+    and OpInfo (unless the caller accepts tests without it)."""
+    positive("--timeout", timeout_s)
+    if device not in (None, "cuda", "cpu"):
+        raise UsageError(f"device must be 'cuda' or 'cpu' (got {device!r})")
+    if device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda: this machine has no usable CUDA device (torch "
+                             f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use --device cpu "
+                             "to run under the Triton interpreter")
+    problem = None if allow_no_opinfo else opinfo_problem()
+    if problem:
+        raise UsageError(f"PyTorch's OpInfo test database cannot be imported ({problem}), so every OpInfo test "
+                         "would be missing. Install it with: pip install expecttest (or pass --allow-no-opinfo "
+                         "to test on traces and edge cases alone)")
+
+
+def opinfo_problem() -> str | None:
+    """Why the OpInfo database (torch.testing._internal) cannot be imported, or None. Checked
+    without importing it (that costs seconds): its module must exist and expecttest, which it
+    imports first, must be importable."""
+    import importlib.util
+    try:
+        if importlib.util.find_spec("torch.testing._internal.common_methods_invocations") is None:
+            return "this torch has no torch.testing._internal"
+        import expecttest  # noqa: F401
+    except ImportError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def listed_ops(suite: str = "all", family: str | None = None, pattern: str | None = None) -> list[dict]:
+    """The overloads bbagent can test (``bbagent ops --json`` rows) of ``suite``, by prompt family
+    and a substring of the name."""
+    from agent.families import family_of
+    from harness.coverage import SUITES, list_ops
+    if suite not in SUITES:
+        raise UsageError(f"unknown suite '{suite}'; choose one of {', '.join(SUITES)}")
+    rows = list_ops(suite)
+    for row in rows:
+        row["family"] = family_of(row["op"])
+    return [row for row in rows if (not pattern or pattern in row["op"]) and (not family or row["family"] == family)]
+
+
+def family_of_overload(op: str) -> dict:
+    """The overloads computing what ``op`` computes (``harness.variants.variant_family``)."""
+    from harness.ops import resolve_op
+    from harness.variants import variant_family
+    return variant_family(resolve_op(op))
+
+
+def what_to_ask_for(op: str, exact_overload: bool = False) -> tuple[str, list[str]]:
+    """The overload to ask the model for and every overload its kernel is tested and served as:
+    the family's functional overload and the whole family, unless ``exact_overload`` (or the
+    overload has no functional sibling)."""
+    check_op(op)
+    family = family_of_overload(op)
+    if exact_overload or family["functional"] is None:
+        return op, [op]
+    return family["functional"], family["serves"]
+
+
+def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:
+    """Whether ``op``'s trace inputs also run channels-last: asked for, and ``op`` in a family whose
+    ops models feed such tensors (``harness.layouts``). Asked for another op: a UsageError, or
+    False when ``quiet`` (a batch applies it where it applies)."""
+    if not wanted:
+        return False
+    from agent.families import family_of
+    from harness.layouts import CHANNELS_LAST_FAMILIES
+    family = family_of(op)
+    if family in CHANNELS_LAST_FAMILIES:
+        return True
+    if quiet:
+        return False
+    raise UsageError(f"--channels-last applies to the {', '.join(sorted(CHANNELS_LAST_FAMILIES))} families; "
+                     f"{op} is in '{family}'")
+
+
+def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | None, root: Path) -> tuple[Path, str]:
+    """The kernel file and the overload it is written for: ``kernel`` (written for ``kernel_for``,
+    for the written_for of the meta.json beside it, else for ``op``), or the accepted kernel
+    serving ``op``."""
+    from agent.review.catalog import kernel_serving, written_for_beside
+    if kernel is not None:
+        kernel = Path(kernel)
+        if not kernel.is_file():
+            raise UsageError(f"--kernel {kernel}: no such file" if not kernel.exists()
+                             else f"--kernel {kernel} is not a file")
+        written_for = kernel_for or written_for_beside(kernel) or op
+    else:
+        entry = kernel_serving(root, op)
+        if entry is None:
+            raise UsageError(f"no accepted kernel serves {op} under {root / 'generated_kernels'}: run "
+                             f"'bbagent generate --op {op}' first or pass --kernel FILE")
+        kernel, written_for = entry.kernel, kernel_for or entry.meta.written_for
+    check_op(written_for)
+    return kernel, written_for
+
+
+def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: float, timing=None,
+              kernel_for: str | None = None, overloads: list[str] | None = None, executor=None,
+              extra_traces: dict | None = None, channels_last: bool = False) -> Callable:
+    """``(op, kernel_file) -> Verdict`` with these settings; ``root`` (runs, kernels) never shown
+    to the candidate, even where it lies inside a directory the sandbox shows. ``executor`` (a
+    batch's ``agent.batch.executor.Executor``) decides where it runs; without one, here."""
+    from harness.adapters import AdapterError
+    from harness.evaluate import KernelFileError, SetupError, evaluate as run_evaluation
+
+    def run(op: str, kernel: Path):
+        options = dict(seed=seed, timeout_s=timeout_s, hidden=[root], timing=timing, kernel_for=kernel_for,
+                       overloads=overloads, extra_traces=extra_traces, channels_last=channels_last)
+        try:
+            if executor is not None:
+                return executor.evaluate(op, kernel, **options)
+            return run_evaluation(op, kernel, device=device, **options)
+        except (KernelFileError, AdapterError, SetupError) as exc:  # the caller's inputs or setup
+            raise UsageError(str(exc)) from None
+    return run
+
+
+def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False,
+                   engines: tuple[str, ...] = ("eager",), inductor_mode: str = "default", profile: int = 0,
+                   ncu: int = 0):
+    """The timing phase's options (``harness.evaluate.TimingOptions``) with the timing cache under
+    ``root/runs``; ``engines``: the baselines to compare with (``agent.options.engines_of``)."""
+    from harness.evaluate import TimingOptions
+    from harness.timing.reference_cache import FILE_NAME, ReferenceCache
+    positive("--max-shapes", max_shapes, minimum=1)
+    positive("--target-ms", target_ms)
+    return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
+                         cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw,
+                         baselines=engines_of(",".join(engines), inductor_mode), inductor_mode=inductor_mode,
+                         profile=profile, ncu=ncu)

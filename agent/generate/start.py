@@ -1,0 +1,66 @@
+"""One ``generate`` from its options: the checks this machine needs, the provider behind the call
+log, the run directory and the evaluator, then the loop (``agent.generate.loop.Agent``).
+
+``bbagent.generate`` calls it for one operator; a batch calls it for each of its operators with
+its executor (where evaluations run), its shared rate limiter and a dataset's inputs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from agent.errors import UsageError
+from agent.evaluation import check_channels_last, check_evaluation, evaluator, timing_options, what_to_ask_for
+from agent.generate.loop import Agent, Outcome
+from agent.options import GenerateOptions
+from agent.storage import RunDir, new_run_id, resolve_root
+
+Report = Callable[[str, dict], None]
+
+
+def require_price(model: str | None) -> None:
+    """A cost budget needs the model's price (a run's ``--max-cost-usd`` or a batch's)."""
+    from agent.providers.call_log import price_of
+    if price_of(model) is None:
+        raise UsageError(f"--max-cost-usd needs a price for model '{model}': add it to agent/providers/prices.json "
+                         "(USD per million input and output tokens) or drop --max-cost-usd")
+
+
+def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, report: Report | None = None, executor=None,
+                 limiter=None, extra_traces: dict | None = None) -> Outcome:
+    """Ask for a kernel for ``op`` as ``options`` say, under ``root`` (``agent.storage.resolve_root``;
+    created once the checks passed), and return the run's Outcome. ``report(event, data)`` hears
+    the progress (``agent.generate.loop``)."""
+    from agent.providers import RetryPolicy, make_provider
+    from agent.providers.call_log import FILE_NAME, LLMLog
+    from agent.providers.logged import LoggedProvider
+    computation, serves = what_to_ask_for(op, options.exact_overload)
+    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
+    channels_last = check_channels_last(computation, options.channels_last)
+    root = resolve_root(root, write=True)
+    timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
+                            no_cache=options.no_cache, engines=options.engines, inductor_mode=options.inductor_mode)
+    report = report or (lambda event, data: None)
+    log = LLMLog(root / "runs" / FILE_NAME)
+    inner = make_provider(options.provider, op=computation, model=options.model, base_url=options.base_url,
+                          replay=options.replay, max_output_tokens=options.max_output_tokens,
+                          temperature=options.temperature, retry=RetryPolicy(attempts=options.retries), log=log,
+                          root=root)
+    inner.on_retry = lambda info: report("retry", info)
+    inner.limiter = limiter
+    if options.max_cost_usd is not None:
+        require_price(inner.model)
+    run = RunDir(root, new_run_id(computation))
+    logged = LoggedProvider(inner, log, run_id=run.path.name, op=computation, use_cache=not options.no_cache,
+                            params={"max_output_tokens": options.max_output_tokens,
+                                    "temperature": options.temperature})
+    report("start", {"op": op, "computation": computation, "serves": serves, "provider": logged.name,
+                     "model": logged.model, "rounds": options.rounds, "candidates": options.candidates,
+                     "run_dir": str(run.path)})
+    evaluate = evaluator(root, device=options.device, seed=options.seed, timeout_s=options.timeout_s, timing=timing,
+                         overloads=serves, executor=executor, extra_traces=extra_traces, channels_last=channels_last)
+    agent = Agent(op=computation, serves=serves, provider=logged, evaluate=evaluate, run=run, root=root,
+                  options=options.model_copy(update={"channels_last": channels_last,
+                                                     "baseline": ",".join(timing.baselines)}),
+                  report=report)
+    return agent.generate()

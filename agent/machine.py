@@ -1,0 +1,77 @@
+"""This machine, as bbagent's results depend on it: torch, triton, the GPU model and the harness.
+
+One description used everywhere a result is tied to where it was made: a batch's resume key
+(``agent.batch.start``), an approved kernel turning stale (``agent.review.lifecycle``) and a Ray
+node's supervisor reporting what it runs (``agent.batch.ray_executor``). The GPU model comes
+from the driver (``nvidia-smi``, else ``/proc/driver/nvidia``), so asking never initialises CUDA
+in this process.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+
+UNKNOWN_GPU = "unknown GPU"
+
+
+@dataclass(frozen=True)
+class Machine:
+    torch: str
+    triton: str
+    gpu: str | None  # the GPU model; None where no NVIDIA GPU is visible
+    suite: str       # harness_fingerprint(): what a kernel is tested with
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def gpu_model(physical: str | None = None) -> str:
+    """The name of the first GPU (or of the GPU of that physical index), from the driver."""
+    try:
+        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+                               + ([f"--id={physical}"] if physical is not None else []), capture_output=True,
+                               text=True, timeout=30).stdout.split("\n")
+        if names[0].strip():
+            return names[0].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    for info in sorted(Path("/proc/driver/nvidia/gpus").glob("*/information")):
+        for line in info.read_text().splitlines():
+            if line.startswith("Model:"):
+                return line.split(":", 1)[1].strip()
+    return UNKNOWN_GPU
+
+
+def visible_gpu() -> str | None:
+    """The model of this process's first visible NVIDIA GPU, or None (none installed, or hidden by
+    an empty ``CUDA_VISIBLE_DEVICES``)."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x") in ("", "-1"):
+        return None
+    if not (shutil.which("nvidia-smi") or Path("/proc/driver/nvidia/gpus").is_dir()):
+        return None
+    found = gpu_model()
+    return None if found == UNKNOWN_GPU else found
+
+
+@lru_cache(maxsize=1)
+def harness_fingerprint() -> str:
+    """A hash of bbagent's test harness: its code and data (trace shapes, tolerances). Any change
+    to what a kernel is tested with changes it."""
+    harness = Path(importlib.util.find_spec("harness").origin).parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in harness.rglob("*") if p.is_file() and p.suffix in (".py", ".json", ".txt")):
+        digest.update(path.relative_to(harness).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def this_machine() -> Machine:
+    import torch
+    import triton
+    return Machine(torch=torch.__version__, triton=triton.__version__, gpu=visible_gpu(), suite=harness_fingerprint())

@@ -1,0 +1,134 @@
+"""What a run records about the kernel it accepts: the run's part of meta.json, taken from the
+Verdict, and the README.md a reviewer reads first (``agent.review.lifecycle.install`` adds the
+review lifecycle and writes both)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from agent.review.meta import KernelMeta, PerformanceRecord
+from harness.verdict import Verdict
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def performance_record(verdict: Verdict) -> PerformanceRecord:
+    """The speed part of meta.json: the metrics and every timed shape's numbers."""
+    performance = verdict.performance
+    if performance is None:
+        return PerformanceRecord(reason="timing was not asked for")
+    if not performance.measured:
+        return PerformanceRecord(reason=performance.reason)
+    shapes = [{"input": t.input, "mode": t.mode, "aten_ms": t.aten.median_ms, "kernel_ms": t.candidate.median_ms,
+               "speedup": t.speedup, "bytes": t.bytes, "kernel_gbs": t.candidate_gbs,
+               "overhead_dominated": t.overhead_dominated}
+              for t in performance.tests]
+    return PerformanceRecord(measured=True, gpu=performance.gpu, device=performance.device.model_dump(),
+                             summary=performance.summary.model_dump(), shapes=shapes)
+
+
+def served_overloads(verdict: Verdict, op: str) -> list[str]:
+    """The overloads a passing kernel serves: those whose own tests ran and all passed (an
+    overload of the family without any test of its own is not served)."""
+    return [v.op for v in verdict.variants if v.ok] or [op]
+
+
+def guard_findings(rounds: list[dict]) -> list[dict]:
+    """Every guard failure of the run's rounds and candidates so far: a reviewer should know that
+    the model tried to call aten, patch torch or read the harness before it got this kernel."""
+    found = []
+    for record in rounds:
+        for item in [record, *record.get("candidates", [])]:
+            if item.get("error_kind") == "guard":
+                found.append({"round": record.get("round"), "message": (item.get("message") or "")[:300]})
+    return found
+
+
+def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: str, round: int, totals: dict,
+             rounds: list[dict], target_speedup: float, target_baseline: str) -> dict:
+    """meta.json's fields from the run: the kernel's tests, speed, cost and who wrote it.
+    ``totals``: the run's tokens, cost_usd and cost_complete so far; ``rounds``: its round records."""
+    env = verdict.environment
+    return {
+        "op": op, "written_for": op, "serves": served_overloads(verdict, op),
+        "not_served": [v.op for v in verdict.variants if not v.ok],
+        "variants": [v.model_dump() for v in verdict.variants], "provider": provider, "model": model,
+        "run_id": run_id, "round": round, "rounds_used": round, "tokens": dict(totals["tokens"]),
+        "cost_usd": round_cost(totals["cost_usd"]), "cost_complete": totals["cost_complete"],
+        "tests": verdict.summary.model_dump(), "kernel_sha256": verdict.kernel.sha256, "seed": verdict.seed,
+        "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},
+        "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter, "accepted_at": now(),
+        "performance": performance_record(verdict), "target_speedup": target_speedup,
+        "target_baseline": target_baseline,
+        "round_speedups": {str(r["round"]): r.get("speedup") for r in rounds if r.get("outcome") == "pass"},
+        "dtypes": sorted({t.dtype for t in verdict.tests if t.passed and t.dtype}),
+        "earlier_guard_findings": guard_findings(rounds),
+        "tolerance_used_max": max((t.tolerance_used for t in verdict.tests if t.tolerance_used is not None),
+                                  default=None),
+    }
+
+
+def round_cost(value: float) -> float:
+    return round(value, 6)
+
+
+def kernel_readme(meta: KernelMeta) -> str:
+    s = meta.tests
+    where = meta.gpu or ("CPU, Triton interpreter" if meta.interpreter else meta.device)
+    skipped = f" ({s['skipped']} skipped: see the run's verdict.json for why)" if s.get("skipped") else ""
+    return (f"# {meta.op}\n\n"
+            f"Triton kernel written by `{meta.provider}` / `{meta.model}` in run `{meta.run_id}` "
+            f"(round {meta.round}), accepted {meta.accepted_at}: version {meta.version}, "
+            f"review status `{meta.review.status}` (`bbagent review show {meta.op}`).\n"
+            f"{_replaced_line(meta)}\n"
+            f"- tests: {s.get('passed')} of {s.get('total')} passed on {where}{skipped}\n"
+            f"{_serves_line(meta)}"
+            f"- versions: torch {meta.versions.torch}, triton {meta.versions.triton}\n"
+            f"- speed: {speed_line(meta.performance)}\n"
+            f"- tokens: {meta.tokens.input} in, {meta.tokens.output} out, "
+            f"cost ${meta.cost_usd or 0:.4f}{'' if meta.cost_complete else ' (at least: a model had no price)'}\n\n"
+            f"The full transcript (prompts, answers, verdicts) is in `runs/{meta.run_id}/`.\n")
+
+
+def _replaced_line(meta: KernelMeta) -> str:
+    replaced = meta.replaced
+    if not replaced:
+        return ""
+    return (f"It replaces version {replaced.version} ({replaced.status}, run `{replaced.run_id}`), "
+            f"kept in `{replaced.where}/`.\n")
+
+
+def _serves_line(meta: KernelMeta) -> str:
+    """The overloads served, with each one's tests; empty for a kernel serving its own overload only."""
+    if len(meta.variants) < 2:
+        return ""
+    line = "- serves: " + "; ".join(f"`{v['op']}` ({served_how(v)}, {v['passed']} tests passed)"
+                                    for v in meta.variants if v["ok"]) + "\n"
+    if meta.not_served:
+        line += f"- not served (no test of their own ran): {', '.join(meta.not_served)}\n"
+    return line
+
+
+def served_how(variant: dict) -> str:
+    """How one overload is served, in words (a Verdict's ``variants`` row)."""
+    if variant["served_by"] == "kernel":
+        return "the kernel itself"
+    written = "self" if variant["convention"] == "inplace" else "out"
+    return f"bbagent's adapter copies the functional result into {written}"
+
+
+def speed_line(performance: PerformanceRecord) -> str:
+    if not performance.measured:
+        return f"not measured ({performance.reason})"
+    summary = performance.summary or {}
+    if summary.get("geomean_speedup") is None:
+        return f"no shape above launch overhead on {performance.gpu}; per-shape numbers in meta.json"
+    line = f"geomean {summary['geomean_speedup']:.3g}x eager over {summary.get('counted')} shapes"
+    quantiles = [f"p{p} {summary[f'speedup_p{p}']:.3g}x" for p in (20, 50, 80)
+                 if summary.get(f"speedup_p{p}") is not None]
+    line += f" ({', '.join(quantiles)})" if quantiles else ""
+    line += f" on {performance.gpu}"
+    if (summary.get("overhead_dominated") or {}).get("count"):
+        line += f"; {summary['overhead_dominated']['count']} overhead-dominated shapes reported apart"
+    return line + "; per-shape numbers in meta.json"

@@ -1,0 +1,80 @@
+"""``bbagent check-model``, the parent side: a real model's forward with the generated kernels
+enabled against eager, run in a child process (``agent.serving.check_model_child``), since
+registrations are process-wide and a kernel that crashes takes only the child down.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agent.errors import UsageError
+from agent.options import positive
+
+DTYPES = ("float32", "float16", "bfloat16")
+CHILD_USAGE_ERROR = 3
+
+
+@dataclass
+class ModelCheck:
+    """What the child is asked to do (sent to it as JSON)."""
+    model: str
+    config: dict
+    device: str
+    dtype: str = "float32"
+    ops: list[str] | None = None
+    seed: int = 0
+    root: str = "."
+    include_unreviewed: bool = False
+    include_slower: bool = False
+    atol: float = 1e-3
+    rtol: float = 1e-3
+    repeats: int = 5
+    iterations: int = 10
+
+
+def checked(model: str, config: dict | None, device: str | None, **settings) -> ModelCheck:
+    """The check asked for, with the model's full config; a UsageError naming what is wrong."""
+    from agent.serving.models import config_for
+    import torch
+    has_cuda = torch.cuda.is_available()
+    device = device or ("cuda" if has_cuda else "cpu")
+    if device == "cuda" and not has_cuda:
+        raise UsageError("--device cuda: no CUDA device is visible here")
+    try:
+        full_config = config_for(model, config)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    check = ModelCheck(model=model, config=full_config, device=device, **settings)
+    if check.dtype not in DTYPES:
+        raise UsageError(f"--dtype takes {', '.join(DTYPES[:-1])} or {DTYPES[-1]} (got '{check.dtype}')")
+    positive("--repeats", check.repeats, minimum=1)
+    positive("--iterations", check.iterations, minimum=1)
+    return check
+
+
+def run_check(check: ModelCheck, timeout_s: float) -> dict:
+    """Run the check in a child process; its result, or why the child ended without one."""
+    spec = asdict(check)
+    env = dict(os.environ, TRITON_INTERPRET="1") if check.device == "cpu" else dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="bbagent-check-model-") as scratch:
+        spec_file, result_file = Path(scratch) / "spec.json", Path(scratch) / "result.json"
+        spec_file.write_text(json.dumps(spec))
+        try:
+            done = subprocess.run([sys.executable, "-m", "agent.serving.check_model_child", str(spec_file),
+                                   str(result_file)], capture_output=True, text=True, timeout=timeout_s, env=env,
+                                  cwd=scratch)
+        except subprocess.TimeoutExpired:
+            return {**spec, "match": False, "crashed": f"stopped after {timeout_s:g} s (--timeout)"}
+        result = json.loads(result_file.read_text()) if result_file.is_file() else None
+    if done.returncode == CHILD_USAGE_ERROR and result:
+        raise UsageError(result["usage_error"])
+    if done.returncode != 0 or result is None:  # a kernel (or the model) took the child down
+        return {**spec, "match": False, "crashed": f"the child process exited with {done.returncode}",
+                "stderr_tail": done.stderr[-3000:]}
+    result["child_stdout_tail"] = done.stdout[-2000:]
+    return result
