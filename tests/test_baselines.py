@@ -86,7 +86,8 @@ def test_a_shape_the_child_never_reached_says_why():
 
 
 def test_measured_inductor_timings_go_to_the_cache_and_come_back(tmp_path):
-    from harness.evaluate import TimingOptions, _store_measured
+    from harness.after_tests import store_measured as _store_measured
+    from harness.evaluate import TimingOptions
     from harness.timing.reference_cache import ReferenceCache
     cache = ReferenceCache(tmp_path / "reference.sqlite")
     tests = [timed_test(0, 1.0)]
@@ -177,7 +178,7 @@ def test_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):
 
 
 def test_profiles_of_the_largest_shapes_move_into_the_run_directory(tmp_path):
-    from harness.evaluate import _keep_profiles
+    from harness.after_tests import keep_profiles as _keep_profiles
     from harness.timing.profile import largest
     results = [{"id": "a", "bytes": 10}, {"id": "b", "bytes": 30}, {"id": "c", "bytes": 20},
                {"id": "d", "error_kind": "timing_mismatch"}]
@@ -200,7 +201,8 @@ def test_profiles_of_the_largest_shapes_move_into_the_run_directory(tmp_path):
 def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
     """The parent's side of the baseline child, run for real: on this CPU machine the child cannot
     reach a GPU and fails; every shape then carries why, and nothing counts as a speedup."""
-    from harness.evaluate import TimingOptions, _base_env, _time_inductor
+    from harness.after_tests import time_inductor as _time_inductor
+    from harness.evaluate import TimingOptions, _base_env
     from harness.sandbox.watch import Limits
     tests = [timed_test(0, 1.0), timed_test(1, 1.0, mode="eager")]
     verdict = {"verdict": "pass", "performance": {"gpu": GPU, "tests": tests, "summary": {"correct": True}}}

@@ -3,8 +3,9 @@ intervals with running totals; the parent sums the pauses on its own clock."""
 import time
 from functools import cached_property
 
-from harness.evaluate import _running_test
+from harness.events import CandidateStart, CaseResult, CaseStart, Compile, decode, encode
 from harness.sandbox.compile_clock import CompileClock, compile_totals, paused_seconds, time_once
+from harness.sandbox.run import running_test as _running_test
 
 
 class FakeTuner:
@@ -23,14 +24,13 @@ class FakeTuner:
 
 def test_nested_calls_report_one_interval_and_count_every_compile():
     events = []
-    clock = CompileClock(lambda event, **data: events.append({"event": event, **data,
-                                                              "received_at": time.perf_counter()}))
+    clock = CompileClock(lambda event: events.append(decode(encode(event), time.perf_counter())))  # over the wire
     compile_ = clock._timed("compile", lambda: time.sleep(0.02))
     bench = clock._timed("autotune", lambda: compile_())
     run = clock._counting_runs(lambda tuner: [bench() for _ in range(3)])
     run(FakeTuner())
     compile_()
-    assert [(e["phase"], e["kind"]) for e in events] == [("start", "autotune"), ("end", "autotune")] * 3 + [
+    assert [(e.phase, e.kind) for e in events] == [("start", "autotune"), ("end", "autotune")] * 3 + [
         ("start", "compile"), ("end", "compile")]
     totals = compile_totals(events)
     assert totals["compiles"] == 4 and totals["autotune_runs"] == 1
@@ -39,24 +39,22 @@ def test_nested_calls_report_one_interval_and_count_every_compile():
 
 
 def test_paused_seconds_counts_only_after_since_and_an_open_interval_up_to_now():
-    events = [{"event": "compile", "phase": "start", "received_at": 1.0},
-              {"event": "test", "received_at": 2.0},
-              {"event": "compile", "phase": "end", "received_at": 4.0},
-              {"event": "compile", "phase": "start", "received_at": 10.0}]
+    events = [Compile(phase="start", received_at=1.0), CaseResult(record={}, received_at=2.0),
+              Compile(phase="end", received_at=4.0), Compile(phase="start", received_at=10.0)]
     assert paused_seconds(events, 0.0, 12.0) == 3.0 + 2.0
     assert paused_seconds(events, 3.0, 12.0) == 1.0 + 2.0
     assert paused_seconds(events, 11.0, 12.0) == 1.0
 
 
 def test_the_running_test_is_found_behind_compile_events():
-    start = {"event": "candidate_start", "id": "t1", "received_at": 0.0}
-    compiles = [{"event": "compile", "phase": p, "received_at": 0.0} for p in ("start", "end") * 20]
-    assert _running_test([{"event": "test_start"}, start] + compiles) is start
-    assert _running_test([start, {"event": "test", "id": "t1"}] + compiles) is None
+    start = CandidateStart(id="t1")
+    compiles = [Compile(phase=p) for p in ("start", "end") * 20]
+    assert _running_test([CaseStart(id="t1"), start] + compiles) is start
+    assert _running_test([start, CaseResult(record={"id": "t1"})] + compiles) is None
 
 
 def test_autotuning_is_quick_during_the_tests_and_real_again_for_timing():
-    clock = CompileClock(lambda event, **data: None)
+    clock = CompileClock(lambda event: None)
     clock._switch_benchmarker(FakeTuner)
     FakeTuner.run = clock._counting_runs(FakeTuner.run)
     tuner = FakeTuner()

@@ -51,7 +51,7 @@ def test_missing_kernel_file_is_a_usage_error(capsys, tmp_path):
 
 def _emitted_error_kinds() -> set[str]:
     """Every error kind the harness's code can put into a Verdict, read from its source: values of
-    ``error_kind=`` keywords and ``"error_kind":`` keys, ``_fail(kind, ...)``, what the functions that
+    ``error_kind=`` keywords and ``"error_kind":`` keys, ``_fail(kind, ...)`` and ``Failure(kind, ...)``, what the functions that
     name a failure's kind return (``candidate_error_kind``, ``_stop_cause``, the audit guard's
     judgements), and the sandbox limits (``outcome.limit = kind``)."""
     import ast
@@ -78,7 +78,7 @@ def _emitted_error_kinds() -> set[str]:
                 for key, value in zip(node.keys, node.values):
                     if isinstance(key, ast.Constant) and key.value == "error_kind":
                         kinds |= strings(value)
-            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_fail" and node.args:
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("_fail", "Failure") and node.args:
                 kinds |= strings(node.args[0])
             elif isinstance(node, ast.FunctionDef) and node.name in ("candidate_error_kind", "_stop_cause", "judge",
                                                                        "_judge_write"):

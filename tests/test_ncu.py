@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.events import NcuRange
 from harness.timing import ncu
 
 SAMPLE = Path(__file__).parent / "data" / "ncu_details.csv"
@@ -50,12 +51,12 @@ def test_a_side_sums_time_and_weights_rates_by_it():
 
 
 def test_the_report_follows_the_child_and_says_what_is_missing():
-    ranges = [{"range": "bbagent-eager-0", "id": "trace-1", "input": "(T([8]),)", "side": "eager"},
+    ranges = [NcuRange(**r) for r in [{"range": "bbagent-eager-0", "id": "trace-1", "input": "(T([8]),)", "side": "eager"},
               {"range": "bbagent-kernel-0", "id": "trace-1", "input": "(T([8]),)", "side": "kernel"},
               {"range": "bbagent-eager-1", "id": "trace-2", "input": "(T([4]),)", "side": "eager"},
               {"range": "bbagent-kernel-1", "id": "trace-2", "input": "(T([4]),)", "side": "kernel",
                "error": "RuntimeError: boom"},
-              {"range": "bbagent-eager-2", "id": "trace-3", "input": "(T([2]),)", "side": "eager"}]
+              {"range": "bbagent-eager-2", "id": "trace-3", "input": "(T([2]),)", "side": "eager"}]]
     shapes = ncu.report(ranges, ncu.parse_csv(SAMPLE.read_text()))
     assert [s["id"] for s in shapes] == ["trace-1", "trace-2", "trace-3"]
     assert shapes[0]["kernel"]["time_us"] == pytest.approx(31.424) and shapes[0]["kernel"]["error"] is None
@@ -103,7 +104,8 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
     """The parent's side and the child's, for real, behind a stand-in for ncu: the report, the
     relu trace cases the timed tests were made of, and the stand-in."""
     from conftest import KERNELS
-    from harness.evaluate import TimingOptions, _base_env, _collect_ncu
+    from harness.after_tests import collect_ncu as _collect_ncu
+    from harness.evaluate import TimingOptions, _base_env
     from harness.ops import resolve_op
     from harness.sandbox.watch import Limits
     from harness.suite.build import build_suite
@@ -148,7 +150,8 @@ def test_counters_closed_to_users_give_no_figures_and_the_fix(tmp_path, monkeypa
 
 
 def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
-    from harness.evaluate import TimingOptions, _base_env, _collect_ncu
+    from harness.after_tests import collect_ncu as _collect_ncu
+    from harness.evaluate import TimingOptions, _base_env
     from harness.sandbox.watch import Limits
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - no permission to the GPU performance counters'\n"
@@ -170,7 +173,7 @@ def test_the_table_shows_each_side_and_where_the_csv_is():
     from rich.console import Console
     from agent.reports.bench import print_ncu
     from harness.verdict import NcuReport
-    ranges = [{"range": f"bbagent-{side}-0", "id": "trace-1", "input": "(T([8]),)", "side": side}
+    ranges = [NcuRange(range=f"bbagent-{side}-0", id="trace-1", input="(T([8]),)", side=side)
               for side in ("eager", "kernel")]
     report = NcuReport.model_validate({"measured": True, "csv": "/r/profiles/ncu.csv",
                                        "shapes": ncu.report(ranges, ncu.parse_csv(SAMPLE.read_text()))})

@@ -216,16 +216,17 @@ def test_an_interrupted_evaluation_leaves_no_child_running(monkeypatch):
     child leads its own session, so the terminal's SIGINT never reaches it."""
     import signal
     import time
-    import harness.evaluate as ev
+    import harness.sandbox.run as ev
+    from harness.events import CandidateStart
     pids = []
-    real_usage, real_running = ev.session_usage, ev._running_test
+    real_usage, real_running = ev.session_usage, ev.running_test
     monkeypatch.setattr(ev, "session_usage", lambda pid: pids.append(pid) or real_usage(pid))
 
     def running_then_interrupt(events):
-        if any(e.get("event") == "candidate_start" for e in events):
+        if any(isinstance(e, CandidateStart) for e in events):
             raise KeyboardInterrupt
         return real_running(events)
-    monkeypatch.setattr(ev, "_running_test", running_then_interrupt)
+    monkeypatch.setattr(ev, "running_test", running_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
         evaluate("aten.relu.default", FAULTS / "loop_forever.py", device="cpu", warm=False, timeout_s=120)
     try:

@@ -130,77 +130,95 @@ def print_verdict(console: Console, verdict) -> None:
         console.print(f"  skipped {count}: {reason}", markup=False)
 
 
-def round_reporter(console: Console):
-    """The progress of a generate run, one event at a time (``agent.generate.loop.Agent.report``)."""
-    waiting: list[Waiting] = []
+def round_reporter(console: Console) -> "RoundReporter":
+    return RoundReporter(console)
 
-    def wait(text: str) -> None:
-        stop_waiting()
-        waiting.append(Waiting(console, text).start())
 
-    def stop_waiting() -> None:
-        while waiting:
-            waiting.pop().stop()
+class RoundReporter:
+    """The progress of a generate run, one event at a time (``agent.generate.loop.Agent.report``):
+    ``reporter(event, data)`` prints what the event says; a wait shows a spinner until the next."""
 
-    def report(event: str, data: dict) -> None:
-        if event == "start":
-            if data["computation"] != data["op"]:
-                console.print(f"{data['op']} is a calling convention of {data['computation']}: asking for "
-                              f"{data['computation']} once (--exact-overload asks for the overload itself)")
-            console.print(f"bbagent generate {data['computation']}: provider {data['provider']}, model "
-                          f"{data['model']}, up to {data['rounds']} round(s) of {data['candidates']} candidate(s); "
-                          f"run directory {data['run_dir']}")
-            if len(data["serves"]) > 1:
-                console.print(f"the kernel is tested and served as {', '.join(data['serves'])}")
-        elif event == "asking":
-            many = f" for {data['candidates']} candidates" if data.get("candidates", 1) > 1 else ""
-            wait(f"round {data['round']}/{data['rounds']}: asking the model{many}")
-        elif event == "retry":  # from the provider's retry loop, while waiting
-            console.print(f"  the call failed ({escape(data['error'][:200])}); attempt {data['attempt'] + 1} of "
-                          f"{data['attempts']} in {data['wait_s']:.1f} s")
-        elif event == "evaluating":
-            which = (f" {data['candidate']} of {data['candidates']}" if data.get("candidates", 1) > 1 else "")
-            wait(f"round {data['round']}: evaluating the kernel{which}")
-        elif event == "candidate":
-            stop_waiting()
-            record = data["record"]
-            if record["outcome"] == "provider_error":
-                console.print(f"round {data['round']}, candidate {data['candidate']}: [red]no answer[/red] "
-                              f"({escape(record['message'][:200])})")
-                return
-            if record["outcome"] == "no_code":
-                console.print(f"round {data['round']}, candidate {data['candidate']}: [red]no code block[/red]")
-                return
-            status = "[green]PASS[/green]" if record["outcome"] == "pass" else "[red]FAIL[/red]"
+    def __init__(self, console: Console):
+        self.console = console
+        self.waiting: list[Waiting] = []
+
+    def __call__(self, event: str, data: dict) -> None:
+        handler = getattr(self, "_on_" + event, None)
+        if handler is not None:
+            handler(data)
+
+    def wait(self, text: str) -> None:
+        self.stop_waiting()
+        self.waiting.append(Waiting(self.console, text).start())
+
+    def stop_waiting(self) -> None:
+        while self.waiting:
+            self.waiting.pop().stop()
+
+    def _on_start(self, data: dict) -> None:
+        if data["computation"] != data["op"]:
+            self.console.print(f"{data['op']} is a calling convention of {data['computation']}: asking for "
+                               f"{data['computation']} once (--exact-overload asks for the overload itself)")
+        self.console.print(f"bbagent generate {data['computation']}: provider {data['provider']}, model "
+                           f"{data['model']}, up to {data['rounds']} round(s) of {data['candidates']} candidate(s); "
+                           f"run directory {data['run_dir']}")
+        if len(data["serves"]) > 1:
+            self.console.print(f"the kernel is tested and served as {', '.join(data['serves'])}")
+
+    def _on_asking(self, data: dict) -> None:
+        many = f" for {data['candidates']} candidates" if data.get("candidates", 1) > 1 else ""
+        self.wait(f"round {data['round']}/{data['rounds']}: asking the model{many}")
+
+    def _on_retry(self, data: dict) -> None:  # from the provider's retry loop, while waiting
+        self.console.print(f"  the call failed ({escape(data['error'][:200])}); attempt {data['attempt'] + 1} of "
+                           f"{data['attempts']} in {data['wait_s']:.1f} s")
+
+    def _on_evaluating(self, data: dict) -> None:
+        which = f" {data['candidate']} of {data['candidates']}" if data.get("candidates", 1) > 1 else ""
+        self.wait(f"round {data['round']}: evaluating the kernel{which}")
+
+    def _on_candidate(self, data: dict) -> None:
+        self.stop_waiting()
+        record, where = data["record"], f"round {data['round']}, candidate {data['candidate']}"
+        if record["outcome"] == "provider_error":
+            self.console.print(f"{where}: [red]no answer[/red] ({escape(record['message'][:200])})")
+        elif record["outcome"] == "no_code":
+            self.console.print(f"{where}: [red]no code block[/red]")
+        else:
             s = record["summary"]
-            console.print(f"round {data['round']}, candidate {data['candidate']}: {status} "
-                          f"{s['passed']}/{s['total']} tests")
-        elif event == "best":
-            console.print(f"round {data['round']}: faster than round {data['replaces']}; it replaces it in "
-                          "generated_kernels/ (the slower one stays in runs/)")
-        elif event == "replaced_approved":
-            console.print(f"[yellow]note:[/yellow] round {data['round']}'s kernel replaces approved version "
-                          f"{data['version']} as the current kernel; version {data['version']} stays in "
-                          f"{data['where']}/ and is what `bbagent.enable()` serves until the new one is approved")
-        elif event == "round":
-            stop_waiting()
-            record = data["record"]
-            usage = record.get("usage", {})
-            tokens = f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
-            if record["outcome"] == "no_code":
-                console.print(f"round {data['round']}: [red]no code block[/red] in the answer ({tokens})")
-                return
-            s = record["summary"]
-            status = "[green]PASS[/green]" if record["outcome"] == "pass" else "[red]FAIL[/red]"
-            line = f"round {data['round']}: {status} {s['passed']}/{s['total']} tests ({tokens})"
-            if record.get("speedup") is not None:
-                line += f", geomean speedup {record['speedup']:.3g}x over eager"
-            if record.get("message"):
-                line += f" - {escape(record['message'].splitlines()[0][:200])}"
-            console.print(line)
-        elif event == "stop":
-            stop_waiting()
-    return report
+            self.console.print(f"{where}: {_status(record)} {s['passed']}/{s['total']} tests")
+
+    def _on_best(self, data: dict) -> None:
+        self.console.print(f"round {data['round']}: faster than round {data['replaces']}; it replaces it in "
+                           "generated_kernels/ (the slower one stays in runs/)")
+
+    def _on_replaced_approved(self, data: dict) -> None:
+        self.console.print(f"[yellow]note:[/yellow] round {data['round']}'s kernel replaces approved version "
+                           f"{data['version']} as the current kernel; version {data['version']} stays in "
+                           f"{data['where']}/ and is what `bbagent.enable()` serves until the new one is approved")
+
+    def _on_round(self, data: dict) -> None:
+        self.stop_waiting()
+        record = data["record"]
+        usage = record.get("usage", {})
+        tokens = f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
+        if record["outcome"] == "no_code":
+            self.console.print(f"round {data['round']}: [red]no code block[/red] in the answer ({tokens})")
+            return
+        s = record["summary"]
+        line = f"round {data['round']}: {_status(record)} {s['passed']}/{s['total']} tests ({tokens})"
+        if record.get("speedup") is not None:
+            line += f", geomean speedup {record['speedup']:.3g}x over eager"
+        if record.get("message"):
+            line += f" - {escape(record['message'].splitlines()[0][:200])}"
+        self.console.print(line)
+
+    def _on_stop(self, data: dict) -> None:
+        self.stop_waiting()
+
+
+def _status(record: dict) -> str:
+    return "[green]PASS[/green]" if record["outcome"] == "pass" else "[red]FAIL[/red]"
 
 
 def print_ops(console: Console, rows: list[dict], total: int) -> None:

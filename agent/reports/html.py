@@ -112,15 +112,23 @@ def _svg(figure) -> str:
 
 
 def charts(ops: list[dict]) -> dict[str, str]:
+    """The page's charts as inline SVG: speedups, fast_p, per-shape speedups (where shapes were
+    timed), cost and rounds."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, small
-    found = {}
+    found = {"speedups": _svg(_speedups_chart(plt, ops)), "fast_p": _svg(_fast_p_chart(plt, ops))}
+    with_shapes = [o for o in ops if o["shapes"]][:MAX_SHAPE_LINES]
+    if with_shapes:
+        found["shapes"] = _svg(_shapes_chart(plt, with_shapes))
+    found["cost_rounds"] = _svg(_cost_chart(plt, ops))
+    return found
 
+
+def _speedups_chart(plt, ops: list[dict]):
     ordered = sorted(ops, key=lambda o: (o["state"] != "accepted", -(o["speedup"] or 0), o["op"]))
     figure, axis = plt.subplots(figsize=(9, max(2.5, 0.32 * len(ordered) + 1)))
-    labels = [o["op"] for o in ordered]
     for i, o in enumerate(ordered):
         if o["state"] != "accepted":
             axis.barh(i, 0, color="none")
@@ -133,12 +141,14 @@ def charts(ops: list[dict]) -> dict[str, str]:
             axis.barh(i, o["speedup"], color="#2e7d32" if o["speedup"] >= 1 else "#ef6c00")
             axis.text(o["speedup"], i, f" {o['speedup']:.2f}x", va="center", fontsize=8)
     axis.axvline(1.0, color="#333", linewidth=0.8, linestyle="--")
-    axis.set_yticks(range(len(ordered)), labels, fontsize=8)
+    axis.set_yticks(range(len(ordered)), [o["op"] for o in ordered], fontsize=8)
     axis.invert_yaxis()
     axis.set_xlabel("geomean speedup over eager (dashed: 1.0x)")
     axis.set_title("speedup per operator")
-    found["speedups"] = _svg(figure)
+    return figure
 
+
+def _fast_p_chart(plt, ops: list[dict]):
     ps, shares = fast_p_curve(ops)
     figure, axis = plt.subplots(figsize=(6, 3.2))
     axis.plot(ps, shares, color="#1565c0")
@@ -147,24 +157,26 @@ def charts(ops: list[dict]) -> dict[str, str]:
     axis.set_ylabel("fast_p: share of operators asked")
     axis.set_ylim(0, 1.02)
     axis.set_title("fast_p: correct and more than p times faster than eager")
-    found["fast_p"] = _svg(figure)
+    return figure
 
-    with_shapes = [o for o in ops if o["shapes"]][:MAX_SHAPE_LINES]
-    if with_shapes:
-        figure, axis = plt.subplots(figsize=(8, 4))
-        for o in with_shapes:
-            points = sorted((s["bytes"] or 1, s["speedup"]) for s in o["shapes"])
-            axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, linewidth=0.6,
-                      alpha=0.8, label=o["op"])
-        axis.set_xscale("log")
-        axis.set_yscale("log")
-        axis.axhline(1.0, color="#333", linewidth=0.8, linestyle="--")
-        axis.set_xlabel("bytes moved by the shape (log)")
-        axis.set_ylabel("speedup over eager (log)")
-        axis.set_title("per-shape speedup against input size")
-        axis.legend(fontsize=7, loc="best")
-        found["shapes"] = _svg(figure)
 
+def _shapes_chart(plt, with_shapes: list[dict]):
+    figure, axis = plt.subplots(figsize=(8, 4))
+    for o in with_shapes:
+        points = sorted((s["bytes"] or 1, s["speedup"]) for s in o["shapes"])
+        axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3, linewidth=0.6,
+                  alpha=0.8, label=o["op"])
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.axhline(1.0, color="#333", linewidth=0.8, linestyle="--")
+    axis.set_xlabel("bytes moved by the shape (log)")
+    axis.set_ylabel("speedup over eager (log)")
+    axis.set_title("per-shape speedup against input size")
+    axis.legend(fontsize=7, loc="best")
+    return figure
+
+
+def _cost_chart(plt, ops: list[dict]):
     figure, (cost_axis, rounds_axis) = plt.subplots(1, 2, figsize=(10, max(2.5, 0.3 * len(ops) + 1)), sharey=True)
     names = [o["op"] for o in ops]
     cost_axis.barh(names, [o["cost_usd"] for o in ops], color="#6a1b9a")
@@ -174,8 +186,7 @@ def charts(ops: list[dict]) -> dict[str, str]:
     cost_axis.tick_params(axis="y", labelsize=8)
     cost_axis.invert_yaxis()
     figure.suptitle("cost and rounds per operator")
-    found["cost_rounds"] = _svg(figure)
-    return found
+    return figure
 
 
 def _link(path: str | None, base: Path, text: str) -> str:

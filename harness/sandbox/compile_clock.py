@@ -2,9 +2,9 @@
 
 Child side (``CompileClock.install``): ``triton.compiler.compile`` (every JIT compilation, an
 on-disk cache hit included) and ``Autotuner._bench`` (one config timed while autotuning) are
-wrapped. When the outermost such call starts, the child emits ``{"event": "compile", "phase":
-"start", "kind": ...}``; when it ends, ``"phase": "end"`` with the running totals (compilations,
-autotuning runs, seconds of each). Nested calls (a config compiled while it is benchmarked) are
+wrapped. When the outermost such call starts, the child sends a ``Compile`` event (phase
+"start", its kind; ``harness.events``); when it ends, phase "end" with the running totals
+(compilations, autotuning runs, seconds of each). Nested calls (a config compiled while it is benchmarked) are
 counted but not reported apart.
 
 Parent side (``paused_seconds``): the time between start and end events, on the parent's own clock,
@@ -16,12 +16,14 @@ from __future__ import annotations
 import time
 import weakref
 
+from harness.events import Compile, Event
+
 KINDS = ("compile", "autotune")
 
 
 class CompileClock:
-    def __init__(self, emit):
-        self.emit = emit
+    def __init__(self, send):
+        self.send = send
         self.depth = 0
         self.totals = {"compiles": 0, "autotune_runs": 0, "compile_s": 0.0, "autotune_s": 0.0}
         self._outer_kind = ""
@@ -111,15 +113,15 @@ class CompileClock:
         self.depth += 1
         if self.depth == 1:
             self._outer_kind, self._outer_started = kind, time.perf_counter()
-            self.emit("compile", phase="start", kind=kind)
+            self.send(Compile(phase="start", kind=kind))
 
     def _exit(self, kind: str) -> None:
         self.depth -= 1
         if self.depth == 0:
             seconds = time.perf_counter() - self._outer_started
             self.totals[f"{self._outer_kind}_s"] += seconds
-            self.emit("compile", phase="end", kind=self._outer_kind,
-                      **{k: round(v, 3) if isinstance(v, float) else v for k, v in self.totals.items()})
+            self.send(Compile(phase="end", kind=self._outer_kind,
+                              totals={k: round(v, 3) if isinstance(v, float) else v for k, v in self.totals.items()}))
 
 
 def time_once(fn, quantiles=None, **_):
@@ -132,14 +134,14 @@ def time_once(fn, quantiles=None, **_):
     return [ms] * len(quantiles) if quantiles else ms
 
 
-def paused_seconds(events: list[dict], since: float, now: float) -> float:
+def paused_seconds(events: list[Event], since: float, now: float) -> float:
     """Seconds after ``since`` (parent clock) spent compiling or autotuning, up to ``now``."""
     paused, started = 0.0, None
     for event in events:
-        if event.get("event") != "compile":
+        if not isinstance(event, Compile):
             continue
-        at = event["received_at"]
-        if event.get("phase") == "start":
+        at = event.received_at
+        if event.phase == "start":
             started = at
         elif started is not None:
             paused += max(0.0, at - max(started, since))
@@ -149,9 +151,9 @@ def paused_seconds(events: list[dict], since: float, now: float) -> float:
     return paused
 
 
-def compile_totals(events: list[dict]) -> dict:
+def compile_totals(events: list[Event]) -> dict:
     """The last running totals the child reported (zeros when it compiled nothing)."""
     for event in reversed(events):
-        if event.get("event") == "compile" and event.get("phase") == "end":
-            return {k: event[k] for k in ("compiles", "autotune_runs", "compile_s", "autotune_s") if k in event}
+        if isinstance(event, Compile) and event.phase == "end" and event.totals:
+            return dict(event.totals)
     return {"compiles": 0, "autotune_runs": 0, "compile_s": 0.0, "autotune_s": 0.0}

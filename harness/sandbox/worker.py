@@ -9,7 +9,8 @@ half-way, because every test is announced before it runs.
 
 Order per test: the reference runs first on its own clone of the inputs and its
 output stays alive until the comparison, so the candidate cannot hand back memory
-that held the reference result; the candidate then runs on a fresh clone.
+that held the reference result; the candidate then runs on a fresh clone. What it reports is
+typed in ``harness.events``.
 """
 from __future__ import annotations
 
@@ -24,16 +25,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from harness import events
 from harness.suite.budget import CPU_MAX_NUMEL
-
-
-def _emit_factory(fd: int):
-    stream = os.fdopen(fd, "w", buffering=1)
-
-    def emit(event: str, **data) -> None:
-        stream.write(json.dumps({"event": event, **data}, default=str) + "\n")
-        stream.flush()
-    return emit
 
 
 def use_first_autotune_config() -> None:
@@ -85,120 +78,143 @@ def main(argv: list[str] | None = None) -> int:
 def run_job_reporting_errors(job: Job, result_fd: int) -> int:
     """``run_job``; an exception out of the harness itself (not the candidate, whose exceptions
     the runner catches) becomes a ``worker_error`` with its traceback, never a verdict on the kernel."""
-    emit = _emit_factory(result_fd)
+    send = events.Channel(result_fd).send
     try:
         if job.baseline is not None:
             from harness.timing.inductor import run_baseline_job
-            return run_baseline_job(job, emit)
-        return run_job(job, emit)
+            return run_baseline_job(job, send)
+        return run_job(job, send)
     except Exception:
         import traceback
         text = traceback.format_exc()
         print(text, file=sys.stderr)
         try:
-            emit("fatal", error_kind="worker_error", message="the harness failed (not the kernel):\n" + text[-3000:])
+            send(events.Fatal(error_kind="worker_error", message="the harness failed (not the kernel):\n" + text[-3000:]))
         except OSError:
             pass
         return 1
 
 
-def run_job(job: Job, emit) -> int:
+def run_job(job: Job, send) -> int:
     """Contain this process, then build the suite and run every test against the candidate.
-    ``emit(event, **data)`` writes one JSON line on the result channel."""
+    ``send(event)`` writes one event on the result channel (``harness.events``)."""
     started = time.perf_counter()
     candidate_file = os.path.abspath(job.kernel)
-    from harness.sandbox.containment import contain, seal
-    containment, audit = contain(job.workdir, job.tool_write_dirs, candidate_file,
-                                 report=lambda kind, message: emit("violation", error_kind=kind, message=message),
-                                 namespaces=job.namespaces, network_namespace=job.network_namespace)
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)  # where a hang is, on request
-    device = job.device
-    interpreter = device == "cpu"
-    import torch
-    import triton
-    if device == "cuda":
-        torch.zeros(1, device="cuda")
-        torch.cuda.synchronize()
-    emit("environment", device=device, interpreter=interpreter,
-         gpu=torch.cuda.get_device_name() if device == "cuda" else None,
-         cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES") if device == "cuda" else None,
-         torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
-         cuda=torch.version.cuda, startup_s=round(time.perf_counter() - started, 3), ready_at=time.time(),
-         containment=containment)
-
+    containment, audit = _contain(job, candidate_file, send)
     from harness.ops import resolve_op
     suite_started = time.perf_counter()
     op = resolve_op(job.op)
-    suites = _build_suites(job, device, interpreter)
-    emit("suite", cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype,
-                          "overload": name} for name, _, suite in suites for c in suite.cases],
-         skipped=[{**skip, "overload": name} for name, _, suite in suites for skip in suite.skipped],
-         notes=[note if name == job.op else f"{name}: {note}" for name, _, suite in suites for note in suite.notes],
-         overloads=[name for name, _, _ in suites], kernel_for=job.kernel_for or job.op,
-         build_s=round(time.perf_counter() - suite_started, 3))
+    suites = _build_suites(job, job.device, job.device == "cpu")
+    send(events.Suite(cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype,
+                              "overload": name} for name, _, suite in suites for c in suite.cases],
+                      skipped=[{**skip, "overload": name} for name, _, suite in suites for skip in suite.skipped],
+                      notes=[note if name == job.op else f"{name}: {note}" for name, _, suite in suites
+                             for note in suite.notes],
+                      overloads=[name for name, _, _ in suites], kernel_for=job.kernel_for or job.op,
+                      build_s=round(time.perf_counter() - suite_started, 3)))
+    launches, compile_clock = _instrument(job.device, send)
+    from harness.sandbox.containment import seal
+    send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
+    kernel = _import_candidate(candidate_file, send)
+    if kernel is None:
+        return 0
+    from harness.adapters import serving
+    written_for = resolve_op(job.kernel_for or job.op)
+    served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
+    if job.ncu is not None:
+        _profile_under_ncu(op, job, suites[0][2], served[job.op], compile_clock, send)
+    elif _run_tests(op, job, suites, served, (launches, compile_clock), candidate_file, send) is not None:
+        return 0
+    send(events.Done(total_s=round(time.perf_counter() - started, 3)))
+    return 0
 
-    from harness.checks.guards import AtenRecorder, LaunchCounter
-    from harness.checks.case import ReferenceFault, failed_result, is_cuda_error, run_case, trimmed_traceback
-    if interpreter:
+
+def _contain(job: Job, candidate_file: str, send) -> tuple[dict, object]:
+    """Contain this process (``harness.sandbox.containment``), get the device ready and say so."""
+    started = time.perf_counter()
+    from harness.sandbox.containment import contain
+    containment, audit = contain(job.workdir, job.tool_write_dirs, candidate_file,
+                                 report=lambda kind, message: send(events.Violation(error_kind=kind, message=message)),
+                                 namespaces=job.namespaces, network_namespace=job.network_namespace)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)  # where a hang is, on request
+    import torch
+    import triton
+    cuda = job.device == "cuda"
+    if cuda:
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+    send(events.Environment(device=job.device, interpreter=not cuda, gpu=torch.cuda.get_device_name() if cuda else None,
+                            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES") if cuda else None,
+                            torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
+                            cuda=torch.version.cuda, startup_s=round(time.perf_counter() - started, 3), ready_at=time.time(),
+                            containment=containment))
+    return containment, audit
+
+
+def _instrument(device: str, send):
+    """Count launches and report compilation and autotuning (``harness.sandbox.compile_clock``)."""
+    from harness.checks.guards import LaunchCounter
+    from harness.sandbox.compile_clock import CompileClock
+    if device == "cpu":
         use_first_autotune_config()
     launches = LaunchCounter()
     launches.install(device)
-    from harness.sandbox.compile_clock import CompileClock
-    compile_clock = CompileClock(emit)
+    compile_clock = CompileClock(send)
     compile_clock.install()
     compile_clock.quick_autotuning()
-    emit("sealed", **seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden))
+    return launches, compile_clock
+
+
+def _import_candidate(candidate_file: str, send):
+    """The candidate's ``kernel``, or None after a ``fatal`` event saying why there is none."""
+    from harness.checks.case import trimmed_traceback
     try:
         spec = importlib.util.spec_from_file_location("bbagent_candidate", candidate_file)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its failure
-        emit("fatal", error_kind="exit" if isinstance(exc, SystemExit) else "import_error",
-             message=trimmed_traceback(exc, candidate_file))
-        return 0
+        send(events.Fatal(error_kind="exit" if isinstance(exc, SystemExit) else "import_error",
+                          message=trimmed_traceback(exc, candidate_file)))
+        return None
     kernel = getattr(module, "kernel", None)
-    if not callable(kernel):
-        defined = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
-                         and getattr(v, "__module__", None) == module.__name__)
-        what = "defines no top-level 'kernel'" if kernel is None else f"defines 'kernel' as a {type(kernel).__name__}"
-        emit("fatal", error_kind="missing_entry_point",
-             message=f"the kernel file {what}; it must define a function kernel(...) taking the operator's "
-                     f"arguments (it defines: {', '.join(defined) or 'no public function'})")
-        return 0
-    from harness.adapters import serving
-    written_for = resolve_op(job.kernel_for or job.op)
-    served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
+    if callable(kernel):
+        return kernel
+    defined = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
+                     and getattr(v, "__module__", None) == module.__name__)
+    what = "defines no top-level 'kernel'" if kernel is None else f"defines 'kernel' as a {type(kernel).__name__}"
+    send(events.Fatal(error_kind="missing_entry_point",
+                      message=f"the kernel file {what}; it must define a function kernel(...) taking the operator's "
+                              f"arguments (it defines: {', '.join(defined) or 'no public function'})"))
+    return None
 
-    if job.ncu is not None:
-        if device == "cuda":
-            compile_clock.real_autotuning()
-        from harness.timing.ncu import profile_cases
-        by_id = {case.id: case for case in suites[0][2].cases}
-        profile_cases(op, [by_id[i] for i in job.ncu["ids"] if i in by_id], served[job.op], emit)
-        emit("done", total_s=round(time.perf_counter() - started, 3))
-        return 0
 
+def _profile_under_ncu(op, job: Job, suite, kernel, compile_clock, send) -> None:
+    if job.device == "cuda":
+        compile_clock.real_autotuning()
+    from harness.timing.ncu import profile_cases
+    by_id = {case.id: case for case in suite.cases}
+    profile_cases(op, [by_id[i] for i in job.ncu["ids"] if i in by_id], kernel, send)
+
+
+def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: str, send) -> str | None:
+    """Every test, then (on a GPU, all passed) the timing phase. Returns why the run ended early
+    (a ``fatal`` event said it), else None. ``instruments``: the launch counter and compile clock."""
+    import torch
+    launches, compile_clock = instruments
+    from harness.checks.case import ReferenceFault
     passed: set[str] = set()
     failed = False
     planned = [(name, target, case) for name, target, suite in suites for case in suite.cases]
     for number, (name, target, case) in enumerate(planned):
-        emit("test_start", id=case.id)
-        recorder = AtenRecorder(target, launches, candidate_file)
+        send(events.CaseStart(id=case.id))
         try:
-            result = run_case(target, case, served[name], device, launches, recorder, candidate_file,
-                              on_candidate=lambda case_id=case.id: emit("candidate_start", id=case_id))
+            result = _run_case(job.device, name, target, case, served, launches, candidate_file, send)
         except ReferenceFault as fault:
-            emit("fatal", error_kind="worker_error", message=str(fault))
-            return 0
-        except Exception as exc:  # a CUDA error raised after the kernel returned (in the checks)
-            if not is_cuda_error(exc):
-                raise
-            result = failed_result(case, error_kind="cuda_error", context_lost=True,
-                                   message=f"{type(exc).__name__}: {str(exc).splitlines()[0]}\n(raised while "
-                                           "checking the kernel's result: the kernel made an out-of-bounds access)")
+            send(events.Fatal(error_kind="worker_error", message=str(fault)))
+            return "reference fault"
         lost = result.pop("context_lost", False)
-        emit("test", **result, overload=name)
-        if device == "cuda" and not lost:
+        send(events.CaseResult(record={**result, "overload": name}))
+        if job.device == "cuda" and not lost:
             _give_back_cached_memory(torch)
         if result["passed"]:
             passed.add(case.id)
@@ -207,15 +223,31 @@ def run_job(job: Job, emit) -> int:
             left = len(planned) - number - 1
             lines = result["message"].splitlines()
             cause = next((line for line in lines if "CUDA error" in line), lines[0])
-            emit("fatal", error_kind="cuda_error",
-                 message=f"test {case.id} ({case.description}): {cause.strip()}; the CUDA context is lost, "
-                         f"so the remaining {left} tests did not run")
-            return 0
-    if job.timing is not None and device == "cuda" and not failed:
+            send(events.Fatal(error_kind="cuda_error",
+                              message=f"test {case.id} ({case.description}): {cause.strip()}; the CUDA context is "
+                                      f"lost, so the remaining {left} tests did not run"))
+            return "CUDA context lost"
+    if job.timing is not None and job.device == "cuda" and not failed:
         compile_clock.real_autotuning()
-        _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, emit)
-    emit("done", total_s=round(time.perf_counter() - started, 3))
-    return 0
+        _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, send)
+    return None
+
+
+def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send) -> dict:
+    """One test's result record; a CUDA error raised after the kernel returned (in the checks) is
+    the kernel's out-of-bounds access."""
+    from harness.checks.case import failed_result, is_cuda_error, run_case
+    from harness.checks.guards import AtenRecorder
+    recorder = AtenRecorder(target, launches, candidate_file)
+    try:
+        return run_case(target, case, served[name], device, launches, recorder, candidate_file,
+                        on_candidate=lambda case_id=case.id: send(events.CandidateStart(id=case_id)))
+    except Exception as exc:
+        if not is_cuda_error(exc):
+            raise
+        return failed_result(case, error_kind="cuda_error", context_lost=True,
+                             message=f"{type(exc).__name__}: {str(exc).splitlines()[0]}\n(raised while "
+                                     "checking the kernel's result: the kernel made an out-of-bounds access)")
 
 
 CACHED_MEMORY_KEPT = 2 << 30
@@ -248,7 +280,7 @@ def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, o
     return suites
 
 
-def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, candidate_file: str, emit) -> None:
+def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, candidate_file: str, send) -> None:
     """The timing phase (``harness.timing.phase``): device yardsticks, then each timed trace input.
     A failure while timing (an exception, a CUDA error, a wrong result on the recheck) is
     reported as a ``timing`` event with an ``error_kind`` and ends the phase."""
@@ -260,35 +292,35 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
     gpu = torch.cuda.get_device_name()
     cases = timed_cases(suite.cases, passed, request.max_cases)
     stats, measured = device_stats(gpu, request.device)
-    emit("timing_plan", ids=[c.id for c in cases], device=stats, device_measured=measured, gpu=gpu,
-         target_ms=request.target_ms)
+    send(events.TimingPlan(ids=[c.id for c in cases], device=stats, device_measured=measured, gpu=gpu,
+                           target_ms=request.target_ms))
     results = []
     for case in cases:
-        emit("timing_start", id=case.id)
+        send(events.TimingStart(id=case.id))
         try:
             result = time_case(op, case, kernel, request, gpu, stats, AtenRecorder(op, launches, candidate_file))
         except Exception as exc:  # noqa: BLE001 - the candidate's failure on a repeated call
             failure = candidate_raised(exc, candidate_file)
             result = {"id": case.id, "input": case.description, "error_kind": failure["error_kind"],
                       "message": "while being timed: " + failure["message"]}
-        emit("timing", **result)
+        send(events.Timing(record=result))
         if "error_kind" in result:
             return
         results.append(result)
     if request.profile:
-        _profile_largest(op, cases, results, kernel, request.profile, job.workdir, emit)
+        _profile_largest(op, cases, results, kernel, request.profile, job.workdir, send)
 
 
-def _profile_largest(op, cases, results: list[dict], kernel, count: int, workdir: str, emit) -> None:
+def _profile_largest(op, cases, results: list[dict], kernel, count: int, workdir: str, send) -> None:
     from harness.checks.case import exception_line
     from harness.timing.profile import largest, profile_case
     by_id = {case.id: case for case in cases}
     for case_id in largest(results, count):
         case = by_id[case_id]
         try:
-            emit("profile", id=case_id, input=case.description, files=profile_case(op, case, kernel, workdir))
+            send(events.Profile(id=case_id, input=case.description, files=profile_case(op, case, kernel, workdir)))
         except Exception as exc:  # noqa: BLE001 - a profiler that cannot run here is reported, not fatal
-            emit("profile", id=case_id, input=case.description, files=[], error=exception_line(exc, 300))
+            send(events.Profile(id=case_id, input=case.description, files=[], error=exception_line(exc, 300)))
 
 
 if __name__ == "__main__":

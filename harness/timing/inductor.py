@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from harness.checks.case import Float64Run, exception_line, judged
+from harness.events import Baseline, BaselineStart, Done, Environment
 from harness.inputs import clone_value
 from harness.ops import value_mode
 from harness.timing.baselines import INDUCTOR_MODES, cache_mode
@@ -70,7 +71,7 @@ def time_inductor(op, case, timing_mode: str, compile_mode: str, target_ms: floa
             "eager_over_inductor": eager["median_ms"] / inductor["median_ms"]}
 
 
-def run_baseline_job(job, emit) -> int:
+def run_baseline_job(job, send) -> int:
     """Build the op's suite as the candidate's child did (same seed, same inputs), then time each
     asked-for shape (``job.baseline["shapes"]``: input description and timing mode)."""
     import torch
@@ -79,7 +80,7 @@ def run_baseline_job(job, emit) -> int:
     from harness.suite.build import build_suite
     config.compile_threads = 1
     torch.zeros(1, device="cuda")
-    emit("environment", device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__)
+    send(Environment(device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__))
     op = resolve_op(job.op)
     suite = build_suite(op, "cuda", job.seed, interpreter=False, cpu_max_numel=job.cpu_max_numel,
                         extra_traces=job.extra_traces, channels_last=job.channels_last)
@@ -87,16 +88,16 @@ def run_baseline_job(job, emit) -> int:
     asked = job.baseline
     for shape in asked["shapes"]:
         case = by_input.get(shape["input"])
-        emit("baseline_start", input=shape["input"])
+        send(BaselineStart(input=shape["input"]))
         if case is None:
-            emit("baseline", input=shape["input"], mode=cache_mode(asked["compile_mode"], shape["mode"]),
-                 error="this input is not among the op's trace tests in this child")
+            send(Baseline(record={"input": shape["input"], "mode": cache_mode(asked["compile_mode"], shape["mode"]),
+                                  "error": "this input is not among the op's trace tests in this child"}))
             continue
         try:
-            emit("baseline", **time_inductor(op, case, shape["mode"], asked["compile_mode"], asked["target_ms"]))
+            send(Baseline(record=time_inductor(op, case, shape["mode"], asked["compile_mode"], asked["target_ms"])))
         except Exception as exc:  # noqa: BLE001 - e.g. the compiled code raised while being timed
-            emit("baseline", input=shape["input"], mode=cache_mode(asked["compile_mode"], shape["mode"]),
-                 error=f"inductor failed while being timed: {exception_line(exc)}")
+            send(Baseline(record={"input": shape["input"], "mode": cache_mode(asked["compile_mode"], shape["mode"]),
+                                  "error": f"inductor failed while being timed: {exception_line(exc)}"}))
         torch.cuda.empty_cache()
-    emit("done", total_s=0)
+    send(Done(total_s=0))
     return 0

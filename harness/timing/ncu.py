@@ -21,6 +21,8 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+from harness.events import NcuRange
+
 # (ncu metric, our name): the three the issue names, the kernel's time, and its launch shape
 METRICS = {"gpu__time_duration.sum": "time_us",
            "dram__bytes.sum.per_second": "dram_gbs",
@@ -94,7 +96,7 @@ def _profiled(name: str, cuda: bool):
         torch.cuda.nvtx.range_pop()
 
 
-def profile_cases(op, cases, kernel, emit) -> None:
+def profile_cases(op, cases, kernel, send) -> None:
     """In the child: per case, eager aten and the kernel each called once to warm up (compile,
     autotune), then once more between ``cudaProfilerStart`` and ``Stop`` inside its NVTX range."""
     import torch
@@ -114,10 +116,10 @@ def profile_cases(op, cases, kernel, emit) -> None:
                 inputs = clone_value((args, kwargs))
                 with _profiled(name, cuda):
                     fn(*inputs[0], **inputs[1])
-                emit("ncu_range", range=name, id=case.id, input=case.description, side=side)
+                send(NcuRange(range=name, id=case.id, input=case.description, side=side))
             except Exception as exc:  # noqa: BLE001 - the kernel raised here though it passed: reported
-                emit("ncu_range", range=name, id=case.id, input=case.description, side=side,
-                     error=exception_line(exc, 300))
+                send(NcuRange(range=name, id=case.id, input=case.description, side=side,
+                              error=exception_line(exc, 300)))
         del args, kwargs
         if cuda:
             torch.cuda.empty_cache()
@@ -183,15 +185,15 @@ def errors(text: str) -> str:
                      if line.startswith("==ERROR=="))[:500]
 
 
-def report(ranges: list[dict], by_range: dict[str, list[dict]]) -> list[dict]:
+def report(ranges: list[NcuRange], by_range: dict[str, list[dict]]) -> list[dict]:
     """Per shape (in the order profiled): eager's and the kernel's totals and kernels. ``ranges``
-    are the child's ``ncu_range`` events."""
+    are the child's ``NcuRange`` events."""
     shapes: dict[str, dict] = {}
     for event in ranges:
-        shape = shapes.setdefault(event["id"], {"id": event["id"], "input": event["input"]})
-        kernels = by_range.get(event["range"], [])
-        side = {**side_totals(kernels), "kernels": kernels, "error": event.get("error")}
+        shape = shapes.setdefault(event.id, {"id": event.id, "input": event.input})
+        kernels = by_range.get(event.range, [])
+        side = {**side_totals(kernels), "kernels": kernels, "error": event.error}
         if side["error"] is None and not kernels:
             side["error"] = "ncu reported no kernel in this call's range"
-        shape[event["side"]] = side
+        shape[event.side] = side
     return list(shapes.values())

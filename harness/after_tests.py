@@ -1,0 +1,167 @@
+"""After an evaluation's tests and timing: what runs beside it and what its timing leaves behind.
+The inductor baseline and Nsight Compute each run in a child of their own (``harness.sandbox.run``),
+the profiler's files move out of the child's directory, new measurements go into the timing cache,
+and a Verdict with no timing says why.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from harness.assemble import not_timed_reason
+from harness.events import Baseline, Done, Event, Fatal, NcuRange, first, of_kind
+from harness.sandbox.run import child_env, exit_cause, run_child
+from harness.sandbox.watch import ChildOutcome, Limits
+from harness.timing import baselines, ncu
+from harness.timing.options import TimingOptions
+from harness.timing.profile import largest
+
+
+def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, base_env: dict, warm: bool,
+                   limits: Limits) -> None:
+    """The inductor baseline of every timed shape (``harness.timing.baselines``): from the cache, or
+    measured now in a child of its own with no candidate in it."""
+    performance = verdict["performance"]
+    tests, gpu, mode = performance["tests"], performance["gpu"], timing.inductor_mode
+    if verdict["verdict"] != "pass":  # it went wrong while being timed: no speedup to compare
+        performance["baselines"] = {"inductor": baselines.not_measured(
+            "the kernel failed while being timed; a failing kernel is not compared", mode)}
+        return
+    rows = timing.request(op)["reference"]
+    missing = baselines.wanted(tests, rows, gpu, mode)
+    measured, problem = [], None
+    if missing:
+        workdir = Path(tempfile.mkdtemp(prefix="bbagent-baseline-")).resolve()
+        shapes = [{"input": t["input"], "mode": t["mode"]} for t in missing]
+        child_job = {**{k: job[k] for k in ("op", "seed", "device", "cpu_max_numel", "extra_traces", "channels_last")},
+                     "kernel": "", "workdir": str(workdir), "timing": None,
+                     "baseline": {"compile_mode": mode, "target_ms": timing.target_ms, "shapes": shapes}}
+        per_shape_s = 180 if mode != "default" else 60
+        try:
+            events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, warm,
+                                         120 + per_shape_s * len(shapes), limits)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        measured = [dict(e.record) for e in of_kind(events, Baseline)]
+        if first(events, Done) is None:
+            problem = side_child_problem("the inductor baseline's child", events, outcome)
+    baselines.attach(tests, rows, measured, gpu, mode, missing_error=problem)
+    performance["baselines"] = {"inductor": baselines.summary(tests, performance["summary"]["correct"], mode)}
+
+
+def keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None) -> None:
+    """Move the child's profile files out of its working directory (removed next) into
+    ``destination``, and name them there."""
+    for entry in profiles:
+        if destination is None:
+            entry.update(files=[], error="not kept: no profile directory was given")
+            continue
+        kept = []
+        for name in entry["files"]:
+            target = Path(destination) / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                shutil.move(str(workdir / name), target)
+            except OSError as exc:
+                entry["error"] = f"{name} could not be kept: {exc.strerror or exc}"
+                continue
+            kept.append(str(target))
+        entry["files"] = kept
+
+
+def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict, limits: Limits) -> None:
+    """Nsight Compute metrics of eager and the kernel on the largest timed shapes, from a cold
+    child of their own started by ncu (``harness.timing.ncu``); its CSV is kept in the run."""
+    performance = verdict["performance"]
+    if verdict["verdict"] != "pass":
+        performance["ncu"] = {"measured": False, "reason": "the kernel failed while being timed; it is not profiled"}
+        return
+    found = ncu.find_ncu()
+    if found is None:
+        performance["ncu"] = {"measured": False, "reason": ncu.NOT_FOUND}
+        return
+    ids = largest(performance["tests"], timing.ncu)
+    workdir = Path(tempfile.mkdtemp(prefix="bbagent-ncu-")).resolve()
+    log = Path(tempfile.mkdtemp(prefix="bbagent-ncu-log-")).resolve() / "ncu.csv"  # out of the child's view
+    kept = None
+    try:
+        shutil.copy(job["kernel"], workdir / "candidate.py")
+        child_job = {**job, "kernel": str(workdir / "candidate.py"), "workdir": str(workdir), "timing": None,
+                     "ncu": {"ids": ids}, "network_namespace": False,
+                     "tool_write_dirs": job["tool_write_dirs"] + ncu.lock_directories()}
+        events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, False, 120 + 60 * len(ids),
+                                     limits, prefix=ncu.command(found, log))
+        text = log.read_text(errors="replace") if log.exists() else ""
+        if text and timing.profile_dir is not None:
+            kept = Path(timing.profile_dir) / "profiles" / "ncu.csv"
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(text)
+    except OSError as exc:  # ncu could not be started, or its output not kept
+        performance["ncu"] = {"measured": False, "reason": f"ncu ({found}): {exc.strerror or exc}"}
+        return
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(log.parent, ignore_errors=True)
+    shapes = ncu.report(of_kind(events, NcuRange), ncu.parse_csv(text))
+    said = ncu.errors("\n".join([text, outcome.stdout or "", outcome.stderr or ""]))
+    if first(events, Done) is None:
+        notes = [side_child_problem("the ncu child", events, outcome, said)]
+    else:
+        notes = [f"ncu said: {said}"] if said else []
+    notes += [ncu.COUNTERS_FIX] if "ERR_NVGPUCTRPERM" in said else []
+    measured = any((shape.get(side) or {}).get("kernels") for shape in shapes for side in ncu.SIDES)
+    performance["ncu"] = {"measured": measured, "reason": None if measured else "; ".join(notes) or "ncu measured no kernel",
+                          "ncu": found, "csv": str(kept) if kept else None, "shapes": shapes, "notes": notes}
+
+
+def side_child_problem(what: str, events: list[Event], outcome: ChildOutcome, said: str = "") -> str:
+    """Why a child beside the evaluation (the inductor baseline's, ncu's) said nothing to the end."""
+    fatal = first(events, Fatal)
+    if fatal:  # a harness traceback: its last line says what
+        lines = [line for line in fatal.message.strip().splitlines() if line.strip()]
+        return f"{what} failed: " + (lines[-1] if lines else "")[:500]
+    if outcome.limit:
+        return f"{what} was stopped: {outcome.limit} {outcome.detail}".strip()
+    last = said or ((outcome.stderr or "").strip().splitlines()[-1:] or [""])[0]
+    return f"{what} {exit_cause(outcome.returncode)} {last[:300]}".strip()
+
+
+def finish_timing(timing: TimingOptions, op: str, verdict: dict) -> None:
+    """After a timed evaluation: why it was not timed, or its new measurements into the cache and
+    (unless ``keep_raw``) the raw times out of the Verdict. Safe to run again on the same Verdict."""
+    if verdict["performance"] is None:
+        reason = not_timed_reason(verdict)
+        verdict["performance"] = {"measured": False, "reason": reason}
+        on_cpu = verdict["environment"].get("interpreter")
+        if "inductor" in timing.baselines:
+            why = baselines.CPU_REASON if on_cpu else reason
+            verdict["performance"]["baselines"] = {"inductor": baselines.not_measured(why, timing.inductor_mode)}
+        if timing.ncu:
+            verdict["performance"]["ncu"] = {"measured": False, "reason": ncu.CPU_REASON if on_cpu else reason}
+    elif verdict["performance"].get("measured") is not False:
+        store_measured(timing, op, verdict)
+        if not timing.keep_raw:
+            for test in verdict["performance"]["tests"]:
+                test.pop("candidate_raw", None)
+                test.pop("aten_raw", None)
+                for entry in (test.get("baselines") or {}).values():
+                    entry.pop("raw", None)
+
+
+def store_measured(timing: TimingOptions, op: str, verdict: dict) -> None:
+    """Put what the child measured (eager timings, device yardsticks) into the cache."""
+    if timing.cache is None:
+        return
+    performance = verdict["performance"]
+    env = verdict["environment"]
+    gpu = performance["gpu"]
+    if performance.get("device_measured"):
+        timing.cache.store_device(gpu, env["torch"], env["triton"], performance["device"])
+    eager = [{"mode": t["mode"], "input": t["input"], "timing": t["aten"]}
+             for t in performance["tests"] if t.get("aten_source") == "measured"]
+    inductor = [(t, t["baselines"]["inductor"]) for t in performance["tests"] if "inductor" in (t.get("baselines") or {})]
+    compiled = [{"mode": baselines.cache_mode(entry["compile_mode"], t["mode"]), "input": t["input"],
+                 "timing": {**entry["timing"], "eager_over_inductor": entry["eager_over_inductor"]}}
+                for t, entry in inductor if entry["source"] == "measured" and "timing" in entry]
+    timing.cache.store_reference(op, env["torch"], gpu, eager + compiled)

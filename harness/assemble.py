@@ -1,0 +1,194 @@
+"""The Verdict's document from what the child said (``harness.events``) and how it ended
+(``harness.sandbox.watch.ChildOutcome``), also for a child that died half-way: every test is
+announced before it runs, so the one it died in is known.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from harness.events import (CandidateStart, CaseResult, CaseStart, Done, Environment, Event, Fatal, Profile, Sealed,
+                            Suite, Timing, TimingPlan, TimingStart, Violation, first, of_kind)
+from harness.sandbox.compile_clock import compile_totals
+from harness.sandbox.run import exit_cause
+from harness.sandbox.watch import ChildOutcome
+from harness.timing.metrics import summarize_performance
+from harness.verdict import SCHEMA_VERSION, describe_failures, group_failures, summarize
+
+# Kinds that are the candidate's doing even when no test was running (import time included).
+SANDBOX_KINDS = frozenset({"network", "forbidden_write", "forbidden_read", "secret_read", "process_spawn",
+                           "output_flood", "host_oom", "exit"})
+
+
+@dataclass
+class Failure:
+    """Why an evaluation failed as a whole (not one test's failure): its kind and message, and
+    ``infrastructure`` where it was the machine's doing, not the kernel's."""
+    error_kind: str | None = None
+    message: str = ""
+    infrastructure: str | None = None
+
+
+def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event], outcome: ChildOutcome,
+             timeout_s: float, static_findings: list[dict] | None = None) -> dict:
+    """The Verdict (as data) of one evaluation."""
+    suite = first(events, Suite)
+    tests = [dict(e.record) for e in of_kind(events, CaseResult)]
+    timings = [dict(e.record) for e in of_kind(events, Timing)]
+    failure = _failure(op, events, suite, tests, timings, outcome, timeout_s, static_findings)
+    skipped = suite.skipped if suite else []
+    summary = summarize(tests, skipped, len(suite.cases) if suite else 0)
+    passed = failure.error_kind is None and summary["failed"] == 0 and summary["passed"] > 0
+    if failure.error_kind is None and summary["failed"]:
+        failure.message = describe_failures(summary, tests)
+    profiles = [{"id": e.id, "input": e.input, "files": e.files, "error": e.error} for e in of_kind(events, Profile)]
+    return {
+        "schema_version": SCHEMA_VERSION, "op": op,
+        "kernel": {"path": str(kernel_path), "sha256": hashlib.sha256(source).hexdigest()},
+        "verdict": "pass" if passed else "fail", "error_kind": failure.error_kind, "message": failure.message,
+        "infrastructure": failure.infrastructure, "seed": seed, "summary": summary,
+        "failure_groups": group_failures(tests), "tests": tests, "skipped": skipped,
+        "guard_findings": list(static_findings or []) + [f for t in tests for f in t.get("guard_findings", [])],
+        "performance": _performance(op, first(events, TimingPlan), timings, passed, profiles),
+        "suite": {"notes": suite.notes if suite else [], "cases": len(suite.cases) if suite else 0},
+        "kernel_for": suite.kernel_for if suite else op,
+        "variants": _variant_summary(op, suite, tests),
+        "timings": _timings(events, suite, outcome),
+        "environment": _environment(first(events, Environment), first(events, Sealed)),
+        "exit": None if outcome.returncode == 0 else exit_cause(outcome.returncode),
+        "stderr_tail": outcome.stderr, "stdout_tail": outcome.stdout,
+    }
+
+
+def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[dict], timings: list[dict],
+             outcome: ChildOutcome, timeout_s: float, static_findings: list[dict] | None) -> Failure:
+    """The evaluation's own failure, if any (``tests`` gains the test the kernel died in)."""
+    if static_findings:
+        return Failure("guard", "the kernel was not run; its source breaks these rules:\n"
+                       + "\n".join(f["message"] for f in static_findings))
+    fatal = first(events, Fatal)
+    if fatal is not None:
+        return Failure(fatal.error_kind, fatal.message)
+    if first(events, Done) is None:
+        return _stopped(op, events, suite, tests, outcome, timeout_s)
+    timing_failure = next((t for t in timings if "error_kind" in t), None)
+    if timing_failure:
+        return Failure(timing_failure["error_kind"],
+                       f"test {timing_failure['id']} ({timing_failure['input']}): {timing_failure['message']}")
+    if not tests or all(t.get("passed") is None for t in tests):
+        return Failure("no_tests", "no test could be run for this operator on this device")
+    return Failure()
+
+
+def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[dict], outcome: ChildOutcome,
+             timeout_s: float) -> Failure:
+    """A child that ended before it said ``done``: where it was (a test, its timing, the import,
+    the suite's building) and whose doing it was."""
+    kind, cause = _stop_cause(events, outcome, timeout_s)
+    cases = {c["id"]: c for c in (suite.cases if suite else [])}
+    finished = {t["id"] for t in tests}
+    unfinished = [e.id for e in of_kind(events, CaseStart) if e.id not in finished]
+    timed = {e.record.get("id") for e in of_kind(events, Timing)}
+    unfinished_timing = [e.id for e in of_kind(events, TimingStart) if e.id not in timed]
+    if unfinished and unfinished[0] not in {e.id for e in of_kind(events, CandidateStart)} \
+            and kind not in SANDBOX_KINDS:
+        case = cases.get(unfinished[0], {})
+        return Failure("worker_error", f"the aten reference (not the kernel) {cause} on test {unfinished[0]} "
+                                       f"({case.get('input')}); the remaining tests did not run")
+    if unfinished:
+        case = cases.get(unfinished[0], {})
+        tests.append({"id": unfinished[0], "source": case.get("source"), "input": case.get("input"),
+                      "dtype": case.get("dtype"), "overload": case.get("overload", op), "passed": False,
+                      "error_kind": kind, "message": f"the kernel {cause} while running this test"})
+        return Failure(kind, f"test {unfinished[0]} ({case.get('input')}): the kernel {cause}")
+    if unfinished_timing:
+        case = cases.get(unfinished_timing[0], {})
+        return Failure(kind, f"every test passed, then the kernel {cause} while being timed on test "
+                             f"{unfinished_timing[0]} ({case.get('input')})")
+    if suite is None and kind not in SANDBOX_KINDS:
+        message = f"evaluation {cause} before the tests were built"
+        if kind == "timeout":
+            return Failure(kind, message)
+        return Failure("worker_error", message, infrastructure=message)  # the machine's doing, not the kernel's
+    return Failure(kind, f"the kernel {cause} while being imported or compiled")
+
+
+def _stop_cause(events: list[Event], outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
+    """(error kind, what happened) for a child that ended without finishing its tests."""
+    violation = first(events, Violation)
+    if violation is not None:
+        return violation.error_kind, f"was stopped: {violation.message}"
+    if outcome.limit == "timeout":
+        site = f"; it was {outcome.hang_site}" if outcome.hang_site else ""
+        what = outcome.detail or f"the evaluation ran past {timeout_s:g} s"
+        return "timeout", f"timed out: {what} (process group killed){site}"
+    if outcome.limit:
+        what = {"host_oom": "used too much host memory", "process_spawn": "started too many processes",
+                "output_flood": "printed too much output"}[outcome.limit]
+        return outcome.limit, f"{what} ({outcome.detail}; process group killed)"
+    if outcome.returncode is not None and outcome.returncode >= 0:
+        return "exit", (f"ended the process with exit code {outcome.returncode} (sys.exit or os._exit); "
+                        "a kernel must return its result")
+    return "crash", f"crashed: its process was {exit_cause(outcome.returncode)}"
+
+
+def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) -> dict:
+    env, done = first(events, Environment), first(events, Done)
+    ready_at = env.ready_at if env else None
+    return {"wall_s": round(outcome.wall_s, 3), "startup_s": env.startup_s if env else None,
+            "child_ready_s": round(ready_at - outcome.launched_at, 3) if ready_at else None,
+            "suite_build_s": suite.build_s if suite else None, "tests_s": done.total_s if done else None,
+            **compile_totals(events)}
+
+
+def _environment(env: Environment | None, sealed: Sealed | None) -> dict:
+    """What the child reported at its start, with the file view it sealed itself in before the
+    candidate was imported (``harness.sandbox.containment.seal``)."""
+    environment = env.reported() if env else {}
+    containment = environment.get("containment")
+    if containment is not None and sealed is not None:
+        view = dict(sealed.details)
+        environment["containment"] = {**containment, **view,
+                                      "notes": containment.get("notes", []) + view.pop("notes", [])}
+    return environment
+
+
+def _variant_summary(op: str, suite: Suite | None, tests: list[dict]) -> list[dict]:
+    """Per tested overload: its calling convention, whether the kernel serves it directly or
+    through bbagent's adapter, and its test counts (``passed`` True only when all of its own
+    tests ran and passed)."""
+    from harness.adapters import convention
+    from harness.ops import resolve_op
+    kernel_for = suite.kernel_for if suite else op
+    rows = []
+    for name in (suite.overloads if suite else [op]):
+        planned = sum(1 for c in (suite.cases if suite else []) if c.get("overload", op) == name)
+        mine = [t for t in tests if t.get("overload", op) == name]
+        passed = sum(1 for t in mine if t.get("passed") is True)
+        failed = sum(1 for t in mine if t.get("passed") is False)
+        unjudged = sum(1 for t in mine if t.get("passed") is None)
+        rows.append({"op": name, "convention": convention(resolve_op(name)),
+                     "served_by": "kernel" if name == kernel_for else "adapter", "planned": planned,
+                     "passed": passed, "failed": failed,
+                     "ok": failed == 0 and passed > 0 and passed + unjudged == planned})
+    return rows
+
+
+def _performance(op: str, plan: TimingPlan | None, timings: list[dict], passed: bool,
+                 profiles: list[dict]) -> dict | None:
+    """The Verdict's ``performance``: what the timing phase measured, with its metrics."""
+    if plan is None:
+        return None
+    return {"measured": True, "gpu": plan.gpu, "device": plan.device, "device_measured": plan.device_measured,
+            "target_ms": plan.target_ms, "planned": len(plan.ids), "tests": timings,
+            "summary": summarize_performance(op, timings, plan.device, passed), "profiles": profiles or None}
+
+
+def not_timed_reason(verdict: dict) -> str:
+    """Why a Verdict that was asked for timings has none."""
+    if verdict["environment"].get("interpreter"):
+        return ("CPU (Triton interpreter): interpreter time says nothing about a GPU; only correctness "
+                "was checked")
+    if verdict["verdict"] != "pass":
+        return "the kernel failed its tests; a failing kernel is not timed"
+    return "no timing phase ran"

@@ -1,0 +1,214 @@
+"""What the sandbox child tells its parent: one typed record per event kind, one JSON line each on
+the result channel (a pipe of its own, never stdout, which the candidate may print into).
+
+Both sides import this module: the child (``harness.sandbox.worker``, the timing phase, the
+inductor and ncu children, the compile clock) sends events with ``Channel.send``; the parent reads
+them back with ``decode`` (``harness.sandbox.run``), stamped with its own clock in ``received_at``.
+The standard library is all it needs. A test's, a timing's and a baseline's result travel as the
+plain record the Verdict's model validates in the parent (``harness.verdict``).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from typing import ClassVar
+
+
+@dataclass
+class Event:
+    KIND: ClassVar[str] = ""
+    received_at: float = field(default=0.0, kw_only=True)  # the parent's clock when it read the event
+
+
+@dataclass
+class Environment(Event):
+    """The child is ready: where it runs and what with."""
+    KIND: ClassVar[str] = "environment"
+    device: str
+    interpreter: bool
+    gpu: str | None = None
+    cuda_visible_devices: str | None = None
+    torch: str | None = None
+    triton: str | None = None
+    python: str | None = None
+    cuda: str | None = None
+    startup_s: float | None = None
+    ready_at: float | None = None  # time.time(), to measure the child's start from the parent
+    containment: dict | None = None
+
+    def reported(self) -> dict:
+        """What the Verdict's ``environment`` holds of it."""
+        return {k: v for k, v in asdict(self).items() if k not in ("received_at", "startup_s", "ready_at")}
+
+
+@dataclass
+class Suite(Event):
+    """The tests about to run: every case (id, source, input, dtype, overload), those skipped with why."""
+    KIND: ClassVar[str] = "suite"
+    cases: list[dict]
+    skipped: list[dict]
+    notes: list[str]
+    overloads: list[str]
+    kernel_for: str
+    build_s: float
+
+
+@dataclass
+class Sealed(Event):
+    """The file view the child sealed itself in before importing the candidate (``containment.seal``)."""
+    KIND: ClassVar[str] = "sealed"
+    details: dict
+
+
+@dataclass
+class Fatal(Event):
+    """The evaluation cannot go on: the candidate failed to import, or the harness failed."""
+    KIND: ClassVar[str] = "fatal"
+    error_kind: str
+    message: str
+
+
+@dataclass
+class Violation(Event):
+    """The candidate broke a sandbox rule (network, a forbidden read or write, a process start)."""
+    KIND: ClassVar[str] = "violation"
+    error_kind: str
+    message: str
+
+
+@dataclass
+class CaseStart(Event):
+    KIND: ClassVar[str] = "test_start"
+    id: str
+
+
+@dataclass
+class CandidateStart(Event):
+    """The test's reference ran; the candidate runs now (a hang from here on is the kernel's)."""
+    KIND: ClassVar[str] = "candidate_start"
+    id: str
+
+
+@dataclass
+class CaseResult(Event):
+    KIND: ClassVar[str] = "test"
+    record: dict  # harness.verdict.TestResult as data
+
+
+@dataclass
+class Done(Event):
+    KIND: ClassVar[str] = "done"
+    total_s: float
+
+
+@dataclass
+class TimingPlan(Event):
+    """The timing phase starts: the cases it times, the device's yardsticks."""
+    KIND: ClassVar[str] = "timing_plan"
+    ids: list[str]
+    device: dict
+    device_measured: bool
+    gpu: str
+    target_ms: float
+
+
+@dataclass
+class TimingStart(Event):
+    KIND: ClassVar[str] = "timing_start"
+    id: str
+
+
+@dataclass
+class Timing(Event):
+    KIND: ClassVar[str] = "timing"
+    record: dict  # harness.verdict.TimedTest as data; with an error_kind where the kernel failed being timed
+
+
+@dataclass
+class Profile(Event):
+    """Profiler traces written in the child's directory for one case."""
+    KIND: ClassVar[str] = "profile"
+    id: str
+    input: str
+    files: list[str]
+    error: str | None = None
+
+
+@dataclass
+class Compile(Event):
+    """Compilation or autotuning started (``phase`` start) or ended (end, with the running totals)."""
+    KIND: ClassVar[str] = "compile"
+    phase: str
+    kind: str = ""
+    totals: dict | None = None
+
+
+@dataclass
+class BaselineStart(Event):
+    KIND: ClassVar[str] = "baseline_start"
+    input: str
+
+
+@dataclass
+class Baseline(Event):
+    KIND: ClassVar[str] = "baseline"
+    record: dict  # one shape's inductor timing, or its error
+
+
+@dataclass
+class NcuRange(Event):
+    """One profiled call under Nsight Compute: its NVTX range, case and side (eager or kernel)."""
+    KIND: ClassVar[str] = "ncu_range"
+    range: str
+    id: str
+    input: str
+    side: str
+    error: str | None = None
+
+
+@dataclass
+class Garbled(Event):
+    """A line on the result channel that is no event (the parent's own record of it)."""
+    KIND: ClassVar[str] = "garbled"
+    line: str
+
+
+KINDS = {kind.KIND: kind for kind in (Environment, Suite, Sealed, Fatal, Violation, CaseStart, CandidateStart,
+                                      CaseResult, Done, TimingPlan, TimingStart, Timing, Profile, Compile,
+                                      BaselineStart, Baseline, NcuRange, Garbled)}
+
+
+def encode(event: Event) -> str:
+    data = {f.name: getattr(event, f.name) for f in fields(event) if f.name != "received_at"}
+    return json.dumps({"event": event.KIND, **data}, default=str)
+
+
+def decode(line: str, received_at: float = 0.0) -> Event:
+    """The event of one line; ``Garbled`` for a line that is none."""
+    try:
+        data = json.loads(line)
+        return KINDS[data.pop("event")](**data, received_at=received_at)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return Garbled(line=line[:200], received_at=received_at)
+
+
+def first(events: list[Event], kind: type[Event]):
+    """The first event of ``kind``, or None."""
+    return next((e for e in events if isinstance(e, kind)), None)
+
+
+def of_kind(events: list[Event], kind: type[Event]) -> list:
+    return [e for e in events if isinstance(e, kind)]
+
+
+class Channel:
+    """The child's end of the result channel: ``send(event)`` writes one line and flushes it, so
+    the parent has every event up to the moment the child dies."""
+
+    def __init__(self, fd: int):
+        self.stream = os.fdopen(fd, "w", buffering=1)
+
+    def send(self, event: Event) -> None:
+        self.stream.write(encode(event) + "\n")
+        self.stream.flush()

@@ -1,0 +1,178 @@
+"""The parent's side of one sandbox child: start it (forked from the device's warm fork server, or
+cold behind a launcher such as ncu), read its events (``harness.events``) as they come, watch its
+limits (wall clock, the per-test clock with compilation paused, the compile budget, host memory,
+processes, output) and kill its whole process group when it breaks one, asking it first where it
+hung. What the child said and how it ended go back to ``harness.evaluate``.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, Fatal, Timing, TimingStart,
+                            decode)
+from harness.sandbox.compile_clock import compile_totals, paused_seconds
+from harness.sandbox.pool import ColdChild, PoolError, pool_for
+from harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, session_usage
+
+STDERR_TAIL_BYTES = 4000
+WATCH_INTERVAL_S = 0.1
+HANG_DUMP_WAIT_S = 0.5
+COMPILER_PATHS = ("triton/compiler", "triton/backends", "triton/runtime/build")
+_WARNED: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Say ``message`` on stderr, once per process."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(message, file=sys.stderr)
+
+
+def child_env(base_env: dict, workdir) -> dict:
+    """A child's environment: the allowlisted one, with its working directory as home and temp."""
+    return {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
+
+
+def exit_cause(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        note = " (the OS kills with SIGKILL when host memory runs out)" if name == "SIGKILL" else ""
+        return f"killed by {name}{note}"
+    return f"exited with code {returncode}"
+
+
+def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float,
+              limits: Limits, prefix: list[str] | None = None) -> tuple[list[Event], ChildOutcome]:
+    """Start the child (cold behind ``prefix``, a launcher such as ncu, where one is given), watch
+    it until it ends or breaks a limit, and collect what it said."""
+    events: list[Event] = []
+    pipes = [os.pipe() for _ in range(3)]  # result channel, stdout, stderr
+    write_ends = [w for _, w in pipes]
+    started = time.perf_counter()
+    outcome = ChildOutcome(launched_at=time.time())
+    try:
+        child = None
+        if warm and not prefix:
+            try:
+                child = pool_for(job["device"], base_env).launch({**job, "env": env}, write_ends)
+            except PoolError as exc:
+                warn_once(f"bbagent: no warm pool ({exc}); starting each candidate cold instead")
+        if child is None:
+            child = ColdChild(job, write_ends[0], write_ends[1], write_ends[2], env, job["workdir"], prefix)
+    finally:
+        for fd in write_ends:
+            os.close(fd)
+    reader = threading.Thread(target=_read_events, args=(pipes[0][0], events), daemon=True)
+    stdout = BoundedCapture(pipes[1][0], limits.output_bytes)
+    stderr = BoundedCapture(pipes[2][0], limits.output_bytes)
+    for thread in (reader, stdout, stderr):
+        thread.start()
+    try:
+        returncode = _watch(child, events, stdout, stderr, limits, timeout_s, outcome)
+    finally:
+        child.kill()  # anything the child left behind in its group; all of it when interrupted (Ctrl-C)
+    for thread in (reader, stdout, stderr):
+        thread.join(timeout=5)
+    outcome.returncode = returncode if returncode is not None else -signal.SIGKILL
+    outcome.wall_s = time.perf_counter() - started
+    outcome.stdout, outcome.stderr = stdout.text(1000), stderr.text(STDERR_TAIL_BYTES)
+    outcome.hang_site = _hang_site(stderr.text(STDERR_TAIL_BYTES), job["kernel"]) if outcome.limit == "timeout" else ""
+    return events, outcome
+
+
+def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCapture, limits: Limits,
+           timeout_s: float, outcome: ChildOutcome) -> int | None:
+    """Wait for the child, killing it when it breaks a limit (named in ``outcome``); its exit code."""
+    deadline = time.perf_counter() + timeout_s  # from the child's start: a fork server's own start is not counted
+    returncode = None
+    while returncode is None:
+        returncode = child.wait(WATCH_INTERVAL_S)
+        if returncode is not None:
+            break
+        processes, rss = session_usage(child.pid)
+        running = running_test(events)
+        now = time.perf_counter()
+        if now > deadline:
+            outcome.limit = "timeout"
+            _dump_stack(child.pid)
+        elif running and (now - running.received_at - paused_seconds(events, running.received_at, now)
+                          > limits.test_seconds):
+            outcome.limit, outcome.detail = "timeout", (f"test {running.id} ran past {limits.test_seconds:g} s "
+                                                        "(compilation and autotuning not counted)")
+            _dump_stack(child.pid)
+        elif paused_seconds(events, 0.0, now) > limits.compile_seconds:
+            totals = compile_totals(events)
+            outcome.limit, outcome.detail = "timeout", (
+                f"compilation and autotuning took more than {limits.compile_seconds:g} s "
+                f"({totals['compiles']} compilations, {totals['autotune_runs']} autotuning runs so far)")
+            _dump_stack(child.pid)
+        elif rss > limits.memory_bytes:
+            outcome.limit, outcome.detail = "host_oom", (f"{rss / 2**30:.1f} GiB resident, limit "
+                                                         f"{limits.memory_bytes / 2**30:.1f} GiB")
+        elif processes > limits.processes:
+            outcome.limit, outcome.detail = "process_spawn", f"{processes} processes, limit {limits.processes}"
+        elif stdout.total + stderr.total > limits.output_bytes:
+            outcome.limit, outcome.detail = "output_flood", (f"{(stdout.total + stderr.total) / 2**20:.0f} MiB, "
+                                                             f"limit {limits.output_bytes / 2**20:.0f} MiB")
+        if outcome.limit:
+            child.kill()
+            returncode = child.wait(30.0)
+    return returncode
+
+
+def running_test(events: list[Event]) -> CandidateStart | TimingStart | None:
+    """The event that started what the candidate is running now (a test's call of the kernel, or
+    its timing), if any; compile events between it and now are skipped."""
+    seen = 0
+    for event in reversed(events):
+        if isinstance(event, Compile):
+            continue
+        if isinstance(event, (CandidateStart, TimingStart)):
+            return event
+        seen += 1
+        if isinstance(event, (CaseResult, Timing, Fatal, Done)) or seen >= 3:
+            return None
+    return None
+
+
+def _dump_stack(pid: int) -> None:
+    """Ask the child where it is (faulthandler on SIGUSR1, to stderr) before it is killed."""
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError:
+        return
+    time.sleep(HANG_DUMP_WAIT_S)
+
+
+def _hang_site(stderr: str, candidate_file: str) -> str:
+    """Where a timed-out child was, from its faulthandler dump (most recent call first)."""
+    start = max(stderr.rfind(marker) for marker in ("Stack (most recent call first)", "Current thread", "Thread 0x"))
+    if start < 0:
+        return ""
+    frames = re.findall(r'File "([^"]+)", line (\d+) in (\S+)', stderr[start:])
+    if not frames:
+        return ""
+    files = [f[0] for f in frames]
+    mine = next((f for f in frames if f[0] == candidate_file), None)
+    at = f" (candidate line {mine[1]}, in {mine[2]})" if mine else ""
+    if any(part in name for name in files for part in COMPILER_PATHS):
+        return "in Triton's compiler: a kernel whose compilation does not finish" + at
+    if mine:
+        return "in the kernel's code: a loop that does not finish" + at
+    if any(os.path.basename(name) in ("case.py", "compare.py") for name in files[:2]):
+        return "waiting for the device: a Triton kernel that does not finish"
+    return f"in {os.path.basename(files[0])}"
+
+
+def _read_events(fd: int, events: list[Event]) -> None:
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
+        for line in stream:
+            events.append(decode(line, time.perf_counter()))
