@@ -85,11 +85,18 @@ def bench(op: str, kernel: str | Path | None = None, *, root: str | Path | None 
     baseline "eager,inductor", inductor_mode, channels_last, profile, ncu). ``on_start`` hears the
     run directory before the evaluation starts. Returns a ``BenchResult``."""
     from agent.bench.run import BenchRequest, run_bench
-    try:
-        request = BenchRequest(kernel=kernel, **settings)
-    except TypeError as exc:
-        raise UsageError(f"bench: {exc}") from None
+    request = _made(BenchRequest, "bench", kernel=kernel, **settings)
     return run_bench(op, request, resolve_root(root, write=True), on_start)
+
+
+def _made(kind, what: str, **settings):
+    """``kind(**settings)``; a UsageError naming the settings ``what`` takes where one is unknown."""
+    from dataclasses import fields
+    known = [f.name for f in fields(kind)]
+    unknown = [name for name in settings if name not in known]
+    if unknown:
+        raise UsageError(f"{what} has no option {', '.join(map(repr, unknown))}; its options are: {', '.join(known)}")
+    return kind(**settings)
 
 
 def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False) -> str:
@@ -113,11 +120,13 @@ def generate(op: str, options=None, *, root: str | Path | None = None,
     return run_generate(op, _options(options, settings), root, report=report)
 
 
-def _options(options, settings: dict):
+def _options(options, settings: dict, batch: bool = False):
     from agent.options import GenerateOptions
     if options is not None and settings:
         raise UsageError("give the options as one GenerateOptions or as keywords, not both")
-    return options if options is not None else GenerateOptions.of(**settings)
+    if options is not None and not isinstance(options, GenerateOptions):
+        raise UsageError(f"options must be a bbagent.GenerateOptions (got {type(options).__name__})")
+    return options if options is not None else GenerateOptions.of(batch=batch, **settings)
 
 
 # --- batches -------------------------------------------------------------------------------------
@@ -136,20 +145,26 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
     from dataclasses import fields
 
     from agent.batch.start import Choice, Plan, run_batch
+    from agent.options import GenerateOptions
     picked = {kind: {f.name: settings.pop(f.name) for f in fields(kind) if f.name in settings} for kind in (Choice, Plan)}
     for per_op, field in (("max_cost_per_op", "max_cost_usd"), ("max_tokens_per_op", "max_tokens")):
         if per_op in settings:
             settings[field] = settings.pop(per_op)
-    choice = Choice(ops=list(ops or []), **picked[Choice])
-    where = resolve_root(root, write=True)
+    unknown = [name for name in settings if name not in GenerateOptions.model_fields]
+    if unknown:
+        raise UsageError(f"batch has no option {', '.join(map(repr, unknown))}; its options are those of Choice "
+                         f"({', '.join(f.name for f in fields(Choice))}), Plan ({', '.join(f.name for f in fields(Plan))}) "
+                         f"and GenerateOptions ({', '.join(GenerateOptions.model_fields)}; max_cost_per_op and "
+                         "max_tokens_per_op for each operator's budgets)")
+    choice, plan = Choice(ops=list(ops or []), **picked[Choice]), Plan(**picked[Plan])
     if resume is not None:
         if ops or any(picked[Choice].values()):
             raise UsageError("--resume continues a batch with its own operators: drop --ops, --ops-file, --suite, "
                              "--family and --dataset")
-        return run_batch(where, None, None, Plan(**picked[Plan]), resume=resume, given=settings, report=report)
-    from agent.options import GenerateOptions
-    options = options if options is not None else GenerateOptions.of(batch=True, **settings)
-    return run_batch(where, choice, options, Plan(**picked[Plan]), report=report)
+        return run_batch(resolve_root(root, write=True), None, None, plan, resume=resume, given=settings,
+                         report=report)
+    options = _options(options, {k: v for k, v in settings.items()}, batch=True)
+    return run_batch(resolve_root(root, write=True), choice, options, plan, report=report)
 
 
 def batch_status(batch_id: str | None = None, root: str | Path | None = None) -> dict:
@@ -227,14 +242,15 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
     and, on a mismatch, the culprit overloads. ``settings``: dtype, include_unreviewed,
     include_slower, atol, rtol, repeats, iterations, seed (``agent.serving.check_model.ModelCheck``)."""
     from agent.evaluation import check_op
-    from agent.serving.check_model import checked, run_check
+    from agent.serving.check_model import ModelCheck, checked, run_check
     for op in ops or []:
         check_op(op)
-    try:
-        check = checked(model, config, device, ops=ops, root=str(resolve_root(root)), **settings)
-    except TypeError as exc:
-        raise UsageError(f"check_model: {exc}") from None
-    return run_check(check, timeout_s)
+    allowed = [name for name in ModelCheck.__dataclass_fields__ if name not in ("model", "config", "device", "ops", "root")]
+    unknown = [name for name in settings if name not in allowed]
+    if unknown:
+        raise UsageError(f"check_model has no option {', '.join(map(repr, unknown))}; its options are: "
+                         f"{', '.join(allowed)}, root, device, config, ops, timeout_s")
+    return run_check(checked(model, config, device, ops=ops, root=str(resolve_root(root)), **settings), timeout_s)
 
 
 def report(ident: str | None = None, *, root: str | Path | None = None, out: str | Path | None = None) -> Path:
