@@ -18,7 +18,7 @@ from pathlib import Path
 from agent.errors import ReportError
 from agent.review.lifecycle import status_of, version_folders
 from agent.review.meta import PerformanceRecord, read_meta
-from agent.reports.runs import read_json
+from agent.reports.runs import read_json, run_id_of
 
 MAX_SHAPE_LINES = 12
 
@@ -70,7 +70,7 @@ def _kernel_folder(root: Path, op: str, run_id: str | None) -> Path | None:
     """The version of ``op``'s kernel that ``run_id`` accepted (current or under versions/)."""
     base = root / "generated_kernels" / op
     for folder in [base, *reversed(version_folders(base))]:
-        if read_json(folder / "meta.json").get("run_id") == run_id:
+        if run_id_of(folder) == run_id:
             return folder
     return None
 

@@ -63,14 +63,23 @@ def list_runs(runs_dir: Path) -> list[dict]:
     return entries
 
 
+def run_id_of(folder: Path) -> str | None:
+    """The run an accepted kernel's folder came from (None where its meta.json cannot be read)."""
+    from agent.review.meta import read_meta
+    try:
+        return read_meta(folder).run_id
+    except (OSError, ValueError):
+        return None
+
+
 def _kept_runs(root: Path, batches_kept: list[Path]) -> dict[str, str]:
     """Run ids that must stay, with the reason."""
     from agent.batch.ledger import FILE_NAME, Ledger
     kept = {}
     for meta in [*(root / "generated_kernels").glob("*/meta.json"),
                  *(root / "generated_kernels").glob("*/versions/*/meta.json")]:
-        run_id = read_json(meta).get("run_id")
         folder = meta.parent
+        run_id = run_id_of(folder)
         name = folder.name if folder.parent.name != "versions" else f"{folder.parent.parent.name} (version {folder.name})"
         if run_id:
             kept[run_id] = f"the accepted kernel {name} came from it"
