@@ -85,18 +85,16 @@ def bench(op: str, kernel: str | Path | None = None, *, root: str | Path | None 
     baseline "eager,inductor", inductor_mode, channels_last, profile, ncu). ``on_start`` hears the
     run directory before the evaluation starts. Returns a ``BenchResult``."""
     from agent.bench.run import BenchRequest, run_bench
-    request = _made(BenchRequest, "bench", kernel=kernel, **settings)
-    return run_bench(op, request, resolve_root(root, write=True), on_start)
+    known = list(BenchRequest.__dataclass_fields__)
+    _refuse_unknown("bench", settings, known, ", ".join(known))
+    return run_bench(op, BenchRequest(kernel=kernel, **settings), resolve_root(root, write=True), on_start)
 
 
-def _made(kind, what: str, **settings):
-    """``kind(**settings)``; a UsageError naming the settings ``what`` takes where one is unknown."""
-    from dataclasses import fields
-    known = [f.name for f in fields(kind)]
-    unknown = [name for name in settings if name not in known]
+def _refuse_unknown(what: str, given: dict, known, listing: str) -> None:
+    """A UsageError naming the options in ``given`` that are not ``known``, and ``listing`` the ones there are."""
+    unknown = [name for name in given if name not in known]
     if unknown:
-        raise UsageError(f"{what} has no option {', '.join(map(repr, unknown))}; its options are: {', '.join(known)}")
-    return kind(**settings)
+        raise UsageError(f"{what} has no option {', '.join(map(repr, unknown))}; its options are: {listing}")
 
 
 def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False) -> str:
@@ -150,12 +148,11 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
     for per_op, field in (("max_cost_per_op", "max_cost_usd"), ("max_tokens_per_op", "max_tokens")):
         if per_op in settings:
             settings[field] = settings.pop(per_op)
-    unknown = [name for name in settings if name not in GenerateOptions.model_fields]
-    if unknown:
-        raise UsageError(f"batch has no option {', '.join(map(repr, unknown))}; its options are those of Choice "
-                         f"({', '.join(f.name for f in fields(Choice))}), Plan ({', '.join(f.name for f in fields(Plan))}) "
-                         f"and GenerateOptions ({', '.join(GenerateOptions.model_fields)}; max_cost_per_op and "
-                         "max_tokens_per_op for each operator's budgets)")
+    _refuse_unknown("batch", settings, GenerateOptions.model_fields,
+                    f"those of Choice ({', '.join(f.name for f in fields(Choice))}), Plan "
+                    f"({', '.join(f.name for f in fields(Plan))}) and GenerateOptions "
+                    f"({', '.join(GenerateOptions.model_fields)}; max_cost_per_op and max_tokens_per_op for each "
+                    "operator's budgets)")
     choice, plan = Choice(ops=list(ops or []), **picked[Choice]), Plan(**picked[Plan])
     if resume is not None:
         if ops or any(picked[Choice].values()):
@@ -163,7 +160,7 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
                              "--family and --dataset")
         return run_batch(resolve_root(root, write=True), None, None, plan, resume=resume, given=settings,
                          report=report)
-    options = _options(options, {k: v for k, v in settings.items()}, batch=True)
+    options = _options(options, settings, batch=True)
     return run_batch(resolve_root(root, write=True), choice, options, plan, report=report)
 
 
@@ -246,10 +243,7 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
     for op in ops or []:
         check_op(op)
     allowed = [name for name in ModelCheck.__dataclass_fields__ if name not in ("model", "config", "device", "ops", "root")]
-    unknown = [name for name in settings if name not in allowed]
-    if unknown:
-        raise UsageError(f"check_model has no option {', '.join(map(repr, unknown))}; its options are: "
-                         f"{', '.join(allowed)}, root, device, config, ops, timeout_s")
+    _refuse_unknown("check_model", settings, allowed, f"{', '.join(allowed)}, root, device, config, ops, timeout_s")
     return run_check(checked(model, config, device, ops=ops, root=str(resolve_root(root)), **settings), timeout_s)
 
 

@@ -17,6 +17,8 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from agent.errors import UsageError
+
 STATES = ("pending", "running", "accepted", "failed", "skipped", "interrupted")
 FILE_NAME = "ledger.sqlite"
 SCHEMA = """
@@ -198,7 +200,6 @@ class Ledger:
 def status(root: Path, batch_id: str | None = None) -> dict:
     """A batch's counts and rows from its ledger (the newest batch under ``root/runs`` when no id),
     readable while it runs."""
-    from agent.errors import UsageError
     batches = sorted(p.name for p in (root / "runs").glob("batch-*") if (p / FILE_NAME).is_file())
     if not batches:
         raise UsageError(f"no batch under {root / 'runs'}: start one with `bbagent batch`")

@@ -173,7 +173,7 @@ def resumed_options(ledger: Ledger, given: dict) -> GenerateOptions:
     return own
 
 
-def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Plan, executor, runner_options: dict,
+def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Plan, runner_options: dict,
                 key: dict) -> Batch:
     """A new batch directory with its ledger: the operators chosen, those skipped and why."""
     from agent.review.catalog import accepted
@@ -227,7 +227,8 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
         path = root / "runs" / resume
         if not (path / FILE_NAME).is_file():
             raise UsageError(f"no batch '{resume}' under {root / 'runs'} (see `bbagent status`)")
-        options = resumed_options(Ledger(path / FILE_NAME), given or {})
+        ledger = Ledger(path / FILE_NAME)
+        options = resumed_options(ledger, given or {})
     check_provider(options)
     if plan.max_cost_usd is not None and options.provider != "replay":
         require_price(options.model)
@@ -239,8 +240,8 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
                               lease_s=plan.lease_s, budgets=budgets, executor=evaluations,
                               limiter=RateLimiter(plan.llm_concurrency),
                               **({"pause_s": plan.infra_pause_s} if plan.infra_pause_s else {}))
-        runner = (reopen_batch(path, Ledger(path / FILE_NAME), runner_options, key, report) if resume is not None
-                  else start_batch(root, choice or Choice(), options, plan, evaluations, runner_options, key))
+        runner = (reopen_batch(path, ledger, runner_options, key, report) if resume is not None
+                  else start_batch(root, choice or Choice(), options, plan, runner_options, key))
         extra = runner.ledger.meta().get("extra_traces") or {}
 
         def generate_one(op: str, hear):

@@ -427,7 +427,7 @@ class Agent:
         totals = {"tokens": self.state["tokens"], "cost_usd": self.state["cost_usd"],
                   "cost_complete": self.state["cost_complete"]}
         fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
-                          run_id=self.run.path.name, round=n, totals=totals, rounds=self.state["rounds"],
+                          run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.state["rounds"],
                           target_speedup=self.target_speedup, target_baseline=self.target_baseline)
         meta = install(self.root, self.op, kernel_source, fields)
         if meta.replaced is not None and meta.replaced.status == "approved":

@@ -45,7 +45,7 @@ def guard_findings(rounds: list[dict]) -> list[dict]:
     return found
 
 
-def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: str, round: int, totals: dict,
+def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: str, accepted_round: int, totals: dict,
              rounds: list[dict], target_speedup: float, target_baseline: str) -> dict:
     """meta.json's fields from the run: the kernel's tests, speed, cost and who wrote it.
     ``totals``: the run's tokens, cost_usd and cost_complete so far; ``rounds``: its round records."""
@@ -54,8 +54,8 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
         "op": op, "written_for": op, "serves": served_overloads(verdict, op),
         "not_served": [v.op for v in verdict.variants if not v.ok],
         "variants": [v.model_dump() for v in verdict.variants], "provider": provider, "model": model,
-        "run_id": run_id, "round": round, "rounds_used": round, "tokens": dict(totals["tokens"]),
-        "cost_usd": round_cost(totals["cost_usd"]), "cost_complete": totals["cost_complete"],
+        "run_id": run_id, "round": accepted_round, "rounds_used": accepted_round, "tokens": dict(totals["tokens"]),
+        "cost_usd": round(totals["cost_usd"], 6), "cost_complete": totals["cost_complete"],
         "tests": verdict.summary.model_dump(), "kernel_sha256": verdict.kernel.sha256, "seed": verdict.seed,
         "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},
         "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter, "accepted_at": now(),
@@ -67,10 +67,6 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
         "tolerance_used_max": max((t.tolerance_used for t in verdict.tests if t.tolerance_used is not None),
                                   default=None),
     }
-
-
-def round_cost(value: float) -> float:
-    return round(value, 6)
 
 
 def kernel_readme(meta: KernelMeta) -> str:

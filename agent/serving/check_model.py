@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from agent.errors import UsageError
+from agent.evaluation import default_device
 from agent.options import positive
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -40,10 +41,8 @@ class ModelCheck:
 def checked(model: str, config: dict | None, device: str | None, **settings) -> ModelCheck:
     """The check asked for, with the model's full config; a UsageError naming what is wrong."""
     from agent.serving.models import config_for
-    import torch
-    has_cuda = torch.cuda.is_available()
-    device = device or ("cuda" if has_cuda else "cpu")
-    if device == "cuda" and not has_cuda:
+    device = device or default_device()
+    if device == "cuda" and default_device() != "cuda":
         raise UsageError("--device cuda: no CUDA device is visible here")
     try:
         full_config = config_for(model, config)

@@ -19,16 +19,14 @@ from pathlib import Path
 from typing import Callable
 
 from agent.errors import UsageError
+from agent.evaluation import default_device
+from agent.options import DEVICES
 from agent.review.catalog import kernel_serving
-
-DEVICES = ("cuda", "cpu")
-
 
 def device_or_default(device: str | None) -> str:
     """``device`` checked, or CUDA where this process sees a GPU, else the CPU."""
     if device is None:
-        import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return default_device()
     if device not in DEVICES:
         raise UsageError(f"device must be one of {', '.join(DEVICES)} (got '{device}')")
     return device
