@@ -1,5 +1,9 @@
 """Real-model operator traces: parse the ``T([shape], dtype, stride=...)`` format.
 
+The same parser reads the argument strings of a BackendBench dataset, whose serializer writes
+strides as a third argument (``T([64, 128], f16, [1, 64])``), keyword names as quoted dict keys,
+and other values by their ``repr`` (``inf``, ``torch.float16``, ``device(type='cuda', index=0)``).
+
 A trace file is a sequence of blocks::
 
     Operator: aten.add.Tensor
@@ -134,6 +138,8 @@ def describe_value(value: Any, leaf: Callable[[Any], Any] = lambda v: v) -> str:
 
 def _eval_node(node: ast.AST) -> Any:
     if isinstance(node, ast.Constant):
+        if isinstance(node.value, str) and node.value in DTYPE_NAMES:  # BackendBench reads 'f16' as f16
+            return DtypeRef(DTYPE_NAMES[node.value])
         return node.value
     if isinstance(node, ast.Tuple):
         return tuple(_eval_node(e) for e in node.elts)
@@ -151,34 +157,60 @@ def _eval_node(node: ast.AST) -> Any:
         if node.id == "nan":
             return math.nan
         raise TraceFormatError(f"unknown name '{node.id}'")
-    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch":
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("torch", "th"):
         if node.attr in SHORT_DTYPE or node.attr in DTYPE_NAMES.values():
             return DtypeRef(node.attr)
         return NamedConstant(f"torch.{node.attr}")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "T":
         return _tensor_spec(node)
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "device"):
-        return str(_eval_node(node.args[0]))
+    if _called(node) == "device":  # torch.device('cuda'), or the repr device(type='cuda', index=0)
+        return _device(node)
     raise TraceFormatError(f"unsupported syntax: {ast.dump(node)[:80]}")
 
 
+def _called(node: ast.AST) -> str | None:
+    """The name a call calls: ``device`` for both ``torch.device(...)`` and ``device(...)``."""
+    if not isinstance(node, ast.Call):
+        return None
+    if isinstance(node.func, ast.Name):
+        return node.func.id
+    return node.func.attr if isinstance(node.func, ast.Attribute) else None
+
+
+def _device(node: ast.Call) -> str:
+    values = [_eval_node(a) for a in node.args] + [_eval_node(k.value) for k in node.keywords
+                                                     if k.arg in ("type", "index")]
+    if not values or not isinstance(values[0], str):
+        raise TraceFormatError("device(...) takes a device type such as 'cuda'")
+    index = values[1] if len(values) > 1 else None
+    return values[0] if index is None or ":" in values[0] else f"{values[0]}:{int(index)}"
+
+
 def _tensor_spec(node: ast.Call) -> TensorSpec:
-    if len(node.args) != 2:
-        raise TraceFormatError("T(...) takes a shape and a dtype")
+    """``T(shape, dtype)`` with strides as ``stride=`` (the traces) or a third argument (BackendBench)."""
+    if len(node.args) not in (2, 3):
+        raise TraceFormatError("T(...) takes a shape, a dtype and optionally strides")
     shape = _eval_node(node.args[0])
     dtype = _eval_node(node.args[1])
-    stride = None
+    stride = _eval_node(node.args[2]) if len(node.args) == 3 else None
     for kw in node.keywords:
-        if kw.arg == "stride":
-            stride = tuple(_eval_node(kw.value))
+        if kw.arg == "stride" and stride is None:
+            stride = _eval_node(kw.value)
+        elif kw.arg == "stride":
+            raise TraceFormatError("T() given strides twice")
         else:
             raise TraceFormatError(f"unknown T() keyword '{kw.arg}'")
     if not isinstance(dtype, DtypeRef):
         raise TraceFormatError(f"bad dtype in T(): {dtype!r}")
-    if stride is not None and len(stride) != len(shape):
-        raise TraceFormatError("stride and shape differ in length")
-    return TensorSpec(tuple(int(s) for s in shape), dtype.name, stride)
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(s, int) and s >= 0 for s in shape):
+        raise TraceFormatError(f"bad shape in T(): {shape!r}")
+    if stride is not None:
+        if not isinstance(stride, (list, tuple)) or not all(isinstance(s, int) for s in stride):
+            raise TraceFormatError(f"bad strides in T(): {stride!r}")
+        if len(stride) != len(shape):
+            raise TraceFormatError("stride and shape differ in length")
+        stride = tuple(stride)
+    return TensorSpec(tuple(shape), dtype.name, stride)
 
 
 def parse_call_line(op: str, line: str) -> TraceCall:

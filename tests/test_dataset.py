@@ -142,3 +142,106 @@ def test_a_dataset_batch_tests_the_dataset_inputs(tmp_path):
     dataset_tests = [t for t in verdict["tests"] if t["id"].startswith("dataset-")]
     assert [t["input"] for t in dataset_tests] == ["(T([33, 65], f32),)"] and dataset_tests[0]["passed"]
     assert json.loads((result.path / "dataset.json").read_text())["pairs_used"] == 1
+
+
+# --- the published format as BackendBench writes it (issue 31) ----------------------------------
+
+SHORT = {"float16": "f16", "float32": "f32", "bfloat16": "bf16", "int64": "i64", "bool": "b8"}
+
+
+def _serialized(value) -> str:
+    """A value as the format's serializer writes it: a tensor as ``T(shape, dtype)``, with its
+    strides as a third argument when it is not contiguous; a list item by item; anything else by
+    its repr (``inf``, ``torch.float16``, ``device(type='cpu')``)."""
+    import torch
+    if isinstance(value, torch.Tensor):
+        dtype = SHORT[str(value.dtype).removeprefix("torch.")]
+        strides = "" if value.is_contiguous() else f", {list(value.stride())}"
+        return f"T({list(value.shape)}, {dtype}{strides})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_serialized(v) for v in value) + "]"
+    return repr(value)
+
+
+def _published(args: tuple, kwargs: dict) -> str:
+    positional = "(" + ", ".join(_serialized(a) for a in args) + ",)" if args else "()"
+    return "(" + positional + ", {" + ", ".join(f"'{k}': {_serialized(v)}" for k, v in kwargs.items()) + "})"
+
+
+def _published_rows() -> list[dict]:
+    import torch
+    transposed = torch.empty(128, 64, dtype=torch.float16).t()  # [64, 128] with strides [1, 64]
+    plain = torch.empty(64, 128, dtype=torch.float16)
+    base = dict(runnable=True, included_in_benchmark=True, why_excluded=[], is_synthetic=False, runtime_ms=0.1,
+                relative_runtime_to_kernel_launch=30.0, is_overhead_dominated_op=False, count=4,
+                in_models="m1,m2", in_models_count=2)
+    return [
+        {**base, "uuid": "u-strided", "op_name": "aten.add.Tensor", "args": _published((transposed, plain), {})},
+        {**base, "uuid": "u-kwargs", "op_name": "aten.clamp.default",
+         "args": _published((plain,), {"min": -float("inf"), "max": 6.0})},
+        {**base, "uuid": "u-dtype", "op_name": "aten._to_copy.default",
+         "args": _published((plain,), {"dtype": torch.float32, "device": torch.device("cpu")})},
+        {**base, "uuid": "u-excluded", "op_name": "aten.mul.Tensor", "args": _published((plain, plain), {}),
+         "included_in_benchmark": "false", "why_excluded": ["too slow on the reference", "flaky"]},
+    ]
+
+
+@pytest.mark.parametrize("form", ["json", "parquet"])
+def test_the_published_format_is_read_as_written(tmp_path, form):
+    """List ``why_excluded``, strided ``T(...)`` with strides as a third argument, quoted keyword
+    names, ``inf``, dtypes and devices by repr, and the string "false": every row is read and used
+    or excluded as its fields say, from JSON and from parquet alike."""
+    from agent.batch.start import Choice, choose_ops
+    from harness.traces import parse_call_line
+    rows = _published_rows()
+    assert "[1, 64])" in rows[0]["args"]  # the transposed input is written with its strides
+    path = tmp_path / f"problems.{form}"
+    if form == "parquet":  # a column has one type: the flag column as text throughout
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.Table.from_pylist([{**r, "included_in_benchmark": str(r["included_in_benchmark"]).lower()}
+                                             for r in rows]), path)
+    else:
+        path.write_text(json.dumps(rows))
+    chosen = choose_ops(Choice(dataset=path))
+    assert chosen.ops == ["aten.add.Tensor", "aten.clamp.default", "aten._to_copy.default"]
+    assert chosen.skipped == {"aten.mul.Tensor": "every input excluded: too slow on the reference; flaky"}
+    assert chosen.dataset["pairs_used"] == 3 and len(chosen.dataset["skipped_pairs"]) == 1
+    strided = parse_call_line("aten.add.Tensor", chosen.extra_traces["aten.add.Tensor"][0]["line"])
+    assert [(s.shape, s.stride) for s in strided.tensor_specs()] == [((64, 128), (1, 64)), ((64, 128), None)]
+    clamp = parse_call_line("aten.clamp.default", chosen.extra_traces["aten.clamp.default"][0]["line"])
+    assert clamp.kwargs == {"min": -float("inf"), "max": 6.0}
+    to_copy = parse_call_line("aten._to_copy.default", chosen.extra_traces["aten._to_copy.default"][0]["line"])
+    assert to_copy.kwargs["dtype"].name == "float32" and to_copy.kwargs["device"] == "cpu"
+
+
+def test_a_strided_dataset_input_is_tested_with_its_strides():
+    from harness.inputs import materialize
+    from harness.traces import parse_call_line
+    call = parse_call_line("aten.add.Tensor", "cnt: 1, ((T([64, 128], f16, [1, 64]), T([64, 128], f16)), {})")
+    first = materialize(call.args, "cpu", None)[0]
+    assert first.shape == (64, 128) and first.stride() == (1, 64) and not first.is_contiguous()
+
+
+def test_rows_as_pandas_reads_them_and_malformed_rows_named_by_uuid(tmp_path):
+    """A parquet read through pandas gives numpy arrays and numpy booleans; a row that cannot be
+    read stops the batch before anything runs, naming its uuid and what is wrong."""
+    import numpy as np
+    from agent.batch.selection import dataset_row
+    row = dataset_row({"uuid": "u1", "op_name": " aten.relu.default ", "args": "((T([4], f32),), {})",
+                       "why_excluded": np.array(["a", "b"], dtype=object), "included_in_benchmark": np.bool_(False),
+                       "runnable": np.True_, "is_synthetic": "False", "count": np.int64(7),
+                       "is_overhead_dominated_op": float("nan")})
+    assert row["why_excluded"] == "a; b" and row["included_in_benchmark"] is False and row["runnable"] is True
+    assert row["is_synthetic"] is False and row["count"] == 7 and row["is_overhead_dominated_op"] is False
+    assert row["op_name"] == "aten.relu.default"
+    assert dataset_row({"op_name": "aten.relu.default", "args": "x", "why_excluded": []})["why_excluded"] is None
+    bad = [{"uuid": "good", "op_name": "aten.relu.default", "args": "((T([4], f32),), {})"},
+           {"uuid": "row-with-a-bad-flag", "op_name": "aten.relu.default", "args": "((T([4], f32),), {})",
+            "runnable": "maybe"}]
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    done = subprocess.run([sys.executable, "-m", "bbagent", "batch", "--dataset", str(tmp_path / "bad.json"),
+                           "--provider", "replay", "--device", "cpu", "--root", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "row 1 (uuid row-with-a-bad-flag) has runnable = 'maybe', which is not true or false" in done.stderr

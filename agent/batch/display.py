@@ -25,6 +25,13 @@ def event_line(event: str, data: dict) -> str | None:
         c = data["counts"]
         return (f"batch: {c['pending']} to run, {c['skipped']} skipped, {c['accepted']} accepted earlier, "
                 f"{data['jobs']} at a time")
+    if event == "dataset":
+        line = (f"dataset: {data['rows']} rows; {data['pairs_used']} inputs of {data['ops']} operator(s) used "
+                f"({data['canaries']} correctness-only)")
+        if data["skipped"]:
+            top = "; ".join(f"{n} {escape(why[:90])}" for why, n in list(data["reasons"].items())[:4])
+            line += f"; {data['skipped']} skipped: {top} (every one in {data['file']})"
+        return line
     if event == "op_start":
         return f"{data['op']}: started"
     if event == "run_round":

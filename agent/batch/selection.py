@@ -86,7 +86,8 @@ def one_per_family(selection: Selection, family_of) -> Selection:
 
 def read_dataset(path: str | Path) -> list[dict]:
     """The rows of a BackendBench-format dataset: ``.parquet`` (needs pyarrow) or ``.json`` (a list
-    of row objects, or an object of equal-length column lists)."""
+    of row objects, or an object of equal-length column lists), each checked and brought to plain
+    Python values (``agent.batch.selection.dataset_row``)."""
     path = Path(path)
     if not path.is_file():
         raise SelectionError(f"--dataset {path}: no such file")
@@ -115,17 +116,63 @@ def read_dataset(path: str | Path) -> list[dict]:
         rows = data
     else:
         raise SelectionError(f"--dataset {path}: expected a .parquet or .json file")
+    checked = []
     for number, row in enumerate(rows):
-        missing = [name for name in REQUIRED_FIELDS if not isinstance(row.get(name), str)]
-        if missing:
-            raise SelectionError(f"--dataset {path}: row {number} has no {' or '.join(missing)} "
-                                 f"(fields of the format: {', '.join(DATASET_FIELDS)})")
-    return rows
+        try:
+            checked.append(dataset_row(row))
+        except ValueError as exc:
+            uuid = _plain(row.get("uuid"))
+            raise SelectionError(f"--dataset {path}: row {number}{f' (uuid {uuid})' if uuid else ''} {exc} "
+                                 f"(fields of the format: {', '.join(DATASET_FIELDS)})") from None
+    return checked
 
 
-def _flag(row: dict, name: str, default: bool) -> bool:
-    value = row.get(name)
-    return default if value is None else bool(value)
+FLAG_FIELDS = {"runnable": True, "included_in_benchmark": True, "is_synthetic": False,
+               "is_overhead_dominated_op": False}  # and their value when a row leaves them out
+TRUE_WORDS, FALSE_WORDS = ("true", "1", "yes", "t", "y"), ("false", "0", "no", "f", "n", "")
+
+
+def dataset_row(row: dict) -> dict:
+    """One row as plain values: flags as booleans (``True``, ``"false"``, ``0``, numpy's bools all
+    read), ``why_excluded`` as one text (the format writes a list of reasons), ``count`` as an int,
+    list-like columns (numpy arrays, from pandas) as lists. Raises ValueError saying what is wrong."""
+    row = {key: _plain(value) for key, value in row.items()}
+    for name in REQUIRED_FIELDS:
+        if not isinstance(row.get(name), str) or not row[name].strip():
+            raise ValueError(f"has no {name}")
+    row["op_name"] = row["op_name"].strip()
+    row["args"] = row["args"].strip().strip("'\"").strip()  # BackendBench strips quotes around the args too
+    for name, default in FLAG_FIELDS.items():
+        row[name] = _flag(row.get(name), name, default)
+    reasons = row.get("why_excluded")
+    if isinstance(reasons, (list, tuple)):
+        reasons = "; ".join(str(r).strip() for r in reasons if r is not None and str(r).strip())
+    row["why_excluded"] = str(reasons).strip() if reasons not in (None, "") else None
+    count = row.get("count")
+    try:
+        row["count"] = 0 if count is None or count != count else int(count)  # None or NaN: not given
+    except (TypeError, ValueError):
+        raise ValueError(f"has a count that is not a number: {count!r}") from None
+    return row
+
+
+def _plain(value):
+    """numpy scalars and arrays (a parquet read through pandas) as Python values and lists."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return value.tolist()
+    return value
+
+
+def _flag(value, name: str, default: bool) -> bool:
+    if value is None or (isinstance(value, float) and value != value):
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise ValueError(f"has {name} = {value!r}, which is not true or false")
 
 
 def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
@@ -139,24 +186,22 @@ def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
     selection = Selection()
     skipped_pairs, per_op = [], {}
     for row in rows:
-        op, args = row["op_name"].strip(), row["args"].strip()
-        count = row.get("count")
+        op, args = row["op_name"], row["args"]
         pair = {"uuid": row.get("uuid"), "op": op, "args": args}
-        if not _flag(row, "included_in_benchmark", True) or not _flag(row, "runnable", True):
-            reason = row.get("why_excluded") or ("not runnable" if not _flag(row, "runnable", True)
-                                                 else "not included in the benchmark")
+        if not row["included_in_benchmark"] or not row["runnable"]:
+            reason = row["why_excluded"] or ("not runnable" if not row["runnable"] else "not included in the benchmark")
             skipped_pairs.append({**pair, "why": reason})
             continue
-        if _flag(row, "is_synthetic", False) and not include_synthetic:
+        if row["is_synthetic"] and not include_synthetic:
             skipped_pairs.append({**pair, "why": "synthetic inputs (--include-synthetic to run them)"})
             continue
-        line = f"cnt: {int(count or 0)}, {args}"
+        line = f"cnt: {row['count']}, {args}"
         try:
             parse_call_line(op, line)
         except TraceFormatError as exc:
             skipped_pairs.append({**pair, "why": f"arguments bbagent cannot read: {exc}"})
             continue
-        timed = not _flag(row, "is_overhead_dominated_op", False)
+        timed = not row["is_overhead_dominated_op"]
         per_op.setdefault(op, []).append({"line": line, "timed": timed})
     known = set()
     for op in per_op:

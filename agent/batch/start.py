@@ -12,6 +12,7 @@ import datetime
 import hashlib
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -191,9 +192,13 @@ def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Plan
                            selection={"ops": choice.ops, "ops_file": _text(choice.ops_file), "suite": choice.suite,
                                       "family": choice.family, "dataset": _text(choice.dataset),
                                       "include_synthetic": choice.include_synthetic})
+    runner.ledger.add(chosen.ops + [op for op in skipped if op not in chosen.ops], skipped)
     if chosen.dataset is not None:
         (path / "dataset.json").write_text(json.dumps(chosen.dataset, indent=1) + "\n")
-    runner.ledger.add(chosen.ops + [op for op in skipped if op not in chosen.ops], skipped)
+        reasons = Counter(pair["why"] for pair in chosen.dataset["skipped_pairs"])
+        runner.event("dataset", **{k: v for k, v in chosen.dataset.items() if k != "skipped_pairs"},
+                     skipped=len(chosen.dataset["skipped_pairs"]), reasons=dict(reasons.most_common()),
+                     file=str(path / "dataset.json"))
     return runner
 
 
