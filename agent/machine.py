@@ -75,3 +75,36 @@ def this_machine() -> Machine:
     import torch
     import triton
     return Machine(torch=torch.__version__, triton=triton.__version__, gpu=visible_gpu(), suite=harness_fingerprint())
+
+
+def this_process() -> dict:
+    """Who is running, as recorded where a process may die without a word (a batch's coordinator,
+    a run): host, pid and start time, for :func:`process_state` to read back."""
+    import socket
+    import time
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started_at": round(time.time(), 3)}
+
+
+def process_state(record: dict | None) -> str:
+    """Whether the process of a :func:`this_process` record is ``alive`` or ``dead`` (it ran on
+    this host: its pid is checked, and a pid reused by a later process counts as dead), or
+    ``unknown`` (another host, or no record)."""
+    import socket
+    record = record or {}
+    pid = record.get("pid")
+    if record.get("host") != socket.gethostname() or not pid:
+        return "unknown"
+    if pid == os.getpid():
+        return "alive"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return "dead"
+    except PermissionError:
+        pass
+    try:  # a process of that number started after the recorded one did is another one
+        if os.stat(f"/proc/{pid}").st_ctime > (record.get("started_at") or 0) + 5:
+            return "dead"
+    except OSError:
+        pass
+    return "alive"

@@ -84,7 +84,7 @@ def test_resume_reopens_interrupted_lapsed_and_other_key_results_but_not_live_on
     time.sleep(0.05)
     reopened = Ledger(tmp_path / "ledger.sqlite").reopen({"torch": "2.13", "gpu": "H200"})  # a new coordinator
     assert reopened == {"interrupted": ["stopped"], "lease_expired": ["lapsed"], "still_leased": ["live"],
-                        "other_key": ["old"]}
+                        "other_key": ["old"], "failed": []}
     states = {r["op"]: (r["state"], r["attempts"]) for r in ledger.rows()}
     assert states == {"lapsed": ("pending", 0), "live": ("running", 1), "stopped": ("pending", 0),
                       "done": ("accepted", 1), "old": ("pending", 0)}
@@ -201,6 +201,7 @@ def test_a_six_operator_batch_killed_in_the_middle_resumes_and_does_each_operato
     busy = _batch(tmp_path, "--resume", sorted((tmp_path / "runs").glob("batch-*"))[-1].name)
     out, err = busy.communicate(timeout=120)
     assert busy.returncode == 2 and "is still running (process" in err, out + err
+    assert status["liveness"]["state"] == "running" and status["resume"] is None
     counts = status["counts"]
     assert counts["total"] == 6 == sum(counts[s] for s in ("pending", "running", "accepted", "failed", "skipped",
                                                           "interrupted"))
@@ -211,10 +212,23 @@ def test_a_six_operator_batch_killed_in_the_middle_resumes_and_does_each_operato
     in_flight = {r["op"] for r in _ledger_rows(tmp_path) if r["state"] == "running"}
     # their leases (120 s) are still live, but the coordinator ran on this host and its process is gone
     batch_id = sorted((tmp_path / "runs").glob("batch-*"))[-1].name
+    dead = _status(tmp_path)
+    assert dead["liveness"]["state"] == "dead" and "is gone" in dead["liveness"]["reason"], dead["liveness"]
+    assert dead["resume"].startswith(f"bbagent batch --resume {batch_id} --root ")
+    assert dead["activity"] is None  # no "calls in flight" from a dead coordinator
+    listed = subprocess.run([sys.executable, "-m", "bbagent", "runs", "--json", "--root", str(tmp_path)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120)
+    listing = {e["id"]: e for e in json.loads(listed.stdout)}
+    assert listing[batch_id]["status"] == "dead"
+    killed_runs = [e for e in listing.values() if e["kind"] == "run" and e["op"] in in_flight]
+    assert killed_runs and all(e["status"] == "interrupted" for e in killed_runs), killed_runs
     resumed = _batch(tmp_path, "--resume", batch_id, "--jobs", "3")
     out, err = resumed.communicate(timeout=400)
     assert resumed.returncode == 0, out + err
     assert f"{len(in_flight)} whose process died run again" in err
+    events = [json.loads(line) for line in (tmp_path / "runs" / batch_id / "events.jsonl").read_text().splitlines()]
+    lost, = [e for e in events if e["event"] == "coordinator_lost"]
+    assert lost["coordinator"]["pid"] == first.pid and set(lost["running"]) == in_flight
     rows = {r["op"]: r for r in _ledger_rows(tmp_path)}
     assert all(rows[op]["state"] == "accepted" and rows[op]["attempts"] == 1 for op in OPS), rows
     events = [json.loads(line) for line in (tmp_path / "runs" / batch_id / "events.jsonl").read_text().splitlines()]
@@ -224,7 +238,14 @@ def test_a_six_operator_batch_killed_in_the_middle_resumes_and_does_each_operato
     assert sorted(p.name for p in (tmp_path / "generated_kernels").iterdir() if p.is_dir()) == sorted(OPS)
     summary = json.loads((tmp_path / "runs" / batch_id / "summary.json").read_text())
     assert summary["counts"]["accepted"] == 6 and summary["counts"]["total"] == 6
-    assert summary["session"]["slots"] and sum(s["evaluations"] for s in summary["session"]["slots"]) >= 1
+    first_session, second_session = summary["sessions"]  # the summary covers both sessions of the batch
+    assert first_session["pid"] == first.pid and first_session["jobs"] == 2 and first_session["ended"].startswith("lost")
+    assert second_session["jobs"] == 3 and second_session["ended"] == "finished"
+    assert second_session["finished_ops"] == 6 - len(done_before)
+    assert second_session["slots"] and sum(s["evaluations"] for s in second_session["slots"]) >= 1
+    text = (tmp_path / "runs" / batch_id / "summary.md").read_text()
+    assert "## Sessions" in text and "lost" in text and text.count("| finished |") == 1
+    assert _status(tmp_path)["liveness"]["state"] == "finished"
     # a new batch of the same operators skips them all: accepted kernels serve them
     again = _batch(tmp_path, "--ops", ",".join(OPS), "--replay", str(replays))
     out, err = again.communicate(timeout=120)
@@ -442,3 +463,30 @@ def test_an_operator_is_failed_for_infrastructure_only_after_retries_spread_over
         assert len(tries) == INFRA_RETRIES and row["infra_retries"] == INFRA_RETRIES - 1
     else:  # 8 tries 10 ms apart are not enough: it went on until 0.3 s had passed
         assert len(tries) > INFRA_RETRIES
+
+
+def test_a_resume_keeps_the_batch_whole_retries_failed_ops_and_changes_nothing_when_done(tmp_path):
+    """A resume runs with the batch's own --jobs; with nothing left to do it writes nothing; with
+    --retry-failed it runs the failed operators again, and the summary keeps every session."""
+    ops = ["aten.relu.default", "aten.exp.default"]
+    replays = _replays(tmp_path, ops[:1])
+    (replays / "aten.exp.default.json").write_text(json.dumps({"exchanges": [{"response": "I cannot do this."}] * 3}))
+    first = _batch(tmp_path, "--ops", ",".join(ops), "--jobs", "1", "--replay", str(replays))
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 1, out + err
+    batch_dir = sorted((tmp_path / "runs").glob("batch-*"))[-1]
+    written = {p.name: p.stat().st_mtime_ns for p in batch_dir.iterdir()}
+    idle = _batch(tmp_path, "--resume", batch_dir.name)
+    out, err = idle.communicate(timeout=120)
+    assert idle.returncode == 1 and "nothing to do" in out  # exits as the batch ended: with a failure and "--retry-failed" in out, out + err
+    assert {p.name: p.stat().st_mtime_ns for p in batch_dir.iterdir() if p.name in written} == written
+    assert _status(tmp_path)["resume"].endswith("--retry-failed")
+    (replays / "aten.exp.default.json").write_text(json.dumps({"exchanges": [{"response": _answer("aten.exp.default")}]}))
+    again = _batch(tmp_path, "--resume", batch_dir.name, "--retry-failed")
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0 and "1 failed run again" in err and "aten.relu.default: started" not in err, out + err
+    rows = {r["op"]: r for r in _ledger_rows(tmp_path)}
+    assert rows["aten.exp.default"]["state"] == "accepted" and rows["aten.exp.default"]["attempts"] == 2
+    summary = json.loads((batch_dir / "summary.json").read_text())
+    assert [(s["jobs"], s["ended"], s["finished_ops"]) for s in summary["sessions"]] == [(1, "finished", 2),
+                                                                                         (1, "finished", 1)]

@@ -134,7 +134,7 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
     """Run ``generate`` for many operators, resumably, and return a ``BatchResult``. Which ones:
     ``ops``, or the keywords of ``agent.batch.start.Choice`` (ops_file, suite, family, dataset,
     include_synthetic). How: the keywords of ``agent.batch.start.Plan`` (jobs, gpus,
-    llm_concurrency, force, lease_s, the batch's max_cost_usd / max_tokens / deadline "HH:MM",
+    llm_concurrency, force, retry_failed (with resume), lease_s, the batch's max_cost_usd / max_tokens / deadline "HH:MM",
     infra_pause_s, executor "local" or "ray", ray_address, ray_resource). Each operator's generate
     options: ``options`` (a ``GenerateOptions``) or the keywords of one, where ``max_cost_per_op``
     and ``max_tokens_per_op`` are each operator's budgets. ``resume`` continues a batch by id with
@@ -165,7 +165,9 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
 
 
 def batch_status(batch_id: str | None = None, root: str | Path | None = None) -> dict:
-    """A batch's counts and rows from its ledger (the newest batch when no id), readable while it runs."""
+    """A batch's counts and rows from its ledger (the newest batch when no id), readable while it
+    runs; ``liveness`` says whether it is running, dead, stopped or finished, and ``resume`` gives
+    the command that continues it where it can go on."""
     from agent.batch.ledger import status
     return status(resolve_root(root), batch_id)
 

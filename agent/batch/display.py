@@ -20,7 +20,10 @@ def event_line(event: str, data: dict) -> str | None:
         return (f"resuming: {len(data['interrupted'])} interrupted and {len(data['lease_expired'])} whose process "
                 "died run again" + (f"; {len(data['other_key'])} finished under another resume key (torch, triton, "
                                     "GPU model, prompts or model changed) run again" if data.get("other_key") else "")
+                + (f"; {len(data['failed'])} failed run again (--retry-failed)" if data.get("failed") else "")
                 + (f"; {len(data['still_leased'])} still leased elsewhere" if data["still_leased"] else ""))
+    if event == "coordinator_lost":
+        return f"[yellow]the batch's last coordinator was lost: {escape(data['reason'])}[/yellow]"
     if event == "batch_start":
         c = data["counts"]
         return (f"batch: {c['pending']} to run, {c['skipped']} skipped, {c['accepted']} accepted earlier, "

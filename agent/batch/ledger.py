@@ -11,6 +11,7 @@ failed; ``provider``, ``sandbox``: infrastructure; ``usage``: the operator canno
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 import threading
 import time
@@ -18,6 +19,7 @@ from contextlib import closing
 from pathlib import Path
 
 from agent.errors import UsageError
+from agent.machine import process_state
 
 STATES = ("pending", "running", "accepted", "failed", "skipped", "interrupted")
 FILE_NAME = "ledger.sqlite"
@@ -155,15 +157,15 @@ class Ledger:
             self.finish(op, "interrupted", error_class="interrupted", error="the batch was interrupted")
         return ops
 
-    def reopen(self, key: dict | None = None, coordinator_dead: bool = False) -> dict[str, list[str]]:
+    def reopen(self, key: dict | None = None, coordinator_dead: bool = False, retry_failed: bool = False,
+               dry_run: bool = False) -> dict[str, list[str]]:
         """For ``--resume``: interrupted operators, running ones whose lease lapsed (their process
         died) or whose coordinator is known dead (``coordinator_dead``: it ran on this host and its
-        process is gone), and, given the resume ``key`` now, those finished under another key, are
-        pending again. A running operator with a live lease is left alone: another coordinator may
-        hold it."""
+        process is gone), with ``retry_failed`` the failed ones, and, given the resume ``key`` now,
+        those finished under another key, are pending again (``dry_run``: only say which). A
+        running operator with a live lease is left alone: another coordinator may hold it."""
         now = time.time()
-        self.key = key
-        reopened = {"interrupted": [], "lease_expired": [], "still_leased": [], "other_key": []}
+        reopened = {"interrupted": [], "lease_expired": [], "still_leased": [], "other_key": [], "failed": []}
         for row in self.rows():
             if row["state"] == "interrupted":
                 reopened["interrupted"].append(row["op"])
@@ -174,6 +176,11 @@ class Ledger:
             elif (row["state"] in ("accepted", "failed") and key is not None and row["resume_key"]
                   and row["resume_key"] != _key_text(key)):
                 reopened["other_key"].append(row["op"])
+            elif row["state"] == "failed" and retry_failed:
+                reopened["failed"].append(row["op"])
+        if dry_run:
+            return reopened
+        self.key = key
         for op in reopened["interrupted"] + reopened["lease_expired"]:
             # an interruption or a dead process is not the kernel's failure: the attempt is not charged
             self._write("UPDATE ops SET state = 'pending', attempts = MAX(attempts - 1, 0), lease_until = NULL, "
@@ -182,6 +189,8 @@ class Ledger:
             self._write("UPDATE ops SET state = 'pending', attempts = 0, best_speedup = NULL, rounds = NULL, "
                         "fast_p = NULL, gpu = NULL, error_class = NULL, error = NULL, updated_at = ? WHERE op = ?",
                         (now, op))
+        for op in reopened["failed"]:  # asked again: its attempts so far stay counted, the uncharged stay uncharged
+            self._write("UPDATE ops SET state = 'pending', lease_until = NULL, updated_at = ? WHERE op = ?", (now, op))
         return reopened
 
     def row(self, op: str) -> dict | None:
@@ -197,9 +206,44 @@ class Ledger:
         return counts_of(self.rows())
 
 
+LIVENESS = ("running", "dead", "stopped", "finished")
+DEFAULT_LEASE_S = 120.0  # a session that recorded no lease of its own
+
+
+def liveness(meta: dict, counts: dict, now: float | None = None) -> dict:
+    """Whether a batch is ``running`` (its coordinator lives, or beats within its lease when it
+    runs on another host), ``dead`` (its process is gone, or no heartbeat for longer than the
+    lease: it was killed), ``stopped`` (its last session ended with work left: Ctrl-C or a budget)
+    or ``finished``; with the reason, the coordinator and the age of its last heartbeat."""
+    now = time.time() if now is None else now
+    sessions = meta.get("sessions") or []
+    coordinator = meta.get("coordinator") or {}
+    heartbeat = meta.get("heartbeat") or (meta.get("activity") or {}).get("at")
+    age = round(now - heartbeat, 1) if heartbeat else None
+    unfinished = counts["pending"] + counts["running"] + counts["interrupted"]
+    who = f"process {coordinator.get('pid')} on {coordinator.get('host')}"
+    last = sessions[-1] if sessions else {}
+    if not sessions or last.get("ended_at"):  # (a ledger written before sessions were recorded has none)
+        state = "stopped" if unfinished else "finished"
+        reason = (last.get("ended") or "") if sessions else ""
+        if not sessions and counts["running"] and process_state(coordinator) != "dead":
+            state, reason = "running", "operators hold leases"
+    else:
+        lease = last.get("lease_s") or DEFAULT_LEASE_S
+        process = process_state(coordinator)
+        if process == "dead":
+            state, reason = "dead", f"its coordinator ({who}) is gone: it was killed or crashed"
+        elif process == "unknown" and (age is None or age > lease):
+            state, reason = "dead", f"no heartbeat from its coordinator ({who}) for {age or 0:.0f} s (lease {lease:g} s)"
+        else:
+            state, reason = "running", f"{who} is alive" if process == "alive" else f"heartbeat {age:.0f} s ago"
+    return {"state": state, "reason": reason, "coordinator": coordinator or None, "heartbeat_age_s": age,
+            "sessions": len(sessions)}
+
+
 def status(root: Path, batch_id: str | None = None) -> dict:
     """A batch's counts and rows from its ledger (the newest batch under ``root/runs`` when no id),
-    readable while it runs."""
+    readable while it runs, with its liveness and, where it can go on, the command that resumes it."""
     batches = sorted(p.name for p in (root / "runs").glob("batch-*") if (p / FILE_NAME).is_file())
     if not batches:
         raise UsageError(f"no batch under {root / 'runs'}: start one with `bbagent batch`")
@@ -207,6 +251,14 @@ def status(root: Path, batch_id: str | None = None) -> dict:
     if name not in batches:
         raise UsageError(f"no batch '{name}' under {root / 'runs'}; there are: {', '.join(batches[-5:])}")
     ledger = Ledger(root / "runs" / name / FILE_NAME)
-    meta = ledger.meta()
-    return {"batch_id": name, "counts": ledger.counts(), "ops": ledger.rows(), "activity": meta.get("activity"),
-            "ended_by": meta.get("ended_by")}
+    meta, counts = ledger.meta(), ledger.counts()
+    alive = liveness(meta, counts)
+    resumable = alive["state"] in ("dead", "stopped") or (alive["state"] == "finished" and counts["failed"])
+    resume = f"bbagent batch --resume {name} --root {shlex.quote(str(root))}"
+    if alive["state"] == "finished" and counts["failed"]:
+        resume += " --retry-failed"
+    return {"batch_id": name, "counts": counts, "ops": ledger.rows(), "liveness": alive,
+            "resume": resume if resumable else None,
+            "activity": meta.get("activity") if alive["state"] == "running" else None,
+            "last_activity": meta.get("activity"), "ended_by": meta.get("ended_by"),
+            "sessions": meta.get("sessions") or []}

@@ -26,6 +26,7 @@ from typing import Callable
 
 from agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from agent.errors import InfrastructureError, ProviderError, UsageError
+from agent.machine import process_state, this_process
 from agent.storage import mark_interrupted
 
 LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
@@ -46,6 +47,7 @@ class BatchResult:
     counts: dict
     interrupted: bool = False
     ended_by: str | None = None  # the budget that stopped new work, if one did
+    nothing_to_do: bool = False  # a resume that found every operator finished (and changed nothing)
 
 
 @dataclass
@@ -104,11 +106,13 @@ class Batch:
     def run(self) -> BatchResult:
         workers = [threading.Thread(target=self._work, name=f"batch-worker-{n}", daemon=True)
                    for n in range(self.jobs)]
-        self.ledger.set_meta(ended_by=None, coordinator={"host": socket.gethostname(), "pid": os.getpid(),
-                                                         "started_at": round(time.time(), 3)})
+        coordinator = this_process()
+        sessions = self.ledger.meta().get("sessions") or []
+        sessions.append({**coordinator, "jobs": self.jobs, "lease_s": self.lease_s, "ended_at": None, "ended": None})
+        self.ledger.set_meta(ended_by=None, coordinator=coordinator, heartbeat=time.time(), sessions=sessions)
         counts = self.ledger.counts()
         self.done_at_start = counts["accepted"] + counts["failed"]
-        self.event("batch_start", counts=counts, jobs=self.jobs)
+        self.event("batch_start", counts=counts, jobs=self.jobs, session=len(sessions))
         for worker in workers:
             worker.start()
         interrupted = False
@@ -122,7 +126,7 @@ class Batch:
                     renewed = time.monotonic()
                 if time.monotonic() - noted > ACTIVITY_EVERY_S:  # for `bbagent status` and the live display
                     snapshot = self.activity()
-                    self.ledger.set_meta(activity=snapshot)
+                    self.ledger.set_meta(activity=snapshot, heartbeat=snapshot["at"])
                     self.report("activity", snapshot)
                     noted = time.monotonic()
         except KeyboardInterrupt:
@@ -136,10 +140,20 @@ class Batch:
                     mark_interrupted(Path(self.run_dirs[op]), "the batch was interrupted (Ctrl-C)")
                 self.event("op_interrupted", op=op, run_dir=self.run_dirs.get(op))
         counts = self.ledger.counts()
-        self.ledger.set_meta(activity=self.activity())
+        self.end_session("interrupted (Ctrl-C)" if interrupted else f"stopped: {self.ended_by}" if self.ended_by
+                         else "finished")
         write_summary(self.path, self.ledger)
         self.event("batch_end", counts=counts, interrupted=interrupted)
         return BatchResult(self.path.name, self.path, counts, interrupted, self.ended_by)
+
+    def end_session(self, how: str) -> None:
+        """This session's record in the ledger: when and how it ended, what it did, its slots."""
+        snapshot = self.activity()
+        sessions = self.ledger.meta().get("sessions") or [{}]
+        sessions[-1].update(ended_at=snapshot["at"], ended=how, wall_s=round(snapshot["at"] - self.started, 3),
+                            finished_ops=snapshot["finished_this_session"], slots=snapshot["slots"],
+                            llm=snapshot["llm"])
+        self.ledger.set_meta(activity=snapshot, heartbeat=snapshot["at"], sessions=sessions)
 
     def activity(self) -> dict:
         """What is happening now: running operators, each evaluation slot (per GPU: busy, count,
@@ -253,22 +267,9 @@ def coordinator_state(meta: dict) -> str:
     """Whether the batch's last coordinator is ``alive`` or ``dead`` (it ran on this host: its
     process is checked), or ``unknown`` (another host, or no record)."""
     coordinator = meta.get("coordinator") or {}
-    if coordinator.get("host") != socket.gethostname() or not coordinator.get("pid"):
-        return "unknown"
-    if coordinator["pid"] == os.getpid():
+    if coordinator.get("pid") == os.getpid() and coordinator.get("host") == socket.gethostname():
         return "dead"  # this process is resuming it: whatever ran before in it has ended
-    try:
-        os.kill(coordinator["pid"], 0)
-    except ProcessLookupError:
-        return "dead"
-    except PermissionError:
-        pass
-    try:  # a process of that number started after the coordinator did is another one (pid reused)
-        if os.stat(f"/proc/{coordinator['pid']}").st_ctime > coordinator.get("started_at", 0) + 5:
-            return "dead"
-    except OSError:
-        pass
-    return "alive"
+    return process_state(coordinator)
 
 
 def _spent(state: dict) -> dict:
@@ -286,6 +287,32 @@ def _small(data: dict) -> dict:
     return small
 
 
+def _when(moment: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(moment)) if moment else ""
+
+
+def _sessions_md(sessions: list[dict]) -> list[str]:
+    """Each session of the batch (its start and every ``--resume``): when, where, how it ended, and
+    its evaluation slots."""
+    if not sessions:
+        return []
+    lines = ["", "## Sessions", "", "| # | started | ended | how it ended | jobs | operators finished | process |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {n} | {_when(s.get('started_at'))} | {_when(s.get('ended_at'))} | "
+              f"{(s.get('ended') or 'running').replace('|', '/')} | {s.get('jobs', '')} | "
+              f"{'' if s.get('finished_ops') is None else s['finished_ops']} | {s.get('pid', '')} on {s.get('host', '')} |"
+              for n, s in enumerate(sessions, 1)]
+    for n, session in enumerate(sessions, 1):
+        if session.get("slots"):
+            lines += ["", f"### Evaluation slots of session {n} ({session.get('wall_s') or 0:.0f} s)", "",
+                      "| slot | GPU model | evaluations | busy s | busy fraction | lost in flight | out of service |",
+                      "| --- | --- | --- | --- | --- | --- | --- |"]
+            lines += [f"| {s['name']} | {s.get('gpu_model') or ''} | {s['evaluations']} | {s['busy_s']:.1f} | "
+                      f"{s['busy_fraction']:.0%} | {s.get('lost', 0)} | {(s.get('retired') or '').replace('|', '/')} |"
+                      for s in session["slots"]]
+    return lines
+
+
 def write_summary(path: Path, ledger: Ledger) -> dict:
     """``summary.json`` and ``summary.md``: per operator its outcome, rounds, speedup, tokens and cost;
     the totals; the failures grouped by class."""
@@ -295,11 +322,11 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
         if row["state"] in ("failed", "interrupted"):
             failures.setdefault(row["error_class"] or "unknown", []).append(row["op"])
     meta = ledger.meta()
-    activity = meta.pop("activity", None) or {}
+    meta.pop("activity", None)
+    sessions = meta.pop("sessions", None) or []
     spend = spend_of(rows)
-    summary = {"batch_id": path.name, "meta": meta, "counts": counts_of(rows),
-               "session": {"wall_s": round(activity.get("at", 0) - activity.get("session_started", 0), 3),
-                           "slots": activity.get("slots", []), "llm": activity.get("llm")},
+    summary = {"batch_id": path.name, "meta": meta, "counts": counts_of(rows), "sessions": sessions,
+               "session": sessions[-1] if sessions else {},  # the last one
                "tokens": {"input": spend["input"], "output": spend["output"]},
                "cost_usd": round(spend["cost_usd"], 6), "failures": failures,
                "ops": [{**{k: r[k] for k in ("op", "state", "attempts", "infra_retries", "rounds", "best_speedup",
@@ -329,13 +356,7 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
                      f"{r['gpu'] or ''} | {r['cost_usd']:.4f} | {error.strip() if r['state'] != 'accepted' else ''} |")
     if len({r["gpu"] for r in summary["ops"] if r["best_speedup"] is not None}) > 1:
         lines += ["", "Speedups were measured on different GPU models (column 'on'): compare them within one model."]
-    if summary["session"]["slots"]:
-        lines += ["", f"## Evaluation slots (this session, {summary['session']['wall_s']:.0f} s)", "",
-                  "| slot | GPU model | evaluations | busy s | busy fraction | lost in flight | out of service |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
-        lines += [f"| {s['name']} | {s.get('gpu_model') or ''} | {s['evaluations']} | {s['busy_s']:.1f} | "
-                  f"{s['busy_fraction']:.0%} | {s.get('lost', 0)} | {(s.get('retired') or '').replace('|', '/')} |"
-                  for s in summary["session"]["slots"]]
+    lines += _sessions_md(sessions)
     if failures:
         lines += ["", "## Failures by class", ""] + [f"- {kind}: {', '.join(ops)}" for kind, ops in failures.items()]
     (path / "summary.md").write_text("\n".join(lines) + "\n")

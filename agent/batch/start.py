@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.batch import selection as select
-from agent.batch.ledger import FILE_NAME, Ledger
+from agent.batch.ledger import FILE_NAME, Ledger, liveness
 from agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
 from agent.errors import UsageError
 from agent.evaluation import (check_channels_last, check_evaluation, default_device, family_of_overload,
@@ -45,6 +45,7 @@ class Plan:
     gpus: list[int] | None = None
     llm_concurrency: int = 8
     force: bool = False
+    retry_failed: bool = False  # with --resume: the failed operators run again
     lease_s: float = 120.0
     max_cost_usd: float | None = None  # the batch's budgets
     max_tokens: int | None = None
@@ -206,16 +207,31 @@ def _text(path) -> str | None:
     return str(path) if path else None
 
 
-def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, report: Callable) -> Batch:
-    """A batch to continue: refused while its coordinator lives; its unfinished operators pending again."""
+def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, retry_failed: bool = False) -> Batch | None:
+    """A batch to continue: refused while its coordinator lives; its unfinished operators (and with
+    ``retry_failed`` its failed ones) pending again. A coordinator found dead is recorded (its
+    session ends as lost, and ``events.jsonl`` says so). None, with nothing written, when there is
+    nothing to do."""
     meta = ledger.meta()
     state = coordinator_state(meta)
     if state == "alive":
         pid = meta["coordinator"]["pid"]
         raise UsageError(f"batch {path.name} is still running (process {pid} on this host): wait for it, or stop "
                          f"it (Ctrl-C, or kill {pid}) and resume then")
-    runner = Batch(path, None, **runner_options)
-    report("resume", runner.ledger.reopen(key, coordinator_dead=state == "dead"))
+    dead = state == "dead"
+    todo = ledger.reopen(key, coordinator_dead=dead, retry_failed=retry_failed, dry_run=True)
+    if not any(ops for kind, ops in todo.items() if kind != "still_leased") and not ledger.counts()["pending"]:
+        return None
+    runner = Batch(path, None, **{**runner_options, "jobs": runner_options.get("jobs") or meta.get("jobs") or 4})
+    alive = liveness(meta, ledger.counts())
+    if alive["state"] == "dead":
+        sessions = meta.get("sessions") or [{}]
+        heartbeat = meta.get("heartbeat") or time.time()
+        sessions[-1].update(ended_at=heartbeat, ended=f"lost: {alive['reason']}", finished_ops=None)
+        ledger.set_meta(sessions=sessions)
+        runner.event("coordinator_lost", coordinator=meta.get("coordinator"), last_heartbeat=heartbeat,
+                     reason=alive["reason"], running=[r["op"] for r in ledger.rows() if r["state"] == "running"])
+    runner.event("resume", **runner.ledger.reopen(key, coordinator_dead=dead, retry_failed=retry_failed))
     return runner
 
 
@@ -241,12 +257,17 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
     try:  # a cluster's supervisors hold GPUs: let them go however the batch ends
         options = options.model_copy(update={"device": evaluations.device})
         key = resume_key(options, evaluations.gpu_label())
-        runner_options = dict(jobs=plan.jobs or max(4, 2 * len(evaluations.slots)), report=report,
+        jobs = plan.jobs or (None if resume is not None else max(4, 2 * len(evaluations.slots)))  # a resume: its own
+        runner_options = dict(jobs=jobs, report=report,
                               lease_s=plan.lease_s, budgets=budgets, executor=evaluations,
                               limiter=RateLimiter(plan.llm_concurrency),
                               **({"pause_s": plan.infra_pause_s} if plan.infra_pause_s else {}))
-        runner = (reopen_batch(path, ledger, runner_options, key, report) if resume is not None
+        if plan.retry_failed and resume is None:
+            raise UsageError("--retry-failed goes with --resume BATCH_ID")
+        runner = (reopen_batch(path, ledger, runner_options, key, plan.retry_failed) if resume is not None
                   else start_batch(root, choice or Choice(), options, plan, runner_options, key))
+        if runner is None:  # a resume with nothing left to do changes nothing
+            return BatchResult(resume, path, ledger.counts(), nothing_to_do=True)
         extra = runner.ledger.meta().get("extra_traces") or {}
 
         def generate_one(op: str, hear):

@@ -23,6 +23,7 @@ from typing import Callable
 from agent.errors import InfrastructureError, ProviderError
 from agent.generate.extract import extract_code
 from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
+from agent.machine import this_process
 from agent.options import GenerateOptions
 from agent.providers import Provider
 from agent.review.lifecycle import install
@@ -188,6 +189,7 @@ class Agent:
                                             "provider": self.provider.name, "model": self.provider.model},
             "prompt_template": template_name(self.op), "serves": self.serves or [self.op],
             "host": {"python": platform.python_version(), "platform": platform.platform()},
+            "process": this_process(),  # a run left "running" by a killed process reads as interrupted
             "environment": None, "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "cost_complete": True,
             "cached_calls": 0, "rounds": [], "message": "",
         }

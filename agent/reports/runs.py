@@ -14,6 +14,8 @@ import shutil
 import time
 from pathlib import Path
 
+from agent.machine import process_state
+
 RUN_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{4}$")
 BATCH_ID = re.compile(r"^batch-\d{8}-\d{6}-[0-9a-f]{4}$")
 RECENT_S = 6 * 3600  # a run "running" and written within this is taken to be alive
@@ -33,26 +35,34 @@ def _age_s(path: Path) -> float:
     return time.time() - newest
 
 
+def run_status(state: dict) -> str | None:
+    """A run's status from its run.json; a run that says ``running`` but whose process is gone
+    (killed with the batch or the shell that ran it) is ``interrupted``."""
+    status = state.get("status")
+    if status == "running" and process_state(state.get("process")) == "dead":
+        return "interrupted"
+    return status
+
+
 def list_runs(runs_dir: Path) -> list[dict]:
     """Every run and batch, oldest first: id, kind, what it ran, its status, when, cost."""
-    from agent.batch.ledger import FILE_NAME, Ledger
+    from agent.batch.ledger import FILE_NAME, Ledger, liveness
     entries = []
     if not runs_dir.is_dir():
         return entries
     for path in sorted(runs_dir.iterdir()):
         if path.is_dir() and RUN_ID.match(path.name) and (path / "run.json").is_file():
             state = read_json(path / "run.json")
-            entries.append({"id": path.name, "kind": "run", "op": state.get("op"), "status": state.get("status"),
+            entries.append({"id": path.name, "kind": "run", "op": state.get("op"), "status": run_status(state),
                             "started_at": state.get("started_at"), "rounds": state.get("rounds_used"),
                             "cost_usd": state.get("cost_usd"), "model": (state.get("config") or {}).get("model"),
                             "age_s": round(_age_s(path)), "path": str(path)})
         elif path.is_dir() and BATCH_ID.match(path.name) and (path / FILE_NAME).is_file():
             ledger = Ledger(path / FILE_NAME)
             counts, rows = ledger.counts(), ledger.rows()
-            done = counts["pending"] + counts["running"] + counts["interrupted"] == 0
             meta = ledger.meta()
             entries.append({"id": path.name, "kind": "batch", "op": f"{counts['total']} operators",
-                            "status": "finished" if done else "running" if counts["running"] else "unfinished",
+                            "status": liveness(meta, counts)["state"],
                             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z",
                                                         time.localtime(meta.get("created_at") or 0)),
                             "counts": counts, "cost_usd": round(sum(r["cost_usd"] for r in rows), 6),

@@ -200,6 +200,7 @@ def cmd_batch(args, out, err) -> int:
     from agent.options import GenerateOptions
     fields = _generate_options(args)
     plan = dict(jobs=args.jobs, gpus=args.gpus, llm_concurrency=args.llm_concurrency, force=args.force,
+                retry_failed=args.retry_failed,
                 lease_s=args.lease, max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, deadline=args.deadline,
                 executor=args.executor, ray_address=args.ray_address, ray_resource=args.ray_resource)
     with BatchDisplay(err) as display:
@@ -214,7 +215,12 @@ def cmd_batch(args, out, err) -> int:
     c = result.counts
     if args.json:
         print(json.dumps({"batch_id": result.batch_id, "path": str(result.path), "counts": c,
-                          "interrupted": result.interrupted}))
+                          "interrupted": result.interrupted, "nothing_to_do": result.nothing_to_do}))
+    elif result.nothing_to_do:
+        out.print(f"{result.batch_id}: nothing to do ({c['accepted']} accepted, {c['failed']} failed, "
+                  f"{c['skipped']} skipped of {c['total']}); nothing changed"
+                  + (f"; run the failed ones again with: bbagent batch --resume {result.batch_id} --retry-failed"
+                     if c["failed"] and not args.retry_failed else ""))
     else:
         out.print(f"{result.batch_id}: {c['accepted']} accepted, {c['failed']} failed, {c['skipped']} skipped, "
                   f"{c['interrupted']} interrupted of {c['total']}; summary in {result.path / 'summary.md'}")
@@ -298,22 +304,34 @@ def cmd_review(args, out, err) -> int:
 
 
 def cmd_status(args, out, err) -> int:
+    from rich.markup import escape
     status = api.batch_status(args.batch_id, root=args.root)
     if args.json:
         print(json.dumps(status, default=str))
         return EXIT_OK
-    c = status["counts"]
-    out.print(f"{status['batch_id']}: {c['accepted']} accepted, {c['failed']} failed, {c['running']} running, "
-              f"{c['pending']} pending, {c['skipped']} skipped, {c['interrupted']} interrupted of {c['total']}")
+    c, alive = status["counts"], status["liveness"]
+    colour = {"running": "green", "dead": "red", "stopped": "yellow", "finished": "bold"}[alive["state"]]
+    out.print(f"{status['batch_id']}: [{colour}]{alive['state']}[/{colour}]"
+              + (f" ({escape(alive['reason'])})" if alive["reason"] else ""))
+    was = "running when it died" if alive["state"] == "dead" else "running"
+    out.print(f"{c['accepted']} accepted, {c['failed']} failed, {c['running']} {was}, {c['pending']} pending, "
+              f"{c['skipped']} skipped, {c['interrupted']} interrupted of {c['total']}")
     if status["activity"]:
         from agent.batch.display import panel
         age = time.time() - status["activity"]["at"]
         out.print(f"as of {age:.0f} s ago:")
         out.print(panel(status["activity"]))
     for row in status["ops"]:
-        out.print(f"  {row['op']:<40} {row['state']:<11} attempts {row['attempts']}"
-                  + (f"  {row['error_class']}" if row["error_class"] else ""))
+        why = f"  {row['error_class']}: {escape(_first_line(row['error']))}" if row["error_class"] else ""
+        out.print(f"  {row['op']:<40} {row['state']:<11} attempts {row['attempts']}{why}")
+    if status["resume"]:
+        out.print(f"continue it with: {escape(status['resume'])}")
     return EXIT_OK
+
+
+def _first_line(text: str | None, width: int = 100) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= width else line[:width - 3] + "..."
 
 
 def cmd_generate(args, out, err) -> int:

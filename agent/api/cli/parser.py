@@ -70,6 +70,8 @@ def _batch_command(sub) -> None:
     ba.add_argument("--llm-concurrency", type=int, default=8,
                     help="LLM calls in flight at once across the batch (default 8)")
     ba.add_argument("--resume", metavar="BATCH_ID", help="continue this batch (its own operators and options)")
+    ba.add_argument("--retry-failed", action="store_true",
+                    help="with --resume: run the batch's failed operators again too (their attempts so far stay counted)")
     ba.add_argument("--force", action="store_true", help="also redo operators an accepted kernel serves")
     ba.add_argument("--lease", type=float, default=120.0, metavar="SECONDS",
                     help="an operator whose process died is run again by --resume once this has passed since "
