@@ -475,6 +475,14 @@ def test_a_resume_keeps_the_batch_whole_retries_failed_ops_and_changes_nothing_w
     out, err = first.communicate(timeout=300)
     assert first.returncode == 1, out + err
     batch_dir = sorted((tmp_path / "runs").glob("batch-*"))[-1]
+    why = "no candidate passed in 3 round(s); no code block in the answer of round(s) 1, 2, 3"
+    assert why in err  # the failure's cause, as it happens ...
+    assert why in (batch_dir / "summary.md").read_text()  # ... in the summary ...
+    failed, = [o for o in json.loads((batch_dir / "summary.json").read_text())["ops"] if o["state"] == "failed"]
+    assert failed["why_failed"]["no_code_rounds"] == [1, 2, 3]
+    shown = subprocess.run([sys.executable, "-m", "bbagent", "status", "--root", str(tmp_path)], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120)
+    assert why in " ".join(shown.stdout.split()), shown.stdout  # ... and in status
     written = {p.name: p.stat().st_mtime_ns for p in batch_dir.iterdir()}
     idle = _batch(tmp_path, "--resume", batch_dir.name)
     out, err = idle.communicate(timeout=120)

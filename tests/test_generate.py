@@ -271,3 +271,24 @@ def test_retries_are_announced_while_waiting(tmp_path, monkeypatch, no_keys, dem
     assert code == 0 and len(server.requests) == 2
     err = capsys.readouterr().err
     assert "the call failed (OpenAI API server error (503)" in err and "attempt 2 of 5 in" in err
+
+
+def test_why_a_run_failed_names_the_closest_kernel_its_error_kinds_and_the_answers_causes():
+    """Issue 31: failures differ, and so does what is said about them."""
+    from agent.generate.failure import why_failed
+    near = {"round": 1, "outcome": "fail", "summary": {"passed": 97, "total": 98},
+            "failures": [{"error_kind": "mismatch", "count": 1, "first_test": "trace-12"}]}
+    broken = {"round": 2, "outcome": "fail", "summary": {"passed": 0, "total": 0}, "error_kind": "compile_error",
+              "message": "CompilationError: at 3:4\nmore", "failures": []}
+    silent = {"round": 3, "outcome": "no_code"}
+    assert why_failed([near, broken, silent]).text() == (
+        "no candidate passed in 3 round(s); closest: round 1, 97/98 tests passed (mismatch x1, first trace-12); "
+        "no code block in the answer of round(s) 3")
+    assert why_failed([{**broken, "round": 1}]).text() == ("no candidate passed in 1 round(s); closest: round 1: compile_error: "
+                                           "CompilationError: at 3:4")
+    everywhere = {"round": 1, "outcome": "fail", "summary": {"passed": 0, "total": 98},
+                  "failures": [{"error_kind": "mismatch", "count": 98, "first_test": "opinfo-0"}]}
+    assert "0/98 tests passed (mismatch x98, first opinfo-0)" in why_failed([everywhere]).text()
+    picked = {"round": 1, "outcome": "provider_error", "candidates": [{"outcome": "provider_error"},
+                                                                      {"outcome": "no_code"}]}
+    assert why_failed([picked]).text() == ("no candidate passed in 1 round(s); provider errors in round(s) 1")

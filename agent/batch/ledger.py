@@ -31,9 +31,9 @@ CREATE TABLE IF NOT EXISTS ops (
     lease_until REAL, heartbeat REAL, run_id TEXT, rounds INTEGER, best_speedup REAL,
     tokens_input INTEGER NOT NULL DEFAULT 0, tokens_output INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL NOT NULL DEFAULT 0, error_class TEXT, error TEXT, updated_at REAL NOT NULL,
-    resume_key TEXT, fast_p TEXT, gpu TEXT, baseline_speedups TEXT);
+    resume_key TEXT, fast_p TEXT, gpu TEXT, baseline_speedups TEXT, why_failed TEXT);
 """
-ADDED_COLUMNS = ("resume_key", "fast_p", "gpu", "baseline_speedups")  # added to a ledger written before them
+ADDED_COLUMNS = ("resume_key", "fast_p", "gpu", "baseline_speedups", "why_failed")  # added to a ledger written before them
 
 
 def _key_text(key: dict | None) -> str | None:
@@ -125,9 +125,10 @@ class Ledger:
     def finish(self, op: str, state: str, *, run_id: str | None = None, rounds: int | None = None,
                best_speedup: float | None = None, tokens: tuple[int, int] = (0, 0), cost_usd: float = 0.0,
                error_class: str | None = None, error: str | None = None, fast_p: dict | None = None,
-               gpu: str | None = None, baseline_speedups: dict | None = None) -> bool:
+               gpu: str | None = None, baseline_speedups: dict | None = None, why_failed: dict | None = None) -> bool:
         """The operator's outcome (``gpu``: the GPU model its kernel was evaluated on;
-        ``baseline_speedups``: its geomean over compiled baselines, ``{"inductor": x}``); tokens and
+        ``baseline_speedups``: its geomean over compiled baselines, ``{"inductor": x}``; ``why_failed``:
+        a failed run's ``agent.generate.failure.WhyFailed``, as a dict); tokens and
         cost add to what earlier attempts spent. An operator already accepted or failed keeps its
         outcome: a result that arrives twice changes nothing (False)."""
         assert state in ("accepted", "failed", "interrupted"), state
@@ -136,10 +137,12 @@ class Ledger:
             "best_speedup = COALESCE(?, best_speedup), tokens_input = tokens_input + ?, "
             "tokens_output = tokens_output + ?, cost_usd = cost_usd + ?, error_class = ?, error = ?, "
             "lease_until = NULL, updated_at = ?, resume_key = ?, fast_p = COALESCE(?, fast_p), gpu = COALESCE(?, gpu), "
-            "baseline_speedups = COALESCE(?, baseline_speedups) WHERE op = ? AND state NOT IN ('accepted', 'failed')",
+            "baseline_speedups = COALESCE(?, baseline_speedups), why_failed = ? "
+            "WHERE op = ? AND state NOT IN ('accepted', 'failed')",
             (state, run_id, rounds, best_speedup, tokens[0], tokens[1], cost_usd, error_class, error,
              time.time(), _key_text(self.key), json.dumps(fast_p) if fast_p else None, gpu,
-             json.dumps(baseline_speedups) if baseline_speedups else None, op)) > 0
+             json.dumps(baseline_speedups) if baseline_speedups else None,
+             json.dumps(why_failed) if why_failed else None, op)) > 0
 
     def release(self, op: str, error_class: str, error: str, *, tokens: tuple[int, int] = (0, 0),
                 cost_usd: float = 0.0, **_) -> None:

@@ -225,10 +225,12 @@ class Batch:
             self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
         else:  # failed, stopped by a budget, or a provider that cannot answer (a bad model, a spent replay)
             kind = {"stopped": "budget", "error": "provider"}.get(outcome.status, "kernel")
-            self.ledger.finish(op, "failed", error_class=kind, error=outcome.message, **spent)
+            why = outcome.why_failed.model_dump() if outcome.why_failed is not None else None
+            self.ledger.finish(op, "failed", error_class=kind, error=outcome.message, why_failed=why, **spent)
         row = self.ledger.row(op)
         self.event("op_end", op=op, state=row["state"], error_class=row["error_class"], rounds=row["rounds"],
-                   run_id=row["run_id"], best_speedup=row["best_speedup"])
+                   run_id=row["run_id"], best_speedup=row["best_speedup"],
+                   error=row["error"] if row["state"] != "accepted" else None)
 
     def _spent_so_far(self, op: str) -> dict:
         """What the op's current run spent, from its run.json (a run cut short by an exception)."""
@@ -332,6 +334,7 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
                "ops": [{**{k: r[k] for k in ("op", "state", "attempts", "infra_retries", "rounds", "best_speedup",
                                              "gpu", "tokens_input", "tokens_output", "cost_usd", "error_class",
                                              "error", "run_id")},
+                        "why_failed": json.loads(r["why_failed"]) if r.get("why_failed") else None,
                         "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None,
                         "baseline_speedups": json.loads(r["baseline_speedups"]) if r["baseline_speedups"] else None}
                        for r in rows]}
@@ -351,7 +354,7 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
         inductor = (r["baseline_speedups"] or {}).get("inductor")
         over = (f"{inductor:.3g}x | " if inductor is not None else " | ") if compared else ""
         fast_1 = next((f"{v:.0%}" for k, v in (r["fast_p"] or {}).items() if float(k) == 1.0), "")
-        error = (f"{r['error_class']}: " if r["error_class"] else "") + (r["error"] or "").replace("|", "/")[:120]
+        error = (f"{r['error_class']}: " if r["error_class"] else "") + (r["error"] or "").replace("|", "/")[:300]
         lines.append(f"| {r['op']} | {r['state']} | {r['attempts']} | {r['rounds'] or ''} | {speedup} | {over}{fast_1} | "
                      f"{r['gpu'] or ''} | {r['cost_usd']:.4f} | {error.strip() if r['state'] != 'accepted' else ''} |")
     if len({r["gpu"] for r in summary["ops"] if r["best_speedup"] is not None}) > 1:

@@ -22,6 +22,7 @@ from typing import Callable
 
 from agent.errors import InfrastructureError, ProviderError
 from agent.generate.extract import extract_code
+from agent.generate.failure import WhyFailed, failure_groups_of, why_failed
 from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.machine import this_process
 from agent.options import GenerateOptions
@@ -71,6 +72,7 @@ class Outcome:
     transient: bool = False  # status "error" from a provider that may answer later (outage, rate limit)
     spent: Spent = field(default_factory=Spent)
     best: BestKernel | None = None
+    why_failed: WhyFailed | None = None  # a run that found no correct kernel: the closest one and the answers' causes
 
     @property
     def run_id(self) -> str:
@@ -210,7 +212,8 @@ class Agent:
                 spent = self.over_budget()
                 if spent:
                     outcome.message = f"stopped before round {n}: {spent}" + (
-                        f"; {self.summary_of_best()}" if self.best else "; no kernel was accepted")
+                        f"; {self.summary_of_best()}" if self.best else
+                        "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else ""))
                     outcome.status = "accepted" if self.best else "stopped"
                     break
                 outcome.rounds_used = n
@@ -224,7 +227,7 @@ class Agent:
                         break
             else:
                 outcome.message = (self.summary_of_best() + f"; the {self.rounds} round(s) ran out" if self.best
-                                   else f"no candidate passed in {self.rounds} round(s)")
+                                   else self.record_why_failed())
         except ProviderError as exc:
             if self.best is None:
                 outcome.status, outcome.message, outcome.transient = "error", str(exc), exc.transient
@@ -239,6 +242,9 @@ class Agent:
             raise
         finally:
             outcome.best = self.best_kernel()
+            if self.best is None and self.state["rounds"]:
+                outcome.why_failed = why_failed(self.state["rounds"])
+                self.state["why_failed"] = outcome.why_failed.model_dump()
             outcome.spent = Spent(input_tokens=self.state["tokens"]["input"],
                                   output_tokens=self.state["tokens"]["output"], cost_usd=self.state["cost_usd"],
                                   cost_complete=self.state["cost_complete"], cached_calls=self.state["cached_calls"])
@@ -251,6 +257,10 @@ class Agent:
                               best_baseline_speedups=best.baseline_speedups if best else None)
             self.save()
         return outcome
+
+    def record_why_failed(self) -> str:
+        """Why no kernel passed, in one line (run.json keeps it whole as ``why_failed``)."""
+        return why_failed(self.state["rounds"]).text()
 
     def best_kernel(self) -> BestKernel | None:
         if self.best is None:
@@ -392,7 +402,7 @@ class Agent:
         self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
         self.state["environment"] = verdict.environment.model_dump()
         record.update(outcome=verdict.verdict, summary=verdict.summary.model_dump(), error_kind=verdict.error_kind,
-                      message=verdict.message)
+                      message=verdict.message, failures=failure_groups_of(verdict))
         if verdict.passed:
             record["speedup"] = verdict.geomean_speedup()
         if self.candidates > 1:
