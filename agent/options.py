@@ -70,7 +70,8 @@ class GenerateOptions(BaseModel):
     channels_last: bool = False
     max_shapes: int = 24
     target_ms: float = 25.0
-    no_cache: bool = False
+    no_cache: bool = False  # measure eager aten again instead of reading the timing cache
+    cache: bool = False  # answer a request identical to an earlier one from the call log (default: ask afresh)
     baseline: str = "eager"
     inductor_mode: str = "default"
 

@@ -1,5 +1,6 @@
 """`bbagent generate` end to end: real SDKs against the fake server, real evaluation (CPU interpreter)."""
 import json
+import time
 
 import pytest
 
@@ -132,24 +133,32 @@ def test_replaying_a_past_run_reproduces_it(tmp_path, capsys):
     assert [r["outcome"] for r in run["rounds"]] == ["fail", "pass"]
 
 
-def test_calls_are_logged_with_cost_and_an_identical_run_is_answered_from_the_log(
+def test_calls_are_logged_with_cost_and_reuse_of_answers_is_explicit_and_per_endpoint(
         tmp_path, monkeypatch, no_keys, demo_answers, capsys):
-    """Every call lands in runs/llm_calls.sqlite with tokens and cost; the same run again (same
-    seed, so the same feedback) makes no network call at all; --no-cache asks again."""
+    """Every call lands in runs/llm_calls.sqlite with tokens and cost. Running again asks the model
+    afresh (issue 31: a retry wants a new sample); --cache answers identical requests from the log,
+    but only those made to the same endpoint: another server behind the same model name is asked."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     argv = ["generate", "--op", "aten.relu.default", "--rounds", "3", "--provider", "openai", "--model", "gpt-5",
             "--seed", "5", "--root", str(tmp_path)]
     with FakeLLMServer().answer(*demo_answers) as server:
-        assert main([*argv, "--base-url", server.url + "/v1"]) == 0
-    assert len(server.requests) == 2
-    with FakeLLMServer() as silent:  # answers nothing: any request would fail the run
-        assert main([*argv, "--base-url", silent.url + "/v1"]) == 0
-    assert silent.requests == [] and len(server.requests) == 2
+        url = server.url + "/v1"
+        assert main([*argv, "--base-url", url]) == 0
+        assert len(server.requests) == 2
+        assert main([*argv, "--base-url", url, "--cache"]) == 0  # the script is spent: any request would fail
+        assert len(server.requests) == 2
+        server.answer(*demo_answers)
+        assert main([*argv, "--base-url", url]) == 0  # the default: asked again
+        assert len(server.requests) == 4
+    with FakeLLMServer().answer(*demo_answers) as elsewhere:
+        assert main([*argv, "--base-url", elsewhere.url + "/v1", "--cache"]) == 0
+    assert len(elsewhere.requests) == 2  # another endpoint: nothing of the log answers it
 
     capsys.readouterr()
     assert main(["logs", "--root", str(tmp_path), "--json"]) == 0
     calls = json.loads(capsys.readouterr().out)
-    assert [(c["round"], c["cached"]) for c in calls] == [(1, 0), (2, 0), (1, 1), (2, 1)]
+    assert [(c["round"], c["cached"]) for c in calls] == [(1, 0), (2, 0), (1, 1), (2, 1), (1, 0), (2, 0), (1, 0), (2, 0)]
+    assert {c["endpoint"] for c in calls} == {url, elsewhere.url + "/v1"}
     first = calls[0]
     assert first["provider"] == "openai" and first["model"] == "gpt-5" and first["input_tokens"] > 0
     assert first["cost_usd"] == pytest.approx((first["input_tokens"] * 1.25 + first["output_tokens"] * 10) / 1e6)
@@ -159,19 +168,41 @@ def test_calls_are_logged_with_cost_and_an_identical_run_is_answered_from_the_lo
     first_run = json.loads((runs[0] / "run.json").read_text())
     assert first_run["cost_usd"] == pytest.approx(calls[0]["cost_usd"] + calls[1]["cost_usd"])
     assert json.loads((runs[1] / "run.json").read_text())["cached_calls"] == 2
-    meta = json.loads((tmp_path / "generated_kernels" / "aten.relu.default" / "meta.json").read_text())
-    assert meta["cost_usd"] == 0.0 and meta["cost_complete"]
-
-    with FakeLLMServer().answer(*demo_answers) as again:
-        assert main([*argv, "--base-url", again.url + "/v1", "--no-cache"]) == 0
-    assert len(again.requests) == 2
+    assert json.loads((runs[2] / "run.json").read_text())["cached_calls"] == 0
 
     # the log is also a replay source: a run id answers in the order of that run's calls
     assert main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--replay", runs[0].name,
                  "--root", str(tmp_path)]) == 0
     assert "replay" in capsys.readouterr().err
     assert main(["logs", "--root", str(tmp_path), "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)) == 6  # the replay read the log and wrote nothing to it
+    assert len(json.loads(capsys.readouterr().out)) == 8  # the replay read the log and wrote nothing to it
+
+
+def test_failed_calls_are_logged_and_a_refused_endpoint_is_named_quickly(tmp_path, monkeypatch, no_keys, capsys):
+    """A call that fails is in the log with its error; nothing listening at --base-url is said in
+    those words after one quick second try, not after a minute of retries."""
+    import socket
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "gpt-5",
+                 "--base-url", f"http://127.0.0.1:{port}/v1", "--root", str(tmp_path), "--rounds", "1"])
+    took = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == 3 and f"connection refused at http://127.0.0.1:{port}/v1" in err and "nothing is listening" in err
+    assert took < 15, took
+    with FakeLLMServer().fail(401, "bad key") as server:
+        assert main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "gpt-5",
+                     "--base-url", server.url + "/v1", "--root", str(tmp_path), "--rounds", "1"]) == 3
+    capsys.readouterr()
+    assert main(["logs", "--root", str(tmp_path), "--json"]) == 0
+    calls = json.loads(capsys.readouterr().out)
+    assert [("connection refused" in c["error"], "401" in c["error"]) for c in calls] == [(True, False), (False, True)]
+    assert all(c["response"] == "" and c["cost_usd"] is None for c in calls)
+    assert main(["logs", "--root", str(tmp_path)]) == 0
+    assert "2 calls, 0 from the cache, 2 failed" in " ".join(capsys.readouterr().out.split())
 
 
 def test_a_cost_budget_stops_between_rounds(tmp_path, monkeypatch, no_keys, demo_answers, capsys):
@@ -230,9 +261,10 @@ def test_four_candidates_one_correct_is_found_in_one_round_and_replayed_from_the
     assert all(c["input_tokens"] > 0 and c["output_tokens"] > 0 and c["cost_usd"] > 0 for c in calls)
     assert run["cost_usd"] == pytest.approx(sum(c["cost_usd"] for c in calls))
 
-    with FakeLLMServer() as silent:
-        assert main([*argv, "--base-url", silent.url + "/v1"]) == 0
-    assert silent.requests == []
+    with FakeLLMServer() as silent:  # another endpoint: --cache does not answer it from the log
+        silent.answer(wrong, right, wrong, wrong)
+        assert main([*argv, "--base-url", silent.url + "/v1", "--cache"]) == 0
+    assert len(silent.requests) == 4
 
 
 def test_a_failed_candidate_call_is_recorded_in_place_and_the_run_replays_by_id(

@@ -71,7 +71,7 @@ def test_unreachable_server_is_a_clear_error(monkeypatch, no_keys):
                       retry=RetryPolicy(attempts=2, initial_wait_s=0.01, max_wait_s=0.01))
     with pytest.raises(ProviderError) as info:
         p.complete(MESSAGES)
-    assert "cannot reach" in str(info.value) and "--base-url" in str(info.value)
+    assert "connection refused" in str(info.value) and "--base-url" in str(info.value)
 
 
 @pytest.mark.parametrize("name, key_var", [("openai", "OPENAI_API_KEY"), ("anthropic", "ANTHROPIC_API_KEY")])
@@ -98,3 +98,25 @@ def test_replay_answers_in_order_then_says_it_is_exhausted(tmp_path):
 def test_replay_without_a_shipped_file_lists_what_exists():
     with pytest.raises(ProviderError, match="no shipped replay for aten.add.Tensor.*aten.relu.default"):
         make_provider("replay", op="aten.add.Tensor")
+
+
+@pytest.mark.parametrize("name", ["openai", "anthropic"])
+def test_a_resumed_batch_reuses_only_the_answers_its_own_batch_paid_for(name, tmp_path, monkeypatch, no_keys):
+    """Reuse is explicit: none by default, the batch's own calls on its resume, any with --cache."""
+    from agent.providers.call_log import LLMLog
+    from agent.providers.logged import LoggedProvider
+    log = LLMLog(tmp_path / "llm_calls.sqlite")
+    with FakeLLMServer().answer("one", "two", "three", "four") as server:
+        inner = provider(name, server, monkeypatch)
+
+        def ask(reuse, batch_id):
+            logged = LoggedProvider(inner, log, run_id="r", op="aten.relu.default", params={}, reuse=reuse,
+                                    batch_id=batch_id)
+            return logged.complete(MESSAGES).text
+
+        assert ask(None, "batch-a") == "one"
+        assert ask(None, "batch-a") == "two"  # the default: asked again
+        assert ask("batch", "batch-a") == "one"  # batch-a's resume: its own first answer, no request
+        assert ask("batch", "batch-b") == "three"  # another batch paid nothing for it: asked
+        assert ask("any", None) == "one"  # --cache: the first answer of any batch
+    assert len(server.requests) == 3

@@ -27,10 +27,12 @@ def require_price(model: str | None) -> None:
 
 
 def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, report: Report | None = None, executor=None,
-                 limiter=None, extra_traces: dict | None = None) -> Outcome:
+                 limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
+                 resumed: bool = False) -> Outcome:
     """Ask for a kernel for ``op`` as ``options`` say, under ``root`` (``agent.storage.resolve_root``;
     created once the checks passed), and return the run's Outcome. ``report(event, data)`` hears
-    the progress (``agent.generate.loop``)."""
+    the progress (``agent.generate.loop``). A batch's run names its ``batch_id``; in a ``resumed``
+    batch, requests its batch already paid for are answered from the call log."""
     from agent.providers import RetryPolicy, make_provider
     from agent.providers.call_log import FILE_NAME, LLMLog
     from agent.providers.logged import LoggedProvider
@@ -51,7 +53,8 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     if options.max_cost_usd is not None:
         require_price(inner.model)
     run = RunDir(root, new_run_id(computation))
-    logged = LoggedProvider(inner, log, run_id=run.path.name, op=computation, use_cache=not options.no_cache,
+    reuse = "any" if options.cache else "batch" if resumed else None
+    logged = LoggedProvider(inner, log, run_id=run.path.name, op=computation, reuse=reuse, batch_id=batch_id,
                             params={"max_output_tokens": options.max_output_tokens,
                                     "temperature": options.temperature})
     report("start", {"op": op, "computation": computation, "serves": serves, "provider": logged.name,

@@ -6,7 +6,7 @@ import os
 import anthropic
 
 from agent.providers.base import (Completion, ProviderError, RetryPolicy, call_with_retries,
-                                  explain_http_error, transient_errors)
+                                  explain_http_error, transient_errors, unreachable_message)
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 
@@ -54,6 +54,9 @@ class AnthropicProvider:
 
     def _explain(self, exc: BaseException) -> str:
         if isinstance(exc, anthropic.APIConnectionError):
+            refused = unreachable_message(exc, "Anthropic API", self.client.base_url, "ANTHROPIC_BASE_URL")
+            if refused:
+                return refused
             return (f"cannot reach the Anthropic API at {self.client.base_url} ({exc}). "
                     "Check your network, or ANTHROPIC_BASE_URL.")
         return explain_http_error(exc, vendor="Anthropic API", key_var=KEY_VAR, model=self.model)

@@ -73,12 +73,22 @@ def call_with_retries(call: Callable[[], Completion], is_transient: Callable[[Ba
         with limiter.attempt() if limiter is not None else nullcontext():
             return call()
 
+    backoff = (wait_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s)
+               + wait_random(0, policy.initial_wait_s))
+    every_attempt = stop_after_attempt(policy.attempts)
+
+    def stop(state) -> bool:  # nothing listening at the endpoint: one quick second try, not a minute of them
+        return every_attempt(state) or (state.attempt_number >= UNREACHABLE_ATTEMPTS
+                                        and unreachable(state.outcome.exception()) is not None)
+
+    def wait(state) -> float:
+        return UNREACHABLE_WAIT_S if unreachable(state.outcome.exception()) else backoff(state)
+
     started = time.perf_counter()
     try:
         completion = Retrying(
-            stop=stop_after_attempt(policy.attempts),
-            wait=wait_exponential(multiplier=policy.initial_wait_s, max=policy.max_wait_s)
-            + wait_random(0, policy.initial_wait_s),
+            stop=stop,
+            wait=wait,
             retry=retry_if_exception(is_transient),
             before_sleep=notify,
             reraise=True,
@@ -89,6 +99,36 @@ def call_with_retries(call: Callable[[], Completion], is_transient: Callable[[Ba
     completion.latency_s = round(time.perf_counter() - started, 3)
     completion.attempts = attempts
     return completion
+
+
+UNREACHABLE_ATTEMPTS = 2
+UNREACHABLE_WAIT_S = 1.0
+
+
+def unreachable(exc: BaseException | None) -> str | None:
+    """Why nothing answered at all, where the cause says so: ``connection refused`` (nothing listens
+    at that host and port) or ``unknown host`` (the name does not resolve); None otherwise."""
+    import socket
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = str(exc)
+        if isinstance(exc, ConnectionRefusedError) or "Connection refused" in text or "[Errno 111]" in text:
+            return "connection refused"
+        if isinstance(exc, socket.gaierror) or "Name or service not known" in text or "nodename nor servname" in text:
+            return "unknown host"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def unreachable_message(exc: BaseException, vendor: str, url, fix: str) -> str | None:
+    """The message for an endpoint that did not answer at all, naming it and the fix; else None."""
+    why = unreachable(exc)
+    if why == "connection refused":
+        return (f"connection refused at {url}: nothing is listening there. Start the server, or fix {fix}")
+    if why == "unknown host":
+        return f"the host of {url} is unknown (its name does not resolve). Fix {fix}"
+    return None
 
 
 def status_code(exc: BaseException) -> int | None:

@@ -1,10 +1,13 @@
-"""Every LLM call, in SQLite (``runs/llm_calls.sqlite``): what was asked, what came back,
-tokens, cost and latency, per run, operator, round and candidate.
+"""Every LLM call, in SQLite (``runs/llm_calls.sqlite``): what was asked, what came back (or the
+error, for a call that failed), tokens, cost and latency, per run, operator, round and candidate,
+and the batch and endpoint it was made for.
 
-The same table is the response cache: a request identical to one answered before (same
-provider, model, messages and parameters, candidate index included) is answered from it
-without the network unless ``--no-cache``. ``bbagent logs`` lists the calls; a past run can be
-replayed from it (``--provider replay --replay RUN_ID``).
+The same table can answer a request identical to one answered before (same provider, model,
+endpoint, messages and parameters, candidate index included) without the network, but only
+when asked: with ``--cache`` from any earlier call, and on a batch's ``--resume`` from the calls
+that batch already paid for. By default every request goes to the model: a user who runs again
+wants a new sample. ``bbagent logs`` lists the calls; a past run can be replayed from it
+(``--provider replay --replay RUN_ID``).
 """
 from __future__ import annotations
 
@@ -23,17 +26,22 @@ CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, run_id TEXT, op TEXT, round INTEGER,
     candidate INTEGER, provider TEXT NOT NULL, model TEXT NOT NULL, request_hash TEXT NOT NULL,
     params TEXT NOT NULL, prompt TEXT NOT NULL, response TEXT NOT NULL, input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL, cost_usd REAL, latency_s REAL NOT NULL, cached INTEGER NOT NULL);
+    output_tokens INTEGER NOT NULL, cost_usd REAL, latency_s REAL NOT NULL, cached INTEGER NOT NULL,
+    endpoint TEXT, batch_id TEXT, error TEXT);
 CREATE INDEX IF NOT EXISTS calls_by_hash ON calls (request_hash);
 CREATE INDEX IF NOT EXISTS calls_by_run ON calls (run_id);
 """
 COLUMNS = ("id", "time", "run_id", "op", "round", "candidate", "provider", "model", "request_hash", "params",
-           "prompt", "response", "input_tokens", "output_tokens", "cost_usd", "latency_s", "cached")
+           "prompt", "response", "input_tokens", "output_tokens", "cost_usd", "latency_s", "cached", "endpoint",
+           "batch_id", "error")
+ADDED_COLUMNS = ("endpoint", "batch_id", "error")  # added to a log written before them
 
 
-def request_hash(provider: str, model: str, messages: list[dict], params: dict) -> str:
-    text = json.dumps({"provider": provider, "model": model, "messages": messages, "params": params},
-                      sort_keys=True)
+def request_hash(provider: str, model: str, messages: list[dict], params: dict, endpoint: str | None = None) -> str:
+    """The identity of a request: another server behind the same model name (``endpoint``, the
+    base URL) is another request."""
+    text = json.dumps({"provider": provider, "model": model, "messages": messages, "params": params,
+                       **({"endpoint": endpoint} if endpoint else {})}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -64,6 +72,10 @@ class LLMLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.executescript(SCHEMA)
+            columns = {row[1] for row in db.execute("PRAGMA table_info(calls)")}
+            for column in ADDED_COLUMNS:
+                if column not in columns:
+                    db.execute(f"ALTER TABLE calls ADD COLUMN {column} TEXT")
 
     def _connect(self):
         return closing(sqlite3.connect(self.path, timeout=60))
@@ -76,11 +88,13 @@ class LLMLog:
                                 [row.get(c) for c in names])
             return cursor.lastrowid
 
-    def answered(self, digest: str) -> dict | None:
-        """The first call (not itself a cache hit) that answered this exact request."""
+    def answered(self, digest: str, batch_id: str | None = None) -> dict | None:
+        """The first call (not itself a cache hit, nor a failed one) that answered this exact
+        request; with ``batch_id``, only among that batch's calls."""
+        scope, values = ("AND batch_id = ? ", (digest, batch_id)) if batch_id else ("", (digest,))
         with self._connect() as db:
             found = db.execute(f"SELECT {', '.join(COLUMNS)} FROM calls WHERE request_hash = ? AND cached = 0 "
-                               "ORDER BY id LIMIT 1", (digest,)).fetchone()
+                               f"AND error IS NULL {scope}ORDER BY id LIMIT 1", values).fetchone()
         return dict(zip(COLUMNS, found)) if found else None
 
     def calls(self, op: str | None = None, run_id: str | None = None) -> list[dict]:

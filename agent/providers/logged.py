@@ -1,24 +1,30 @@
-"""A provider wrapped with the call log (``agent.providers.call_log``): identical requests are answered
-from the log (unless the cache is off), every call is recorded with its tokens and cost."""
+"""A provider wrapped with the call log (``agent.providers.call_log``): every call is recorded with
+its tokens and cost, a failed one with its error; identical requests are answered from the log
+only where reuse was asked for (``reuse``: ``"any"`` for ``--cache``, ``"batch"`` for a batch's
+``--resume``, which reuses only the answers of its own batch)."""
 from __future__ import annotations
 
 import json
 import threading
+import time
 
 from agent.providers.call_log import LLMLog, cost_usd, request_hash
+from agent.errors import ProviderError
 from agent.providers.base import Completion, Provider
 
 
 class LoggedProvider:
     def __init__(self, inner: Provider, log: LLMLog, *, run_id: str, op: str, params: dict,
-                 use_cache: bool = True):
+                 reuse: str | None = None, batch_id: str | None = None):
+        assert reuse in (None, "any", "batch"), reuse
         self.inner, self.log = inner, log
         self.name, self.model = inner.name, inner.model
-        self.run_id, self.op, self.params = run_id, op, params
+        self.run_id, self.op, self.params, self.batch_id = run_id, op, params, batch_id
+        self.endpoint = endpoint_of(inner)
         # A replay reads the store (or a file) in order: it is neither answered from the cache (a hit
         # would not advance it) nor written to the log (replaying must not change what it replays).
         self.replaying = inner.name == "replay"
-        self.use_cache = use_cache and not self.replaying
+        self.reuse = None if self.replaying or (reuse == "batch" and not batch_id) else reuse
         self._lock = threading.Lock()
 
     @property
@@ -31,25 +37,45 @@ class LoggedProvider:
 
     def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion:
         params = {**self.params, "candidate": candidate}  # the index is part of the request
-        digest = request_hash(self.name, self.model, messages, params)
-        hit = self.log.answered(digest) if self.use_cache else None
+        digest = request_hash(self.name, self.model, messages, params, self.endpoint)
+        hit = (self.log.answered(digest, self.batch_id if self.reuse == "batch" else None) if self.reuse
+               else None)
+        row = dict(run_id=self.run_id, op=self.op, round=round, candidate=candidate, provider=self.name,
+                   model=self.model, request_hash=digest, params=_json(params), prompt=_json(messages),
+                   endpoint=self.endpoint, batch_id=self.batch_id)
         if hit is not None:
             completion = Completion(text=hit["response"], input_tokens=hit["input_tokens"],
                                     output_tokens=hit["output_tokens"], model=hit["model"], cached=True,
                                     cost_usd=0.0)
         else:
-            completion = self.inner.complete(messages, round=round, candidate=candidate)
+            started = time.perf_counter()
+            try:
+                completion = self.inner.complete(messages, round=round, candidate=candidate)
+            except ProviderError as exc:  # a failed call is a call: logged with its error
+                if not self.replaying:
+                    with self._lock:
+                        self.log.record(**row, response="", input_tokens=0, output_tokens=0, cost_usd=None,
+                                        latency_s=round_s(time.perf_counter() - started), cached=0, error=str(exc))
+                raise
             completion.cost_usd = cost_usd(self.model, completion.input_tokens, completion.output_tokens)
         if self.replaying:
             return completion
         with self._lock:
-            self.log.record(run_id=self.run_id, op=self.op, round=round, candidate=candidate,
-                            provider=self.name, model=self.model, request_hash=digest,
-                            params=_json(params), prompt=_json(messages), response=completion.text,
-                            input_tokens=completion.input_tokens, output_tokens=completion.output_tokens,
-                            cost_usd=completion.cost_usd, latency_s=completion.latency_s,
-                            cached=int(completion.cached))
+            self.log.record(**row, response=completion.text, input_tokens=completion.input_tokens,
+                            output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
+                            latency_s=completion.latency_s, cached=int(completion.cached))
         return completion
+
+
+def endpoint_of(provider) -> str | None:
+    """The base URL a provider's client calls (None for a replay)."""
+    client = getattr(provider, "client", None)
+    url = getattr(client, "base_url", None)
+    return str(url).rstrip("/") if url is not None else None
+
+
+def round_s(seconds: float) -> float:
+    return round(seconds, 3)
 
 
 def _json(value) -> str:

@@ -7,7 +7,7 @@ import os
 import openai
 
 from agent.providers.base import (Completion, ProviderError, RetryPolicy, call_with_retries,
-                                  explain_http_error, transient_errors)
+                                  explain_http_error, transient_errors, unreachable_message)
 
 KEY_VAR = "OPENAI_API_KEY"
 
@@ -61,6 +61,9 @@ class OpenAIProvider:
         if isinstance(exc, ProviderError):
             return str(exc)
         if isinstance(exc, openai.APIConnectionError):
+            refused = unreachable_message(exc, "OpenAI API", self.client.base_url, "--base-url / OPENAI_BASE_URL")
+            if refused:
+                return refused
             return (f"cannot reach the OpenAI API at {self.client.base_url} ({exc}). "
                     "Check your network, or --base-url / OPENAI_BASE_URL for a local server.")
         return explain_http_error(exc, vendor="OpenAI API", key_var=KEY_VAR, model=self.model)

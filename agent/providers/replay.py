@@ -91,7 +91,7 @@ class ReplayProvider:
     @classmethod
     def from_log(cls, log, run_id: str) -> "ReplayProvider":
         """The answers a past run received, by round and candidate (``agent.providers.call_log``)."""
-        calls = log.calls(run_id=run_id)
+        calls = [c for c in log.calls(run_id=run_id) if not c.get("error")]  # failed calls answered nothing
         exchanges = [{"response": c["response"], "input_tokens": c["input_tokens"], "output_tokens": c["output_tokens"],
                       "round": c["round"], "candidate": c["candidate"]} for c in calls]
         return cls(f"run {run_id} in {log.path}", calls[0]["model"], exchanges)

@@ -202,6 +202,8 @@ class RoundReporter:
         record = data["record"]
         usage = record.get("usage", {})
         tokens = f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
+        if usage.get("cached"):
+            tokens += ", the answer reused from the call log"
         if record["outcome"] == "no_code":
             self.console.print(f"round {data['round']}: [red]no code block[/red] in the answer ({tokens})")
             return
@@ -262,17 +264,19 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
 def print_calls(console: Console, calls: list[dict]) -> None:
     from rich.table import Table
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "run", "op", "round", "cand", "provider", "model", "in", "out", "cost $", "latency s", "cached"):
+    for column in ("id", "run", "op", "round", "cand", "provider", "model", "in", "out", "cost $", "latency s",
+                   "cached", "error"):
         table.add_column(column, overflow="fold")
     for c in calls:
-        cost = "?" if c["cost_usd"] is None else f"{c['cost_usd']:.4f}"
+        cost = "-" if c.get("error") else "?" if c["cost_usd"] is None else f"{c['cost_usd']:.4f}"
         table.add_row(str(c["id"]), c["run_id"] or "-", c["op"] or "-", str(c["round"]), str(c["candidate"]),
                       c["provider"], c["model"], str(c["input_tokens"]), str(c["output_tokens"]), cost,
-                      f"{c['latency_s']:.2f}", "yes" if c["cached"] else "")
+                      f"{c['latency_s']:.2f}", "yes" if c["cached"] else "", escape((c.get("error") or "")[:160]))
     widen(console)
     console.print(table)
     total = sum(c["cost_usd"] or 0 for c in calls)
-    console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, "
+    failed = sum(bool(c.get("error")) for c in calls)
+    console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, {failed} failed, "
                   f"${total:.4f} in all")
 
 

@@ -295,6 +295,10 @@ def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> No
     p.add_argument("--max-output-tokens", type=int, default=8192)
     p.add_argument("--temperature", type=float)
     p.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
+    p.add_argument("--cache", action="store_true",
+                   help="answer a request identical to an earlier one (same provider, model, endpoint, messages) "
+                        "from ROOT/runs/llm_calls.sqlite instead of asking again (default: every request is asked "
+                        "afresh; a batch's --resume reuses the answers that batch already paid for)")
     p.add_argument("--candidates", type=int, default=1,
                    help="answers asked per round, in parallel; all are evaluated and the best moves on (default 1)")
     if one_op:
@@ -356,8 +360,7 @@ def _add_root(p: argparse.ArgumentParser) -> None:
 def _add_timing_options(p: argparse.ArgumentParser, target_ms: float, max_shapes: int) -> None:
     p.add_argument("--no-cache", action="store_true",
                    help="measure eager aten again instead of reading ROOT/runs/reference_timings.sqlite (the new "
-                        "numbers replace the cached ones); for generate also ask the model again instead of "
-                        "answering identical requests from ROOT/runs/llm_calls.sqlite")
+                        "numbers replace the cached ones)")
     p.add_argument("--max-shapes", type=int, default=max_shapes,
                    help=f"most trace shapes to time, spread from smallest to largest (default {max_shapes})")
     p.add_argument("--target-ms", type=float, default=target_ms,
