@@ -97,3 +97,56 @@ def test_chromium_renders_the_report_with_its_charts_visible(batch, tmp_path, ca
     blue = ((abs(pixels[:, :, 0] - 0x15 / 255) < 0.08) & (abs(pixels[:, :, 1] - 0x65 / 255) < 0.08)
             & (abs(pixels[:, :, 2] - 0xc0 / 255) < 0.08)).sum()
     assert green > 500 and blue > 100, (green, blue)
+
+
+def test_a_cpu_batch_report_says_why_each_failure_failed_with_its_metadata_and_no_empty_charts(tmp_path, capsys):
+    """Issue 31: a real batch on the CPU, one operator accepted and one whose answers held no code:
+    the page names the failure's cause, the run's metadata and files, draws no speed chart where
+    nothing was timed (one line says why), and `report` with no id after a `generate` shows that run."""
+    import json
+    from bbagent import batch as run_batch
+    replays = tmp_path / "replays"
+    replays.mkdir()
+    relu = (KERNELS / "relu_triton.py").read_text()
+    (replays / "aten.relu.default.json").write_text(json.dumps({"exchanges": [{"response": f"```python\n{relu}```"}]}))
+    (replays / "aten.exp.default.json").write_text(json.dumps({"exchanges": [{"response": "Sorry, no."}]}))
+    result = run_batch(["aten.relu.default", "aten.exp.default"], root=tmp_path, provider="replay",
+                       replay=str(replays), rounds=1, device="cpu", timeout_s=120, jobs=1)
+    assert result.counts["accepted"] == 1 and result.counts["failed"] == 1
+    assert main(["report", "--root", str(tmp_path)]) == 0
+    path = Path(capsys.readouterr().out.strip())
+    assert path == result.path / "report.html"
+    page = path.read_text()
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert "no code block in the answer of round(s) 1" in text  # the failure's own cause
+    assert "2 operators asked" in text
+    for label in ("started", "running time", "evaluated on", "torch / triton", "provider / model", "options"):
+        assert f"{label} " in text, label
+    assert "replay / -" in text and "cpu (Triton interpreter)" in text and "(jobs 1)" in text and "2.13" in text
+    for name in ("summary.md", "ledger.sqlite", "events.jsonl"):
+        assert f'href="{name}"' in page, name
+    assert "No speed charts: no correct kernel was timed" in text and 'id="chart-speedups"' not in page
+    assert 'id="chart-fast-p"' not in page and 'class="sortable"' in page
+    if SHOTS:  # the note's screenshot of this page
+        subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1400",
+                        f"--screenshot={Path(SHOTS).with_name('report-cpu-batch.png')}", path.as_uri()],
+                       capture_output=True, timeout=120)
+
+    # after a single generate, `report` with no id draws that run
+    code = main(["generate", "--op", "aten.exp.default", "--provider", "replay", "--replay",
+                 str(replays / "aten.exp.default.json"), "--rounds", "1", "--device", "cpu", "--root", str(tmp_path)])
+    assert code == 1
+    capsys.readouterr()
+    assert main(["report", "--root", str(tmp_path)]) == 0
+    page = Path(capsys.readouterr().out.strip()).read_text()
+    assert "bbagent report: run " in page and "aten.exp.default" in page and "1 operator asked" in page
+
+
+def test_an_unknown_price_is_shown_as_unknown_never_as_zero(batch):
+    data = collect(batch, None)
+    for o in data["ops"]:
+        o["cost_known"], o["cost_usd"] = False, 0.0
+    from agent.reports.html import render
+    page = render(data, batch / "runs" / "x.html")
+    assert "LLM cost unknown (no price for the model)" in page and "$0.0000" not in page

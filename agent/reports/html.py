@@ -23,33 +23,107 @@ from agent.reports.runs import read_json, run_id_of
 MAX_SHAPE_LINES = 12
 
 
+def newest(runs: Path) -> str:
+    """The id of the batch or run under ``runs`` written last (a batch writes its summary after
+    its own runs end, so a batch's runs never hide it)."""
+    from agent.reports.runs import BATCH_ID, RUN_ID, age_s
+    found = [p for p in runs.glob("*") if p.is_dir() and (
+        (BATCH_ID.match(p.name) and (p / "ledger.sqlite").is_file())
+        or (RUN_ID.match(p.name) and (p / "run.json").is_file()))]
+    if not found:
+        raise ReportError(f"no batch or run under {runs}: run `bbagent generate` or `bbagent batch` first "
+                          "(or pass --root where they ran)")
+    return min(found, key=lambda path: (age_s(path), path.name)).name
+
+
 def collect(root: Path, ident: str | None) -> dict:
-    """The rows of a batch (``batch-...``; default the newest) or of one run, one per operator."""
+    """The rows of a batch (``batch-...``) or of one run, one per operator, with the metadata and
+    files of the batch or run; without ``ident``, the newest batch or run."""
     runs = root / "runs"
-    if ident is None:
-        batches = sorted(p.name for p in runs.glob("batch-*") if (p / "ledger.sqlite").is_file())
-        if not batches:
-            raise ReportError(f"no batch under {runs}: name a run id (`bbagent runs` lists them)")
-        ident = batches[-1]
+    ident = ident or newest(runs)
     where = runs / ident
     if (where / "ledger.sqlite").is_file():
         from agent.batch.ledger import Ledger
-        rows = [r for r in Ledger(where / "ledger.sqlite").rows() if r["state"] != "skipped"]
+        ledger = Ledger(where / "ledger.sqlite")
+        rows = [r for r in ledger.rows() if r["state"] != "skipped"]
         ops = [_op_row(root, r["op"], r["state"], r.get("run_id"), r.get("rounds"), r.get("cost_usd"),
                        r.get("error_class") or "", r.get("error") or "") for r in rows]
-        return {"title": f"batch {ident}", "ident": ident, "path": where, "ops": ops}
+        return {"title": f"batch {ident}", "ident": ident, "path": where, "ops": ops,
+                "meta": batch_metadata(ledger.meta()),
+                "files": [where / name for name in ("summary.md", "summary.json", "ledger.sqlite", "events.jsonl",
+                                                    "dataset.json") if (where / name).exists()]}
     state = read_json(where / "run.json")
     if not state:
         raise ReportError(f"no batch or run '{ident}' under {runs} (`bbagent runs` lists them)")
     op = _op_row(root, state["op"], state.get("status"), ident, state.get("rounds_used"), state.get("cost_usd"),
                  "", state.get("message") or "")
-    return {"title": f"run {ident}", "ident": ident, "path": where, "ops": [op]}
+    return {"title": f"run {ident}", "ident": ident, "path": where, "ops": [op], "meta": run_metadata(state),
+            "files": [where / "run.json", where]}
+
+
+def _options_line(options: dict) -> str:
+    """The options that differ from generate's defaults."""
+    from agent.options import GenerateOptions
+    defaults = GenerateOptions(provider="replay").model_dump()
+    changed = {k: v for k, v in options.items() if k not in ("provider", "model", "replay") and v != defaults.get(k)}
+    return ", ".join(f"{k}={v}" for k, v in changed.items()) or "the defaults"
+
+
+def _when(moment) -> str:
+    import time
+    if isinstance(moment, (int, float)):
+        return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(moment))
+    return str(moment or "-")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def batch_metadata(meta: dict) -> list[tuple[str, str]]:
+    """What a reader of the page asks first: when, how long, where, with what, how it was asked."""
+    options, key = meta.get("generate_options") or {}, meta.get("resume_key") or {}
+    sessions = meta.get("sessions") or []
+    wall = sum(s.get("wall_s") or 0 for s in sessions) if sessions else None
+    return [("started", _when(meta.get("created_at"))),
+            ("running time", _duration(wall) + (f" over {len(sessions)} sessions ({len(sessions) - 1} resume(s))"
+                                                 if len(sessions) > 1 else "")),
+            ("sessions", "; ".join(f"{_when(s.get('started_at'))}: {s.get('ended') or 'running'} "
+                                   f"(jobs {s.get('jobs')})" for s in sessions) or "-"),
+            ("evaluated on", {"cpu": "cpu (Triton interpreter)"}.get(key.get("gpu"), key.get("gpu"))
+             or options.get("device") or "-"),
+            ("torch / triton", f"{key.get('torch', '-')} / {key.get('triton', '-')}"),
+            ("provider / model", f"{options.get('provider', '-')} / {options.get('model') or '-'}"
+                                 + (f" at {options['base_url']}" if options.get("base_url") else "")),
+            ("options", _options_line(options)),
+            ("stopped early", meta.get("ended_by") or "no")]
+
+
+def run_metadata(state: dict) -> list[tuple[str, str]]:
+    import datetime
+    config, env = state.get("config") or {}, state.get("environment") or {}
+    try:
+        took = (datetime.datetime.fromisoformat(state["finished_at"])
+                - datetime.datetime.fromisoformat(state["started_at"])).total_seconds()
+    except (KeyError, TypeError, ValueError):
+        took = None
+    device = env.get("gpu") or (f"{env.get('device')} (Triton interpreter)" if env.get("interpreter")
+                                else env.get("device"))
+    return [("started", _when(state.get("started_at"))), ("running time", _duration(took)),
+            ("evaluated on", device or "-"), ("torch / triton", f"{env.get('torch', '-')} / {env.get('triton', '-')}"),
+            ("provider / model", f"{config.get('provider', '-')} / {config.get('model') or '-'}"),
+            ("options", _options_line(config)), ("outcome", f"{state.get('status')}: {state.get('message') or ''}")]
 
 
 def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, error_class: str, error: str) -> dict:
+    run = read_json(root / "runs" / run_id / "run.json") if run_id else {}
     row = {"op": op, "state": state, "run_id": run_id, "rounds": rounds, "cost_usd": cost or 0.0,
-           "error_class": error_class, "error": error[:300], "speedup": None, "shapes": [], "review": None,
-           "kernel": None, "transcript": str(root / "runs" / run_id) if run_id else None}
+           "cost_known": run.get("cost_complete", True), "error_class": error_class, "error": error[:600],
+           "speedup": None, "untimed": None, "shapes": [], "review": None, "kernel": None,
+           "transcript": str(root / "runs" / run_id) if run_id else None}
     if state != "accepted":
         return row
     folder = _kernel_folder(root, op, run_id)
@@ -63,6 +137,8 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
         row["speedup"] = performance.geomean_speedup
         row["shapes"] = [{"bytes": s.bytes, "speedup": s.speedup, "input": s.input}
                          for s in performance.shapes if s.speedup]
+    else:
+        row["untimed"] = performance.reason or "not timed"
     return row
 
 
@@ -112,18 +188,31 @@ def _svg(figure) -> str:
 
 
 def charts(ops: list[dict]) -> dict[str, str]:
-    """The page's charts as inline SVG: speedups, fast_p, per-shape speedups (where shapes were
-    timed), cost and rounds."""
+    """The page's charts as inline SVG: speedups and fast_p where something was timed, per-shape
+    speedups (where shapes were timed), cost (where a price was known) and rounds."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, small
-    found = {"speedups": _svg(_speedups_chart(plt, ops)), "fast_p": _svg(_fast_p_chart(plt, ops))}
+    found = {}
+    if any(o["speedup"] for o in ops):
+        found.update(speedups=_svg(_speedups_chart(plt, ops)), fast_p=_svg(_fast_p_chart(plt, ops)))
     with_shapes = [o for o in ops if o["shapes"]][:MAX_SHAPE_LINES]
     if with_shapes:
         found["shapes"] = _svg(_shapes_chart(plt, with_shapes))
-    found["cost_rounds"] = _svg(_cost_chart(plt, ops))
+    if ops:
+        found["cost_rounds"] = _svg(_cost_chart(plt, ops, with_cost=any(o["cost_usd"] > 0 for o in ops)))
     return found
+
+
+def untimed_reason(ops: list[dict]) -> str:
+    """One line saying why no speed chart is drawn."""
+    accepted = [o for o in ops if o["state"] == "accepted"]
+    if not accepted:
+        return "No speed charts: no operator has a correct kernel, so nothing was timed."
+    reasons = sorted({o["untimed"] for o in accepted if o["untimed"]})
+    return ("No speed charts: no correct kernel was timed (" + "; ".join(reasons[:3]) + ")." if reasons
+            else "No speed charts: no correct kernel was timed.")
 
 
 def _speedups_chart(plt, ops: list[dict]):
@@ -176,17 +265,35 @@ def _shapes_chart(plt, with_shapes: list[dict]):
     return figure
 
 
-def _cost_chart(plt, ops: list[dict]):
-    figure, (cost_axis, rounds_axis) = plt.subplots(1, 2, figsize=(10, max(2.5, 0.3 * len(ops) + 1)), sharey=True)
+def _cost_chart(plt, ops: list[dict], with_cost: bool):
+    """Rounds per operator, beside its cost where any cost is known (an unknown price is never drawn as $0)."""
+    height = max(2.5, 0.3 * len(ops) + 1)
+    if with_cost:
+        figure, (cost_axis, rounds_axis) = plt.subplots(1, 2, figsize=(10, height), sharey=True)
+    else:
+        figure, rounds_axis = plt.subplots(figsize=(6, height))
     names = [o["op"] for o in ops]
-    cost_axis.barh(names, [o["cost_usd"] for o in ops], color="#6a1b9a")
-    cost_axis.set_xlabel("LLM cost, USD")
+    if with_cost:
+        cost_axis.barh(names, [o["cost_usd"] for o in ops], color="#6a1b9a")
+        for i, o in enumerate(ops):
+            if not o["cost_known"]:
+                cost_axis.text(o["cost_usd"], i, " price unknown", va="center", fontsize=7, color="#555")
+        cost_axis.set_xlabel("LLM cost, USD")
+        cost_axis.set_xlim(left=0)
     rounds_axis.barh(names, [o["rounds"] or 0 for o in ops], color="#00838f")
     rounds_axis.set_xlabel("rounds")
-    cost_axis.tick_params(axis="y", labelsize=8)
-    cost_axis.invert_yaxis()
-    figure.suptitle("cost and rounds per operator")
+    rounds_axis.xaxis.get_major_locator().set_params(integer=True)
+    rounds_axis.tick_params(axis="y", labelsize=8)
+    rounds_axis.invert_yaxis()
+    figure.suptitle("cost and rounds per operator" if with_cost else "rounds per operator")
     return figure
+
+
+def cost_text(cost: float, known: bool) -> str:
+    """A cost as the page shows it: unknown where a model had no price and nothing is known."""
+    if known:
+        return f"${cost:.4f}"
+    return f"at least ${cost:.4f}" if cost > 0 else "unknown (no price for the model)"
 
 
 def _link(path: str | None, base: Path, text: str) -> str:
@@ -200,18 +307,23 @@ def render(data: dict, out: Path) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
     ops = data["ops"]
     base = out.parent
+    total = sum(o["cost_usd"] for o in ops)
     accepted = [o for o in ops if o["state"] == "accepted"]
     slowest = sorted((o for o in accepted if o["speedup"] is not None), key=lambda o: o["speedup"])[:5]
-    costliest = sorted(ops, key=lambda o: -o["cost_usd"])[:5]
     timed = [o["speedup"] for o in accepted if o["speedup"]]
     geomean = math.exp(sum(map(math.log, timed)) / len(timed)) if timed else None
     environment = Environment(loader=PackageLoader("agent.reports", "templates"), autoescape=select_autoescape())
     template = environment.get_template("report.html.j2")
-    rows = [{**o, "kernel_link": _link(o["kernel"], base, "kernel.py"),
+    rows = [{**o, "kernel_link": _link(o["kernel"], base, "kernel.py"), "cost": cost_text(o["cost_usd"], o["cost_known"]),
              "transcript_link": _link(o["transcript"], base, o["run_id"] or "run")} for o in ops]
-    return template.render(title=data["title"], funnel=funnel(ops), charts=charts(ops), rows=rows,
-                           slowest=slowest, costliest=costliest, geomean=geomean,
-                           total_cost=sum(o["cost_usd"] for o in ops))
+    drawn = charts(ops)
+    costliest = sorted(rows, key=lambda o: -o["cost_usd"])[:5]
+    return template.render(title=data["title"], funnel=funnel(ops), charts=drawn, rows=rows,
+                           slowest=slowest, costliest=costliest, geomean=geomean, meta=data.get("meta") or [],
+                           files=[_link(str(f), base, f.name + ("/" if f.is_dir() else "")) for f in data.get("files", [])],
+                           untimed=None if "speedups" in drawn else untimed_reason(ops),
+                           total_cost=cost_text(total, all(o["cost_known"] for o in ops)),
+                           asked=f"{len(ops)} operator{'s' * (len(ops) != 1)} asked")
 
 
 def write_report(root: Path, ident: str | None, out: Path | None = None) -> Path:

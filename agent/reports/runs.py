@@ -28,7 +28,7 @@ def read_json(path: Path) -> dict:
         return {}
 
 
-def _age_s(path: Path) -> float:
+def age_s(path: Path) -> float:
     """Seconds since anything in the run directory (not below it) was last written. (A batch's
     age comes from its ledger: opening a ledger writes its files.)"""
     newest = max((p.stat().st_mtime for p in [path, *path.iterdir()]), default=path.stat().st_mtime)
@@ -56,7 +56,7 @@ def list_runs(runs_dir: Path) -> list[dict]:
             entries.append({"id": path.name, "kind": "run", "op": state.get("op"), "status": run_status(state),
                             "started_at": state.get("started_at"), "rounds": state.get("rounds_used"),
                             "cost_usd": state.get("cost_usd"), "model": (state.get("config") or {}).get("model"),
-                            "age_s": round(_age_s(path)), "path": str(path)})
+                            "age_s": round(age_s(path)), "path": str(path)})
         elif path.is_dir() and BATCH_ID.match(path.name) and (path / FILE_NAME).is_file():
             ledger = Ledger(path / FILE_NAME)
             counts, rows = ledger.counts(), ledger.rows()
