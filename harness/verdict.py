@@ -125,6 +125,44 @@ class Summary(_Strict):
     skipped: int
 
 
+class TestCounts(_Strict):
+    """A kernel's tests counted one way everywhere: every overload it was tested as (the family's),
+    its own overload's beside them, and the tests not run here (on the CPU interpreter: GPU-sized
+    inputs and bfloat16, which only a GPU runs)."""
+    passed: int
+    total: int
+    overloads: int = 1
+    own_op: str | None = None
+    own_passed: int | None = None
+    own_total: int | None = None
+    not_run_here: int = 0
+    interpreter: bool = False
+
+    def text(self) -> str:
+        """``141/141 tests passed (3 overloads; 38/38 of aten.relu.default's own); 708 not run here (...)``."""
+        return count_text(self.model_dump())
+
+
+def count_text(counts: dict) -> str:
+    """:meth:`TestCounts.text` from its fields as data (a meta.json's ``tests``); a summary without
+    them (older files) still reads ``passed/total``."""
+    line = f"{counts.get('passed')}/{counts.get('total')} tests passed"
+    if (counts.get("overloads") or 1) > 1 and counts.get("own_total") is not None:
+        line += (f" ({counts['overloads']} overloads; {counts['own_passed']}/{counts['own_total']} of "
+                 f"{counts['own_op']}'s own)")
+    not_run = counts.get("not_run_here", counts.get("skipped")) or 0
+    if not_run:
+        line += (f", {not_run} not run here (GPU-sized or bfloat16: the CPU interpreter skips them; a GPU runs them)"
+                 if counts.get("interpreter") else f", {not_run} skipped")
+    return line
+
+
+def short_count(counts: dict) -> str:
+    """``141/141`` for a table, with ``+708 not run`` where tests were not run here."""
+    not_run = counts.get("not_run_here", counts.get("skipped")) or 0
+    return f"{counts.get('passed', '?')}/{counts.get('total', '?')}" + (f" +{not_run} not run" if not_run else "")
+
+
 class FailureGroup(_Strict):
     error_kind: ErrorKind
     count: int
@@ -402,6 +440,14 @@ class Verdict(_Strict):
     @property
     def passed(self) -> bool:
         return self.verdict == "pass"
+
+    def test_counts(self) -> TestCounts:
+        own = self.kernel_for or self.op
+        mine = [t for t in self.tests if t.overload in (None, own)]
+        overloads = {t.overload or own for t in self.tests} | {v.op for v in self.variants}
+        return TestCounts(passed=self.summary.passed, total=self.summary.total, overloads=max(len(overloads), 1),
+                          own_op=own, own_passed=sum(1 for t in mine if t.passed), own_total=len(mine),
+                          not_run_here=self.summary.skipped, interpreter=bool(self.environment.interpreter))
 
     def geomean_speedup(self) -> float | None:
         """The geomean speedup over eager of a timed kernel, else None (untimed or failing)."""

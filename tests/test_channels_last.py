@@ -1,7 +1,6 @@
 """--channels-last: trace inputs with a contiguous 4-d or 5-d tensor run again in that layout, the
 Verdict says which tests those were, a kernel that ignores strides fails them, and the prompt says
 which layouts are tested and what aten returns for them."""
-import json
 
 import pytest
 import torch

@@ -324,3 +324,31 @@ def test_why_a_run_failed_names_the_closest_kernel_its_error_kinds_and_the_answe
     picked = {"round": 1, "outcome": "provider_error", "candidates": [{"outcome": "provider_error"},
                                                                       {"outcome": "no_code"}]}
     assert why_failed([picked]).text() == ("no candidate passed in 1 round(s); provider errors in round(s) 1")
+
+
+def test_counts_agree_everywhere_and_say_what_the_cpu_did_not_run(tmp_path, capsys):
+    """Issue 31: one way to count a kernel's tests (the family's, its own overload's beside it),
+    and on the CPU the tests not run here are said, in generate, meta.json, the kernel's README,
+    `kernels`, `review list` and `eval`."""
+    import re
+    assert main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--device", "cpu",
+                 "--root", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    line = re.search(r"round \d: PASS (\d+)/(\d+) tests passed \(3 overloads; (\d+)/(\d+) of aten.relu.default's own\), "
+                     r"(\d+) not run here \(GPU-sized", err)
+    assert line, err
+    passed, total, own_passed, own_total, not_run = map(int, line.groups())
+    assert passed == total and own_passed == own_total < total and not_run > 0
+    folder = tmp_path / "generated_kernels" / "aten.relu.default"
+    tests = json.loads((folder / "meta.json").read_text())["tests"]
+    assert (tests["passed"], tests["own_total"], tests["not_run_here"], tests["interpreter"]) == (passed, own_total,
+                                                                                                  not_run, True)
+    assert f"{passed}/{total} tests passed (3 overloads" in (folder / "README.md").read_text()
+    for argv in (["kernels"], ["review", "list"]):
+        assert main([*argv, "--root", str(tmp_path)]) == 0
+        assert f"{passed}/{total} +{not_run} not run" in capsys.readouterr().out, argv
+    assert main(["eval", "--op", "aten.relu.default", "--device", "cpu", "--root", str(tmp_path)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{own_total}/{own_total} tests passed" in out and "of aten.relu.default alone; --family tests all 3" in out
+    assert main(["eval", "--op", "aten.relu.default", "--device", "cpu", "--family", "--root", str(tmp_path)]) == 0
+    assert f"{total}/{total} tests passed (3 overloads; {own_total}/{own_total}" in " ".join(capsys.readouterr().out.split())

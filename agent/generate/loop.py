@@ -402,7 +402,8 @@ class Agent:
         self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
         self.state["environment"] = verdict.environment.model_dump()
         record.update(outcome=verdict.verdict, summary=verdict.summary.model_dump(), error_kind=verdict.error_kind,
-                      message=verdict.message, failures=failure_groups_of(verdict))
+                      message=verdict.message, failures=failure_groups_of(verdict),
+                      counts=verdict.test_counts().model_dump())
         if verdict.passed:
             record["speedup"] = verdict.geomean_speedup()
         if self.candidates > 1:

@@ -9,6 +9,8 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
+from harness.verdict import count_text, short_count
+
 TABLE_WIDTH = 160
 MESSAGE_LINES = 30
 
@@ -90,11 +92,14 @@ def widen(console: Console) -> None:
 
 
 def verdict_line(verdict) -> str:
-    s = verdict.summary
     status = "[green]PASS[/green]" if verdict.passed else "[red]FAIL[/red]"
-    text = f"{status} {s.passed}/{s.total} tests passed"
-    if s.skipped:
-        text += f", {s.skipped} skipped"
+    counts = verdict.test_counts()
+    text = f"{status} {counts.text()}"
+    if counts.overloads == 1 and verdict.summary.total:
+        from agent.evaluation import family_of_overload
+        family = family_of_overload(verdict.op)["serves"]
+        if len(family) > 1:  # generate's count covers the family: say why this one is smaller
+            text += f" (of {verdict.op} alone; --family tests all {len(family)} overloads, as generate does)"
     lines = verdict.message.strip().splitlines()
     if verdict.error_kind and len(lines) > 1:  # the whole message follows (print_verdict)
         from harness.verdict import ERROR_KINDS
@@ -208,7 +213,7 @@ class RoundReporter:
             self.console.print(f"round {data['round']}: [red]no code block[/red] in the answer ({tokens})")
             return
         s = record["summary"]
-        line = f"round {data['round']}: {_status(record)} {s['passed']}/{s['total']} tests ({tokens})"
+        line = f"round {data['round']}: {_status(record)} {count_text(record.get('counts') or s)} ({tokens})"
         if record.get("speedup") is not None:
             line += f", geomean speedup {record['speedup']:.3g}x over eager"
         if record.get("message"):
@@ -253,7 +258,7 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
     for e in entries:
         tests = e.get("tests") or {}
         speed = speed_line(PerformanceRecord.model_validate(e["performance"])).split(";")[0] if e.get("performance") else "-"
-        table.add_row(e["written_for"], ", ".join(e["serves"]), f"{tests.get('passed', '?')}/{tests.get('total', '?')}",
+        table.add_row(e["written_for"], ", ".join(e["serves"]), short_count(tests),
                       speed, f"{e.get('provider', '?')}/{e.get('model', '?')}", e["dir"])
     widen(console)
     console.print(table)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from agent.review.meta import KernelMeta, PerformanceRecord
-from harness.verdict import Verdict
+from harness.verdict import Verdict, count_text
 
 
 def now() -> str:
@@ -56,7 +56,7 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
         "variants": [v.model_dump() for v in verdict.variants], "provider": provider, "model": model,
         "run_id": run_id, "round": accepted_round, "rounds_used": accepted_round, "tokens": dict(totals["tokens"]),
         "cost_usd": round(totals["cost_usd"], 6), "cost_complete": totals["cost_complete"],
-        "tests": verdict.summary.model_dump(), "kernel_sha256": verdict.kernel.sha256, "seed": verdict.seed,
+        "tests": {**verdict.summary.model_dump(), **verdict.test_counts().model_dump()}, "kernel_sha256": verdict.kernel.sha256, "seed": verdict.seed,
         "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},
         "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter, "accepted_at": now(),
         "performance": performance_record(verdict), "target_speedup": target_speedup,
@@ -72,13 +72,13 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
 def kernel_readme(meta: KernelMeta) -> str:
     s = meta.tests
     where = meta.gpu or ("CPU, Triton interpreter" if meta.interpreter else meta.device)
-    skipped = f" ({s['skipped']} skipped: see the run's verdict.json for why)" if s.get("skipped") else ""
+    skipped = " (see the run's verdict.json for the tests not run and why)" if s.get("skipped") else ""
     return (f"# {meta.op}\n\n"
             f"Triton kernel written by `{meta.provider}` / `{meta.model}` in run `{meta.run_id}` "
             f"(round {meta.round}), accepted {meta.accepted_at}: version {meta.version}, "
             f"review status `{meta.review.status}` (`bbagent review show {meta.op}`).\n"
             f"{_replaced_line(meta)}\n"
-            f"- tests: {s.get('passed')} of {s.get('total')} passed on {where}{skipped}\n"
+            f"- tests: {count_text(s)} on {where}{skipped}\n"
             f"{_serves_line(meta)}"
             f"- versions: torch {meta.versions.torch}, triton {meta.versions.triton}\n"
             f"- speed: {speed_line(meta.performance)}\n"

@@ -37,7 +37,6 @@ from typing import Any
 import torch
 
 from harness.inputs import tensors_in
-from harness.ops import packet_name
 from harness.checks.policy import KS_ALPHA, TOLERANCES_BY_NAME
 
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24

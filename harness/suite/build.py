@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from harness.suite.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
 from harness.suite.edge_cases import derive_edge_cases, reference_accepts
 from harness.suite.promotion import derive_promotion_cases
-from harness.inputs import clone_value, describe_call, map_tensors, materialize, memory_behind, spread, tensors_in
+from harness.inputs import clone_value, describe_call, map_tensors, materialize, spread, tensors_in
 from harness.opinfo_index import opinfos_reaching
 from harness.suite.index_args import make_index_args_valid
 from harness.ops import op_name, packet_name, resolve_op

@@ -9,6 +9,7 @@ from rich.table import Table
 
 import bbagent as api
 from agent.reports.console import widen
+from harness.verdict import count_text, short_count
 from bbagent import UsageError
 
 STATUS_STYLE = {"approved": "green", "rejected": "red", "needs_review": "yellow", "stale": "magenta"}
@@ -41,7 +42,7 @@ def _list(args, out, err) -> int:
         cost = f"${r['cost_usd']:.3f}" if r["cost_usd"] is not None else "-"
         served = f"v{r['served_version']}" if r["served_version"] else "none"
         table.add_row(escape(r["op"]), str(r["version"]), _status(r["status"]),
-                      f"{r['tests_passed']}/{r['tests_total']}", speed, cost, served, str(len(r["flags"]) or ""))
+                      short_count(r["tests"]), speed, cost, served, str(len(r["flags"]) or ""))
     out.print(table)
     counts = {}
     for r in rows:
@@ -67,7 +68,7 @@ def _show(args, out, err) -> int:
     tests = meta.get("tests") or {}
     where = meta.get("gpu") or "CPU (Triton interpreter)"
     out.print(f"model {escape(str(meta.get('model')))} ({meta.get('provider')}), run {meta.get('run_id')}, round "
-              f"{meta.get('round')}; tests {tests.get('passed')}/{tests.get('total')} passed on {escape(where)}; "
+              f"{meta.get('round')}; tests: {count_text(tests)} on {escape(where)}; "
               f"cost ${meta.get('cost_usd') or 0:.4f}; serves {', '.join(meta.get('serves') or [shown['op']])}")
     for flag in shown["flags"]:
         out.print(f"[yellow]flag:[/yellow] {escape(flag)}")
