@@ -19,6 +19,7 @@ import secrets
 import shutil
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
 
 from agent.errors import UsageError
@@ -44,12 +45,28 @@ def resolve_root(root: str | Path | None = None, *, write: bool = False) -> Path
     return where
 
 
+@lru_cache(maxsize=1)
+def umask() -> int:
+    """This process's umask, read once (reading it means setting it and putting it back, which
+    must not race with the threads of a batch)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
+def follow_umask(path: Path, directory: bool = False) -> None:
+    """Give a file or folder made by ``tempfile`` (0600, 0700: private) the permissions the user's
+    umask gives anything else they create, so that teammates sharing a checkout can read it."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~umask())
+
+
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        follow_umask(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -106,6 +123,7 @@ def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: s
     final = root / "generated_kernels" / op
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{op}."))
+    follow_umask(staging, directory=True)
     try:
         (staging / "kernel.py").write_text(kernel_source)
         write_json(staging / "meta.json", meta)

@@ -2,6 +2,7 @@
 transitions recorded, stale detection after a version change, diff, flags, the meta.json schema,
 and verify re-testing a stale kernel in the sandbox."""
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -177,7 +178,8 @@ def test_verify_retests_stale_kernels_and_records_the_outcome(tree, capsys):
 
 def test_generate_twice_keeps_the_approved_kernel_as_version_1_and_says_so(tmp_path, capsys, no_keys,
                                                                            demo_answers):
-    """The real loop: a replayed correct answer accepted, approved, then accepted again by a second run."""
+    """The real loop: a replayed correct answer accepted and approved; the same code from a second
+    run changes nothing; another correct kernel from a third run becomes version 2."""
     replay = tmp_path / "relu.json"
     replay.write_text(json.dumps({"model": "replayed", "exchanges": [{"response": demo_answers[1]}]}))
     generate = ["generate", "--op", RELU, "--provider", "replay", "--replay", str(replay), "--rounds", "1",
@@ -190,8 +192,64 @@ def test_generate_twice_keeps_the_approved_kernel_as_version_1_and_says_so(tmp_p
     capsys.readouterr()
     assert main(generate) == 0
     said = capsys.readouterr()
+    assert "same code as the current version 1" in said.err and "no new version" in said.err
+    assert [v.number for v in find(tmp_path, RELU).versions] == [1] and find(tmp_path, RELU).current.status == "approved"
+    other = (KERNELS / "relu_strided.py").read_text()
+    replay.write_text(json.dumps({"model": "replayed", "exchanges": [{"response": f"```python\n{other}```"}]}))
+    assert main(generate) == 0
+    said = capsys.readouterr()
     assert "replaces approved version 1 as the current kernel; version 1 stays in versions/1/" in said.out + said.err
     relu = find(tmp_path, RELU)
     assert [(v.number, v.status) for v in relu.versions] == [(2, "needs_review"), (1, "approved")]
     assert relu.served().number == 1 and relu.versions[1].meta.run_id == first.run_id
     assert "It replaces version 1 (approved" in (relu.current.folder / "README.md").read_text()
+
+
+def test_identical_kernels_are_no_new_version_and_keep_their_review(tmp_path, monkeypatch):
+    """Issue 31: seven runs of the demo left versions 1-6 with one sha256, and a re-run after
+    approval put the same code back to needs_review."""
+    import hashlib
+    monkeypatch.setenv("BBAGENT_REVIEWER", "ada")
+    source = (KERNELS / "relu_triton.py").read_text()
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    install(tmp_path, RELU, source, run_meta(RELU, "run-a", kernel_sha256=digest))
+    lifecycle.set_status(tmp_path / "generated_kernels" / RELU, "approved", "fine")
+    for run in ("run-b", "run-c"):
+        kept = install(tmp_path, RELU, source, run_meta(RELU, run, kernel_sha256=digest))
+        assert kept.run_id == "run-a" and kept.review.status == "approved"
+    relu = find(tmp_path, RELU)
+    assert [v.number for v in relu.versions] == [1] and relu.current.status == "approved"
+    other = (KERNELS / "relu_strided.py").read_text()
+    install(tmp_path, RELU, other, run_meta(RELU, "run-d", kernel_sha256=hashlib.sha256(other.encode()).hexdigest()))
+    assert [v.number for v in find(tmp_path, RELU).versions] == [2, 1]  # other code: a new version
+
+
+def test_review_takes_any_overload_a_kernel_serves_and_diffs_against_the_approved_version(tree, capsys):
+    install(tree, RELU, (KERNELS / "relu_ignores_strides.py").read_text(),
+            run_meta(RELU, "run-e", serves=[RELU, "aten.relu_.default", "aten.relu.out"]))  # version 3
+    assert main(["review", "diff", "aten.relu_.default", "--root", str(tree)]) == 0
+    text = capsys.readouterr().out
+    assert f"--- {RELU} version 1 (approved)" in text and f"+++ {RELU} version 3 (needs_review)" in text
+    assert main(["review", "diff", RELU, "--against", "2", "--root", str(tree)]) == 0
+    assert f"--- {RELU} version 2 (needs_review)" in capsys.readouterr().out
+    assert main(["review", "approve", "aten.relu_.default", "--root", str(tree)]) == 0
+    assert find(tree, RELU).current.status == "approved"
+
+
+def test_files_follow_the_users_umask(tmp_path, capsys):
+    """Teammates on a shared checkout can read what bbagent writes (umask 022: 0755 and 0644)."""
+    import stat
+    old = os.umask(0o022)
+    try:
+        assert main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--device", "cpu",
+                     "--root", str(tmp_path)]) == 0
+        assert main(["report", "--root", str(tmp_path)]) == 0
+        assert main(["review", "approve", RELU, "--root", str(tmp_path)]) == 0
+    finally:
+        os.umask(old)
+    folder = tmp_path / "generated_kernels" / RELU
+    run = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    modes = {path.relative_to(tmp_path).as_posix(): stat.S_IMODE(path.stat().st_mode)
+             for path in [folder, folder / "meta.json", folder / "kernel.py", run / "run.json", run / "report.html"]}
+    assert modes[folder.relative_to(tmp_path).as_posix()] == 0o755, modes
+    assert all(mode == 0o644 for name, mode in modes.items() if name != folder.relative_to(tmp_path).as_posix()), modes

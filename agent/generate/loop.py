@@ -443,5 +443,9 @@ class Agent:
                           run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.state["rounds"],
                           target_speedup=self.target_speedup, target_baseline=self.target_baseline)
         meta = install(self.root, self.op, kernel_source, fields)
+        if meta.run_id != self.run.path.name:  # the same code as the current kernel: kept as it is
+            self.report("same_kernel", {"round": n, "version": meta.version, "status": meta.review.status,
+                                        "run_id": meta.run_id})
+            return
         if meta.replaced is not None and meta.replaced.status == "approved":
             self.report("replaced_approved", {"round": n, **meta.replaced.model_dump()})

@@ -202,6 +202,11 @@ class RoundReporter:
                            f"{data['version']} as the current kernel; version {data['version']} stays in "
                            f"{data['where']}/ and is what `bbagent.enable()` serves until the new one is approved")
 
+    def _on_same_kernel(self, data: dict) -> None:
+        self.console.print(f"note: round {data['round']}'s kernel is the same code as the current version "
+                           f"{data['version']} (from run {data['run_id']}): kept as it is, review status "
+                           f"{data['status']}, no new version")
+
     def _on_round(self, data: dict) -> None:
         self.stop_waiting()
         record = data["record"]

@@ -76,10 +76,16 @@ def operators(root: Path) -> list[Operator]:
 
 
 def find(root: Path, op: str) -> Operator:
-    for entry in operators(root):
+    """The operator's kernels: by the name it was accepted under, or by any overload its current
+    kernel serves (``aten.relu_.default`` finds relu's kernel)."""
+    everything = operators(root)
+    for entry in everything:
         if entry.op == op:
             return entry
-    known = [e.op for e in operators(root)]
+    for entry in everything:
+        if op in (entry.current.meta.serves or []):
+            return entry
+    known = [e.op for e in everything]
     close = difflib.get_close_matches(op, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else (
         f"; there are: {', '.join(known[:8])}" if known else ": none is accepted yet (bbagent generate / batch)")
@@ -167,21 +173,23 @@ def decide(root: Path, op: str, status: str, note: str = "", version: int | None
 
 
 def diff(root: Path, op: str, version: int | None = None, against: int | None = None) -> str:
-    """A unified diff of a version's kernel (default: the current one) against the version
-    before it (or ``against``)."""
+    """A unified diff of a version's kernel (default: the current one) against ``against``, by
+    default the approved version a reviewer last passed (the one ``enable()`` serves), else the
+    version before it."""
     entry = find(root, op)
     new = entry.version(version)
     if against is not None:
         old = entry.version(against)
     else:
-        older = [v for v in entry.versions if v.number < new.number]
+        older = [v for v in entry.versions if v.number < new.number]  # newest first
+        approved = [v for v in older if v.status == "approved"]
         if not older:
             raise ReviewError(f"{op} version {new.number} is its first accepted kernel: nothing to diff against")
-        old = older[0]
+        old = (approved or older)[0]
     return "".join(difflib.unified_diff(old.kernel.read_text().splitlines(keepends=True),
                                         new.kernel.read_text().splitlines(keepends=True),
-                                        fromfile=f"{op} version {old.number} ({old.status})",
-                                        tofile=f"{op} version {new.number} ({new.status})"))
+                                        fromfile=f"{entry.op} version {old.number} ({old.status})",
+                                        tofile=f"{entry.op} version {new.number} ({new.status})"))
 
 
 def accepted(root: str | Path) -> list[dict]:

@@ -124,8 +124,14 @@ def install(root: Path, op: str, kernel_source: str, run_part: dict) -> KernelMe
     """Install a newly accepted kernel as ``root/generated_kernels/<op>/``, keeping the kernel there
     (unless it is the same run's unreviewed one) in ``versions/``. ``run_part``: meta.json's fields
     from the run (``agent.review.record.run_part``). Returns the new meta.json; its ``replaced``
-    says what was moved aside."""
-    version, replaced = archive_current(Path(root) / "generated_kernels" / op, run_part.get("run_id"))
+    says what was moved aside. A kernel identical to the current one (same sha256) is no new
+    version: the current one stays as it is, review included, and is returned."""
+    folder = Path(root) / "generated_kernels" / op
+    if (folder / "meta.json").is_file() and run_part.get("kernel_sha256"):
+        current = read_meta(folder)
+        if current.kernel_sha256 == run_part["kernel_sha256"] and current.run_id != run_part.get("run_id"):
+            return current
+    version, replaced = archive_current(folder, run_part.get("run_id"))
     accepted_at = run_part.get("accepted_at") or now()
     entry = ReviewEntry(status="needs_review", by="bbagent", at=accepted_at,
                         note=f"accepted by run {run_part.get('run_id')}")
