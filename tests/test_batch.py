@@ -498,3 +498,34 @@ def test_a_resume_keeps_the_batch_whole_retries_failed_ops_and_changes_nothing_w
     summary = json.loads((batch_dir / "summary.json").read_text())
     assert [(s["jobs"], s["ended"], s["finished_ops"]) for s in summary["sessions"]] == [(1, "finished", 2),
                                                                                          (1, "finished", 1)]
+
+
+def test_a_spent_batch_budget_stops_a_running_operator_between_rounds(tmp_path, monkeypatch, no_keys):
+    """Issue 31: --max-cost-usd 0.000001 let a running operator spend 37,500 times the budget. The
+    batch's budget now stops it before its next round; it is interrupted (not failed), so that a
+    resume with a larger budget goes on."""
+    from bbagent import batch
+    from fake_llm import FakeLLMServer
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    wrong = (ROOT / "tests" / "kernels" / "relu_identity.py").read_text()
+    with FakeLLMServer().answer_by_op({"aten.relu.default": f"```python\n{wrong}```"}) as server:
+        result = batch(["aten.relu.default"], root=tmp_path, jobs=1, provider="openai", model="gpt-5",
+                       base_url=server.url + "/v1", rounds=4, device="cpu", timeout_s=120, max_cost_usd=0.000001)
+    assert len(server.requests) == 1, len(server.requests)  # not four rounds
+    row, = Ledger(result.path / "ledger.sqlite").rows()
+    assert row["state"] == "interrupted" and row["error_class"] == "budget", row
+    assert "stopped before round 2: the batch's cost budget is spent" in row["error"]
+    assert "cost budget is spent" in result.ended_by
+
+
+def test_a_deadline_says_the_moment_it_resolved_to():
+    """Issue 31: `--deadline 05:27` given at 05:37 silently meant tomorrow; the start line says so."""
+    from agent.batch.display import event_line
+    from agent.batch.start import next_time_of_day
+    past = time.strftime("%H:%M", time.localtime(time.time() - 600))
+    deadline = next_time_of_day(past)
+    assert 23 * 3600 < deadline - time.time() < 24 * 3600
+    line = event_line("batch_start", {"counts": {"pending": 1, "skipped": 0, "accepted": 0}, "jobs": 1,
+                                      "deadline": deadline})
+    day = "today" if time.localtime(deadline).tm_yday == time.localtime().tm_yday else "tomorrow"  # (just after midnight)
+    assert f"no new work after {time.strftime('%Y-%m-%d %H:%M', time.localtime(deadline))} ({day}, in 23:" in line

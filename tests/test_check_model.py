@@ -67,3 +67,16 @@ def test_check_model_usage_errors(tmp_path, capsys):
 def test_resnet18_without_torchvision_says_how_to_get_it(tmp_path, capsys):
     assert main(["check-model", "--model", "resnet18", "--device", "cpu", "--root", str(tmp_path)]) == 2
     assert "resnet18 needs torchvision" in capsys.readouterr().err
+
+
+def test_nothing_served_is_not_a_match_and_says_why(tmp_path, capsys):
+    """Issue 31: with only unreviewed kernels (or none) no call is served: its own status, exit 4,
+    and the reason, never MATCH."""
+    install(tmp_path, RELU, (KERNELS / "relu_triton.py").read_text(), run_meta(RELU, "run-relu"))  # not approved
+    code, result = check(tmp_path)
+    assert code == 4 and result["status"] == "nothing_served" and RELU in result["why_nothing_served"]
+    assert main(["check-model", "--model", "transformer", "--device", "cpu", *TINY, "--root", str(tmp_path / "empty"),
+                 "--repeats", "1", "--iterations", "1"]) == 4
+    out = " ".join(capsys.readouterr().out.split())
+    assert "NOTHING SERVED" in out and "MATCH" not in out.replace("NOTHING SERVED", "")
+    assert "no accepted kernel serves any of the" in out

@@ -77,7 +77,7 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-@pytest.mark.skipif(chromium() is None, reason="no Chromium here (.ci/setup installs Debian's chromium as root; "
+@pytest.mark.skipif(chromium() is None, reason="no Chromium here (.ci/run installs Debian's chromium as root; "
                                                "apt-get install chromium)")
 def test_chromium_renders_the_report_with_its_charts_visible(batch, tmp_path, capsys):
     """Headless Chromium screenshots the page; the PNG must be a real rendering: the charts' colours

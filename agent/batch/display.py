@@ -26,8 +26,14 @@ def event_line(event: str, data: dict) -> str | None:
         return f"[yellow]the batch's last coordinator was lost: {escape(data['reason'])}[/yellow]"
     if event == "batch_start":
         c = data["counts"]
-        return (f"batch: {c['pending']} to run, {c['skipped']} skipped, {c['accepted']} accepted earlier, "
+        line = (f"batch: {c['pending']} to run, {c['skipped']} skipped, {c['accepted']} accepted earlier, "
                 f"{data['jobs']} at a time")
+        if data.get("deadline"):
+            at = time.localtime(data["deadline"])
+            day = "today" if at.tm_yday == time.localtime().tm_yday else "tomorrow"
+            line += (f"; no new work after {time.strftime('%Y-%m-%d %H:%M', at)} ({day}, in "
+                     f"{_duration(data['deadline'] - time.time())[:-3]})")
+        return line
     if event == "dataset":
         line = (f"dataset: {data['rows']} rows; {data['pairs_used']} inputs of {data['ops']} operator(s) used "
                 f"({data['canaries']} correctness-only)")
@@ -59,7 +65,7 @@ def event_line(event: str, data: dict) -> str | None:
     if event == "op_interrupted":
         return f"{data['op']}: interrupted"
     if event == "budget_spent":
-        return f"[yellow]{data['reason']}: nothing new starts; work in flight finishes[/yellow]"
+        return f"[yellow]{data['reason']}: nothing new starts; running operators stop before their next round[/yellow]"
     return None
 
 

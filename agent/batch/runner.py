@@ -58,10 +58,11 @@ class Budgets:
     max_tokens: int | None = None
     deadline: float | None = None
 
-    def spent(self, rows: list[dict]) -> str | None:
-        """Which budget is spent (in words), or None."""
+    def spent(self, rows: list[dict], in_flight: tuple[int, float] = (0, 0.0)) -> str | None:
+        """Which budget is spent (in words), or None. ``in_flight``: the tokens and dollars the
+        runs still going have spent so far (the ledger has them only once a run ends)."""
         spend = spend_of(rows)
-        cost, tokens = spend["cost_usd"], spend["input"] + spend["output"]
+        cost, tokens = spend["cost_usd"] + in_flight[1], spend["input"] + spend["output"] + in_flight[0]
         if self.max_cost_usd is not None and cost >= self.max_cost_usd:
             return f"the batch's cost budget is spent (${cost:.4f} of --max-cost-usd {self.max_cost_usd:g})"
         if self.max_tokens is not None and tokens >= self.max_tokens:
@@ -112,7 +113,8 @@ class Batch:
         self.ledger.set_meta(ended_by=None, coordinator=coordinator, heartbeat=time.time(), sessions=sessions)
         counts = self.ledger.counts()
         self.done_at_start = counts["accepted"] + counts["failed"]
-        self.event("batch_start", counts=counts, jobs=self.jobs, session=len(sessions))
+        self.event("batch_start", counts=counts, jobs=self.jobs, session=len(sessions),
+                   deadline=self.budgets.deadline)
         for worker in workers:
             worker.start()
         interrupted = False
@@ -178,12 +180,8 @@ class Batch:
             if wait > 0:
                 self.stop.wait(min(wait, 1.0))
                 continue
-            spent = self.budgets.spent(self.ledger.rows())
-            if spent:  # nothing new starts; work in flight finishes
-                if self.ended_by is None:
-                    self.ended_by = spent
-                    self.ledger.set_meta(ended_by=spent)
-                    self.event("budget_spent", reason=spent)
+            spent = self.budget_spent()
+            if spent:  # nothing new starts; work in flight stops before its next round
                 return
             op = self.ledger.claim(self.lease_s)
             if op is None:
@@ -194,6 +192,18 @@ class Batch:
                 self._run_one(op)
             finally:
                 self.running.discard(op)
+
+    def budget_spent(self) -> str | None:
+        """The batch budget that is spent, counting what the running operators spent so far; the
+        first time, recorded (``ended_by``) and told."""
+        live = [self._spent_so_far(op) for op in list(self.running)]
+        in_flight = (sum(sum(s.get("tokens", (0, 0))) for s in live), sum(s.get("cost_usd", 0.0) for s in live))
+        spent = self.budgets.spent(self.ledger.rows(), in_flight)
+        if spent and self.ended_by is None:
+            self.ended_by = spent
+            self.ledger.set_meta(ended_by=spent)
+            self.event("budget_spent", reason=spent)
+        return spent
 
     def _run_one(self, op: str) -> None:
         try:
@@ -223,6 +233,9 @@ class Batch:
                                gpu=best and best.gpu, baseline_speedups=best and best.baseline_speedups, **spent)
         elif outcome.status == "interrupted":
             self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
+        elif outcome.status == "stopped" and self.ended_by and self.ended_by in outcome.message:
+            # the batch's budget stopped it between rounds: not its failure; a resume runs it again
+            self.ledger.finish(op, "interrupted", error_class="budget", error=outcome.message, **spent)
         else:  # failed, stopped by a budget, or a provider that cannot answer (a bad model, a spent replay)
             kind = {"stopped": "budget", "error": "provider"}.get(outcome.status, "kernel")
             why = outcome.why_failed.model_dump() if outcome.why_failed is not None else None

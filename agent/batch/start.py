@@ -276,7 +276,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
             layout = check_channels_last(serves[0], options.channels_last, quiet=True)
             return run_generate(op, options.model_copy(update={"channels_last": layout}), root, report=hear,
                                 executor=evaluations, limiter=runner.limiter, extra_traces=mine or None,
-                                batch_id=runner.path.name, resumed=resume is not None)
+                                batch_id=runner.path.name, resumed=resume is not None, halt=runner.budget_spent)
         runner.generate = generate_one
         return runner.run()
     finally:

@@ -180,6 +180,7 @@ class Agent:
     options: GenerateOptions = field(default_factory=lambda: GenerateOptions(provider="replay"))
     report: Callable[[str, dict], None] = lambda event, data: None
     serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
+    halt: Callable[[], str | None] | None = None  # a budget beyond the run's own (a batch's), asked between rounds
 
     def __post_init__(self):
         o = self.options
@@ -279,7 +280,7 @@ class Agent:
             return f"the cost budget is spent (${cost:.4f} of --max-cost-usd {max_cost:g})"
         if max_tokens is not None and tokens >= max_tokens:
             return f"the token budget is spent ({tokens} of --max-tokens {max_tokens})"
-        return None
+        return self.halt() if self.halt is not None else None
 
     def count(self, completion) -> None:
         self.state["tokens"]["input"] += completion.input_tokens

@@ -28,11 +28,12 @@ def require_price(model: str | None) -> None:
 
 def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, report: Report | None = None, executor=None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
-                 resumed: bool = False) -> Outcome:
+                 resumed: bool = False, halt: Callable[[], str | None] | None = None) -> Outcome:
     """Ask for a kernel for ``op`` as ``options`` say, under ``root`` (``agent.storage.resolve_root``;
     created once the checks passed), and return the run's Outcome. ``report(event, data)`` hears
     the progress (``agent.generate.loop``). A batch's run names its ``batch_id``; in a ``resumed``
-    batch, requests its batch already paid for are answered from the call log."""
+    batch, requests its batch already paid for are answered from the call log; ``halt()``, asked
+    between rounds, says why no further round may start (a batch's spent budget), or None."""
     from agent.providers import RetryPolicy, make_provider
     from agent.providers.call_log import FILE_NAME, LLMLog
     from agent.providers.logged import LoggedProvider
@@ -65,5 +66,5 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     agent = Agent(op=computation, serves=serves, provider=logged, evaluate=evaluate, run=run, root=root,
                   options=options.model_copy(update={"channels_last": channels_last,
                                                      "baseline": ",".join(timing.baselines)}),
-                  report=report)
+                  report=report, halt=halt)
     return agent.generate()

@@ -299,6 +299,10 @@ def print_check_model(console: Console, result: dict) -> None:
         console.print(f"{head}: [red]CRASHED[/red]: {escape(result['crashed'])}\n{escape(result.get('stderr_tail', ''))}")
         return
     tol = result["tolerance"]
+    if result.get("status") == "nothing_served":
+        console.print(f"{head}: [yellow]NOTHING SERVED[/yellow]: no generated kernel served a call of the forward, "
+                      f"so nothing was checked: {escape(result['why_nothing_served'])}")
+        return
     status = "[green]MATCH[/green]" if result["match"] else "[red]MISMATCH[/red]"
     console.print(f"{head}: {status} against eager within atol {tol['atol']:g}, rtol {tol['rtol']:g}: "
                   f"{result['mismatches']} of {result['numel']} outputs outside, max abs error "

@@ -68,12 +68,12 @@ def run_check(check: ModelCheck, timeout_s: float) -> dict:
                                    str(result_file)], capture_output=True, text=True, timeout=timeout_s, env=env,
                                   cwd=scratch)
         except subprocess.TimeoutExpired:
-            return {**spec, "match": False, "crashed": f"stopped after {timeout_s:g} s (--timeout)"}
+            return {**spec, "match": False, "status": "crashed", "crashed": f"stopped after {timeout_s:g} s (--timeout)"}
         result = json.loads(result_file.read_text()) if result_file.is_file() else None
     if done.returncode == CHILD_USAGE_ERROR and result:
         raise UsageError(result["usage_error"])
     if done.returncode != 0 or result is None:  # a kernel (or the model) took the child down
-        return {**spec, "match": False, "crashed": f"the child process exited with {done.returncode}",
+        return {**spec, "match": False, "status": "crashed", "crashed": f"the child process exited with {done.returncode}",
                 "stderr_tail": done.stderr[-3000:]}
     result["child_stdout_tail"] = done.stdout[-2000:]
     return result

@@ -93,12 +93,23 @@ def check(spec: dict) -> dict:
               "seed": spec["seed"], "tolerance": {"atol": atol, "rtol": rtol}, "ops_run": ran, "served": served,
               "skipped_in_model": skipped, **compare(eager, output, atol, rtol)}
     used = [op for op, r in served.items() if r["calls"]]
+    result["status"] = ("mismatch" if not result["match"] else "match" if used else "nothing_served")
+    if not used:
+        result["why_nothing_served"] = nothing_served_because(ran, skipped)
     result["timing"] = time_both(model, inputs, spec, options, used) if used else None
     if not result["match"]:
         result["culprits"], result["bisect_runs"] = bisect(model, inputs, eager, spec, options, used)
     if device == "cuda":
         result["gpu"] = torch.cuda.get_device_name()
     return result
+
+
+def nothing_served_because(ran: dict, skipped: dict) -> str:
+    """Why no generated kernel served a call of the forward, in words."""
+    if skipped:
+        return "; ".join(f"{op}: {why}" for op, why in sorted(skipped.items()))
+    return (f"no accepted kernel serves any of the {len(ran)} overloads the forward ran "
+            f"({', '.join(sorted(ran)[:6])}{', ...' if len(ran) > 6 else ''})")
 
 
 def time_both(model, inputs, spec: dict, options: dict, ops: list[str]) -> dict:

@@ -2,7 +2,8 @@
 (``bbagent``) and prints, results on stdout and diagnostics on stderr.
 
 Exit codes: 0 success (kernel accepted / verdict pass); 1 the kernel failed (every round failed /
-verdict fail); 2 usage error; 3 provider error; 70 internal error; 130 interrupted.
+verdict fail); 2 usage error; 3 provider error; 4 check-model served nothing (nothing was checked);
+70 internal error; 130 interrupted.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from bbagent import UsageError
 from bbagent.cli.parser import build_parser
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
+EXIT_NOTHING_CHECKED = 4  # check-model: no generated kernel served a call, so nothing was checked
 PER_OP = {"max_cost_usd": "max_cost_per_op", "max_tokens": "max_tokens_per_op"}  # a batch's per-operator budgets
 
 
@@ -289,6 +291,8 @@ def cmd_check_model(args, out, err) -> int:
     else:
         from agent.reports.console import print_check_model
         print_check_model(out, result)
+    if result.get("status") == "nothing_served":
+        return EXIT_NOTHING_CHECKED
     return EXIT_OK if result["match"] else EXIT_FAIL
 
 
