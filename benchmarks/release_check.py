@@ -43,8 +43,8 @@ class StepFailed(Exception):
 
 
 class Check:
-    def __init__(self, site: Path, work: Path, log: Path, device: str):
-        self.site, self.work, self.log, self.device = site, work, log, device
+    def __init__(self, site: Path, work: Path, log: Path, device: str, keep_report: Path | None = None):
+        self.site, self.work, self.log, self.device, self.keep_report = site, work, log, device, keep_report
         self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "BBAGENT_ROOT", "TRITON_INTERPRET")}
         self.env["PYTHONPATH"] = str(site)
 
@@ -126,15 +126,18 @@ def steps(check: Check) -> list[tuple[str, callable]]:
         return "2 operators"
 
     def status():
-        counts = json.loads(check.bbagent("status", "--json").stdout)["counts"]
-        if counts["accepted"] != 2:
-            raise StepFailed(f"status counts {counts}")
-        return f"{counts['accepted']} accepted"
+        said = json.loads(check.bbagent("status", "--json").stdout)
+        counts, state = said["counts"], said["liveness"]["state"]
+        if counts["accepted"] != 2 or state != "finished":
+            raise StepFailed(f"status counts {counts}, batch {state}")
+        return f"{counts['accepted']} accepted, batch {state}"
 
     def report():
         path = Path(check.bbagent("report").stdout.strip().splitlines()[-1])
         if not path.is_file() or path.stat().st_size < 1000:
             raise StepFailed(f"no report at {path}")
+        if check.keep_report is not None:
+            shutil.copy(path, check.keep_report)
         return f"{path.stat().st_size} bytes"
 
     def enable():
@@ -165,6 +168,7 @@ def main() -> int:
     parser.add_argument("--deps", type=Path, help="a folder of wheels this machine lacks, installed beside it")
     parser.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda where torch sees a GPU")
     parser.add_argument("--log", type=Path, default=Path("release-check.log"))
+    parser.add_argument("--keep-report", type=Path, metavar="FILE", help="copy the batch's report.html there")
     args = parser.parse_args()
     import torch
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -179,7 +183,8 @@ def main() -> int:
         install(wheel, args.deps, scratch / "site")
         print(f"ok    install      into {scratch / 'site'}", flush=True)
         (scratch / "work").mkdir()
-        check = Check(scratch / "site", scratch / "work", args.log.resolve(), device)
+        check = Check(scratch / "site", scratch / "work", args.log.resolve(), device,
+                      args.keep_report.resolve() if args.keep_report else None)
         for name, step in steps(check):
             step_started = time.perf_counter()
             said = step()

@@ -229,6 +229,7 @@ def liveness(meta: dict, counts: dict, now: float | None = None) -> dict:
     if not sessions or last.get("ended_at"):  # (a ledger written before sessions were recorded has none)
         state = "stopped" if unfinished else "finished"
         reason = (last.get("ended") or "") if sessions else ""
+        reason = "" if reason == state else reason
         if not sessions and counts["running"] and process_state(coordinator) != "dead":
             state, reason = "running", "operators hold leases"
     else:
