@@ -152,7 +152,7 @@ def count_text(counts: dict) -> str:
                  f"{counts['own_op']}'s own)")
     not_run = counts.get("not_run_here", counts.get("skipped")) or 0
     if not_run:
-        line += (f", {not_run} not run here (GPU-sized or bfloat16: the CPU interpreter skips them; a GPU runs them)"
+        line += (f", {not_run} not run here (GPU-sized or bfloat16: a GPU runs them)"
                  if counts.get("interpreter") else f", {not_run} skipped")
     return line
 
