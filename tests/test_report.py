@@ -108,7 +108,8 @@ def test_a_cpu_batch_report_says_why_each_failure_failed_with_its_metadata_and_n
     replays = tmp_path / "replays"
     replays.mkdir()
     relu = (KERNELS / "relu_triton.py").read_text()
-    (replays / "aten.relu.default.json").write_text(json.dumps({"exchanges": [{"response": f"```python\n{relu}```"}]}))
+    (replays / "aten.relu.default.json").write_text(json.dumps({"model": "a-recorded-model",  # no price: a replay costs $0
+                                                                "exchanges": [{"response": f"```python\n{relu}```"}]}))
     (replays / "aten.exp.default.json").write_text(json.dumps({"exchanges": [{"response": "Sorry, no."}]}))
     result = run_batch(["aten.relu.default", "aten.exp.default"], root=tmp_path, provider="replay",
                        replay=str(replays), rounds=1, device="cpu", timeout_s=120, jobs=1)
@@ -125,6 +126,7 @@ def test_a_cpu_batch_report_says_why_each_failure_failed_with_its_metadata_and_n
     assert "replay / -" in text and "cpu (Triton interpreter)" in text and "(jobs 1)" in text and "2.13" in text
     for name in ("summary.md", "ledger.sqlite", "events.jsonl"):
         assert f'href="{name}"' in page, name
+    assert "LLM cost $0.0000" in text and "unknown" not in text
     assert "No speed charts: no correct kernel was timed" in text and 'id="chart-speedups"' not in page
     assert 'id="chart-fast-p"' not in page and 'class="sortable"' in page
     if SHOTS:  # the note's screenshot of this page

@@ -57,7 +57,8 @@ class LoggedProvider:
                         self.log.record(**row, response="", input_tokens=0, output_tokens=0, cost_usd=None,
                                         latency_s=round_s(time.perf_counter() - started), cached=0, error=str(exc))
                 raise
-            completion.cost_usd = cost_usd(self.model, completion.input_tokens, completion.output_tokens)
+            completion.cost_usd = (0.0 if self.replaying  # a recorded answer costs nothing now
+                                   else cost_usd(self.model, completion.input_tokens, completion.output_tokens))
         if self.replaying:
             return completion
         with self._lock:
