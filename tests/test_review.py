@@ -253,3 +253,13 @@ def test_files_follow_the_users_umask(tmp_path, capsys):
              for path in [folder, folder / "meta.json", folder / "kernel.py", run / "run.json", run / "report.html"]}
     assert modes[folder.relative_to(tmp_path).as_posix()] == 0o755, modes
     assert all(mode == 0o644 for name, mode in modes.items() if name != folder.relative_to(tmp_path).as_posix()), modes
+
+
+def test_review_of_an_operator_that_failed_says_why(tmp_path, capsys):
+    run = tmp_path / "runs" / "20261124-010000-aten.exp.default-abcd"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"op": "aten.exp.default", "status": "failed", "message":
+                                              "no candidate passed in 5 round(s); closest: round 3, 97/98 tests passed"}))
+    assert main(["review", "show", "aten.exp.default", "--root", str(tmp_path)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"Its last run, {run.name}, failed: no candidate passed in 5 round(s); closest: round 3, 97/98" in err

@@ -89,7 +89,24 @@ def find(root: Path, op: str) -> Operator:
     close = difflib.get_close_matches(op, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else (
         f"; there are: {', '.join(known[:8])}" if known else ": none is accepted yet (bbagent generate / batch)")
-    raise ReviewError(f"no accepted kernel for {op} under {Path(root) / 'generated_kernels'}{hint}")
+    raise ReviewError(f"no accepted kernel for {op} under {Path(root) / 'generated_kernels'}{hint}"
+                      + last_failure(Path(root), op))
+
+
+def last_failure(root: Path, op: str) -> str:
+    """Why the newest run for ``op`` under ``root/runs`` found no kernel, as a sentence to append
+    (empty when there is no such run)."""
+    import json
+    runs = sorted((root / "runs").glob(f"*-{op}-*/run.json"), reverse=True)
+    for path in runs:
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if state.get("status") in ("failed", "stopped", "error"):
+            return f". Its last run, {path.parent.name}, {state['status']}: {state.get('message') or '?'}"
+        return ""
+    return ""
 
 
 def flags(meta: KernelMeta) -> list[str]:
