@@ -64,7 +64,8 @@ def call_with_retries(call: Callable[[], Completion], is_transient: Callable[[Ba
         if limiter is not None and status_code(exc) == 429:
             limiter.back_off(max(wait_s, retry_after_s(exc) or 0.0))
         if on_retry is not None:
-            on_retry({"attempt": state.attempt_number, "attempts": policy.attempts, "wait_s": wait_s,
+            most = UNREACHABLE_ATTEMPTS if unreachable(exc) else policy.attempts
+            on_retry({"attempt": state.attempt_number, "attempts": most, "wait_s": wait_s,
                       "status": status_code(exc), "error": explain(exc)})
 
     def counted() -> Completion:
