@@ -14,8 +14,9 @@ Rules, each finding naming the line:
 * ``torch_fallback``: a ``try`` whose ``except`` (or ``else``/``finally``) calls PyTorch
   compute (``torch.X`` outside the allocation/metadata allowlist, ``torch.ops.*``,
   ``torch.nn.functional.*``) — a fallback that hides a failing kernel.
-* ``tampering``: assignment to an attribute of ``torch``, ``triton``, ``time``, ``sys``
-  or ``os`` (monkeypatching the harness, the timers or the reference).
+* ``tampering``: assignment to (or deletion of) an attribute of any imported module, or of
+  anything imported from one (a class, a function), stdlib modules included: monkeypatching
+  ``torch``, ``triton``, the timers, ``re.sub`` or the reference. (``setattr`` is a forbidden call.)
 * ``side_stream``: ``torch.cuda.Stream`` / ``torch.cuda.stream`` / ``set_stream`` — work on
   another stream escapes synchronisation and timing.
 * ``introspection``: reaching the harness that shares the process: ``sys.modules``, frame
@@ -153,12 +154,29 @@ class _Checker(ast.NodeVisitor):
         self._check_patch(node.target, node)
         self.generic_visit(node)
 
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._check_patch(target, node)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self._check_patch(node.target, node)
+        self.generic_visit(node)
+
     def _check_patch(self, target: ast.AST, node: ast.AST) -> None:
-        if isinstance(target, ast.Attribute):
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self._check_patch(element, node)
+            return
+        if not isinstance(target, ast.Attribute):
+            return
+        root = _dotted(target)
+        head = root.split(".")[0] if root else None
+        if head is not None and (head in self.aliases or head in PATCH_ROOTS):
             name = self.resolve(target)
-            if name and name.split(".")[0] in PATCH_ROOTS:
-                self.add("tampering", node, f"assigns to '{name}'; monkeypatching torch, triton, timers "
-                                            "or the interpreter is not allowed")
+            self.add("tampering", node, f"assigns to '{name}', an attribute of the imported "
+                                        f"'{self.aliases.get(head, head)}'; monkeypatching a module (torch, triton, "
+                                        "the timers, the standard library) or what it exports is not allowed")
 
     def visit_Try(self, node: ast.Try) -> None:
         fallback_nodes = [*node.handlers, *node.orelse, *node.finalbody]
