@@ -60,6 +60,27 @@ def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event]
     }
 
 
+def outside_the_view(message: str) -> str:
+    """For an import that failed in the sandbox: where this process (which sees every file) finds
+    the module, so that the message says it exists but outside what the sandbox shows."""
+    import importlib.util
+    import re
+    missing = re.findall(r"No module named '([\w.]+)'", message)
+    if not missing:
+        return ""
+    top = missing[-1].split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return ""
+    if spec is None:
+        return ""
+    where = spec.origin if spec.origin not in (None, "namespace") else ", ".join(spec.submodule_search_locations or [])
+    return (f"\n'{top}' exists at {where}, outside what the sandbox shows a kernel: its sys.path entry is the "
+            "user's home, the project's root, a broad shared directory, or holds a file of secrets (.env, "
+            ".netrc, ...). Install it into site-packages, or put it in a directory of its own on PYTHONPATH.")
+
+
 def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[dict], timings: list[dict],
              outcome: ChildOutcome, timeout_s: float, static_findings: list[dict] | None) -> Failure:
     """The evaluation's own failure, if any (``tests`` gains the test the kernel died in)."""
@@ -68,7 +89,7 @@ def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[dict
                        + "\n".join(f["message"] for f in static_findings))
     fatal = first(events, Fatal)
     if fatal is not None:
-        return Failure(fatal.error_kind, fatal.message)
+        return Failure(fatal.error_kind, fatal.message + outside_the_view(fatal.message))
     if first(events, Done) is None:
         return _stopped(op, events, suite, tests, outcome, timeout_s)
     timing_failure = next((t for t in timings if "error_kind" in t), None)

@@ -239,3 +239,38 @@ def test_an_interrupted_evaluation_leaves_no_child_running(monkeypatch):
             os.killpg(pids[0], signal.SIGKILL)
         except OSError:
             pass
+
+
+def _kernel_with_helper(where):
+    """A correct relu importing its block size from a helper package installed in ``where``."""
+    (where / "relu_helpers").mkdir(parents=True)
+    (where / "relu_helpers" / "__init__.py").write_text("BLOCK = 1024\n")
+    source = (KERNELS / "relu_triton.py").read_text().replace(
+        "import triton.language as tl\n", "import triton.language as tl\nfrom relu_helpers import BLOCK\n")
+    source = source.replace("cdiv(n, 1024)", "cdiv(n, BLOCK)").replace("BLOCK=1024)", "BLOCK=BLOCK)")
+    kernel = where.parent / f"{where.name}_kernel.py"
+    kernel.write_text(source)
+    return kernel
+
+
+def _eval_with_pythonpath(kernel, path) -> tuple[int, str]:
+    import subprocess
+    import sys
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "bbagent", "eval", "--op", "aten.relu.default", "--kernel", str(kernel),
+                           "--device", "cpu"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return done.returncode, " ".join(done.stdout.split())
+
+
+def test_a_helper_package_on_pythonpath_is_shown_and_one_beside_secrets_is_named(tmp_path):
+    """Issue 32: a kernel engineer's own library on PYTHONPATH (or a --target install) is importable
+    in the sandbox; one whose directory holds secrets stays hidden, and the message says where it is."""
+    shown = tmp_path / "libs"
+    code, out = _eval_with_pythonpath(_kernel_with_helper(shown), shown)
+    assert code == 0 and "PASS" in out, out
+    secret = tmp_path / "secret_libs"
+    kernel = _kernel_with_helper(secret)
+    (secret / ".env").write_text("OPENAI_API_KEY=sk-not-for-kernels\n")
+    code, out = _eval_with_pythonpath(kernel, secret)
+    assert code == 1 and "No module named 'relu_helpers'" in out, out
+    assert f"'relu_helpers' exists at {secret / 'relu_helpers' / '__init__.py'}, outside what the sandbox shows" in out

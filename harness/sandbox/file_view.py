@@ -4,7 +4,10 @@ The allow list (``AllowList.for_child``) is computed in the child just before th
 imported, from what is already loaded there, so that nothing is guessed:
 
 * read-only: the Python installation (its prefixes), every ``site-packages``/``dist-packages``
-  directory on ``sys.path``, the package directory of every module already imported from
+  directory on ``sys.path``, every other ``sys.path`` entry (``PYTHONPATH``, ``pip install
+  --target``, an editable install's source directories) except one that is or holds the user's
+  home, the project's root, a broad shared directory, or a file of secrets (``.env``, ``.netrc``,
+  ...), the package directory of every module already imported from
   anywhere else (bbagent's own ``harness/``, not the project tree around it), the system
   directories (``/usr``, ``/lib*``, ``/bin``, ``/sbin``), the directory of every shared library
   mapped into the process (the CUDA driver's included, once CUDA is up), ``CUDA_HOME`` and
@@ -46,6 +49,9 @@ DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc
              "stderr": "/proc/self/fd/2"}
 RUN_DIRS = ("/run/nvidia-persistenced",)
 PACKAGE_DIR_NAMES = ("site-packages", "dist-packages")
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds harness/
+SECRET_NAMES = frozenset({".env", ".netrc", ".git-credentials", ".pypirc", ".npmrc", "credentials", ".aws", ".ssh",
+                          ".gnupg", ".docker", ".kube", "id_rsa", "id_ed25519", ".bash_history"})
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
@@ -68,7 +74,8 @@ class AllowList:
     def for_child(cls, workdir: str, tool_write_dirs: list[str], hidden: list[str] = ()) -> "AllowList":
         broad = _shared_roots()
         python = _python_paths(broad)
-        spelled = python + _imported_package_paths(python, broad) + _library_dirs(broad) + list(SYSTEM_DIRS)
+        spelled = python + _path_entries(broad) + _imported_package_paths(python, broad) + _library_dirs(broad)
+        spelled += list(SYSTEM_DIRS)
         spelled += [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
         spelled += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
         spelled += ["/etc/" + name for name in ETC_FILES] + ["/sys"] + list(RUN_DIRS)
@@ -106,6 +113,36 @@ def _python_paths(broad: set[str]) -> list[str]:
     paths.update(sysconfig.get_paths().values())
     paths.update(p for p in sys.path if os.path.basename(os.path.normpath(p)) in PACKAGE_DIR_NAMES)
     return [p for p in paths if p and os.path.isabs(p) and os.path.realpath(p) not in broad]
+
+
+def _path_entries(broad: set[str]) -> list[str]:
+    """The ``sys.path`` entries beyond the Python installation, and the source directories of
+    editable installs (their finders' ``MAPPING``), that may be shown: not a broad shared
+    directory, not the project's root or anything in or around it (the project tree stays
+    hidden: bbagent's own ``harness/`` is shown as an imported package), not one that holds the
+    user's home, and not one holding a file of secrets."""
+    entries = [p for p in sys.path if p and os.path.isabs(p)]
+    for name, module in list(sys.modules.items()):
+        mapping = getattr(module, "MAPPING", None) if name.startswith("__editable__") else None
+        if isinstance(mapping, dict):
+            entries += [str(v) for v in mapping.values() if isinstance(v, str)]
+    homes = {os.path.realpath(os.path.expanduser("~")), os.path.realpath(os.environ.get("HOME", "/"))}
+    project = os.path.realpath(PROJECT_ROOT)
+    shown = []
+    for entry in entries:
+        real = os.path.realpath(entry)
+        if not os.path.isdir(real) or real in broad or _under(real, project) or _under(project, real) \
+                or any(_under(home, real) for home in homes) or _holds_secrets(real):
+            continue
+        shown.append(entry)
+    return shown
+
+
+def _holds_secrets(directory: str) -> bool:
+    try:
+        return any(name in SECRET_NAMES for name in os.listdir(directory))
+    except OSError:
+        return True
 
 
 def _imported_package_paths(shown: list[str], broad: set[str]) -> list[str]:
