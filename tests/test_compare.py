@@ -182,3 +182,40 @@ def test_tolerance_used_is_the_passing_error_as_a_fraction_of_the_tolerance():
     assert abs(tolerance_used(expected, actual) - 0.5) < 0.02   # the float32 sum rounds the offset
     assert tolerance_used(torch.tensor([1, 2]), torch.tensor([1, 2])) is None   # integers: exact, no fraction
     assert tolerance_used((expected, 3), (actual, 3)) == tolerance_used(expected, actual)
+
+
+def test_the_float64_run_converts_positional_dtype_arguments():
+    """Issue 32: _softmax_backward_data takes input_dtype positionally; the float64 re-judgement
+    must turn it to float64 too, or the run is never made (and was silently skipped)."""
+    from harness.checks.case import Float64Run
+    op = torch.ops.aten._softmax_backward_data.default
+    y = torch.softmax(torch.randn(4, 7), dim=1).half()
+    g = torch.randn(4, 7).half()
+    run = Float64Run(op, ((g, y, 1, torch.float16), {}))
+    assert run.result() is not None and run.result().truth.dtype == torch.float64 and run.unavailable is None
+    exact = op(g.double(), y.double(), 1, torch.float64)
+    assert torch.equal(run.result().truth, exact)
+    from harness.checks.case import _to_float64
+    _, args, _ = run._run_on(_to_float64)
+    assert args[3] == torch.float64  # CUDA refuses float64 inputs with input_dtype float16; the CPU does not
+
+
+def test_a_float64_run_that_cannot_be_made_is_said():
+    from harness.checks.case import Float64Run, judged
+
+    def op(x):
+        if x.dtype == torch.float64:
+            raise RuntimeError("no float64 kernel for this op here")
+        return x * 2
+    x = torch.tensor([1.0, 2.0])
+    failure = judged(op(x), op(x) + 1, "exact", Float64Run(op, ((x,), {})))
+    assert failure["error_kind"] == "mismatch"
+    assert "no float64 run of the op could be made to re-judge it (RuntimeError: no float64 kernel" in failure["message"]
+
+
+def test_the_allowance_quoted_is_the_one_at_the_reported_element():
+    """Issue 32: the message quoted the largest allowance over the whole tensor (4.79e+119 for exp)."""
+    expected = torch.tensor([1.0, 1e30])
+    truth = torch.tensor([1.0, 1e30], dtype=torch.float64)
+    failure = compare(expected, torch.tensor([1.5, 1e30]), exact=Exact(truth))
+    assert failure["error_kind"] == "mismatch" and "at the first element reported, 1 +- 1.13e-05" in failure["message"]
