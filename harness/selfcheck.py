@@ -46,7 +46,18 @@ def expected_kinds(entry: dict, device: str):
 
 def entry_id(entry: dict) -> str:
     hook_only = "" if entry.get("namespaces", True) else "+audit_hook"
-    return f"{Path(entry['kernel']).stem}@{entry['op']}{hook_only}"
+    family = "+family" if entry.get("family") else ""
+    return f"{Path(entry['kernel']).stem}@{entry['op']}{family}{hook_only}"
+
+
+def family_overloads(entry: dict) -> list[str] | None:
+    """With ``"family": true``, every overload of the op's variant family (as generate tests them)."""
+    if not entry.get("family"):
+        return None
+    from harness.ops import resolve_op
+    from harness.variants import variant_family
+    family = variant_family(resolve_op(entry["op"]))
+    return list(dict.fromkeys([entry["op"], *family["serves"]]))
 
 
 def observed_kinds(verdict: Verdict) -> set[str]:
@@ -109,7 +120,8 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
     with planted(entry.get("plant", {})):
         verdict = evaluate(entry["op"], corpus_dir / entry["kernel"], device=device, seed=seed,
                            timeout_s=entry.get("timeout_s", 300), static_check=entry.get("static_check", True),
-                           limits=limits, namespaces=entry.get("namespaces", True), secrets=entry.get("secrets"))
+                           limits=limits, namespaces=entry.get("namespaces", True), secrets=entry.get("secrets"),
+                           overloads=family_overloads(entry))
     ok, seen = judge(entry, verdict, device)
     wall = round(time.perf_counter() - started, 1)
     after = entry.get("after_each")

@@ -105,6 +105,9 @@ class TestResult(_Strict):
     tolerance_used: float | None = None  # passing: largest error as a fraction of the dtype tolerance (compare.tolerance_used)
     mismatches: list[Mismatch] = []
     guard_findings: list[GuardFinding] = []
+    # where aten's own in-place or out= kernel disagreed with its functional result on this input:
+    # what the expected value was taken from instead
+    reference: str | None = None
 
 
 class Skipped(_Strict):

@@ -110,3 +110,14 @@ def test_what_an_op_is_comes_from_its_schema_and_tags():
     assert is_allowed(aten.copy_.default) and is_allowed(aten.sym_size.int) and is_allowed(aten.empty.memory_format)
     assert not is_allowed(aten.Int.Tensor) and not is_allowed(aten.equal.default)
     assert len(ALLOWED_ATEN) < 60  # the named list stays short: everything else is derived
+
+
+def test_a_device_comparison_of_a_one_element_result_names_the_allowed_spelling():
+    """Issue 32: `partial[0] != 0` is aten.ne on the device; `partial[0].item() != 0` reads the value
+    back (allowed) and compares in Python. The guard's message says so."""
+    import torch
+    from harness.checks.guards import allowed_spelling
+    one = torch.tensor([3.0])
+    assert "`t.item() != 0`" in allowed_spelling(torch.ops.aten.ne.Scalar, (one[0], 0))
+    assert allowed_spelling(torch.ops.aten.ne.Scalar, (torch.ones(4), 0)) == ""  # a real computation
+    assert allowed_spelling(torch.ops.aten.add.Tensor, (one, one)) == ""

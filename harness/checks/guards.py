@@ -17,6 +17,20 @@ from harness.inputs import tensors_in
 from harness.ops import packet_name, value_mode
 from harness.checks.allowed import MAX_SEED_VALUES, SEED_DRAW, is_allowed
 
+COMPARISONS = frozenset({"ne", "eq", "gt", "lt", "ge", "le"})
+
+
+def allowed_spelling(func, args) -> str:
+    """For a comparison of a one-element tensor with a number (``partial[0] != 0``), which an
+    allowed host read does exactly: the spelling the kernel contract allows."""
+    tensors = tensors_in(args)
+    if packet_name(func) not in COMPARISONS or not tensors or any(t.numel() > 1 for t in tensors):
+        return ""
+    return ("; to test a one-element result on the host, read it back first with an allowed conversion and "
+            "compare in Python: `t.item() != 0`, `bool(t)` or `int(t)` (not `t != 0`, which is a PyTorch "
+            "comparison on the device)")
+
+
 class LaunchCounter:
     """Counts Triton kernel launches, whichever way Python reaches them.
 
@@ -104,7 +118,7 @@ class AtenRecorder(TorchDispatchMode):
                     "line": line,
                     "message": f"candidate called {func} (PyTorch compute) at "
                                f"{'line ' + str(line) if line else 'an unknown line'}; "
-                               "compute must happen in a @triton.jit kernel",
+                               "compute must happen in a @triton.jit kernel" + allowed_spelling(func, args),
                 })
         return result
 
