@@ -64,3 +64,40 @@ def test_autotuning_is_quick_during_the_tests_and_real_again_for_timing():
     assert tuner.cache == {} and tuner.do_bench == "the real benchmarker"
     clock.quick_autotuning()
     assert tuner.do_bench is time_once  # a cached real benchmarker does not hide the switch
+
+
+TRIM_SCRIPT = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from harness.sandbox.compile_clock import CompileClock
+events = []
+clock = CompileClock(events.append)
+clock.install()
+clock.quick_autotuning()
+import importlib.util
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[2])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+tuner = module._relu
+during = len(tuner.configs)
+clock.real_autotuning()
+print(json.dumps({"kind": type(tuner).__name__, "during": during, "after": len(tuner.configs),
+                  "counted": getattr(type(tuner), "_bbagent_counted", False)}))
+'''
+
+
+def test_every_autotuner_keeps_one_config_during_the_tests_and_all_of_them_for_timing():
+    """Issue 32: a library's Autotuner subclass that overrides run (FlagGems' LibTuner) compiled
+    and benchmarked 22 configs for every new shape key during the correctness tests. While the
+    tests run every autotuner, subclasses included, keeps its first config; the timing phase gets
+    all 20 back."""
+    import json
+    import subprocess
+    import sys
+    from conftest import KERNELS, ROOT
+    done = subprocess.run([sys.executable, "-c", TRIM_SCRIPT, str(ROOT), str(KERNELS / "relu_libtuner.py")],
+                          capture_output=True, text=True, timeout=300, env={**__import__("os").environ,
+                                                                              "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"kind": "LibraryTuner", "during": 1, "after": 20, "counted": True}, seen

@@ -2,7 +2,8 @@
 
 Child side (``CompileClock.install``): ``triton.compiler.compile`` (every JIT compilation, an
 on-disk cache hit included) and ``Autotuner._bench`` (one config timed while autotuning) are
-wrapped. When the outermost such call starts, the child sends a ``Compile`` event (phase
+wrapped, as are the ``run`` and ``_bench`` of every ``Autotuner`` subclass a kernel brings (a
+library's own tuner). While the tests run, every autotuner keeps only its first config. When the outermost such call starts, the child sends a ``Compile`` event (phase
 "start", its kind; ``harness.events``); when it ends, phase "end" with the running totals
 (compilations, autotuning runs, seconds of each). Nested calls (a config compiled while it is benchmarked) are
 counted but not reported apart.
@@ -29,6 +30,7 @@ class CompileClock:
         self._outer_kind = ""
         self._outer_started = 0.0
         self._benched = 0  # configs benchmarked so far: an Autotuner.run that raises it was an autotuning run
+        self._runs_open = 0
         self.quick = False
         self.tuners = weakref.WeakSet()
 
@@ -43,6 +45,40 @@ class CompileClock:
             Autotuner._bench = self._timed("autotune", Autotuner._bench)
         Autotuner.run = self._counting_runs(Autotuner.run)
         self._switch_benchmarker(Autotuner)
+        self._see_every_tuner(Autotuner)
+
+    def _see_every_tuner(self, Autotuner) -> None:
+        """Every autotuner made from now on (``@triton.autotune``, and subclasses such as a library's
+        own tuner that override ``run`` or ``_bench``) is registered: its own ``run``/``_bench`` are
+        counted like the base class's, and while ``quick`` it keeps only its first config."""
+        clock, original_init = self, Autotuner.__init__
+
+        def init(tuner, *args, **kwargs):
+            original_init(tuner, *args, **kwargs)
+            clock.register(tuner, Autotuner)
+        Autotuner.__init__ = init
+
+    def register(self, tuner, Autotuner) -> None:
+        self.tuners.add(tuner)
+        kind = type(tuner)
+        if kind is not Autotuner and not getattr(kind, "_bbagent_counted", False):
+            if "run" in kind.__dict__:
+                kind.run = self._counting_runs(kind.__dict__["run"])
+            if "_bench" in kind.__dict__:
+                kind._bench = self._timed("autotune", kind.__dict__["_bench"])
+            kind._bbagent_counted = True
+        if self.quick:
+            self._trim(tuner)
+
+    @staticmethod
+    def _trim(tuner) -> None:
+        """Only the first config while the tests run: one compile per specialisation instead of
+        one per config, and nothing to benchmark for any shape key (the timing phase puts every
+        config back and autotunes for real)."""
+        configs = getattr(tuner, "configs", None)
+        if isinstance(configs, list) and len(configs) > 1 and not hasattr(tuner, "_bbagent_configs"):
+            tuner._bbagent_configs = configs
+            tuner.configs = configs[:1]
 
     def _switch_benchmarker(self, Autotuner) -> None:
         """Let ``quick`` replace the autotuner's benchmarker (``Autotuner.do_bench``, a property in
@@ -69,16 +105,24 @@ class CompileClock:
         Autotuner.do_bench = Switch()
 
     def quick_autotuning(self) -> None:
-        """While the tests run, an autotuner times each config by a single run: the tests need a
-        config that works, not the fastest one, and a shape-keyed autotuner would otherwise spend
-        seconds on every new shape (a matmul suite holds hundreds)."""
+        """While the tests run, an autotuner keeps only its first config (and one that still
+        benchmarks times it by a single run): the tests need a config that works, not the fastest
+        one, and a shape-keyed autotuner would otherwise compile and time every config for every
+        new shape (a matmul suite holds hundreds)."""
         self.quick = True
+        for tuner in list(self.tuners):
+            self._trim(tuner)
 
     def real_autotuning(self) -> None:
-        """Before the timing phase: forget the quick choices; autotuning runs again, for real."""
+        """Before the timing phase: every config back, the quick choices forgotten; autotuning runs
+        again, for real."""
         self.quick = False
         for tuner in list(self.tuners):
-            tuner.cache.clear()
+            if hasattr(tuner, "_bbagent_configs"):
+                tuner.configs = tuner.__dict__.pop("_bbagent_configs")
+            cache = getattr(tuner, "cache", None)
+            if hasattr(cache, "clear"):
+                cache.clear()
 
     def _timed(self, kind: str, original):
         clock = self
@@ -98,10 +142,12 @@ class CompileClock:
         def run(tuner, *args, **kwargs):
             clock.tuners.add(tuner)
             before = clock._benched
+            clock._runs_open += 1  # a subclass's run calling the base class's counts once
             try:
                 return original(tuner, *args, **kwargs)
             finally:
-                if clock._benched > before:
+                clock._runs_open -= 1
+                if clock._runs_open == 0 and clock._benched > before:
                     clock.totals["autotune_runs"] += 1
         return run
 
