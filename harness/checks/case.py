@@ -156,12 +156,16 @@ def functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, devic
     try:
         alt_expected = serving(functional, functional, op)(*alt_args, **alt_kwargs)
         _synchronize(device)
-    except Exception:  # noqa: BLE001 - the functional refuses what the overload took: keep aten's
+    except Exception as exc:  # noqa: BLE001 - the functional refuses what the overload took: keep aten's
+        if device == "cuda" and is_cuda_error(exc):
+            raise ReferenceFault(f"the functional reference {functional} hit a CUDA error: "
+                                 f"{str(exc).splitlines()[0]}; the CUDA context is lost") from exc
         return None
     aten_side = [expected] + [v for _, a, v in schema_arguments(op, ref_args, ref_kwargs) if is_written(a)]
     functional_side = [alt_expected] + [v for _, a, v in schema_arguments(op, alt_args, alt_kwargs) if is_written(a)]
+    real = lambda value: map_tensors(value, lambda t: torch.view_as_real(t) if t.is_complex() else t)  # noqa: E731
     disagreement = next((failure for a, f in zip(aten_side, functional_side)
-                         if (failure := compare(f, a, "aten's own result")) is not None), None)
+                         if (failure := compare(real(f), real(a), "aten's own result")) is not None), None)
     if disagreement is None:
         return None
     name = functional._schema.name.split("::")[-1]
