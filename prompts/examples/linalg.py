@@ -32,7 +32,8 @@ def _solve(a_ptr, b_ptr, x_ptr, n, k, sa_r, sa_c, LOWER: tl.constexpr, UNIT: tl.
 def kernel(self, A, upper=True, transpose=False, unitriangular=False):
     batch = list(torch.broadcast_shapes(self.shape[:-2], A.shape[:-2]))
     n, k = A.shape[-1], self.shape[-1]
-    coefficient = A.expand(batch + [n, n]).contiguous()  # returned as the "cloned coefficient"
+    # returned as the "cloned coefficient": a new tensor, as aten's is (A.contiguous() may be A itself)
+    coefficient = A.expand(batch + [n, n]).clone(memory_format=torch.contiguous_format)
     b = self.expand(batch + [n, k]).contiguous()
     out = torch.empty(batch + [n, k], dtype=self.dtype, device=self.device)
     count = out.numel() // (n * k) if n * k else 0
