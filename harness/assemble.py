@@ -128,7 +128,7 @@ def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[dict
                              f"{unfinished_timing[0]} ({case.get('input')})")
     if suite is None and kind not in SANDBOX_KINDS:
         message = f"evaluation {cause} before the tests were built"
-        if kind == "timeout":
+        if kind in ("timeout", "compile_budget"):
             return Failure(kind, message)
         return Failure("worker_error", message, infrastructure=message)  # the machine's doing, not the kernel's
     return Failure(kind, f"the kernel {cause} while being imported or compiled")
@@ -143,6 +143,9 @@ def _stop_cause(events: list[Event], outcome: ChildOutcome, timeout_s: float) ->
         site = f"; it was {outcome.hang_site}" if outcome.hang_site else ""
         what = outcome.detail or f"the evaluation ran past {timeout_s:g} s"
         return "timeout", f"timed out: {what} (process group killed){site}"
+    if outcome.limit == "compile_budget":  # not a hang: the tests could not go on for compiling
+        return "compile_budget", (f"used up its compile budget: {outcome.detail}; the process group was killed "
+                                  "before its correctness was known")
     if outcome.limit:
         what = {"host_oom": "used too much host memory", "process_spawn": "started too many processes",
                 "output_flood": "printed too much output"}[outcome.limit]

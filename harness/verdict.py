@@ -30,6 +30,8 @@ ERROR_KINDS = {
     "compile_error": "Triton failed to compile a kernel",
     "exception": "the kernel raised an exception",
     "timeout": "the evaluation ran past its wall-clock limit",
+    "compile_budget": "compiling and autotuning the kernel used up the evaluation's compile budget (not a hang, "
+                      "not test time): fewer or cheaper configs, or fewer specialisations",
     "crash": "the process running the kernel died (signal or exit)",
     "cuda_error": "the kernel broke the CUDA context (illegal memory access, device-side assert, ...)",
     "cuda_oom": "the kernel ran out of GPU memory",

@@ -101,3 +101,15 @@ def test_every_autotuner_keeps_one_config_during_the_tests_and_all_of_them_for_t
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"kind": "LibraryTuner", "during": 1, "after": 20, "counted": True}, seen
+
+
+def test_a_spent_compile_budget_is_reported_as_such_with_its_figures():
+    """Issue 32: compile time that runs out is not a test that hung."""
+    from harness.assemble import _stop_cause
+    from harness.sandbox.watch import ChildOutcome
+    from harness.verdict import ERROR_KINDS
+    outcome = ChildOutcome(limit="compile_budget", detail="compilation and autotuning took more than 240 s "
+                                                          "(22 compilations, 3 autotuning runs so far)")
+    kind, cause = _stop_cause([], outcome, 300.0)
+    assert kind == "compile_budget" and kind in ERROR_KINDS
+    assert "compile budget" in cause and "22 compilations, 3 autotuning runs" in cause and "timed out" not in cause

@@ -110,7 +110,7 @@ def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCa
             _dump_stack(child.pid)
         elif paused_seconds(events, 0.0, now) > limits.compile_seconds:
             totals = compile_totals(events)
-            outcome.limit, outcome.detail = "timeout", (
+            outcome.limit, outcome.detail = "compile_budget", (
                 f"compilation and autotuning took more than {limits.compile_seconds:g} s "
                 f"({totals['compiles']} compilations, {totals['autotune_runs']} autotuning runs so far)")
             _dump_stack(child.pid)

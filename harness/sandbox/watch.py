@@ -31,7 +31,7 @@ class Limits:
 class ChildOutcome:
     """How the child ended, as the parent saw it."""
     returncode: int | None = None
-    limit: str = ""  # "timeout", "host_oom", "process_spawn", "output_flood" when the parent stopped it
+    limit: str = ""  # "timeout", "compile_budget", "host_oom", "process_spawn", "output_flood": the parent stopped it
     detail: str = ""
     hang_site: str = ""
     wall_s: float = 0.0
