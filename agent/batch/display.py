@@ -32,7 +32,7 @@ def event_line(event: str, data: dict) -> str | None:
             at = time.localtime(data["deadline"])
             day = "today" if at.tm_yday == time.localtime().tm_yday else "tomorrow"
             line += (f"; no new work after {time.strftime('%Y-%m-%d %H:%M', at)} ({day}, in "
-                     f"{_duration(data['deadline'] - time.time())[:-3]})")
+                     f"{duration(data['deadline'] - time.time())[:-3]})")
         return line
     if event == "dataset":
         line = (f"dataset: {data['rows']} rows; {data['pairs_used']} inputs of {data['ops']} operator(s) used "
@@ -69,7 +69,8 @@ def event_line(event: str, data: dict) -> str | None:
     return None
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``H:MM:SS`` (the live panel, the deadline line, the report's running time)."""
     seconds = int(max(seconds, 0))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
@@ -79,12 +80,12 @@ def panel(snapshot: dict) -> Group:
     elapsed = snapshot["at"] - snapshot["session_started"]
     left = c["pending"] + c["running"]
     done = snapshot["finished_this_session"]
-    eta = _duration(elapsed / done * left) if done else "-"
+    eta = duration(elapsed / done * left) if done else "-"
     parts = [Text.from_markup(
         f"[bold]{c['accepted'] + c['failed']}[/bold] of {c['total'] - c['skipped']} done: "
         f"[green]{c['accepted']} accepted[/green], [red]{c['failed']} failed[/red], {c['running']} running, "
         f"{c['pending']} pending, {c['skipped']} skipped"),
-        Text(f"elapsed {_duration(elapsed)}, ETA {eta}; {snapshot['tokens']} tokens, ${snapshot['cost_usd']:.4f}")]
+        Text(f"elapsed {duration(elapsed)}, ETA {eta}; {snapshot['tokens']} tokens, ${snapshot['cost_usd']:.4f}")]
     llm = snapshot.get("llm")
     if llm:
         paused = f", all calls paused {llm['paused_s']:g} s (429)" if llm["paused_s"] else ""

@@ -257,10 +257,9 @@ def status(root: Path, batch_id: str | None = None) -> dict:
     ledger = Ledger(root / "runs" / name / FILE_NAME)
     meta, counts = ledger.meta(), ledger.counts()
     alive = liveness(meta, counts)
-    resumable = alive["state"] in ("dead", "stopped") or (alive["state"] == "finished" and counts["failed"])
-    resume = f"bbagent batch --resume {name} --root {shlex.quote(str(root))}"
-    if alive["state"] == "finished" and counts["failed"]:
-        resume += " --retry-failed"
+    retry = alive["state"] == "finished" and counts["failed"] > 0
+    resume = f"bbagent batch --resume {name} --root {shlex.quote(str(root))}" + (" --retry-failed" if retry else "")
+    resumable = alive["state"] in ("dead", "stopped") or retry
     return {"batch_id": name, "counts": counts, "ops": ledger.rows(), "liveness": alive,
             "resume": resume if resumable else None,
             "activity": meta.get("activity") if alive["state"] == "running" else None,

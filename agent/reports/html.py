@@ -77,10 +77,8 @@ def _when(moment) -> str:
 
 
 def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    from agent.batch.display import duration
+    return "-" if seconds is None else duration(seconds)
 
 
 def batch_metadata(meta: dict) -> list[tuple[str, str]]:

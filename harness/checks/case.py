@@ -364,12 +364,17 @@ def _to_float64(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.float64) if _is_float(t) else t
 
 
+def _returned(op, actual) -> list[tuple]:
+    """(schema return, value the kernel returned for it) pairs."""
+    returns = op._schema.returns
+    outputs = actual if isinstance(actual, (tuple, list)) and len(returns) > 1 else (actual,)
+    return list(zip(returns, outputs))
+
+
 def _check_return_aliases(op, actual, bound_cand) -> dict | None:
     """A return annotated ``Tensor(a!)`` must be the argument annotated ``(a!)`` itself;
     one annotated ``Tensor(a)`` (a view) must share that argument's storage."""
-    returns = op._schema.returns
-    outputs = actual if isinstance(actual, (tuple, list)) and len(returns) > 1 else (actual,)
-    for ret, out in zip(returns, outputs):
+    for ret, out in _returned(op, actual):
         if ret.alias_info is None:
             continue
         alias_set = set(ret.alias_info.before_set)
@@ -396,10 +401,8 @@ def _check_return_aliases(op, actual, bound_cand) -> dict | None:
 def _returns_an_input(op, actual, cand_args, cand_kwargs) -> dict | None:
     """A return the schema gives no alias annotation is a new tensor: returning one of the inputs
     (``cat`` of one tensor returning it) is wrong however right its values, as aten always allocates."""
-    returns = op._schema.returns
-    outputs = actual if isinstance(actual, (tuple, list)) and len(returns) > 1 else (actual,)
     inputs = [t for t in tensors_in((cand_args, cand_kwargs)) if t.numel()]
-    for ret, out in zip(returns, outputs):
+    for ret, out in _returned(op, actual):
         if ret.alias_info is not None or not isinstance(out, torch.Tensor) or not out.numel():
             continue
         for value in inputs:

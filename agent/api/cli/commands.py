@@ -310,6 +310,8 @@ def cmd_review(args, out, err) -> int:
 
 def cmd_status(args, out, err) -> int:
     from rich.markup import escape
+
+    from agent.generate.failure import first_line
     status = api.batch_status(args.batch_id, root=args.root)
     if args.json:
         print(json.dumps(status, default=str))
@@ -327,16 +329,11 @@ def cmd_status(args, out, err) -> int:
         out.print(f"as of {age:.0f} s ago:")
         out.print(panel(status["activity"]))
     for row in status["ops"]:
-        why = f"  {row['error_class']}: {escape(_first_line(row['error']))}" if row["error_class"] else ""
+        why = f"  {row['error_class']}: {escape(first_line(row['error'], 100))}" if row["error_class"] else ""
         out.print(f"  {row['op']:<40} {row['state']:<11} attempts {row['attempts']}{why}")
     if status["resume"]:
         out.print(f"continue it with: {escape(status['resume'])}")
     return EXIT_OK
-
-
-def _first_line(text: str | None, width: int = 100) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= width else line[:width - 3] + "..."
 
 
 def cmd_generate(args, out, err) -> int:
