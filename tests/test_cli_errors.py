@@ -40,6 +40,8 @@ BAD_INPUT = [
     (["ops", "zzzz"], 0, "no overload name contains 'zzzz'"),
     (["ops", "--family", "nonsense"], 0, "no prompt family 'nonsense'"),
     (["schema", "nonsense"], 2, "invalid choice: 'nonsense'"),
+    (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--retry-failed"], 2,
+     "--retry-failed goes with --resume BATCH_ID"),
     (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--ray-address", "10.0.0.5:6379"], 2,
      "--ray-address and --ray-resource go with --executor ray"),
     (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--executor", "ray", "--gpus", "0"], 2,

@@ -244,6 +244,8 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
     from agent.providers.limiter import RateLimiter
     report = report or (lambda event, data: None)
     budgets = check_plan(plan)
+    if plan.retry_failed and resume is None:
+        raise UsageError("--retry-failed goes with --resume BATCH_ID")
     if resume is not None:
         path = root / "runs" / resume
         if not (path / FILE_NAME).is_file():
@@ -262,8 +264,6 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
                               lease_s=plan.lease_s, budgets=budgets, executor=evaluations,
                               limiter=RateLimiter(plan.llm_concurrency),
                               **({"pause_s": plan.infra_pause_s} if plan.infra_pause_s else {}))
-        if plan.retry_failed and resume is None:
-            raise UsageError("--retry-failed goes with --resume BATCH_ID")
         runner = (reopen_batch(path, ledger, runner_options, key, plan.retry_failed) if resume is not None
                   else start_batch(root, choice or Choice(), options, plan, runner_options, key))
         if runner is None:  # a resume with nothing left to do changes nothing
