@@ -8,14 +8,14 @@ in this process.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from harness.fingerprint import harness_fingerprint  # noqa: F401  (agent.machine.harness_fingerprint, as before)
 
 UNKNOWN_GPU = "unknown GPU"
 
@@ -57,17 +57,6 @@ def visible_gpu() -> str | None:
         return None
     found = gpu_model()
     return None if found == UNKNOWN_GPU else found
-
-
-@lru_cache(maxsize=1)
-def harness_fingerprint() -> str:
-    """A hash of bbagent's test harness: its code and data (trace shapes, tolerances). Any change
-    to what a kernel is tested with changes it."""
-    harness = Path(importlib.util.find_spec("harness").origin).parent
-    digest = hashlib.sha256()
-    for path in sorted(p for p in harness.rglob("*") if p.is_file() and p.suffix in (".py", ".json", ".txt")):
-        digest.update(path.relative_to(harness).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
 
 
 @lru_cache(maxsize=1)

@@ -88,7 +88,7 @@ def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict,
     try:
         shutil.copy(job["kernel"], workdir / "candidate.py")
         child_job = {**job, "kernel": str(workdir / "candidate.py"), "workdir": str(workdir), "timing": None,
-                     "ncu": {"ids": ids}, "network_namespace": False,
+                     "save_suite": None, "ncu": {"ids": ids}, "network_namespace": False,
                      "tool_write_dirs": job["tool_write_dirs"] + ncu.lock_directories()}
         events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, False, 120 + 60 * len(ids),
                                      limits, prefix=ncu.command(found, log))

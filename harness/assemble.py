@@ -8,7 +8,8 @@ import hashlib
 from dataclasses import dataclass
 
 from harness.events import (CandidateStart, CaseResult, CaseStart, Done, Environment, Event, Fatal, Profile, Sealed,
-                            Suite, Timing, TimingPlan, TimingStart, Violation, first, of_kind)
+                            StoppedEarly, Suite, Timing, TimingPlan, TimingStart, Violation, first,
+                            of_kind)
 from harness.sandbox.compile_clock import compile_totals
 from harness.sandbox.run import exit_cause
 from harness.sandbox.watch import ChildOutcome
@@ -39,8 +40,14 @@ def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event]
     skipped = suite.skipped if suite else []
     summary = summarize(tests, skipped, len(suite.cases) if suite else 0)
     passed = failure.error_kind is None and summary["failed"] == 0 and summary["passed"] > 0
+    stopped = first(events, StoppedEarly)
+    if stopped is not None:
+        summary["not_run_reason"] = stopped_early_reason(stopped)
+        summary["failing_classes"] = stopped.failing_classes
     if failure.error_kind is None and summary["failed"]:
         failure.message = describe_failures(summary, tests)
+        if stopped is not None:
+            failure.message += f"; {summary['not_run_reason']}"
     profiles = [{"id": e.id, "input": e.input, "files": e.files, "error": e.error} for e in of_kind(events, Profile)]
     return {
         "schema_version": SCHEMA_VERSION, "op": op,
@@ -58,6 +65,15 @@ def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event]
         "exit": None if outcome.returncode == 0 else exit_cause(outcome.returncode),
         "stderr_tail": outcome.stderr, "stdout_tail": outcome.stdout,
     }
+
+
+def stopped_early_reason(stopped: StoppedEarly) -> str:
+    """Why a failing candidate's other tests did not run, naming the classes that failed."""
+    shown = stopped.failing_classes[:6]
+    more = len(stopped.failing_classes) - len(shown)
+    return (f"fail fast: it failed in the first tier ({stopped.first_tier} tests, one of each class), so after "
+            f"{stopped.budget_s:g} s more of tests the other {stopped.not_run} did not run; classes failing: "
+            + "; ".join(shown) + (f"; and {more} more" if more > 0 else ""))
 
 
 def outside_the_view(message: str) -> str:

@@ -23,6 +23,8 @@ from harness.redact import Redactor, configured_secrets
 from harness.sandbox.run import child_env, run_child, warn_once
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.suite.budget import CPU_MAX_NUMEL
+from harness.suite.tiers import EXTRA_AFTER_FAILURE_S
+from harness.suite.cache import adopt, cached as cached_suite, suite_key
 from harness.timing.options import TimingOptions
 from harness.verdict import Verdict
 
@@ -94,7 +96,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
              hidden: list[str | Path] | None = None, timing: TimingOptions | None = None,
              kernel_for: str | None = None, overloads: list[str] | None = None,
              namespaces: bool = True, secrets: list[str] | None = None, gpu: int | None = None,
-             extra_traces: dict[str, list[dict]] | None = None, channels_last: bool = False) -> Verdict:
+             extra_traces: dict[str, list[dict]] | None = None, channels_last: bool = False,
+             fail_fast_s: float | None = EXTRA_AFTER_FAILURE_S) -> Verdict:
     """Run every test of ``op`` against the kernel file and return its Verdict.
 
     ``kernel_for`` is the overload whose calling convention the file's ``kernel`` has (default
@@ -115,7 +118,9 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     that GPU (numbered as this process sees them). ``extra_traces`` adds trace inputs to the tests:
     per operator name (``aten.add.Tensor``), ``{"line": "cnt: N, ((...), {})", "timed": bool}``
     (a dataset's inputs; untimed ones are correctness canaries). ``channels_last`` runs each trace
-    input with a contiguous 4-d or 5-d tensor once more with it in channels-last layout."""
+    input with a contiguous 4-d or 5-d tensor once more with it in channels-last layout.
+    ``fail_fast_s``: a kernel failing one of the first tier's tests (one per class of tests,
+    ``harness.suite.tiers``) runs this many seconds more of tests, then stops; None runs them all."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
@@ -138,8 +143,14 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                "tool_write_dirs": [_triton_cache(base_env)], "cpu_max_numel": cpu_max_numel,
                "timing": timing.request(op) if timing else None, "kernel_for": kernel_for or op,
                "overloads": overloads, "namespaces": namespaces, "extra_traces": extra_traces or {},
-               "channels_last": channels_last}
+               "channels_last": channels_last, "fail_fast_s": fail_fast_s}
+        key = suite_key(overloads, device, {"cpu_max_numel": cpu_max_numel, "extra_traces": extra_traces or {},
+                                            "channels_last": channels_last, "fail_fast_s": fail_fast_s})
+        reuse = cached_suite(key)
+        job.update({"suite_file": str(reuse)} if reuse else {"save_suite": str(workdir / "suite.pt")})
         events, outcome = run_child(job, child_env(base_env, workdir), base_env, warm, timeout_s, limits)
+        if not reuse:
+            _adopt_suite(events, workdir / "suite.pt", key)
         verdict = assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
         for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
             warn_once(f"bbagent sandbox: {note}")
@@ -148,6 +159,15 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
         return _redacted(verdict, secrets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _adopt_suite(events: list, saved: Path, key: str) -> None:
+    """Keep the suite this child built for the next evaluation of the same operator, if the file
+    still holds what the child announced before its candidate ran."""
+    from harness.events import Suite, first
+    announced = first(events, Suite)
+    if announced is not None and announced.saved_sha256:
+        adopt(saved, announced.saved_sha256, key)
 
 
 def _triton_cache(base_env: dict) -> str:

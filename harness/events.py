@@ -52,6 +52,19 @@ class Suite(Event):
     overloads: list[str]
     kernel_for: str
     build_s: float
+    reused: bool = False  # loaded from a suite built for an earlier evaluation (harness.suite.cache)
+    saved_sha256: str | None = None  # this child saved the suite it built; the file's digest, sent before the candidate ran
+
+
+@dataclass
+class StoppedEarly(Event):
+    """Fail fast (``harness.suite.tiers``): the candidate failed in the first tier (one test per
+    class), ran what else fitted in its extra budget, and the rest did not run."""
+    KIND: ClassVar[str] = "stopped_early"
+    first_tier: int
+    failing_classes: list[str]
+    not_run: int
+    budget_s: float
 
 
 @dataclass
@@ -175,7 +188,7 @@ class Garbled(Event):
 
 
 KINDS = {kind.KIND: kind for kind in (Environment, Suite, Sealed, Fatal, Violation, CaseStart, CandidateStart,
-                                      CaseResult, Done, TimingPlan, TimingStart, Timing, Profile, Compile,
+                                      CaseResult, StoppedEarly, Done, TimingPlan, TimingStart, Timing, Profile, Compile,
                                       BaselineStart, Baseline, NcuRange, Garbled)}
 
 

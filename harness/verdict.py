@@ -128,6 +128,8 @@ class Summary(_Strict):
     failed: int
     reference_errors: int
     skipped: int
+    not_run_reason: str | None = None  # why planned tests did not run (fail fast: harness.suite.tiers)
+    failing_classes: list[str] = []  # fail fast: the classes of tests that failed in the first tier
 
 
 class TestCounts(_Strict):

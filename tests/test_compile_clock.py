@@ -1,6 +1,8 @@
 """Compilation and autotuning pause the per-test clock: the child's CompileClock reports outermost
 intervals with running totals; the parent sums the pauses on its own clock."""
 import time
+
+import pytest
 from functools import cached_property
 
 from harness.events import CandidateStart, CaseResult, CaseStart, Compile, decode, encode
@@ -86,11 +88,11 @@ print(json.dumps({"kind": type(tuner).__name__, "during": during, "after": len(t
 '''
 
 
-def test_every_autotuner_keeps_one_config_during_the_tests_and_all_of_them_for_timing():
+def test_every_autotuner_holds_one_config_during_the_tests_and_all_of_them_for_timing():
     """Issue 32: a library's Autotuner subclass that overrides run (FlagGems' LibTuner) compiled
     and benchmarked 22 configs for every new shape key during the correctness tests. While the
-    tests run every autotuner, subclasses included, keeps its first config; the timing phase gets
-    all 20 back."""
+    tests run every autotuner, subclasses included, holds one config; the timing phase gets all
+    20 back."""
     import json
     import subprocess
     import sys
@@ -113,3 +115,53 @@ def test_a_spent_compile_budget_is_reported_as_such_with_its_figures():
     kind, cause = _stop_cause([], outcome, 300.0)
     assert kind == "compile_budget" and kind in ERROR_KINDS
     assert "compile budget" in cause and "22 compilations, 3 autotuning runs" in cause and "timed out" not in cause
+
+
+ROTATE_SCRIPT = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from harness.sandbox.compile_clock import CompileClock
+events = []
+clock = CompileClock(events.append)
+clock.install()
+clock.quick_autotuning()
+import importlib.util
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[2])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+import torch
+x = torch.randn(1000)
+ran = []
+for number in range(int(sys.argv[3])):
+    clock.rotate(number)
+    module.kernel(x)
+    tuner = module._relu  # Triton's records the config it ran; the library's keeps its choice per key
+    config = getattr(tuner, "best_config", None) or tuner.cache[(1000,)]
+    ran.append(config.kwargs["BLOCK"])
+clock.real_autotuning()
+print(json.dumps({"ran": ran, "benched": clock._benched, "totals": clock.totals, "after": len(module._relu.configs)}))
+'''
+
+
+@pytest.mark.parametrize("kernel, blocks", [("relu_autotuned.py", [256, 1024]),
+                                            ("relu_libtuner.py", [64, 128, 256, 512, 1024])])
+def test_every_config_runs_during_the_tests_and_none_is_benchmarked_until_timing(kernel, blocks):
+    """Issue 33: while the tests run, an autotuner (Triton's, or a library's subclass that tunes in
+    its own run) runs each of its configs on some tests, one config per test, and benchmarks none;
+    the timing phase gets every config back."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from conftest import KERNELS, ROOT
+    from harness.sandbox.compile_clock import TESTS_PER_CONFIG
+    configs = {"relu_autotuned.py": 2, "relu_libtuner.py": 20}[kernel]
+    tests = configs * TESTS_PER_CONFIG + 3
+    done = subprocess.run([sys.executable, "-c", ROTATE_SCRIPT, str(ROOT), str(KERNELS / kernel), str(tests)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(set(seen["ran"])) == blocks  # every config ran
+    assert seen["ran"][-3:] == [blocks[0]] * 3  # after them, the first config
+    assert seen["benched"] == 0 and seen["totals"]["autotune_runs"] == 0  # nothing benchmarked
+    assert seen["after"] == configs

@@ -6,7 +6,7 @@ Schema ``bbagent.kernel-meta`` version 2 (``SCHEMA_VERSION``) adds to what a run
   ``generated_kernels/<op>/versions/<n>/`` (kernel.py, meta.json, README.md), each with its own
   review state, so a new kernel never silently replaces a reviewed one.
 * ``tested_in``: torch, triton, GPU model (``cpu`` for the Triton interpreter) and the fingerprint
-  of bbagent's test harness (``agent.machine.harness_fingerprint``) the kernel's tests last passed under.
+  of bbagent's test harness (``harness.fingerprint.harness_fingerprint``) the kernel's tests last passed under.
 * ``review``: ``status`` (``needs_review`` | ``approved`` | ``rejected``), ``by``, ``at``, ``note``
   and ``history`` (every transition, oldest first).
 

@@ -20,6 +20,10 @@ import weakref
 from harness.events import Compile, Event
 
 KINDS = ("compile", "autotune")
+# while the tests run, each config of an autotuner runs this many tests (the first ones, which the
+# first tier makes one per class of test), then the first config runs the rest: every config is
+# compiled and run without benchmarking, and compilations stay near one per specialisation
+TESTS_PER_CONFIG = 2
 
 
 class CompileClock:
@@ -33,6 +37,7 @@ class CompileClock:
         self._runs_open = 0
         self.quick = False
         self.tuners = weakref.WeakSet()
+        self.test_number = 0
 
     def install(self) -> None:
         import triton.compiler
@@ -50,7 +55,7 @@ class CompileClock:
     def _see_every_tuner(self, Autotuner) -> None:
         """Every autotuner made from now on (``@triton.autotune``, and subclasses such as a library's
         own tuner that override ``run`` or ``_bench``) is registered: its own ``run``/``_bench`` are
-        counted like the base class's, and while ``quick`` it keeps only its first config."""
+        counted like the base class's, and while ``quick`` it runs one config at a time."""
         clock, original_init = self, Autotuner.__init__
 
         def init(tuner, *args, **kwargs):
@@ -70,15 +75,34 @@ class CompileClock:
         if self.quick:
             self._trim(tuner)
 
-    @staticmethod
-    def _trim(tuner) -> None:
-        """Only the first config while the tests run: one compile per specialisation instead of
-        one per config, and nothing to benchmark for any shape key (the timing phase puts every
-        config back and autotunes for real)."""
+    def _trim(self, tuner) -> None:
+        """One config at a time while the tests run (``rotate`` picks it): nothing to benchmark for
+        any shape key, and a compile per config and specialisation only where a test uses it (the
+        timing phase puts every config back and autotunes for real)."""
         configs = getattr(tuner, "configs", None)
         if isinstance(configs, list) and len(configs) > 1 and not hasattr(tuner, "_bbagent_configs"):
             tuner._bbagent_configs = configs
-            tuner.configs = configs[:1]
+            tuner.configs = [configs[self._config_index(len(configs))]]
+
+    def _config_index(self, count: int) -> int:
+        """The config the current test runs: the first ``count * TESTS_PER_CONFIG`` tests take each
+        config in turn, the rest the first config."""
+        return self.test_number % count if self.test_number < count * TESTS_PER_CONFIG else 0
+
+    def rotate(self, test_number: int) -> None:
+        """Before test ``test_number`` (run order): every trimmed autotuner switches to its config
+        for that test, so that each config runs on some tests without any being benchmarked."""
+        self.test_number = test_number
+        for tuner in list(self.tuners):
+            configs = getattr(tuner, "_bbagent_configs", None)
+            if not configs:
+                continue
+            config = configs[self._config_index(len(configs))]
+            if tuner.configs != [config]:
+                tuner.configs = [config]
+                cache = getattr(tuner, "cache", None)
+                if hasattr(cache, "clear"):  # a tuner's own per-key choice (a library's run) follows too
+                    cache.clear()
 
     def _switch_benchmarker(self, Autotuner) -> None:
         """Let ``quick`` replace the autotuner's benchmarker (``Autotuner.do_bench``, a property in
@@ -105,8 +129,8 @@ class CompileClock:
         Autotuner.do_bench = Switch()
 
     def quick_autotuning(self) -> None:
-        """While the tests run, an autotuner keeps only its first config (and one that still
-        benchmarks times it by a single run): the tests need a config that works, not the fastest
+        """While the tests run, an autotuner runs one config at a time (and one that still
+        benchmarks times it by a single run): the tests need every config to work, not the fastest
         one, and a shape-keyed autotuner would otherwise compile and time every config for every
         new shape (a matmul suite holds hundreds)."""
         self.quick = True

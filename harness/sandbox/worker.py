@@ -29,18 +29,6 @@ from harness import events
 from harness.suite.budget import CPU_MAX_NUMEL
 
 
-def use_first_autotune_config() -> None:
-    """The interpreter cannot benchmark (no GPU driver), so ``@triton.autotune`` would raise;
-    on CPU it runs its first config only. The GPU path autotunes as usual."""
-    from triton.runtime.autotuner import Autotuner
-    original = Autotuner.run
-
-    def run(self, *args, **kwargs):
-        self.configs = self.configs[:1]
-        return original(self, *args, **kwargs)
-    Autotuner.run = run
-
-
 @dataclass
 class Job:
     """One evaluation, as the parent asks for it (sent as JSON to the fork server)."""
@@ -61,6 +49,9 @@ class Job:
     channels_last: bool = False  # trace inputs also in channels-last layout (harness.layouts)
     ncu: dict | None = None  # {"ids": [...]}: no tests; profile the kernel on these cases under ncu (harness.timing.ncu)
     network_namespace: bool = True  # False only under ncu, whose injected library reports over 127.0.0.1
+    suite_file: str | None = None  # a suite built for an earlier evaluation, to load instead of building (harness.suite.cache)
+    save_suite: str | None = None  # build the suite and save it here, for the parent to adopt
+    fail_fast_s: float | None = None  # test seconds after a failing first tier (harness.suite.tiers); None: run every test
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,14 +95,14 @@ def run_job(job: Job, send) -> int:
     from harness.ops import resolve_op
     suite_started = time.perf_counter()
     op = resolve_op(job.op)
-    suites = _build_suites(job, job.device, job.device == "cpu")
+    suites, reused, saved = _suites(job)
     send(events.Suite(cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype,
                               "overload": name} for name, _, suite in suites for c in suite.cases],
                       skipped=[{**skip, "overload": name} for name, _, suite in suites for skip in suite.skipped],
                       notes=[note if name == job.op else f"{name}: {note}" for name, _, suite in suites
                              for note in suite.notes],
                       overloads=[name for name, _, _ in suites], kernel_for=job.kernel_for or job.op,
-                      build_s=round(time.perf_counter() - suite_started, 3)))
+                      build_s=round(time.perf_counter() - suite_started, 3), reused=reused, saved_sha256=saved))
     launches, compile_clock = _instrument(job.device, send)
     from harness.sandbox.containment import seal
     send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
@@ -155,8 +146,6 @@ def _instrument(device: str, send):
     """Count launches and report compilation and autotuning (``harness.sandbox.compile_clock``)."""
     from harness.checks.guards import LaunchCounter
     from harness.sandbox.compile_clock import CompileClock
-    if device == "cpu":
-        use_first_autotune_config()
     launches = LaunchCounter()
     launches.install(device)
     compile_clock = CompileClock(send)
@@ -202,10 +191,21 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     import torch
     launches, compile_clock = instruments
     from harness.checks.case import ReferenceFault
+    from harness.suite.tiers import class_of, describe_class, first_tier_order
     passed: set[str] = set()
     failed = False
-    planned = [(name, target, case) for name, target, suite in suites for case in suite.cases]
+    planned, first_tier = first_tier_order([(name, target, case) for name, target, suite in suites
+                                            for case in suite.cases])
+    failing_classes: dict[tuple, None] = {}
+    extra_from = None  # test seconds (compiling and autotuning not counted) when the first tier ended, if it failed
     for number, (name, target, case) in enumerate(planned):
+        if number == first_tier and failed and job.fail_fast_s is not None:
+            extra_from = _test_seconds(compile_clock)
+        if extra_from is not None and _test_seconds(compile_clock) - extra_from >= job.fail_fast_s:
+            send(events.StoppedEarly(first_tier=first_tier, failing_classes=[describe_class(k) for k in failing_classes],
+                                     not_run=len(planned) - number, budget_s=job.fail_fast_s))
+            break
+        compile_clock.rotate(number)
         send(events.CaseStart(id=case.id))
         try:
             result = _run_case(job.device, name, target, case, served, launches, candidate_file, send)
@@ -218,7 +218,9 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             _give_back_cached_memory(torch)
         if result["passed"]:
             passed.add(case.id)
-        failed = failed or result["passed"] is False
+        if result["passed"] is False:
+            failed = True
+            failing_classes.setdefault(class_of(name, case))
         if lost:
             left = len(planned) - number - 1
             lines = result["message"].splitlines()
@@ -231,6 +233,12 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
         compile_clock.real_autotuning()
         _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, send)
     return None
+
+
+def _test_seconds(compile_clock) -> float:
+    """Seconds since this process started, less those spent compiling and autotuning."""
+    totals = compile_clock.totals
+    return time.perf_counter() - totals["compile_s"] - totals["autotune_s"]
 
 
 def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send) -> dict:
@@ -259,6 +267,38 @@ def _give_back_cached_memory(torch) -> None:
     Seen without this: 8 evaluations of mm at once, 5 ended in the harness's own CUDA OOM."""
     if torch.cuda.memory_reserved() > CACHED_MEMORY_KEPT:
         torch.cuda.empty_cache()
+
+
+def _suites(job: Job) -> tuple[list, bool, str | None]:
+    """The job's suites: loaded from ``job.suite_file`` with this evaluation's values, else built
+    (and saved to ``job.save_suite`` when asked, with the saved bytes' digest). Also whether they
+    were reused, and that digest."""
+    from harness.suite import cache
+    if job.suite_file:
+        try:
+            with open(job.suite_file, "rb") as handle:
+                suites = cache.loads(handle.read(), job.device)
+            suites, fresh = cache.refreshed(suites, job.seed)
+            total = sum(len(suite.cases) for _, _, suite in suites)
+            suites[0][2].notes.append(
+                f"suite reused (built once per operator, options, torch, triton and harness); {fresh} of {total} tests "
+                "drawn fresh for this evaluation, the rest are edge and promotion cases, whose values are the test, "
+                "and OpInfo samples whose reference refused redrawn values")
+            return suites, True, None
+        except Exception as exc:  # noqa: BLE001 - a stale or damaged file: build instead, and say why
+            print(f"bbagent: the cached suite {job.suite_file} could not be used ({exc}); building it", file=sys.stderr)
+    suites = _build_suites(job, job.device, job.device == "cpu")
+    if not job.save_suite:
+        return suites, False, None
+    import hashlib
+    try:
+        data = cache.dumps(suites)
+        with open(job.save_suite, "wb") as handle:
+            handle.write(data)
+    except Exception as exc:  # noqa: BLE001 - reuse is a saving, never a reason to fail
+        print(f"bbagent: this suite cannot be saved for reuse ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return suites, False, None
+    return suites, False, hashlib.sha256(data).hexdigest()
 
 
 def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, object, object]]:

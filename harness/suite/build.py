@@ -55,6 +55,7 @@ class TestCase:
     out_names: tuple = ()
     out_layout: str = "result"  # harness.variants.OUT_LAYOUTS
     timed: bool = True       # a trace case the timing phase may time (a dataset's canaries are not)
+    refreshable: bool = False  # an OpInfo sample whose floating values a reused suite redraws (harness.suite.cache)
 
     def inputs(self) -> tuple[tuple, dict]:
         args, kwargs = self._drawn_inputs()
@@ -164,7 +165,11 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
                             kwargs=kwargs, description=describe_call(args, kwargs),
                             dtype=_leading_dtype(args, kwargs, dtype)))
                         per_dtype[dtype] = per_dtype.get(dtype, 0) + 1
-    return _dedupe(cases), notes
+    unique = _dedupe(cases)
+    from harness.suite.cache import probe_refresh
+    for case in unique:
+        case.refreshable = probe_refresh(op, case)
+    return unique, notes
 
 
 def _leading_dtype(args, kwargs, sampled: torch.dtype) -> str:
@@ -369,7 +374,8 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
             id=trace_id, source=source, description=description,
             dtype=specs[0].dtype if specs else "none", trace=call, seed=seed + i, device=device, timed=timed))
     if interpreter:
-        suite.notes.append("Triton interpreter (no CUDA): @triton.autotune runs its first config only")
+        suite.notes.append("Triton interpreter (no CUDA): nothing is timed; an autotuner runs each config on some "
+                           "tests, none benchmarked")
     edge = [] if traces_only else derive_edge_cases(op, cases + trace_cases, TestCase)
     edge += [] if traces_only else derive_promotion_cases(op, cases + trace_cases, TestCase, reference_accepts,
                                                               calls)

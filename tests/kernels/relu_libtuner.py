@@ -1,7 +1,7 @@
 """A correct relu behind a library-style autotuner: a subclass of Triton's Autotuner that overrides
 run and benchmarks every config itself for each new shape key (as FlagGems' LibTuner does), 20
-configs keyed on the size. During the tests only the first config may be compiled and nothing
-benchmarked: autotuning is never test time."""
+configs keyed on the size. During the tests it holds one config at a time (each config runs on
+some tests) and nothing is benchmarked: autotuning is never test time."""
 import time
 
 import torch

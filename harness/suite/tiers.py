@@ -1,0 +1,70 @@
+"""Fail fast: one test of every class first, the rest after.
+
+A class is what a kernel tends to get wrong as a whole: the overload, where the test comes from
+(OpInfo, traces, a dataset, each edge rule, each promotion rule), the dtype, the rank and layout of
+the inputs, the keyword arguments given, an out= tensor's layout, and for trace inputs the size
+(order of magnitude). The first test of each class, in suite order, makes the first tier. A
+candidate that passes it runs everything; one that fails there runs what else fits in a small
+budget and stops, its feedback grouped from the tests that ran.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from harness.inputs import tensors_in
+
+# seconds of test time (compilation and autotuning not counted) a candidate that failed in the
+# first tier still gets, so that its feedback shows more than one failure per class
+EXTRA_AFTER_FAILURE_S = 2.0
+
+
+def class_of(overload: str, case) -> tuple:
+    """The class of a test (``harness.suite.build.TestCase``)."""
+    source = case.source.split(" ")[0].rstrip(",")
+    kind = source if source.startswith(("edge:", "promotion:")) else source.split(":")[0]
+    if case.trace is not None:
+        shapes = [(tuple(spec.shape), spec.stride) for spec in case.trace.tensor_specs()]
+        contiguous = all(stride is None or tuple(stride) == _contiguous_strides(shape) for shape, stride in shapes)
+        numel = max((math.prod(shape) for shape, _ in shapes), default=0)
+        size = int(math.log10(numel)) if numel else -1
+        keywords = tuple(sorted(case.trace.kwargs)) if isinstance(case.trace.kwargs, dict) else ()
+    else:
+        tensors = tensors_in((case.args, case.kwargs))
+        shapes = [(tuple(t.shape), t.stride()) for t in tensors]
+        contiguous = all(t.is_contiguous() for t in tensors)
+        size = None
+        keywords = tuple(sorted(case.kwargs or {}))
+    rank = len(shapes[0][0]) if shapes else -1
+    return (overload, kind, case.dtype, rank, contiguous, keywords, size, case.out_layout if case.out_of else None)
+
+
+def _contiguous_strides(shape: tuple) -> tuple:
+    return torch.empty(shape, device="meta").stride()
+
+
+def first_tier_order(planned: list[tuple]) -> tuple[list[tuple], int]:
+    """``planned`` ((overload name, overload, case) triples) reordered: the first test of every
+    class, then the others, each part in suite order. Returns the order and the first tier's size."""
+    seen, first, rest = set(), [], []
+    for entry in planned:
+        key = class_of(entry[0], entry[2])
+        (rest if key in seen else first).append(entry)
+        seen.add(key)
+    return first + rest, len(first)
+
+
+def describe_class(key: tuple) -> str:
+    """A class as a reader names it: ``edge:nan_inf float16 rank 2``, ``trace float32 rank 4 strided``."""
+    overload, kind, dtype, rank, contiguous, keywords, size, out_layout = key
+    words = [kind, dtype, f"rank {rank}" if rank >= 0 else "no tensor"]
+    if not contiguous:
+        words.append("strided")
+    if keywords:
+        words.append("with " + ", ".join(keywords))
+    if size is not None and size >= 0:
+        words.append(f"~1e{size} elements")
+    if out_layout and out_layout != "result":
+        words.append(f"out {out_layout}")
+    return f"{overload.removeprefix('aten.')}: " + " ".join(words)

@@ -1,0 +1,101 @@
+"""Issue 33 on the CPU: the suite is built once per operator and reused with fresh values, and a
+candidate that fails one test of a class early stops with grouped feedback instead of running the
+whole suite. (The autotuning half is in test_compile_clock.py; the timings are
+benchmarks/eval_cost.py's, on a GPU.)"""
+import hashlib
+
+import pytest
+import torch
+
+from conftest import KERNELS
+from harness.evaluate import evaluate
+from harness.ops import resolve_op
+from harness.suite import cache
+from harness.suite.build import build_suite
+from harness.suite.tiers import class_of, first_tier_order
+
+
+@pytest.fixture
+def suite_cache(tmp_path, monkeypatch):
+    where = tmp_path / "suites"
+    monkeypatch.setenv("BBAGENT_SUITE_CACHE", str(where))
+    return where
+
+
+def test_the_suite_is_built_once_across_two_candidates(suite_cache):
+    first = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu")
+    saved = list(suite_cache.glob("*.pt"))
+    second = evaluate("aten.relu.default", KERNELS / "relu_strided.py", device="cpu")
+    assert first.passed and second.passed
+    assert len(saved) == 1 and list(suite_cache.glob("*.pt")) == saved  # built by the first, reused by the second
+    assert not any("suite reused" in note for note in first.suite.notes)
+    reused = next(note for note in second.suite.notes if "suite reused" in note)
+    assert "drawn fresh for this evaluation" in reused
+    assert [t.id for t in first.tests] == [t.id for t in second.tests]  # the same tests
+    assert first.summary.planned == second.summary.planned
+    assert second.timings.suite_build_s < first.timings.suite_build_s
+
+
+def test_a_reused_suite_draws_fresh_values_for_every_evaluation():
+    op = resolve_op("aten.add.Tensor")
+    data = cache.dumps([("aten.add.Tensor", op, build_suite(op, "cpu", 7, interpreter=True))])
+    one, _ = cache.refreshed(cache.loads(data, "cpu"), seed=1)
+    two, fresh = cache.refreshed(cache.loads(data, "cpu"), seed=2)
+    pairs = list(zip(one[0][2].cases, two[0][2].cases))
+    refreshable = [(a, b) for a, b in pairs if a.refreshable]
+    assert refreshable and fresh >= len(refreshable)
+    for a, b in refreshable:  # same shapes, strides and dtypes; other values
+        for x, y in zip(_tensors(a), _tensors(b)):
+            assert (x.shape, x.stride(), x.dtype) == (y.shape, y.stride(), y.dtype)
+        assert any(x.dtype.is_floating_point and x.count_nonzero() and not torch.equal(x, y)
+                   for x, y in zip(_tensors(a), _tensors(b)))
+    traces = [(a, b) for a, b in pairs if a.trace is not None]
+    assert traces and all(a.seed != b.seed for a, b in traces)
+    edges = [(a, b) for a, b in pairs if a.source.startswith("edge:")]
+    assert edges and all(torch.equal(x.nan_to_num(), y.nan_to_num()) for a, b in edges
+                         for x, y in zip(_tensors(a), _tensors(b)))  # an edge case's values are the test
+
+
+def _tensors(case):
+    from harness.inputs import tensors_in
+    return tensors_in((case.args, case.kwargs))
+
+
+def test_a_suite_file_changed_after_the_child_announced_it_is_not_adopted(tmp_path, suite_cache):
+    """The candidate runs in the directory the building child saved its suite to: the parent keeps
+    the file only if it still has the digest announced before the candidate was imported."""
+    saved = tmp_path / "suite.pt"
+    saved.write_bytes(b"what the child saved")
+    digest = hashlib.sha256(b"what the child saved").hexdigest()
+    saved.write_bytes(b"what a candidate wrote over it")
+    assert cache.adopt(saved, digest, "key") is None and not cache.cached("key")
+    saved.write_bytes(b"what the child saved")
+    assert cache.adopt(saved, digest, "key") == cache.cached("key")
+    assert (cache.cached("key").stat().st_mode & 0o777) == 0o600
+
+
+def test_the_first_tier_holds_one_test_of_every_class_in_suite_order():
+    op = resolve_op("aten.add.Tensor")
+    suite = build_suite(op, "cpu", 1, interpreter=True)
+    planned = [("aten.add.Tensor", op, case) for case in suite.cases]
+    order, size = first_tier_order(planned)
+    classes = [class_of(name, case) for name, _, case in order]
+    assert sorted(id(e[2]) for e in order) == sorted(id(e[2]) for e in planned)  # nothing dropped
+    assert len(set(classes[:size])) == size and set(classes[size:]) <= set(classes[:size])
+    tier = [case.id for _, _, case in order[:size]]
+    assert tier == [case.id for _, _, case in planned if case.id in set(tier)]  # suite order kept
+    assert any("alpha" in class_of("aten.add.Tensor", case)[5] for _, _, case in order[:size])
+
+
+def test_a_wrong_kernel_stops_after_the_first_tier_and_names_its_failing_classes(suite_cache):
+    """add_ignores_alpha is wrong only where alpha is given: the first tier holds a test of that
+    class, so the evaluation stops there with its feedback, and says the rest did not run."""
+    fast = evaluate("aten.add.Tensor", KERNELS / "add_ignores_alpha.py", device="cpu", fail_fast_s=0)
+    full = evaluate("aten.add.Tensor", KERNELS / "add_ignores_alpha.py", device="cpu", fail_fast_s=None)
+    assert not fast.passed and not full.passed
+    assert fast.summary.not_run > 0 and fast.summary.total + fast.summary.not_run == fast.summary.planned
+    assert full.summary.not_run == 0 and full.summary.not_run_reason is None
+    assert "fail fast" in fast.summary.not_run_reason and f"the other {fast.summary.not_run}" in fast.summary.not_run_reason
+    assert fast.summary.failing_classes and all("with alpha" in c for c in fast.summary.failing_classes)
+    assert "did not run" in fast.message and fast.failure_groups
+    assert {g.error_kind for g in fast.failure_groups} == {"mismatch"}
