@@ -90,10 +90,10 @@ def row_of(name: str, kind: str, mode: str, verdict: dict, wall_s: float) -> dic
             "autotune_s": timings.get("autotune_s"), "failures": failures, "error": verdict.get("error_kind")}
 
 
-def evaluate_warm(op: str, path: Path, device: str, timeout_s: float) -> tuple[dict, float]:
+def evaluate_warm(op: str, path: Path, device: str, timeout_s: float, profile: bool = False) -> tuple[dict, float]:
     from harness.evaluate import evaluate
     started = time.perf_counter()
-    verdict = evaluate(op, path, device=device, timeout_s=timeout_s, warm=True)
+    verdict = evaluate(op, path, device=device, timeout_s=timeout_s, warm=True, profile=profile)
     return json.loads(verdict.model_dump_json()), time.perf_counter() - started
 
 
@@ -150,6 +150,44 @@ def suite_profile(names: list[str], device: str, out) -> None:
         print(text.getvalue(), file=out)
 
 
+def loop_profile(names: list[str], device: str, out) -> None:
+    """Where a test's time goes once the suite is built: each operator's correct kernel run over its
+    suite in this process (no sandbox), as the child runs it, under cProfile."""
+    import cProfile
+    import importlib.util
+    import io
+    import pstats
+    from harness.checks.case import run_case
+    from harness.checks.guards import AtenRecorder, LaunchCounter
+    from harness.ops import resolve_op
+    from harness.suite.build import build_suite
+    launches = LaunchCounter()
+    launches.install(device)
+    for name in names:
+        op_name, correct, _ = CANDIDATES[name]
+        op = resolve_op(op_name)
+        path = Path(tempfile.mkdtemp()) / "candidate.py"
+        path.write_text(new_candidate(source_of(correct)))
+        spec = importlib.util.spec_from_file_location("candidate", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        suite = build_suite(op, device, 1, interpreter=device == "cpu")
+        for case in suite.cases:  # first pass: compiles and first launches, not profiled
+            run_case(op, case, module.kernel, device, launches, AtenRecorder(op, launches, str(path)), str(path))
+        profile = cProfile.Profile()
+        started = time.perf_counter()
+        profile.enable()
+        for case in suite.cases:
+            run_case(op, case, module.kernel, device, launches, AtenRecorder(op, launches, str(path)), str(path))
+        profile.disable()
+        took = time.perf_counter() - started
+        print(f"{name}: {len(suite.cases)} tests, second pass {took:.2f} s ({1e3 * took / len(suite.cases):.1f} ms a test)",
+              file=out)
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(40)
+        print(text.getvalue(), file=out)
+
+
 def markdown(rows: list[dict], device: str) -> str:
     head = ("| operator | kernel | mode | verdict | tests run / planned | wall s | child ready s | suite build s "
             "| tests s | compiles (s) | autotune runs (s) |")
@@ -173,6 +211,10 @@ def main() -> int:
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--suite-profile", action="store_true",
                         help="instead: where a fresh process's suite builds of these operators go")
+    parser.add_argument("--child-profile", action="store_true",
+                        help="warm evaluations run their tests under cProfile; their costliest calls are printed")
+    parser.add_argument("--loop-profile", action="store_true",
+                        help="instead: where the tests' time goes, the correct kernels run in this process")
     args = parser.parse_args()
     from harness.evaluate import default_device
     device = args.device or default_device()
@@ -182,6 +224,9 @@ def main() -> int:
         raise SystemExit(f"eval_cost: unknown operator {', '.join(unknown)}; choose from {', '.join(CANDIDATES)}")
     if args.suite_profile:
         suite_profile(names, device, sys.stdout)
+        return 0
+    if args.loop_profile:
+        loop_profile(names, device, sys.stdout)
         return 0
     modes, kinds = args.modes.split(","), args.kinds.split(",")
     rows: list[dict] = []
@@ -199,7 +244,9 @@ def main() -> int:
                     path = scratch / f"{name}-{kind}-{mode}.py"
                     path.write_text(new_candidate(source_of(specs[kind])))
                     if mode == "warm":
-                        verdict, wall = evaluate_warm(op, path, device, args.timeout)
+                        verdict, wall = evaluate_warm(op, path, device, args.timeout, args.child_profile)
+                        if args.child_profile:
+                            print(verdict["stderr_tail"])
                     else:
                         verdict, wall = evaluate_oneshot(op, path, device, args.timeout, scratch)
                     row = row_of(name, kind, mode, verdict, wall)

@@ -97,7 +97,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
              kernel_for: str | None = None, overloads: list[str] | None = None,
              namespaces: bool = True, secrets: list[str] | None = None, gpu: int | None = None,
              extra_traces: dict[str, list[dict]] | None = None, channels_last: bool = False,
-             fail_fast_s: float | None = EXTRA_AFTER_FAILURE_S) -> Verdict:
+             fail_fast_s: float | None = EXTRA_AFTER_FAILURE_S, profile: bool = False) -> Verdict:
     """Run every test of ``op`` against the kernel file and return its Verdict.
 
     ``kernel_for`` is the overload whose calling convention the file's ``kernel`` has (default
@@ -120,7 +120,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     (a dataset's inputs; untimed ones are correctness canaries). ``channels_last`` runs each trace
     input with a contiguous 4-d or 5-d tensor once more with it in channels-last layout.
     ``fail_fast_s``: a kernel failing one of the first tier's tests (one per class of tests,
-    ``harness.suite.tiers``) runs this many seconds more of tests, then stops; None runs them all."""
+    ``harness.suite.tiers``) runs this many seconds more of tests, then stops; None runs them all.
+    ``profile`` runs the tests under cProfile and leaves the costliest calls in ``stderr_tail``."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
@@ -143,9 +144,11 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                "tool_write_dirs": [_triton_cache(base_env)], "cpu_max_numel": cpu_max_numel,
                "timing": timing.request(op) if timing else None, "kernel_for": kernel_for or op,
                "overloads": overloads, "namespaces": namespaces, "extra_traces": extra_traces or {},
-               "channels_last": channels_last, "fail_fast_s": fail_fast_s}
+               "channels_last": channels_last, "fail_fast_s": fail_fast_s,
+               "profile": profile}
         key = suite_key(overloads, device, {"cpu_max_numel": cpu_max_numel, "extra_traces": extra_traces or {},
-                                            "channels_last": channels_last, "fail_fast_s": fail_fast_s})
+                                            "channels_last": channels_last, "fail_fast_s": fail_fast_s,
+               "profile": profile})
         reuse = cached_suite(key)
         job.update({"suite_file": str(reuse)} if reuse else {"save_suite": str(workdir / "suite.pt")})
         events, outcome = run_child(job, child_env(base_env, workdir), base_env, warm, timeout_s, limits)

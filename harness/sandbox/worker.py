@@ -52,6 +52,7 @@ class Job:
     suite_file: str | None = None  # a suite built for an earlier evaluation, to load instead of building (harness.suite.cache)
     save_suite: str | None = None  # build the suite and save it here, for the parent to adopt
     fail_fast_s: float | None = None  # test seconds after a failing first tier (harness.suite.tiers); None: run every test
+    profile: bool = False  # the tests run under cProfile, the costliest calls printed last on stderr (benchmarks/eval_cost.py)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,7 +115,8 @@ def run_job(job: Job, send) -> int:
     served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
     if job.ncu is not None:
         _profile_under_ncu(op, job, suites[0][2], served[job.op], compile_clock, send)
-    elif _run_tests(op, job, suites, served, (launches, compile_clock), candidate_file, send) is not None:
+    elif _profiled(job.profile, _run_tests, op, job, suites, served, (launches, compile_clock), candidate_file,
+                   send) is not None:
         return 0
     send(events.Done(total_s=round(time.perf_counter() - started, 3)))
     return 0
@@ -233,6 +235,24 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
         compile_clock.real_autotuning()
         _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, send)
     return None
+
+
+def _profiled(profile: bool, run, *args):
+    """``run(*args)``; with ``profile``, under cProfile, its costliest calls (own time, then with what
+    they call) printed on stderr, whose tail the Verdict keeps."""
+    if not profile:
+        return run(*args)
+    import cProfile
+    import pstats
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(run, *args)
+    finally:
+        stats = pstats.Stats(profiler).stats
+        for key, title in ((2, "own"), (3, "cumulative")):
+            print(f"profile, by {title} seconds:", file=sys.stderr)
+            for (path, line, name), row in sorted(stats.items(), key=lambda kv: -kv[1][key])[:14]:
+                print(f"{row[key]:8.3f} {row[1]:7d} {os.path.basename(path)}:{line}:{name}"[:110], file=sys.stderr)
 
 
 def _test_seconds(compile_clock) -> float:
