@@ -87,7 +87,7 @@ def row_of(name: str, kind: str, mode: str, verdict: dict, wall_s: float) -> dic
             "child_ready_s": timings.get("child_ready_s"), "suite_build_s": timings.get("suite_build_s"),
             "tests_s": timings.get("tests_s"), "compiles": timings.get("compiles"),
             "compile_s": timings.get("compile_s"), "autotune_runs": timings.get("autotune_runs"),
-            "autotune_s": timings.get("autotune_s"), "failures": failures, "error": verdict.get("error_kind")}
+            "autotune_s": timings.get("autotune_s"), "phases": timings.get("phases"), "failures": failures, "error": verdict.get("error_kind")}
 
 
 def evaluate_warm(op: str, path: Path, device: str, timeout_s: float, profile: bool = False) -> tuple[dict, float]:

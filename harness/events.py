@@ -113,6 +113,7 @@ class CaseResult(Event):
 class Done(Event):
     KIND: ClassVar[str] = "done"
     total_s: float
+    phases: dict = field(default_factory=dict)  # seconds: start (containment, device), suite, seal, import, tests
 
 
 @dataclass

@@ -373,7 +373,8 @@ class Timings(_Strict):
     startup_s: float | None = None
     child_ready_s: float | None = None
     suite_build_s: float | None = None
-    tests_s: float | None = None
+    tests_s: float | None = None  # the child's whole run, from its start to its last test (the suite included)
+    phases: dict[str, float] = {}  # that run by phase: start, suite, seal, import, tests (timing included)
     compiles: int = 0  # Triton compilations (on-disk cache hits included)
     compile_s: float = 0.0  # outside autotuning
     autotune_runs: int = 0  # @triton.autotune runs that benchmarked configs (a new key each)

@@ -104,12 +104,16 @@ def run_job(job: Job, send) -> int:
                              for note in suite.notes],
                       overloads=[name for name, _, _ in suites], kernel_for=job.kernel_for or job.op,
                       build_s=round(time.perf_counter() - suite_started, 3), reused=reused, saved_sha256=saved))
+    phases = {"start": round(suite_started - started, 3), "suite": round(time.perf_counter() - suite_started, 3)}
+    mark = time.perf_counter()
     launches, compile_clock = _instrument(job.device, send)
     from harness.sandbox.containment import seal
     send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
+    phases["seal"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     kernel = _import_candidate(candidate_file, send)
     if kernel is None:
         return 0
+    phases["import"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     from harness.adapters import serving
     written_for = resolve_op(job.kernel_for or job.op)
     served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
@@ -118,7 +122,8 @@ def run_job(job: Job, send) -> int:
     elif _profiled(job.profile, _run_tests, op, job, suites, served, (launches, compile_clock), candidate_file,
                    send) is not None:
         return 0
-    send(events.Done(total_s=round(time.perf_counter() - started, 3)))
+    phases["tests"] = round(time.perf_counter() - mark, 3)
+    send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases))
     return 0
 
 
