@@ -56,6 +56,28 @@ def test_a_reused_suite_draws_fresh_values_for_every_evaluation():
                          for x, y in zip(_tensors(a), _tensors(b)))  # an edge case's values are the test
 
 
+def test_a_saved_suite_keeps_every_input_layout_and_a_redraw_keeps_signs():
+    """Tensor.to makes a view with gaps contiguous (a CUDA suite lost its strided inputs that way,
+    and a kernel ignoring strides passed): saved and loaded, a view keeps its strides and offset."""
+    from harness.suite.build import TestCase
+    base = torch.randn(6, 10)
+    view = base[1:, ::3]  # gaps between elements, a storage offset
+    case = TestCase(id="t", source="opinfo:x", description="", dtype="float32", args=(view,), kwargs={})
+    op = resolve_op("aten.relu.default")
+    from harness.suite.build import Suite
+    data = cache.dumps([("aten.relu.default", op, Suite(cases=[case]))])
+    loaded = cache.loads(data, "cpu")[0][2].cases[0].args[0]
+    assert (loaded.shape, loaded.stride(), loaded.storage_offset()) == (view.shape, view.stride(), view.storage_offset())
+    assert torch.equal(loaded, view) and loaded.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
+    elsewhere = cache.loads(data, "meta")[0][2].cases[0].args[0]  # another device, as on a GPU
+    assert (elsewhere.stride(), elsewhere.storage_offset()) == (view.stride(), view.storage_offset())
+    fresh = cache.redrawn(loaded, torch.Generator().manual_seed(3))
+    assert (fresh.stride(), fresh.storage_offset()) == (view.stride(), view.storage_offset())
+    assert torch.equal(torch.sign(fresh), torch.sign(view)) and not torch.equal(fresh, view)
+    ratio = fresh / view
+    assert bool(((ratio >= 0.49) & (ratio <= 2.01)).all())
+
+
 def _tensors(case):
     from harness.inputs import tensors_in
     return tensors_in((case.args, case.kwargs))

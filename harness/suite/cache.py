@@ -12,9 +12,10 @@ the next:
 
 * trace inputs hold a recipe (shapes, strides, dtypes) and are drawn from the evaluation's seed;
 * OpInfo samples keep their shapes, strides, dtypes and integer tensors (indices stay valid), and
-  each floating tensor is redrawn uniformly over its own range, where the build found that the
-  reference takes such values as well as the sampled ones (``probe_refresh``); the others keep
-  their sampled values, and the suite's notes count them;
+  each floating element is scaled by a fresh factor in [0.5, 2] (signs, zeros and non-finite
+  values kept), where the build found that the reference takes such values as well as the
+  sampled ones (``probe_refresh``); the others keep their sampled values, and the suite's notes
+  count them;
 * edge and promotion cases are their values (NaN, infinities, large magnitudes, zero size, one
   element): they are kept as built.
 """
@@ -30,7 +31,7 @@ from pathlib import Path
 import torch
 
 from harness.fingerprint import harness_fingerprint
-from harness.inputs import clone_value, map_tensors, tensors_in
+from harness.inputs import clone_value, map_tensors, memory_span, tensors_in
 from harness.traces import map_leaves
 
 FORMAT = 1
@@ -85,14 +86,30 @@ MEMORY_FORMATS = {str(f).removeprefix("torch."): f for f in (torch.contiguous_fo
                                                             torch.channels_last_3d, torch.preserve_format)}
 
 
+@dataclass
+class _SavedTensor:
+    """A tensor as saved: the memory from its storage's start to the end of its view, and the view.
+    (``Tensor.to`` makes a view with gaps contiguous; the layout is part of the test.)"""
+    memory: torch.Tensor
+    shape: tuple
+    stride: tuple
+    offset: int
+
+
 def _on_cpu(value):
     value = map_leaves(value, torch.memory_format, lambda f: _MemoryFormat(str(f).removeprefix("torch.")))
-    return map_tensors(value, lambda t: t.detach().to("cpu"))
+    return map_tensors(value, _saved)
+
+
+def _saved(t: torch.Tensor) -> _SavedTensor:
+    length = t.storage_offset() + memory_span(tuple(t.shape), t.stride())
+    memory = t.detach().as_strided((length,), (1,), 0).to("cpu", copy=True)
+    return _SavedTensor(memory, tuple(t.shape), t.stride(), t.storage_offset())
 
 
 def _on(value, device: str):
     value = map_leaves(value, _MemoryFormat, lambda f: MEMORY_FORMATS[f.name])
-    return map_tensors(value, lambda t: t.to(device))
+    return map_leaves(value, _SavedTensor, lambda s: s.memory.to(device).as_strided(s.shape, s.stride, s.offset))
 
 
 def refreshed(suites: list[tuple[str, object, object]], seed: int) -> tuple[list, int]:
@@ -112,22 +129,18 @@ def refreshed(suites: list[tuple[str, object, object]], seed: int) -> tuple[list
 
 
 def redrawn(value, gen: torch.Generator):
-    """``value`` with every floating tensor's values drawn uniformly over that tensor's own finite
-    range (a single value: between half and twice it), same shape, strides, dtype and device;
-    other tensors as they are."""
+    """``value`` with every floating tensor's elements each scaled by a factor drawn from [0.5, 2]:
+    new values with the same signs, zeros, NaNs and infinities (the structure a test was sampled
+    for), magnitudes within a factor of two; same shape, strides, dtype and device. Other tensors
+    (integers: indices) as they are."""
     def redraw(t: torch.Tensor) -> torch.Tensor:
         if not t.dtype.is_floating_point or t.numel() == 0:
             return t
-        finite = t[torch.isfinite(t)].double()
-        if finite.numel() == 0:
-            return t
-        low, high = finite.min().item(), finite.max().item()
-        if low == high:  # one value (a one-element tensor): between half and twice it, sign kept
-            low, high = sorted((low * 0.5, low * 2.0))
-        span = torch.empty(t.shape, dtype=torch.float64).uniform_(0, 1, generator=gen)
-        values = (low + span * (high - low)).to(t.dtype)
-        new = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
-        new.copy_(values.to(t.device))
+        factors = torch.empty(t.shape, dtype=torch.float64).uniform_(0.5, 2.0, generator=gen)
+        values = (t.detach().to("cpu", torch.float64) * factors).to(t.dtype)
+        length = t.storage_offset() + memory_span(tuple(t.shape), t.stride())
+        new = t.detach().as_strided((length,), (1,), 0).clone().as_strided(t.shape, t.stride(), t.storage_offset())
+        new.copy_(values.to(t.device))  # the same layout: strides, gaps, storage offset
         return new
     return map_tensors(value, redraw)
 
