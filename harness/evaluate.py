@@ -24,7 +24,7 @@ from harness.sandbox.run import child_env, run_child, warn_once
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.suite.budget import CPU_MAX_NUMEL
 from harness.suite.tiers import EXTRA_AFTER_FAILURE_S
-from harness.suite.cache import adopt, cached as cached_suite, suite_key
+from harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from harness.timing.options import TimingOptions
 from harness.verdict import Verdict
 
@@ -150,6 +150,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                                             "channels_last": channels_last, "fail_fast_s": fail_fast_s,
                "profile": profile})
         reuse = cached_suite(key)
+        if reuse:
+            touch(reuse)
         job.update({"suite_file": str(reuse)} if reuse else {"save_suite": str(workdir / "suite.pt")})
         events, outcome = run_child(job, child_env(base_env, workdir), base_env, warm, timeout_s, limits)
         if not reuse:

@@ -96,6 +96,22 @@ def test_a_suite_file_changed_after_the_child_announced_it_is_not_adopted(tmp_pa
     assert (cache.cached("key").stat().st_mode & 0o777) == 0o600
 
 
+def test_the_suite_cache_keeps_the_most_recently_used(tmp_path, suite_cache, monkeypatch):
+    import os
+    monkeypatch.setattr(cache, "MAX_CACHED", 2)
+    for number, key in enumerate(("a", "b", "c")):
+        saved = tmp_path / f"{key}.pt"
+        saved.write_bytes(key.encode())
+        cache.adopt(saved, hashlib.sha256(key.encode()).hexdigest(), key)
+        os.utime(cache.cached(key), (number, number))
+    assert not cache.cached("a")
+    cache.touch(cache.cached("b"))  # used now: "c" is the oldest
+    saved = tmp_path / "d.pt"
+    saved.write_bytes(b"d")
+    cache.adopt(saved, hashlib.sha256(b"d").hexdigest(), "d")
+    assert cache.cached("b") and cache.cached("d") and not cache.cached("c")
+
+
 def test_the_first_tier_holds_one_test_of_every_class_in_suite_order():
     op = resolve_op("aten.add.Tensor")
     suite = build_suite(op, "cpu", 1, interpreter=True)

@@ -35,6 +35,7 @@ from harness.inputs import clone_value, map_tensors, memory_span, tensors_in
 from harness.traces import map_leaves
 
 FORMAT = 1
+MAX_CACHED = 200  # suites kept; adopting one more removes the least recently used
 
 
 def suite_key(overloads: list[str], device: str, options: dict) -> str:
@@ -200,4 +201,20 @@ def adopt(saved: Path, digest: str, key: str) -> Path | None:
     partial.touch(mode=0o600)
     partial.write_bytes(data)
     os.replace(partial, target)
+    _keep_newest(where, MAX_CACHED)
     return target
+
+
+def _keep_newest(where: Path, count: int) -> None:
+    """Remove all but the ``count`` suites used last (a harness change makes every key new)."""
+    suites = sorted(where.glob("*.pt"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in suites[count:]:
+        old.unlink(missing_ok=True)
+
+
+def touch(path: Path) -> None:
+    """Mark a cached suite as used now (``_keep_newest`` keeps the most recently used)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
