@@ -51,7 +51,7 @@ class Job:
     network_namespace: bool = True  # False only under ncu, whose injected library reports over 127.0.0.1
     suite_file: str | None = None  # a suite built for an earlier evaluation, to load instead of building (harness.suite.cache)
     save_suite: str | None = None  # build the suite and save it here, for the parent to adopt
-    fail_fast_s: float | None = None  # test seconds after a failing first tier (harness.suite.tiers); None: run every test
+    fail_fast_s: float | None = None  # seconds of tests after a failing first tier (harness.suite.tiers); None: run every test
     profile: bool = False  # the tests run under cProfile, the costliest calls printed last on stderr (benchmarks/eval_cost.py)
 
 
@@ -204,11 +204,11 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     planned, first_tier = first_tier_order([(name, target, case) for name, target, suite in suites
                                             for case in suite.cases])
     failing_classes: dict[tuple, None] = {}
-    extra_from = None  # test seconds (compiling and autotuning not counted) when the first tier ended, if it failed
+    extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
     for number, (name, target, case) in enumerate(planned):
         if number == first_tier and failed and job.fail_fast_s is not None:
-            extra_from = _test_seconds(compile_clock)
-        if extra_from is not None and _test_seconds(compile_clock) - extra_from >= job.fail_fast_s:
+            extra_from = time.perf_counter()
+        if extra_from is not None and time.perf_counter() - extra_from >= job.fail_fast_s:
             send(events.StoppedEarly(first_tier=first_tier, failing_classes=[describe_class(k) for k in failing_classes],
                                      not_run=len(planned) - number, budget_s=job.fail_fast_s))
             break
@@ -258,12 +258,6 @@ def _profiled(profile: bool, run, *args):
             print(f"profile, by {title} seconds:", file=sys.stderr)
             for (path, line, name), row in sorted(stats.items(), key=lambda kv: -kv[1][key])[:14]:
                 print(f"{row[key]:8.3f} {row[1]:7d} {os.path.basename(path)}:{line}:{name}"[:110], file=sys.stderr)
-
-
-def _test_seconds(compile_clock) -> float:
-    """Seconds since this process started, less those spent compiling and autotuning."""
-    totals = compile_clock.totals
-    return time.perf_counter() - totals["compile_s"] - totals["autotune_s"]
 
 
 def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send) -> dict:

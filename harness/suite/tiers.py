@@ -15,8 +15,8 @@ import torch
 
 from harness.inputs import tensors_in
 
-# seconds of test time (compilation and autotuning not counted) a candidate that failed in the
-# first tier still gets, so that its feedback shows more than one failure per class
+# seconds (compiling included) a candidate that failed in the first tier still gets for more tests,
+# so that its feedback shows more than one failure per class
 EXTRA_AFTER_FAILURE_S = 2.0
 
 
