@@ -30,6 +30,8 @@ from harness.verdict import Verdict
 
 __all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "default_device", "finish_timing"]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# the job's fields that shape its suite (with the overloads and the device): a cached suite's key
+SUITE_OPTIONS = ("cpu_max_numel", "extra_traces", "channels_last")
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
                  "TRITON_CACHE_DIR", "TRITON_HOME", "TMPDIR", "NVIDIA_VISIBLE_DEVICES")
 
@@ -144,11 +146,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                "tool_write_dirs": [_triton_cache(base_env)], "cpu_max_numel": cpu_max_numel,
                "timing": timing.request(op) if timing else None, "kernel_for": kernel_for or op,
                "overloads": overloads, "namespaces": namespaces, "extra_traces": extra_traces or {},
-               "channels_last": channels_last, "fail_fast_s": fail_fast_s,
-               "profile": profile}
-        key = suite_key(overloads, device, {"cpu_max_numel": cpu_max_numel, "extra_traces": extra_traces or {},
-                                            "channels_last": channels_last, "fail_fast_s": fail_fast_s,
-               "profile": profile})
+               "channels_last": channels_last, "fail_fast_s": fail_fast_s, "profile": profile}
+        key = suite_key(overloads, device, {name: job[name] for name in SUITE_OPTIONS})
         reuse = cached_suite(key)
         if reuse:
             touch(reuse)

@@ -131,6 +131,7 @@ def test_a_wrong_kernel_stops_after_the_first_tier_and_names_its_failing_classes
     fast = evaluate("aten.add.Tensor", KERNELS / "add_ignores_alpha.py", device="cpu", fail_fast_s=0)
     full = evaluate("aten.add.Tensor", KERNELS / "add_ignores_alpha.py", device="cpu", fail_fast_s=None)
     assert not fast.passed and not full.passed
+    assert len(list(suite_cache.glob("*.pt"))) == 1  # fail_fast_s does not shape the suite: one build serves both
     assert fast.summary.not_run > 0 and fast.summary.total + fast.summary.not_run == fast.summary.planned
     assert full.summary.not_run == 0 and full.summary.not_run_reason is None
     assert "fail fast" in fast.summary.not_run_reason and f"the other {fast.summary.not_run}" in fast.summary.not_run_reason

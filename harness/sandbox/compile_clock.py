@@ -82,7 +82,7 @@ class CompileClock:
         configs = getattr(tuner, "configs", None)
         if isinstance(configs, list) and len(configs) > 1 and not hasattr(tuner, "_bbagent_configs"):
             tuner._bbagent_configs = configs
-            tuner.configs = [configs[self._config_index(len(configs))]]
+            self._hold(tuner)
 
     def _config_index(self, count: int) -> int:
         """The config the current test runs: the first ``count * TESTS_PER_CONFIG`` tests take each
@@ -94,15 +94,20 @@ class CompileClock:
         for that test, so that each config runs on some tests without any being benchmarked."""
         self.test_number = test_number
         for tuner in list(self.tuners):
-            configs = getattr(tuner, "_bbagent_configs", None)
-            if not configs:
-                continue
-            config = configs[self._config_index(len(configs))]
-            if tuner.configs != [config]:
-                tuner.configs = [config]
-                cache = getattr(tuner, "cache", None)
-                if hasattr(cache, "clear"):  # a tuner's own per-key choice (a library's run) follows too
-                    cache.clear()
+            self._hold(tuner)
+
+    def _hold(self, tuner) -> None:
+        """A trimmed autotuner holds the current test's config; a tuner's own per-key choice (a
+        library's run) is forgotten when that config changes."""
+        configs = getattr(tuner, "_bbagent_configs", None)
+        if not configs:
+            return
+        config = configs[self._config_index(len(configs))]
+        if tuner.configs != [config]:
+            tuner.configs = [config]
+            cache = getattr(tuner, "cache", None)
+            if hasattr(cache, "clear"):
+                cache.clear()
 
     def _switch_benchmarker(self, Autotuner) -> None:
         """Let ``quick`` replace the autotuner's benchmarker (``Autotuner.do_bench``, a property in
