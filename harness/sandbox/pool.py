@@ -167,7 +167,7 @@ class WarmPool:
                 pass
             try:
                 self.server.wait(timeout=5)
-            except subprocess.TimeoutExpired:
+            except (subprocess.TimeoutExpired, KeyboardInterrupt):  # Ctrl-C while it exits: no traceback at exit
                 kill_group(self.server.pid)
                 self.server.wait()
             self.server.stdout.close()
