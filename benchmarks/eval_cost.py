@@ -152,11 +152,18 @@ def suite_profile(names: list[str], device: str, out) -> None:
 
 def loop_profile(names: list[str], device: str, out) -> None:
     """Where a test's time goes once the suite is built: each operator's correct kernel run over its
-    suite in this process (no sandbox), as the child runs it, under cProfile."""
+    suite in this process (no sandbox), as the child runs it, under cProfile: the first pass (what a
+    fresh child pays: compiles, first launches, lazily loaded libraries) and a second one."""
     import cProfile
     import importlib.util
     import io
     import pstats
+    started = time.perf_counter()
+    import torch
+    if device == "cuda":
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+    print(f"torch imported and {device} ready: {time.perf_counter() - started:.2f} s", file=out)
     from harness.checks.case import run_case
     from harness.checks.guards import AtenRecorder, LaunchCounter
     from harness.ops import resolve_op
@@ -172,20 +179,19 @@ def loop_profile(names: list[str], device: str, out) -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         suite = build_suite(op, device, 1, interpreter=device == "cpu")
-        for case in suite.cases:  # first pass: compiles and first launches, not profiled
-            run_case(op, case, module.kernel, device, launches, AtenRecorder(op, launches, str(path)), str(path))
-        profile = cProfile.Profile()
-        started = time.perf_counter()
-        profile.enable()
-        for case in suite.cases:
-            run_case(op, case, module.kernel, device, launches, AtenRecorder(op, launches, str(path)), str(path))
-        profile.disable()
-        took = time.perf_counter() - started
-        print(f"{name}: {len(suite.cases)} tests, second pass {took:.2f} s ({1e3 * took / len(suite.cases):.1f} ms a test)",
-              file=out)
-        text = io.StringIO()
-        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(40)
-        print(text.getvalue(), file=out)
+        for label in ("first", "second"):
+            profile = cProfile.Profile()
+            started = time.perf_counter()
+            profile.enable()
+            for case in suite.cases:
+                run_case(op, case, module.kernel, device, launches, AtenRecorder(op, launches, str(path)), str(path))
+            profile.disable()
+            took = time.perf_counter() - started
+            print(f"{name}: {len(suite.cases)} tests, {label} pass {took:.2f} s "
+                  f"({1e3 * took / len(suite.cases):.1f} ms a test)", file=out)
+            text = io.StringIO()
+            pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(40)
+            print(text.getvalue(), file=out)
 
 
 def markdown(rows: list[dict], device: str) -> str:

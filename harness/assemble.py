@@ -179,6 +179,7 @@ def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) ->
             "child_ready_s": round(ready_at - outcome.launched_at, 3) if ready_at else None,
             "suite_build_s": suite.build_s if suite else None, "tests_s": done.total_s if done else None,
             "phases": done.phases if done else {},
+            "imported_sealed": done.imported_sealed if done else [],
             **compile_totals(events)}
 
 

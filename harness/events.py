@@ -114,6 +114,7 @@ class Done(Event):
     KIND: ClassVar[str] = "done"
     total_s: float
     phases: dict = field(default_factory=dict)  # seconds: start (containment, device), suite, seal, import, tests
+    imported_sealed: list = field(default_factory=list)  # modules first imported after the seal, in order
 
 
 @dataclass

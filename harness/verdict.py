@@ -375,6 +375,9 @@ class Timings(_Strict):
     suite_build_s: float | None = None
     tests_s: float | None = None  # the child's whole run, from its start to its last test (the suite included)
     phases: dict[str, float] = {}  # that run by phase: start, suite, seal, import, tests (timing included)
+    # modules first imported after the child was sealed, where an import costs far more (the audit
+    # hook, the file view): the candidate's own, or a lazy import of torch or Triton to preload
+    imported_sealed: list[str] = []
     compiles: int = 0  # Triton compilations (on-disk cache hits included)
     compile_s: float = 0.0  # outside autotuning
     autotune_runs: int = 0  # @triton.autotune runs that benchmarked configs (a new key each)

@@ -54,6 +54,7 @@ WRITE_EVENTS = frozenset({"os.rename", "os.replace", "os.remove", "os.unlink", "
                           "shutil.move"})
 COPY_EVENTS = frozenset({"shutil.copyfile", "shutil.copymode", "shutil.copystat"})  # (src, dst)
 LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+MAX_IMPORTS_LISTED = 200
 WATCHED = NETWORK_EVENTS | PROCESS_EVENTS | WRITE_EVENTS | LISTING_EVENTS | {"open", "sqlite3.connect"}
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".azure", "gcloud"})
@@ -194,6 +195,7 @@ class AuditGuard:
         self.busy = False
         self.armed = False
         self.allowed: AllowList | None = None
+        self.imported: list[str] = []  # modules first imported once armed (a diagnostic of cost)
 
     def install(self) -> None:
         sys.addaudithook(self.hook)
@@ -207,6 +209,8 @@ class AuditGuard:
 
     def hook(self, event: str, args: tuple) -> None:
         if not self.armed or event not in WATCHED or self.busy:
+            if event == "import" and self.armed and len(self.imported) < MAX_IMPORTS_LISTED:
+                self.imported.append(str(args[0]))
             return
         self.busy = True
         try:

@@ -46,7 +46,8 @@ def preload(device: str) -> None:
     import harness.checks.guards  # noqa: F401
     import harness.checks.case  # noqa: F401
     import harness.suite.build  # noqa: F401
-    import harness.sandbox.worker  # noqa: F401
+    from harness.sandbox.worker import load_lazy_parts
+    load_lazy_parts()
     if torch.cuda.is_initialized():
         raise SystemExit("forkserver: CUDA was initialised while preloading; forked children could not use it")
 
