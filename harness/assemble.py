@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from harness.events import (CandidateStart, CaseResult, CaseStart, Done, Environment, Event, Fatal, Profile, Sealed,
+from harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment, Event, Fatal, Profile, Sealed,
                             StoppedEarly, Suite, Timing, TimingPlan, TimingStart, Violation, first,
                             of_kind)
 from harness.sandbox.compile_clock import compile_totals
@@ -132,12 +132,16 @@ def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[dict
         case = cases.get(unfinished[0], {})
         return Failure("worker_error", f"the aten reference (not the kernel) {cause} on test {unfinished[0]} "
                                        f"({case.get('input')}); the remaining tests did not run")
-    if unfinished:
-        case = cases.get(unfinished[0], {})
-        tests.append({"id": unfinished[0], "source": case.get("source"), "input": case.get("input"),
+    ahead = _unfinished_ahead_call(events)
+    if unfinished or ahead:
+        test_id = unfinished[0] if unfinished else ahead
+        case = cases.get(test_id, {})
+        when = ("while running this test" if unfinished else
+                "when called on this test's inputs to compile its kernels ahead of the tests")
+        tests.append({"id": test_id, "source": case.get("source"), "input": case.get("input"),
                       "dtype": case.get("dtype"), "overload": case.get("overload", op), "passed": False,
-                      "error_kind": kind, "message": f"the kernel {cause} while running this test"})
-        return Failure(kind, f"test {unfinished[0]} ({case.get('input')}): the kernel {cause}")
+                      "error_kind": kind, "message": f"the kernel {cause} {when}"})
+        return Failure(kind, f"test {test_id} ({case.get('input')}): the kernel {cause}")
     if unfinished_timing:
         case = cases.get(unfinished_timing[0], {})
         return Failure(kind, f"every test passed, then the kernel {cause} while being timed on test "
@@ -148,6 +152,17 @@ def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[dict
             return Failure(kind, message)
         return Failure("worker_error", message, infrastructure=message)  # the machine's doing, not the kernel's
     return Failure(kind, f"the kernel {cause} while being imported or compiled")
+
+
+def _unfinished_ahead_call(events: list[Event]) -> str | None:
+    """The test whose call (compiling ahead, ``harness.sandbox.compile_ahead``) was under way when
+    the child ended, if one was."""
+    for event in reversed(events):
+        if isinstance(event, AheadCall):
+            return event.id
+        if isinstance(event, (CompiledAhead, CaseStart, CaseResult)):
+            return None
+    return None
 
 
 def _stop_cause(events: list[Event], outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
@@ -180,7 +195,14 @@ def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) ->
             "suite_build_s": suite.build_s if suite else None, "tests_s": done.total_s if done else None,
             "phases": done.phases if done else {},
             "imported_sealed": done.imported_sealed if done else [],
+            **_ahead_totals(of_kind(events, CompiledAhead)),
             **compile_totals(events)}
+
+
+def _ahead_totals(groups: list[CompiledAhead]) -> dict:
+    return {"ahead_calls": sum(g.calls for g in groups), "ahead_launches": sum(g.launches for g in groups),
+            "ahead_s": round(sum(g.seconds for g in groups), 3),
+            "ahead_stopped": next((g.stopped for g in groups if g.stopped), "")}
 
 
 def _environment(env: Environment | None, sealed: Sealed | None) -> dict:

@@ -57,6 +57,24 @@ class Suite(Event):
 
 
 @dataclass
+class AheadCall(Event):
+    """The kernel is called on this test's inputs up to its first launch, to compile ahead."""
+    KIND: ClassVar[str] = "ahead_call"
+    id: str
+
+
+@dataclass
+class CompiledAhead(Event):
+    """Before a group of tests: the candidate called once per distinct input layout up to its first
+    launch, whose kernel compiled in a thread pool (``harness.sandbox.compile_ahead``)."""
+    KIND: ClassVar[str] = "compiled_ahead"
+    calls: int
+    launches: int  # calls that reached a launch (the others raised, or launched nothing)
+    seconds: float
+    stopped: str = ""  # why it stopped before the last call, if it did
+
+
+@dataclass
 class StoppedEarly(Event):
     """Fail fast (``harness.suite.tiers``): the candidate failed in the first tier (one test per
     class), ran what else fitted in its extra budget, and the rest did not run."""
@@ -190,7 +208,7 @@ class Garbled(Event):
 
 
 KINDS = {kind.KIND: kind for kind in (Environment, Suite, Sealed, Fatal, Violation, CaseStart, CandidateStart,
-                                      CaseResult, StoppedEarly, Done, TimingPlan, TimingStart, Timing, Profile, Compile,
+                                      CaseResult, AheadCall, CompiledAhead, StoppedEarly, Done, TimingPlan, TimingStart, Timing, Profile, Compile,
                                       BaselineStart, Baseline, NcuRange, Garbled)}
 
 

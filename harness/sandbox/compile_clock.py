@@ -6,7 +6,8 @@ wrapped, as are the ``run`` and ``_bench`` of every ``Autotuner`` subclass a ker
 library's own tuner). While the tests run, every autotuner keeps only its first config. When the outermost such call starts, the child sends a ``Compile`` event (phase
 "start", its kind; ``harness.events``); when it ends, phase "end" with the running totals
 (compilations, autotuning runs, seconds of each). Nested calls (a config compiled while it is benchmarked) are
-counted but not reported apart.
+counted but not reported apart, as are calls overlapping in several threads (compiling ahead,
+``harness.sandbox.compile_ahead``): the span is the time anything was compiling.
 
 Parent side (``paused_seconds``): the time between start and end events, on the parent's own clock,
 so that a child that dies mid-compile still has its pause counted up to now. The per-test limit
@@ -14,6 +15,7 @@ subtracts it; the evaluation's compile budget caps it; the evaluation's wall lim
 """
 from __future__ import annotations
 
+import threading
 import time
 import weakref
 
@@ -38,6 +40,7 @@ class CompileClock:
         self.quick = False
         self.tuners = weakref.WeakSet()
         self.test_number = 0
+        self._lock = threading.RLock()  # compiling ahead compiles in several threads at once
 
     def install(self) -> None:
         import triton.compiler
@@ -95,6 +98,12 @@ class CompileClock:
         self.test_number = test_number
         for tuner in list(self.tuners):
             self._hold(tuner)
+
+    def held_configs(self) -> tuple:
+        """Which config each trimmed autotuner holds now (two tests with the same inputs compile
+        different kernels when these differ)."""
+        return tuple(self._config_index(len(t._bbagent_configs)) for t in list(self.tuners)
+                     if getattr(t, "_bbagent_configs", None))
 
     def _hold(self, tuner) -> None:
         """A trimmed autotuner holds the current test's config; a tuner's own per-key choice (a
@@ -181,6 +190,14 @@ class CompileClock:
         return run
 
     def _enter(self, kind: str) -> None:
+        with self._lock:
+            self._enter_locked(kind)
+
+    def _exit(self, kind: str) -> None:
+        with self._lock:
+            self._exit_locked(kind)
+
+    def _enter_locked(self, kind: str) -> None:
         if kind == "autotune":
             self._benched += 1
         if kind == "compile":
@@ -190,7 +207,7 @@ class CompileClock:
             self._outer_kind, self._outer_started = kind, time.perf_counter()
             self.send(Compile(phase="start", kind=kind))
 
-    def _exit(self, kind: str) -> None:
+    def _exit_locked(self, kind: str) -> None:
         self.depth -= 1
         if self.depth == 0:
             seconds = time.perf_counter() - self._outer_started

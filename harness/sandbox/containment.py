@@ -29,6 +29,7 @@ import re
 import resource
 import sys
 import sysconfig
+import threading
 import time
 
 from harness.sandbox.file_view import AllowList, build_view
@@ -192,7 +193,7 @@ class AuditGuard:
         self.stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
         import triton
         self.tool_package = os.path.realpath(os.path.dirname(triton.__file__))
-        self.busy = False
+        self.judging = threading.local()  # per thread: Triton compiles in several at once (compile_ahead)
         self.armed = False
         self.allowed: AllowList | None = None
         self.imported: list[str] = []  # modules first imported once armed (a diagnostic of cost)
@@ -208,15 +209,15 @@ class AuditGuard:
         self.armed = True
 
     def hook(self, event: str, args: tuple) -> None:
-        if not self.armed or event not in WATCHED or self.busy:
+        if not self.armed or event not in WATCHED or getattr(self.judging, "busy", False):
             if event == "import" and self.armed and len(self.imported) < MAX_IMPORTS_LISTED:
                 self.imported.append(str(args[0]))
             return
-        self.busy = True
+        self.judging.busy = True
         try:
             finding = self.judge(event, args)
         finally:
-            self.busy = False
+            self.judging.busy = False
         if finding:
             kind, what = finding
             line = self._candidate_line()

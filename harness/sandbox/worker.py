@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import importlib.util
 import json
 import os
@@ -167,6 +168,7 @@ def load_lazy_parts() -> None:
         pass
     import harness.adapters  # noqa: F401 - the tests' own, imported where they are used
     import harness.suite.tiers  # noqa: F401
+    import harness.sandbox.compile_ahead  # noqa: F401
 
 
 def _instrument(device: str, send):
@@ -225,9 +227,14 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
                                             for case in suite.cases])
     failing_classes: dict[tuple, None] = {}
     extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
+    compiled_ahead_to = 0  # the tests before this one had their kernels compiled ahead
     for number, (name, target, case) in enumerate(planned):
         if number == first_tier and failed and job.fail_fast_s is not None:
             extra_from = time.perf_counter()
+        if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
+            compiled_ahead_to = first_tier if number < first_tier else len(planned)
+            send(events.CompiledAhead(**_compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
+                                                       job.device, send)))
         if extra_from is not None and time.perf_counter() - extra_from >= job.fail_fast_s:
             send(events.StoppedEarly(first_tier=first_tier, failing_classes=[describe_class(k) for k in failing_classes],
                                      not_run=len(planned) - number, budget_s=job.fail_fast_s))
@@ -278,6 +285,31 @@ def _profiled(profile: bool, run, *args):
             print(f"profile, by {title} seconds:", file=sys.stderr)
             for (path, line, name), row in sorted(stats.items(), key=lambda kv: -kv[1][key])[:14]:
                 print(f"{row[key]:8.3f} {row[1]:7d} {os.path.basename(path)}:{line}:{name}"[:110], file=sys.stderr)
+
+
+def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_clock, device: str, send) -> dict:
+    """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``start`` to ``end`` of the run
+    order: one call per input layout and autotuner configs held (``CompileClock.rotate``), each
+    announced (a crash in it is then the test's)."""
+    from harness.sandbox.compile_ahead import compile_ahead, layout_key
+    seen = set()
+
+    def calls():
+        for number in range(start, end):
+            name, _, case = planned[number]
+            compile_clock.rotate(number)
+            key = (layout_key(name, case), compile_clock.held_configs())
+            if key not in seen:
+                seen.add(key)
+                yield functools.partial(_call_on_clones, served[name], case, send)
+    return compile_ahead(calls(), device)
+
+
+def _call_on_clones(kernel, case, send) -> None:
+    from harness.inputs import clone_value
+    send(events.AheadCall(id=case.id))
+    args, kwargs = case.inputs()
+    kernel(*clone_value(args), **clone_value(kwargs))
 
 
 def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send) -> dict:

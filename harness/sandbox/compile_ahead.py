@@ -1,0 +1,163 @@
+"""Compile ahead: before a group of tests runs, the candidate is called once per distinct input
+layout up to its first Triton launch, which compiles in a pool of threads instead of launching
+(Triton's ``AsyncCompileMode``); the tests then find those kernels compiled.
+
+On a GPU most of a new candidate's evaluation is compiling (softmax on the H200: 29 compilations,
+6.7 of its 8.2 s), one at a time while the machine's other cores idle; Triton's compiler leaves
+the GIL in its passes and runs ptxas as a process, so threads compile side by side.
+
+Only up to the first launch: that kernel does not run, and what follows it in the candidate's
+code would read memory nothing wrote (an index taken from an unwritten buffer can end the CUDA
+context). Up to the launch the code sees a clone of the test's own inputs, as in the test. A
+kernel launched second compiles in its test, as before. Nothing here judges: whatever the
+candidate raises, and any compile error, is left to the test, which makes the same call again.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Callable, Iterable
+
+import torch
+
+from harness.inputs import map_tensors
+
+MAX_THREADS = 8
+CALL_LIMIT_S = 5.0  # a call that runs this long before its first launch ends compiling ahead (its test will time it)
+
+
+class _Launched(BaseException):
+    """The call reached a Triton launch: compiling it was submitted, nothing ran."""
+
+
+class _OutOfTime(BaseException):
+    """A call ran ``CALL_LIMIT_S`` without reaching a launch."""
+
+
+def layout_key(name: str, case) -> tuple:
+    """What decides the kernels a test's call compiles, as far as the harness can know: the
+    overload, and each argument's dtype, shape and strides (values for anything not a tensor)."""
+    def described(t: torch.Tensor) -> tuple:
+        return ("tensor", str(t.dtype), tuple(t.shape), tuple(t.stride()))
+    return (name, repr(map_tensors(case.meta_inputs(), described)), case.out_layout, tuple(case.out_names))
+
+
+def compile_ahead(calls: Iterable[Callable[[], object]], device: str) -> dict:
+    """Each ``call()`` up to its first launch (the iterable may set state for the call it yields
+    next: the autotuners' configs). Returns what ``harness.events.CompiledAhead`` reports."""
+    started = time.perf_counter()
+    made = reached = 0
+    stopped = ""
+    with _launches_compile_only(), _threads_compile(device), _call_limit() as limit:
+        for call in calls:
+            made += 1
+            try:
+                with limit():
+                    call()
+            except _Launched:
+                reached += 1
+            except _OutOfTime:
+                stopped = f"a call ran {CALL_LIMIT_S:g} s without launching a kernel"
+                break
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # noqa: BLE001 - sys.exit too: the test makes the same call and reports it
+                pass
+    return {"calls": made, "launches": reached, "seconds": round(time.perf_counter() - started, 3),
+            "stopped": stopped}
+
+
+@contextmanager
+def _launches_compile_only():
+    """Every ``JITFunction.run`` (``kernel[grid](...)``, an autotuner's or heuristics' call, a
+    ``warmup``) compiles, or submits compiling, and then ends the call; under the interpreter,
+    ``InterpretedFunction.run`` ends it without running."""
+    classes = [cls for cls in _jit_classes()]
+    originals = {cls: cls.run for cls in classes}
+
+    def compile_only(original):
+        def run(fn, *args, grid, warmup=False, **kwargs):
+            original(fn, *args, grid=grid, warmup=True, **kwargs)
+            raise _Launched()
+        return run
+    for cls in classes:
+        cls.run = compile_only(originals[cls])
+    try:
+        yield
+    finally:
+        for cls, original in originals.items():
+            cls.run = original
+
+
+def _jit_classes() -> list[type]:
+    from triton.runtime.jit import JITFunction
+    classes = [JITFunction]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        classes.append(InterpretedFunction)
+    except ImportError:
+        pass
+    return classes
+
+
+@contextmanager
+def _threads_compile(device: str):
+    """Triton's asynchronous compile mode over a thread pool (on a GPU, where Triton has it); on
+    leaving, every submitted compilation has finished, a failed one left for its test to repeat."""
+    mode = None
+    if device == "cuda":
+        try:
+            from triton.runtime._async_compile import AsyncCompileMode
+        except ImportError:  # a Triton without it: the tests compile one at a time, as before
+            AsyncCompileMode = None
+        if AsyncCompileMode is not None:
+            workers = max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
+            executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bbagent-compile")
+            mode = AsyncCompileMode(executor)
+    if mode is None:
+        yield
+        return
+    try:
+        with _finishing(mode):
+            yield
+    finally:
+        mode.executor.shutdown(wait=True)
+
+
+@contextmanager
+def _finishing(mode):
+    """``mode`` entered and left; a compilation that failed raises when its test launches it
+    (Triton keeps the failed future in the kernel's cache), so the error is not raised here."""
+    mode.__enter__()
+    try:
+        yield
+    finally:
+        try:
+            mode.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001 - reported by the test that launches that kernel
+            pass
+
+
+@contextmanager
+def _call_limit():
+    """``limit()``: a context in which a call that runs past ``CALL_LIMIT_S`` raises ``_OutOfTime``
+    (SIGALRM; the previous handler is put back)."""
+    def expire(signum, frame):
+        raise _OutOfTime()
+
+    @contextmanager
+    def limit():
+        signal.setitimer(signal.ITIMER_REAL, CALL_LIMIT_S)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    previous = signal.signal(signal.SIGALRM, expire)
+    try:
+        yield limit
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

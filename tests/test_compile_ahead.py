@@ -1,0 +1,113 @@
+"""Compiling ahead (issue 33): each call runs up to its first Triton launch, which compiles (on a
+GPU in a thread pool) and runs nothing; what the candidate does after the launch never runs; a
+call that raises is left to its test; one that does not reach a launch in time stops it all.
+The CPU twin runs under the Triton interpreter (in a process of its own: TRITON_INTERPRET is read
+when triton is imported); the GPU test also sees the kernels compiled, in the pool's threads."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+SCRIPT = r'''
+import functools, json, signal, sys, threading
+import torch, triton, triton.compiler
+import triton.language as tl
+from harness.sandbox import compile_ahead as ahead
+
+device = sys.argv[1]
+ahead.CALL_LIMIT_S = 0.5
+compiled_in = []
+original_compile = triton.compiler.compile
+def recording_compile(*args, **kwargs):
+    compiled_in.append(threading.current_thread().name)
+    return original_compile(*args, **kwargs)
+triton.compiler.compile = recording_compile
+
+
+@triton.jit
+def fill(out_ptr, n, value, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, value, mask=offsets < n)
+
+
+seen, outputs = [], []
+def wrapper(block):
+    out = torch.full((100,), -1.0, device=device)
+    outputs.append(out)
+    seen.append(("before", block))
+    fill[(triton.cdiv(100, block),)](out, 100, 7.0, BLOCK=block)
+    seen.append(("after", block))
+    return out
+
+def raising():
+    raise ValueError("the test reports this")
+
+def looping():
+    while True:
+        pass
+
+handler = signal.getsignal(signal.SIGALRM)
+calls = [functools.partial(wrapper, 32), functools.partial(wrapper, 64), raising, functools.partial(wrapper, 128),
+         looping, functools.partial(wrapper, 256)]
+stats = ahead.compile_ahead(iter(calls), device)
+cached = None
+if device == "cuda":
+    caches = fill.device_caches[torch.cuda.current_device()][0]
+    cached = sorted(type(k).__name__ for k in caches.values())
+untouched = all(bool((o == -1).all()) for o in outputs)
+after_ahead, seen_ahead = list(compiled_in), list(seen)
+out = wrapper(32)  # launches for real again
+print(json.dumps({"stats": stats, "seen": seen_ahead, "untouched": untouched, "cached": cached,
+                  "compiled_in": after_ahead, "handler_back": signal.getsignal(signal.SIGALRM) is handler,
+                  "then": out.tolist()[:3], "compiles_after": len(compiled_in) - len(after_ahead)}))
+'''
+
+
+def run_script(device: str, tmp_path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    script = tmp_path / "compile_ahead_script.py"  # Triton reads a @triton.jit function's source from its file
+    script.write_text(SCRIPT)
+    done = subprocess.run([sys.executable, str(script), device], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def check_common(result: dict) -> None:
+    stats = result["stats"]
+    assert stats["calls"] == 5 and stats["launches"] == 3  # the looping call stopped it; the last never ran
+    assert "without launching a kernel" in stats["stopped"]
+    assert result["seen"] == [["before", 32], ["before", 64], ["before", 128]]  # nothing after a launch ran
+    assert result["untouched"]  # and the kernels did not run
+    assert result["handler_back"]
+    assert result["then"] == [7.0, 7.0, 7.0]  # launching works again afterwards
+
+
+def test_compile_ahead_stops_each_call_at_its_launch_under_the_interpreter(tmp_path):
+    check_common(run_script("cpu", tmp_path))
+
+
+@pytest.mark.gpu
+def test_compile_ahead_compiles_in_threads_and_runs_nothing(tmp_path):
+    result = run_script("cuda", tmp_path)
+    check_common(result)
+    assert len(result["compiled_in"]) == 3
+    assert all(name.startswith("bbagent-compile") for name in result["compiled_in"]), result["compiled_in"]
+    assert result["cached"] == ["CompiledKernel"] * 3  # compiled, not left as futures
+    assert result["compiles_after"] == 0  # the test's launch found its kernel compiled
+
+
+def test_a_process_ending_while_compiling_ahead_is_blamed_on_that_tests_call():
+    from harness.evaluate import evaluate
+    verdict = evaluate("aten.relu.default", ROOT / "tests" / "faults" / "calls_os_exit.py", device="cpu",
+                       static_check=False)
+    assert verdict.error_kind == "exit"
+    failed = [t for t in verdict.tests if t.passed is False]
+    assert len(failed) == 1 and verdict.message.startswith(f"test {failed[0].id} (")
+    assert "compile its kernels ahead" in failed[0].message
