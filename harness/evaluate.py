@@ -20,6 +20,7 @@ from harness.after_tests import collect_ncu, finish_timing, keep_profiles, time_
 from harness.assemble import assemble
 from harness.checks.static_check import check_source
 from harness.redact import Redactor, configured_secrets
+from harness.sandbox.environment import SetupError, base_env, physical_gpu
 from harness.sandbox.run import child_env, run_child, warn_once
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.suite.budget import CPU_MAX_NUMEL
@@ -28,20 +29,15 @@ from harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from harness.timing.options import TimingOptions
 from harness.verdict import Verdict
 
-__all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "default_device", "finish_timing"]
+__all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "default_device", "finish_timing",
+           "physical_gpu"]
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # the job's fields that shape its suite (with the overloads and the device): a cached suite's key
 SUITE_OPTIONS = ("cpu_max_numel", "extra_traces", "channels_last")
-ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
-                 "TRITON_CACHE_DIR", "TRITON_HOME", "TMPDIR", "NVIDIA_VISIBLE_DEVICES")
 
 
 class KernelFileError(ValueError):
     """The kernel file is missing or unreadable (a usage error, not a failing verdict)."""
-
-
-class SetupError(ValueError):
-    """The environment bbagent runs in cannot host the sandbox; the message names the fix."""
 
 
 def check_servable(kernel_for: str, overloads: list[str]) -> None:
@@ -60,36 +56,6 @@ def check_servable(kernel_for: str, overloads: list[str]) -> None:
 def default_device() -> str:
     import torch  # the parent may import torch; it never imports the candidate
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def physical_gpu(gpu: int) -> str:
-    """The CUDA_VISIBLE_DEVICES entry of the parent's GPU number ``gpu`` (numbered as torch in
-    this process numbers them: through this process's own CUDA_VISIBLE_DEVICES, if set)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return str(gpu)
-    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
-    if not 0 <= gpu < len(entries):
-        raise SetupError(f"GPU {gpu} is not visible: CUDA_VISIBLE_DEVICES={visible!r} shows {len(entries)}")
-    return entries[gpu]
-
-
-def _base_env(device: str, gpu: int | None = None) -> dict:
-    """The allowlisted environment shared by every child of a device (and its fork server);
-    pinned to one GPU when ``gpu`` is given (one fork server per GPU)."""
-    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
-    if gpu is not None and device != "cpu":
-        env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
-    # The project first; then whatever the parent had (e.g. a --target site dir on a GPU box).
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "bbagent-triton-cache"))
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-    else:  # torch.cuda.is_available() through NVML, so the fork server never initialises CUDA
-        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
-    return env
 
 
 def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, seed: int | None = None,
@@ -140,10 +106,10 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-")).resolve()
     try:
         (workdir / "candidate.py").write_bytes(source)
-        base_env = _base_env(device, gpu)
+        shared_env = base_env(device, gpu)
         job = {"op": op, "kernel": str(workdir / "candidate.py"), "seed": seed, "device": device,
                "workdir": str(workdir), "hidden": [str(Path(p).resolve()) for p in hidden or []],
-               "tool_write_dirs": [_triton_cache(base_env)], "cpu_max_numel": cpu_max_numel,
+               "tool_write_dirs": [_triton_cache(shared_env)], "cpu_max_numel": cpu_max_numel,
                "timing": timing.request(op) if timing else None, "kernel_for": kernel_for or op,
                "overloads": overloads, "namespaces": namespaces, "extra_traces": extra_traces or {},
                "channels_last": channels_last, "fail_fast_s": fail_fast_s, "profile": profile}
@@ -152,14 +118,14 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
         if reuse:
             touch(reuse)
         job.update({"suite_file": str(reuse)} if reuse else {"save_suite": str(workdir / "suite.pt")})
-        events, outcome = run_child(job, child_env(base_env, workdir), base_env, warm, timeout_s, limits)
+        events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, warm, timeout_s, limits)
         if not reuse:
             _adopt_suite(events, workdir / "suite.pt", key)
         verdict = assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
         for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
             warn_once(f"bbagent sandbox: {note}")
         if timing:
-            _after_timing(op, verdict, timing, job, base_env, warm, limits, workdir)
+            _after_timing(op, verdict, timing, job, shared_env, warm, limits, workdir)
         return _redacted(verdict, secrets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -202,14 +202,15 @@ def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
     """The parent's side of the baseline child, run for real: on this CPU machine the child cannot
     reach a GPU and fails; every shape then carries why, and nothing counts as a speedup."""
     from harness.after_tests import time_inductor as _time_inductor
-    from harness.evaluate import TimingOptions, _base_env
+    from harness.evaluate import TimingOptions
+    from harness.sandbox.environment import base_env
     from harness.sandbox.watch import Limits
     tests = [timed_test(0, 1.0), timed_test(1, 1.0, mode="eager")]
     verdict = {"verdict": "pass", "performance": {"gpu": GPU, "tests": tests, "summary": {"correct": True}}}
     job = {"op": "aten.relu.default", "seed": 3, "device": "cpu", "cpu_max_numel": 1 << 16, "extra_traces": {},
            "channels_last": False}
     _time_inductor("aten.relu.default", verdict, TimingOptions(baselines=("eager", "inductor")), job,
-                   _base_env("cpu"), True, Limits())
+                   base_env("cpu"), True, Limits())
     errors = {t["baselines"]["inductor"]["error"] for t in tests}
     [error] = errors  # the traceback's last line (the CPU build: "AssertionError: Torch not compiled with CUDA ...")
     assert error.startswith("the inductor baseline's child failed: ") and "Error" in error and "\n" not in error

@@ -426,12 +426,12 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
 
 
 def test_a_gpu_number_is_pinned_through_the_parents_visible_devices(monkeypatch):
-    from harness.evaluate import SetupError, _base_env, physical_gpu
+    from harness.sandbox.environment import SetupError, base_env, physical_gpu
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert physical_gpu(1) == "1" and _base_env("cuda", 1)["CUDA_VISIBLE_DEVICES"] == "1"
+    assert physical_gpu(1) == "1" and base_env("cuda", 1)["CUDA_VISIBLE_DEVICES"] == "1"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")
-    assert physical_gpu(1) == "5" and _base_env("cuda", 1)["CUDA_VISIBLE_DEVICES"] == "5"
-    assert _base_env("cuda")["CUDA_VISIBLE_DEVICES"] == "3, 5"  # not pinned: what the parent sees
+    assert physical_gpu(1) == "5" and base_env("cuda", 1)["CUDA_VISIBLE_DEVICES"] == "5"
+    assert base_env("cuda")["CUDA_VISIBLE_DEVICES"] == "3, 5"  # not pinned: what the parent sees
     with pytest.raises(SetupError, match="GPU 2 is not visible"):
         physical_gpu(2)
 

@@ -147,7 +147,35 @@ def test_a_sealed_child_imports_only_what_the_candidate_imports(tmp_path):
     candidate = tmp_path / "relu_importing.py"
     candidate.write_text((KERNELS / "relu_triton.py").read_text().replace(
         "def kernel(self):", "def kernel(self):\n    import tabnanny  # noqa: F401 - loaded by no one else\n"))
-    for _ in range(2):  # the first builds the suite, the second reuses it (less is loaded before the seal)
-        verdict = evaluate("aten.relu.default", candidate, device="cpu")
+    for warm in (True, True, False):  # builds the suite, then reuses it (less is loaded before the seal); cold
+        verdict = evaluate("aten.relu.default", candidate, device="cpu", warm=warm)
         assert verdict.passed, verdict.message
         assert verdict.timings.imported_sealed == ["tabnanny"]
+
+
+def test_the_tests_dispatch_mode_does_not_import_torchdynamo():
+    """torch wraps a dispatch mode's ``__torch_dispatch__`` so as to import TorchDynamo at its first
+    call unless the mode says not to; the AtenRecorder says not to (a fresh process shows it)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    code = ("import sys, torch\n"
+            "from harness.checks.guards import AtenRecorder, LaunchCounter\n"
+            "with AtenRecorder(torch.ops.aten.relu.default, LaunchCounter(), 'k.py') as recorder:\n"
+            "    torch.empty_like(torch.ones(3)).relu()\n"
+            "print(len(recorder.findings), 'torch._dynamo' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["1", "False"]  # the relu was recorded; TorchDynamo never loaded
+
+
+def test_trimming_the_suite_cache_skips_suites_another_process_removed(tmp_path, monkeypatch):
+    import os
+    from pathlib import Path
+    for age, name in enumerate(["new", "mid", "old"]):
+        (tmp_path / f"{name}.pt").write_bytes(b"x")
+        os.utime(tmp_path / f"{name}.pt", (1000 - age, 1000 - age))
+    listed = list(tmp_path.glob("*.pt")) + [tmp_path / "gone.pt"]  # listed, then removed by another process
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: iter(listed))
+    cache._keep_newest(tmp_path, 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mid.pt", "new.pt"]

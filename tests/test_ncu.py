@@ -105,7 +105,8 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
     relu trace cases the timed tests were made of, and the stand-in."""
     from conftest import KERNELS
     from harness.after_tests import collect_ncu as _collect_ncu
-    from harness.evaluate import TimingOptions, _base_env
+    from harness.evaluate import TimingOptions
+    from harness.sandbox.environment import base_env
     from harness.ops import resolve_op
     from harness.sandbox.watch import Limits
     from harness.suite.build import build_suite
@@ -117,13 +118,13 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
     traces = [c for c in build_suite(resolve_op("aten.relu.default"), "cpu", 3, interpreter=True).cases
               if c.trace is not None][:3]
     tests = [{"id": c.id, "input": c.description, "bytes": size} for c, size in zip(traces, (10, 30, 20))]
-    base_env = _base_env("cpu")
+    env = base_env("cpu")
     job = {"op": "aten.relu.default", "kernel": str(KERNELS / "relu_triton.py"), "seed": 3, "device": "cpu",
-           "workdir": "", "hidden": [], "tool_write_dirs": [base_env["TRITON_CACHE_DIR"]], "cpu_max_numel": 1 << 16,
+           "workdir": "", "hidden": [], "tool_write_dirs": [env["TRITON_CACHE_DIR"]], "cpu_max_numel": 1 << 16,
            "timing": None, "kernel_for": "aten.relu.default", "overloads": ["aten.relu.default"],
            "namespaces": True, "extra_traces": {}, "channels_last": False}
     verdict = {"verdict": "pass", "performance": {"tests": tests}}
-    _collect_ncu(verdict, TimingOptions(ncu=2, profile_dir=tmp_path / "run"), job, base_env, Limits())
+    _collect_ncu(verdict, TimingOptions(ncu=2, profile_dir=tmp_path / "run"), job, env, Limits())
     return verdict["performance"]["ncu"], traces, fake
 
 
@@ -151,7 +152,8 @@ def test_counters_closed_to_users_give_no_figures_and_the_fix(tmp_path, monkeypa
 
 def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
     from harness.after_tests import collect_ncu as _collect_ncu
-    from harness.evaluate import TimingOptions, _base_env
+    from harness.evaluate import TimingOptions
+    from harness.sandbox.environment import base_env
     from harness.sandbox.watch import Limits
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - no permission to the GPU performance counters'\n"
@@ -160,12 +162,12 @@ def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     job = {"op": "aten.relu.default", "kernel": str(fake), "seed": 3, "device": "cpu", "tool_write_dirs": []}
     verdict = {"verdict": "pass", "performance": {"tests": [{"id": "trace-1", "input": "x", "bytes": 1}]}}
-    _collect_ncu(verdict, TimingOptions(ncu=2), job, _base_env("cpu"), Limits())
+    _collect_ncu(verdict, TimingOptions(ncu=2), job, base_env("cpu"), Limits())
     report = verdict["performance"]["ncu"]
     assert report["measured"] is False and report["reason"].startswith("the ncu child exited with code 1")
     assert "ERR_NVGPUCTRPERM" in report["reason"] and ncu.COUNTERS_FIX in report["notes"]
     failed = {"verdict": "fail", "performance": {"tests": []}}
-    _collect_ncu(failed, TimingOptions(ncu=2), job, _base_env("cpu"), Limits())
+    _collect_ncu(failed, TimingOptions(ncu=2), job, base_env("cpu"), Limits())
     assert failed["performance"]["ncu"]["reason"] == "the kernel failed while being timed; it is not profiled"
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -274,3 +275,41 @@ def test_a_helper_package_on_pythonpath_is_shown_and_one_beside_secrets_is_named
     code, out = _eval_with_pythonpath(kernel, secret)
     assert code == 1 and "No module named 'relu_helpers'" in out, out
     assert f"'relu_helpers' exists at {secret / 'relu_helpers' / '__init__.py'}, outside what the sandbox shows" in out
+
+
+def test_a_fork_server_started_early_serves_the_first_evaluation_and_exits_at_once(monkeypatch):
+    """``start_early`` spawns the server without waiting (its start-up overlaps the caller's
+    checks); the first evaluation waits for it and uses it; closing it is quick whether it is still
+    importing (killed) or serving (it leaves without the interpreter's slow shutdown)."""
+    import time
+    from harness.evaluate import evaluate
+    from harness.sandbox.environment import base_env, start_early
+    from harness.sandbox.pool import WarmPool, pool_for
+    monkeypatch.setenv("BBAGENT_TEST_POOL", "early")  # a pool of this test's own (the env is its key)
+    monkeypatch.setattr("harness.sandbox.environment.ENV_ALLOWLIST",
+                        ("PATH", "TMPDIR", "TRITON_CACHE_DIR", "BBAGENT_TEST_POOL"))
+    pool = pool_for("cpu", base_env("cpu"))
+    assert pool.server is None
+    start_early("cpu")
+    server = pool.server
+    assert server is not None and not pool.ready  # spawned, not waited for
+    verdict = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu")
+    assert verdict.passed and pool.server is server and pool.ready  # the early server ran it
+    started = time.monotonic()
+    pool.close()
+    assert server.returncode == 0 and time.monotonic() - started < 0.5
+    still_importing = WarmPool("cpu", base_env("cpu"))
+    still_importing.start_in_background()
+    started = time.monotonic()
+    still_importing.close()
+    assert still_importing.server is None and time.monotonic() - started < 2.0
+
+
+def test_the_likely_device_needs_no_torch_import(monkeypatch):
+    from harness.sandbox import environment
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.delitem(__import__("sys").modules, "torch")  # as before the caller imports it
+    assert environment.likely_device() == "cpu"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(environment, "NVIDIA_GPUS", Path("/nonexistent/nvidia/gpus"))
+    assert environment.likely_device() == "cpu"

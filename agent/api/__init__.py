@@ -63,6 +63,8 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     """Test ``kernel`` (default: the accepted kernel serving ``op`` under ``root``) on ``op``'s tests,
     in a sandboxed child process; ``family`` tests every overload of its family; ``channels_last``
     runs the 4-d and 5-d trace inputs in that layout too. Returns the Verdict."""
+    from harness.sandbox.environment import start_early
+    start_early(device if device in ("cuda", "cpu") else None)  # the sandbox's start-up overlaps the checks below
     from agent.evaluation import (check_channels_last, check_evaluation, check_op, evaluator, family_of_overload,
                                   kernel_to_evaluate)
     check_op(op)

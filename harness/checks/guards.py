@@ -105,6 +105,13 @@ class AtenRecorder(TorchDispatchMode):
         self.target_allowed = value_mode(target) == "metadata"
         self.target_random = value_mode(target) == "distribution"
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """No: torch would wrap ``__torch_dispatch__`` to keep TorchDynamo out, importing it (seconds,
+        in a sealed child) at the first call; the tests never run under ``torch.compile``. (Where
+        torch wraps it anyway, the child loads TorchDynamo before it is sealed: ``load_lazy_parts``.)"""
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         if not self.launches.in_launch:

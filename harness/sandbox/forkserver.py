@@ -173,7 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     listener.listen(64)
     print("ready", flush=True)
     serve(listener, sys.stdin.fileno())
-    return 0
+    # at once: the interpreter's own shutdown (torch and Triton loaded) takes most of a second,
+    # and the parent waits for this process to end before it exits itself
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

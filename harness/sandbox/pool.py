@@ -108,8 +108,26 @@ class WarmPool:
         self.server: subprocess.Popen | None = None
         self.directory = ""
         self.broken = ""
+        self.ready = False  # the server said it is ready
+
+    def start_in_background(self) -> None:
+        """Start the server now without waiting for it (its interpreter imports torch and Triton:
+        seconds), so that the caller's own work overlaps it; ``launch`` waits. A server that
+        cannot start is reported by ``launch``."""
+        with self.lock:
+            if self.server is None and not self.broken:
+                try:
+                    self._spawn()
+                except OSError as exc:
+                    self.close()
+                    self.broken = f"the fork server did not start ({exc})"
 
     def _start(self) -> None:
+        if self.server is None:
+            self._spawn()
+        self._await_ready()
+
+    def _spawn(self) -> None:
         self.directory = tempfile.mkdtemp(prefix="bbagent-pool-")
         self.socket_path = os.path.join(self.directory, "socket")
         lifeline_read, self.lifeline = os.pipe()
@@ -120,7 +138,11 @@ class WarmPool:
                 stdin=lifeline_read, stdout=subprocess.PIPE, stderr=stderr, env=self.env,
                 cwd=self.directory, start_new_session=True)
         os.close(lifeline_read)
-        ready = select.select([self.server.stdout], [], [], SERVER_START_TIMEOUT_S)[0]
+        self.spawned_at = time.monotonic()
+
+    def _await_ready(self) -> None:
+        left = SERVER_START_TIMEOUT_S - (time.monotonic() - self.spawned_at)
+        ready = select.select([self.server.stdout], [], [], max(0.0, left))[0]
         line = self.server.stdout.readline() if ready else b""
         if line.strip() != b"ready":
             said = line.decode("utf-8", "replace").strip()
@@ -129,6 +151,7 @@ class WarmPool:
                 (f", first output line {said!r}" if said else "") + f"; stderr: {self._stderr_tail()}"
             self.close()
             raise PoolError(f"the fork server did not start ({detail})")
+        self.ready = True
 
     def _stderr_tail(self) -> str:
         try:
@@ -142,8 +165,9 @@ class WarmPool:
         with self.lock:
             if self.broken:
                 raise PoolError(self.broken)
-            if self.server is None or self.server.poll() is not None:
-                self.close()
+            if self.server is not None and self.server.poll() is not None:
+                self.close()  # it ended: start another
+            if self.server is None or not self.ready:
                 try:
                     self._start()
                 except PoolError as exc:
@@ -166,12 +190,14 @@ class WarmPool:
             except OSError:
                 pass
             try:
+                if not self.ready:  # still importing: it would see its lifeline close only once serving
+                    kill_group(self.server.pid)
                 self.server.wait(timeout=5)
             except (subprocess.TimeoutExpired, KeyboardInterrupt):  # Ctrl-C while it exits: no traceback at exit
                 kill_group(self.server.pid)
                 self.server.wait()
             self.server.stdout.close()
-            self.server = None
+            self.server, self.ready = None, False
         if self.directory:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = ""

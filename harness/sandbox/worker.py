@@ -156,7 +156,9 @@ def load_lazy_parts() -> None:
     during the first test, after this process is sealed (each import then pays the audit hook and
     the file view: 4 s for torch._dynamo on the H200). The fork server calls this once, so its
     children inherit the result; a cold child calls it before sealing."""
-    import torch._dynamo  # noqa: F401 - torch._compile imports it at the first aten call under a dispatch mode
+    from harness.checks.guards import AtenRecorder
+    if hasattr(AtenRecorder.__dict__["__torch_dispatch__"], "__wrapped__"):
+        import torch._dynamo  # noqa: F401 - the wrapper torch put on the tests' dispatch mode imports it
     try:  # hashes Triton's sources and libtriton once per process (0.7 s), at the first compile
         from triton.runtime.cache import triton_key
     except ImportError:  # older Triton keeps it here
@@ -167,6 +169,7 @@ def load_lazy_parts() -> None:
     except ImportError:
         pass
     import harness.adapters  # noqa: F401 - the tests' own, imported where they are used
+    import harness.checks.case  # noqa: F401
     import harness.suite.tiers  # noqa: F401
     import harness.sandbox.compile_ahead  # noqa: F401
 

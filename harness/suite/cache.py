@@ -205,9 +205,15 @@ def adopt(saved: Path, digest: str, key: str) -> Path | None:
 
 
 def _keep_newest(where: Path, count: int) -> None:
-    """Remove all but the ``count`` suites used last (a harness change makes every key new)."""
-    suites = sorted(where.glob("*.pt"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for old in suites[count:]:
+    """Remove all but the ``count`` suites used last (a harness change makes every key new).
+    Another process may be removing some at the same time: a suite gone already is skipped."""
+    used = []
+    for path in where.glob("*.pt"):
+        try:
+            used.append((path.stat().st_mtime, path))
+        except FileNotFoundError:
+            pass
+    for _, old in sorted(used, reverse=True)[count:]:
         old.unlink(missing_ok=True)
 
 

@@ -1,0 +1,74 @@
+"""The environment every sandbox child (and its device's fork server) gets, and starting that
+fork server early. Imports neither torch nor the Verdict model: ``start_early`` is meant to run
+before the caller has imported them, so that the server's start-up overlaps the caller's own."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
+                 "TRITON_CACHE_DIR", "TRITON_HOME", "TMPDIR", "NVIDIA_VISIBLE_DEVICES")
+NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # one entry per GPU while NVIDIA's driver is loaded
+
+
+class SetupError(ValueError):
+    """The environment bbagent runs in cannot host the sandbox; the message names the fix."""
+
+
+def physical_gpu(gpu: int) -> str:
+    """The CUDA_VISIBLE_DEVICES entry of the parent's GPU number ``gpu`` (numbered as torch in
+    this process numbers them: through this process's own CUDA_VISIBLE_DEVICES, if set)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return str(gpu)
+    entries = [entry.strip() for entry in visible.split(",") if entry.strip()]
+    if not 0 <= gpu < len(entries):
+        raise SetupError(f"GPU {gpu} is not visible: CUDA_VISIBLE_DEVICES={visible!r} shows {len(entries)}")
+    return entries[gpu]
+
+
+def base_env(device: str, gpu: int | None = None) -> dict:
+    """The allowlisted environment shared by every child of a device (and its fork server);
+    pinned to one GPU when ``gpu`` is given (one fork server per GPU)."""
+    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
+    if gpu is not None and device != "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
+    # The project first; then whatever the parent had (e.g. a --target site dir on a GPU box).
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "bbagent-triton-cache"))
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    else:  # torch.cuda.is_available() through NVML, so the fork server never initialises CUDA
+        env["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    return env
+
+
+def likely_device() -> str:
+    """The device an evaluation will default to (``harness.evaluate.default_device``), guessed
+    without importing torch where it is not imported yet: "cuda" where NVIDIA's driver shows a
+    GPU that CUDA_VISIBLE_DEVICES does not hide. A wrong guess only starts a server for nothing."""
+    if "torch" in sys.modules:
+        return "cuda" if sys.modules["torch"].cuda.is_available() else "cpu"
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "0").strip() in ("", "-1"):
+        return "cpu"
+    try:
+        return "cuda" if any(NVIDIA_GPUS.iterdir()) else "cpu"
+    except OSError:
+        return "cpu"
+
+
+def start_early(device: str | None = None, gpu: int | None = None) -> None:
+    """Start the fork server of ``device`` (default: the likely one) in the background, where none
+    runs yet: its interpreter imports torch and Triton (seconds) while the caller does its own
+    checks. The first evaluation waits for it; one that cannot start is reported there."""
+    from harness.sandbox.pool import pool_for
+    try:
+        device = device or likely_device()
+        pool_for(device, base_env(device, gpu)).start_in_background()
+    except (OSError, SetupError):
+        pass  # the evaluation starts it, and says what is wrong
