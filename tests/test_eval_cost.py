@@ -146,7 +146,8 @@ def test_a_sealed_child_imports_only_what_the_candidate_imports(tmp_path):
     and the harness are loaded before. The Verdict lists what was imported sealed."""
     candidate = tmp_path / "relu_importing.py"
     candidate.write_text((KERNELS / "relu_triton.py").read_text().replace(
-        "def kernel(self):", "def kernel(self):\n    import tabnanny  # noqa: F401 - loaded by no one else\n"))
+        "def kernel(self):", "def kernel(self):\n    import tabnanny  # noqa: F401 - loaded by no one else\n"
+                             "    torch.broadcast_shapes(self.shape, self.shape)  # imports sympy on first use\n"))
     for warm in (True, True, False):  # builds the suite, then reuses it (less is loaded before the seal); cold
         verdict = evaluate("aten.relu.default", candidate, device="cpu", warm=warm)
         assert verdict.passed, verdict.message

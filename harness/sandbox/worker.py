@@ -159,6 +159,8 @@ def load_lazy_parts() -> None:
     from harness.checks.guards import AtenRecorder
     if hasattr(AtenRecorder.__dict__["__torch_dispatch__"], "__wrapped__"):
         import torch._dynamo  # noqa: F401 - the wrapper torch put on the tests' dispatch mode imports it
+    # torch.broadcast_shapes, common in kernels' wrappers, imports it (and sympy) at its first call
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
     try:  # hashes Triton's sources and libtriton once per process (0.7 s), at the first compile
         from triton.runtime.cache import triton_key
     except ImportError:  # older Triton keeps it here
