@@ -7,9 +7,9 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment, Event, Fatal, Profile, Sealed,
-                            StoppedEarly, Suite, Timing, TimingPlan, TimingStart, Violation, first,
-                            of_kind)
+from harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
+                            Event, Fatal, Profile, Sealed, StoppedEarly, Suite, Timing, TimingPlan, TimingStart,
+                            Violation, first, of_kind)
 from harness.sandbox.compile_clock import compile_totals
 from harness.sandbox.run import exit_cause
 from harness.sandbox.watch import ChildOutcome

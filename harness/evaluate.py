@@ -20,7 +20,7 @@ from harness.after_tests import collect_ncu, finish_timing, keep_profiles, time_
 from harness.assemble import assemble
 from harness.checks.static_check import check_source
 from harness.redact import Redactor, configured_secrets
-from harness.sandbox.environment import SetupError, base_env, physical_gpu
+from harness.sandbox.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
 from harness.sandbox.run import child_env, run_child, warn_once
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.suite.budget import CPU_MAX_NUMEL
@@ -31,7 +31,6 @@ from harness.verdict import Verdict
 
 __all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "default_device", "finish_timing",
            "physical_gpu"]
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # the job's fields that shape its suite (with the overloads and the device): a cached suite's key
 SUITE_OPTIONS = ("cpu_max_numel", "extra_traces", "channels_last")
 

@@ -208,8 +208,9 @@ class Garbled(Event):
 
 
 KINDS = {kind.KIND: kind for kind in (Environment, Suite, Sealed, Fatal, Violation, CaseStart, CandidateStart,
-                                      CaseResult, AheadCall, CompiledAhead, StoppedEarly, Done, TimingPlan, TimingStart, Timing, Profile, Compile,
-                                      BaselineStart, Baseline, NcuRange, Garbled)}
+                                      CaseResult, AheadCall, CompiledAhead, StoppedEarly, Done, TimingPlan,
+                                      TimingStart, Timing, Profile, Compile, BaselineStart, Baseline, NcuRange,
+                                      Garbled)}
 
 
 def encode(event: Event) -> str:

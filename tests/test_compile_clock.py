@@ -68,7 +68,8 @@ def test_autotuning_is_quick_during_the_tests_and_real_again_for_timing():
     assert tuner.do_bench is time_once  # a cached real benchmarker does not hide the switch
 
 
-TRIM_SCRIPT = r'''
+# a child's clock installed and quick, then the candidate (argv[2]) imported, the project at argv[1]
+CLOCKED_CANDIDATE = r'''
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from harness.sandbox.compile_clock import CompileClock
@@ -80,6 +81,9 @@ import importlib.util
 spec = importlib.util.spec_from_file_location("candidate", sys.argv[2])
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
+'''
+
+TRIM_SCRIPT = CLOCKED_CANDIDATE + r'''
 tuner = module._relu
 during = len(tuner.configs)
 clock.real_autotuning()
@@ -117,18 +121,7 @@ def test_a_spent_compile_budget_is_reported_as_such_with_its_figures():
     assert "compile budget" in cause and "22 compilations, 3 autotuning runs" in cause and "timed out" not in cause
 
 
-ROTATE_SCRIPT = r'''
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from harness.sandbox.compile_clock import CompileClock
-events = []
-clock = CompileClock(events.append)
-clock.install()
-clock.quick_autotuning()
-import importlib.util
-spec = importlib.util.spec_from_file_location("candidate", sys.argv[2])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
+ROTATE_SCRIPT = CLOCKED_CANDIDATE + r'''
 import torch
 x = torch.randn(1000)
 ran = []

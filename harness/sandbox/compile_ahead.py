@@ -75,7 +75,7 @@ def _launches_compile_only():
     """Every ``JITFunction.run`` (``kernel[grid](...)``, an autotuner's or heuristics' call, a
     ``warmup``) compiles, or submits compiling, and then ends the call; under the interpreter,
     ``InterpretedFunction.run`` ends it without running."""
-    classes = [cls for cls in _jit_classes()]
+    classes = _jit_classes()
     originals = {cls: cls.run for cls in classes}
 
     def compile_only(original):
