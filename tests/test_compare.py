@@ -159,7 +159,10 @@ def test_positive_long_sums_with_a_blocked_float32_loop_pass_and_float16_accumul
     torch.manual_seed(0)
     x = torch.rand(8, 40_000) * 10  # positive terms: the worst case for a sequential accumulator
     op = torch.ops.aten.sum.dim_IntList
-    exact = Float64Run(op, ((x, [1]), {})).result()
+    run = Float64Run(op, ((x, [1]), {}))
+    assert run.is_reduction()
+    exact = run.truth(scaled=True)
+    assert run.truth().scale is None  # unscaled unless asked
     assert torch.allclose(exact.scale, x.double().sum(1) * 200)  # sqrt(40_000) * sum|terms|
     blocks = x.view(8, 2500, 16).sum(2)
     blocked = torch.zeros(8)
@@ -192,9 +195,9 @@ def test_the_float64_run_converts_positional_dtype_arguments():
     y = torch.softmax(torch.randn(4, 7), dim=1).half()
     g = torch.randn(4, 7).half()
     run = Float64Run(op, ((g, y, 1, torch.float16), {}))
-    assert run.result() is not None and run.result().truth.dtype == torch.float64 and run.unavailable is None
+    assert run.truth() is not None and run.truth().truth.dtype == torch.float64 and run.unavailable is None
     exact = op(g.double(), y.double(), 1, torch.float64)
-    assert torch.equal(run.result().truth, exact)
+    assert torch.equal(run.truth().truth, exact)
     from harness.checks.case import _to_float64
     _, args, _ = run._run_on(_to_float64)
     assert args[3] == torch.float64  # CUDA refuses float64 inputs with input_dtype float16; the CPU does not
@@ -219,3 +222,22 @@ def test_the_allowance_quoted_is_the_one_at_the_reported_element():
     truth = torch.tensor([1.0, 1e30], dtype=torch.float64)
     failure = compare(expected, torch.tensor([1.5, 1e30]), exact=Exact(truth))
     assert failure["error_kind"] == "mismatch" and "at the first element reported, 1 +- 1.13e-05" in failure["message"]
+
+
+def test_the_reduction_allowance_is_computed_only_where_the_float64_value_alone_does_not_pass():
+    """The runs on ones and on magnitudes cost as much as the float64 run: a result within the
+    dtype tolerance of the float64 value passes without them; one that needs the allowance gets it."""
+    from harness.checks.case import Float64Run, judged
+    torch.manual_seed(0)
+    op = torch.ops.aten.sum.dim_IntList
+    x = torch.rand(8, 40_000) * 10
+    run = Float64Run(op, ((x, [1]), {}))
+    correctly_rounded = x.double().sum(1).float()
+    assert judged(correctly_rounded + 1.0, correctly_rounded, "exact", run) is None  # aten off, the kernel not
+    assert run.ran and not run.scaled
+    # at ~2e5 the float32 tolerance is ~0.27 and the allowance of a 40_000-term sum ~4.8
+    run = Float64Run(op, ((x, [1]), {}))
+    assert judged(correctly_rounded, correctly_rounded + 1.0, "exact", run) is None and run.scaled
+    run = Float64Run(op, ((x, [1]), {}))
+    failure = judged(correctly_rounded, correctly_rounded + 50.0, "exact", run)
+    assert failure["error_kind"] == "mismatch" and run.scaled and "float64 run" in failure["message"]

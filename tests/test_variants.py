@@ -211,12 +211,12 @@ def test_float64_rejudging_of_written_arguments_and_dtype_arguments():
     from harness.checks.case import Float64Run
     x = torch.randn(64, 32).half()
     scan = Float64Run(torch.ops.aten.cumsum.default, ((x, 1), {"dtype": torch.float16}))
-    assert scan.result().truth.dtype == torch.float64
+    assert scan.truth().truth.dtype == torch.float64
     out = torch.empty(1, 32, dtype=torch.half)
     total = Float64Run(torch.ops.aten.sum.IntList_out, ((x, [0], True), {"out": out}))
-    assert total.result().scale is not None
-    assert torch.equal(total.argument("out").scale, total.result().scale)
-    assert total.argument("self").scale is None  # an argument that is not returned
+    assert total.is_reduction() and total.truth(scaled=True).scale is not None
+    assert torch.equal(total.truth("out", scaled=True).scale, total.truth(scaled=True).scale)
+    assert total.truth("self", scaled=True).scale is None  # an argument that is not returned
 
 
 def test_an_overload_without_tests_of_its_own_is_not_served():
