@@ -152,7 +152,7 @@ def suite_profile(names: list[str], device: str, out) -> None:
         print(text.getvalue(), file=out)
 
 
-def loop_profile(names: list[str], device: str, out) -> None:
+def loop_profile(names: list[str], device: str, out, limit: int | None = None) -> None:
     """Where a test's time goes once the suite is built: each operator's correct kernel run over its
     suite in this process (no sandbox), as the child runs it, under cProfile: the first pass (what a
     fresh child pays: compiles, first launches, lazily loaded libraries) and a second one."""
@@ -181,16 +181,17 @@ def loop_profile(names: list[str], device: str, out) -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         suite = build_suite(op, device, 1, interpreter=device == "cpu")
+        cases = suite.cases[::max(1, len(suite.cases) // limit)][:limit] if limit else suite.cases
         for label in ("first", "second"):
             profile = cProfile.Profile()
             started = time.perf_counter()
             profile.enable()
-            for case in suite.cases:
+            for case in cases:
                 run_case(op, case, module.kernel, device, launches, AtenRecorder(op, launches, str(path)), str(path))
             profile.disable()
             took = time.perf_counter() - started
-            print(f"{name}: {len(suite.cases)} tests, {label} pass {took:.2f} s "
-                  f"({1e3 * took / len(suite.cases):.1f} ms a test)", file=out)
+            print(f"{name}: {len(cases)} of {len(suite.cases)} tests, {label} pass {took:.2f} s "
+                  f"({1e3 * took / len(cases):.1f} ms a test)", file=out)
             text = io.StringIO()
             pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(40)
             print(text.getvalue(), file=out)
@@ -224,6 +225,8 @@ def main() -> int:
                         help="warm evaluations run their tests under cProfile; their costliest calls are printed")
     parser.add_argument("--loop-profile", action="store_true",
                         help="instead: where the tests' time goes, the correct kernels run in this process")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="with --loop-profile: this many tests, spread over the suite")
     args = parser.parse_args()
     from harness.evaluate import default_device
     device = args.device or default_device()
@@ -235,7 +238,7 @@ def main() -> int:
         suite_profile(names, device, sys.stdout)
         return 0
     if args.loop_profile:
-        loop_profile(names, device, sys.stdout)
+        loop_profile(names, device, sys.stdout, args.limit)
         return 0
     modes, kinds = args.modes.split(","), args.kinds.split(",")
     rows: list[dict] = []

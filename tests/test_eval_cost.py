@@ -12,7 +12,7 @@ from harness.evaluate import evaluate
 from harness.ops import resolve_op
 from harness.suite import cache
 from harness.suite.build import build_suite
-from harness.suite.tiers import class_of, first_tier_order
+from harness.suite.tiers import class_of, failing_classes_first, first_tier_order
 
 
 @pytest.fixture
@@ -123,6 +123,21 @@ def test_the_first_tier_holds_one_test_of_every_class_in_suite_order():
     tier = [case.id for _, _, case in order[:size]]
     assert tier == [case.id for _, _, case in planned if case.id in set(tier)]  # suite order kept
     assert any("alpha" in class_of("aten.add.Tensor", case)[5] for _, _, case in order[:size])
+
+
+def test_after_a_failing_first_tier_the_failing_classes_tests_come_first():
+    op = resolve_op("aten.add.Tensor")
+    suite = build_suite(op, "cpu", 1, interpreter=True)
+    order, size = first_tier_order([("aten.add.Tensor", op, case) for case in suite.cases])
+    rest = order[size:]
+    failing = {class_of(name, case) for name, _, case in rest[-1:]}  # the class of the last test left
+    reordered = failing_classes_first(rest, failing)
+    first_classes = [class_of(name, case) in failing for name, _, case in reordered]
+    held = first_classes.count(True)
+    assert 0 < held < len(rest) and first_classes == [True] * held + [False] * (len(rest) - held)
+    assert sorted(id(e[2]) for e in reordered) == sorted(id(e[2]) for e in rest)
+    others = [case.id for name, _, case in reordered[held:]]
+    assert others == [case.id for name, _, case in rest if class_of(name, case) not in failing]  # suite order
 
 
 def test_a_wrong_kernel_stops_after_the_first_tier_and_names_its_failing_classes(suite_cache):

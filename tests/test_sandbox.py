@@ -313,3 +313,20 @@ def test_the_likely_device_needs_no_torch_import(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     monkeypatch.setattr(environment, "NVIDIA_GPUS", Path("/nonexistent/nvidia/gpus"))
     assert environment.likely_device() == "cpu"
+
+
+def test_the_audit_hook_resolves_paths_outside_the_tool_directory_on_disk(tmp_path):
+    """Inside Triton's cache (a tool directory) the spelling is taken as the real path; a spelling
+    that leaves it, or any path elsewhere, is resolved through its links."""
+    from harness.sandbox.containment import AuditGuard
+    work, tool, elsewhere = tmp_path / "work", tmp_path / "tool", tmp_path / "elsewhere"
+    for d in (work, tool, elsewhere):
+        d.mkdir()
+    (work / "link").symlink_to(elsewhere)
+    guard = AuditGuard(str(work), [str(tool)], str(work / "candidate.py"), report=lambda kind, message: None)
+    assert guard._real_path(f"{tool}/abc/kernel.json") == f"{tool}/abc/kernel.json"
+    assert guard._real_path(f"{tool}/abc/../../elsewhere/x") == str(elsewhere / "x")
+    assert guard._real_path(f"{work}/link/x") == str(elsewhere / "x")
+    assert guard._judge_write(f"{tool}/../elsewhere/x", "w") is not None  # outside every writable root
+    assert guard._judge_write(f"{work}/link/x", "w") is not None  # out of the working directory by a link
+    assert guard._judge_write(f"{work}/x", "w") is None

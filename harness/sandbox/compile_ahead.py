@@ -25,7 +25,7 @@ import torch
 
 from harness.inputs import map_tensors
 
-MAX_THREADS = 8
+MAX_THREADS = 16
 CALL_LIMIT_S = 5.0  # a call that runs this long before its first launch ends compiling ahead (its test will time it)
 
 

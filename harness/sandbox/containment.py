@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import re
 import resource
@@ -246,7 +247,8 @@ class AuditGuard:
                 return self._judge_write(path, f"open({path!r}, {mode or flags!r})")
             return self._judge_read(path)
         if event in LISTING_EVENTS:
-            if isinstance(args[0], (str, bytes)) and self.allowed and not self.allowed.allows_listing(os.fsdecode(args[0])):
+            if (isinstance(args[0], (str, bytes)) and self.allowed
+                    and not self.allowed.allows_listing_real(self._real_path(os.fsdecode(args[0])))):
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.fsdecode(args[0]))
             return None
         if event == "sqlite3.connect":
@@ -265,16 +267,29 @@ class AuditGuard:
         """Credentials and process environments are named as such; any other path outside the
         allow list is a violation when the candidate's own code opens it, and not found (as
         in the file view) when a library does."""
-        if _is_secret(path):
+        real = self._real_path(path)  # resolved once: an event's path is judged twice
+        if _is_secret(path, real):
             return "secret_read", f"read of {path!r}"
-        if self.allowed is None or self.allowed.allows(path):
+        if self.allowed is None or self.allowed.allows_real(real):
             return None
         if self._from_candidate():
             return "forbidden_read", f"read of {path!r}, outside what the sandbox shows a kernel"
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
 
+    def _real_path(self, path: str) -> str:
+        """``os.path.realpath(path)``, without asking the disk for an absolute path inside a tool
+        directory (Triton's cache): only Triton writes there and it makes no links, so there the
+        normalised spelling is the real path. Triton's cache raises over a hundred events per
+        compilation, and resolving each path component by component held the GIL that the
+        compile threads share."""
+        if os.path.isabs(path):
+            normal = os.path.normpath(path)
+            if any(_under(normal, root) for root in self.tool_roots):
+                return normal
+        return os.path.realpath(path)
+
     def _judge_write(self, path: str, what: str) -> tuple[str, str] | None:
-        real = os.path.realpath(path)
+        real = self._real_path(path)
         if real == os.devnull or any(_under(real, root) for root in self.write_roots):
             return None
         if any(_under(real, root) for root in self.tool_roots) and self._from_tool():
@@ -293,7 +308,7 @@ class AuditGuard:
         """The file of the first frame outside the standard library: who asked."""
         for frame in self._frames():
             name = frame.f_code.co_filename
-            if name.startswith("<frozen") or _under(os.path.realpath(name), self.stdlib):
+            if name.startswith("<frozen") or _under(_code_path(name), self.stdlib):
                 continue
             return name
         return ""
@@ -301,7 +316,7 @@ class AuditGuard:
     def _from_tool(self) -> bool:
         """Triton (its compiler, launcher build or cache) asked, not the candidate or anything
         it called directly."""
-        return _under(os.path.realpath(self._first_caller()), self.tool_package)
+        return _under(_code_path(self._first_caller()), self.tool_package)
 
     def _from_candidate(self) -> bool:
         return self._first_caller() == self.candidate_file
@@ -313,12 +328,20 @@ class AuditGuard:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _code_path(filename: str) -> str:
+    """The real path of a loaded module's file, as a frame names it: resolved once per file, since
+    every watched event walks the stack (Triton's compile threads raise thousands of events, and
+    resolving each frame's path again held the GIL for most of their time)."""
+    return os.path.realpath(filename)
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _is_secret(path: str) -> bool:
-    real = os.path.realpath(path)
+def _is_secret(path: str, real: str) -> bool:
+    """``path`` (``real`` its real path) is a credential file or a process's environment or memory."""
     if PROC_SECRET.match(path) or PROC_SECRET.match(real):
         return True
     parts = real.split(os.sep)

@@ -93,16 +93,18 @@ class AllowList:
 
     def allows(self, path: str) -> bool:
         """May the child read ``path`` (any spelling)?"""
-        real = os.path.realpath(path)
+        return self.allows_real(os.path.realpath(path))
+
+    def allows_real(self, real: str) -> bool:
+        """``allows`` for a path already resolved (``os.path.realpath``)."""
         if any(_under(real, h) for h in self.hidden):
             return False
         return any(_under(real, root) for root in self.read_only + self.writable) or real == "/proc/self"
 
-    def allows_listing(self, path: str) -> bool:
-        """May the child list the directory ``path``: an allowed one, or one on the way to one
-        (listing ``/proc`` shows only what the view holds)."""
-        real = os.path.realpath(path)
-        return self.allows(real) or any(_under(root, real) for root in self.read_only + self.writable)
+    def allows_listing_real(self, real: str) -> bool:
+        """May the child list the directory at ``real`` (resolved by ``os.path.realpath``): an
+        allowed one, or one on the way to one (listing ``/proc`` shows only what the view holds)."""
+        return self.allows_real(real) or any(_under(root, real) for root in self.read_only + self.writable)
 
     def summary(self) -> dict:
         return {"read_only_paths": self.read_only, "writable_paths": self.writable, "hidden_paths": self.hidden}

@@ -5,7 +5,7 @@ A class is what a kernel tends to get wrong as a whole: the overload, where the 
 the inputs, the keyword arguments given, an out= tensor's layout, and for trace inputs the size
 (order of magnitude). The first test of each class, in suite order, makes the first tier. A
 candidate that passes it runs everything; one that fails there runs what else fits in a small
-budget and stops, its feedback grouped from the tests that ran.
+budget (its failing classes' tests first) and stops, its feedback grouped from the tests that ran.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import torch
 from harness.inputs import tensors_in
 
 # seconds (compiling included) a candidate that failed in the first tier still gets for more tests,
-# so that its feedback shows more than one failure per class
-EXTRA_AFTER_FAILURE_S = 2.0
+# its failing classes' tests first, so that its feedback shows more than one failure per class
+EXTRA_AFTER_FAILURE_S = 1.0
 
 
 def class_of(overload: str, case) -> tuple:
@@ -53,6 +53,14 @@ def first_tier_order(planned: list[tuple]) -> tuple[list[tuple], int]:
         (rest if key in seen else first).append(entry)
         seen.add(key)
     return first + rest, len(first)
+
+
+def failing_classes_first(rest: list[tuple], failing: set[tuple] | dict) -> list[tuple]:
+    """The tests left after a failing first tier: those of the failing classes first (more
+    failures of the same kind tell the model where it fails: which sizes, which layouts), then
+    the others, each part in suite order."""
+    return ([entry for entry in rest if class_of(entry[0], entry[2]) in failing]
+            + [entry for entry in rest if class_of(entry[0], entry[2]) not in failing])
 
 
 def describe_class(key: tuple) -> str:
