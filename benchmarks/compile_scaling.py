@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import importlib.util
 import json
 import sys
@@ -86,14 +87,14 @@ def main() -> int:
                     seen.add(key)
                     calls.append(case)
 
-            def call(case=None):
+            def call(case):
                 inputs, kwargs = case.inputs()
                 kernel(*clone_value(inputs), **clone_value(kwargs))
             listener = StageTimes()
             knobs.compilation.listener = listener
             compile_ahead.MAX_THREADS = threads
             started = time.perf_counter()
-            made = compile_ahead.compile_ahead(((lambda c=c: call(c)) for c in calls), "cuda")
+            made = compile_ahead.compile_ahead((functools.partial(call, c) for c in calls), "cuda")
             ahead_s = time.perf_counter() - started
             ahead_compiles = listener.compiles
             started = time.perf_counter()
