@@ -1,12 +1,13 @@
 """How compiling ahead scales: one new candidate per run, its suite's calls compiled ahead with
-1, 4, 8 or 16 threads (``harness.sandbox.compile_ahead``), in this process, no sandbox.
+1, 4, 8 or 16 threads (``harness.sandbox.compile_ahead``), each compilation made first in a forked
+compile process or not (``--modes processes,threads``), in this process, no sandbox.
 
 For each run: the wall time of compiling ahead, the compilations made, and the sum of their
 stages' durations (Triton's compilation listener: front end, then each lowering stage), so that
 the wall time can be set against the work. Then every test's call once (what compiling ahead did
 not reach compiles there, and each kernel's first launch loads its module and launcher).
 
-    python3 benchmarks/compile_scaling.py --ops add,mm --threads 1,8,16 --json out.json
+    python3 benchmarks/compile_scaling.py --ops add,mm --threads 1,8,16 --modes processes,threads --json out.json
 
 Needs a GPU (Triton's asynchronous compile mode is used only on CUDA).
 """
@@ -50,6 +51,7 @@ class StageTimes:
 def load(path: Path):
     spec = importlib.util.spec_from_file_location(f"candidate_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as the sandbox child does: the compile processes find its kernels by name
     spec.loader.exec_module(module)
     return module.kernel
 
@@ -58,6 +60,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", default="add,mm")
     parser.add_argument("--threads", default="1,8,16")
+    parser.add_argument("--modes", default="processes,threads",
+                        help="processes: each compilation made first in a forked compile process; threads: not")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     import torch
@@ -76,8 +80,9 @@ def main() -> int:
         op_name, correct, _ = CANDIDATES[name]
         op = resolve_op(op_name)
         suite = build_suite(op, "cuda", 1, interpreter=False)
-        for threads in [int(t) for t in args.threads.split(",")]:
-            path = scratch / f"{name}_{threads}.py"
+        runs = [(int(t), mode) for t in args.threads.split(",") for mode in args.modes.split(",") if mode]
+        for threads, mode in runs:
+            path = scratch / f"{name}_{threads}_{mode}.py"
             path.write_text(new_candidate(source_of(correct)))
             kernel = load(path)
             seen, calls = set(), []
@@ -93,18 +98,20 @@ def main() -> int:
             listener = StageTimes()
             knobs.compilation.listener = listener
             compile_ahead.MAX_THREADS = threads
+            compile_ahead.PROCESSES = mode == "processes"
             started = time.perf_counter()
             made = compile_ahead.compile_ahead((functools.partial(call, c) for c in calls), "cuda")
             ahead_s = time.perf_counter() - started
-            ahead_compiles = listener.compiles
+            ahead_compiles, ahead_hits = listener.compiles, listener.hits
             started = time.perf_counter()
             for case in suite.cases:
                 call(case)
             torch.cuda.synchronize()
             tests_s = time.perf_counter() - started
             knobs.compilation.listener = None
-            row = {"operator": name, "threads": threads, "calls": made["calls"], "launches": made["launches"],
-                   "ahead_s": round(ahead_s, 2), "ahead_compiles": ahead_compiles,
+            row = {"operator": name, "threads": threads, "mode": mode, "processes": made["processes"],
+                   "warmed": made["warmed"], "calls": made["calls"], "launches": made["launches"],
+                   "ahead_s": round(ahead_s, 2), "ahead_compiles": ahead_compiles, "ahead_cache_hits": ahead_hits,
                    "stage_s": {k: round(v, 2) for k, v in listener.stages.items()},
                    "tests": len(suite.cases), "calls_after_s": round(tests_s, 2),
                    "compiles_after": listener.compiles - ahead_compiles, "triton": triton.__version__}

@@ -202,7 +202,9 @@ def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) ->
 def _ahead_totals(groups: list[CompiledAhead]) -> dict:
     return {"ahead_calls": sum(g.calls for g in groups), "ahead_launches": sum(g.launches for g in groups),
             "ahead_s": round(sum(g.seconds for g in groups), 3),
-            "ahead_stopped": next((g.stopped for g in groups if g.stopped), "")}
+            "ahead_stopped": next((g.stopped for g in groups if g.stopped), ""),
+            "ahead_processes": max((g.processes for g in groups), default=0),
+            "ahead_warmed": sum(g.warmed for g in groups)}
 
 
 def _environment(env: Environment | None, sealed: Sealed | None) -> dict:

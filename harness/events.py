@@ -72,6 +72,8 @@ class CompiledAhead(Event):
     launches: int  # calls that reached a launch (the others raised, or launched nothing)
     seconds: float
     stopped: str = ""  # why it stopped before the last call, if it did
+    processes: int = 0  # compile processes forked (harness.sandbox.compile_processes)
+    warmed: int = 0  # compilations one of them made first (the rest compiled in the threads alone)
 
 
 @dataclass

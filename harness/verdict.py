@@ -379,11 +379,14 @@ class Timings(_Strict):
     # hook, the file view): the candidate's own, or a lazy import of torch or Triton to preload
     imported_sealed: list[str] = []
     # compiling ahead (harness.sandbox.compile_ahead): calls made, those that reached a launch, seconds
-    # (part of tests_s; its compilations are in compiles and compile_s), why it stopped early if it did
+    # (part of tests_s; its compilations are in compiles and compile_s), why it stopped early if it did,
+    # the most compile processes it forked at once and the compilations they made first
     ahead_calls: int = 0
     ahead_launches: int = 0
     ahead_s: float = 0.0
     ahead_stopped: str = ""
+    ahead_processes: int = 0
+    ahead_warmed: int = 0
     compiles: int = 0  # Triton compilations (on-disk cache hits included)
     compile_s: float = 0.0  # outside autotuning
     autotune_runs: int = 0  # @triton.autotune runs that benchmarked configs (a new key each)

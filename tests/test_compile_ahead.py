@@ -2,7 +2,8 @@
 GPU in a thread pool) and runs nothing; what the candidate does after the launch never runs; a
 call that raises is left to its test; one that does not reach a launch in time stops it all.
 The CPU twin runs under the Triton interpreter (in a process of its own: TRITON_INTERPRET is read
-when triton is imported); the GPU test also sees the kernels compiled, in the pool's threads."""
+when triton is imported); the GPU test also sees the kernels compiled, in the pool's threads,
+each made first by a forked compile process (``harness.sandbox.compile_processes``)."""
 import json
 import os
 import subprocess
@@ -104,6 +105,7 @@ def test_compile_ahead_compiles_in_threads_and_runs_nothing(tmp_path):
     assert all(name.startswith("bbagent-compile") for name in result["compiled_in"]), result["compiled_in"]
     assert result["cached"] == ["CompiledKernel"] * 3  # compiled, not left as futures
     assert result["compiles_after"] == 0  # the test's launch found its kernel compiled
+    assert result["stats"]["processes"] == 3 and result["stats"]["warmed"] == 3  # a compile process made each first
 
 
 def test_a_process_ending_while_compiling_ahead_is_blamed_on_that_tests_call():

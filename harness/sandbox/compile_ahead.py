@@ -17,15 +17,17 @@ from __future__ import annotations
 import os
 import signal
 import time
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from typing import Callable, ContextManager, Iterable
 
 import torch
 
 from harness.inputs import map_tensors
+from harness.sandbox.compile_processes import CompileProcesses
 
-MAX_THREADS = 16
+MAX_THREADS = 16  # and compile processes
+PROCESSES = True  # warm each compilation in a forked process (False: threads alone)
 CALL_LIMIT_S = 5.0  # a call that runs this long before its first launch ends compiling ahead (its test will time it)
 
 
@@ -45,13 +47,15 @@ def layout_key(name: str, case) -> tuple:
     return (name, repr(map_tensors(case.meta_inputs(), described)), case.out_layout, tuple(case.out_names))
 
 
-def compile_ahead(calls: Iterable[Callable[[], object]], device: str) -> dict:
+def compile_ahead(calls: Iterable[Callable[[], object]], device: str,
+                  paused: Callable[[], ContextManager] = nullcontext) -> dict:
     """Each ``call()`` up to its first launch (the iterable may set state for the call it yields
-    next: the autotuners' configs). Returns what ``harness.events.CompiledAhead`` reports."""
+    next: the autotuners' configs), then their compilations side by side, each inside
+    ``paused()`` (the compile clock's). Returns what ``harness.events.CompiledAhead`` reports."""
     started = time.perf_counter()
     made = reached = 0
     stopped = ""
-    with _launches_compile_only(), _threads_compile(device), _call_limit() as limit:
+    with _compiling_in_parallel(device, paused) as parallel, _launches_compile_only(), _call_limit() as limit:
         for call in calls:
             made += 1
             try:
@@ -66,8 +70,10 @@ def compile_ahead(calls: Iterable[Callable[[], object]], device: str) -> dict:
                 raise
             except BaseException:  # noqa: BLE001 - sys.exit too: the test makes the same call and reports it
                 pass
+    processes = parallel.processes if parallel else None
     return {"calls": made, "launches": reached, "seconds": round(time.perf_counter() - started, 3),
-            "stopped": stopped}
+            "stopped": stopped, "processes": processes.forked if processes else 0,
+            "warmed": processes.warmed if processes else 0}
 
 
 @contextmanager
@@ -104,27 +110,87 @@ def _jit_classes() -> list[type]:
 
 
 @contextmanager
-def _threads_compile(device: str):
-    """Triton's asynchronous compile mode over a thread pool (on a GPU, where Triton has it); on
-    leaving, every submitted compilation has finished, a failed one left for its test to repeat."""
-    mode = None
+def _compiling_in_parallel(device: str, paused: Callable[[], ContextManager]):
+    """Triton's asynchronous compile mode, on a GPU where Triton has it: the calls inside only
+    submit their compilations; on leaving, those run side by side (``_Deferred.run_all``) and
+    every one has finished, a failed one left for its test to repeat."""
+    AsyncCompileMode = None
     if device == "cuda":
         try:
             from triton.runtime._async_compile import AsyncCompileMode
         except ImportError:  # a Triton without it: the tests compile one at a time, as before
-            AsyncCompileMode = None
-        if AsyncCompileMode is not None:
-            workers = max(1, min(MAX_THREADS, len(os.sched_getaffinity(0))))
-            executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bbagent-compile")
-            mode = AsyncCompileMode(executor)
-    if mode is None:
-        yield
+            pass
+    if AsyncCompileMode is None:
+        yield None
         return
-    try:
-        with _finishing(mode):
-            yield
-    finally:
-        mode.executor.shutdown(wait=True)
+    deferred = _Deferred(paused)
+    with _finishing(mode := AsyncCompileMode(deferred)):
+        try:
+            yield deferred
+        except BaseException:
+            deferred.cancel_left()  # before the mode waits for them
+            raise
+        deferred.run_all()
+
+
+class _Deferred:
+    """The executor given to Triton's asynchronous compile mode: it keeps each submitted
+    compilation until ``run_all``, which forks the compile processes
+    (``harness.sandbox.compile_processes``) while no compile thread runs yet, then runs each
+    compilation in a thread, warmed in a process first; the time of each counts as compiling
+    (``paused``)."""
+
+    def __init__(self, paused: Callable[[], ContextManager]):
+        self.paused = paused
+        self.pending: list[tuple[Future, Callable]] = []
+        self.processes: CompileProcesses | None = None
+
+    def submit(self, compile_fn: Callable) -> Future:
+        future: Future = Future()
+        self.pending.append((future, compile_fn))
+        return future
+
+    def run_all(self) -> None:
+        pending, self.pending = self.pending, []
+        workers = max(1, min(MAX_THREADS, len(os.sched_getaffinity(0)), len(pending)))
+        if workers > 1 and PROCESSES:
+            self.processes = CompileProcesses(workers)
+        try:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bbagent-compile") as threads:
+                for future, compile_fn in pending:
+                    threads.submit(self._run, future, compile_fn)
+        finally:
+            if self.processes is not None:
+                self.processes.close()
+
+    def _run(self, future: Future, compile_fn: Callable) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            with self.paused():
+                if self.processes is not None and self.processes.forked:
+                    self._warm(compile_fn)
+                kernel = compile_fn()
+        except BaseException as exc:  # noqa: BLE001 - kept in the future: the test that launches it reports it
+            future.set_exception(exc)
+        else:
+            future.set_result(kernel)
+
+    def _warm(self, compile_fn: Callable) -> None:
+        """A compile process compiles what ``compile_fn`` (Triton's closure) will, found by the
+        names Triton gives its variables; where they are not there, nothing is warmed."""
+        found = dict(zip(compile_fn.__code__.co_freevars, (cell.cell_contents for cell in compile_fn.__closure__ or ())))
+        if not {"src", "target", "options"} <= found.keys():
+            return
+        options = found["options"]
+        self.processes.warm(found["src"], found["target"], options if isinstance(options, dict) else vars(options),
+                            found.get("env_vars"))
+
+    def cancel_left(self) -> None:
+        """Futures never run (the calls were interrupted) end cancelled, so that nothing waits on them."""
+        for future, _ in self.pending:
+            future.cancel()
+        self.pending = []
 
 
 @contextmanager

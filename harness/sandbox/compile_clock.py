@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from contextlib import contextmanager
 
 from harness.events import Compile, Event
 
@@ -189,18 +190,28 @@ class CompileClock:
                     clock.totals["autotune_runs"] += 1
         return run
 
-    def _enter(self, kind: str) -> None:
+    @contextmanager
+    def paused(self):
+        """Time that counts as compiling without being a compilation itself (compiling ahead:
+        waiting for a compile process, ``harness.sandbox.compile_ahead``)."""
+        self._enter("compile", counted=False)
+        try:
+            yield
+        finally:
+            self._exit("compile")
+
+    def _enter(self, kind: str, counted: bool = True) -> None:
         with self._lock:
-            self._enter_locked(kind)
+            self._enter_locked(kind, counted)
 
     def _exit(self, kind: str) -> None:
         with self._lock:
             self._exit_locked(kind)
 
-    def _enter_locked(self, kind: str) -> None:
-        if kind == "autotune":
+    def _enter_locked(self, kind: str, counted: bool = True) -> None:
+        if kind == "autotune" and counted:
             self._benched += 1
-        if kind == "compile":
+        if kind == "compile" and counted:
             self.totals["compiles"] += 1
         self.depth += 1
         if self.depth == 1:

@@ -12,8 +12,9 @@ Layers, each listed in the Verdict (``environment.containment``):
   exempts uid 0 from that one; the parent's process watchdog covers root).
 * **An audit hook** (``sys.addaudithook``; it cannot be removed from Python) that reports and
   ends the process on the first network use, write outside the working directory, process
-  start or fork, read of credentials or a process environment, or read or listing of a path
-  outside the allow list by the candidate's own code, naming the candidate's line. A library's
+  start or fork (but the harness's own compile processes), read of credentials or a process
+  environment, or read or listing of a path outside the allow list by the candidate's own code,
+  naming the candidate's line. A library's
   read outside the list fails as the view would fail it (file not found). Triton's own compiler
   may write to its cache and run its tools (ptxas, the C compiler for launchers); that is told
   apart by the code that asks, not by the candidate.
@@ -43,6 +44,8 @@ MS_REC, MS_PRIVATE = 16384, 1 << 18
 FILE_SIZE_LIMIT = 1 << 30
 PROCESS_HEADROOM = 64
 VIOLATION_EXIT_CODE = 86
+# the one harness module that forks once the candidate is imported (the compile processes)
+HARNESS_FORKER = os.path.realpath(os.path.join(os.path.dirname(__file__), "compile_processes.py"))
 
 NETWORK_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
                             "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr"})
@@ -233,6 +236,8 @@ class AuditGuard:
         if event in PROCESS_EVENTS:
             if event in TOOL_EVENTS and self._from_tool():
                 return None
+            if event == "os.fork" and _code_path(self._first_caller()) == HARNESS_FORKER:
+                return None  # the harness's own compile processes (compiling ahead)
             if event in ("os.kill", "os.killpg") and args[0] in (0, os.getpid(), os.getpgid(0)):
                 return None  # signalling itself harms no one else (and is reported as a crash)
             return "process_spawn", f"started a process ({event} {_short(args)})"

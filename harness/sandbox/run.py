@@ -22,7 +22,7 @@ from harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, session_
 STDERR_TAIL_BYTES = 4000
 WATCH_INTERVAL_S = 0.1
 HANG_DUMP_WAIT_S = 0.5
-COMPILER_PATHS = ("triton/compiler", "triton/backends", "triton/runtime/build")
+COMPILER_PATHS = ("triton/compiler", "triton/backends", "triton/runtime/build", "harness/sandbox/compile_processes")
 _WARNED: set[str] = set()
 
 

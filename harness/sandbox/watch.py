@@ -1,7 +1,7 @@
 """What the parent watches while a sandbox child runs: its limits, its output, its processes.
 
 The child leads its own session (``setsid``), so every process it starts is found by
-session id in ``/proc``, wherever in the tree it is; their resident memory is summed.
+session id in ``/proc``, wherever in the tree it is; their memory is summed (``session_usage``).
 """
 from __future__ import annotations
 
@@ -41,8 +41,11 @@ class ChildOutcome:
 
 
 def session_usage(session: int) -> tuple[int, int]:
-    """(number of processes, total resident bytes) of the session ``session``."""
-    count = rss_pages = 0
+    """(number of processes, bytes of memory they hold) of the session ``session``: the resident
+    size of a lone process; for several, each one's proportional share (``Pss``), since processes
+    forked from one another (the child's compile processes) share most of their pages and their
+    resident sizes would count those pages once per process."""
+    resident = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -54,9 +57,22 @@ def session_usage(session: int) -> tuple[int, int]:
         fields = stat[stat.rfind(b")") + 2:].split()
         # after "pid (comm) ": state ppid pgrp session ... rss is the 22nd
         if len(fields) > 21 and int(fields[3]) == session:
-            count += 1
-            rss_pages += int(fields[21])
-    return count, rss_pages * PAGE_SIZE
+            resident[entry] = int(fields[21]) * PAGE_SIZE
+    if len(resident) > 1:
+        return len(resident), sum(_proportional(pid, rss) for pid, rss in resident.items())
+    return len(resident), sum(resident.values())
+
+
+def _proportional(pid: str, resident: int) -> int:
+    """The process's proportional set size in bytes (its resident size where the kernel gives none)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as f:
+            for line in f:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resident
 
 
 class BoundedCapture(threading.Thread):

@@ -194,6 +194,7 @@ def _import_candidate(candidate_file: str, send):
     try:
         spec = importlib.util.spec_from_file_location("bbagent_candidate", candidate_file)
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # as an import would: the compile processes find its kernels by name
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its failure
         send(events.Fatal(error_kind="exit" if isinstance(exc, SystemExit) else "import_error",
@@ -300,7 +301,7 @@ def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_cl
             if key not in seen:
                 seen.add(key)
                 yield functools.partial(_call_on_clones, served[name], case, send)
-    return compile_ahead(calls(), device)
+    return compile_ahead(calls(), device, compile_clock.paused)
 
 
 def _call_on_clones(kernel, case, send) -> None:

@@ -1,0 +1,175 @@
+"""Compile processes (issue 33): forked copies of the sandbox child that compile a kernel into
+Triton's cache, so that the compile thread asking finds it there. Triton compiles for a CUDA target
+on a machine without a GPU (its bundled ptxas), so these run in CI; the compile-ahead GPU test and
+the sandbox GPU test see them used in an evaluation."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+from conftest import ROOT
+
+SCRIPT = r'''
+import json, os, signal, sys, threading
+import triton, triton.language as tl
+from triton import knobs
+from triton.compiler import ASTSource
+from triton.backends.compiler import GPUTarget
+from harness.sandbox.compile_processes import CompileProcesses
+
+
+@triton.jit
+def scale(x_ptr, out_ptr, n, FACTOR: tl.constexpr, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * FACTOR, mask=mask)
+
+
+@triton.jit
+def broken(x_ptr, out_ptr, n, FACTOR: tl.constexpr, BLOCK: tl.constexpr):
+    tl.store(out_ptr, no_such_name)
+
+
+def made_in_a_call():
+    @triton.jit
+    def inner(x_ptr, out_ptr, n, FACTOR: tl.constexpr, BLOCK: tl.constexpr):
+        tl.store(out_ptr, tl.load(x_ptr) * FACTOR)
+    return inner
+
+
+hits = []
+knobs.compilation.listener = lambda *, src, metadata, metadata_group, times, cache_hit: hits.append(cache_hit)
+target = GPUTarget("cuda", 90, 32)
+signature = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "FACTOR": "constexpr", "BLOCK": "constexpr"}
+def source(fn, factor):
+    return ASTSource(fn, signature, {"FACTOR": factor, "BLOCK": 128})
+
+processes = CompileProcesses(2)
+result = {"forked": processes.forked}
+answers = []
+threads = [threading.Thread(target=lambda f=f: answers.append(processes.warm(source(scale, f), target, {}, None)))
+           for f in (2, 3)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+result["together"] = sorted(answers)
+for factor in (2, 3):
+    triton.compile(source(scale, factor), target=target)
+result["hits_after_warming"] = list(hits)
+hits.clear()
+result["made_in_a_call"] = processes.warm(source(made_in_a_call(), 2), target, {}, None)
+result["broken"] = processes.warm(source(broken, 2), target, {}, None)
+result["after_broken"] = processes.warm(source(scale, 4), target, {}, None)
+os.kill(processes._workers[0].pid, signal.SIGKILL)
+result["one_killed"] = [processes.warm(source(scale, f), target, {}, None) for f in (5, 6, 7)]
+result["counts"] = [processes.warmed, processes.not_warmed]
+processes.close()
+try:
+    os.waitpid(-1, os.WNOHANG)
+    result["children_left"] = True
+except ChildProcessError:
+    result["children_left"] = False
+print(json.dumps(result))
+'''
+
+
+def test_compile_processes_fill_tritons_cache_and_fall_back_on_what_they_cannot_compile(tmp_path):
+    script = tmp_path / "compile_processes_script.py"  # Triton reads a @triton.jit function's source from its file
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+           "TRITON_DEFAULT_FP_FUSION": "1"}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["forked"] == 2
+    assert result["together"] == [True, True]  # two threads asking at once, one process each
+    assert result["hits_after_warming"] == [True, True]  # the threads' own compilations found them in the cache
+    assert result["made_in_a_call"] is False  # not reachable by name in the processes: the thread compiles it
+    assert result["broken"] is False and result["after_broken"] is True  # a compile error leaves the process serving
+    assert sorted(result["one_killed"]) == [False, True, True]  # the dead process answers once, then is dropped
+    assert result["counts"] == [5, 3]
+    assert result["children_left"] is False  # every process reaped
+
+
+GUARD_SCRIPT = r'''
+import json, os, sys
+from harness.sandbox.containment import AuditGuard
+from harness.sandbox.compile_processes import CompileProcesses
+guard = AuditGuard(os.getcwd(), [], os.path.abspath("candidate.py"),
+                   lambda kind, message: print(json.dumps([kind, message]), flush=True))
+guard.install()
+guard.arm(None)
+processes = CompileProcesses(1)
+print(json.dumps(["forked", processes.forked]), flush=True)
+processes.close()
+exec(compile("import os\nos.fork()\n", os.path.abspath("candidate.py"), "exec"))
+print(json.dumps(["not stopped"]), flush=True)
+'''
+
+
+def test_the_audit_hook_lets_only_the_compile_processes_module_fork(tmp_path):
+    script = tmp_path / "guard_script.py"
+    script.write_text(GUARD_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
+    assert lines[0] == ["forked", 1]
+    assert lines[1][0] == "process_spawn" and "candidate line 2" in lines[1][1]
+    assert done.returncode == 86 and len(lines) == 2
+
+
+def test_the_watchdog_counts_pages_forked_processes_share_once():
+    from harness.sandbox.watch import session_usage
+    size = 256 << 20
+    ready_read, ready_write = os.pipe()
+    leader = os.fork()
+    if leader == 0:  # a session leader holding 256 MiB, with three forked copies of itself
+        code = 1
+        try:
+            os.setsid()
+            block = bytearray(os.urandom(1 << 20)) * 256  # resident, every page written
+            copies = []
+            for _ in range(3):
+                pid = os.fork()
+                if pid == 0:
+                    time.sleep(60)
+                    os._exit(0)
+                copies.append(pid)
+            os.write(ready_write, b"1")
+            time.sleep(60)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(ready_write)
+    try:
+        assert os.read(ready_read, 1) == b"1"
+        count, held = session_usage(leader)
+        resident = {}
+        for pid in [leader] + _session_members(leader):
+            with open(f"/proc/{pid}/statm") as f:
+                resident[pid] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    finally:
+        os.killpg(leader, 9)
+        os.waitpid(leader, 0)
+        os.close(ready_read)
+    assert count == 4
+    assert sum(resident.values()) > 3.5 * size  # each copy's resident size counts the shared block
+    # counted about once: the leader's own resident size (the block and the interpreter), plus the
+    # few pages each copy wrote since the fork
+    assert size < held < 1.25 * resident[leader]
+
+
+def _session_members(session: int) -> list[int]:
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != session:
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2:].split()[3]) == session:
+                members.append(int(entry))
+    return members
