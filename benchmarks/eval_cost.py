@@ -89,7 +89,8 @@ def row_of(name: str, kind: str, mode: str, verdict: dict, wall_s: float) -> dic
             "compile_s": timings.get("compile_s"), "autotune_runs": timings.get("autotune_runs"),
             "autotune_s": timings.get("autotune_s"), "ahead_calls": timings.get("ahead_calls"),
             "ahead_s": timings.get("ahead_s"), "ahead_processes": timings.get("ahead_processes"),
-            "ahead_warmed": timings.get("ahead_warmed"), "imported_sealed": timings.get("imported_sealed"),
+            "ahead_warmed": timings.get("ahead_warmed"), "host_memory_peak_gib": timings.get("host_memory_peak_gib"),
+            "imported_sealed": timings.get("imported_sealed"),
             "phases": timings.get("phases"), "failures": failures, "error": verdict.get("error_kind")}
 
 
@@ -200,14 +201,16 @@ def loop_profile(names: list[str], device: str, out, limit: int | None = None) -
 
 def markdown(rows: list[dict], device: str) -> str:
     head = ("| operator | kernel | mode | verdict | tests run / planned | wall s | child ready s | suite build s "
-            "| tests s | compiled ahead s (calls) | compile processes (warmed) | compiles (s) | autotune runs (s) |")
-    lines = [f"Device: {device}.", "", head, "|" + " --- |" * 13]
+            "| tests s | compiled ahead s (calls) | compile processes (warmed) | compiles (s) | autotune runs (s) "
+            "| host memory peak GiB |")
+    lines = [f"Device: {device}.", "", head, "|" + " --- |" * 14]
     for r in rows:
         verdict = "pass" if r["passed"] else "fail: " + ", ".join(sorted(set(r["failures"])) or [r["error"] or "?"])
         lines.append(f"| {r['operator']} | {r['kernel']} | {r['mode']} | {verdict} | {r['ran']} / {r['planned']} "
                      f"| {r['wall_s']} | {r['child_ready_s']} | {r['suite_build_s']} | {r['tests_s']} "
                      f"| {r['ahead_s']} ({r['ahead_calls']}) | {r.get('ahead_processes')} ({r.get('ahead_warmed')}) "
-                     f"| {r['compiles']} ({r['compile_s']}) | {r['autotune_runs']} ({r['autotune_s']}) |")
+                     f"| {r['compiles']} ({r['compile_s']}) | {r['autotune_runs']} ({r['autotune_s']}) "
+                     f"| {r.get('host_memory_peak_gib')} |")
     return "\n".join(lines) + "\n"
 
 

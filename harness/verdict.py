@@ -387,6 +387,7 @@ class Timings(_Strict):
     ahead_stopped: str = ""
     ahead_processes: int = 0
     ahead_warmed: int = 0
+    host_memory_peak_gib: float = 0.0  # the most the child's processes held at one of the watchdog's checks (0.1 s apart)
     compiles: int = 0  # Triton compilations (on-disk cache hits included)
     compile_s: float = 0.0  # outside autotuning
     autotune_runs: int = 0  # @triton.autotune runs that benchmarked configs (a new key each)

@@ -21,6 +21,7 @@ from harness.sandbox import compile_ahead as ahead
 
 device = sys.argv[1]
 ahead.CALL_LIMIT_S = 2.0  # a call's own first-time work (Triton's binder for the kernel) must fit
+ahead.processes_affordable = lambda: 8  # as on an idle machine (pytest runs GPU tests side by side)
 from harness.sandbox.worker import load_lazy_parts
 load_lazy_parts()  # as in the child: Triton's source hash computed and the device ready before compiling ahead
 torch.zeros(1, device=device)

@@ -173,3 +173,15 @@ def _session_members(session: int) -> list[int]:
             if int(stat[stat.rfind(b")") + 2:].split()[3]) == session:
                 members.append(int(entry))
     return members
+
+
+def test_compile_processes_are_forked_only_where_idle_cores_and_memory_allow(monkeypatch):
+    from harness.sandbox import compile_ahead
+    monkeypatch.setattr(compile_ahead, "MAX_PROCESSES", 64)
+    affordable = compile_ahead.processes_affordable()
+    assert 0 <= affordable <= len(os.sched_getaffinity(0))  # never more than the cores
+    monkeypatch.setattr(compile_ahead, "MAX_PROCESSES", 1)
+    assert compile_ahead.processes_affordable() <= 1
+    monkeypatch.setattr(compile_ahead, "MAX_PROCESSES", 64)
+    monkeypatch.setattr(compile_ahead, "PROCESS_MEMORY", 1 << 50)  # more than any machine has free
+    assert compile_ahead.processes_affordable() == 0

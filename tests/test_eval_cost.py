@@ -140,6 +140,23 @@ def test_after_a_failing_first_tier_the_failing_classes_tests_come_first():
     assert others == [case.id for name, _, case in rest if class_of(name, case) not in failing]  # suite order
 
 
+def test_a_tests_class_is_worked_out_once_and_contiguity_read_as_torch_reads_it(monkeypatch):
+    import torch
+    from harness.suite import tiers
+    for shape in [(), (5,), (2, 1, 3), (2, 0, 3), (1, 1), (4, 3, 2, 7)]:
+        assert tiers._contiguous_strides(shape) == torch.empty(shape, device="meta").stride(), shape
+    op = resolve_op("aten.add.Tensor")
+    suite = build_suite(op, "cpu", 1, interpreter=True)
+    planned = [("aten.add.Tensor", op, case) for case in suite.cases]
+    worked_out = []
+    original = tiers.class_of
+    monkeypatch.setattr(tiers, "class_of", lambda name, case: worked_out.append(case.id) or original(name, case))
+    classes = tiers.Classes()
+    order, size = tiers.first_tier_order(planned, classes)
+    tiers.failing_classes_first(order[size:], {classes(*order[-1][::2])}, classes)
+    assert sorted(worked_out) == sorted(case.id for case in suite.cases)  # once each, for both orderings
+
+
 def test_a_wrong_kernel_stops_after_the_first_tier_and_names_its_failing_classes(suite_cache):
     """add_ignores_alpha is wrong only where alpha is given: the first tier holds a test of that
     class, so the evaluation stops there with its feedback, and says the rest did not run."""

@@ -330,3 +330,28 @@ def test_the_audit_hook_resolves_paths_outside_the_tool_directory_on_disk(tmp_pa
     assert guard._judge_write(f"{tool}/../elsewhere/x", "w") is not None  # outside every writable root
     assert guard._judge_write(f"{work}/link/x", "w") is not None  # out of the working directory by a link
     assert guard._judge_write(f"{work}/x", "w") is None
+
+
+def test_cached_memory_goes_back_only_when_the_device_runs_short(monkeypatch):
+    """After a large test the child returns its allocator's cache only above a sixteenth of the
+    device and while under a quarter of the device is free (emptying costs 140 ms a time on mm)."""
+    from types import SimpleNamespace
+    from harness.sandbox import worker
+    from harness.sandbox.worker import _give_back_cached_memory
+    gib = 1 << 30
+
+    def device(reserved: int, free: int) -> tuple[SimpleNamespace, list]:
+        emptied = []
+        cuda = SimpleNamespace(memory_reserved=lambda: reserved, mem_get_info=lambda: (free, 128 * gib),
+                               current_device=lambda: 0, empty_cache=lambda: emptied.append(True),
+                               get_device_properties=lambda index: SimpleNamespace(total_memory=128 * gib))
+        return SimpleNamespace(cuda=cuda), emptied
+    for reserved, free, returned in [(4 * gib, 10 * gib, False),   # under a sixteenth: kept
+                                     (40 * gib, 80 * gib, False),  # the device has room: kept
+                                     (40 * gib, 20 * gib, True)]:  # the device runs short: given back
+        torch_like, emptied = device(reserved, free)
+        monkeypatch.setattr(worker, "_free_checked_at", [float("-inf")])
+        _give_back_cached_memory(torch_like)
+        assert bool(emptied) is returned, (reserved, free)
+    _give_back_cached_memory(torch_like)  # at once again: the device is not asked twice in half a second
+    assert emptied == [True]

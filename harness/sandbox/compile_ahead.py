@@ -26,8 +26,10 @@ import torch
 from harness.inputs import map_tensors
 from harness.sandbox.compile_processes import CompileProcesses
 
-MAX_THREADS = 16  # and compile processes
+MAX_THREADS = 16
 PROCESSES = True  # warm each compilation in a forked process (False: threads alone)
+MAX_PROCESSES = 8
+PROCESS_MEMORY = 1 << 30  # host memory to set aside per compile process (0.4-1 GiB each seen on the H200)
 CALL_LIMIT_S = 5.0  # a call that runs this long before its first launch ends compiling ahead (its test will time it)
 
 
@@ -133,6 +135,22 @@ def _compiling_in_parallel(device: str, paused: Callable[[], ContextManager]):
         deferred.run_all()
 
 
+def processes_affordable() -> int:
+    """How many compile processes this machine has room for now: at most ``MAX_PROCESSES``, no
+    more than the cores idle at this instant (evaluations sharing the machine, as a batch runs
+    them, already keep its cores busy), nor than the available memory holds at ``PROCESS_MEMORY``
+    each (the pages a fork copies as it writes them, Triton's compiler's own)."""
+    try:
+        with open("/proc/loadavg") as f:
+            running = int(f.read().split()[3].split("/")[0])  # runnable now, this process included
+        with open("/proc/meminfo") as f:
+            available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return 0
+    idle = len(os.sched_getaffinity(0)) - running + 1
+    return max(0, min(MAX_PROCESSES, idle, available // PROCESS_MEMORY))
+
+
 class _Deferred:
     """The executor given to Triton's asynchronous compile mode: it keeps each submitted
     compilation until ``run_all``, which forks the compile processes
@@ -153,8 +171,9 @@ class _Deferred:
     def run_all(self) -> None:
         pending, self.pending = self.pending, []
         workers = max(1, min(MAX_THREADS, len(os.sched_getaffinity(0)), len(pending)))
-        if workers > 1 and PROCESSES:
-            self.processes = CompileProcesses(workers)
+        processes = min(workers, processes_affordable()) if PROCESSES else 0
+        if processes > 1:
+            self.processes = CompileProcesses(processes)
         try:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bbagent-compile") as threads:
                 for future, compile_fn in pending:

@@ -17,6 +17,7 @@ it inherits.
 """
 from __future__ import annotations
 
+import gc
 import io
 import os
 import pickle
@@ -100,11 +101,16 @@ class CompileProcesses:
         self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
         self._workers: list[_Worker] = []
         self.warmed = self.not_warmed = 0
+        # the child's objects left out of the processes' garbage collection: a collection there
+        # would write to every object's page, and so copy the child's whole heap into each
+        gc.freeze()
         try:
             for _ in range(count):
                 self._workers.append(self._fork())
         except OSError:
             pass  # fewer processes (a process limit): the threads compile the rest themselves
+        finally:
+            gc.unfreeze()
         for worker in self._workers:
             self._idle.put(worker)
         self.forked = len(self._workers)

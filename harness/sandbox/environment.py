@@ -10,7 +10,8 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
-                 "TRITON_CACHE_DIR", "TRITON_HOME", "TMPDIR", "NVIDIA_VISIBLE_DEVICES")
+                 "TRITON_CACHE_DIR", "TRITON_HOME", "TMPDIR", "NVIDIA_VISIBLE_DEVICES",
+                 "PYTHONPYCACHEPREFIX")  # where this Python keeps compiled bytecode, if set: read, never written
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # one entry per GPU while NVIDIA's driver is loaded
 
 

@@ -98,6 +98,7 @@ def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCa
         if returncode is not None:
             break
         processes, rss = session_usage(child.pid)
+        outcome.memory_peak = max(outcome.memory_peak, rss)
         running = running_test(events)
         now = time.perf_counter()
         if now > deadline:

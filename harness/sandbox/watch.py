@@ -36,6 +36,7 @@ class ChildOutcome:
     hang_site: str = ""
     wall_s: float = 0.0
     launched_at: float = 0.0
+    memory_peak: int = 0  # the most host memory its processes held at one check (session_usage)
     stdout: str = ""
     stderr: str = ""
 

@@ -226,11 +226,12 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     import torch
     launches, compile_clock = instruments
     from harness.checks.case import ReferenceFault
-    from harness.suite.tiers import class_of, describe_class, failing_classes_first, first_tier_order
+    from harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
     passed: set[str] = set()
     failed = False
+    classes = Classes()
     planned, first_tier = first_tier_order([(name, target, case) for name, target, suite in suites
-                                            for case in suite.cases])
+                                            for case in suite.cases], classes)
     failing_classes: dict[tuple, None] = {}
     extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
     compiled_ahead_to = 0  # the tests before this one had their kernels compiled ahead
@@ -238,7 +239,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
         if number == first_tier and failed and job.fail_fast_s is not None:
             extra_from = time.perf_counter()
             # reordered in place: the loop reads each entry by its position, this one and after
-            planned[first_tier:] = failing_classes_first(planned[first_tier:], failing_classes)
+            planned[first_tier:] = failing_classes_first(planned[first_tier:], failing_classes, classes)
             name, target, case = planned[number]
         if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
             compiled_ahead_to = first_tier if number < first_tier else len(planned)
@@ -263,7 +264,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             passed.add(case.id)
         if result["passed"] is False:
             failed = True
-            failing_classes.setdefault(class_of(name, case))
+            failing_classes.setdefault(classes(name, case))
         if lost:
             left = len(planned) - number - 1
             lines = result["message"].splitlines()
@@ -330,21 +331,33 @@ def _run_case(device: str, name: str, target, case, served: dict, launches, cand
 
 CACHED_MEMORY_KEPT = 2 << 30  # at least; a sixteenth of the device's memory where that is more
 CACHED_MEMORY_SHARE = 16
+DEVICE_SHORT_SHARE = 4  # the device runs short when less than a quarter of its memory is free
+FREE_CHECK_INTERVAL_S = 0.5  # asking the device for its free memory costs (4-12 ms a time on an H200)
+_free_checked_at = [float("-inf")]
 
 
-@functools.lru_cache(maxsize=1)
 def _memory_kept(torch) -> int:
     return max(CACHED_MEMORY_KEPT, torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
                // CACHED_MEMORY_SHARE)
 
 
 def _give_back_cached_memory(torch) -> None:
-    """Evaluations share a GPU: memory this process's allocator keeps cached after a large test
-    is returned to the device, so that another evaluation's test (or its reference) finds it.
-    Seen without this: 8 evaluations of mm at once, 5 ended in the harness's own CUDA OOM. Up to a
-    sixteenth of the device stays cached (emptying it after every large test cost add's suite
-    1.7 s on an H200, 12 ms a time)."""
-    if torch.cuda.memory_reserved() > _memory_kept(torch):
+    """Evaluations share a GPU: when the device runs short of free memory, what this process's
+    allocator keeps cached after a large test is returned to it, so that another evaluation's
+    test (or its reference) finds it. Seen without this: 8 evaluations of mm at once, 5 ended in
+    the harness's own CUDA OOM. Up to a sixteenth of the device stays cached, and nothing is
+    returned while a quarter of the device is free, asked at most every half second: emptying
+    costs (after every large test, 1.7 s of add's suite on an H200; past a sixteenth, 140 ms a
+    time after mm's large tests, 4 s of its suite), asking for the free memory after each of
+    mm's large tests cost 3 s more, and an evaluation alone on its GPU has no one to give to."""
+    if torch.cuda.memory_reserved() <= _memory_kept(torch):
+        return
+    now = time.monotonic()
+    if now - _free_checked_at[0] < FREE_CHECK_INTERVAL_S:
+        return
+    _free_checked_at[0] = now
+    free, total = torch.cuda.mem_get_info()
+    if free < total // DEVICE_SHORT_SHARE:
         torch.cuda.empty_cache()
 
 
