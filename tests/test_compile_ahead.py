@@ -65,10 +65,13 @@ if device == "cuda":
     cached = sorted(type(k).__name__ for k in caches.values())
 untouched = all(bool((o == -1).all()) for o in outputs)
 after_ahead, seen_ahead = list(compiled_in), list(seen)
+import pathlib, os
+launchers = len(list(pathlib.Path(os.environ["TRITON_CACHE_DIR"]).rglob("__triton_launcher*.so")))
 out = wrapper(32)  # launches for real again
 print(json.dumps({"stats": stats, "seen": seen_ahead, "untouched": untouched, "cached": cached,
                   "compiled_in": after_ahead, "handler_back": signal.getsignal(signal.SIGALRM) is handler,
-                  "then": out.tolist()[:3], "compiles_after": len(compiled_in) - len(after_ahead)}))
+                  "then": out.tolist()[:3], "compiles_after": len(compiled_in) - len(after_ahead),
+                  "launchers_built_ahead": launchers}))
 '''
 
 
@@ -107,6 +110,7 @@ def test_compile_ahead_compiles_in_threads_and_runs_nothing(tmp_path):
     assert result["cached"] == ["CompiledKernel"] * 3  # compiled, not left as futures
     assert result["compiles_after"] == 0  # the test's launch found its kernel compiled
     assert result["stats"]["processes"] == 3 and result["stats"]["warmed"] == 3  # a compile process made each first
+    assert result["launchers_built_ahead"] >= 1  # with its launcher, before any launch
 
 
 def test_a_process_ending_while_compiling_ahead_is_blamed_on_that_tests_call():

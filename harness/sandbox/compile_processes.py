@@ -4,10 +4,10 @@ specialisations on the H200: 3.7 s with 8 threads, no faster with 16, against 18
 
 ``CompileProcesses(n)`` forks ``n`` copies of the sandbox child, after the candidate is imported
 and before any compile thread starts, each of which compiles a kernel when asked and so leaves it
-in Triton's on-disk cache. The compile thread that asked then compiles the same source itself and
-finds it there. A worker only fills the cache: whatever it cannot do (a kernel it cannot name,
-an argument it cannot receive, an error, a crash), the thread's own compilation decides, as
-before, so a worker can make compiling faster but never change its result.
+in Triton's on-disk cache, with its launcher. The compile thread that asked then compiles the
+same source itself and finds it there. A worker only fills the cache: whatever it cannot do (a
+kernel it cannot name, an argument it cannot receive, an error, a crash), the thread's own
+compilation decides, as before, so a worker can make compiling faster but never change its result.
 
 A worker names the kernel by its module and qualified name, as the candidate's module defined it
 before the fork (a kernel made later, inside a call, compiles in the thread alone). It keeps the
@@ -172,6 +172,18 @@ class CompileProcesses:
         self._workers = []
 
 
+def _build_launcher(kernel) -> None:
+    """The kernel's launcher (a C module Triton builds with the C compiler, 0.25 s each on the H200,
+    at the kernel's first launch, in the tests' thread) built now, into Triton's cache, where that
+    first launch finds it. Building it loads it but calls nothing of CUDA's. Whatever fails here,
+    the first launch builds it as before."""
+    try:
+        from triton.runtime.driver import driver
+        driver.active.launcher_cls(kernel.src, kernel.metadata)
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _serve(requests: int, answers: int, parent_ends: list[int]) -> None:
     """In a forked worker: compile each request, answer b"1" (done) or b"0"; end at end of input.
     Only the other workers' pipes are closed: the child's other descriptors belong to Python
@@ -195,7 +207,7 @@ def _serve(requests: int, answers: int, parent_ends: list[int]) -> None:
             try:
                 src, target, options, env_vars = _Unpickler(io.BytesIO(request)).load()
                 extra = {"_env_vars": env_vars} if env_vars is not None else {}
-                compile_unwrapped(src, target=target, options=options, **extra)
+                _build_launcher(compile_unwrapped(src, target=target, options=options, **extra))
                 answer = b"1"
             except Exception:  # noqa: BLE001 - the asking thread's own compilation reports it
                 answer = b"0"
