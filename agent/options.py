@@ -60,8 +60,10 @@ class GenerateOptions(BaseModel):
     temperature: float | None = None
     max_cost_usd: float | None = None  # the run's budget (a batch: each operator's)
     max_tokens: int | None = None
-    target_speedup: float = 1.0
+    target_speedup: float | None = None  # optimisation ends once the best kernel reaches it (None: no such target)
     target_baseline: str = "eager"
+    target_roof: float = 0.9  # ... or once its geomean roof fraction reaches this (0: no such target)
+    patience: int = 2  # ... or once this many rounds in a row did not improve it
     exact_overload: bool = False
     device: str | None = None  # None: cuda where there is one, else cpu (the Triton interpreter)
     timeout_s: float = 300.0
@@ -93,12 +95,14 @@ class GenerateOptions(BaseModel):
         if self.provider != "replay" and not self.model:
             example = "gpt-5" if self.provider == "openai" else "claude-sonnet-4-5"
             raise ValueError(f"--model is required with --provider {self.provider} (for example --model {example})")
-        for field, minimum in (("rounds", 1), ("candidates", 1), ("retries", 1), ("max_shapes", 1),
+        for field, minimum in (("rounds", 1), ("candidates", 1), ("retries", 1), ("max_shapes", 1), ("patience", 1),
                                ("max_output_tokens", None), ("max_cost_usd", None), ("max_tokens", None),
                                ("timeout_s", None), ("target_ms", None)):
             positive(flag_of(field), getattr(self, field), minimum)
-        if self.target_speedup < 0:
+        if self.target_speedup is not None and self.target_speedup < 0:
             raise ValueError(f"--target-speedup must be 0 or more (got {self.target_speedup})")
+        if not 0 <= self.target_roof <= 1:
+            raise ValueError(f"--target-roof must be between 0 and 1, a fraction of the roofline (got {self.target_roof})")
         if self.target_baseline not in TARGET_BASELINES:
             raise ValueError(f"--target-baseline must be eager or inductor (got {self.target_baseline!r})")
         if self.device not in (None, *DEVICES):

@@ -17,6 +17,8 @@ suite holds), ``kernel_for`` and ``variants`` (the overloads tested), ``timings`
 """
 from __future__ import annotations
 
+import math
+
 import re
 from typing import Literal
 
@@ -476,6 +478,18 @@ class Verdict(_Strict):
         if performance is None or not performance.measured or performance.summary is None:
             return None
         return performance.summary.geomean_speedup
+
+    def geomean_roof_fraction(self) -> float | None:
+        """How near the roofline a timed kernel is: the geometric mean over the timed shapes the
+        speedup counts (those not dominated by launch overhead, which no kernel brings near it) of
+        each shape's roof fraction (its floor time over the kernel's, 1.0 at the roofline); None
+        where nothing was timed or no shape has a roofline."""
+        performance = self.performance
+        if performance is None or not performance.measured:
+            return None
+        counted = [t for t in performance.tests if not t.overhead_dominated] or performance.tests
+        fractions = [t.roof_fraction for t in counted if t.roof_fraction is not None and t.roof_fraction > 0]
+        return math.exp(sum(math.log(f) for f in fractions) / len(fractions)) if fractions else None
 
     def baseline_speedup(self, engine: str) -> float | None:
         """The geomean speedup over a compiled baseline (``inductor``), else None (not asked for,

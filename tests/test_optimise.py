@@ -35,9 +35,13 @@ def scripted_verdict(op: str, kernel_path):
     speed = float(re.search(r"speed ([\d.]+)", source).group(1))
     def stats(ms: float) -> dict:
         return {"median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "p20_ms": ms, "p80_ms": ms, "min_ms": ms, "reps": 10}
-    tests = [{"id": f"trace-{i}", "input": f"(T([{n}], f16),)", "mode": "graph", "speedup": speed,
+    roof = float(re.search(r"roof ([\d.]+)", source).group(1)) if "roof " in source else None
+    tests = [{"id": f"trace-{i}", "input": f"(T([{n}], f16),)", "mode": "graph", "speedup": speed, "roof_fraction": roof,
               "overhead_dominated": False, "bytes": 4 * n, "aten_gbs": 2000.0, "candidate_gbs": 2000.0 * speed,
               "aten": stats(0.01), "candidate": stats(0.01 / speed)} for i, n in enumerate((1024, 4096))]
+    if roof is not None:  # 'roof X': each shape at X of its roofline (memory-bound)
+        for t in tests:
+            t.update(flops=0, bound="memory", floor_ms=0.01 / speed * roof, aten_roof_fraction=roof / speed)
     device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.005}
     performance = {"measured": True, "gpu": gpu, "device": device, "tests": tests,
                    "summary": summarize_performance(op, tests, device, correct=True)}
@@ -51,11 +55,13 @@ def scripted_verdict(op: str, kernel_path):
         "summary": {"planned": 4, "passed": 4, "total": 4, "skipped": 0, "not_run": 0, "failed": 0, "reference_errors": 0}})
 
 
-def run_agent(tmp_path, answers: list[str], rounds: int, target: float, target_baseline: str = "eager"):
+def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, target_baseline: str = "eager",
+              **options):
     replay = tmp_path / "answers.json"
     replay.write_text(json.dumps({"model": "scripted", "exchanges": [{"response": a} for a in answers]}))
     events = []
-    options = GenerateOptions(provider="replay", rounds=rounds, target_speedup=target, target_baseline=target_baseline)
+    options = GenerateOptions(provider="replay", rounds=rounds, target_speedup=target, target_baseline=target_baseline,
+                              **options)
     agent = Agent(op=OP, provider=ReplayProvider.from_path(replay), evaluate=scripted_verdict,
                   run=RunDir(tmp_path, "run-1"), root=tmp_path, options=options,
                   report=lambda event, data: events.append((event, data)))
@@ -144,3 +150,41 @@ def test_without_an_inductor_figure_the_target_holds_against_eager(tmp_path):
     outcome, _ = run_agent(tmp_path, [answer("speed 1.5"), answer("speed 2.2")], rounds=2, target=1.2,
                            target_baseline="inductor")
     assert outcome.rounds_used == 1 and "reached the target speedup 1.2x" in outcome.message
+
+
+def test_optimisation_stops_at_the_target_fraction_of_the_roofline(tmp_path):
+    outcome, _ = run_agent(tmp_path, [answer("speed 1.1 roof 0.5"), answer("speed 1.5 roof 0.92"),
+                                      answer("speed 2.0 roof 0.95")], rounds=5, target=None)
+    assert outcome.status == "accepted" and outcome.rounds_used == 2
+    assert "reached 92% of the roofline" in outcome.message and "--target-roof 0.9" in outcome.message
+    run = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
+    assert run["stopped_because"] == "target_roof" and run["best_round"] == 2
+    feedback = (tmp_path / "runs" / "run-1" / "round-2" / "prompt.md").read_text()  # after round 1
+    assert "90% of the roofline" in feedback and "this kernel: 50%" in feedback
+
+
+def test_optimisation_stops_when_rounds_in_a_row_do_not_improve_the_best(tmp_path):
+    outcome, _ = run_agent(tmp_path, [answer("speed 1.2 roof 0.4"), answer("speed 1.1 roof 0.3"), answer("broken"),
+                                      answer("speed 5.0 roof 0.8")], rounds=6, target=None, patience=2)
+    assert outcome.rounds_used == 3  # rounds 2 and 3 did not beat round 1: round 4 is never asked for
+    assert "no round improved it in the last 2" in outcome.message and "40% of the roofline" in outcome.message
+    run = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
+    assert run["stopped_because"] == "patience" and run["best_round"] == 1
+
+
+def test_without_targets_optimisation_runs_until_the_rounds_run_out(tmp_path):
+    outcome, _ = run_agent(tmp_path, [answer("speed 1.2 roof 0.95"), answer("speed 1.3 roof 0.96"),
+                                      answer("speed 1.4 roof 0.97")], rounds=3, target=None, target_roof=0.0,
+                           patience=5)
+    assert outcome.rounds_used == 3 and "ran out" in outcome.message
+    run = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
+    assert run["stopped_because"] == "rounds" and run["best_round"] == 3
+
+
+def test_the_stopping_rules_options_are_checked():
+    import pytest
+    from agent.errors import UsageError
+    with pytest.raises(UsageError, match="--target-roof must be between 0 and 1"):
+        GenerateOptions.of(provider="replay", target_roof=1.5)
+    with pytest.raises(UsageError, match="--patience must be at least 1"):
+        GenerateOptions.of(provider="replay", patience=0)

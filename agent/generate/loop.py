@@ -4,8 +4,10 @@ One small class. Rounds first aim at a correct kernel; once one is correct and w
 (GPU), the next rounds aim at speed: the feedback lists per-shape speedups, the slowest shapes
 and the bandwidth gap, and the best correct kernel seen so far (highest geometric-mean
 speedup) is what ``generated_kernels/`` holds. The loop stops when that best kernel reaches
-``target_speedup``, when the rounds run out, or at once after the first correct kernel where
-nothing could be timed (CPU). Slower correct kernels stay in ``runs/`` only.
+``target_speedup`` (if given) or ``target_roof`` of the roofline, when ``patience`` rounds in a
+row did not improve it, when the rounds run out, or at once after the first correct kernel where
+nothing could be timed (CPU); run.json's ``stopped_because`` says which. Slower correct kernels
+stay in ``runs/`` only.
 
 The run directory is brought up to date after every step (in a ``finally``), so a crash or
 Ctrl-C leaves a complete record with the status it reached: ``running`` while it works, then
@@ -36,6 +38,11 @@ Evaluator = Callable[[str, Path], Verdict]
 HISTORY_ROUNDS = 3          # earlier rounds summarised in each feedback message
 FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyond this
 BEST_KERNEL_CHARS = 8000
+# why a run stopped (run.json's ``stopped_because``): optimisation reached a target, went
+# ``--patience`` rounds without a better kernel, or had nothing timed to improve; the rounds ran
+# out; a budget, the provider, Ctrl-C or an error ended it
+STOPPED_BECAUSE = ("target_speedup", "target_roof", "patience", "untimed", "rounds", "budget", "provider_error",
+                   "interrupted", "error")
 
 
 @dataclass
@@ -186,6 +193,8 @@ class Agent:
         o = self.options
         self.rounds, self.candidates, self.target_speedup = o.rounds, o.candidates, o.target_speedup
         self.target_baseline = o.target_baseline  # what target_speedup is measured against: eager, or inductor
+        self.target_roof, self.patience = o.target_roof, o.patience
+        self.stopped_because = "running"
         self.state = {
             "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
             "finished_at": None, "config": {**o.model_dump(exclude={"replay"}),
@@ -216,28 +225,33 @@ class Agent:
                         f"; {self.summary_of_best()}" if self.best else
                         "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else ""))
                     outcome.status = "accepted" if self.best else "stopped"
+                    self.stopped_because = "budget"
                     break
                 outcome.rounds_used = n
                 verdict, kernel_source = self.step(n)
                 if verdict is not None and verdict.passed:
                     self.consider(kernel_source, verdict, n)
                     outcome.status, outcome.accepted_dir = "accepted", self.root / "generated_kernels" / self.op
-                    stop = self.stop_reason()
-                    if stop:
-                        outcome.message = stop
-                        break
+                stop = self.stop_reason(n) if self.best is not None else None
+                if stop:
+                    self.stopped_because, outcome.message = stop
+                    break
             else:
+                self.stopped_because = "rounds"
                 outcome.message = (self.summary_of_best() + f"; the {self.rounds} round(s) ran out" if self.best
                                    else self.record_why_failed())
         except ProviderError as exc:
+            self.stopped_because = "provider_error"
             if self.best is None:
                 outcome.status, outcome.message, outcome.transient = "error", str(exc), exc.transient
             else:  # a correct kernel is already accepted: the provider only cut optimisation short
                 outcome.message = f"{self.summary_of_best()}; optimisation stopped by a provider error: {exc}"
         except KeyboardInterrupt:
             outcome.status, outcome.message = "interrupted", "interrupted by the user (Ctrl-C)"
+            self.stopped_because = "interrupted"
             raise
         except Exception as exc:  # a harness or storage bug: recorded, then shown in full
+            self.stopped_because = "error"
             cause = "" if isinstance(exc, InfrastructureError) else "internal error: "  # e.g. a lost GPU
             outcome.status, outcome.message = "error", f"{cause}{type(exc).__name__}: {exc}"
             raise
@@ -251,7 +265,7 @@ class Agent:
                                   cost_complete=self.state["cost_complete"], cached_calls=self.state["cached_calls"])
             best = outcome.best
             self.state.update(status=outcome.status, finished_at=_now(), message=outcome.message,
-                              rounds_used=outcome.rounds_used,
+                              stopped_because=self.stopped_because, rounds_used=outcome.rounds_used,
                               accepted_dir=str(outcome.accepted_dir) if outcome.accepted_dir else None,
                               best_round=best.round if best else None, best_speedup=best.speedup if best else None,
                               best_fast_p=best.fast_p if best else None, best_gpu=best.gpu if best else None,
@@ -300,12 +314,32 @@ class Agent:
             self.best = Best(n, kernel_source, verdict, speedup)
             self.accept(kernel_source, verdict, n)
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self, n: int) -> tuple[str, str] | None:
+        """Whether optimisation ends after round ``n`` (a best kernel exists): why (one of
+        ``STOPPED_BECAUSE``) and the run's message, or None to go on. It ends at once where nothing
+        was timed; else when the best reaches ``--target-speedup`` (if given), or
+        ``--target-roof`` of the roofline (geomean over its timed shapes), or when ``--patience``
+        rounds in a row did not improve it, whichever comes first."""
         best = self.best
         if best.speedup is None:
             performance = best.verdict.performance
             reason = (performance.reason if performance is not None else None) or "it was not timed"
-            return f"{self.summary_of_best()}; no optimisation rounds: {reason}"
+            return "untimed", f"{self.summary_of_best()}; no optimisation rounds: {reason}"
+        if self.target_speedup is not None:
+            reached = self._reached_target_speedup(best)
+            if reached:
+                return "target_speedup", reached
+        roof = best.verdict.geomean_roof_fraction()
+        if self.target_roof and roof is not None and roof >= self.target_roof:
+            return "target_roof", (f"{self.summary_of_best()}; reached {roof:.0%} of the roofline (geomean over its "
+                                   f"timed shapes; --target-roof {self.target_roof:g})")
+        if n - best.round >= self.patience:
+            near = f", {roof:.0%} of the roofline" if roof is not None else ""
+            return "patience", (f"{self.summary_of_best()}{near}; no round improved it in the last "
+                                f"{self.patience} (--patience {self.patience})")
+        return None
+
+    def _reached_target_speedup(self, best: Best) -> str | None:
         if self.target_baseline != "eager":
             over = best.verdict.baseline_speedup(self.target_baseline)
             if over is not None:
@@ -434,7 +468,7 @@ class Agent:
         ``self.best`` is still the best kernel of the rounds before this one."""
         if verdict.passed and verdict.geomean_speedup() is not None:
             return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup,
-                                               target_baseline=self.target_baseline)
+                                               target_baseline=self.target_baseline, target_roof=self.target_roof)
         return render_feedback(verdict, best=self.best)
 
     def accept(self, kernel_source: str, verdict: Verdict, n: int) -> None:

@@ -155,7 +155,8 @@ def cmd_prompt(args, out, err) -> int:
         verdict = _read_verdict(args.round_feedback)
         if verdict.passed and verdict.geomean_speedup() is not None:
             text, template = render_performance_feedback(verdict, target=args.target_speedup,
-                                                         target_baseline=args.target_baseline), "performance.j2"
+                                                         target_baseline=args.target_baseline,
+                                                         target_roof=args.target_roof), "performance.j2"
         else:
             text, template = render_feedback(verdict), "feedback.j2"
     if computation != args.op:
@@ -193,7 +194,8 @@ def _generate_options(args) -> dict:
             "max_cost_usd": args.max_cost_usd if per_run else args.max_cost_per_op,
             "max_tokens": args.max_tokens if per_run else args.max_tokens_per_op, "target_speedup": args.target_speedup,
             "exact_overload": args.exact_overload, "max_shapes": args.max_shapes, "target_ms": args.target_ms,
-            "target_baseline": args.target_baseline, "no_cache": args.no_cache, "cache": args.cache,
+            "target_baseline": args.target_baseline, "target_roof": args.target_roof, "patience": args.patience,
+            "no_cache": args.no_cache, "cache": args.cache,
             "baseline": args.baseline,
             "inductor_mode": args.inductor_mode, **_evaluation_options(args)}
 

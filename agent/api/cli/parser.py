@@ -311,9 +311,15 @@ def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> No
         p.add_argument("--deadline", metavar="HH:MM", help="start nothing new after this local time (the next one)")
         p.add_argument("--max-cost-per-op", type=float, help="each operator's run stops between rounds at this cost")
         p.add_argument("--max-tokens-per-op", type=int, help="each operator's run stops between rounds at this many tokens")
-    p.add_argument("--target-speedup", type=float, default=1.0,
-                   help="once a kernel is correct, keep asking for a faster one until the best reaches this "
-                        "geomean speedup over eager on the GPU (default 1.0; 0 accepts the first correct kernel)")
+    p.add_argument("--target-speedup", type=float,
+                   help="once a kernel is correct, optimisation ends when the best reaches this geomean speedup "
+                        "over eager on the GPU (default: no such target; 0 accepts the first correct kernel)")
+    p.add_argument("--target-roof", type=float, default=0.9,
+                   help="... or when the best reaches this fraction of the roofline, as a geomean over its timed "
+                        "shapes (default 0.9; 0: no such target)")
+    p.add_argument("--patience", type=int, default=2,
+                   help="... or when this many rounds in a row did not improve the best (default 2); "
+                        "run.json's stopped_because says which ended it")
     p.add_argument("--target-baseline", choices=("eager", "inductor"), default="eager",
                    help="what --target-speedup is measured against: eager (default), or torch.compile's inductor "
                         "(timed on the GPU; implies --baseline eager,inductor; where inductor compiles no shape the "
