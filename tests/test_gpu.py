@@ -70,7 +70,7 @@ def test_optimisation_round_replaces_a_slow_kernel_on_gpu(tmp_path, capsys):
     replay = tmp_path / "answers.json"
     replay.write_text(json.dumps({"model": "replay-test", "exchanges": [{"response": a} for a in answers]}))
     code = main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--replay", str(replay),
-                 "--rounds", "2", "--target-speedup", "50", "--max-shapes", "8", "--target-ms", "10",
+                 "--rounds", "2", "--target-speedup", "50", "--target-roof", "0", "--max-shapes", "8", "--target-ms", "10",
                  "--root", str(tmp_path)])
     captured = capsys.readouterr()
     out = captured.out + captured.err
