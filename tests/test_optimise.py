@@ -3,6 +3,8 @@ target. The harness is replaced by a scripted evaluator (the loop's Environment)
 anywhere; tests/test_gpu.py runs the same story with real timing on a GPU."""
 import json
 import re
+import tempfile
+from pathlib import Path
 
 from agent.generate.loop import Agent
 from agent.options import GenerateOptions
@@ -32,16 +34,17 @@ def scripted_verdict(op: str, kernel_path):
             "summary": {"planned": 4, "passed": 3, "total": 4, "skipped": 0, "not_run": 0, "failed": 1,
                         "reference_errors": 0},
             "performance": {"measured": False, "reason": "the kernel failed its tests; a failing kernel is not timed"}})
-    speed = float(re.search(r"speed ([\d.]+)", source).group(1))
+    speeds = ([float(x) for x in re.search(r"speeds ([\d.,]+)", source).group(1).split(",")] if "speeds " in source
+              else [float(re.search(r"speed ([\d.]+)", source).group(1))] * 2)  # 'speeds X,Y': per shape
     def stats(ms: float) -> dict:
         return {"median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "p20_ms": ms, "p80_ms": ms, "min_ms": ms, "reps": 10}
     roof = float(re.search(r"roof ([\d.]+)", source).group(1)) if "roof " in source else None
     tests = [{"id": f"trace-{i}", "input": f"(T([{n}], f16),)", "mode": "graph", "speedup": speed, "roof_fraction": roof,
               "overhead_dominated": False, "bytes": 4 * n, "aten_gbs": 2000.0, "candidate_gbs": 2000.0 * speed,
-              "aten": stats(0.01), "candidate": stats(0.01 / speed)} for i, n in enumerate((1024, 4096))]
+              "aten": stats(0.01), "candidate": stats(0.01 / speed)} for i, (n, speed) in enumerate(zip((1024, 4096), speeds))]
     if roof is not None:  # 'roof X': each shape at X of its roofline (memory-bound)
         for t in tests:
-            t.update(flops=0, bound="memory", floor_ms=0.01 / speed * roof, aten_roof_fraction=roof / speed)
+            t.update(flops=0, bound="memory", floor_ms=0.01 / t["speedup"] * roof, aten_roof_fraction=roof / t["speedup"])
     device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.005}
     performance = {"measured": True, "gpu": gpu, "device": device, "tests": tests,
                    "summary": summarize_performance(op, tests, device, correct=True)}
@@ -188,3 +191,34 @@ def test_the_stopping_rules_options_are_checked():
         GenerateOptions.of(provider="replay", target_roof=1.5)
     with pytest.raises(UsageError, match="--patience must be at least 1"):
         GenerateOptions.of(provider="replay", patience=0)
+
+
+def test_a_kernel_faster_on_some_shapes_is_kept_and_shown_beside_the_best(tmp_path):
+    """Round 1 is fast on the small shape, round 2 on the large one and wins the geomean: round 3's
+    prompt shows round 1's code and the shape where it wins; a kernel faster nowhere is not shown."""
+    outcome, _ = run_agent(tmp_path, [answer("speeds 3.0,0.5 small"), answer("speeds 0.8,2.0 large"),
+                                      answer("speeds 0.7,0.7 slow"), answer("speeds 0.9,2.1 large2")],
+                           rounds=4, target=None, target_roof=0.0, patience=3)
+    run = tmp_path / "runs" / "run-1"
+    third = (run / "round-3" / "prompt.md").read_text()
+    assert "The kernel of round 1 is slower overall but faster than your best (round 2) on 1 timed shape" in third
+    assert "| `(T([1024], f16),)` | 3.3 | 12.5 |" in third and "# speeds 3.0,0.5 small" in third
+    fourth = (run / "round-4" / "prompt.md").read_text()  # round 3 is slower everywhere: round 1 is still the rival
+    assert "The kernel of round 1" in fourth and "# speeds 0.7,0.7 slow" not in fourth.split("The kernel of round 1")[1]
+    assert outcome.rounds_used == 4
+
+
+def test_the_population_keeps_the_best_by_geomean_and_every_shapes_fastest():
+    from agent.generate import population
+    from agent.generate.population import Population
+    kept = Population()
+    for number, speeds in enumerate(["3.0,0.5", "0.8,2.0", "0.7,0.7", "0.75,0.75", "0.72,0.72", "0.9,1.9"], 1):
+        path = Path(tempfile.mkdtemp()) / "kernel.py"
+        path.write_text(f"# speeds {speeds}\n")
+        kept.add(number, path.read_text(), scripted_verdict(OP, path))
+    rounds = sorted(m.round for m in kept.members)
+    assert len(rounds) <= population.KEPT_BY_GEOMEAN + 2
+    assert 1 in rounds and 2 in rounds  # each the fastest on one shape
+    assert 3 not in rounds  # slowest by geomean and fastest nowhere
+    rival = kept.rival(2)
+    assert rival.member.round == 1 and [w[0] for w in rival.wins] == ["(T([1024], f16),)"]

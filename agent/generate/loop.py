@@ -25,6 +25,7 @@ from typing import Callable
 from agent.errors import InfrastructureError, ProviderError
 from agent.generate.extract import extract_code
 from agent.generate.failure import WhyFailed, failure_groups_of, why_failed
+from agent.generate.population import Population, Rival
 from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.machine import this_process
 from agent.options import GenerateOptions
@@ -114,6 +115,18 @@ def timed_on(verdict: Verdict) -> str | None:
     return performance.gpu if performance is not None and performance.measured else None
 
 
+def rival_part(rival: Rival, best_round: int, shown: int = 6) -> str:
+    """The prompt's part on a kept kernel faster than the best on some shapes: where, and its code."""
+    rows = sorted(rival.wins, key=lambda w: w[1] / w[2])[:shown]
+    table = "\n".join(f"| `{shape}` | {mine:.1f} | {theirs:.1f} |" for shape, mine, theirs in rows)
+    more = f" (the {shown} where it leads most)" if len(rival.wins) > shown else ""
+    return (f"The kernel of round {rival.member.round} is slower overall but faster than your best (round "
+            f"{best_round}) on {len(rival.wins)} timed shape(s){more}:\n"
+            f"| input | round {rival.member.round} us | round {best_round} us |\n| --- | --- | --- |\n{table}\n"
+            "Take what makes each fast where it is fast (kernel() may choose by size or dtype). Its code:\n"
+            f"```python\n{elide(rival.member.source, BEST_KERNEL_CHARS // 2)}```")
+
+
 def beats(verdict: Verdict, best: Best | None) -> bool:
     """Whether a correct kernel replaces ``best``: the first one always does, a later one when it
     was timed and is faster, on the same GPU model (speedups on two models do not compare: a
@@ -194,6 +207,7 @@ class Agent:
         self.rounds, self.candidates, self.target_speedup = o.rounds, o.candidates, o.target_speedup
         self.target_baseline = o.target_baseline  # what target_speedup is measured against: eager, or inductor
         self.target_roof, self.patience = o.target_roof, o.patience
+        self.population = Population()  # the correct, timed kernels worth showing again
         self.stopped_because = "running"
         self.state = {
             "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
@@ -381,8 +395,10 @@ class Agent:
             feedback = (render_feedback(None, no_code=True) if pick.verdict is None
                         else self.feedback(pick.verdict, n))
             self.history.append(round_summary(n, tried, pick))
+            if pick.verdict is not None:
+                self.population.add(n, pick.source, pick.verdict)
             self.messages = [self.messages[0], {"role": "assistant", "content": pick.completion.text},
-                             {"role": "user", "content": self.compose(feedback, tried, pick)}]
+                             {"role": "user", "content": self.compose(feedback, tried, pick, n)}]
             return pick.verdict, pick.source
         except KeyboardInterrupt:
             record["outcome"] = "interrupted"
@@ -445,9 +461,10 @@ class Agent:
             self.report("candidate", {"round": n, "candidate": k + 1, "record": record})
         return Candidate(k, completion, source, verdict, record)
 
-    def compose(self, feedback: str, tried: list, pick: "Candidate") -> str:
+    def compose(self, feedback: str, tried: list, pick: "Candidate", n: int) -> str:
         """The next user message: recent rounds, this round's candidates, the feedback on the
-        picked one and, when that one is not the best kernel so far, the best kernel itself;
+        picked one, when that one is not the best kernel so far the best kernel itself, and a kept
+        kernel faster than the best on some shapes (``Population.rival``) with those shapes;
         trimmed head-and-tail to ``FEEDBACK_CHARS``."""
         parts = []
         if len(self.history) > 1:
@@ -458,9 +475,14 @@ class Agent:
                 + f"\nThe feedback below is about candidate {pick.number + 1}.")
         parts.append(feedback.strip())
         best = self.best  # of the earlier rounds: shown when this round's pick does not replace it
-        if best is not None and not (pick.verdict is not None and pick.verdict.passed and beats(pick.verdict, best)):
+        replaces = pick.verdict is not None and pick.verdict.passed and beats(pick.verdict, best)
+        if best is not None and not replaces:
             parts.append(f"Your best correct kernel so far (round {best.round}):\n```python\n"
                          f"{elide(best.source, BEST_KERNEL_CHARS)}```")
+        best_round = n if replaces else best.round if best is not None else None
+        rival = self.population.rival(best_round) if best_round is not None else None
+        if rival is not None:
+            parts.append(rival_part(rival, best_round))
         return elide("\n\n".join(parts), FEEDBACK_CHARS) + "\n"
 
     def feedback(self, verdict: Verdict, n: int) -> str:
