@@ -185,3 +185,23 @@ def test_compile_processes_are_forked_only_where_idle_cores_and_memory_allow(mon
     monkeypatch.setattr(compile_ahead, "MAX_PROCESSES", 64)
     monkeypatch.setattr(compile_ahead, "PROCESS_MEMORY", 1 << 50)  # more than any machine has free
     assert compile_ahead.processes_affordable() == 0
+
+
+def test_a_compile_process_that_fails_never_fails_the_compilation():
+    """Warming is only a head start: whatever goes wrong in it, the thread's own compilation decides."""
+    from concurrent.futures import Future
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+    from harness.sandbox.compile_ahead import _Deferred
+
+    def broken_warm(*args):
+        raise RuntimeError("a compile process broke")
+    src, target, options = object(), object(), 3  # an int has no __dict__: vars() would raise
+
+    def compile_fn():
+        return ("compiled", src, target, options)
+    deferred = _Deferred(nullcontext)
+    deferred.processes = SimpleNamespace(forked=2, warm=broken_warm)
+    future = Future()
+    deferred._run(future, compile_fn)
+    assert future.result()[0] == "compiled"

@@ -1,10 +1,11 @@
 """Compile ahead: before a group of tests runs, the candidate is called once per distinct input
-layout up to its first Triton launch, which compiles in a pool of threads instead of launching
-(Triton's ``AsyncCompileMode``); the tests then find those kernels compiled.
+layout up to its first Triton launch, which submits its compilation instead of launching
+(Triton's ``AsyncCompileMode``); then those compilations run side by side, in threads, each made
+first by a forked compile process (``harness.sandbox.compile_processes``: much of Triton's
+compiler holds the GIL); the tests then find those kernels compiled.
 
 On a GPU most of a new candidate's evaluation is compiling (softmax on the H200: 29 compilations,
-6.7 of its 8.2 s), one at a time while the machine's other cores idle; Triton's compiler leaves
-the GIL in its passes and runs ptxas as a process, so threads compile side by side.
+6.7 of its 8.2 s), one at a time while the machine's other cores idle.
 
 Only up to the first launch: that kernel does not run, and what follows it in the candidate's
 code would read memory nothing wrote (an index taken from an unwritten buffer can end the CUDA
@@ -197,13 +198,17 @@ class _Deferred:
 
     def _warm(self, compile_fn: Callable) -> None:
         """A compile process compiles what ``compile_fn`` (Triton's closure) will, found by the
-        names Triton gives its variables; where they are not there, nothing is warmed."""
-        found = dict(zip(compile_fn.__code__.co_freevars, (cell.cell_contents for cell in compile_fn.__closure__ or ())))
-        if not {"src", "target", "options"} <= found.keys():
-            return
-        options = found["options"]
-        self.processes.warm(found["src"], found["target"], options if isinstance(options, dict) else vars(options),
-                            found.get("env_vars"))
+        names Triton gives its variables; where they are not there, or anything here fails,
+        nothing is warmed (the thread's own compilation alone decides)."""
+        try:
+            found = dict(zip(compile_fn.__code__.co_freevars, (c.cell_contents for c in compile_fn.__closure__ or ())))
+            if not {"src", "target", "options"} <= found.keys():
+                return
+            options = found["options"]
+            self.processes.warm(found["src"], found["target"], options if isinstance(options, dict) else vars(options),
+                                found.get("env_vars"))
+        except Exception:  # noqa: BLE001 - warming is only ever a head start
+            pass
 
     def cancel_left(self) -> None:
         """Futures never run (the calls were interrupted) end cancelled, so that nothing waits on them."""
