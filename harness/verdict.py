@@ -18,7 +18,6 @@ suite holds), ``kernel_for`` and ``variants`` (the overloads tested), ``timings`
 from __future__ import annotations
 
 import math
-
 import re
 from typing import Literal
 
@@ -353,6 +352,11 @@ class Performance(_Strict):
     profiles: list[ProfileFiles] | None = None  # bbagent bench --profile
     ncu: NcuReport | None = None  # bbagent bench --ncu
 
+    def counted_tests(self) -> list[TimedTest]:
+        """The timed shapes the speedups count: those not dominated by launch overhead (all of
+        them where every one is)."""
+        return [t for t in self.tests if not t.overhead_dominated] or self.tests
+
 
 class SuiteInfo(_Strict):
     notes: list[str] = []
@@ -487,8 +491,8 @@ class Verdict(_Strict):
         performance = self.performance
         if performance is None or not performance.measured:
             return None
-        counted = [t for t in performance.tests if not t.overhead_dominated] or performance.tests
-        fractions = [t.roof_fraction for t in counted if t.roof_fraction is not None and t.roof_fraction > 0]
+        fractions = [t.roof_fraction for t in performance.counted_tests()
+                     if t.roof_fraction is not None and t.roof_fraction > 0]
         return math.exp(sum(math.log(f) for f in fractions) / len(fractions)) if fractions else None
 
     def baseline_speedup(self, engine: str) -> float | None:

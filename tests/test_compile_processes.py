@@ -63,6 +63,13 @@ result["after_broken"] = processes.warm(source(scale, 4), target, {}, None)
 os.kill(processes._workers[0].pid, signal.SIGKILL)
 result["one_killed"] = [processes.warm(source(scale, f), target, {}, None) for f in (5, 6, 7)]
 result["counts"] = [processes.warmed, processes.not_warmed]
+os.kill(processes._workers[1].pid, signal.SIGKILL)  # the last one: threads asking must not wait for ever
+late = []
+threads = [threading.Thread(target=lambda f=f: late.append(processes.warm(source(scale, f), target, {}, None)))
+           for f in (8, 9, 10)]
+[t.start() for t in threads]
+[t.join(timeout=60) for t in threads]
+result["all_killed"] = late
 processes.close()
 try:
     os.waitpid(-1, os.WNOHANG)
@@ -90,6 +97,7 @@ def test_compile_processes_fill_tritons_cache_and_fall_back_on_what_they_cannot_
     assert result["broken"] is False and result["after_broken"] is True  # a compile error leaves the process serving
     assert sorted(result["one_killed"]) == [False, True, True]  # the dead process answers once, then is dropped
     assert result["counts"] == [5, 3]
+    assert result["all_killed"] == [False, False, False]  # every process dead: each asks, none waits
     assert result["children_left"] is False  # every process reaped
 
 

@@ -52,13 +52,13 @@ class Population:
     def _prune(self) -> None:
         by_geomean = sorted(self.members, key=lambda m: m.verdict.geomean_speedup(), reverse=True)
         kept = {id(m) for m in by_geomean[:KEPT_BY_GEOMEAN]}
-        fastest: dict[tuple, Member] = {}
+        fastest: dict[tuple, tuple[float, Member]] = {}  # (GPU model, shape): the least time, and whose
         for member in self.members:
             for shape, us in member.times_us().items():
                 key = (member.gpu, shape)
-                if key not in fastest or us < fastest[key].times_us()[shape]:
-                    fastest[key] = member
-        kept |= {id(m) for m in fastest.values()}
+                if key not in fastest or us < fastest[key][0]:
+                    fastest[key] = (us, member)
+        kept |= {id(m) for _, m in fastest.values()}
         self.members = [m for m in self.members if id(m) in kept]
 
     def rival(self, best_round: int) -> Rival | None:

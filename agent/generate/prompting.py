@@ -187,7 +187,7 @@ def render_performance_feedback(verdict: Verdict, *, previous_best=None, target:
     """Feedback on a correct, timed round: speedups, the slowest shapes, the bandwidth gap, and
     what ends optimisation (``target`` speedup, if any; ``target_roof`` of the roofline, if any)."""
     perf = verdict.performance
-    counted = [t for t in perf.tests if not t.overhead_dominated] or perf.tests
+    counted = perf.counted_tests()
     shapes = sorted(counted, key=lambda t: t.speedup)[:slowest]
     furthest = sorted([t for t in counted if t.roof_fraction is not None], key=lambda t: t.roof_fraction)[:3]
     return _environment().get_template("performance.j2").render(

@@ -25,6 +25,7 @@ import queue
 import signal
 import struct
 import sys
+import threading
 import warnings
 
 _LENGTH = struct.Struct("!I")
@@ -98,8 +99,9 @@ class CompileProcesses:
     """``count`` forked compile processes; ``warm`` asks one of them (blocking, from any thread)."""
 
     def __init__(self, count: int):
-        self._idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+        self._idle: queue.SimpleQueue[_Worker | None] = queue.SimpleQueue()  # None: every worker has died
         self._workers: list[_Worker] = []
+        self._lock = threading.Lock()  # the counts below, kept by several threads
         self.warmed = self.not_warmed = 0
         # the child's objects left out of the processes' garbage collection: a collection there
         # would write to every object's page, and so copy the child's whole heap into each
@@ -113,7 +115,7 @@ class CompileProcesses:
             gc.unfreeze()
         for worker in self._workers:
             self._idle.put(worker)
-        self.forked = len(self._workers)
+        self.forked = self._alive = len(self._workers)
 
     def _fork(self) -> _Worker:
         request_read, request_write = os.pipe()
@@ -136,24 +138,32 @@ class CompileProcesses:
             buffer = io.BytesIO()
             _Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump((src, target, options, env_vars))
         except Exception:  # noqa: BLE001 - not sendable (a kernel made in a call, an odd constant)
-            self.not_warmed += 1
-            return False
+            return self._count(False)
         request = buffer.getvalue()
         worker = self._idle.get()
+        if worker is None:  # none left: passed on to the next thread that asks
+            self._idle.put(None)
+            return self._count(False)
         try:
             _write_all(worker.requests, _LENGTH.pack(len(request)) + request)
             answer = _read_exactly(worker.answers, 1)
         except OSError:
             answer = None
-        if answer is None:  # it died (a compiler crash): not put back
-            self.not_warmed += 1
-            return False
+        if answer is None:  # it died (a compiler crash): not put back; after the last one, threads stop waiting
+            with self._lock:
+                self._alive -= 1
+                if self._alive == 0:
+                    self._idle.put(None)
+            return self._count(False)
         self._idle.put(worker)
-        done = answer == b"1"
-        if done:
-            self.warmed += 1
-        else:
-            self.not_warmed += 1
+        return self._count(answer == b"1")
+
+    def _count(self, done: bool) -> bool:
+        with self._lock:
+            if done:
+                self.warmed += 1
+            else:
+                self.not_warmed += 1
         return done
 
     def close(self) -> None:

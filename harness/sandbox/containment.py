@@ -14,10 +14,9 @@ Layers, each listed in the Verdict (``environment.containment``):
   ends the process on the first network use, write outside the working directory, process
   start or fork (but the harness's own compile processes), read of credentials or a process
   environment, or read or listing of a path outside the allow list by the candidate's own code,
-  naming the candidate's line. A library's
-  read outside the list fails as the view would fail it (file not found). Triton's own compiler
-  may write to its cache and run its tools (ptxas, the C compiler for launchers); that is told
-  apart by the code that asks, not by the candidate.
+  naming the candidate's line. A library's read outside the list fails as the view would fail it
+  (file not found). Triton's own compiler may write to its cache and run its tools (ptxas, the C
+  compiler for launchers); that is told apart by the code that asks, not by the candidate.
 
 The candidate cannot import ctypes (static check), so it cannot get under the hook.
 """
