@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import ROOT
 
 SCRIPT = r'''
@@ -128,16 +130,52 @@ def test_the_audit_hook_lets_only_the_compile_processes_module_fork(tmp_path):
     assert done.returncode == 86 and len(lines) == 2
 
 
-def test_the_watchdog_counts_pages_forked_processes_share_once():
-    from harness.sandbox.watch import session_usage
+def test_the_watchdog_counts_pages_forked_processes_share_once(monkeypatch):
+    import harness.sandbox.watch as watch
     size = 256 << 20
+    readings = []
+    real_proportional = watch._proportional
+    monkeypatch.setattr(watch, "_proportional", lambda pid, rss: readings.append(pid) or real_proportional(pid, rss))
+    leader, ready_read = _session_of_copies(size)
+    try:
+        count, held = watch.session_usage(leader)
+        resident = {}
+        for pid in [leader] + _session_members(leader):
+            with open(f"/proc/{pid}/statm") as f:
+                resident[pid] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        # the watch loop's reading: proportional sizes at the first poll, then not again for a while
+        memory = watch.SessionMemory()
+        readings.clear()
+        for _ in range(5):
+            assert memory.usage(leader, limit=100 * size) == (4, pytest.approx(held, rel=0.05))
+        assert len(readings) == 4
+        # a limit the resident sizes' sum is over but the estimate is not: no reading, no kill
+        assert memory.usage(leader, limit=2 * size)[1] < 2 * size
+        assert len(readings) == 4
+        # one the estimate is over: read again before the watch would stop the child
+        assert memory.usage(leader, limit=size // 2)[1] > size // 2
+        assert len(readings) == 8
+    finally:
+        os.killpg(leader, 9)
+        os.waitpid(leader, 0)
+        os.close(ready_read)
+    assert count == 4
+    assert sum(resident.values()) > 3.5 * size  # each copy's resident size counts the shared block
+    # counted about once: the leader's own resident size (the block and the interpreter), plus the
+    # few pages each copy wrote since the fork
+    assert size < held < 1.25 * resident[leader]
+
+
+def _session_of_copies(size: int) -> tuple[int, int]:
+    """A session leader holding ``size`` bytes with three forked copies of itself, once all are
+    running: (its pid, the read end of its ready pipe)."""
     ready_read, ready_write = os.pipe()
     leader = os.fork()
-    if leader == 0:  # a session leader holding 256 MiB, with three forked copies of itself
+    if leader == 0:
         code = 1
         try:
             os.setsid()
-            block = bytearray(os.urandom(1 << 20)) * 256  # resident, every page written
+            block = bytearray(os.urandom(1 << 20)) * (size >> 20)  # resident, every page written
             copies = []
             for _ in range(3):
                 pid = os.fork()
@@ -151,22 +189,8 @@ def test_the_watchdog_counts_pages_forked_processes_share_once():
         finally:
             os._exit(code)
     os.close(ready_write)
-    try:
-        assert os.read(ready_read, 1) == b"1"
-        count, held = session_usage(leader)
-        resident = {}
-        for pid in [leader] + _session_members(leader):
-            with open(f"/proc/{pid}/statm") as f:
-                resident[pid] = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    finally:
-        os.killpg(leader, 9)
-        os.waitpid(leader, 0)
-        os.close(ready_read)
-    assert count == 4
-    assert sum(resident.values()) > 3.5 * size  # each copy's resident size counts the shared block
-    # counted about once: the leader's own resident size (the block and the interpreter), plus the
-    # few pages each copy wrote since the fork
-    assert size < held < 1.25 * resident[leader]
+    assert os.read(ready_read, 1) == b"1"
+    return leader, ready_read
 
 
 def _session_members(session: int) -> list[int]:

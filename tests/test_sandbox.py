@@ -220,8 +220,8 @@ def test_an_interrupted_evaluation_leaves_no_child_running(monkeypatch):
     import harness.sandbox.run as ev
     from harness.events import CandidateStart
     pids = []
-    real_usage, real_running = ev.session_usage, ev.running_test
-    monkeypatch.setattr(ev, "session_usage", lambda pid: pids.append(pid) or real_usage(pid))
+    real_usage, real_running = ev.SessionMemory.usage, ev.running_test
+    monkeypatch.setattr(ev.SessionMemory, "usage", lambda self, pid, limit: pids.append(pid) or real_usage(self, pid, limit))
 
     def running_then_interrupt(events):
         if any(isinstance(e, CandidateStart) for e in events):

@@ -13,7 +13,7 @@ import sys
 import threading
 
 SAMPLE_EVERY_S = 0.005
-ROWS = 14
+ROWS = 30
 
 
 def profiled(run, *args):

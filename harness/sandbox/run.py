@@ -17,7 +17,7 @@ from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, Fa
                             decode)
 from harness.sandbox.compile_clock import compile_totals, paused_seconds
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
-from harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, session_usage
+from harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, SessionMemory
 
 STDERR_TAIL_BYTES = 4000
 WATCH_INTERVAL_S = 0.1
@@ -93,11 +93,12 @@ def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCa
     """Wait for the child, killing it when it breaks a limit (named in ``outcome``); its exit code."""
     deadline = time.perf_counter() + timeout_s  # from the child's start: a fork server's own start is not counted
     returncode = None
+    memory = SessionMemory()
     while returncode is None:
         returncode = child.wait(WATCH_INTERVAL_S)
         if returncode is not None:
             break
-        processes, rss = session_usage(child.pid)
+        processes, rss = memory.usage(child.pid, limits.memory_bytes)
         outcome.memory_peak = max(outcome.memory_peak, rss)
         running = running_test(events)
         now = time.perf_counter()
