@@ -23,7 +23,10 @@ from pathlib import Path
 from typing import Callable
 
 from agent.errors import InfrastructureError, ProviderError
+from agent.generate import dispatch
+from agent.generate.dispatch import Plan
 from agent.generate.extract import extract_code
+from agent.generate.merge import CannotMerge
 from agent.generate.failure import WhyFailed, failure_groups_of, why_failed
 from agent.generate.population import Population, Rival
 from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
@@ -89,11 +92,17 @@ class Outcome:
 
 @dataclass
 class Best:
-    """The best correct kernel so far: its round, source, Verdict and geomean speedup (None untimed)."""
+    """The best correct kernel so far: its round, source, Verdict and geomean speedup (None
+    untimed); for a dispatcher bbagent composed in that round, its plan."""
     round: int
     source: str
     verdict: Verdict
     speedup: float | None
+    dispatcher: Plan | None = None
+
+    @property
+    def parts(self) -> tuple[int, int] | None:
+        return self.dispatcher.rounds() if self.dispatcher is not None else None
 
 
 def _fast_p(verdict: Verdict) -> dict | None:
@@ -208,6 +217,7 @@ class Agent:
         self.target_baseline = o.target_baseline  # what target_speedup is measured against: eager, or inductor
         self.target_roof, self.patience = o.target_roof, o.patience
         self.population = Population()  # the correct, timed kernels worth showing again
+        self.dispatch_tried: set[tuple[int, int]] = set()  # pairs of rounds a dispatcher was considered for
         self.stopped_because = "running"
         self.state = {
             "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
@@ -217,7 +227,7 @@ class Agent:
             "host": {"python": platform.python_version(), "platform": platform.platform()},
             "process": this_process(),  # a run left "running" by a killed process reads as interrupted
             "environment": None, "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "cost_complete": True,
-            "cached_calls": 0, "rounds": [], "message": "",
+            "cached_calls": 0, "rounds": [], "dispatchers": [], "message": "",
         }
         self.messages: list[dict] = []
         self.best: Best | None = None
@@ -246,6 +256,8 @@ class Agent:
                 if verdict is not None and verdict.passed:
                     self.consider(kernel_source, verdict, n)
                     outcome.status, outcome.accepted_dir = "accepted", self.root / "generated_kernels" / self.op
+                if self.options.dispatch:
+                    self.try_dispatcher(n)
                 stop = self.stop_reason(n) if self.best is not None else None
                 if stop:
                     self.stopped_because, outcome.message = stop
@@ -319,14 +331,68 @@ class Agent:
             self.state["cost_usd"] += completion.cost_usd
         self.state["cached_calls"] += int(completion.cached)
 
-    def consider(self, kernel_source: str, verdict: Verdict, n: int) -> None:
-        """Install a correct kernel if it is the first, or faster than the best so far."""
-        if beats(verdict, self.best):
-            speedup = verdict.geomean_speedup()
-            if self.best is not None:
-                self.report("best", {"round": n, "speedup": speedup, "replaces": self.best.round})
-            self.best = Best(n, kernel_source, verdict, speedup)
-            self.accept(kernel_source, verdict, n)
+    def consider(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> bool:
+        """Install a correct kernel if it is the first, or faster than the best so far (whether it was)."""
+        if not beats(verdict, self.best):
+            return False
+        speedup = verdict.geomean_speedup()
+        if self.best is not None:
+            self.report("best", {"round": n, "speedup": speedup, "replaces": self.best.round,
+                                 **({"dispatcher_of": list(dispatcher.rounds())} if dispatcher else {})})
+        self.best = Best(n, kernel_source, verdict, speedup, dispatcher)
+        self.accept(kernel_source, verdict, n, dispatcher)
+        return True
+
+    def try_dispatcher(self, n: int) -> None:
+        """After round ``n``: where the best kernel and a kept one each win on some timed shapes,
+        compose a dispatcher between them (``agent.generate.dispatch``; each pair once), evaluate
+        it like any candidate, and keep it when it is faster than both. run.json's
+        ``dispatchers`` records every pair considered and what came of it."""
+        best = self.best
+        if best is None or best.speedup is None or best.parts is not None:
+            return
+        rival = self.population.rival(best.round)
+        mine = self.population.member(best.round)
+        if rival is None or mine is None or rival.member.parts is not None:
+            return
+        first, second = sorted((mine, rival.member), key=lambda m: m.round)
+        if (first.round, second.round) in self.dispatch_tried:
+            return
+        self.dispatch_tried.add((first.round, second.round))
+        record = {"after_round": n, "parts": [first.round, second.round]}
+        self.state["dispatchers"].append(record)
+        try:
+            chosen = dispatch.plan(first, second)
+            if chosen is None:
+                record.update(outcome="not_tried", reason=(
+                    f"the parts' own timings predict no rule {dispatch.MIN_GAIN:.0%} faster than the better part"))
+                return
+            record.update(rules=[rule.text() for rule in chosen.rules], predicted_gain=round(chosen.predicted_gain, 4))
+            try:
+                source = dispatch.compose(chosen, self.op, self.run.path.name)
+            except CannotMerge as exc:
+                record.update(outcome="cannot_merge", reason=str(exc))
+                return
+            where = f"round-{n}/dispatcher"
+            kernel_path = self.run.write(f"{where}/kernel.py", source)
+            record.update(outcome="evaluating", kernel=f"{where}/kernel.py")
+            self.save()
+            self.report("dispatcher", {"round": n, "parts": record["parts"], "rules": record["rules"]})
+            verdict = self.evaluate(self.op, kernel_path)
+            self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
+            record.update(outcome=verdict.verdict, speedup=verdict.geomean_speedup() if verdict.passed else None,
+                          message="" if verdict.passed else (verdict.message or verdict.error_kind or "")[:400])
+            if verdict.passed:
+                self.population.add(n, source, verdict, parts=chosen.rounds())
+                record["kept"] = self.consider(source, verdict, n, dispatcher=chosen)
+                if record["kept"]:
+                    self.messages[-1]["content"] += (
+                        f"\nbbagent then composed a dispatcher between your kernels of rounds {first.round} and "
+                        f"{second.round} ({'; '.join(record['rules'])}); at {verdict.geomean_speedup():.3g}x eager "
+                        "(geomean) it is now the best kernel. A single kernel fast on every shape would beat it.\n")
+        finally:
+            self.report("dispatcher_done", dict(record))
+            self.save()
 
     def stop_reason(self, n: int) -> tuple[str, str] | None:
         """Whether optimisation ends after round ``n`` (a best kernel exists): why (one of
@@ -368,6 +434,9 @@ class Agent:
 
     def summary_of_best(self) -> str:
         speed = f", geomean speedup {self.best.speedup:.3g}x over eager" if self.best.speedup is not None else ""
+        if self.best.parts is not None:
+            return "accepted bbagent's dispatcher between the kernels of rounds {} and {}{}".format(*self.best.parts,
+                                                                                                 speed)
         return f"accepted the kernel of round {self.best.round}{speed}"
 
     def step(self, n: int) -> tuple[Verdict | None, str | None]:
@@ -480,7 +549,8 @@ class Agent:
             parts.append(f"Your best correct kernel so far (round {best.round}):\n```python\n"
                          f"{elide(best.source, BEST_KERNEL_CHARS)}```")
         best_round = n if replaces else best.round if best is not None else None
-        rival = self.population.rival(best_round) if best_round is not None else None
+        dispatcher_of = None if replaces or best is None else best.parts
+        rival = self.population.rival(best_round, dispatcher_of) if best_round is not None else None
         if rival is not None:
             parts.append(rival_part(rival, best_round))
         return elide("\n\n".join(parts), FEEDBACK_CHARS) + "\n"
@@ -493,12 +563,14 @@ class Agent:
                                                target_baseline=self.target_baseline, target_roof=self.target_roof)
         return render_feedback(verdict, best=self.best)
 
-    def accept(self, kernel_source: str, verdict: Verdict, n: int) -> None:
+    def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> None:
         totals = {"tokens": self.state["tokens"], "cost_usd": self.state["cost_usd"],
                   "cost_complete": self.state["cost_complete"]}
         fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
                           run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.state["rounds"],
                           target_speedup=self.target_speedup, target_baseline=self.target_baseline)
+        if dispatcher is not None:
+            fields.update(dispatch.provenance(dispatcher, self.run.path.name, self.root))
         meta = install(self.root, self.op, kernel_source, fields)
         if meta.run_id != self.run.path.name:  # the same code as the current kernel: kept as it is
             self.report("same_kernel", {"round": n, "version": meta.version, "status": meta.review.status,

@@ -21,6 +21,7 @@ class Member:
     round: int
     source: str
     verdict: Verdict
+    parts: tuple[int, int] | None = None  # a dispatcher bbagent composed: the rounds of its parts
 
     @property
     def gpu(self) -> str | None:
@@ -43,11 +44,15 @@ class Population:
     def __init__(self):
         self.members: list[Member] = []
 
-    def add(self, round: int, source: str, verdict: Verdict) -> None:
+    def add(self, round: int, source: str, verdict: Verdict, parts: tuple[int, int] | None = None) -> None:
         """Keep a correct, timed kernel (others are ignored), then drop those no longer worth it."""
         if verdict.passed and verdict.geomean_speedup() is not None:
-            self.members.append(Member(round, source, verdict))
+            self.members.append(Member(round, source, verdict, parts))
             self._prune()
+
+    def member(self, round: int, parts: tuple[int, int] | None = None) -> Member | None:
+        """The kept kernel of ``round`` (``parts``: the dispatcher composed in that round)."""
+        return next((m for m in self.members if m.round == round and m.parts == parts), None)
 
     def _prune(self) -> None:
         by_geomean = sorted(self.members, key=lambda m: m.verdict.geomean_speedup(), reverse=True)
@@ -61,10 +66,11 @@ class Population:
         kept |= {id(m) for _, m in fastest.values()}
         self.members = [m for m in self.members if id(m) in kept]
 
-    def rival(self, best_round: int) -> Rival | None:
-        """The kept kernel that beats the one of ``best_round`` on the most shapes (the largest
-        time saved breaking ties), on the same GPU model; None where none does."""
-        best = next((m for m in self.members if m.round == best_round), None)
+    def rival(self, best_round: int, parts: tuple[int, int] | None = None) -> Rival | None:
+        """The kept kernel that beats the one of ``best_round`` (``parts``: the dispatcher of that
+        round) on the most shapes (the largest time saved breaking ties), on the same GPU model;
+        None where none does."""
+        best = self.member(best_round, parts)
         if best is None:
             return None
         best_times = best.times_us()

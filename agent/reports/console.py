@@ -194,8 +194,29 @@ class RoundReporter:
             self.console.print(f"{where}: {_status(record)} {s['passed']}/{s['total']} tests")
 
     def _on_best(self, data: dict) -> None:
-        self.console.print(f"round {data['round']}: faster than round {data['replaces']}; it replaces it in "
-                           "generated_kernels/ (the slower one stays in runs/)")
+        what = ("bbagent's dispatcher between rounds {} and {}".format(*data["dispatcher_of"])
+                if data.get("dispatcher_of") else "")
+        self.console.print(f"round {data['round']}: {what or 'the kernel is'} faster than round {data['replaces']}; "
+                           "it replaces it in generated_kernels/ (the slower one stays in runs/)")
+
+    def _on_dispatcher(self, data: dict) -> None:
+        self.wait("round {}: evaluating a dispatcher between the kernels of rounds {} and {} ({})".format(
+            data["round"], *data["parts"], "; ".join(data["rules"])))
+
+    def _on_dispatcher_done(self, data: dict) -> None:
+        self.stop_waiting()
+        parts = "rounds {} and {}".format(*data["parts"])
+        outcome = data.get("outcome")
+        if outcome in ("not_tried", "cannot_merge"):
+            self.console.print(f"round {data['after_round']}: no dispatcher between {parts}: {escape(data['reason'])}")
+        elif outcome == "pass":
+            speed = data.get("speedup")
+            kept = "kept" if data.get("kept") else "not faster than the best, not kept"
+            self.console.print(f"round {data['after_round']}: dispatcher between {parts}: [green]PASS[/green]"
+                               + (f", geomean {speed:.3g}x eager" if speed is not None else "") + f"; {kept}")
+        elif outcome:
+            self.console.print(f"round {data['after_round']}: dispatcher between {parts}: [red]{escape(outcome)}[/red] "
+                               f"({escape(data.get('message', '')[:200])})")
 
     def _on_replaced_approved(self, data: dict) -> None:
         self.console.print(f"[yellow]note:[/yellow] round {data['round']}'s kernel replaces approved version "

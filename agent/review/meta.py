@@ -104,6 +104,16 @@ class GuardFinding(_Open):
     message: str = ""
 
 
+class ComposedPart(_Open):
+    """One part of a dispatcher bbagent composed (``agent.generate.dispatch``): where it came from."""
+    round: int
+    run_id: str
+    file: str  # the part's kernel.py as the run stored it
+    kernel_sha256: str | None = None
+    geomean_speedup: float | None = None
+    gpu: str | None = None
+
+
 class KernelMeta(_Open):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
@@ -142,6 +152,9 @@ class KernelMeta(_Open):
     tolerance_used_max: float | None = None
     overload_speedups: dict[str, OverloadSpeed] = {}
     replaced: Replaced | None = None
+    composed_of: list[ComposedPart] = []  # a dispatcher: its two parts; empty for a kernel a model wrote
+    dispatch_rules: list[str] = []
+    dispatch_predicted_gain: float | None = None
 
     def as_json(self) -> dict:
         """The document as meta.json holds it (what ``--json`` listings print)."""

@@ -73,9 +73,15 @@ def kernel_readme(meta: KernelMeta) -> str:
     s = meta.tests
     where = meta.gpu or ("CPU, Triton interpreter" if meta.interpreter else meta.device)
     skipped = " (see the run's verdict.json for the tests not run and why)" if s.get("skipped") else ""
+    if meta.composed_of:
+        parts = " and ".join(f"round {p.round} (`{p.file}`)" for p in meta.composed_of)
+        author = (f"Per-shape dispatcher composed by bbagent in run `{meta.run_id}` from the kernels `{meta.provider}` / "
+                  f"`{meta.model}` wrote in {parts}; rules: {'; '.join(meta.dispatch_rules)}. Accepted")
+    else:
+        author = (f"Triton kernel written by `{meta.provider}` / `{meta.model}` in run `{meta.run_id}` "
+                  f"(round {meta.round}), accepted")
     return (f"# {meta.op}\n\n"
-            f"Triton kernel written by `{meta.provider}` / `{meta.model}` in run `{meta.run_id}` "
-            f"(round {meta.round}), accepted {meta.accepted_at}: version {meta.version}, "
+            f"{author} {meta.accepted_at}: version {meta.version}, "
             f"review status `{meta.review.status}` (`bbagent review show {meta.op}`).\n"
             f"{_replaced_line(meta)}\n"
             f"- tests: {count_text(s)} on {where}{skipped}\n"

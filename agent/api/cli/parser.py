@@ -320,6 +320,10 @@ def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> No
     p.add_argument("--patience", type=int, default=2,
                    help="... or when this many rounds in a row did not improve the best (default 2); "
                         "run.json's stopped_because says which ended it")
+    p.add_argument("--no-dispatch", action="store_true",
+                   help="do not compose per-shape dispatchers: by default, where two correct kernels of a run are "
+                        "each faster on some timed shapes, bbagent composes a kernel that calls each where it is "
+                        "faster, evaluates it, and keeps it when it beats both")
     p.add_argument("--target-baseline", choices=("eager", "inductor"), default="eager",
                    help="what --target-speedup is measured against: eager (default), or torch.compile's inductor "
                         "(timed on the GPU; implies --baseline eager,inductor; where inductor compiles no shape the "
