@@ -65,6 +65,7 @@ class GenerateOptions(BaseModel):
     target_roof: float = 0.9  # ... or once its geomean roof fraction reaches this (0: no such target)
     patience: int = 2  # ... or once this many rounds in a row did not improve it
     dispatch: bool = True  # compose a per-shape dispatcher where two correct kernels win on different shapes
+    profile_feedback: bool = True  # profile each timed kernel (ncu, else the torch profiler) for the speed feedback
     exact_overload: bool = False
     device: str | None = None  # None: cuda where there is one, else cpu (the Triton interpreter)
     timeout_s: float = 300.0

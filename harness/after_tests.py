@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from harness.assemble import not_timed_reason
@@ -15,7 +16,7 @@ from harness.sandbox.run import child_env, exit_cause, run_child
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.timing import baselines, ncu
 from harness.timing.options import TimingOptions
-from harness.timing.profile import largest
+from harness.timing.profile import pick
 
 
 def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, base_env: dict, warm: bool,
@@ -54,8 +55,8 @@ def keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None)
     """Move the child's profile files out of its working directory (removed next) into
     ``destination``, and name them there."""
     for entry in profiles:
-        if destination is None:
-            entry.update(files=[], error="not kept: no profile directory was given")
+        if destination is None:  # the kernel lists (launches) are what was asked for
+            entry.update(files=[], error=None if entry.get("launches") else "not kept: no profile directory was given")
             continue
         kept = []
         for name in entry["files"]:
@@ -71,7 +72,7 @@ def keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None)
 
 
 def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict, limits: Limits) -> None:
-    """Nsight Compute metrics of eager and the kernel on the largest timed shapes, from a cold
+    """Nsight Compute metrics of eager and the kernel on timed shapes (``timing.pick``), from a cold
     child of their own started by ncu (``harness.timing.ncu``); its CSV is kept in the run."""
     performance = verdict["performance"]
     if verdict["verdict"] != "pass":
@@ -81,7 +82,8 @@ def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict,
     if found is None:
         performance["ncu"] = {"measured": False, "reason": ncu.NOT_FOUND}
         return
-    ids = largest(performance["tests"], timing.ncu)
+    ids = pick(performance["tests"], timing.ncu, timing.pick)
+    started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="bbagent-ncu-")).resolve()
     log = Path(tempfile.mkdtemp(prefix="bbagent-ncu-log-")).resolve() / "ncu.csv"  # out of the child's view
     kept = None
@@ -112,7 +114,8 @@ def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict,
     notes += [ncu.COUNTERS_FIX] if "ERR_NVGPUCTRPERM" in said else []
     measured = any((shape.get(side) or {}).get("kernels") for shape in shapes for side in ncu.SIDES)
     performance["ncu"] = {"measured": measured, "reason": None if measured else "; ".join(notes) or "ncu measured no kernel",
-                          "ncu": found, "csv": str(kept) if kept else None, "shapes": shapes, "notes": notes}
+                          "ncu": found, "csv": str(kept) if kept else None, "shapes": shapes, "notes": notes,
+                          "wall_s": round(time.perf_counter() - started, 2)}
 
 
 def side_child_problem(what: str, events: list[Event], outcome: ChildOutcome, said: str = "") -> str:

@@ -48,7 +48,8 @@ def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event]
         failure.message = describe_failures(summary, tests)
         if stopped is not None:
             failure.message += f"; {summary['not_run_reason']}"
-    profiles = [{"id": e.id, "input": e.input, "files": e.files, "error": e.error} for e in of_kind(events, Profile)]
+    profiles = [{"id": e.id, "input": e.input, "files": e.files, "launches": e.launches, "wall_s": e.wall_s,
+                 "error": e.error} for e in of_kind(events, Profile)]
     return {
         "schema_version": SCHEMA_VERSION, "op": op,
         "kernel": {"path": str(kernel_path), "sha256": hashlib.sha256(source).hexdigest()},

@@ -158,7 +158,7 @@ def _after_timing(op: str, verdict: dict, timing: TimingOptions, job: dict, base
         keep_profiles(performance["profiles"], workdir, timing.profile_dir)
     if "inductor" in timing.baselines and performance is not None:
         time_inductor(op, verdict, timing, job, base_env, warm, limits)
-    if timing.ncu and performance is not None:
+    if timing.ncu and performance is not None and performance.get("measured"):
         collect_ncu(verdict, timing, job, base_env, limits)
     finish_timing(timing, op, verdict)
 

@@ -167,6 +167,8 @@ class Profile(Event):
     id: str
     input: str
     files: list[str]
+    launches: dict = field(default_factory=dict)  # side -> [{"name", "us", "per_call"}]: its GPU kernels, per call
+    wall_s: float | None = None
     error: str | None = None
 
 

@@ -288,11 +288,21 @@ class BaselineSummary(_Strict):
     fast_p: dict[str, float] | None = None
 
 
+class Launch(_Strict):
+    """One GPU kernel (or copy, or memset) a call runs, from the torch profiler."""
+    name: str
+    us: float  # its time per call
+    per_call: float  # launches per call
+
+
 class ProfileFiles(_Strict):
-    """Torch profiler traces (Chrome trace JSON) of eager and of the kernel on one shape."""
+    """Torch profiler traces (Chrome trace JSON) of eager and of the kernel on one shape, and each
+    side's GPU activity per call (``launches``: "eager", "kernel")."""
     id: str
     input: str
     files: list[str] = []
+    launches: dict[str, list[Launch]] = {}
+    wall_s: float | None = None  # what profiling this shape cost
     error: str | None = None
 
 
@@ -335,6 +345,7 @@ class NcuReport(_Strict):
     csv: str | None = None  # its raw output, kept in the run directory
     shapes: list[NcuShape] = []
     notes: list[str] = []
+    wall_s: float | None = None  # what running ncu cost
 
 
 class Performance(_Strict):

@@ -29,6 +29,7 @@ from agent.generate.extract import extract_code
 from agent.generate.merge import CannotMerge
 from agent.generate.failure import WhyFailed, failure_groups_of, why_failed
 from agent.generate.population import Population, Rival
+from agent.generate.profile_feedback import profile_part, profiling_cost
 from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.machine import this_process
 from agent.options import GenerateOptions
@@ -526,6 +527,9 @@ class Agent:
                       counts=verdict.test_counts().model_dump())
         if verdict.passed:
             record["speedup"] = verdict.geomean_speedup()
+            profiling_s = profiling_cost(verdict)
+            if profiling_s is not None:
+                record["profiling_s"] = profiling_s
         if self.candidates > 1:
             self.report("candidate", {"round": n, "candidate": k + 1, "record": record})
         return Candidate(k, completion, source, verdict, record)
@@ -559,8 +563,10 @@ class Agent:
         """What the model reads next: its failures, or, for a correct and timed kernel, its speed.
         ``self.best`` is still the best kernel of the rounds before this one."""
         if verdict.passed and verdict.geomean_speedup() is not None:
-            return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup,
-                                               target_baseline=self.target_baseline, target_roof=self.target_roof)
+            speed = render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup,
+                                                target_baseline=self.target_baseline, target_roof=self.target_roof)
+            profiled = profile_part(verdict.performance)
+            return speed if profiled is None else f"{speed.rstrip()}\n\n{profiled}\n"
         return render_feedback(verdict, best=self.best)
 
     def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> None:

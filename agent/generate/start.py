@@ -42,7 +42,8 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     channels_last = check_channels_last(computation, options.channels_last)
     root = resolve_root(root, write=True)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
-                            no_cache=options.no_cache, engines=options.engines, inductor_mode=options.inductor_mode)
+                            no_cache=options.no_cache, engines=options.engines, inductor_mode=options.inductor_mode,
+                            profile_feedback=options.profile_feedback)
     report = report or (lambda event, data: None)
     log = LLMLog(root / "runs" / FILE_NAME)
     inner = make_provider(options.provider, op=computation, model=options.model, base_url=options.base_url,

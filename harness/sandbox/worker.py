@@ -440,17 +440,20 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
             return
         results.append(result)
     if request.profile:
-        _profile_largest(op, cases, results, kernel, request.profile, job.workdir, send)
+        _profile_shapes(op, cases, results, kernel, request, job.workdir, send)
 
 
-def _profile_largest(op, cases, results: list[dict], kernel, count: int, workdir: str, send) -> None:
+def _profile_shapes(op, cases, results: list[dict], kernel, request, workdir: str, send) -> None:
     from harness.checks.case import exception_line
-    from harness.timing.profile import largest, profile_case
+    from harness.timing.profile import pick, profile_case
     by_id = {case.id: case for case in cases}
-    for case_id in largest(results, count):
+    for case_id in pick(results, request.profile, request.pick):
         case = by_id[case_id]
         try:
-            send(events.Profile(id=case_id, input=case.description, files=profile_case(op, case, kernel, workdir)))
+            started = time.perf_counter()
+            files, launches = profile_case(op, case, kernel, workdir)
+            send(events.Profile(id=case_id, input=case.description, files=files, launches=launches,
+                                wall_s=round(time.perf_counter() - started, 3)))
         except Exception as exc:  # noqa: BLE001 - a profiler that cannot run here is reported, not fatal
             send(events.Profile(id=case_id, input=case.description, files=[], error=exception_line(exc, 300)))
 

@@ -22,12 +22,13 @@ class TimingOptions:
     rows: dict | None = None  # the cached rows, read by the machine that holds the cache (see remote)
     baselines: tuple[str, ...] = ("eager",)  # harness.timing.baselines.ENGINES; eager always
     inductor_mode: str = "default"  # a key of harness.timing.baselines.INDUCTOR_MODES
-    profile: int = 0  # profile this many of the largest timed shapes (harness.timing.profile) ...
+    profile: int = 0  # profile this many timed shapes (harness.timing.profile) ...
     profile_dir: Path | None = None  # ... into this directory (local evaluations only)
-    ncu: int = 0  # Nsight Compute metrics on this many of the largest timed shapes (harness.timing.ncu)
+    ncu: int = 0  # Nsight Compute metrics on this many timed shapes (harness.timing.ncu)
+    pick: str = "largest"  # which shapes both profile: the largest, or those "furthest" from their roofline
 
     def request(self, op: str) -> dict:
-        asked = {"target_ms": self.target_ms, "max_cases": self.max_cases, "profile": self.profile}
+        asked = {"target_ms": self.target_ms, "max_cases": self.max_cases, "profile": self.profile, "pick": self.pick}
         if self.rows is not None:
             return {**asked, **self.rows}
         import torch  # the child's version is the parent's (same environment)

@@ -40,7 +40,8 @@ class TimingRequest:
     max_cases: int = 24
     reference: list[dict] = field(default_factory=list)  # {"gpu", "mode", "input", "timing"}
     device: list[dict] = field(default_factory=list)     # {"gpu", "triton", "stats"}
-    profile: int = 0  # profile this many of the largest timed shapes (harness.timing.profile)
+    profile: int = 0  # profile this many timed shapes (harness.timing.profile) ...
+    pick: str = "largest"  # ... the largest, or those "furthest" from their roofline (harness.timing.profile.pick)
 
 
 def timed_cases(cases: list[TestCase], passed: set[str], most: int) -> list[TestCase]:

@@ -18,13 +18,14 @@ def _file_stem(case_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", case_id)
 
 
-def profile_case(op, case, kernel, workdir: str) -> list[str]:
-    """Trace files (relative to ``workdir``) of eager and of the kernel on ``case``'s inputs."""
+def profile_case(op, case, kernel, workdir: str) -> tuple[list[str], dict]:
+    """Trace files (relative to ``workdir``) of eager and of the kernel on ``case``'s inputs, and
+    each side's GPU kernels per call (``launches``)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
     os.makedirs(os.path.join(workdir, DIRECTORY), exist_ok=True)
     args, kwargs = case.inputs()
-    written = []
+    written, launches = [], {}
     for side, fn in (("eager", op), ("kernel", kernel)):
         inputs = clone_value((args, kwargs))
         fn(*inputs[0], **inputs[1])
@@ -36,10 +37,36 @@ def profile_case(op, case, kernel, workdir: str) -> list[str]:
         name = os.path.join(DIRECTORY, f"{_file_stem(case.id)}-{side}.trace.json")
         recorded.export_chrome_trace(os.path.join(workdir, name))
         written.append(name)
-    return written
+        launches[side] = launches_per_call(recorded.events(), CALLS)
+    return written, launches
+
+
+def launches_per_call(recorded, calls: int) -> list[dict]:
+    """The GPU activity (kernels, copies, memsets) of ``calls`` profiled calls, per call: name,
+    microseconds and launches each, the costliest first."""
+    by_name: dict[str, list[float]] = {}
+    for event in recorded:
+        if str(event.device_type).endswith("CUDA"):
+            by_name.setdefault(event.name, []).append(float(event.time_range.elapsed_us()))
+    rows = [{"name": name, "us": round(sum(times) / calls, 3), "per_call": round(len(times) / calls, 2)}
+            for name, times in by_name.items()]
+    return sorted(rows, key=lambda row: -row["us"])
 
 
 def largest(results: list[dict], count: int) -> list[str]:
     """Ids of the ``count`` timed shapes that move the most bytes."""
     timed = [r for r in results if not r.get("error_kind")]
     return [r["id"] for r in sorted(timed, key=lambda r: -r["bytes"])[:count]]
+
+
+def pick(results: list[dict], count: int, how: str = "largest") -> list[str]:
+    """Ids of ``count`` timed shapes to profile: the ``largest``, or those ``furthest`` from their
+    roofline (the least roof fraction; among shapes not dominated by launch overhead where there
+    are such, the largest where no fraction is known)."""
+    if how != "furthest":
+        return largest(results, count)
+    timed = [r for r in results if not r.get("error_kind") and r.get("roof_fraction") is not None]
+    counted = [r for r in timed if not r.get("overhead_dominated")] or timed
+    if not counted:
+        return largest(results, count)
+    return [r["id"] for r in sorted(counted, key=lambda r: r["roof_fraction"])[:count]]

@@ -195,7 +195,7 @@ def _generate_options(args) -> dict:
             "max_tokens": args.max_tokens if per_run else args.max_tokens_per_op, "target_speedup": args.target_speedup,
             "exact_overload": args.exact_overload, "max_shapes": args.max_shapes, "target_ms": args.target_ms,
             "target_baseline": args.target_baseline, "target_roof": args.target_roof, "patience": args.patience,
-            "dispatch": not args.no_dispatch,
+            "dispatch": not args.no_dispatch, "profile_feedback": not args.no_profile_feedback,
             "no_cache": args.no_cache, "cache": args.cache,
             "baseline": args.baseline,
             "inductor_mode": args.inductor_mode, **_evaluation_options(args)}

@@ -320,6 +320,10 @@ def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> No
     p.add_argument("--patience", type=int, default=2,
                    help="... or when this many rounds in a row did not improve the best (default 2); "
                         "run.json's stopped_because says which ended it")
+    p.add_argument("--no-profile-feedback", action="store_true",
+                   help="do not profile correct kernels for the speed feedback: by default each one is profiled, "
+                        "with eager, on the 2 timed shapes furthest from their roofline (Nsight Compute where ncu "
+                        "is found, else the torch profiler), and the next prompt states the figures and a diagnosis")
     p.add_argument("--no-dispatch", action="store_true",
                    help="do not compose per-shape dispatchers: by default, where two correct kernels of a run are "
                         "each faster on some timed shapes, bbagent composes a kernel that calls each where it is "
