@@ -165,7 +165,7 @@ def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: b
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
                          cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw,
                          baselines=engines_of(",".join(engines), inductor_mode), inductor_mode=inductor_mode,
-                         profile=profile, ncu=ncu, **(_feedback_profiles() if profile_feedback else {}))
+                         **{"profile": profile, "ncu": ncu, **(_feedback_profiles() if profile_feedback else {})})
 
 
 FEEDBACK_PROFILED_SHAPES = 2
