@@ -1,14 +1,14 @@
-"""Issue 34 on a GPU: a ``bbagent generate`` of aten.add.Tensor with a replayed sequence of two
-correct kernels written for the purpose, one fast on small tensors and one on large ones, ends
-with bbagent's per-shape dispatcher; the table of per-shape times and speedups of both parts and
-the dispatcher, and the feedback prompts (with the profiles' figures and diagnosis), are written
-to ``--out``.
+"""Issue 34 on a GPU: a ``bbagent generate`` of aten._softmax.default with a replayed sequence of
+two correct kernels written for the purpose, one fast on small tensors and one on large ones,
+ends with bbagent's per-shape dispatcher; the table of per-shape times and speedups of both parts
+and the dispatcher, and the feedback prompt (with the profiles' figures and diagnosis), are
+written to ``--out``.
 
-Both kernels are tests/kernels/add_broadcast.py (broadcast through strides, promotion, alpha)
-with other launch settings: "small" runs 128 elements a program on one warp, so that a tensor of
-a few thousand elements already spreads over every multiprocessor; "large" runs 8192 elements a
-program on 8 warps, which leaves most multiprocessors idle below a million elements and moves
-large tensors with fewer, longer programs.
+Both kernels are tests/kernels/softmax.py (stable, any dim, half_to_float) with other launch
+settings: "rows" gives each program one row on 4 warps, so that a small tensor's few rows still
+spread over the multiprocessors; "blocks" gives each program 16384 elements of whole rows on 8
+warps, fewer and fuller programs for the millions of short rows of a large attention tensor,
+which leaves most multiprocessors idle on a small one.
 
     python benchmarks/dispatch_demo.py --out benchmarks/results/issue34-h200
 """
@@ -24,23 +24,23 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OP = "aten.add.Tensor"
-SETTINGS = {"small": (128, 1), "large": (8192, 8)}  # (elements a program, warps)
+OP = "aten._softmax.default"
+# (rows a program, as Python source over the row's padded length ``block``; warps)
+SETTINGS = {"rows": ("1", 4), "blocks": ("max(1, 16384 // block)", 8)}
 
 
-def variant(block: int, warps: int) -> str:
-    source = (ROOT / "tests" / "kernels" / "add_broadcast.py").read_text()
-    launch = "_add[(triton.cdiv(n, 1024),)](a, b, out, n, alpha,"
-    assert launch in source and "IS_BOOL=compute == torch.bool, BLOCK=1024)" in source
-    source = source.replace(launch, f"_add[(triton.cdiv(n, {block}),)](a, b, out, n, alpha,")
-    return source.replace("IS_BOOL=compute == torch.bool, BLOCK=1024)",
-                          f"IS_BOOL=compute == torch.bool, BLOCK={block}, num_warps={warps})")
+def variant(per_program: str, warps: int) -> str:
+    source = (ROOT / "tests" / "kernels" / "softmax.py").read_text()
+    rows, launch = "per_program = max(1, 4096 // block)", "ROWS=per_program, BLOCK=block)"
+    assert rows in source and launch in source
+    source = source.replace(rows, f"per_program = {per_program}")
+    return source.replace(launch, f"ROWS=per_program, BLOCK=block, num_warps={warps})")
 
 
 def answer(name: str) -> str:
-    block, warps = SETTINGS[name]
-    return (f"A broadcasting add, {block} elements a program on {warps} warp(s):\n\n```python\n"
-            f"{variant(block, warps)}```\n")
+    per_program, warps = SETTINGS[name]
+    return (f"A row-block softmax, {per_program} row(s) a program on {warps} warps:\n\n```python\n"
+            f"{variant(per_program, warps)}```\n")
 
 
 def times(verdict: dict) -> dict[str, dict]:
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="bbagent-dispatch-demo-"))
     replay = root / "answers.json"
     replay.write_text(json.dumps({"model": "replay-dispatch-demo",
-                                  "exchanges": [{"response": answer("small")}, {"response": answer("large")}]}))
+                                  "exchanges": [{"response": answer("rows")}, {"response": answer("blocks")}]}))
     command = [sys.executable, "-m", "bbagent", "generate", "--op", OP, "--provider", "replay", "--replay", str(replay),
                "--rounds", "2", "--target-roof", "0", "--root", str(root), "--max-shapes", str(args.max_shapes)]
     started = time.perf_counter()
@@ -68,14 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - started
     (args.out / "generate-stdout.txt").write_text(f"$ {' '.join(command)}\n{done.stdout}\n{done.stderr}\n"
                                                   f"exit {done.returncode}, {wall:.0f} s\n")
-    [run] = sorted((root / "runs").glob("aten.add.Tensor-*"))
+    [run] = [path for path in (root / "runs").glob(f"*-{OP}-*") if path.is_dir()]
     state = json.loads((run / "run.json").read_text())
     (args.out / "run.json").write_text(json.dumps(state, indent=2))
     for n in (2,):
         prompt = run / f"round-{n}" / "prompt.md"
         if prompt.exists():
             (args.out / f"round-{n}-prompt.md").write_text(prompt.read_text())
-    verdicts = {"small (round 1)": run / "round-1" / "verdict.json", "large (round 2)": run / "round-2" / "verdict.json",
+    verdicts = {"rows (round 1)": run / "round-1" / "verdict.json", "blocks (round 2)": run / "round-2" / "verdict.json",
                 "dispatcher": run / "round-2" / "dispatcher" / "verdict.json"}
     loaded = {name: json.loads(path.read_text()) for name, path in verdicts.items() if path.exists()}
     dispatcher = run / "round-2" / "dispatcher" / "kernel.py"

@@ -368,6 +368,11 @@ class Performance(_Strict):
         them where every one is)."""
         return [t for t in self.tests if not t.overhead_dominated] or self.tests
 
+    def furthest_from_roof(self, count: int) -> list[TimedTest]:
+        """The ``count`` counted shapes whose kernel time is furthest above the roofline's floor time."""
+        known = [t for t in self.counted_tests() if t.floor_ms is not None and t.candidate is not None]
+        return sorted(known, key=lambda t: t.floor_ms - t.candidate.median_ms)[:count]
+
 
 class SuiteInfo(_Strict):
     notes: list[str] = []

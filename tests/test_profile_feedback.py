@@ -76,12 +76,14 @@ def test_the_prompt_part_lists_each_profiled_shape_beside_eager():
 
 
 def test_the_shapes_furthest_from_their_roofline_are_profiled():
-    results = [{"id": "a", "bytes": 10, "roof_fraction": 0.9}, {"id": "b", "bytes": 5, "roof_fraction": 0.2},
-               {"id": "c", "bytes": 50, "roof_fraction": 0.05, "overhead_dominated": True},
-               {"id": "d", "bytes": 1, "roof_fraction": 0.4}, {"id": "e", "bytes": 99, "error_kind": "timeout"}]
-    assert pick(results, 2, "furthest") == ["b", "d"]  # launch-bound 'c' left out
+    def timed(name, size, floor_us, us, **more):
+        return {"id": name, "bytes": size, "floor_ms": floor_us / 1e3, "candidate": {"median_ms": us / 1e3}, **more}
+    results = [timed("a", 10, 90.0, 100.0), timed("b", 5, 20.0, 100.0),  # 10% above its floor; 80 us
+               timed("c", 50, 0.1, 9.0, overhead_dominated=True), timed("tiny", 1, 0.0, 8.0),  # 0%, 8 us
+               timed("d", 2, 40.0, 100.0), {"id": "e", "bytes": 99, "error_kind": "timeout"}]
+    assert pick(results, 2, "furthest") == ["b", "d"]  # launch-bound 'c' left out, 'tiny' has 8 us to give
     assert pick(results, 2) == ["c", "a"]  # largest
-    assert pick([{"id": "x", "bytes": 3}], 1, "furthest") == ["x"]  # no fractions known: the largest
+    assert pick([{"id": "x", "bytes": 3}], 1, "furthest") == ["x"]  # no floor known: the largest
 
 
 def test_the_torch_profilers_events_become_launches_per_call():

@@ -563,10 +563,9 @@ class Agent:
         """What the model reads next: its failures, or, for a correct and timed kernel, its speed.
         ``self.best`` is still the best kernel of the rounds before this one."""
         if verdict.passed and verdict.geomean_speedup() is not None:
-            speed = render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup,
-                                                target_baseline=self.target_baseline, target_roof=self.target_roof)
-            profiled = profile_part(verdict.performance)
-            return speed if profiled is None else f"{speed.rstrip()}\n\n{profiled}\n"
+            return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup,
+                                               target_baseline=self.target_baseline, target_roof=self.target_roof,
+                                               profiled=profile_part(verdict.performance))
         return render_feedback(verdict, best=self.best)
 
     def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> None:

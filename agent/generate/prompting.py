@@ -183,14 +183,15 @@ def render_feedback(verdict: Verdict | None, *, no_code: bool = False, max_group
 
 
 def render_performance_feedback(verdict: Verdict, *, previous_best=None, target: float | None, slowest: int = 5,
-                                target_baseline: str = "eager", target_roof: float = 0.0) -> str:
-    """Feedback on a correct, timed round: speedups, the slowest shapes, the bandwidth gap, and
-    what ends optimisation (``target`` speedup, if any; ``target_roof`` of the roofline, if any)."""
+                                target_baseline: str = "eager", target_roof: float = 0.0,
+                                profiled: str | None = None) -> str:
+    """Feedback on a correct, timed round: speedups, the slowest shapes, the bandwidth gap, the
+    profiles' figures (``profiled``: ``agent.generate.profile_feedback.profile_part``), and what
+    ends optimisation (``target`` speedup, if any; ``target_roof`` of the roofline, if any)."""
     perf = verdict.performance
-    counted = perf.counted_tests()
-    shapes = sorted(counted, key=lambda t: t.speedup)[:slowest]
-    furthest = sorted([t for t in counted if t.roof_fraction is not None], key=lambda t: t.roof_fraction)[:3]
+    shapes = sorted(perf.counted_tests(), key=lambda t: t.speedup)[:slowest]
+    furthest = [t for t in perf.furthest_from_roof(3) if t.roof_fraction is not None]
     return _environment().get_template("performance.j2").render(
         verdict=verdict, perf=perf, slowest=shapes, furthest=furthest, previous_best=previous_best, target=target,
         target_baseline=target_baseline, target_roof=target_roof, roof=verdict.geomean_roof_fraction(),
-        compile_budget=COMPILE_BUDGET_S).strip() + "\n"
+        compile_budget=COMPILE_BUDGET_S, profiled=profiled).strip() + "\n"

@@ -61,12 +61,15 @@ def largest(results: list[dict], count: int) -> list[str]:
 
 def pick(results: list[dict], count: int, how: str = "largest") -> list[str]:
     """Ids of ``count`` timed shapes to profile: the ``largest``, or those ``furthest`` from their
-    roofline (the least roof fraction; among shapes not dominated by launch overhead where there
-    are such, the largest where no fraction is known)."""
+    roofline, measured as the time the kernel takes above the roofline's floor (a shape of a few
+    microseconds at 0% of its roofline has less to give than a large one at 30%; the order of
+    ``Performance.furthest_from_roof``), among shapes not dominated by launch overhead where there
+    are such; the largest where no floor is known."""
     if how != "furthest":
         return largest(results, count)
-    timed = [r for r in results if not r.get("error_kind") and r.get("roof_fraction") is not None]
+    timed = [r for r in results if not r.get("error_kind") and r.get("floor_ms") is not None
+             and (r.get("candidate") or {}).get("median_ms") is not None]
     counted = [r for r in timed if not r.get("overhead_dominated")] or timed
     if not counted:
         return largest(results, count)
-    return [r["id"] for r in sorted(counted, key=lambda r: r["roof_fraction"])[:count]]
+    return [r["id"] for r in sorted(counted, key=lambda r: r["floor_ms"] - r["candidate"]["median_ms"])[:count]]
