@@ -62,7 +62,7 @@ def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
     assert "inductor baseline not timed: the inductor baseline is timed on a CUDA GPU only" in captured.err
     assert summary["profiles"] == [] and "no profiles: they are taken on a CUDA GPU" in captured.err
     assert summary["ncu"] == {"measured": False, "reason": ncu.CPU_REASON, "ncu": None, "csv": None, "shapes": [],
-                              "notes": []}
+                              "notes": [], "wall_s": None}
     assert f"no Nsight Compute metrics: {ncu.CPU_REASON}" in captured.err
     records = [BenchRecord.model_validate_json(line) for line in open(summary["bench_file"])]
     verdict = json.loads((tmp_path / "runs" / summary["run_dir"].split("/")[-1] / "verdict.json").read_text())
