@@ -43,6 +43,10 @@ def test_the_diagnosis_names_copies_launches_registers_and_bandwidth():
                                         "loads)")
     assert diagnose_ncu(NcuSide.model_validate(_side(40.0, 88.0, 20.0)), eager).startswith("memory-bound near peak")
     assert diagnose_ncu(NcuSide.model_validate(_side(40.0, 20.0, 75.0)), eager).startswith("compute-bound")
+    tiny_programs = _side(495.0, 1.0, 48.0)
+    tiny_programs["kernels"][0]["grid"] = "(802816, 1, 1)"
+    assert diagnose_ncu(NcuSide.model_validate(tiny_programs), eager, bytes_moved=51380224).startswith(
+        "many small programs: 802816 programs of (256, 1, 1) threads, 64 bytes each (SM 48%, DRAM 1% of peak)")
     # from the torch profiler alone
     launches = [Launch(name=COPY, us=9.0, per_call=1), Launch(name="_add_kernel", us=6.0, per_call=1)]
     assert diagnose_launches(launches, [Launch(name="eager_add", us=10.0, per_call=1)]).startswith(

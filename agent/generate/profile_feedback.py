@@ -6,6 +6,8 @@ profiler's kernel list gives the launches and their times.
 """
 from __future__ import annotations
 
+import math
+
 from harness.verdict import Launch, NcuSide, Performance
 
 NAME_CHARS = 70
@@ -13,6 +15,8 @@ MEMORY_NEAR_PEAK_PCT = 70.0  # DRAM throughput at or above this share of peak: m
 LOW_OCCUPANCY_PCT = 30.0
 MANY_REGISTERS = 128
 LAUNCH_BOUND_US = 8.0  # a call whose GPU time is under this is dominated by launching
+MANY_PROGRAMS = 50_000  # a grid this large ...
+SMALL_PROGRAM_BYTES = 2048  # ... whose programs each move less than this: the work is cut too fine
 
 
 def is_copy(name: str) -> bool:
@@ -25,8 +29,17 @@ def short(name: str) -> str:
     return name if len(name) <= NAME_CHARS else name[:NAME_CHARS - 3] + "..."
 
 
-def diagnose_ncu(kernel: NcuSide, eager: NcuSide | None) -> str:
-    """One line from Nsight Compute's figures of the kernel's call (and eager's, for contrast)."""
+def programs(grid: str) -> int:
+    """The number of programs (CUDA blocks) of a grid as ncu writes it: ``(802816, 1, 1)``."""
+    try:
+        return math.prod(int(part) for part in grid.strip("() ").split(","))
+    except ValueError:
+        return 0
+
+
+def diagnose_ncu(kernel: NcuSide, eager: NcuSide | None, bytes_moved: int | None = None) -> str:
+    """One line from Nsight Compute's figures of the kernel's call (and eager's, for contrast);
+    ``bytes_moved``: what the call moves at least (the timed shape's)."""
     launches = kernel.kernels
     copies = [k for k in launches if is_copy(k.name)] if len(launches) > 1 else []
     if copies:
@@ -41,6 +54,12 @@ def diagnose_ncu(kernel: NcuSide, eager: NcuSide | None) -> str:
     if len(launches) > max(eager_launches, 1):
         return (f"more launches than eager: {len(launches)} per call against {eager_launches}; fuse them into one "
                 "kernel")
+    main = max(launches, key=lambda k: k.time_us or 0)
+    grid = programs(main.grid)
+    if bytes_moved and grid >= MANY_PROGRAMS and bytes_moved / grid < SMALL_PROGRAM_BYTES:
+        return (f"many small programs: {grid} programs of {main.block} threads, {bytes_moved / grid:.0f} bytes each "
+                f"(SM {kernel.sm_pct or 0:.0f}%, DRAM {kernel.dram_pct or 0:.0f}% of peak); give each program more "
+                "work (several rows, a larger block)")
     registers = max((k.registers or 0 for k in launches), default=0)
     if (kernel.occupancy_pct or 100) < LOW_OCCUPANCY_PCT and registers >= MANY_REGISTERS:
         return (f"low occupancy from registers: {kernel.occupancy_pct:.0f}% of the warps a multiprocessor holds, "
@@ -77,10 +96,11 @@ def profile_part(performance: Performance | None) -> str | None:
     if performance is None:
         return None
     roof = {t.input: t.roof_fraction for t in performance.tests}
+    moved = {t.input: t.bytes for t in performance.tests}
     report = performance.ncu
     if report is not None and report.measured:
-        blocks = [_ncu_shape(shape, roof.get(shape.input)) for shape in report.shapes if shape.kernel is not None
-                  and shape.kernel.kernels]
+        blocks = [_ncu_shape(shape, roof.get(shape.input), moved.get(shape.input)) for shape in report.shapes
+                  if shape.kernel is not None and shape.kernel.kernels]
         if blocks:
             cost = f"; profiling took {report.wall_s:.0f} s" if report.wall_s is not None else ""
             return ("Nsight Compute on the shapes furthest from their roofline (ncu locks clocks to base: read its "
@@ -108,7 +128,7 @@ def _fraction(value: float | None) -> str:
     return f", {value:.0%} of its roofline" if value is not None else ""
 
 
-def _ncu_shape(shape, roof_fraction: float | None) -> str:
+def _ncu_shape(shape, roof_fraction: float | None, bytes_moved: int | None) -> str:
     rows = []
     for label, side in (("your kernel", shape.kernel), ("eager", shape.eager)):
         if side is None or not side.kernels:
@@ -118,7 +138,7 @@ def _ncu_shape(shape, roof_fraction: float | None) -> str:
         registers = "/".join(f"{k.registers:.0f}" for k in side.kernels[:4] if k.registers is not None) or "-"
         rows.append(f"| {label} | {len(side.kernels)}: {names} | {_num(side.time_us, 1)} | {_num(side.dram_gbs, 0)} | "
                     f"{_num(side.dram_pct, 0)} | {_num(side.sm_pct, 0)} | {_num(side.occupancy_pct, 0)} | {registers} |")
-    return (f"- `{shape.input}`{_fraction(roof_fraction)}: {diagnose_ncu(shape.kernel, shape.eager)}\n"
+    return (f"- `{shape.input}`{_fraction(roof_fraction)}: {diagnose_ncu(shape.kernel, shape.eager, bytes_moved)}\n"
             "  | call | launches | time us | DRAM GB/s | DRAM % peak | SM % peak | occupancy % | registers |\n"
             "  | --- | --- | --- | --- | --- | --- | --- | --- |\n" + "\n".join("  " + row for row in rows))
 
