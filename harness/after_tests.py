@@ -92,8 +92,9 @@ def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict,
         child_job = {**job, "kernel": str(workdir / "candidate.py"), "workdir": str(workdir), "timing": None,
                      "save_suite": None, "ncu": {"ids": ids}, "network_namespace": False,
                      "tool_write_dirs": job["tool_write_dirs"] + ncu.lock_directories()}
-        events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, False, 120 + 60 * len(ids),
-                                     limits, prefix=ncu.command(found, log))
+        with ncu.one_at_a_time():
+            events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, False,
+                                        120 + 60 * len(ids), limits, prefix=ncu.command(found, log))
         text = log.read_text(errors="replace") if log.exists() else ""
         if text and timing.profile_dir is not None:
             kept = Path(timing.profile_dir) / "profiles" / "ncu.csv"

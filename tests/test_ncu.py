@@ -187,3 +187,28 @@ def test_the_table_shows_each_side_and_where_the_csv_is():
     console = Console(record=True, width=200)
     print_ncu(console, NcuReport(measured=False, reason=ncu.NOT_FOUND))
     assert "no Nsight Compute metrics: Nsight Compute's command line (ncu) was found neither" in console.export_text()
+
+
+def test_one_ncu_session_at_a_time_across_processes(tmp_path):
+    """Two processes asking for ncu: the second waits until the first is done."""
+    import multiprocessing
+    import time
+    from harness.timing.ncu import one_at_a_time
+    marks = tmp_path / "marks"
+
+    def hold(name):
+        with one_at_a_time():
+            with open(marks, "a") as f:
+                f.write(f"{name} in {time.monotonic()}\n")
+            time.sleep(0.5)
+            with open(marks, "a") as f:
+                f.write(f"{name} out {time.monotonic()}\n")
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=hold, args=(name,)) for name in ("a", "b")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    lines = [line.split() for line in marks.read_text().splitlines()]
+    assert [kind for _, kind, _ in lines] == ["in", "out", "in", "out"]
+    assert lines[0][0] == lines[1][0] and lines[2][0] == lines[3][0]

@@ -61,6 +61,22 @@ def command(ncu: str, log_file: Path) -> list[str]:
             "--log-file", str(log_file)]
 
 
+@contextmanager
+def one_at_a_time():
+    """Held while ncu runs: one ncu session per machine. Each sandbox child has its own TMPDIR,
+    where ncu keeps its own lock, so two evaluations profiling at once (a batch's jobs, or
+    generate's profile feedback beside ``bench --ncu``) did not see each other and one ended with
+    "Profiling failed" (H200, 8 GPU tests at once). Waits as long as the other session runs."""
+    import fcntl
+    import tempfile
+    with open(os.path.join(tempfile.gettempdir(), "bbagent-ncu.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def lock_directories() -> list[str]:
     """Where ncu's library in the child takes its interprocess lock when that is not under the
     child's ``TMPDIR`` (its working directory, writable anyway): ``/tmp/nvidia/nsight_compute``,
