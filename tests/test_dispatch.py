@@ -195,3 +195,25 @@ def test_no_dispatcher_is_composed_when_asked_not_to(tmp_path, monkeypatch):
                            target_roof=0, dispatch=False)
     assert "round 1" in outcome.message
     assert json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())["dispatchers"] == []
+
+
+def test_every_correct_corpus_kernel_and_prompt_example_merges_with_itself_and_imports(tmp_path):
+    """Kernels as libraries and models write them (decorators, autotune configs, helpers, constants,
+    heuristics lambdas): two copies merged apart import, each with its own entry and Triton kernels."""
+    import importlib.util
+    corpus = json.loads((KERNELS / "corpus.json").read_text())
+    entries = corpus["entries"]
+    files = sorted({KERNELS / e["kernel"] for e in entries if e.get("expect") == "pass"})
+    files += sorted((ROOT / "prompts" / "examples").glob("*.py"))
+    assert len(files) > 30
+    host = {"kernel": ("host", "kernel")} | import_identity("import torch")
+    for number, path in enumerate(files):
+        merged = merge([Part(path.read_text(), "_r1"), Part(path.read_text(), "_r2")], host)
+        module_file = tmp_path / f"merged_{number}.py"
+        module_file.write_text("\n".join(merged.future + ["import torch"] + merged.bodies))
+        spec = importlib.util.spec_from_file_location(f"merged_{number}", module_file)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        first, second = (getattr(module, renamed["kernel"]) for renamed in merged.renamed)
+        assert callable(first) and callable(second) and first is not second, path.name
+        assert not hasattr(module, "kernel"), path.name

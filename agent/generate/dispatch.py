@@ -19,6 +19,7 @@ from pathlib import Path
 
 from agent.generate.merge import CannotMerge, Part, import_identity, merge
 from agent.generate.population import Member
+from harness.traces import DTYPE_NAMES
 
 MIN_GAIN = 0.03
 HOST_NAMES = ("kernel", "DISPATCH_PARTS", "DISPATCH_RULES", "call_size")
@@ -64,13 +65,8 @@ def description_bytes(description: str) -> tuple[int, str | None]:
         numel = math.prod(int(d) for d in dims.replace(" ", "").split(",") if d)
         size += numel * ITEM_BYTES.get(short, 4)
         if dtype is None:
-            dtype = _LONG_DTYPE.get(short, short)
+            dtype = DTYPE_NAMES.get(short, short)
     return size, dtype
-
-
-_LONG_DTYPE = {"f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16", "i8": "int8",
-               "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "b8": "bool", "c32": "complex32",
-               "c64": "complex64", "c128": "complex128"}
 
 
 def plan(first: Member, second: Member) -> Plan | None:
