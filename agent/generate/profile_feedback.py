@@ -19,6 +19,9 @@ MANY_PROGRAMS = 50_000  # a grid this large ...
 SMALL_PROGRAM_BYTES = 2048  # ... whose programs each move less than this: the work is cut too fine
 
 
+COPY_ADVICE = "read the inputs as they are laid out (strides) and write the output directly"
+
+
 def is_copy(name: str) -> bool:
     """A launch that only moves data: torch's copy kernels, CUDA memcpy and memset."""
     lowered = name.lower()
@@ -45,8 +48,7 @@ def diagnose_ncu(kernel: NcuSide, eager: NcuSide | None, bytes_moved: int | None
     if copies:
         share = sum(k.time_us or 0 for k in copies) / max(kernel.time_us or 0, 1e-9)
         return (f"extra copies: {len(copies)} of the call's {len(launches)} launches only copy data "
-                f"({', '.join(short(k.name) for k in copies[:3])}), {share:.0%} of its GPU time; read the inputs "
-                "as they are laid out (strides) and write the output directly")
+                f"({', '.join(short(k.name) for k in copies[:3])}), {share:.0%} of its GPU time; {COPY_ADVICE}")
     eager_launches = len(eager.kernels) if eager is not None else 1
     if (kernel.time_us or 0) < LAUNCH_BOUND_US:
         return (f"launch-bound: the call's GPU time is {kernel.time_us or 0:.1f} us over {len(launches)} launch(es)"
@@ -82,7 +84,7 @@ def diagnose_launches(kernel: list[Launch], eager: list[Launch]) -> str:
     if copies:
         share = sum(k.us for k in copies) / max(total, 1e-9)
         return (f"extra copies: {', '.join(short(k.name) for k in copies[:3])}, {share:.0%} of the call's GPU time; "
-                "read the inputs as they are laid out (strides) and write the output directly")
+                f"{COPY_ADVICE}")
     eager_launches = sum(k.per_call for k in eager)
     if launches > max(eager_launches, 1):
         return f"more launches than eager: {launches:g} per call against {eager_launches:g}; fuse them into one kernel"

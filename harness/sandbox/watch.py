@@ -53,16 +53,16 @@ def session_usage(session: int) -> tuple[int, int]:
     watch loop uses ``SessionMemory``."""
     resident = _resident_sizes(session)
     if len(resident) > 1:
-        return len(resident), sum(_proportional(pid, rss) for pid, rss in resident.items())
+        return len(resident), _proportional_total(resident)
     return len(resident), sum(resident.values())
 
 
 class SessionMemory:
-    """The memory a session holds, checked at every poll of the watch loop without getting in the
-    child's way. Reading a process's proportional size (``smaps_rollup``) walks its page tables
-    holding its memory-map lock, 20-35 ms for a process with CUDA's large mappings (H200); doing
-    that for the child and its 8 compile processes every 0.1 s kept the child's allocations
-    waiting (mm's correct candidate: 13-15 s against 10.7 s with resident sizes alone). So:
+    """The memory a session holds, checked at every poll of the watch loop at little cost. Reading
+    a process's proportional size (``smaps_rollup``) walks its page tables holding its memory-map
+    lock, 22-34 ms for a process with CUDA's large mappings (H200); doing that for the child and
+    its 8 compile processes every 0.1 s kept the parent's watch reading /proc all the time, a
+    core per evaluation (the evaluation's own time did not change measurably). So:
 
     - the resident sizes (``/proc/PID/stat``, cheap) are read at every poll; their sum is never
       below the proportional sum, so under the limit nothing more is needed to decide;
@@ -87,7 +87,7 @@ class SessionMemory:
         now = time.monotonic()
         if now >= self._next_pss_at or estimate > limit:
             started = time.perf_counter()
-            self._pss = sum(_proportional(pid, rss) for pid, rss in resident.items())
+            self._pss = _proportional_total(resident)
             cost = time.perf_counter() - started
             if total <= limit:
                 wait = max(PSS_MIN_INTERVAL_S, cost / PSS_TIME_SHARE)
@@ -114,6 +114,11 @@ def _resident_sizes(session: int) -> dict[str, int]:
         if len(fields) > 21 and int(fields[3]) == session:
             resident[entry] = int(fields[21]) * PAGE_SIZE
     return resident
+
+
+def _proportional_total(resident: dict[str, int]) -> int:
+    """The proportional sizes of these processes (``_resident_sizes``), summed."""
+    return sum(_proportional(pid, rss) for pid, rss in resident.items())
 
 
 def _proportional(pid: str, resident: int) -> int:
