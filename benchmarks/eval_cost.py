@@ -91,7 +91,7 @@ def row_of(name: str, kind: str, mode: str, verdict: dict, wall_s: float) -> dic
             "ahead_s": timings.get("ahead_s"), "ahead_processes": timings.get("ahead_processes"),
             "ahead_warmed": timings.get("ahead_warmed"), "host_memory_peak_gib": timings.get("host_memory_peak_gib"),
             "imported_sealed": timings.get("imported_sealed"),
-            "phases": timings.get("phases"), "failures": failures, "error": verdict.get("error_kind")}
+            "phases": timings.get("phases"), "test_parts": timings.get("test_parts"), "failures": failures, "error": verdict.get("error_kind")}
 
 
 def evaluate_warm(op: str, path: Path, device: str, timeout_s: float, profile: bool = False) -> tuple[dict, float]:
@@ -199,18 +199,23 @@ def loop_profile(names: list[str], device: str, out, limit: int | None = None) -
             print(text.getvalue(), file=out)
 
 
+def _parts(parts: dict | None) -> str:
+    """``ahead 1.2, inputs 0.3, ...``: where the tests' time went (``timings.test_parts``)."""
+    return ", ".join(f"{name} {seconds:g}" for name, seconds in (parts or {}).items()) or "-"
+
+
 def markdown(rows: list[dict], device: str) -> str:
     head = ("| operator | kernel | mode | verdict | tests run / planned | wall s | child ready s | suite build s "
             "| tests s | compiled ahead s (calls) | compile processes (warmed) | compiles (s) | autotune runs (s) "
-            "| host memory peak GiB |")
-    lines = [f"Device: {device}.", "", head, "|" + " --- |" * 14]
+            "| host memory peak GiB | tests' parts s |")
+    lines = [f"Device: {device}.", "", head, "|" + " --- |" * 15]
     for r in rows:
         verdict = "pass" if r["passed"] else "fail: " + ", ".join(sorted(set(r["failures"])) or [r["error"] or "?"])
         lines.append(f"| {r['operator']} | {r['kernel']} | {r['mode']} | {verdict} | {r['ran']} / {r['planned']} "
                      f"| {r['wall_s']} | {r['child_ready_s']} | {r['suite_build_s']} | {r['tests_s']} "
                      f"| {r['ahead_s']} ({r['ahead_calls']}) | {r.get('ahead_processes')} ({r.get('ahead_warmed')}) "
                      f"| {r['compiles']} ({r['compile_s']}) | {r['autotune_runs']} ({r['autotune_s']}) "
-                     f"| {r.get('host_memory_peak_gib')} |")
+                     f"| {r.get('host_memory_peak_gib')} | {_parts(r.get('test_parts'))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -195,6 +195,7 @@ def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) ->
             "child_ready_s": round(ready_at - outcome.launched_at, 3) if ready_at else None,
             "suite_build_s": suite.build_s if suite else None, "tests_s": done.total_s if done else None,
             "phases": done.phases if done else {},
+            "test_parts": done.test_parts if done else {},
             "imported_sealed": done.imported_sealed if done else [],
             "host_memory_peak_gib": round(outcome.memory_peak / 2**30, 2),
             **_ahead_totals(of_kind(events, CompiledAhead)),

@@ -135,6 +135,7 @@ class Done(Event):
     total_s: float
     phases: dict = field(default_factory=dict)  # seconds: start (containment, device), suite, seal, import, tests
     imported_sealed: list = field(default_factory=list)  # modules first imported after the seal, in order
+    test_parts: dict = field(default_factory=dict)  # seconds of the tests phase by part (harness.stopwatch)
 
 
 @dataclass

@@ -397,6 +397,10 @@ class Timings(_Strict):
     suite_build_s: float | None = None
     tests_s: float | None = None  # the child's whole run, from its start to its last test (the suite included)
     phases: dict[str, float] = {}  # that run by phase: start, suite, seal, import, tests (timing included)
+    # the tests phase by part: ahead (compiling ahead; ahead_inputs is its calls' inputs, drawn and
+    # cloned), inputs (a test's, drawn and cloned), reference, candidate, checks, memory (cached
+    # device memory given back), timing; the rest is the loop's own
+    test_parts: dict[str, float] = {}
     # modules first imported after the child was sealed, where an import costs far more (the audit
     # hook, the file view): the candidate's own, or a lazy import of torch or Triton to preload
     imported_sealed: list[str] = []

@@ -29,6 +29,7 @@ from harness.ops import value_mode
 from harness.checks.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from harness.inputs import clone_value
+from harness.stopwatch import NoStopwatch, Stopwatch
 from harness.suite.build import TestCase
 from harness.variants import is_written, schema_arguments
 
@@ -86,15 +87,19 @@ def _synchronize(device: str) -> None:
 
 
 def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candidate_file: str,
-             on_candidate=lambda: None) -> dict:
+             on_candidate=lambda: None, stopwatch: Stopwatch | None = None) -> dict:
     """``on_candidate`` is called when the reference is done and the candidate is about to run,
-    so that a crash can be blamed on the right side."""
+    so that a crash can be blamed on the right side. ``stopwatch`` gets the seconds of each part:
+    inputs (drawn and cloned), reference, candidate, checks."""
+    watch = stopwatch or NoStopwatch()
     result = failed_result(case)
-    args, kwargs = case.inputs()
-    ref_args, ref_kwargs = clone_value(args), clone_value(kwargs)
+    with watch.part("inputs"):
+        args, kwargs = case.inputs()
+        ref_args, ref_kwargs = clone_value(args), clone_value(kwargs)
     try:
-        expected = op(*ref_args, **ref_kwargs)
-        _synchronize(device)
+        with watch.part("reference"):
+            expected = op(*ref_args, **ref_kwargs)
+            _synchronize(device)
     except Exception as exc:  # the reference itself rejects this input on this device
         if device == "cuda" and is_cuda_error(exc):
             raise ReferenceFault(f"the aten reference hit a CUDA error on test {case.id} ({case.description}): "
@@ -105,15 +110,17 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         return result
 
     if value_mode(op) == "exact":
-        corrected = functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, device)
+        with watch.part("reference"):
+            corrected = functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, device)
         if corrected is not None:
             expected, ref_args, ref_kwargs, result["reference"] = corrected
 
     on_candidate()
-    cand_args, cand_kwargs = clone_value(args), clone_value(kwargs)
-    del args, kwargs  # a trace case's inputs can be large; keep only the clones
-    before = clone_value((cand_args, cand_kwargs))
-    poison_freed_memory(tensors_in(expected))
+    with watch.part("inputs"):
+        cand_args, cand_kwargs = clone_value(args), clone_value(kwargs)
+        del args, kwargs  # a trace case's inputs can be large; keep only the clones
+        before = clone_value((cand_args, cand_kwargs))
+        poison_freed_memory(tensors_in(expected))
     launches_before = launches.launches
     started = time.perf_counter()
     try:
@@ -121,21 +128,25 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
             actual = kernel(*cand_args, **cand_kwargs)
         _synchronize(device)
     except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
+        watch.add("candidate", time.perf_counter() - started)
         result.update(candidate_raised(exc, candidate_file))
         return result
-    result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    elapsed = time.perf_counter() - started
+    watch.add("candidate", elapsed)
+    result["duration_ms"] = round(elapsed * 1000, 3)
 
-    failure = _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,
-                     launches.launches - launches_before, recorder.findings)
-    if failure is None and value_mode(op) == "distribution":
-        values = sum(t.numel() for t in tensors_in(expected))
-        failure = _check_random_draws(op, before, kernel, device, values, recorder, candidate_file)
-    if failure:
-        result.update(failure)
-    else:
-        result["passed"] = True
-        if value_mode(op) == "exact":
-            result["tolerance_used"] = tolerance_used(expected, actual)
+    with watch.part("checks"):
+        failure = _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,
+                         launches.launches - launches_before, recorder.findings)
+        if failure is None and value_mode(op) == "distribution":
+            values = sum(t.numel() for t in tensors_in(expected))
+            failure = _check_random_draws(op, before, kernel, device, values, recorder, candidate_file)
+        if failure:
+            result.update(failure)
+        else:
+            result["passed"] = True
+            if value_mode(op) == "exact":
+                result["tolerance_used"] = tolerance_used(expected, actual)
     return result
 
 

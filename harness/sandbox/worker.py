@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 
 from harness import events
+from harness.stopwatch import Stopwatch
 from harness.suite.budget import CPU_MAX_NUMEL
 
 
@@ -108,6 +109,7 @@ def run_job(job: Job, send) -> int:
     phases = {"start": round(suite_started - started, 3), "suite": round(time.perf_counter() - suite_started, 3)}
     mark = time.perf_counter()
     launches, compile_clock = _instrument(job.device, send)
+    stopwatch = Stopwatch()
     from harness.sandbox.containment import seal
     send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
     phases["seal"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
@@ -120,11 +122,12 @@ def run_job(job: Job, send) -> int:
     served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
     if job.ncu is not None:
         _profile_under_ncu(op, job, suites[0][2], served[job.op], compile_clock, send)
-    elif _profiled(job.profile, _run_tests, op, job, suites, served, (launches, compile_clock), candidate_file,
+    elif _profiled(job.profile, _run_tests, op, job, suites, served, (launches, compile_clock, stopwatch), candidate_file,
                    send) is not None:
         return 0
     phases["tests"] = round(time.perf_counter() - mark, 3)
-    send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported))
+    send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported,
+                     test_parts=stopwatch.rounded()))
     return 0
 
 
@@ -222,9 +225,10 @@ def _profile_under_ncu(op, job: Job, suite, kernel, compile_clock, send) -> None
 
 def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: str, send) -> str | None:
     """Every test, then (on a GPU, all passed) the timing phase. Returns why the run ended early
-    (a ``fatal`` event said it), else None. ``instruments``: the launch counter and compile clock."""
+    (a ``fatal`` event said it), else None. ``instruments``: the launch counter, the compile clock
+    and the stopwatch that splits the tests' time into parts."""
     import torch
-    launches, compile_clock = instruments
+    launches, compile_clock, stopwatch = instruments
     from harness.checks.case import ReferenceFault
     from harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
     passed: set[str] = set()
@@ -243,8 +247,9 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             name, target, case = planned[number]
         if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
             compiled_ahead_to = first_tier if number < first_tier else len(planned)
-            send(events.CompiledAhead(**_compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
-                                                       job.device, send)))
+            with stopwatch.part("ahead"):
+                send(events.CompiledAhead(**_compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
+                                                           job.device, send, stopwatch)))
         if extra_from is not None and time.perf_counter() - extra_from >= job.fail_fast_s:
             send(events.StoppedEarly(first_tier=first_tier, failing_classes=[describe_class(k) for k in failing_classes],
                                      not_run=len(planned) - number, budget_s=job.fail_fast_s))
@@ -252,14 +257,15 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
         compile_clock.rotate(number)
         send(events.CaseStart(id=case.id))
         try:
-            result = _run_case(job.device, name, target, case, served, launches, candidate_file, send)
+            result = _run_case(job.device, name, target, case, served, launches, candidate_file, send, stopwatch)
         except ReferenceFault as fault:
             send(events.Fatal(error_kind="worker_error", message=str(fault)))
             return "reference fault"
         lost = result.pop("context_lost", False)
         send(events.CaseResult(record={**result, "overload": name}))
         if job.device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
-            _give_back_cached_memory(torch)
+            with stopwatch.part("memory"):
+                _give_back_cached_memory(torch)
         if result["passed"]:
             passed.add(case.id)
         if result["passed"] is False:
@@ -275,7 +281,8 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             return "CUDA context lost"
     if job.timing is not None and job.device == "cuda" and not failed:
         compile_clock.real_autotuning()
-        _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, send)
+        with stopwatch.part("timing"):
+            _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, send)
     return None
 
 
@@ -287,7 +294,8 @@ def _profiled(profile: bool, run, *args):
     return profiled(run, *args)
 
 
-def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_clock, device: str, send) -> dict:
+def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_clock, device: str, send,
+                   stopwatch: Stopwatch) -> dict:
     """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``start`` to ``end`` of the run
     order: one call per input layout and autotuner configs held (``CompileClock.rotate``), each
     announced (a crash in it is then the test's)."""
@@ -301,18 +309,20 @@ def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_cl
             key = (layout_key(name, case), compile_clock.held_configs())
             if key not in seen:
                 seen.add(key)
-                yield functools.partial(_call_on_clones, served[name], case, send)
+                yield functools.partial(_call_on_clones, served[name], case, send, stopwatch)
     return compile_ahead(calls(), device, compile_clock.paused)
 
 
-def _call_on_clones(kernel, case, send) -> None:
+def _call_on_clones(kernel, case, send, stopwatch: Stopwatch) -> None:
     from harness.inputs import clone_value
     send(events.AheadCall(id=case.id))
-    args, kwargs = case.inputs()
-    kernel(*clone_value(args), **clone_value(kwargs))
+    with stopwatch.part("ahead_inputs"):
+        args, kwargs = clone_value(case.inputs())
+    kernel(*args, **kwargs)
 
 
-def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send) -> dict:
+def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send,
+              stopwatch: Stopwatch) -> dict:
     """One test's result record; a CUDA error raised after the kernel returned (in the checks) is
     the kernel's out-of-bounds access."""
     from harness.checks.case import failed_result, is_cuda_error, run_case
@@ -320,7 +330,7 @@ def _run_case(device: str, name: str, target, case, served: dict, launches, cand
     recorder = AtenRecorder(target, launches, candidate_file)
     try:
         return run_case(target, case, served[name], device, launches, recorder, candidate_file,
-                        on_candidate=lambda case_id=case.id: send(events.CandidateStart(id=case_id)))
+                        on_candidate=lambda case_id=case.id: send(events.CandidateStart(id=case_id)), stopwatch=stopwatch)
     except Exception as exc:
         if not is_cuda_error(exc):
             raise
