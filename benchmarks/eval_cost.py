@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import secrets
@@ -154,7 +155,7 @@ def suite_profile(names: list[str], device: str, out) -> None:
         print(text.getvalue(), file=out)
 
 
-def loop_profile(names: list[str], device: str, out, limit: int | None = None) -> None:
+def loop_profile(names: list[str], device: str, out, limit: int | None = None, torch_profile: bool = False) -> None:
     """Where a test's time goes once the suite is built: each operator's correct kernel run over its
     suite in this process (no sandbox), as the child runs it, under cProfile: the first pass (what a
     fresh child pays: compiles, first launches, lazily loaded libraries) and a second one."""
@@ -169,6 +170,7 @@ def loop_profile(names: list[str], device: str, out, limit: int | None = None) -
         torch.cuda.synchronize()
     print(f"torch imported and {device} ready: {time.perf_counter() - started:.2f} s", file=out)
     from harness.checks.case import run_case
+    from harness.stopwatch import Stopwatch
     from harness.checks.guards import AtenRecorder, LaunchCounter
     from harness.ops import resolve_op
     from harness.suite.build import build_suite
@@ -185,18 +187,40 @@ def loop_profile(names: list[str], device: str, out, limit: int | None = None) -
         suite = build_suite(op, device, 1, interpreter=device == "cpu")
         cases = suite.cases[::max(1, len(suite.cases) // limit)][:limit] if limit else suite.cases
         for label in ("first", "second"):
-            profile = cProfile.Profile()
+            stopwatch = Stopwatch()
+            profile = cProfile.Profile() if label == "first" or not torch_profile else None
+            device_profile = _torch_profiler(device) if profile is None else None
             started = time.perf_counter()
-            profile.enable()
-            for case in cases:
-                run_case(op, case, module.kernel, device, launches, AtenRecorder(op, launches, str(path)), str(path))
-            profile.disable()
+            with (device_profile or contextlib.nullcontext()):
+                if profile:
+                    profile.enable()
+                for case in cases:
+                    run_case(op, case, module.kernel, device, launches, AtenRecorder(op, launches, str(path)), str(path),
+                             stopwatch=stopwatch)
+                if profile:
+                    profile.disable()
             took = time.perf_counter() - started
             print(f"{name}: {len(cases)} of {len(suite.cases)} tests, {label} pass {took:.2f} s "
-                  f"({1e3 * took / len(cases):.1f} ms a test)", file=out)
-            text = io.StringIO()
-            pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(40)
-            print(text.getvalue(), file=out)
+                  f"({1e3 * took / len(cases):.1f} ms a test); parts: {_parts(stopwatch.rounded())}", file=out)
+            if profile:
+                text = io.StringIO()
+                pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(40)
+                print(text.getvalue(), file=out)
+            else:
+                print(_device_table(device_profile, device), file=out)
+
+
+def _torch_profiler(device: str):
+    from torch.profiler import ProfilerActivity, profile
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    return profile(activities=activities, record_shapes=True)
+
+
+def _device_table(profile, device: str) -> str:
+    """The aten calls of a pass, with their input dtypes (which of them are the float64
+    re-judgements), by device time on a GPU, else by host time."""
+    sort = "cuda_time_total" if device == "cuda" else "cpu_time_total"
+    return profile.key_averages(group_by_input_shape=False).table(sort_by=sort, row_limit=40)
 
 
 def _parts(parts: dict | None) -> str:
@@ -234,6 +258,8 @@ def main() -> int:
                         help="warm evaluations run their tests under cProfile; their costliest calls are printed")
     parser.add_argument("--loop-profile", action="store_true",
                         help="instead: where the tests' time goes, the correct kernels run in this process")
+    parser.add_argument("--torch-profile", action="store_true",
+                        help="with --loop-profile: the second pass under torch's profiler (aten calls by device time)")
     parser.add_argument("--limit", type=int, default=None,
                         help="with --loop-profile: this many tests, spread over the suite")
     args = parser.parse_args()
@@ -247,7 +273,7 @@ def main() -> int:
         suite_profile(names, device, sys.stdout)
         return 0
     if args.loop_profile:
-        loop_profile(names, device, sys.stdout, args.limit)
+        loop_profile(names, device, sys.stdout, args.limit, args.torch_profile)
         return 0
     modes, kinds = args.modes.split(","), args.kinds.split(",")
     rows: list[dict] = []

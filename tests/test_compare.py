@@ -198,8 +198,7 @@ def test_the_float64_run_converts_positional_dtype_arguments():
     assert run.truth() is not None and run.truth().truth.dtype == torch.float64 and run.unavailable is None
     exact = op(g.double(), y.double(), 1, torch.float64)
     assert torch.equal(run.truth().truth, exact)
-    from harness.checks.case import _to_float64
-    _, args, _ = run._run_on(_to_float64)
+    _, args, _ = run._run_on(lambda t: t.to(torch.float64))
     assert args[3] == torch.float64  # CUDA refuses float64 inputs with input_dtype float16; the CPU does not
 
 
@@ -241,3 +240,52 @@ def test_the_reduction_allowance_is_computed_only_where_the_float64_value_alone_
     run = Float64Run(op, ((x, [1]), {}))
     failure = judged(correctly_rounded, correctly_rounded + 50.0, "exact", run)
     assert failure["error_kind"] == "mismatch" and run.scaled and "float64 run" in failure["message"]
+
+
+def test_the_finite_shortcut_decides_as_the_full_rules(monkeypatch):
+    """Issue 33: ``compare_tensors`` with a float64 truth first tries a shortcut for all-finite
+    values. Wherever the shortcut passes a result the full rules must pass it too, and where every
+    value is finite the two must agree; checked over mismatches near the tolerance, aten errors that
+    widen the allowance, reduction scales, and NaN/inf sprinkled in."""
+    from harness.checks import compare as module
+    full_rules = lambda *args: False  # noqa: E731 - the shortcut declines: the full rules decide
+    gen = torch.Generator().manual_seed(7)
+    agreed = shortcut_passes = 0
+    for trial in range(400):
+        dtype = (torch.float16, torch.bfloat16, torch.float32)[trial % 3]
+        atol, rtol = module.TOLERANCES[dtype]
+        truth = torch.randn(64, generator=gen, dtype=torch.float64) * 10 ** (trial % 5 - 2)
+        aten = (truth + torch.randn(64, generator=gen, dtype=torch.float64) * rtol * (trial % 4)).to(dtype)
+        actual = (truth + torch.randn(64, generator=gen, dtype=torch.float64) * rtol * (trial % 7)).to(dtype)
+        scale = truth.abs() * (trial % 2) * 100 if trial % 6 == 0 else None
+        finite = trial % 5 != 0
+        if not finite:  # one NaN or infinity, in aten's result, the kernel's or the float64 run's
+            where = int(torch.randint(0, 64, (1,), generator=gen))
+            (aten, actual, truth)[(trial // 5) % 3][where] = (float("nan"), float("inf"), -float("inf"))[trial % 3]
+        exact = module.Exact(truth, scale)
+        decided = module.compare_tensors(aten, actual, exact=exact) is None
+        shortcut = module._all_finite_and_allowed(aten.double(), actual.double(), truth, scale, atol, rtol)
+        with monkeypatch.context() as patched:
+            patched.setattr(module, "_all_finite_and_allowed", full_rules)
+            full = module.compare_tensors(aten, actual, exact=exact) is None
+        assert decided == full, trial
+        if shortcut:
+            shortcut_passes += 1
+            assert full, trial
+        if finite:
+            assert shortcut == full, trial
+            agreed += 1
+    assert shortcut_passes > 50 and agreed > 250  # both outcomes were exercised
+
+
+def test_the_first_comparison_is_not_reported_where_float64_rejudges_it():
+    """The report of aten's comparison (counts, first elements) is only built where no float64
+    re-judgement follows; ``judged`` still reports every failure with its numbers."""
+    from harness.checks.case import Float64Run, judged
+    from harness.checks.compare import UNREPORTED, compare
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16)
+    assert compare(x, x + 1, report=False) == UNREPORTED
+    assert compare(x.int(), x.int() + 1, report=False)["mismatch_count"] == 3  # integers: not re-judged
+    failure = judged(x * 2, x * 2 + 1, "exact", Float64Run(torch.ops.aten.mul.Tensor, ((x, 2.0), {})))
+    assert failure["error_kind"] == "mismatch" and failure["mismatch_count"] == 3 and failure["mismatches"]
+    assert "float64 run" in failure["message"]

@@ -1,6 +1,7 @@
 """Compiling ahead (issue 33): each call runs up to its first Triton launch, which compiles (on a
 GPU in a thread pool) and runs nothing; what the candidate does after the launch never runs; a
-call that raises is left to its test; one that does not reach a launch in time stops it all.
+call that raises is left to its test; one that does not reach a launch in time stops it all. In
+the background, a launch made while the pool compiles runs its kernel, compiled there.
 The CPU twin runs under the Triton interpreter (in a process of its own: TRITON_INTERPRET is read
 when triton is imported); the GPU test also sees the kernels compiled, in the pool's threads,
 each made first by a forked compile process (``harness.sandbox.compile_processes``)."""
@@ -68,7 +69,15 @@ after_ahead, seen_ahead = list(compiled_in), list(seen)
 import pathlib, os
 launchers = len(list(pathlib.Path(os.environ["TRITON_CACHE_DIR"]).rglob("__triton_launcher*.so")))
 out = wrapper(32)  # launches for real again
-print(json.dumps({"stats": stats, "seen": seen_ahead, "untouched": untouched, "cached": cached,
+# in the background: the call returns with the compilations under way; a launch waits for its own
+compiled_before = len(compiled_in)
+compiling = ahead.start_compiling_ahead(iter([functools.partial(wrapper, 512), functools.partial(wrapper, 1024)]),
+                                        device)
+early = wrapper(1024).tolist()[:3]
+background = compiling.finish()
+late = wrapper(512).tolist()[:3]
+print(json.dumps({"background": background, "early": early, "late": late,
+                  "background_compiled_in": compiled_in[compiled_before:],"stats": stats, "seen": seen_ahead, "untouched": untouched, "cached": cached,
                   "compiled_in": after_ahead, "handler_back": signal.getsignal(signal.SIGALRM) is handler,
                   "then": out.tolist()[:3], "compiles_after": len(compiled_in) - len(after_ahead),
                   "launchers_built_ahead": launchers}))
@@ -95,6 +104,9 @@ def check_common(result: dict) -> None:
     assert result["untouched"]  # and the kernels did not run
     assert result["handler_back"]
     assert result["then"] == [7.0, 7.0, 7.0]  # launching works again afterwards
+    background = result["background"]
+    assert background["calls"] == 2 and background["launches"] == 2 and not background["stopped"]
+    assert result["early"] == result["late"] == [7.0, 7.0, 7.0]  # a launch before finish() ran its kernel
 
 
 def test_compile_ahead_stops_each_call_at_its_launch_under_the_interpreter(tmp_path):
@@ -111,6 +123,10 @@ def test_compile_ahead_compiles_in_threads_and_runs_nothing(tmp_path):
     assert result["compiles_after"] == 0  # the test's launch found its kernel compiled
     assert result["stats"]["processes"] == 3 and result["stats"]["warmed"] == 3  # a compile process made each first
     assert result["launchers_built_ahead"] >= 1  # with its launcher, before any launch
+    # the background's two kernels compiled in the pool, none in the launching thread
+    assert len(result["background_compiled_in"]) == 2, result["background_compiled_in"]
+    assert all(name.startswith("bbagent-compile") for name in result["background_compiled_in"])
+    assert result["background"]["processes"] == 2
 
 
 def test_a_process_ending_while_compiling_ahead_is_blamed_on_that_tests_call():

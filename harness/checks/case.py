@@ -262,8 +262,10 @@ def judged(expected, actual, mode: str, exact: "Float64Run", path: str = "output
     returned values, or of the written ``argument``): first without the reduction allowance,
     then, where that fails and the op is a reduction, with it (it only loosens, so a pass
     without it is a pass; a float16 matmul mostly needs none, and the two runs on ones and
-    magnitudes cost as much as the float64 run itself)."""
-    failure = compare(expected, actual, path, mode)
+    magnitudes cost as much as the float64 run itself). The first comparison reports nothing
+    where a re-judgement follows (counting and quoting the mismatches of a float16 matmul cost
+    more than judging it)."""
+    failure = compare(expected, actual, path, mode, report=False)  # UNREPORTED is always re-judged
     if exact.wanted(failure):
         truth = exact.truth(argument, scaled=False)
         failure = compare(expected, actual, path, mode, truth)
@@ -295,7 +297,8 @@ class Float64Run:
                                   or (failure["error_kind"] == "mismatch" and "max_abs_error" in failure))
 
     def _run_on(self, convert):
-        args, kwargs = map_tensors(clone_value(self.inputs), convert)
+        # ``convert`` makes a new tensor of each floating one; the rest are cloned (the op may write them)
+        args, kwargs = map_tensors(self.inputs, lambda t: convert(t) if _is_float(t) else clone_value(t))
         # a floating dtype argument, positional or keyword, would cast the float64 inputs back
         # (cumsum(x, 1, dtype=float16); _softmax_backward_data(grad, out, dim, float16))
         args = tuple(_float64_dtype(v) for v in args)
@@ -307,7 +310,7 @@ class Float64Run:
             return
         self.ran = True
         try:
-            self.values, self.args, self.kwargs = self._run_on(_to_float64)
+            self.values, self.args, self.kwargs = self._run_on(lambda t: t.to(torch.float64, copy=True))
         except Exception as exc:  # the op has no float64 version here: nothing is loosened
             self.unavailable = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
 
@@ -318,9 +321,9 @@ class Float64Run:
         if not self.scaled and self.values is not None:
             self.scaled = True
             try:
-                counts, _, _ = self._run_on(lambda t: torch.ones_like(_to_float64(t)) if _is_float(t) else t)
+                counts, _, _ = self._run_on(lambda t: torch.ones_like(t, dtype=torch.float64))
                 if _is_term_count(counts):
-                    magnitudes, _, _ = self._run_on(lambda t: _to_float64(t).abs() if _is_float(t) else t)
+                    magnitudes, _, _ = self._run_on(lambda t: t.to(torch.float64).abs())
                     self.scale = _times_sqrt(magnitudes, counts)
             except Exception:
                 self.scale = None
@@ -385,10 +388,6 @@ def _pair(truth, scale):
 
 def _float64_dtype(value):
     return torch.float64 if isinstance(value, torch.dtype) and value.is_floating_point else value
-
-
-def _to_float64(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.float64) if _is_float(t) else t
 
 
 def _returned(op, actual) -> list[tuple]:

@@ -2,7 +2,9 @@
 layout up to its first Triton launch, which submits its compilation instead of launching
 (Triton's ``AsyncCompileMode``); then those compilations run side by side, in threads, each made
 first by a forked compile process (``harness.sandbox.compile_processes``: much of Triton's
-compiler holds the GIL); the tests then find those kernels compiled.
+compiler holds the GIL); the tests then find those kernels compiled. ``start_compiling_ahead``
+returns while they compile: the tests start at once, each launch of a kernel still compiling
+waiting for that kernel alone (the worker does so for the tests after the first tier).
 
 On a GPU most of a new candidate's evaluation is compiling (softmax on the H200: 29 compilations,
 6.7 of its 8.2 s), one at a time while the machine's other cores idle.
@@ -55,28 +57,60 @@ def compile_ahead(calls: Iterable[Callable[[], object]], device: str,
     """Each ``call()`` up to its first launch (the iterable may set state for the call it yields
     next: the autotuners' configs), then their compilations side by side, each inside
     ``paused()`` (the compile clock's). Returns what ``harness.events.CompiledAhead`` reports."""
+    return start_compiling_ahead(calls, device, paused).finish()
+
+
+def start_compiling_ahead(calls: Iterable[Callable[[], object]], device: str,
+                          paused: Callable[[], ContextManager] = nullcontext) -> "Compiling":
+    """As ``compile_ahead``, returning once the calls are made, with their compilations under way:
+    a test that launches a kernel still compiling waits for that one alone (Triton keeps each
+    compilation's future in the kernel's cache). ``Compiling.finish()`` waits for the rest."""
     started = time.perf_counter()
     made = reached = 0
     stopped = ""
-    with _compiling_in_parallel(device, paused) as parallel, _launches_compile_only(), _call_limit() as limit:
-        for call in calls:
-            made += 1
-            try:
-                with limit():
-                    call()
-            except _Launched:
-                reached += 1
-            except _OutOfTime:
-                stopped = f"a call ran {CALL_LIMIT_S:g} s without launching a kernel"
-                break
-            except KeyboardInterrupt:
-                raise
-            except BaseException:  # noqa: BLE001 - sys.exit too: the test makes the same call and reports it
-                pass
-    processes = parallel.processes if parallel else None
-    return {"calls": made, "launches": reached, "seconds": round(time.perf_counter() - started, 3),
-            "stopped": stopped, "processes": processes.forked if processes else 0,
-            "warmed": processes.warmed if processes else 0}
+    with _launches_compile_only(), _call_limit() as limit:
+        parallel = _compile_in_parallel(device, paused)
+        try:
+            for call in calls:
+                made += 1
+                try:
+                    with limit():
+                        call()
+                except _Launched:
+                    reached += 1
+                except _OutOfTime:
+                    stopped = f"a call ran {CALL_LIMIT_S:g} s without launching a kernel"
+                    break
+                except KeyboardInterrupt:
+                    raise
+                except BaseException:  # noqa: BLE001 - sys.exit too: the test makes the same call and reports it
+                    pass
+        except BaseException:
+            if parallel:
+                parallel.abandon()
+            raise
+    if parallel:
+        parallel.start()
+    return Compiling(parallel, {"calls": made, "launches": reached, "stopped": stopped}, started)
+
+
+class Compiling:
+    """Compilations submitted ahead and running in the background (``start_compiling_ahead``)."""
+
+    def __init__(self, parallel: "_Parallel | None", report: dict, started: float):
+        self.parallel, self.report, self.started = parallel, report, started
+
+    def finish(self) -> dict:
+        """Wait for every compilation (a failed one is left for its test, which raises it), then
+        what ``harness.events.CompiledAhead`` reports, its seconds up to the last one finished."""
+        processes = self.parallel.finish() if self.parallel else None
+        return {**self.report, "seconds": round(time.perf_counter() - self.started, 3),
+                "processes": processes.forked if processes else 0, "warmed": processes.warmed if processes else 0}
+
+    def abandon(self) -> None:
+        """No test will run any more: compilations not yet started are dropped, the processes ended."""
+        if self.parallel:
+            self.parallel.abandon()
 
 
 @contextmanager
@@ -112,28 +146,50 @@ def _jit_classes() -> list[type]:
     return classes
 
 
-@contextmanager
-def _compiling_in_parallel(device: str, paused: Callable[[], ContextManager]):
-    """Triton's asynchronous compile mode, on a GPU where Triton has it: the calls inside only
-    submit their compilations; on leaving, those run side by side (``_Deferred.run_all``) and
-    every one has finished, a failed one left for its test to repeat."""
-    AsyncCompileMode = None
-    if device == "cuda":
-        try:
-            from triton.runtime._async_compile import AsyncCompileMode
-        except ImportError:  # a Triton without it: the tests compile one at a time, as before
-            pass
-    if AsyncCompileMode is None:
-        yield None
-        return
+def _compile_in_parallel(device: str, paused: Callable[[], ContextManager]) -> "_Parallel | None":
+    """Triton's asynchronous compile mode entered, on a GPU where Triton has it (else None: the
+    tests compile one at a time, as before): until ``_Parallel.start``, launches only submit
+    their compilations."""
+    if device != "cuda":
+        return None
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:  # a Triton without it
+        return None
     deferred = _Deferred(paused)
-    with _finishing(mode := AsyncCompileMode(deferred)):
+    mode = AsyncCompileMode(deferred)
+    mode.__enter__()
+    return _Parallel(mode, deferred)
+
+
+class _Parallel:
+    def __init__(self, mode, deferred: "_Deferred"):
+        self.mode, self.deferred = mode, deferred
+
+    def start(self) -> None:
+        """Leave the mode without waiting (launches compile as usual again) and start compiling
+        what was submitted, side by side (``_Deferred.start_all``)."""
+        from triton.runtime._async_compile import active_mode
+        active_mode.set(None)
+        self.deferred.start_all()
+
+    def finish(self):
+        """Wait for every compilation and let Triton finish them (``AsyncCompileMode``'s exit);
+        returns the compile processes (or None). A compilation that failed raises when its test
+        launches it (Triton keeps the failed future in the kernel's cache), not here."""
         try:
-            yield deferred
-        except BaseException:
-            deferred.cancel_left()  # before the mode waits for them
-            raise
-        deferred.run_all()
+            self.deferred.wait_all()
+        finally:
+            try:
+                self.mode.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001 - reported by the test that launches that kernel
+                pass
+        return self.deferred.processes
+
+    def abandon(self) -> None:
+        from triton.runtime._async_compile import active_mode
+        active_mode.set(None)
+        self.deferred.cancel_left()
 
 
 def processes_affordable() -> int:
@@ -154,7 +210,7 @@ def processes_affordable() -> int:
 
 class _Deferred:
     """The executor given to Triton's asynchronous compile mode: it keeps each submitted
-    compilation until ``run_all``, which forks the compile processes
+    compilation until ``start_all``, which forks the compile processes
     (``harness.sandbox.compile_processes``) while no compile thread runs yet, then runs each
     compilation in a thread, warmed in a process first; the time of each counts as compiling
     (``paused``)."""
@@ -163,22 +219,29 @@ class _Deferred:
         self.paused = paused
         self.pending: list[tuple[Future, Callable]] = []
         self.processes: CompileProcesses | None = None
+        self.threads: ThreadPoolExecutor | None = None
+        self.queued: list[tuple[Future, Future]] = []  # (Triton's future, the thread pool's)
 
     def submit(self, compile_fn: Callable) -> Future:
         future: Future = Future()
         self.pending.append((future, compile_fn))
         return future
 
-    def run_all(self) -> None:
+    def start_all(self) -> None:
+        """Fork the compile processes, then compile each submitted kernel in a thread pool; returns
+        at once (``wait_all`` waits)."""
         pending, self.pending = self.pending, []
         workers = max(1, min(MAX_THREADS, len(os.sched_getaffinity(0)), len(pending)))
         processes = min(workers, processes_affordable()) if PROCESSES else 0
         if processes > 1:
             self.processes = CompileProcesses(processes)
+        self.threads = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bbagent-compile")
+        self.queued = [(future, self.threads.submit(self._run, future, compile_fn)) for future, compile_fn in pending]
+
+    def wait_all(self) -> None:
         try:
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bbagent-compile") as threads:
-                for future, compile_fn in pending:
-                    threads.submit(self._run, future, compile_fn)
+            if self.threads is not None:
+                self.threads.shutdown(wait=True)
         finally:
             if self.processes is not None:
                 self.processes.close()
@@ -211,24 +274,16 @@ class _Deferred:
             pass
 
     def cancel_left(self) -> None:
-        """Futures never run (the calls were interrupted) end cancelled, so that nothing waits on them."""
+        """Futures never run (the calls were interrupted, or no test will run any more) end
+        cancelled, so that nothing waits on them."""
         for future, _ in self.pending:
             future.cancel()
         self.pending = []
-
-
-@contextmanager
-def _finishing(mode):
-    """``mode`` entered and left; a compilation that failed raises when its test launches it
-    (Triton keeps the failed future in the kernel's cache), so the error is not raised here."""
-    mode.__enter__()
-    try:
-        yield
-    finally:
-        try:
-            mode.__exit__(None, None, None)
-        except Exception:  # noqa: BLE001 - reported by the test that launches that kernel
-            pass
+        for future, queued in self.queued:
+            if queued.cancel():
+                future.cancel()
+        if self.threads is not None:  # what runs finishes; the processes end with this one
+            self.threads.shutdown(wait=False)
 
 
 @contextmanager

@@ -239,46 +239,59 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     failing_classes: dict[tuple, None] = {}
     extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
     compiled_ahead_to = 0  # the tests before this one had their kernels compiled ahead
-    for number, (name, target, case) in enumerate(planned):
-        if number == first_tier and failed and job.fail_fast_s is not None:
-            extra_from = time.perf_counter()
-            # reordered in place: the loop reads each entry by its position, this one and after
-            planned[first_tier:] = failing_classes_first(planned[first_tier:], failing_classes, classes)
-            name, target, case = planned[number]
-        if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
-            compiled_ahead_to = first_tier if number < first_tier else len(planned)
+    compiling = None  # the rest's compilations, under way while its tests run
+    try:
+        for number, (name, target, case) in enumerate(planned):
+            if number == first_tier and failed and job.fail_fast_s is not None:
+                extra_from = time.perf_counter()
+                # reordered in place: the loop reads each entry by its position, this one and after
+                planned[first_tier:] = failing_classes_first(planned[first_tier:], failing_classes, classes)
+                name, target, case = planned[number]
+            if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
+                compiled_ahead_to = first_tier if number < first_tier else len(planned)
+                with stopwatch.part("ahead"):
+                    started = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock, job.device,
+                                             send, stopwatch)
+                    if number < first_tier:  # a failing candidate runs few tests after it: all compiled first
+                        send(events.CompiledAhead(**started.finish()))
+                    else:  # the rest: each test waits only for its own kernel
+                        compiling = started
+            if extra_from is not None and time.perf_counter() - extra_from >= job.fail_fast_s:
+                send(events.StoppedEarly(first_tier=first_tier, failing_classes=[describe_class(k) for k in failing_classes],
+                                         not_run=len(planned) - number, budget_s=job.fail_fast_s))
+                break
+            compile_clock.rotate(number)
+            send(events.CaseStart(id=case.id))
+            try:
+                result = _run_case(job.device, name, target, case, served, launches, candidate_file, send, stopwatch)
+            except ReferenceFault as fault:
+                send(events.Fatal(error_kind="worker_error", message=str(fault)))
+                return "reference fault"
+            lost = result.pop("context_lost", False)
+            send(events.CaseResult(record={**result, "overload": name}))
+            if job.device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
+                with stopwatch.part("memory"):
+                    _give_back_cached_memory(torch)
+            if result["passed"]:
+                passed.add(case.id)
+            if result["passed"] is False:
+                failed = True
+                failing_classes.setdefault(classes(name, case))
+            if lost:
+                left = len(planned) - number - 1
+                lines = result["message"].splitlines()
+                cause = next((line for line in lines if "CUDA error" in line), lines[0])
+                send(events.Fatal(error_kind="cuda_error",
+                                  message=f"test {case.id} ({case.description}): {cause.strip()}; the CUDA context is "
+                                          f"lost, so the remaining {left} tests did not run"))
+                return "CUDA context lost"
+        if compiling is not None:
             with stopwatch.part("ahead"):
-                send(events.CompiledAhead(**_compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
-                                                           job.device, send, stopwatch)))
-        if extra_from is not None and time.perf_counter() - extra_from >= job.fail_fast_s:
-            send(events.StoppedEarly(first_tier=first_tier, failing_classes=[describe_class(k) for k in failing_classes],
-                                     not_run=len(planned) - number, budget_s=job.fail_fast_s))
-            break
-        compile_clock.rotate(number)
-        send(events.CaseStart(id=case.id))
-        try:
-            result = _run_case(job.device, name, target, case, served, launches, candidate_file, send, stopwatch)
-        except ReferenceFault as fault:
-            send(events.Fatal(error_kind="worker_error", message=str(fault)))
-            return "reference fault"
-        lost = result.pop("context_lost", False)
-        send(events.CaseResult(record={**result, "overload": name}))
-        if job.device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
-            with stopwatch.part("memory"):
-                _give_back_cached_memory(torch)
-        if result["passed"]:
-            passed.add(case.id)
-        if result["passed"] is False:
-            failed = True
-            failing_classes.setdefault(classes(name, case))
-        if lost:
-            left = len(planned) - number - 1
-            lines = result["message"].splitlines()
-            cause = next((line for line in lines if "CUDA error" in line), lines[0])
-            send(events.Fatal(error_kind="cuda_error",
-                              message=f"test {case.id} ({case.description}): {cause.strip()}; the CUDA context is "
-                                      f"lost, so the remaining {left} tests did not run"))
-            return "CUDA context lost"
+                send(events.CompiledAhead(**compiling.finish()))
+            compiling = None
+    finally:
+        if compiling is not None:  # the run ended early: no test waits for them
+            compiling.abandon()
     if job.timing is not None and job.device == "cuda" and not failed:
         compile_clock.real_autotuning()
         with stopwatch.part("timing"):
@@ -295,11 +308,11 @@ def _profiled(profile: bool, run, *args):
 
 
 def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_clock, device: str, send,
-                   stopwatch: Stopwatch) -> dict:
+                   stopwatch: Stopwatch):
     """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``start`` to ``end`` of the run
     order: one call per input layout and autotuner configs held (``CompileClock.rotate``), each
     announced (a crash in it is then the test's)."""
-    from harness.sandbox.compile_ahead import compile_ahead, layout_key
+    from harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
     seen = set()
 
     def calls():
@@ -310,7 +323,7 @@ def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_cl
             if key not in seen:
                 seen.add(key)
                 yield functools.partial(_call_on_clones, served[name], case, send, stopwatch)
-    return compile_ahead(calls(), device, compile_clock.paused)
+    return start_compiling_ahead(calls(), device, compile_clock.paused)
 
 
 def _call_on_clones(kernel, case, send, stopwatch: Stopwatch) -> None:
