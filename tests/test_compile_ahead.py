@@ -69,6 +69,7 @@ after_ahead, seen_ahead = list(compiled_in), list(seen)
 import pathlib, os
 launchers = len(list(pathlib.Path(os.environ["TRITON_CACHE_DIR"]).rglob("__triton_launcher*.so")))
 out = wrapper(32)  # launches for real again
+compiles_after = len(compiled_in) - len(after_ahead)
 # in the background: the call returns with the compilations under way; a launch waits for its own
 compiled_before = len(compiled_in)
 compiling = ahead.start_compiling_ahead(iter([functools.partial(wrapper, 512), functools.partial(wrapper, 1024)]),
@@ -79,7 +80,7 @@ late = wrapper(512).tolist()[:3]
 print(json.dumps({"background": background, "early": early, "late": late,
                   "background_compiled_in": compiled_in[compiled_before:],"stats": stats, "seen": seen_ahead, "untouched": untouched, "cached": cached,
                   "compiled_in": after_ahead, "handler_back": signal.getsignal(signal.SIGALRM) is handler,
-                  "then": out.tolist()[:3], "compiles_after": len(compiled_in) - len(after_ahead),
+                  "then": out.tolist()[:3], "compiles_after": compiles_after,
                   "launchers_built_ahead": launchers}))
 '''
 

@@ -4,7 +4,8 @@ layout up to its first Triton launch, which submits its compilation instead of l
 first by a forked compile process (``harness.sandbox.compile_processes``: much of Triton's
 compiler holds the GIL); the tests then find those kernels compiled. ``start_compiling_ahead``
 returns while they compile: the tests start at once, each launch of a kernel still compiling
-waiting for that kernel alone (the worker does so for the tests after the first tier).
+waiting for that kernel alone (the worker compiles each group of tests so: the first tier, then the
+rest; a group's tests all run, so none of its compilations is wasted).
 
 On a GPU most of a new candidate's evaluation is compiling (softmax on the H200: 29 compilations,
 6.7 of its 8.2 s), one at a time while the machine's other cores idle.

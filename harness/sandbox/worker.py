@@ -239,9 +239,13 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     failing_classes: dict[tuple, None] = {}
     extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
     compiled_ahead_to = 0  # the tests before this one had their kernels compiled ahead
-    compiling = None  # the rest's compilations, under way while its tests run
+    compiling = None  # a group's compilations, under way while its tests run (each waits for its own kernel)
     try:
         for number, (name, target, case) in enumerate(planned):
+            if number == compiled_ahead_to and compiling is not None:  # the group's tests ran: all compiled
+                with stopwatch.part("ahead"):
+                    send(events.CompiledAhead(**compiling.finish()))
+                compiling = None
             if number == first_tier and failed and job.fail_fast_s is not None:
                 extra_from = time.perf_counter()
                 # reordered in place: the loop reads each entry by its position, this one and after
@@ -250,15 +254,11 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
                 compiled_ahead_to = first_tier if number < first_tier else len(planned)
                 with stopwatch.part("ahead"):
-                    started = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock, job.device,
-                                             send, stopwatch)
-                    if number < first_tier:  # a failing candidate runs few tests after it: all compiled first
-                        send(events.CompiledAhead(**started.finish()))
-                    else:  # the rest: each test waits only for its own kernel
-                        compiling = started
+                    compiling = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock, job.device,
+                                               send, stopwatch)
             if extra_from is not None and time.perf_counter() - extra_from >= job.fail_fast_s:
-                send(events.StoppedEarly(first_tier=first_tier, failing_classes=[describe_class(k) for k in failing_classes],
-                                         not_run=len(planned) - number, budget_s=job.fail_fast_s))
+                send(events.StoppedEarly(first_tier=first_tier, not_run=len(planned) - number, budget_s=job.fail_fast_s,
+                                         failing_classes=[describe_class(k) for k in failing_classes]))
                 break
             compile_clock.rotate(number)
             send(events.CaseStart(id=case.id))
