@@ -3,9 +3,9 @@ layout up to its first Triton launch, which submits its compilation instead of l
 (Triton's ``AsyncCompileMode``); then those compilations run side by side, in threads, each made
 first by a forked compile process (``harness.sandbox.compile_processes``: much of Triton's
 compiler holds the GIL); the tests then find those kernels compiled. ``start_compiling_ahead``
-returns while they compile: the tests start at once, each launch of a kernel still compiling
-waiting for that kernel alone (the worker compiles each group of tests so: the first tier, then the
-rest; a group's tests all run, so none of its compilations is wasted).
+returns while they compile: the tests start at once, each waiting only for what its own call
+submitted (``Compiling.wait_for_call``; the worker compiles each group of tests so: the first tier,
+then the rest; a group's tests all run, so none of its compilations is wasted).
 
 On a GPU most of a new candidate's evaluation is compiling (softmax on the H200: 29 compilations,
 6.7 of its 8.2 s), one at a time while the machine's other cores idle.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext
 from typing import Callable, ContextManager, Iterable
 
@@ -63,12 +63,13 @@ def compile_ahead(calls: Iterable[Callable[[], object]], device: str,
 
 def start_compiling_ahead(calls: Iterable[Callable[[], object]], device: str,
                           paused: Callable[[], ContextManager] = nullcontext) -> "Compiling":
-    """As ``compile_ahead``, returning once the calls are made, with their compilations under way:
-    a test that launches a kernel still compiling waits for that one alone (Triton keeps each
-    compilation's future in the kernel's cache). ``Compiling.finish()`` waits for the rest."""
+    """As ``compile_ahead``, returning once the calls are made, with their compilations under way
+    (in the order submitted): ``Compiling.wait_for_call(n)`` waits for those of the calls up to
+    the n-th, ``Compiling.finish()`` for all."""
     started = time.perf_counter()
     made = reached = 0
     stopped = ""
+    submitted: list[int] = []  # after each call, the compilations submitted so far
     with _launches_compile_only(), _call_limit() as limit:
         parallel = _compile_in_parallel(device, paused)
         try:
@@ -86,27 +87,43 @@ def start_compiling_ahead(calls: Iterable[Callable[[], object]], device: str,
                     raise
                 except BaseException:  # noqa: BLE001 - sys.exit too: the test makes the same call and reports it
                     pass
+                finally:
+                    submitted.append(len(parallel.deferred.pending) if parallel else 0)
         except BaseException:
             if parallel:
                 parallel.abandon()
             raise
     if parallel:
         parallel.start()
-    return Compiling(parallel, {"calls": made, "launches": reached, "stopped": stopped}, started)
+    return Compiling(parallel, {"calls": made, "launches": reached, "stopped": stopped}, started, submitted)
 
 
 class Compiling:
     """Compilations submitted ahead and running in the background (``start_compiling_ahead``)."""
 
-    def __init__(self, parallel: "_Parallel | None", report: dict, started: float):
-        self.parallel, self.report, self.started = parallel, report, started
+    def __init__(self, parallel: "_Parallel | None", report: dict, started: float, submitted: list[int]):
+        self.parallel, self.report, self.started, self.submitted = parallel, report, started, submitted
+        self.finished: dict | None = None
+
+    def wait_for_call(self, number: int) -> None:
+        """Wait until what calls 0 to ``number`` submitted has compiled (they compile in that
+        order). A test waits so for its own call's kernels before it launches them: Triton 3.9
+        keeps a compilation's future in the kernel's cache and would wait for it, but Triton 3.6
+        (on the H200) compiled the kernel again in the launching thread."""
+        if self.parallel is None or self.finished is not None or not self.submitted:
+            return
+        count = self.submitted[min(number, len(self.submitted) - 1)]
+        wait([future for future, _ in self.parallel.deferred.queued[:count]])
 
     def finish(self) -> dict:
         """Wait for every compilation (a failed one is left for its test, which raises it), then
         what ``harness.events.CompiledAhead`` reports, its seconds up to the last one finished."""
-        processes = self.parallel.finish() if self.parallel else None
-        return {**self.report, "seconds": round(time.perf_counter() - self.started, 3),
-                "processes": processes.forked if processes else 0, "warmed": processes.warmed if processes else 0}
+        if self.finished is None:
+            processes = self.parallel.finish() if self.parallel else None
+            self.finished = {**self.report, "seconds": round(time.perf_counter() - self.started, 3),
+                             "processes": processes.forked if processes else 0,
+                             "warmed": processes.warmed if processes else 0}
+        return self.finished
 
     def abandon(self) -> None:
         """No test will run any more: compilations not yet started are dropped, the processes ended."""

@@ -239,7 +239,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     failing_classes: dict[tuple, None] = {}
     extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
     compiled_ahead_to = 0  # the tests before this one had their kernels compiled ahead
-    compiling = None  # a group's compilations, under way while its tests run (each waits for its own kernel)
+    compiling, call_of = None, {}  # a group's compilations, under way while its tests run (each waits for its own)
     try:
         for number, (name, target, case) in enumerate(planned):
             if number == compiled_ahead_to and compiling is not None:  # the group's tests ran: all compiled
@@ -254,12 +254,15 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
                 compiled_ahead_to = first_tier if number < first_tier else len(planned)
                 with stopwatch.part("ahead"):
-                    compiling = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock, job.device,
-                                               send, stopwatch)
+                    compiling, call_of = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
+                                                        job.device, send, stopwatch)
             if extra_from is not None and time.perf_counter() - extra_from >= job.fail_fast_s:
                 send(events.StoppedEarly(first_tier=first_tier, not_run=len(planned) - number, budget_s=job.fail_fast_s,
                                          failing_classes=[describe_class(k) for k in failing_classes]))
                 break
+            if compiling is not None:
+                with stopwatch.part("ahead"):  # its own call's kernels compiled (all, where it made none)
+                    compiling.wait_for_call(call_of.get(number, len(planned)))
             compile_clock.rotate(number)
             send(events.CaseStart(id=case.id))
             try:
@@ -311,19 +314,22 @@ def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_cl
                    stopwatch: Stopwatch):
     """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``start`` to ``end`` of the run
     order: one call per input layout and autotuner configs held (``CompileClock.rotate``), each
-    announced (a crash in it is then the test's)."""
+    announced (a crash in it is then the test's). Returns the compilations under way
+    (``Compiling``) and, per test number, the number of the call made for its layout."""
     from harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
-    seen = set()
+    call_numbers: dict[tuple, int] = {}
+    call_of: dict[int, int] = {}
 
     def calls():
         for number in range(start, end):
             name, _, case = planned[number]
             compile_clock.rotate(number)
             key = (layout_key(name, case), compile_clock.held_configs())
-            if key not in seen:
-                seen.add(key)
+            new = key not in call_numbers
+            call_of[number] = call_numbers.setdefault(key, len(call_numbers))
+            if new:
                 yield functools.partial(_call_on_clones, served[name], case, send, stopwatch)
-    return start_compiling_ahead(calls(), device, compile_clock.paused)
+    return start_compiling_ahead(calls(), device, compile_clock.paused), call_of
 
 
 def _call_on_clones(kernel, case, send, stopwatch: Stopwatch) -> None:
