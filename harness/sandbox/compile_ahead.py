@@ -105,30 +105,37 @@ class Compiling:
         self.parallel, self.report, self.started, self.submitted = parallel, report, started, submitted
         self.finished: dict | None = None
 
-    def wait_for_call(self, number: int) -> None:
+    def wait_for_call(self, number: int, timeout: float | None = None) -> bool:
         """Wait until what calls 0 to ``number`` submitted has compiled (they compile in that
         order). A test waits so for its own call's kernels before it launches them: Triton 3.9
         keeps a compilation's future in the kernel's cache and would wait for it, but Triton 3.6
-        (on the H200) compiled the kernel again in the launching thread."""
+        (on the H200) compiled the kernel again in the launching thread. False where ``timeout``
+        seconds passed first."""
         if self.parallel is None or self.finished is not None or not self.submitted:
-            return
+            return True
         count = self.submitted[min(number, len(self.submitted) - 1)]
-        wait([future for future, _ in self.parallel.deferred.queued[:count]])
+        _, not_done = wait([future for future, _ in self.parallel.deferred.queued[:count]], timeout=timeout)
+        return not not_done
 
     def finish(self) -> dict:
         """Wait for every compilation (a failed one is left for its test, which raises it), then
         what ``harness.events.CompiledAhead`` reports, its seconds up to the last one finished."""
         if self.finished is None:
-            processes = self.parallel.finish() if self.parallel else None
-            self.finished = {**self.report, "seconds": round(time.perf_counter() - self.started, 3),
-                             "processes": processes.forked if processes else 0,
-                             "warmed": processes.warmed if processes else 0}
+            self.finished = self._report(self.parallel.finish() if self.parallel else None)
         return self.finished
 
-    def abandon(self) -> None:
-        """No test will run any more: compilations not yet started are dropped, the processes ended."""
-        if self.parallel:
-            self.parallel.abandon()
+    def abandon(self) -> dict:
+        """No test will run any more: compilations not yet started are dropped (those running end
+        with the process). Returns the report as ``finish`` does, up to now."""
+        if self.finished is None:
+            if self.parallel:
+                self.parallel.abandon()
+            self.finished = self._report(self.parallel.deferred.processes if self.parallel else None)
+        return self.finished
+
+    def _report(self, processes) -> dict:
+        return {**self.report, "seconds": round(time.perf_counter() - self.started, 3),
+                "processes": processes.forked if processes else 0, "warmed": processes.warmed if processes else 0}
 
 
 @contextmanager

@@ -251,18 +251,28 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
                 # reordered in place: the loop reads each entry by its position, this one and after
                 planned[first_tier:] = failing_classes_first(planned[first_tier:], failing_classes, classes)
                 name, target, case = planned[number]
+                # the failing classes' tests compiled ahead too, as many calls as the budget has time for
+                compiled_ahead_to = first_tier + sum(classes(n, c) in failing_classes for n, _, c in planned[first_tier:])
+                with stopwatch.part("ahead"):
+                    compiling, call_of = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
+                                                        job.device, send, stopwatch, until=extra_from + job.fail_fast_s)
             if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
                 compiled_ahead_to = first_tier if number < first_tier else len(planned)
                 with stopwatch.part("ahead"):
                     compiling, call_of = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
                                                         job.device, send, stopwatch)
-            if extra_from is not None and time.perf_counter() - extra_from >= job.fail_fast_s:
+            compiled = True
+            if compiling is not None:
+                left = None if extra_from is None else max(0.0, extra_from + job.fail_fast_s - time.perf_counter())
+                with stopwatch.part("ahead"):  # its own call's kernels compiled (all, where it made none)
+                    compiled = compiling.wait_for_call(call_of.get(number, len(planned)), timeout=left)
+            if extra_from is not None and (not compiled or time.perf_counter() - extra_from >= job.fail_fast_s):
                 send(events.StoppedEarly(first_tier=first_tier, not_run=len(planned) - number, budget_s=job.fail_fast_s,
                                          failing_classes=[describe_class(k) for k in failing_classes]))
+                if compiling is not None:  # what the tests that ran did not need is dropped
+                    send(events.CompiledAhead(**compiling.abandon()))
+                    compiling = None
                 break
-            if compiling is not None:
-                with stopwatch.part("ahead"):  # its own call's kernels compiled (all, where it made none)
-                    compiling.wait_for_call(call_of.get(number, len(planned)))
             compile_clock.rotate(number)
             send(events.CaseStart(id=case.id))
             try:
@@ -311,17 +321,20 @@ def _profiled(profile: bool, run, *args):
 
 
 def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_clock, device: str, send,
-                   stopwatch: Stopwatch):
+                   stopwatch: Stopwatch, until: float | None = None):
     """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``start`` to ``end`` of the run
     order: one call per input layout and autotuner configs held (``CompileClock.rotate``), each
     announced (a crash in it is then the test's). Returns the compilations under way
-    (``Compiling``) and, per test number, the number of the call made for its layout."""
+    (``Compiling``) and, per test number, the number of the call made for its layout. No call
+    is made after the ``until`` instant (``time.perf_counter()``)."""
     from harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
     call_numbers: dict[tuple, int] = {}
     call_of: dict[int, int] = {}
 
     def calls():
         for number in range(start, end):
+            if until is not None and time.perf_counter() >= until:
+                return
             name, _, case = planned[number]
             compile_clock.rotate(number)
             key = (layout_key(name, case), compile_clock.held_configs())
