@@ -12,7 +12,9 @@ operator's suite built, as in the second round of a ``generate``).
 
 Correctness only (no timing phase), as ``bbagent eval`` does. Writes a table with, per candidate:
 tests run of planned, passed, wall seconds, child ready, suite build, tests, compiles (seconds),
-autotuning runs (seconds), and what the verdict said.
+autotuning runs (seconds), what the verdict said, and the tests' time by part
+(``timings.test_parts``). ``--loop-profile`` runs the suites in this process instead (cProfile;
+with ``--torch-profile`` the second pass under torch's profiler, aten calls by device time).
 """
 from __future__ import annotations
 
