@@ -139,3 +139,26 @@ def test_a_process_ending_while_compiling_ahead_is_blamed_on_that_tests_call():
     failed = [t for t in verdict.tests if t.passed is False]
     assert len(failed) == 1 and verdict.message.startswith(f"test {failed[0].id} (")
     assert "compile its kernels ahead" in failed[0].message
+
+
+def test_a_test_waits_only_for_the_compilations_its_own_call_submitted():
+    """``Compiling.wait_for_call(n)``: done once what calls 0..n submitted has compiled (later
+    submissions may still run); False where the timeout passes first; a test of a layout whose
+    call was never made (``number`` past the last call) waits for everything submitted."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+    from harness.sandbox.compile_ahead import Compiling
+    futures = [Future() for _ in range(4)]
+    deferred = SimpleNamespace(queued=[(future, None) for future in futures], processes=None)
+    parallel = SimpleNamespace(deferred=deferred, finish=lambda: None, abandon=lambda: None)
+    compiling = Compiling(parallel, {"calls": 3, "launches": 3, "stopped": ""}, 0.0, submitted=[1, 1, 3])
+    futures[0].set_result("kernel")
+    assert compiling.wait_for_call(0, timeout=0) and compiling.wait_for_call(1, timeout=0)  # call 1 submitted none
+    assert not compiling.wait_for_call(2, timeout=0.01)  # its two are still compiling
+    futures[1].set_result("kernel")
+    futures[2].set_exception(RuntimeError("a compile error, left for the test to raise"))
+    assert compiling.wait_for_call(2, timeout=0)
+    assert compiling.wait_for_call(99, timeout=0)  # everything submitted; the fourth was never submitted by a call
+    report = compiling.abandon()
+    assert report["calls"] == 3 and report["processes"] == 0 and compiling.finish() is report
+    assert compiling.wait_for_call(2, timeout=0)  # after the end nothing waits
