@@ -25,9 +25,3 @@ class Stopwatch:
     def rounded(self) -> dict[str, float]:
         return {name: round(seconds, 3) for name, seconds in self.seconds.items()}
 
-
-class NoStopwatch(Stopwatch):
-    """Keeps nothing: for callers that do not ask where the time went."""
-
-    def add(self, name: str, seconds: float) -> None:
-        pass

@@ -252,15 +252,17 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
                 planned[first_tier:] = failing_classes_first(planned[first_tier:], failing_classes, classes)
                 name, target, case = planned[number]
                 # the failing classes' tests compiled ahead too, as many calls as the budget has time for
-                compiled_ahead_to = first_tier + sum(classes(n, c) in failing_classes for n, _, c in planned[first_tier:])
+                group_end = first_tier + sum(classes(n, c) in failing_classes for n, _, c in planned[first_tier:])
+                until = extra_from + job.fail_fast_s
+            elif number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
+                group_end, until = (first_tier if number < first_tier else len(planned)), None
+            else:
+                group_end = None
+            if group_end is not None:
+                compiled_ahead_to = group_end
                 with stopwatch.part("ahead"):
-                    compiling, call_of = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
-                                                        job.device, send, stopwatch, until=extra_from + job.fail_fast_s)
-            if number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
-                compiled_ahead_to = first_tier if number < first_tier else len(planned)
-                with stopwatch.part("ahead"):
-                    compiling, call_of = _compile_ahead(planned, number, compiled_ahead_to, served, compile_clock,
-                                                        job.device, send, stopwatch)
+                    compiling, call_of = _compile_ahead(planned, number, group_end, served, compile_clock, job.device,
+                                                        send, stopwatch, until)
             compiled = True
             if compiling is not None:
                 left = None if extra_from is None else max(0.0, extra_from + job.fail_fast_s - time.perf_counter())
