@@ -135,3 +135,33 @@ def test_the_parsers_own_choices_agree_with_the_modules_they_stand_for():
     from agent.review.lifecycle import SHOWN_STATUSES
     from bbagent.cli import parser
     assert (parser.PROVIDERS, parser.STATUSES, parser.SORT_KEYS) == (PROVIDERS, SHOWN_STATUSES, SORT_KEYS)
+
+
+def test_the_command_line_ends_after_every_exit_handler_without_the_teardown():
+    """``run`` (the console script, ``python -m bbagent``): main's exit code, stdout and stderr
+    complete, every exit handler run (those registered while main ran included), and no module
+    teardown (an object that speaks when torn down stays silent)."""
+    script = """if True:
+        import atexit, sys
+        import bbagent.cli as cli
+        assert atexit._ncallbacks() == 0, "something registered an exit handler before run's own"
+        class Teardown:
+            def __del__(self):
+                print("torn down", file=sys.stderr)
+        kept = Teardown()
+        real_main = cli.main
+        def main():
+            atexit.register(lambda: print("handler ran", file=sys.stderr))
+            return real_main(["eval", "--op", "aten.relu.defualt", "--kernel", sys.argv[1]])
+        cli.main = main
+        print("x" * 100000, end="")  # buffered: must still arrive
+        sys.exit(cli.run())
+    """
+    done = subprocess.run([sys.executable, "-c", script, RELU], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "x" * 100000
+    assert "did you mean: aten.relu.default" in done.stderr and "handler ran" in done.stderr
+    assert "torn down" not in done.stderr
+    unchanged = subprocess.run([sys.executable, "-c", script.replace("sys.exit(cli.run())", "sys.exit(cli.main())"),
+                                RELU], capture_output=True, text=True, timeout=120)
+    assert "torn down" in unchanged.stderr  # the check above can see a teardown

@@ -1,6 +1,6 @@
 """``python -m bbagent``: the command line."""
 import sys
 
-from bbagent.cli import main
+from bbagent.cli import run
 
-sys.exit(main())
+sys.exit(run())

@@ -9,8 +9,6 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
-from harness.verdict import count_text, short_count
-
 TABLE_WIDTH = 160
 MESSAGE_LINES = 30
 
@@ -239,6 +237,7 @@ class RoundReporter:
             self.console.print(f"round {data['round']}: [red]no code block[/red] in the answer ({tokens})")
             return
         s = record["summary"]
+        from harness.verdict import count_text  # pydantic: not at import, which every command pays before it starts
         line = f"round {data['round']}: {_status(record)} {count_text(record.get('counts') or s)} ({tokens})"
         if record.get("speedup") is not None:
             line += f", geomean speedup {record['speedup']:.3g}x over eager"
@@ -278,6 +277,7 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
     from rich.table import Table
     from agent.review.meta import PerformanceRecord
     from agent.review.record import speed_line
+    from harness.verdict import short_count
     table = Table(box=None, pad_edge=False)
     for column in ("written for", "serves", "tests", "speed", "model", "folder"):
         table.add_column(column, overflow="fold")
