@@ -159,24 +159,38 @@ def load_lazy_parts() -> None:
     during the first test, after this process is sealed (each import then pays the audit hook and
     the file view: 4 s for torch._dynamo on the H200). The fork server calls this once, so its
     children inherit the result; a cold child calls it before sealing."""
+    import threading
+    try:
+        import triton.experimental.gluon  # noqa: F401 - the first compile imports it
+    except ImportError:
+        pass
+    try:  # hashes Triton's sources and libtriton once per process (0.4-0.7 s), at the first compile
+        from triton.runtime.cache import triton_key
+    except ImportError:  # older Triton keeps it here
+        from triton.compiler.compiler import triton_key
+    # Beside the imports below: reading and hashing libtriton (hundreds of MB) runs without the
+    # GIL. Its own imports are Triton's packages, which the imports below do not touch.
+    failures: list[Exception] = []
+
+    def hash_triton() -> None:
+        try:
+            triton_key()
+        except Exception as exc:  # noqa: BLE001 - raised below, in this thread
+            failures.append(exc)
+    hashing = threading.Thread(target=hash_triton, name="bbagent-triton-key", daemon=True)
+    hashing.start()
     from harness.checks.guards import AtenRecorder
     if hasattr(AtenRecorder.__dict__["__torch_dispatch__"], "__wrapped__"):
         import torch._dynamo  # noqa: F401 - the wrapper torch put on the tests' dispatch mode imports it
     # torch.broadcast_shapes, common in kernels' wrappers, imports it (and sympy) at its first call
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
-    try:  # hashes Triton's sources and libtriton once per process (0.7 s), at the first compile
-        from triton.runtime.cache import triton_key
-    except ImportError:  # older Triton keeps it here
-        from triton.compiler.compiler import triton_key
-    triton_key()
-    try:
-        import triton.experimental.gluon  # noqa: F401 - the first compile imports it
-    except ImportError:
-        pass
     import harness.adapters  # noqa: F401 - the tests' own, imported where they are used
     import harness.checks.case  # noqa: F401
     import harness.suite.tiers  # noqa: F401
     import harness.sandbox.compile_ahead  # noqa: F401
+    hashing.join()  # before any fork: a child must not inherit a thread half-way
+    if failures:
+        raise failures[0]
 
 
 def _instrument(device: str, send):
