@@ -289,3 +289,36 @@ def test_the_first_comparison_is_not_reported_where_float64_rejudges_it():
     failure = judged(x * 2, x * 2 + 1, "exact", Float64Run(torch.ops.aten.mul.Tensor, ((x, 2.0), {})))
     assert failure["error_kind"] == "mismatch" and failure["mismatch_count"] == 3 and failure["mismatches"]
     assert "float64 run" in failure["message"]
+
+
+class _CudnnSeen(torch.utils._python_dispatch.TorchDispatchMode):
+    """Records ``torch.backends.cudnn.enabled`` at each aten call; refuses convolutions without
+    cuDNN when ``refuse`` (as aten does where it has no kernel of its own for an input)."""
+
+    def __init__(self, refuse: bool = False):
+        super().__init__()
+        self.seen, self.refuse = [], refuse
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append((func.__name__, torch.backends.cudnn.enabled))
+        if self.refuse and not torch.backends.cudnn.enabled:
+            raise NotImplementedError("no kernel of aten's own here")
+        return func(*args, **(kwargs or {}))
+
+
+def test_convolution_references_run_without_cudnn_and_fall_back_to_it():
+    from harness.checks.case import reference_call
+    conv = torch.ops.aten.convolution.default
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    expected = conv(*args)
+    with _CudnnSeen() as mode:
+        got = reference_call(conv, args, {})
+        reference_call(torch.ops.aten.relu.default, (x,), {})
+    assert torch.equal(got, expected)
+    assert mode.seen == [("convolution.default", False), ("relu.default", True)]
+    assert torch.backends.cudnn.enabled  # put back
+    with _CudnnSeen(refuse=True) as mode:
+        got = reference_call(conv, args, {})
+    assert torch.equal(got, expected)
+    assert mode.seen == [("convolution.default", False), ("convolution.default", True)]

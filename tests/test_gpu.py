@@ -199,3 +199,34 @@ def test_enable_serves_cuda_tensors_and_check_model_matches_on_gpu(tmp_path, cap
     assert result["served"]["aten.relu.default"]["calls"] == 1
     assert result["served"]["aten.add.Tensor"]["calls"] == result["ops_run"]["aten.add.Tensor"] > 0
     assert result["gpu"]
+
+
+CONVOLUTIONS = [  # (input shape, weight shape, stride, padding, dilation, transposed, groups, dtype)
+    ((128, 120, 14, 14), (120, 1, 7, 7), [1, 1], [3, 3], [1, 1], False, 120, "float16"),  # depthwise
+    ((16, 64, 21, 21), (128, 16, 3, 3), [2, 2], [1, 1], [1, 1], False, 4, "bfloat16"),  # grouped
+    ((4, 32, 9, 9), (32, 16, 3, 3), [2, 2], [1, 1], [1, 1], True, 1, "float16"),  # transposed
+    ((8, 16, 64), (32, 16, 5), [1], [2], [2], False, 1, "float32"),  # 1-d, dilated
+    ((2, 8, 6, 10, 10), (16, 8, 3, 3, 3), [1, 1, 1], [1, 1, 1], [1, 1, 1], False, 1, "float16"),  # 3-d
+    ((32, 256, 14, 14), (512, 256, 1, 1), [1, 1], [0, 0], [1, 1], False, 1, "float32"),
+]
+
+
+@pytest.mark.parametrize("case", CONVOLUTIONS, ids=lambda c: f"{len(c[0]) - 2}d-{c[7]}-groups{c[6]}"
+                         + ("-transposed" if c[5] else ""))
+def test_convolution_references_run_on_atens_own_kernels_and_agree_with_float64(case):
+    """The reference of a convolution runs without cuDNN (no plan per new shape) on aten's own CUDA
+    kernels, not falling back to cuDNN, and is as close to the float64 result as the dtype allows."""
+    import torch
+    from harness.checks.case import reference_call
+    from test_compare import _CudnnSeen
+    x_shape, w_shape, stride, padding, dilation, transposed, groups, dtype = case
+    dtype = getattr(torch, dtype)
+    x = torch.randn(x_shape, device="cuda", dtype=dtype)
+    w = torch.randn(w_shape, device="cuda", dtype=dtype) / w_shape[1] ** 0.5
+    args = (x, w, None, stride, padding, dilation, transposed, [0] * len(stride), groups)
+    with _CudnnSeen() as mode:
+        got = reference_call(torch.ops.aten.convolution.default, args, {})
+    assert mode.seen == [("convolution.default", False)]  # aten's own kernel: no fallback to cuDNN
+    truth = torch.ops.aten.convolution.default(x.double().cpu(), w.double().cpu(), *args[2:])
+    tolerance = {torch.float16: 2e-3, torch.bfloat16: 1.6e-2, torch.float32: 1e-5}[dtype]
+    torch.testing.assert_close(got.double().cpu(), truth, rtol=tolerance, atol=tolerance * truth.abs().max().item())

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from harness.checks.compare import Exact, compare, equal_exactly, tolerance_used
-from harness.ops import value_mode
+from harness.ops import packet_name, value_mode
 from harness.checks.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from harness.inputs import clone_value
@@ -68,6 +68,27 @@ def is_cuda_error(exc: BaseException) -> bool:
     return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)
 
 
+# On a GPU aten runs these through cuDNN, which plans each new shape at its first call in a process
+# (0.01-1 s a shape on the H200: 34 of the 37 s the references of convolution's 1944 tests took,
+# benchmarks/reference_cost.py); aten's own CUDA kernels need no plan, and compute float32 without
+# TF32. References only: the candidate's calls and the timing phase's eager baseline keep cuDNN.
+PLANNED_BY_CUDNN = frozenset({"convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                              "conv_transpose3d", "convolution_backward"})
+
+
+def reference_call(op, args: tuple, kwargs: dict):
+    """``op(*args, **kwargs)`` computed as a reference: a convolution without cuDNN (``PLANNED_BY_CUDNN``),
+    or with it where aten has no kernel of its own for the input."""
+    if isinstance(op, torch._ops.OpOverload) and packet_name(op) in PLANNED_BY_CUDNN and torch.backends.cudnn.enabled:
+        try:
+            with torch.backends.cudnn.flags(enabled=False):
+                return op(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - aten's own kernels refuse it: cuDNN's turn
+            if is_cuda_error(exc):
+                raise
+    return op(*args, **kwargs)
+
+
 def candidate_error_kind(exc: BaseException) -> str:
     """The Verdict error kind for an exception out of the candidate's code."""
     if isinstance(exc, SystemExit):
@@ -98,7 +119,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         ref_args, ref_kwargs = clone_value(args), clone_value(kwargs)
     try:
         with watch.part("reference"):
-            expected = op(*ref_args, **ref_kwargs)
+            expected = reference_call(op, ref_args, ref_kwargs)
             _synchronize(device)
     except Exception as exc:  # the reference itself rejects this input on this device
         if device == "cuda" and is_cuda_error(exc):
@@ -303,7 +324,7 @@ class Float64Run:
         # (cumsum(x, 1, dtype=float16); _softmax_backward_data(grad, out, dim, float16))
         args = tuple(_float64_dtype(v) for v in args)
         kwargs = {k: _float64_dtype(v) for k, v in kwargs.items()}
-        return self.op(*args, **kwargs), args, kwargs
+        return reference_call(self.op, args, kwargs), args, kwargs
 
     def _run(self) -> None:
         if self.ran:
