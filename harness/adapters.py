@@ -6,7 +6,9 @@ aten's ``resize_output`` does). The write-back is a ``copy_``, which respects th
 destination's strides and casts to its dtype; it costs one extra pass over the result, the
 price of asking the model for one computation instead of three. These adapters are bbagent's
 code, not the candidate's: they run with the guards paused, and the functional kernel they
-call is tested on its own overload in the same evaluation.
+call is tested on its own overload in the same evaluation. Whatever ``serving`` returns refuses a
+result that is not plain data (``harness.plain``), checked on the kernel's own result before
+an adapter copies it anywhere.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Callable
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from harness.plain import plain_only
 from harness.ops import op_name
 from harness.variants import functional_of, is_written, out_arguments
 
@@ -35,8 +38,10 @@ def convention(op) -> str:
 def serving(kernel: Callable, written_for, target) -> Callable:
     """A callable with ``target``'s calling convention, from ``kernel`` written for ``written_for``:
     the kernel itself when they are the same overload; an adapter when ``written_for`` is the
-    functional overload of ``target``'s family; otherwise ``AdapterError``."""
+    functional overload of ``target``'s family; otherwise ``AdapterError``. Either refuses a
+    result that is not plain data (``NotPlainTensor``)."""
     check_serves(written_for, target)
+    kernel = plain_only(kernel)
     if target is written_for:
         return kernel
     if convention(target) == "out":

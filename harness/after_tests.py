@@ -144,7 +144,8 @@ def finish_timing(timing: TimingOptions, op: str, verdict: dict) -> None:
         if timing.ncu:
             verdict["performance"]["ncu"] = {"measured": False, "reason": ncu.CPU_REASON if on_cpu else reason}
     elif verdict["performance"].get("measured") is not False:
-        store_measured(timing, op, verdict)
+        if verdict["verdict"] == "pass":  # measured in a candidate's process: kept only where nothing was amiss
+            store_measured(timing, op, verdict)
         if not timing.keep_raw:
             for test in verdict["performance"]["tests"]:
                 test.pop("candidate_raw", None)

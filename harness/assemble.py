@@ -8,8 +8,8 @@ import hashlib
 from dataclasses import dataclass
 
 from harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
-                            Event, Fatal, Profile, Sealed, StoppedEarly, Suite, Timing, TimingPlan, TimingStart,
-                            Violation, first, of_kind)
+                            Event, Fatal, Profile, ReferenceStart, Sealed, StoppedEarly, Suite, Timing, TimingPlan,
+                            TimingStart, Violation, first, of_kind)
 from harness.sandbox.compile_clock import compile_totals
 from harness.sandbox.run import exit_cause
 from harness.sandbox.watch import ChildOutcome
@@ -18,7 +18,8 @@ from harness.verdict import SCHEMA_VERSION, describe_failures, group_failures, s
 
 # Kinds that are the candidate's doing even when no test was running (import time included).
 SANDBOX_KINDS = frozenset({"network", "forbidden_write", "forbidden_read", "secret_read", "process_spawn",
-                           "output_flood", "host_oom", "exit"})
+                           "output_flood", "host_oom", "exit", "stray_thread", "reaches_harness", "tampering",
+                           "native_code"})
 
 
 @dataclass
@@ -128,8 +129,7 @@ def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[dict
     unfinished = [e.id for e in of_kind(events, CaseStart) if e.id not in finished]
     timed = {e.record.get("id") for e in of_kind(events, Timing)}
     unfinished_timing = [e.id for e in of_kind(events, TimingStart) if e.id not in timed]
-    if unfinished and unfinished[0] not in {e.id for e in of_kind(events, CandidateStart)} \
-            and kind not in SANDBOX_KINDS:
+    if unfinished and _last_side(events, unfinished[0]) != "candidate" and kind not in SANDBOX_KINDS:
         case = cases.get(unfinished[0], {})
         return Failure("worker_error", f"the aten reference (not the kernel) {cause} on test {unfinished[0]} "
                                        f"({case.get('input')}); the remaining tests did not run")
@@ -153,6 +153,16 @@ def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[dict
             return Failure(kind, message)
         return Failure("worker_error", message, infrastructure=message)  # the machine's doing, not the kernel's
     return Failure(kind, f"the kernel {cause} while being imported or compiled")
+
+
+def _last_side(events: list[Event], test_id: str) -> str | None:
+    """Who ran last in the test: "candidate", "reference" (its call had returned), or None (neither yet)."""
+    for event in reversed(events):
+        if isinstance(event, CandidateStart) and event.id == test_id:
+            return "candidate"
+        if isinstance(event, ReferenceStart) and event.id == test_id:
+            return "reference"
+    return None
 
 
 def _unfinished_ahead_call(events: list[Event]) -> str | None:

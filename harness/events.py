@@ -118,8 +118,16 @@ class CaseStart(Event):
 
 @dataclass
 class CandidateStart(Event):
-    """The test's reference ran; the candidate runs now (a hang from here on is the kernel's)."""
+    """The candidate runs now, on the test's inputs (a hang or crash from here on is the kernel's)."""
     KIND: ClassVar[str] = "candidate_start"
+    id: str
+
+
+@dataclass
+class ReferenceStart(Event):
+    """The candidate's call returned; the test's reference runs now, then the checks (a crash from here
+    on is the harness's, until the candidate is called again)."""
+    KIND: ClassVar[str] = "reference_start"
     id: str
 
 
@@ -213,7 +221,7 @@ class Garbled(Event):
 
 
 KINDS = {kind.KIND: kind for kind in (Environment, Suite, Sealed, Fatal, Violation, CaseStart, CandidateStart,
-                                      CaseResult, AheadCall, CompiledAhead, StoppedEarly, Done, TimingPlan,
+                                      ReferenceStart, CaseResult, AheadCall, CompiledAhead, StoppedEarly, Done, TimingPlan,
                                       TimingStart, Timing, Profile, Compile, BaselineStart, Baseline, NcuRange,
                                       Garbled)}
 

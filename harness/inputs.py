@@ -128,9 +128,10 @@ def poisoned_like(t: torch.Tensor) -> torch.Tensor:
 
 def poison_freed_memory(like: list[torch.Tensor], copies: int = 2) -> None:
     """Fill the allocator's recently freed blocks of these sizes with poison, so that a
-    candidate's fresh ``torch.empty`` cannot come back holding the reference's result
-    (the reference runs first, and its temporaries are freed before the candidate runs).
-    Allocating blocks of the same sizes takes exactly the blocks a candidate would get."""
+    candidate's fresh ``torch.empty`` cannot come back holding an earlier result (an earlier
+    test's, or the timing's). Allocating blocks of the same sizes takes exactly the blocks a
+    candidate would get; a test poisons those of its inputs' sizes, which an elementwise result
+    shares. (The test's own reference runs only after the candidate: ``checks.case.run_case``.)"""
     held = [poisoned_like(t) for t in like for _ in range(copies)]
     del held
 

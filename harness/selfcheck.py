@@ -2,7 +2,8 @@
 
 Each entry names a kernel file, an operator and what the verdict must say: ``"pass"``, or
 the failure kinds allowed (at least one must be seen, and no other), and optionally text
-the verdict must contain. The sandbox's fault corpus (``tests/faults/faults.json``) uses the
+the verdict must contain. ``"timed": true`` asks for the timing phase (on a GPU), and
+``"performance": {"geomean_speedup_below": x}`` what its counted speedup must stay under. The sandbox's fault corpus (``tests/faults/faults.json``) uses the
 same format, with the static check off and a correct kernel evaluated after each fault.
 Used by the tests and, on a GPU machine, as a report:
 
@@ -21,11 +22,13 @@ from pathlib import Path
 from harness.evaluate import PROJECT_ROOT, default_device, evaluate
 from harness.verdict import Verdict
 from harness.sandbox.watch import Limits
+from harness.timing.options import TimingOptions
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "corpus.json"
 
 
 CORPUS_DEFAULTS = ("static_check", "after_each")
+TIMED_TARGET_MS, TIMED_CASES = 5.0, 12  # an entry's timing phase: enough to see a cheat, kept short
 
 
 def load_corpus(path: Path = CORPUS) -> list[dict]:
@@ -91,6 +94,20 @@ def judge(entry: dict, verdict: Verdict, device: str) -> tuple[bool, str]:
     return not verdict.passed and bool(kinds) and kinds <= set(expect), seen
 
 
+def judge_performance(entry: dict, verdict: Verdict, device: str) -> tuple[bool, str]:
+    """(as expected?, what was seen) of an entry's ``performance`` expectation, on a GPU (the CPU
+    times nothing)."""
+    below = (entry.get("performance") or {}).get("geomean_speedup_below")
+    if below is None or device != "cuda":
+        return True, ""
+    summary = (verdict.performance or {}).get("summary") or {}
+    counted = summary.get("geomean_speedup")
+    apart = (summary.get("overhead_dominated") or {}).get("geomean_speedup")
+    seen = f"counted geomean {counted if counted is None else round(counted, 3)} over {summary.get('counted')} shapes, " \
+           f"{apart if apart is None else round(apart, 3)} over {(summary.get('overhead_dominated') or {}).get('count')} apart"
+    return counted is not None and counted < below, seen
+
+
 @contextmanager
 def planted(files: dict[str, str]):
     """Files an entry's kernel goes looking for (``{project}`` is the checkout holding bbagent),
@@ -117,12 +134,15 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
         limits.memory_bytes = entry["memory_limit_mib"] << 20
     if "test_timeout_s" in entry:
         limits.test_seconds = entry["test_timeout_s"]
+    timing = TimingOptions(target_ms=TIMED_TARGET_MS, max_cases=TIMED_CASES) if entry.get("timed") else None
     with planted(entry.get("plant", {})):
         verdict = evaluate(entry["op"], corpus_dir / entry["kernel"], device=device, seed=seed,
                            timeout_s=entry.get("timeout_s", 300), static_check=entry.get("static_check", True),
                            limits=limits, namespaces=entry.get("namespaces", True), secrets=entry.get("secrets"),
-                           overloads=family_overloads(entry))
+                           overloads=family_overloads(entry), timing=timing)
     ok, seen = judge(entry, verdict, device)
+    fast_enough, measured = judge_performance(entry, verdict, device)
+    ok, seen = ok and fast_enough, seen + (f" ({measured})" if measured else "")
     wall = round(time.perf_counter() - started, 1)
     after = entry.get("after_each")
     if after:
@@ -153,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         entries = [e for e in entries if entry_id(e) in args.only or Path(e["kernel"]).stem in args.only]
     device = default_device()
-    print(f"device: {device}; {len(entries)} entries; seed {args.seed}", flush=True)
+    elsewhere = [e for e in entries if expected_kinds(e, device) is None]
+    entries = [e for e in entries if expected_kinds(e, device) is not None]
+    print(f"device: {device}; {len(entries)} entries ({len(elsewhere)} others have no expectation on {device}); "
+          f"seed {args.seed}", flush=True)
     rows = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_entry, e, args.corpus.parent, args.seed, device) for e in entries]

@@ -46,6 +46,8 @@ ERROR_KINDS = {
     "forbidden_read": "the kernel tried to read a file outside what the sandbox shows it",
     "no_triton_launch": "no Triton kernel was launched",
     "guard": "the kernel broke a rule (e.g. called PyTorch compute)",
+    "not_plain_tensor": "returned or wrote something other than a plain torch.Tensor (a subclass, a Parameter, an "
+                        "object with its own __torch_function__ or __torch_dispatch__)",
     "wrong_type": "returned a value of the wrong type",
     "wrong_structure": "returned the wrong number of values",
     "wrong_shape": "returned a tensor of the wrong shape",
@@ -60,6 +62,14 @@ ERROR_KINDS = {
     "mutation_mismatch": "an argument the overload writes holds wrong values",
     "wrong_alias": "did not return the argument the overload must return",
     "timing_mismatch": "right in every test, wrong when run again with new values after timing",
+    "implausible_timing": "a measurement the device cannot produce (faster than its memory allows, shorter than a "
+                          "launch, more time than passed): the timing is void",
+    "tampering": "changed what the harness judges or times with (torch, Triton, the standard library, the harness, "
+                 "torch's global settings or aten's kernels)",
+    "stray_thread": "started a thread, or left one running the kernel's code",
+    "side_stream": "ran work on a CUDA stream other than the call's current stream",
+    "reaches_harness": "reached into the process's frames or objects (frames, tracebacks, the garbage collector)",
+    "native_code": "loaded native code of its own (ctypes, a compiled extension)",
     "reference_error": "the aten reference itself rejected the test's input (not counted as a failure)",
     "no_tests": "no test could be run for this operator",
     "worker_error": "the evaluation harness itself failed",

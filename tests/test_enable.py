@@ -185,3 +185,31 @@ def test_a_kernel_that_raises_falls_back_with_its_own_message(tmp_path):
         "    row = enabled.report()[0]\n"
         "print(json.dumps(row))\n", tmp_path, interpret=False)
     assert result["fallbacks"] == {"kernel raised ValueError: rank 3 is not supported": 1}
+
+
+def test_a_result_that_is_not_a_plain_tensor_is_refused_as_served_and_as_loaded(tmp_path):
+    """The lazy-subclass cheat (relu computed whenever the result is used) and a Parameter wrapper,
+    approved by mistake: ``enable()`` serves aten's result instead and says why, ``load()`` raises;
+    an in-place overload still returns the caller's own tensor, whatever its class."""
+    accepted(tmp_path, (KERNELS / "relu_lazy_subclass.py").read_text())
+    result = in_fresh_process(
+        "import json, sys, torch, bbagent\n"
+        "from harness.plain import NotPlainTensor\n"
+        "x = torch.randn(64)\n"
+        "weight = torch.nn.Parameter(torch.randn(8), requires_grad=False)\n"
+        "with bbagent.enable(sys.argv[1], device='cpu', include_slower=True) as enabled:\n"
+        "    y = torch.relu(x)\n"
+        "    kept = torch.relu_(weight) is weight\n"
+        "    row = next(r for r in enabled.report() if r['op'] == 'aten.relu.default')\n"
+        "try:\n"
+        "    bbagent.load('aten.relu.default', sys.argv[1], device='cpu')(x)\n"
+        "    loaded = 'served'\n"
+        "except NotPlainTensor as exc:\n"
+        "    loaded = str(exc)\n"
+        "print(json.dumps({'plain': type(y) is torch.Tensor, 'right': bool(torch.equal(y, x.clamp_min(0))),\n"
+        "                  'kept': kept, 'row': row, 'loaded': loaded}))\n", tmp_path)
+    assert result["plain"] and result["right"] and result["kept"]
+    assert result["row"]["calls"] == 0
+    [reason] = result["row"]["fallbacks"]
+    assert reason.startswith("kernel raised NotPlainTensor: the result is a bbagent_kernel_")
+    assert "subclass of torch.Tensor" in result["loaded"]

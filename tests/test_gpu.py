@@ -63,6 +63,31 @@ def test_a_kernel_that_keeps_results_between_calls_fails_after_timing():
     assert verdict.verdict == "fail" and verdict.error_kind == "timing_mismatch", verdict.message
 
 
+def test_events_that_report_more_time_than_passed_void_the_timing():
+    """The clock's own cross-check (its CPU twin: test_runtime_checks): intervals inflated by a
+    rewritten elapsed_time add up to more than the host saw pass."""
+    import torch
+    from harness.timing.clock import ImplausibleTiming, time_interleaved
+    x = torch.randn(1 << 20, device="cuda")
+    honest = time_interleaved({"relu": lambda: torch.relu(x)}, target_ms=5)
+    assert 0 < sum(honest["relu"]) < 1000
+    original = torch.cuda.Event.elapsed_time
+    torch.cuda.Event.elapsed_time = lambda start, end: 1000.0
+    try:
+        with pytest.raises(ImplausibleTiming, match="passed on the host's clock"):
+            time_interleaved({"relu": lambda: torch.relu(x)}, target_ms=5)
+    finally:
+        torch.cuda.Event.elapsed_time = original
+
+
+def test_the_devices_yardsticks_are_plausible_here():
+    """Measured yardsticks pass the plausibility rules (a false alarm would void every timing)."""
+    import torch
+    from harness.timing.phase import device_stats, implausible_device, peak_memory_gbs
+    stats, measured = device_stats(torch.cuda.get_device_name(), [])
+    assert measured and implausible_device(stats, peak_memory_gbs()) is None, (stats, peak_memory_gbs())
+
+
 def test_optimisation_round_replaces_a_slow_kernel_on_gpu(tmp_path, capsys):
     """Replay: round 1 answers a correct but slow relu, round 2 a fast one; the fast one is
     accepted, the slow one stays in runs/ only."""

@@ -1,11 +1,16 @@
-"""Run one test case: reference, candidate under guards, then every check.
+"""Run one test case: candidate under guards, then the reference, then every check.
 
-The reference runs first on its own clone and its result stays alive; fresh allocations
-of the result's sizes are then poisoned, so the candidate cannot get the reference's
-memory back from ``torch.empty``.
+The candidate runs first, on its own copy of the inputs, after fresh allocations of their sizes
+were poisoned; the reference runs only once the candidate has returned, on the inputs drawn
+again, so no result of the reference exists while the candidate runs (nothing to read back from
+``torch.empty``, from a pointer or from the garbage collector). Before anything is judged, what
+the call did besides return (``harness.checks.runtime``: streams, threads) and the judge's own
+state (``harness.checks.integrity``) are checked, and the result must be plain tensors
+(``harness.plain``, in the kernel's wrapper).
 
 Checks, in the order that names the real defect first: the candidate raised (a CUDA error
-ends the evaluation); aten compute called (the guard); the output's type, dtype, shape and
+ends the evaluation; an input the reference rejects too is the reference's); the call used
+another stream or left a thread running; the judge changed; aten compute called (the guard); the output's type, dtype, shape and
 values differ from the reference (a floating mismatch is re-judged against a float64 run of the
 op, see ``harness.checks.compare``); written arguments (in-place ``self``, ``out=``) hold the
 wrong values; arguments the schema does not mark as written were changed; a result that must be
@@ -25,6 +30,8 @@ from typing import Any
 import torch
 
 from harness.checks.compare import Exact, compare, equal_exactly, tolerance_used
+from harness.plain import NotPlainTensor
+from harness.checks.runtime import CallWatch, collector_paused
 from harness.ops import packet_name, value_mode
 from harness.checks.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
@@ -32,6 +39,9 @@ from harness.inputs import clone_value
 from harness.stopwatch import Stopwatch
 from harness.suite.build import TestCase
 from harness.variants import is_written, schema_arguments
+
+
+HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class ReferenceFault(RuntimeError):
@@ -42,7 +52,8 @@ def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000
     """The exception with the frames inside the candidate (or the last frame if none; none for a
     syntax error, whose text already names the candidate's line), paths shortened to file names."""
     frames = traceback.extract_tb(exc.__traceback__)
-    mine = [f for f in frames if f.filename == candidate_file] or ([] if isinstance(exc, SyntaxError) else frames[-1:])
+    outside = [f for f in frames if not f.filename.startswith(HARNESS_DIR)]  # the harness's wrappers say nothing
+    mine = [f for f in frames if f.filename == candidate_file] or ([] if isinstance(exc, SyntaxError) else outside[-1:])
     lines = [f"  {os.path.basename(f.filename)}, line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
              for f in mine]
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -93,6 +104,8 @@ def candidate_error_kind(exc: BaseException) -> str:
     """The Verdict error kind for an exception out of the candidate's code."""
     if isinstance(exc, SystemExit):
         return "exit"
+    if isinstance(exc, NotPlainTensor):
+        return "not_plain_tensor"
     if isinstance(exc, torch.OutOfMemoryError):
         return "cuda_oom"
     if isinstance(exc, MemoryError) or "can't allocate memory" in str(exc):
@@ -108,17 +121,48 @@ def _synchronize(device: str) -> None:
 
 
 def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candidate_file: str,
-             on_candidate=lambda: None, stopwatch: Stopwatch | None = None) -> dict:
-    """``on_candidate`` is called when the reference is done and the candidate is about to run,
-    so that a crash can be blamed on the right side. ``stopwatch`` gets the seconds of each part:
-    inputs (drawn and cloned), reference, candidate, checks."""
-    watch = stopwatch or Stopwatch()  # kept by no one where none is given
+             on_candidate=lambda: None, stopwatch: Stopwatch | None = None, on_reference=lambda: None,
+             watch: CallWatch | None = None) -> dict:
+    """One test. The candidate runs first, on its own copy of the inputs; the reference only once it
+    has returned, on inputs drawn again: while the candidate runs, no result of the reference exists
+    anywhere in the process for it to read or find. ``on_candidate`` and ``on_reference`` are called
+    as each side starts, so that a crash is blamed on the right one. ``watch`` (``runtime.CallWatch``)
+    holds what the call did besides return (streams, threads) and the judge's state, checked before
+    anything is judged. ``stopwatch`` gets the seconds of each part: inputs (drawn and cloned),
+    reference, candidate, checks."""
+    parts = stopwatch or Stopwatch()  # kept by no one where none is given
     result = failed_result(case)
-    with watch.part("inputs"):
-        args, kwargs = case.inputs()
+    on_candidate()
+    with parts.part("inputs"):
+        cand_args, cand_kwargs = case.inputs() if case.trace is not None else clone_value(case.inputs())
+        poison_freed_memory(tensors_in((cand_args, cand_kwargs)))
+    launches_before = launches.launches
+    started = time.perf_counter()
+    raised = None
+    try:
+        with recorder:
+            actual = kernel(*cand_args, **cand_kwargs)
+        _synchronize(device)
+    except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
+        raised = candidate_raised(exc, candidate_file)
+        if raised.get("context_lost") or not isinstance(exc, Exception):
+            parts.add("candidate", time.perf_counter() - started)
+            result.update(raised)
+            return result
+    elapsed = time.perf_counter() - started
+    parts.add("candidate", elapsed)
+    with parts.part("checks"):
+        failure = (watch.failure() or watch.judge_changes("after the kernel's call")) if watch is not None else None
+    if failure and failure.get("judge_changed"):  # nothing can be judged with a judge that changed
+        result.update(failure)
+        return result
+
+    on_reference()
+    with parts.part("inputs"):
+        args, kwargs = case.inputs()  # what the candidate was given, untouched by it
         ref_args, ref_kwargs = clone_value(args), clone_value(kwargs)
     try:
-        with watch.part("reference"):
+        with parts.part("reference"):
             expected = reference_call(op, ref_args, ref_kwargs)
             _synchronize(device)
     except Exception as exc:  # the reference itself rejects this input on this device
@@ -129,39 +173,28 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         result.update(passed=None, error_kind="reference_error",
                       message=f"reference raised {type(exc).__name__}: {exc}"[:500])
         return result
+    if raised is not None:
+        result.update(raised)
+        return result
+    result["duration_ms"] = round(elapsed * 1000, 3)
+    if failure:
+        result.update(failure)
+        return result
 
     if value_mode(op) == "exact":
-        with watch.part("reference"):
+        with parts.part("reference"):
             corrected = functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, device)
         if corrected is not None:
             expected, ref_args, ref_kwargs, result["reference"] = corrected
 
-    on_candidate()
-    with watch.part("inputs"):
-        cand_args, cand_kwargs = clone_value(args), clone_value(kwargs)
-        del args, kwargs  # a trace case's inputs can be large; keep only the clones
-        before = clone_value((cand_args, cand_kwargs))
-        poison_freed_memory(tensors_in(expected))
-    launches_before = launches.launches
-    started = time.perf_counter()
-    try:
-        with recorder:
-            actual = kernel(*cand_args, **cand_kwargs)
-        _synchronize(device)
-    except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
-        watch.add("candidate", time.perf_counter() - started)
-        result.update(candidate_raised(exc, candidate_file))
-        return result
-    elapsed = time.perf_counter() - started
-    watch.add("candidate", elapsed)
-    result["duration_ms"] = round(elapsed * 1000, 3)
-
-    with watch.part("checks"):
+    before = (args, kwargs)
+    with parts.part("checks"), collector_paused():
         failure = _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,
                          launches.launches - launches_before, recorder.findings)
         if failure is None and value_mode(op) == "distribution":
             values = sum(t.numel() for t in tensors_in(expected))
-            failure = _check_random_draws(op, before, kernel, device, values, recorder, candidate_file)
+            on_candidate()  # the kernel is called again
+            failure = _check_random_draws(op, before, kernel, device, values, recorder, candidate_file, watch)
         if failure:
             result.update(failure)
         else:
@@ -212,11 +245,13 @@ def candidate_raised(exc: BaseException, candidate_file: str) -> dict:
         return {"error_kind": "cuda_error", "context_lost": True,
                 "message": trimmed_traceback(exc, candidate_file) + "\n(a CUDA error in the kernel: an "
                            "out-of-bounds load or store, usually a missing mask or a wrong stride or index)"}
+    if isinstance(exc, NotPlainTensor):  # the harness's own refusal: its words are the whole story
+        return {"error_kind": "not_plain_tensor", "message": str(exc)}
     return {"error_kind": candidate_error_kind(exc), "message": trimmed_traceback(exc, candidate_file)}
 
 
 def _check_random_draws(op, inputs: tuple[tuple, dict], kernel, device: str, values: int, recorder,
-                        candidate_file: str) -> dict | None:
+                        candidate_file: str, watch: CallWatch | None = None) -> dict | None:
     """Random ops: repeated draws follow the generator and, pooled, the reference's
     distribution (``harness.checks.random_ops``)."""
     def under_guards(thunk):
@@ -227,7 +262,8 @@ def _check_random_draws(op, inputs: tuple[tuple, dict], kernel, device: str, val
     except BaseException as exc:  # noqa: BLE001 - raised on a repeated, seeded call
         failure = candidate_raised(exc, candidate_file)
         failure["message"] = "on a repeated call with a seeded generator: " + failure["message"]
-    return _guard_failure(recorder.findings) or failure
+    ran = (watch.failure() or watch.judge_changes("after the kernel's repeated calls")) if watch is not None else None
+    return ran or _guard_failure(recorder.findings) or failure
 
 
 def _guard_failure(findings: list[dict]) -> dict | None:

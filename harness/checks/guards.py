@@ -46,14 +46,15 @@ class LaunchCounter:
         self.launches = 0
         self.in_launch = 0
         self.counts_at = ""
+        self.watch = None  # a harness.checks.runtime.CallWatch told each launch's stream (GPU)
+        self.launcher = None  # the GPU driver's launcher class, once installed
 
     def install(self, device: str = "cpu") -> None:
         from triton.runtime.autotuner import Autotuner, Heuristics
         from triton.runtime.jit import JITFunction
-        launcher = _launcher_class() if device == "cuda" else None
+        launcher = self.launcher = _launcher_class() if device == "cuda" else None
         counted, marked = [], [JITFunction, Autotuner, Heuristics]
         if launcher is not None:
-            launcher.__call__ = self._wrap(launcher.__call__, count=True)
             self.counts_at = f"{launcher.__module__}.{launcher.__qualname__}.__call__"
         else:  # the interpreter, or a Triton whose launcher this code does not know: count the JIT entry
             marked.remove(JITFunction)
@@ -64,15 +65,19 @@ class LaunchCounter:
             counted.append(InterpretedFunction)
         except ImportError:
             pass
+        if launcher is not None:  # the launcher's arguments: gridX, gridY, gridZ, stream, function, ...
+            launcher.__call__ = self._wrap(launcher.__call__, count=True, stream_at=3)
         for cls in counted + marked:
             cls.run = self._wrap(cls.run, count=cls in counted)
 
-    def _wrap(self, original, count: bool):
+    def _wrap(self, original, count: bool, stream_at: int | None = None):
         counter = self
 
         def run(fn_self, *args, **kwargs):
             if kwargs.get("warmup"):  # compiles, launches nothing
                 return original(fn_self, *args, **kwargs)
+            if stream_at is not None and counter.watch is not None and len(args) > stream_at:
+                counter.watch.on_launch(args[stream_at])
             counter.launches += int(count)
             counter.in_launch += 1
             try:
@@ -115,6 +120,8 @@ class AtenRecorder(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
         if not self.launches.in_launch:
+            if self.launches.watch is not None:
+                self.launches.watch.on_aten(func)
             allowed = ((is_allowed(func) and (func is not self.target or self.target_allowed))
                        or self._is_seed_draw(func, result))
             if not allowed and len(self.findings) < 20:

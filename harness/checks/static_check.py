@@ -16,12 +16,21 @@ Rules, each finding naming the line:
   ``torch.nn.functional.*``) — a fallback that hides a failing kernel.
 * ``tampering``: assignment to (or deletion of) an attribute of any imported module, or of
   anything imported from one (a class, a function), stdlib modules included: monkeypatching
-  ``torch``, ``triton``, the timers, ``re.sub`` or the reference. (``setattr`` is a forbidden call.)
+  ``torch``, ``triton``, the timers, ``re.sub`` or the reference. Also class and object mutation by
+  any spelling this check can see (``type.__setattr__``, ``object.__setattr__``, ``__delattr__``,
+  ``__class__`` assignment; ``setattr`` is a forbidden call and so is naming it), changing torch's
+  global numerics (``torch.set_float32_matmul_precision``, ``torch.set_default_dtype``, ...), which
+  the reference shares, and registering an implementation of an ``aten`` operator through
+  ``torch.library``. (The sandbox checks the same at run time: ``harness.checks.integrity``.)
 * ``side_stream``: ``torch.cuda.Stream`` / ``torch.cuda.stream`` / ``set_stream`` — work on
   another stream escapes synchronisation and timing.
 * ``introspection``: reaching the harness that shares the process: ``sys.modules``, frame
   and function internals (``__globals__``, ``f_back``, ``__subclasses__``, ...), and
   ``getattr`` with a computed name (which would hide any of the above from this check).
+* ``tensor_subclass``: a class deriving from ``torch.Tensor`` (or ``Parameter``), a
+  ``__torch_function__`` or ``__torch_dispatch__`` of its own, ``as_subclass`` and
+  ``_make_subclass``: a result that runs its own code whenever torch touches it (the run-time
+  rule is ``harness.plain``).
 """
 from __future__ import annotations
 
@@ -57,13 +66,44 @@ INTROSPECTION_ATTRS = frozenset({
     "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "tb_next", "gi_frame", "cr_frame",
     "ag_frame", "__traceback__",
 })
+MUTATION_ATTRS = frozenset({"__setattr__", "__delattr__", "__class__"})  # on classes or objects
+GLOBAL_STATE_CALLS = frozenset({
+    "torch.set_float32_matmul_precision", "torch.set_default_dtype", "torch.set_default_tensor_type",
+    "torch.set_default_device", "torch.use_deterministic_algorithms", "torch.set_flush_denormal",
+    "torch.backends.cuda.preferred_blas_library", "torch.backends.cuda.preferred_linalg_library",
+    "torch._C._set_cublas_allow_tf32", "torch._C._set_cudnn_allow_tf32", "torch._C._set_default_dtype",
+})
+LIBRARY_CALLS = frozenset({"torch.library.Library", "torch.library.impl", "torch.library.register_kernel",
+                           "torch.library.register_fake", "torch.library.register_autograd",
+                           "torch.library.register_torch_dispatch", "torch._C._dispatch_library"})
+TENSOR_CLASSES = frozenset({"torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter",
+                            "torch.nn.Buffer", "torch._C.TensorBase", "torch._C._TensorBase"})
+SUBCLASS_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
+SUBCLASS_ATTRS = frozenset({"as_subclass", "_make_subclass", "_make_wrapper_subclass"})
 INTROSPECTION_NAMES = frozenset({"sys.modules", "sys.meta_path", "sys.path_hooks", "sys.exc_info",
                                  "sys.exception", "sys.last_traceback"})
+# standard modules that other modules hold as attributes (torch.sys, torch.cuda.os): named from there
+REACHED_MODULES = frozenset({"sys", "os", "time"})
 PATCH_ROOTS = frozenset({"torch", "triton", "time", "sys", "os", "tl"})
 # torch.<name> a fallback may call without it counting as compute: what the kernel contract allows
 # (harness.checks.allowed) and names that are not PyTorch calls at all.
 TORCH_NON_COMPUTE = torch_functions() | frozenset({"device", "Size", "is_tensor", "is_floating_point",
                                                    "is_complex"})
+
+
+def _bound_names(tree: ast.AST) -> set[str]:
+    """Every name the source binds: assigned, defined, imported, a parameter or a loop variable."""
+    bound = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).split(".")[0])
+    return bound
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -79,21 +119,29 @@ def _dotted(node: ast.AST) -> str | None:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self):
+    def __init__(self, tree: ast.AST):
         self.findings: list[dict] = []
         self.aliases: dict[str, str] = {}  # local name -> module path ("F" -> "torch.nn.functional")
+        self.bound = _bound_names(tree)  # names the module defines itself (a local called 'input' is no builtin)
+        self.call_heads = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
 
     def add(self, guard: str, node: ast.AST, message: str) -> None:
         self.findings.append({"guard": guard, "line": getattr(node, "lineno", None),
                               "message": f"line {getattr(node, 'lineno', '?')}: {message}"})
 
     def resolve(self, node: ast.AST) -> str | None:
+        """The dotted name, imports resolved; a standard module reached as another module's attribute
+        (``torch.sys.modules``, ``torch.cuda.os.environ``) is named from that module on."""
         name = _dotted(node)
         if name is None:
             return None
         head, _, rest = name.partition(".")
         if head in self.aliases:
-            return self.aliases[head] + ("." + rest if rest else "")
+            name = self.aliases[head] + ("." + rest if rest else "")
+        parts = name.split(".")
+        for i, part in enumerate(parts[1:], start=1):
+            if part in REACHED_MODULES:
+                return ".".join(parts[i:])
         return name
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -119,6 +167,11 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         name = self.resolve(node)
+        spelled = _dotted(node)
+        if spelled and node.attr in FORBIDDEN_MODULES and "." in spelled:
+            self.add("forbidden_import", node, f"reaches the module '{node.attr}' through '{spelled}', which a kernel "
+                                               "does not need (process, network, introspection or FFI access is not "
+                                               "allowed)")
         if name in SECRET_ATTRS:
             self.add("secret_read", node, f"uses '{name}'; kernels must not read the environment")
         elif name in STREAM_ATTRS:
@@ -126,6 +179,30 @@ class _Checker(ast.NodeVisitor):
         elif name in INTROSPECTION_NAMES or node.attr in INTROSPECTION_ATTRS:
             self.add("introspection", node, f"uses '{name or node.attr}'; kernels must not reach into "
                                             "modules, frames or functions other than their own")
+        elif node.attr in MUTATION_ATTRS and node.attr != "__class__":
+            self.add("tampering", node, f"uses '{name or node.attr}'; changing classes or objects that are not "
+                                        "the kernel's own (type.__setattr__, object.__setattr__) is not allowed")
+        elif node.attr in SUBCLASS_ATTRS or node.attr in SUBCLASS_HOOKS:
+            self.add("tensor_subclass", node, f"uses '{node.attr}'; {SUBCLASS_ADVICE}")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        # naming a forbidden builtin without calling it (s = setattr; s(...)) hides the call from this check
+        if (isinstance(node.ctx, ast.Load) and node.id in FORBIDDEN_BUILTINS and node.id not in self.bound
+                and not self._called_here(node)):
+            self.add("forbidden_call", node, f"refers to '{node.id}', which a kernel does not need")
+
+    def _called_here(self, node: ast.Name) -> bool:
+        return id(node) in self.call_heads
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for base in node.bases:
+            if self.resolve(base) in TENSOR_CLASSES:
+                self.add("tensor_subclass", node, f"class {node.name} derives from {self.resolve(base)}; "
+                                                  + SUBCLASS_ADVICE)
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name in SUBCLASS_HOOKS:
+                self.add("tensor_subclass", item, f"class {node.name} defines {item.name}; " + SUBCLASS_ADVICE)
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
@@ -134,6 +211,12 @@ class _Checker(ast.NodeVisitor):
             self.add("forbidden_call", node, f"calls '{node.func.id}()', which a kernel does not need")
         elif name in FORBIDDEN_ATTR_CALLS:
             self.add("forbidden_call", node, f"calls '{name}()', which a kernel does not need")
+        elif name in GLOBAL_STATE_CALLS:
+            self.add("tampering", node, f"calls '{name}()', which changes torch's global state (the reference and "
+                                        "the timing share it); a kernel must leave it as it found it")
+        elif name in LIBRARY_CALLS and _names_aten(node):
+            self.add("tampering", node, f"calls '{name}()' on the aten namespace: a kernel must not register "
+                                        "implementations of aten operators (the reference runs on them)")
         elif name == "getattr" and len(node.args) >= 2:
             attr = node.args[1]
             if isinstance(attr, ast.Constant) and isinstance(attr.value, str) and attr.value not in INTROSPECTION_ATTRS:
@@ -170,6 +253,9 @@ class _Checker(ast.NodeVisitor):
             return
         if not isinstance(target, ast.Attribute):
             return
+        if target.attr == "__class__":
+            self.add("tampering", node, "assigns to '__class__'; changing an object's class is not allowed")
+            return
         root = _dotted(target)
         head = root.split(".")[0] if root else None
         if head is not None and (head in self.aliases or head in PATCH_ROOTS):
@@ -193,6 +279,17 @@ class _Checker(ast.NodeVisitor):
     visit_TryStar = visit_Try
 
 
+SUBCLASS_ADVICE = ("a kernel returns plain torch.Tensor objects; a tensor subclass runs its own code whenever "
+                   "torch touches the result")
+
+
+def _names_aten(node: ast.Call) -> bool:
+    """The call's first argument (or ``ns``/``qualname``) is a string naming the aten namespace."""
+    values = list(node.args[:1]) + [k.value for k in node.keywords if k.arg in ("ns", "qualname", "op")]
+    return any(isinstance(v, ast.Constant) and isinstance(v.value, str)
+               and v.value.split("::")[0].split(".")[0] == "aten" for v in values)
+
+
 def _is_torch_compute(name: str) -> bool:
     parts = name.split(".")
     if parts[0] != "torch" or len(parts) < 2:
@@ -210,7 +307,7 @@ def check_source(source: str) -> list[dict]:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    checker = _Checker()
+    checker = _Checker(tree)
     checker.visit(tree)
     seen, unique = set(), []
     for finding in checker.findings:

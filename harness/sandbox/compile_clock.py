@@ -37,6 +37,7 @@ class CompileClock:
         self._outer_kind = ""
         self._outer_started = 0.0
         self._benched = 0  # configs benchmarked so far: an Autotuner.run that raises it was an autotuning run
+        self._tuning = 0  # autotuning benchmarks under way (their launches are Triton's, on streams it picks)
         self._runs_open = 0
         self.quick = False
         self.tuners = weakref.WeakSet()
@@ -208,7 +209,14 @@ class CompileClock:
         with self._lock:
             self._exit_locked(kind)
 
+    @property
+    def autotuning(self) -> bool:
+        """An autotuner is benchmarking configs (its launches are Triton's own)."""
+        return self._tuning > 0
+
     def _enter_locked(self, kind: str, counted: bool = True) -> None:
+        if kind == "autotune":
+            self._tuning += 1
         if kind == "autotune" and counted:
             self._benched += 1
         if kind == "compile" and counted:
@@ -219,6 +227,8 @@ class CompileClock:
             self.send(Compile(phase="start", kind=kind))
 
     def _exit_locked(self, kind: str) -> None:
+        if kind == "autotune":
+            self._tuning -= 1
         self.depth -= 1
         if self.depth == 0:
             seconds = time.perf_counter() - self._outer_started

@@ -17,8 +17,17 @@ Layers, each listed in the Verdict (``environment.containment``):
   naming the candidate's line. A library's read outside the list fails as the view would fail it
   (file not found). Triton's own compiler may write to its cache and run its tools (ptxas, the C
   compiler for launchers); that is told apart by the code that asks, not by the candidate.
+* **The run-time backing of the static rules**, on the same hook, for what the candidate's own
+  code asks, however it is spelt: a thread started (``stray_thread``; on Python 3.11, which has
+  no audit event for it, ``threading``'s and ``_thread``'s thread starts are wrapped instead);
+  frames, tracebacks, the garbage collector's object lists (``reaches_harness``); a function's
+  code or a foreign class's attribute set through the interpreter's own setters, a tracer, a
+  profiler or another audit hook (``tampering``); ctypes, or native code built and loaded
+  outside Triton's compilation of a kernel (``native_code``). What a library asks on its own
+  behalf (Triton's compile threads, ``warnings`` finding its caller) is not the candidate's.
 
-The candidate cannot import ctypes (static check), so it cannot get under the hook.
+The candidate cannot import ctypes (static check), and the hook stops it at run time, so it
+cannot get under the hook.
 """
 from __future__ import annotations
 
@@ -59,7 +68,22 @@ WRITE_EVENTS = frozenset({"os.rename", "os.replace", "os.remove", "os.unlink", "
 COPY_EVENTS = frozenset({"shutil.copyfile", "shutil.copymode", "shutil.copystat"})  # (src, dst)
 LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
 MAX_IMPORTS_LISTED = 200
-WATCHED = NETWORK_EVENTS | PROCESS_EVENTS | WRITE_EVENTS | LISTING_EVENTS | {"open", "sqlite3.connect"}
+THREAD_EVENTS = frozenset({"_thread.start_new_thread", "_thread.start_joinable_thread"})  # Python 3.12 and newer
+FRAME_EVENTS = frozenset({"sys._getframe", "sys._current_frames", "sys._current_exceptions", "gc.get_objects",
+                          "gc.get_referrers", "gc.get_referents"})
+FRAME_ATTRIBUTES = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "__code__"})
+HOOK_EVENTS = frozenset({"sys.settrace", "sys.setprofile", "sys.addaudithook"})
+NATIVE_EVENTS = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
+                           "ctypes.cdata/buffer", "ctypes.call_function", "ctypes.addressof", "ctypes.string_at",
+                           "ctypes.wstring_at", "ctypes.create_string_buffer"})
+MUTATION_EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
+# stdlib callers of sys._getframe that only find their caller's module (a kernel may warn or log)
+FRAME_FINDERS = ("warnings.py", "logging/__init__.py")
+# Triton compiling a kernel: a C build or a native module loaded below one of these is Triton's own
+TRITON_COMPILING = ("runtime/jit.py", "runtime/autotuner.py", "runtime/interpreter.py", "compiler/")
+CANDIDATE_MODULE = "bbagent_candidate"  # the name the worker imports the candidate under
+WATCHED = (NETWORK_EVENTS | PROCESS_EVENTS | WRITE_EVENTS | LISTING_EVENTS | THREAD_EVENTS | FRAME_EVENTS | HOOK_EVENTS
+           | NATIVE_EVENTS | MUTATION_EVENTS | {"open", "sqlite3.connect", "object.__getattr__", "import"})
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".azure", "gcloud"})
 SECRET_FILES = frozenset({".netrc", ".pgpass", ".git-credentials", "credentials", ".env", ".npmrc",
@@ -213,33 +237,77 @@ class AuditGuard:
 
     def hook(self, event: str, args: tuple) -> None:
         if not self.armed or event not in WATCHED or getattr(self.judging, "busy", False):
-            if event == "import" and self.armed and len(self.imported) < MAX_IMPORTS_LISTED:
-                self.imported.append(str(args[0]))
             return
+        if event == "import" and args[1] is None and len(self.imported) < MAX_IMPORTS_LISTED:
+            self.imported.append(str(args[0]))
         self.judging.busy = True
         try:
             finding = self.judge(event, args)
+            if finding:
+                self.stop(*finding)
         finally:
             self.judging.busy = False
-        if finding:
-            kind, what = finding
-            line = self._candidate_line()
-            where = f"candidate line {line}: " if line else ""
-            self.report(kind, f"{where}{what} (stopped by the sandbox)")
-            os._exit(VIOLATION_EXIT_CODE)
+
+    def stop(self, kind: str, what: str) -> None:
+        """Report the violation (with the candidate's line) and end the process at once. Called
+        while judging (the events its own frame walk raises are not judged)."""
+        line = self._candidate_line()
+        where = f"candidate line {line}: " if line else ""
+        self.report(kind, f"{where}{what} (stopped by the sandbox)")
+        os._exit(VIOLATION_EXIT_CODE)
+
+    def watch_thread_starts(self) -> None:
+        """Where Python raises no audit event for a new thread (3.11), wrap the functions that start
+        one (``threading``'s and ``_thread``'s) so that a start by the candidate's code is judged."""
+        if sys.version_info >= (3, 12):
+            return
+        import _thread
+        guard, original = self, _thread.start_new_thread
+
+        def start_new_thread(*args, **kwargs):
+            if guard.armed and not getattr(guard.judging, "busy", False):
+                guard.judging.busy = True
+                try:
+                    finding = guard.judge_thread_start()
+                    if finding:
+                        guard.stop(*finding)
+                finally:
+                    guard.judging.busy = False
+            return original(*args, **kwargs)
+        _thread.start_new_thread = start_new_thread
+        threading._start_new_thread = start_new_thread
 
     def judge(self, event: str, args: tuple) -> tuple[str, str] | None:
+        if event == "import":
+            return self._judge_native_module(args)
+        if event in THREAD_EVENTS:
+            return self.judge_thread_start()
+        if event in FRAME_EVENTS or event == "object.__getattr__":
+            return self._judge_introspection(event, args)
+        if event in HOOK_EVENTS:
+            if event == "sys.addaudithook" or self._from_candidate():
+                return "tampering", f"installed a tracing, profiling or audit hook ({event})"
+            return None
+        if event in NATIVE_EVENTS:
+            if self._from_candidate():
+                return "native_code", f"used ctypes ({event} {_short(args)}); a kernel computes in Triton"
+            return None
+        if event in MUTATION_EVENTS:
+            return self._judge_mutation(event, args)
         if event in NETWORK_EVENTS:
             shown = args[1:] if event in SOCKET_METHOD_EVENTS else args  # a method's first argument is the socket
             return "network", f"network use ({event} {_short(shown)})"
         if event in PROCESS_EVENTS:
             if event in TOOL_EVENTS and self._from_tool():
+                if self._built_for_candidate():
+                    return "native_code", (f"built native code outside Triton's compilation of a kernel ({event} "
+                                           f"{_short(_command(event, args))})")
                 return None
             if event == "os.fork" and _code_path(self._first_caller()) == HARNESS_FORKER:
                 return None  # the harness's own compile processes (compiling ahead)
             if event in ("os.kill", "os.killpg") and args[0] in (0, os.getpid(), os.getpgid(0)):
                 return None  # signalling itself harms no one else (and is reported as a crash)
-            return "process_spawn", f"started a process ({event} {_short(args)})"
+            return "process_spawn", f"started a process ({event} {_short(_command(event, args))})"
         if event == "open":
             path, mode, flags = (list(args) + [None, None, None])[:3]
             if not isinstance(path, (str, bytes)):
@@ -266,6 +334,68 @@ class AuditGuard:
             if finding:
                 return finding
         return None
+
+    def judge_thread_start(self) -> tuple[str, str] | None:
+        if self._from_candidate():
+            return "stray_thread", "started a thread; a kernel computes on the calling thread (work left to another " \
+                                   "thread escapes the checks and the timing)"
+        return None
+
+    def _judge_introspection(self, event: str, args: tuple) -> tuple[str, str] | None:
+        """Frames, tracebacks and the collector's object lists asked for by the candidate's own code."""
+        if event == "object.__getattr__":
+            obj, name = args[0], args[1]
+            if name not in FRAME_ATTRIBUTES or (name == "__code__" and _owned_by_candidate(obj)):
+                return None
+        if not self._from_candidate():
+            return None
+        if event == "sys._getframe" and self._top_caller().endswith(FRAME_FINDERS):
+            return None  # warnings.warn and logging find the caller's module, and hand no frame back
+        what = f"'{args[1]}' of a {type(args[0]).__name__}" if event == "object.__getattr__" else event
+        return "reaches_harness", (f"reached into the frames or objects of the process ({what}); a kernel must not "
+                                   "look at the harness that shares its process")
+
+    def _judge_mutation(self, event: str, args: tuple) -> tuple[str, str] | None:
+        """A function's code or defaults, or a class's special attributes, set by the candidate's own
+        code on something that is not its own (plain class attributes raise no event: the harness
+        compares the tables themselves, ``harness.checks.integrity``)."""
+        obj, name = args[0], args[1]
+        if _owned_by_candidate(obj) or not self._from_candidate():
+            return None
+        owner = getattr(obj, "__qualname__", type(obj).__name__)
+        return "tampering", f"changed {getattr(obj, '__module__', '?')}.{owner}.{name} ({event})"
+
+    def _judge_native_module(self, args: tuple) -> tuple[str, str] | None:
+        """A native module loaded from a writable directory (the candidate's own build), unless
+        Triton loads the launcher it compiled for a kernel."""
+        filename = args[1] if len(args) > 1 else None
+        if not isinstance(filename, str) or not filename.endswith((".so", ".pyd")):
+            return None
+        real = self._real_path(filename)
+        writable = self.write_roots + self.tool_roots
+        if not any(_under(real, root) for root in writable):
+            return None
+        if self._from_tool() and not self._built_for_candidate():
+            return None
+        return "native_code", f"loaded a native module it built ({filename}); a kernel computes in Triton"
+
+    def _built_for_candidate(self) -> bool:
+        """Triton's build functions called by the candidate directly (a C extension of its own), not
+        under Triton's compilation of a kernel (its launcher)."""
+        for frame in self._frames():
+            name = frame.f_code.co_filename
+            if name == self.candidate_file:
+                return True
+            path = _code_path(name)
+            if _under(path, self.tool_package) and path[len(self.tool_package) + 1:].startswith(TRITON_COMPILING):
+                return False
+        return False
+
+    def _top_caller(self) -> str:
+        """The file of the innermost frame above the hook."""
+        for frame in self._frames():
+            return _code_path(frame.f_code.co_filename)
+        return ""
 
     def _judge_read(self, path: str) -> tuple[str, str] | None:
         """Credentials and process environments are named as such; any other path outside the
@@ -340,6 +470,14 @@ def _code_path(filename: str) -> str:
     return os.path.realpath(filename)
 
 
+def _owned_by_candidate(obj) -> bool:
+    """A function or class the candidate's module defined (its own to change)."""
+    try:
+        return getattr(obj, "__module__", None) == CANDIDATE_MODULE
+    except Exception:  # noqa: BLE001 - an attribute that raises: not the candidate's own
+        return False
+
+
 def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
@@ -350,6 +488,11 @@ def _is_secret(path: str, real: str) -> bool:
         return True
     parts = real.split(os.sep)
     return bool(SECRET_DIRS.intersection(parts)) or parts[-1] in SECRET_FILES
+
+
+def _command(event: str, args: tuple):
+    """What a process event started: its command line, not its environment."""
+    return args[1] if event in ("subprocess.Popen", "os.posix_spawn", "os.exec") and len(args) > 1 else args
 
 
 def _short(value, limit: int = 160) -> str:
@@ -366,5 +509,6 @@ def contain(workdir: str, tool_write_dirs: list[str], candidate_file: str, repor
     status["limits"] = set_limits()
     guard = AuditGuard(workdir, tool_write_dirs, candidate_file, report)
     guard.install()
+    guard.watch_thread_starts()
     status["audit_hook"] = True
     return status, guard

@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 
-from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, Fatal, Timing, TimingStart,
+from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, Fatal, ReferenceStart, Timing, TimingStart,
                             decode)
 from harness.sandbox.compile_clock import compile_totals, paused_seconds
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
@@ -132,7 +132,8 @@ def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCa
 
 def running_test(events: list[Event]) -> CandidateStart | TimingStart | None:
     """The event that started what the candidate is running now (a test's call of the kernel, or
-    its timing), if any; compile events between it and now are skipped."""
+    its timing), if any; compile events between it and now are skipped. Once the test's reference
+    started, the candidate is not running."""
     seen = 0
     for event in reversed(events):
         if isinstance(event, Compile):
@@ -140,7 +141,7 @@ def running_test(events: list[Event]) -> CandidateStart | TimingStart | None:
         if isinstance(event, (CandidateStart, TimingStart)):
             return event
         seen += 1
-        if isinstance(event, (CaseResult, Timing, Fatal, Done)) or seen >= 3:
+        if isinstance(event, (ReferenceStart, CaseResult, Timing, Fatal, Done)) or seen >= 3:
             return None
     return None
 

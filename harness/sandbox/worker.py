@@ -113,17 +113,24 @@ def run_job(job: Job, send) -> int:
     from harness.sandbox.containment import seal
     send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
     phases["seal"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
+    written_for = resolve_op(job.kernel_for or job.op)
+    watch = _watch(candidate_file, job.device, [written_for] + [target for _, target, _ in suites], launches,
+                   compile_clock)
     kernel = _import_candidate(candidate_file, send)
     if kernel is None:
         return 0
+    imported = watch.failure() or _scanned(watch) or watch.judge_changes("once the kernel's file was imported",
+                                                                         deep=True)
+    if imported:
+        send(events.Fatal(error_kind=imported["error_kind"], message=imported["message"]))
+        return 0
     phases["import"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     from harness.adapters import serving
-    written_for = resolve_op(job.kernel_for or job.op)
-    served = {name: serving(kernel, written_for, target) for name, target, _ in suites}
+    served = {name: watch.wrap(serving(kernel, written_for, target)) for name, target, _ in suites}
     if job.ncu is not None:
         _profile_under_ncu(op, job, suites[0][2], served[job.op], compile_clock, send)
-    elif _profiled(job.profile, _run_tests, op, job, suites, served, (launches, compile_clock, stopwatch), candidate_file,
-                   send) is not None:
+    elif _profiled(job.profile, _run_tests, op, job, suites, served, (launches, compile_clock, stopwatch, watch),
+                   candidate_file, send) is not None:
         return 0
     phases["tests"] = round(time.perf_counter() - mark, 3)
     send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported,
@@ -186,6 +193,10 @@ def load_lazy_parts() -> None:
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
     import harness.adapters  # noqa: F401 - the tests' own, imported where they are used
     import harness.checks.case  # noqa: F401
+    # imported before the candidate, so that the judge's state taken then covers them
+    import harness.checks.integrity  # noqa: F401
+    import harness.checks.random_ops  # noqa: F401
+    import harness.timing.phase  # noqa: F401
     import harness.suite.tiers  # noqa: F401
     import harness.sandbox.compile_ahead  # noqa: F401
     hashing.join()  # before any fork: a child must not inherit a thread half-way
@@ -205,11 +216,31 @@ def _instrument(device: str, send):
     return launches, compile_clock
 
 
+def _watch(candidate_file: str, device: str, ops: list, launches, compile_clock):
+    """The run-time checks of every call (``harness.checks.runtime``), with the judge as it is now,
+    just before the candidate is imported (``harness.checks.integrity``); the launch counter tells
+    it each launch's stream."""
+    from harness.checks.integrity import JudgeState
+    from harness.checks.runtime import CallWatch
+    from harness.variants import functional_of
+    ops = list(dict.fromkeys([*ops, *(f for f in map(functional_of, ops) if f is not None)]))
+    judge = JudgeState.capture(ops=ops, classes=[launches.launcher] if launches.launcher else [])
+    watch = CallWatch(candidate_file, device, judge, exempt=lambda: compile_clock.autotuning)
+    launches.watch = watch
+    return watch
+
+
+def _scanned(watch) -> dict | None:
+    watch.scan()
+    return watch.failure()
+
+
 def _import_candidate(candidate_file: str, send):
     """The candidate's ``kernel``, or None after a ``fatal`` event saying why there is none."""
     from harness.checks.case import trimmed_traceback
+    from harness.sandbox.containment import CANDIDATE_MODULE
     try:
-        spec = importlib.util.spec_from_file_location("bbagent_candidate", candidate_file)
+        spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, candidate_file)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # as an import would: the compile processes find its kernels by name
         spec.loader.exec_module(module)
@@ -239,10 +270,10 @@ def _profile_under_ncu(op, job: Job, suite, kernel, compile_clock, send) -> None
 
 def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: str, send) -> str | None:
     """Every test, then (on a GPU, all passed) the timing phase. Returns why the run ended early
-    (a ``fatal`` event said it), else None. ``instruments``: the launch counter, the compile clock
-    and the stopwatch that splits the tests' time into parts."""
+    (a ``fatal`` event said it), else None. ``instruments``: the launch counter, the compile clock,
+    the stopwatch that splits the tests' time into parts, and the run-time checks of every call."""
     import torch
-    launches, compile_clock, stopwatch = instruments
+    launches, compile_clock, stopwatch, watch = instruments
     from harness.checks.case import ReferenceFault
     from harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
     passed: set[str] = set()
@@ -292,12 +323,17 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             compile_clock.rotate(number)
             send(events.CaseStart(id=case.id))
             try:
-                result = _run_case(job.device, name, target, case, served, launches, candidate_file, send, stopwatch)
+                result = _run_case(job.device, name, target, case, served, launches, candidate_file, send, stopwatch,
+                                   watch)
             except ReferenceFault as fault:
                 send(events.Fatal(error_kind="worker_error", message=str(fault)))
                 return "reference fault"
             lost = result.pop("context_lost", False)
+            judge_changed = result.pop("judge_changed", False)
             send(events.CaseResult(record={**result, "overload": name}))
+            if judge_changed:  # no later test could be judged
+                send(events.Fatal(error_kind="tampering", message=f"test {case.id}: {result['message']}"))
+                return "the judge changed"
             if job.device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
                 with stopwatch.part("memory"):
                     _give_back_cached_memory(torch)
@@ -321,10 +357,14 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     finally:
         if compiling is not None:  # the run ended early: no test waits for them
             compiling.abandon()
+    ended = watch.judge_changes("after the tests", deep=True)
+    if ended:
+        send(events.Fatal(error_kind="tampering", message=ended["message"]))
+        return "the judge changed"
     if job.timing is not None and job.device == "cuda" and not failed:
         compile_clock.real_autotuning()
         with stopwatch.part("timing"):
-            _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, send)
+            _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, send, watch)
     return None
 
 
@@ -370,7 +410,7 @@ def _call_on_clones(kernel, case, send, stopwatch: Stopwatch) -> None:
 
 
 def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send,
-              stopwatch: Stopwatch) -> dict:
+              stopwatch: Stopwatch, watch) -> dict:
     """One test's result record; a CUDA error raised after the kernel returned (in the checks) is
     the kernel's out-of-bounds access."""
     from harness.checks.case import failed_result, is_cuda_error, run_case
@@ -378,7 +418,8 @@ def _run_case(device: str, name: str, target, case, served: dict, launches, cand
     recorder = AtenRecorder(target, launches, candidate_file)
     try:
         return run_case(target, case, served[name], device, launches, recorder, candidate_file,
-                        on_candidate=lambda case_id=case.id: send(events.CandidateStart(id=case_id)), stopwatch=stopwatch)
+                        on_candidate=lambda case_id=case.id: send(events.CandidateStart(id=case_id)), stopwatch=stopwatch,
+                        on_reference=lambda case_id=case.id: send(events.ReferenceStart(id=case_id)), watch=watch)
     except Exception as exc:
         if not is_cuda_error(exc):
             raise
@@ -470,13 +511,16 @@ def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, o
     return suites
 
 
-def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, candidate_file: str, send) -> None:
+def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, candidate_file: str, send,
+                    watch) -> None:
     """The timing phase (``harness.timing.phase``): device yardsticks, then each timed trace input.
-    A failure while timing (an exception, a CUDA error, a wrong result on the recheck) is
-    reported as a ``timing`` event with an ``error_kind`` and ends the phase."""
+    A failure while timing (an exception, a CUDA error, a wrong result on the recheck, a measurement
+    the device cannot produce, a judge that changed) is reported as a ``timing`` event with an
+    ``error_kind`` and ends the phase."""
     import torch
     from harness.checks.guards import AtenRecorder
-    from harness.timing.phase import TimingRequest, device_stats, time_case, timed_cases
+    from harness.timing.phase import (TimingRequest, device_stats, implausible_device, peak_memory_gbs, time_case,
+                                      timed_cases)
     from harness.checks.case import candidate_raised
     request = TimingRequest(**job.timing)
     gpu = torch.cuda.get_device_name()
@@ -484,11 +528,17 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
     stats, measured = device_stats(gpu, request.device)
     send(events.TimingPlan(ids=[c.id for c in cases], device=stats, device_measured=measured, gpu=gpu,
                            target_ms=request.target_ms))
+    impossible = implausible_device(stats, peak_memory_gbs())
+    if impossible and cases:
+        send(events.Timing(record={"id": cases[0].id, "input": cases[0].description, "error_kind": "implausible_timing",
+                                   "message": f"the device's yardsticks are impossible: {impossible}; the clock was "
+                                              "tampered with, or the device is not what it says"}))
+        return
     results = []
     for case in cases:
         send(events.TimingStart(id=case.id))
         try:
-            result = time_case(op, case, kernel, request, gpu, stats, AtenRecorder(op, launches, candidate_file))
+            result = time_case(op, case, kernel, request, gpu, stats, AtenRecorder(op, launches, candidate_file), watch)
         except Exception as exc:  # noqa: BLE001 - the candidate's failure on a repeated call
             failure = candidate_raised(exc, candidate_file)
             result = {"id": case.id, "input": case.description, "error_kind": failure["error_kind"],
@@ -499,6 +549,9 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
         results.append(result)
     if request.profile:
         _profile_shapes(op, cases, results, kernel, request, job.workdir, send)
+        ended = watch.failure() or _scanned(watch) or watch.judge_changes("after profiling", deep=True)
+        if ended:
+            send(events.Fatal(error_kind=ended["error_kind"], message="while being profiled: " + ended["message"]))
 
 
 def _profile_shapes(op, cases, results: list[dict], kernel, request, workdir: str, send) -> None:

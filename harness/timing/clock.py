@@ -13,10 +13,16 @@ shapes measure the kernel rather than the Python that launches it.
 
 Nothing here runs on the CPU: interpreter timings say nothing about a GPU and are never
 reported as performance (``TimingUnavailable``).
+
+The candidate runs in this process, so the clock is checked as well as used: what it calls is
+verified unchanged by the sandbox (``harness.checks.integrity``), and the events must agree with
+the host's own clock (taken when this module was imported, before any candidate): intervals that
+add up to more time than passed on the host are ``ImplausibleTiming``, never a result.
 """
 from __future__ import annotations
 
 import statistics
+import time
 from typing import Callable
 
 import torch
@@ -30,8 +36,17 @@ WARMUP_CALLS = 3
 OVERHEAD_FACTOR = 1.3
 
 
+HOST_CLOCK = time.perf_counter  # taken before any candidate is imported
+# the events' intervals may exceed the host's elapsed time by this much (rounding, clock domains)
+EVENT_SLACK_FACTOR, EVENT_SLACK_MS = 1.02, 0.5
+
+
 class TimingUnavailable(RuntimeError):
     """Timing was asked for where there is no CUDA device."""
+
+
+class ImplausibleTiming(RuntimeError):
+    """A measurement the device cannot produce: the timing is void (the message says why)."""
 
 
 def _require_cuda() -> None:
@@ -132,11 +147,26 @@ def time_interleaved(fns: dict[str, Callable[[], object]], target_ms: float = 10
     reps = reps or choose_reps(fns, flush, target_ms)
     names = list(fns)
     events = {name: _events(reps) for name in names}
+    started = HOST_CLOCK()
     for rep in range(reps):
         for name in (names if rep % 2 == 0 else names[::-1]):
             _time_once(fns[name], flush, events[name][rep])
     torch.cuda.synchronize()
-    return {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
+    host_ms = (HOST_CLOCK() - started) * 1e3
+    samples = {name: [s.elapsed_time(e) for s, e in pairs] for name, pairs in events.items()}
+    impossible = events_beyond_host(sum(sum(times) for times in samples.values()), host_ms, reps)
+    if impossible:
+        raise ImplausibleTiming(impossible)
+    return samples
+
+
+def events_beyond_host(measured_ms: float, host_ms: float, reps: int) -> str | None:
+    """Why intervals measured one after another on one stream, adding up to ``measured_ms``, cannot
+    fit in the ``host_ms`` the host saw pass around them (the host waited for the last), or None."""
+    if measured_ms <= host_ms * EVENT_SLACK_FACTOR + EVENT_SLACK_MS:
+        return None
+    return (f"the CUDA events measured {measured_ms:.3f} ms in all over {reps} repetitions, but only {host_ms:.3f} ms "
+            "passed on the host's clock: the events or the clock were tampered with")
 
 
 def summarize(samples: list[float]) -> dict[str, float]:

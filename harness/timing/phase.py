@@ -2,16 +2,24 @@
 
 It runs after every test passed. The timed tests are the trace tests (real-model shapes),
 at most ``max_cases`` of them spread from the smallest input to the largest. Per test:
-fresh inputs, one clone for eager aten and one for the candidate; both are captured in
-CUDA graphs where both can be (``harness.timing.clock.graphed``: launch-bound shapes then measure
-the kernel, not the Python around it), else both run eagerly; then ``time_interleaved``.
-An eager timing the parent already has for (GPU, torch, op, input, mode) is not measured again
-(``harness.timing.reference_cache``); the candidate is then timed alone.
+fresh inputs for the candidate, and for eager aten inputs of the same shapes drawn with another
+seed (aten's results, in memory beside the candidate's calls, answer nothing it is asked); both
+are captured in CUDA graphs where both can be (``harness.timing.clock.graphed``: launch-bound
+shapes then measure the kernel, not the Python around it), else both run eagerly; then
+``time_interleaved``. An eager timing the parent already has for (GPU, torch, op, input, mode)
+is not measured again (``harness.timing.reference_cache``); the candidate is then timed alone.
 
 After timing, the same tensors are refilled with other values and each side runs once more
-the way it was timed: the candidate must give the right answer for the new values. This
-catches kernels that keep results between calls (keyed by pointer, say) or stop computing
+the way it was timed, the candidate first: it must give the right answer for the new values.
+This catches kernels that keep results between calls (keyed by pointer, say) or stop computing
 after the first few calls; a graph capture that recorded no work fails the same way.
+
+A measurement the device cannot produce voids the timing (``implausible_timing``): yardsticks
+beyond the device (a copy faster than its memory, an empty launch under half a microsecond), a
+call that launched a kernel yet measured under half an empty launch, a result written faster
+than memory takes it, events that add up to more time than the host saw pass. So do a launch on
+another stream, a thread left running, or a judge that changed while it was timed
+(``harness.checks.runtime``, ``harness.checks.integrity``).
 """
 from __future__ import annotations
 
@@ -23,13 +31,23 @@ from harness.inputs import clone_value, memory_behind, spread, tensors_in
 from harness.ops import value_mode
 from harness.checks.case import Float64Run, judged
 from harness.suite.build import TestCase
-from harness.timing.clock import (copy_bandwidth_gbs, empty_launch_ms, graphed, matmul_tflops, overhead_dominated,
-                                  summarize, time_interleaved)
+from harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, matmul_tflops,
+                                  overhead_dominated, summarize, time_interleaved)
 from harness.timing.roofline import flops_of, roofline
 from harness.variants import is_written, out_arguments, schema_arguments
 
-# Another seed for the values copied in after timing (any offset that is not 0 will do).
+# Other seeds for the values copied in after timing, and for aten's timed inputs (any offsets that
+# are not 0 and differ will do).
 RECHECK_SEED_OFFSET = 7919
+ATEN_SEED_OFFSET = 104729
+# Physical limits (``implausible``): an empty launch measured by CUDA events takes microseconds on
+# any GPU; a kernel's call cannot take under half of one; writes past the L2 cache cannot reach
+# memory at more than twice the measured copy bandwidth (a copy moves its bytes twice, and reaches
+# most of the device's peak); no memory on a GPU today moves 20 TB/s.
+MIN_EMPTY_LAUNCH_MS = 5e-4
+LAUNCH_FLOOR_SHARE = 0.5
+WRITE_CEILING_OF_COPY = 2.0
+COPY_CEILING_GBS = 20_000.0
 
 
 @dataclass
@@ -71,6 +89,20 @@ def distinct_bytes(t: torch.Tensor) -> int:
 def bytes_moved(op, args: tuple, kwargs: dict, result) -> int:
     """The least memory traffic the op can have: every input read once (an ``out=`` argument
     is only written), every result and written argument written once."""
+    reads, writes = _traffic(op, args, kwargs, result)
+    return sum(distinct_bytes(t) for t in list(reads.values()) + list(writes.values()))
+
+
+def bytes_written(op, args: tuple, kwargs: dict, result) -> int:
+    """Bytes the op must write: its results and written arguments (a view of an input writes none)."""
+    _, writes = _traffic(op, args, kwargs, result)
+    inputs = {_identity(t) for t in tensors_in((args, kwargs))}
+    written_arguments = {_identity(t) for _, a, v in schema_arguments(op, args, kwargs) if is_written(a)
+                         for t in tensors_in(v)}
+    return sum(distinct_bytes(t) for key, t in writes.items() if key not in inputs or key in written_arguments)
+
+
+def _traffic(op, args: tuple, kwargs: dict, result) -> tuple[dict, dict]:
     reads, writes = {}, {}
     outs = set(out_arguments(op))
     for name, schema_arg, value in schema_arguments(op, args, kwargs):
@@ -81,7 +113,7 @@ def bytes_moved(op, args: tuple, kwargs: dict, result) -> int:
                 writes[_identity(t)] = t
     for t in tensors_in(result):
         writes[_identity(t)] = t
-    return sum(distinct_bytes(t) for t in list(reads.values()) + list(writes.values()))
+    return reads, writes
 
 
 def _identity(t: torch.Tensor) -> tuple:
@@ -96,6 +128,41 @@ def device_stats(gpu: str, cached: list[dict]) -> tuple[dict, bool]:
             return row["stats"], False
     return {"empty_launch_ms": empty_launch_ms(), "empty_graph_launch_ms": empty_launch_ms(graph=True),
             "copy_gbs": copy_bandwidth_gbs(), "matmul_tflops": matmul_tflops()}, True
+
+
+def peak_memory_gbs() -> float | None:
+    """The device's memory bandwidth from its clock and bus width, where torch reports them."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    clock_khz, bus_bits = getattr(props, "memory_clock_rate", None), getattr(props, "memory_bus_width", None)
+    if not clock_khz or not bus_bits:
+        return None
+    return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9  # double data rate
+
+
+def implausible_device(stats: dict, peak_gbs: float | None) -> str | None:
+    """Why the device's yardsticks cannot be right, or None."""
+    for name in ("empty_launch_ms", "empty_graph_launch_ms"):
+        if stats.get(name) is not None and stats[name] < MIN_EMPTY_LAUNCH_MS:
+            return f"an empty Triton launch measured {stats[name] * 1e3:.3f} us ({name}), which no GPU can do"
+    ceiling = min(COPY_CEILING_GBS, 1.3 * peak_gbs) if peak_gbs else COPY_CEILING_GBS
+    if stats.get("copy_gbs") is not None and stats["copy_gbs"] > ceiling:
+        return (f"a device-to-device copy measured {stats['copy_gbs']:.0f} GB/s, beyond this device's memory "
+                f"({'peak ' + format(peak_gbs, '.0f') + ' GB/s' if peak_gbs else 'no GPU moves 20 TB/s'})")
+    return None
+
+
+def implausible_call(median_ms: float, empty_ms: float, launched: bool, written: int, l2_bytes: int,
+                     copy_gbs: float) -> str | None:
+    """Why a call's measured time cannot be right, or None (module docstring)."""
+    if launched and median_ms < LAUNCH_FLOOR_SHARE * empty_ms:
+        return (f"the kernel's call measured {median_ms * 1e3:.2f} us, under half an empty Triton launch measured the "
+                f"same way ({empty_ms * 1e3:.2f} us)")
+    beyond_cache = written - l2_bytes
+    if beyond_cache > 0 and median_ms > 0 and beyond_cache / (median_ms * 1e-3) / 1e9 > WRITE_CEILING_OF_COPY * copy_gbs:
+        return (f"the call wrote {written / 1e6:.1f} MB in {median_ms * 1e3:.2f} us: "
+                f"{beyond_cache / (median_ms * 1e-3) / 1e9:.0f} GB/s past the L2 cache, over twice the device's "
+                f"copy bandwidth ({copy_gbs:.0f} GB/s)")
+    return None
 
 
 def shape_roofline(op, args: tuple, kwargs: dict, result, dtype: str, bytes_moved: int, device: dict) -> dict:
@@ -114,25 +181,47 @@ def _copy_into(destination, source) -> None:
         memory_behind(dst).copy_(memory_behind(src))
 
 
-def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, device: dict, recorder) -> dict:
-    """Time eager aten and the candidate on one trace input; then recheck the candidate."""
-    args, kwargs = case.inputs()
-    ref_in, cand_in = clone_value((args, kwargs)), clone_value((args, kwargs))
-    del args, kwargs
+def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, device: dict, recorder,
+              watch=None) -> dict:
+    """Time eager aten and the candidate on one trace input; then recheck the candidate. ``watch``
+    (``harness.checks.runtime.CallWatch``) sees what the calls did besides return."""
+    cand_in = case.inputs()
+    ref_in = replace(case, seed=case.seed + ATEN_SEED_OFFSET).inputs()
     fns = {"aten": lambda: op(*ref_in[0], **ref_in[1]), "candidate": lambda: kernel(*cand_in[0], **cand_in[1])}
-    replays = graphed(fns)
-    mode = "graph" if replays else "eager"
-    timed = replays or fns
-    cached = next((row["timing"] for row in request.reference
-                   if row["gpu"] == gpu and row["mode"] == mode and row["input"] == case.description), None)
-    samples = time_interleaved({"candidate": timed["candidate"]} if cached else timed, request.target_ms)
+    launches = recorder.launches
+    launched_before = launches.launches
+    if watch is not None:
+        watch.light = True  # a scan per call would add host time to the timed calls: once per test instead
+    try:
+        replays = graphed(fns)
+        mode = "graph" if replays else "eager"
+        timed = replays or fns
+        cached = next((row["timing"] for row in request.reference
+                       if row["gpu"] == gpu and row["mode"] == mode and row["input"] == case.description), None)
+        try:
+            samples = time_interleaved({"candidate": timed["candidate"]} if cached else timed, request.target_ms)
+        except ImplausibleTiming as exc:
+            return _void(case, "implausible_timing", str(exc))
+        output = timed["candidate"]()
+    finally:
+        if watch is not None:
+            watch.light = False
+            watch.scan()
+    launched = launches.launches > launched_before
+    ran = watch.failure() if watch is not None else None
+    if ran:
+        return _void(case, ran["error_kind"], ran["message"])
     aten = cached or summarize(samples["aten"])
     candidate = summarize(samples["candidate"])
-    output = timed["candidate"]()
     moved = bytes_moved(op, *cand_in, output)
+    written = bytes_written(op, *cand_in, output)
     roof = shape_roofline(op, *cand_in, output, case.dtype, moved, device)
     del output
     empty = device["empty_graph_launch_ms" if mode == "graph" else "empty_launch_ms"]
+    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (64 << 20)
+    impossible = implausible_call(candidate["median_ms"], empty, launched, written, l2, device["copy_gbs"])
+    if impossible:
+        return _void(case, "implausible_timing", impossible)
     ceilings = (roof["flops"], moved, roof["copy_gbs"], roof["matmul_tflops"])
     mine, eager = roofline(*ceilings[:2], candidate["median_ms"] * 1e-3, *ceilings[2:]), \
         roofline(*ceilings[:2], aten["median_ms"] * 1e-3, *ceilings[2:])
@@ -148,25 +237,34 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
               "roof_fraction": mine["roof_fraction"], "aten_roof_fraction": eager["roof_fraction"],
               "candidate_tflops": mine["achieved_tflops"]}
     failure = recheck(op, case, timed, ref_in, cand_in, recorder)
+    if failure is None and watch is not None:
+        failure = watch.failure() or watch.judge_changes(f"after timing test {case.id}", deep=True)
     if failure:
+        failure.pop("judge_changed", None)
         result.update(failure)
     return result
 
 
+def _void(case: TestCase, error_kind: str, message: str) -> dict:
+    """A timing record that voids the timing (no numbers kept)."""
+    return {"id": case.id, "input": case.description, "error_kind": error_kind, "message": "while being timed: " + message}
+
+
 def recheck(op, case: TestCase, timed: dict, ref_in, cand_in, recorder) -> dict | None:
-    """Other values in the same tensors, each side run as it was timed: the candidate's
-    answer must follow (a random op's values cannot be compared one by one; not rechecked)."""
+    """Other values in the same tensors, each side run as it was timed, the candidate first (so
+    that aten's result for these values does not exist yet): the candidate's answer must follow (a
+    random op's values cannot be compared one by one; not rechecked)."""
     mode = value_mode(op)
     if mode != "exact":
         return None
     fresh = replace(case, seed=case.seed + RECHECK_SEED_OFFSET).inputs()
-    _copy_into(ref_in, fresh)
     _copy_into(cand_in, fresh)
-    expected = clone_value(timed["aten"]())
     with recorder:
         actual = clone_value(timed["candidate"]())
     if actual is not None and any(t.is_cuda for t in tensors_in(actual)):
         torch.cuda.synchronize()
+    _copy_into(ref_in, fresh)
+    expected = clone_value(timed["aten"]())
     if recorder.findings:
         return {"error_kind": "guard", "message": "while being timed: " + recorder.findings[0]["message"]}
     failure = judged(expected, actual, mode, Float64Run(op, fresh))

@@ -1,0 +1,24 @@
+"""Cheats on purpose: computes in a thread of its own and returns without waiting for it (work
+that escapes the checks' synchronisation and the timing)."""
+import threading
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(y_ptr + offsets, tl.where(x < 0, tl.zeros_like(x), x), mask=mask)  # keeps NaN
+
+
+def kernel(self):
+    x = self.contiguous()
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n:
+        threading.Thread(target=lambda: _relu[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024)).start()
+    return out
