@@ -132,7 +132,8 @@ def poison_freed_memory(like: list[torch.Tensor], copies: int = 2) -> None:
     test's, or the timing's). Allocating blocks of the same sizes takes exactly the blocks a
     candidate would get; a test poisons those of its inputs' sizes, which an elementwise result
     shares. (The test's own reference runs only after the candidate: ``checks.case.run_case``.)"""
-    held = [poisoned_like(t) for t in like for _ in range(copies)]
+    sizes = {(tuple(t.shape), t.dtype, t.device): t for t in like}  # one block per size is the one handed out next
+    held = [poisoned_like(t) for t in sizes.values() for _ in range(copies)]
     del held
 
 

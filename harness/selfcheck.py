@@ -100,11 +100,13 @@ def judge_performance(entry: dict, verdict: Verdict, device: str) -> tuple[bool,
     below = (entry.get("performance") or {}).get("geomean_speedup_below")
     if below is None or device != "cuda":
         return True, ""
-    summary = (verdict.performance or {}).get("summary") or {}
-    counted = summary.get("geomean_speedup")
-    apart = (summary.get("overhead_dominated") or {}).get("geomean_speedup")
-    seen = f"counted geomean {counted if counted is None else round(counted, 3)} over {summary.get('counted')} shapes, " \
-           f"{apart if apart is None else round(apart, 3)} over {(summary.get('overhead_dominated') or {}).get('count')} apart"
+    summary = verdict.performance.summary if verdict.performance is not None else None
+    if summary is None:
+        return False, f"not timed ({verdict.performance.reason if verdict.performance else 'no timing phase'})"
+    counted, apart = summary.geomean_speedup, summary.overhead_dominated
+    seen = (f"counted geomean {counted if counted is None else round(counted, 3)} over {summary.counted} shapes, "
+            f"{apart.geomean_speedup if apart.geomean_speedup is None else round(apart.geomean_speedup, 3)} over "
+            f"{apart.count} overhead-dominated ones apart")
     return counted is not None and counted < below, seen
 
 

@@ -175,3 +175,33 @@ def test_events_that_add_up_to_more_than_the_host_saw_are_impossible():
     assert events_beyond_host(measured_ms=80.0, host_ms=100.0, reps=50) is None
     assert events_beyond_host(measured_ms=100.3, host_ms=100.0, reps=50) is None   # within rounding
     assert "only 100.000 ms passed" in events_beyond_host(measured_ms=400.0, host_ms=100.0, reps=50)
+
+
+def test_a_hang_while_the_tests_wait_for_kernels_compiled_ahead_is_the_compilers():
+    """The faulthandler dump shows the main thread only: waiting in compile_ahead for a compilation
+    that never ends is a hang in Triton's compiler; a loop in the kernel's own code during its call
+    ahead of the tests is the kernel's."""
+    from harness.sandbox.run import _hang_site
+    waiting = ('Stack (most recent call first):\n'
+               '  File "/usr/lib/python3.12/threading.py", line 355 in wait\n'
+               '  File "/work/main/harness/sandbox/compile_ahead.py", line 117 in wait_for_call\n'
+               '  File "/work/main/harness/sandbox/worker.py", line 315 in _run_tests\n')
+    assert _hang_site(waiting, "/tmp/candidate.py").startswith("in Triton's compiler")
+    looping = ('Stack (most recent call first):\n'
+               '  File "/tmp/candidate.py", line 7 in kernel\n'
+               '  File "/work/main/harness/sandbox/compile_ahead.py", line 80 in compile_ahead\n')
+    assert _hang_site(looping, "/tmp/candidate.py").startswith("in the kernel's code")
+
+
+def test_torch_wrapping_its_own_function_later_is_no_change():
+    """TorchDynamo, imported late (by the profiler), wraps torch.manual_seed: torch's own wrapper of
+    the same function is no tampering; torch's wrapper of another function is."""
+    state = JudgeState.capture()
+    seed, close = torch.manual_seed, torch.isclose
+    try:
+        torch.manual_seed = torch._disable_dynamo(seed)
+        assert state.changes() == []
+        torch.isclose = torch._disable_dynamo(lambda *args, **kwargs: torch.ones(1, dtype=torch.bool))
+        assert state.changes() == ["torch.isclose"]
+    finally:
+        torch.manual_seed, torch.isclose = seed, close

@@ -135,7 +135,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
     on_candidate()
     with parts.part("inputs"):
         cand_args, cand_kwargs = case.inputs() if case.trace is not None else clone_value(case.inputs())
-        poison_freed_memory(tensors_in((cand_args, cand_kwargs)))
+        poison_freed_memory(tensors_in((cand_args, cand_kwargs)), copies=1)
     launches_before = launches.launches
     started = time.perf_counter()
     raised = None

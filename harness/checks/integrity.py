@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import gc
 import operator
+import os
 import sys
 import threading
 from typing import Callable, Iterable
@@ -95,11 +96,35 @@ class _Table:
         if len(table) == len(self.values) and all(map(operator.is_, table.values(), self.values)):
             return []
         now = dict(table.items())
-        found = [f"{self.name}.{k}" for k, v in zip(self.keys, self.values) if k not in now or now[k] is not v]
+        found = []
+        for i, (key, value) in enumerate(zip(self.keys, self.values)):
+            if key in now and now[key] is not value and _rewrapped_by_torch(now[key], value):
+                self.values[i] = now[key]  # torch wrapped its own function (TorchDynamo, imported late)
+            elif key not in now or now[key] is not value:
+                found.append(f"{self.name}.{key}")
         if not self.extra_keys:
             known = set(self.keys) | self.may_add
             found += [f"{self.name}.{k} (added)" for k in now if k not in known]
         return found
+
+
+TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
+
+
+def _rewrapped_by_torch(new, old) -> bool:
+    """``new`` is a wrapper that torch's own code made around ``old`` (``functools.wraps``, as
+    TorchDynamo does to ``torch.manual_seed`` when it is first imported): harmless, and not the
+    candidate's (a wrapper of its own has its code in the candidate's file; torch wrapping the
+    candidate's function does not lead back to ``old``)."""
+    code = getattr(new, "__code__", None)
+    if code is None or not os.path.realpath(code.co_filename).startswith(TORCH_DIR):
+        return False
+    seen = 0
+    while new is not None and seen < 8:
+        new, seen = getattr(new, "__wrapped__", None), seen + 1
+        if new is old:
+            return True
+    return False
 
 
 def global_settings() -> dict[str, object]:

@@ -23,6 +23,8 @@ STDERR_TAIL_BYTES = 4000
 WATCH_INTERVAL_S = 0.1
 HANG_DUMP_WAIT_S = 0.5
 COMPILER_PATHS = ("triton/compiler", "triton/backends", "triton/runtime/build", "harness/sandbox/compile_processes")
+# the tests waiting for kernels compiled ahead in other threads (the dump shows the main thread only)
+COMPILE_WAITS = ("wait_for_call", "finish")
 _WARNED: set[str] = set()
 
 
@@ -166,7 +168,8 @@ def _hang_site(stderr: str, candidate_file: str) -> str:
     files = [f[0] for f in frames]
     mine = next((f for f in frames if f[0] == candidate_file), None)
     at = f" (candidate line {mine[1]}, in {mine[2]})" if mine else ""
-    if any(part in name for name in files for part in COMPILER_PATHS):
+    waiting = any(name.endswith("compile_ahead.py") and function in COMPILE_WAITS for name, _, function in frames)
+    if waiting or any(part in name for name in files for part in COMPILER_PATHS):
         return "in Triton's compiler: a kernel whose compilation does not finish" + at
     if mine:
         return "in the kernel's code: a loop that does not finish" + at
