@@ -6,9 +6,10 @@ subclass (or a ``Parameter``, or anything with its own ``__torch_function__`` or
 the expected answer for the judge while the kernel computed nothing, and the same object would
 flow into a user's model. So the result is checked first, by the objects' exact types (``type()``
 reads the object's real class; no override can answer for it), before anything touches it, and
-containers are read through the base classes' own methods. Tensors the call writes (in-place
-``self``, ``out=``) and every other tensor argument are checked the same way after the call: a
-kernel can reassign an argument's ``__class__``.
+containers are read through the base classes' own methods. One of the call's own tensor arguments
+may come back as it is, whatever its class (an in-place overload returns ``self``: in a model, a
+``Parameter``). Every argument (and every tensor in a list argument) must keep its class: a kernel
+can reassign a tensor's ``__class__``, which would then answer for the tensors it writes.
 
 Used where a kernel is called: the tests and the timing phase (``harness.adapters.serving`` wraps
 every kernel), ``bbagent.enable()`` and ``bbagent.load()``; each refuses such a result with
@@ -82,29 +83,37 @@ def check_plain(value: Any, path: str = "the result", own: frozenset = frozenset
         raise NotPlainTensor(f"{why}; {ADVICE}")
 
 
-def _argument_tensors(args: tuple, kwargs: dict) -> list[tuple[str, torch.Tensor]]:
-    """(where, tensor) for the tensors among the arguments and in their lists and tuples."""
-    found = []
-    for where, value in [(f"argument {i}", v) for i, v in enumerate(args)] + \
-                        [(f"argument '{k}'", v) for k, v in kwargs.items()]:
-        if isinstance(value, torch.Tensor):
-            found.append((where, value))
-        elif type(value) in (list, tuple):
-            found += [(f"{where}[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
-    return found
+def _classes(values) -> list:
+    """Each value's class; a list's or tuple's, its elements' classes (``cat``'s tensors)."""
+    return [tuple(map(type, v)) if type(v) in (list, tuple) else type(v) for v in values]
+
+
+def _changed_class(args: tuple, kwargs: dict, before: list) -> str | None:
+    """Where an argument (or an element of a list argument) is now of another class than ``before``."""
+    values = list(args) + list(kwargs.values())
+    names = [f"argument {i}" for i in range(len(args))] + [f"argument '{k}'" for k in kwargs]
+    for name, value, was in zip(names, values, before):
+        now = tuple(map(type, value)) if type(value) in (list, tuple) else type(value)
+        if now != was:
+            old, new = (was, now) if not isinstance(was, tuple) else next(
+                (a, b) for a, b in zip(was, now) if a is not b)
+            return f"{name} was a {_type_name(old)} and the call made it a {_type_name(new)}"
+    return None
 
 
 def plain_only(kernel: Callable) -> Callable:
     """``kernel`` whose result must be plain data (one of its own tensor arguments excepted, as an
-    in-place overload returns ``self``), and whose tensor arguments keep their classes."""
+    in-place overload returns ``self``), and whose arguments keep their classes (about a microsecond
+    a call where the result is one tensor)."""
     @functools.wraps(kernel)
     def checked(*args, **kwargs):
-        arguments = [(where, t, type(t)) for where, t in _argument_tensors(args, kwargs)]
+        before = _classes(list(args) + list(kwargs.values()))
         result = kernel(*args, **kwargs)
-        for where, t, kind in arguments:
-            if type(t) is not kind:
-                raise NotPlainTensor(f"{where} was a {_type_name(kind)} and the call made it a "
-                                     f"{_type_name(type(t))}; {ADVICE}")
-        check_plain(result, own=frozenset(id(t) for _, t, _ in arguments))
+        if _classes(list(args) + list(kwargs.values())) != before:
+            raise NotPlainTensor(f"{_changed_class(args, kwargs, before)}; {ADVICE}")
+        if type(result) is not torch.Tensor:
+            own = frozenset(id(t) for v in (*args, *kwargs.values())
+                            for t in (v if type(v) in (list, tuple) else (v,)) if isinstance(t, torch.Tensor))
+            check_plain(result, own=own)
         return result
     return checked

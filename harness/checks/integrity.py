@@ -11,7 +11,7 @@ before the candidate is imported:
   (torch, ``torch.Tensor``, ``torch.cuda.Event``, ``time``, ``math``, the harness's own modules and
   classes, Triton's launchers and benchmarking, ...), and each one's entry in ``sys.modules``;
 * the instance attributes of the operators under test (``OpOverload._op``);
-* torch's global settings (numerics, grad, autocast, modes on the dispatch stacks), the tracing
+* torch's global settings (numerics, autocast, modes on the dispatch stacks), the tracing
   and profiling hooks, ``gc.callbacks``;
 * with ``deep``, the aten kernels registered for the operators under test and those the checks
   run (a ``torch.library`` override of ``aten::isclose`` or of the reference is a new kernel
@@ -128,7 +128,8 @@ def _rewrapped_by_torch(new, old) -> bool:
 
 
 def global_settings() -> dict[str, object]:
-    """torch's process-wide settings that change what the reference or the timing compute."""
+    """torch's process-wide settings that change what the reference or the timing compute (grad and
+    inference mode change no value compared, so a kernel may leave them switched)."""
     backends = torch.backends
     settings = {
         "torch.get_default_dtype()": torch.get_default_dtype(),
@@ -143,8 +144,6 @@ def global_settings() -> dict[str, object]:
         "torch.backends.cudnn.deterministic": backends.cudnn.deterministic,
         "torch.backends.cudnn.benchmark": backends.cudnn.benchmark,
         "torch.are_deterministic_algorithms_enabled()": torch.are_deterministic_algorithms_enabled(),
-        "torch.is_grad_enabled()": torch.is_grad_enabled(),
-        "torch.is_inference_mode_enabled()": torch.is_inference_mode_enabled(),
         "autocast": torch._C._is_any_autocast_enabled(),
         "torch function modes": torch._C._len_torch_function_stack(),
         "torch dispatch modes": torch._C._len_torch_dispatch_stack(),

@@ -20,11 +20,12 @@ Layers, each listed in the Verdict (``environment.containment``):
 * **The run-time backing of the static rules**, on the same hook, for what the candidate's own
   code asks, however it is spelt: a thread started (``stray_thread``; on Python 3.11, which has
   no audit event for it, ``threading``'s and ``_thread``'s thread starts are wrapped instead);
-  frames, tracebacks, the garbage collector's object lists (``reaches_harness``); a function's
-  code or a foreign class's attribute set through the interpreter's own setters, a tracer, a
-  profiler or another audit hook (``tampering``); ctypes, or native code built and loaded
+  frames, tracebacks, the garbage collector's object lists (``reaches_harness``; a library that only
+  finds its caller's module, as ``warnings``, ``logging`` and ``namedtuple`` do, is not the
+  candidate asking); the code or defaults of a function, or the bases of a class, that is not its
+  own, a tracer, a profiler or another audit hook (``tampering``); ctypes, or native code built and loaded
   outside Triton's compilation of a kernel (``native_code``). What a library asks on its own
-  behalf (Triton's compile threads, ``warnings`` finding its caller) is not the candidate's.
+  behalf (Triton's compile threads) is not the candidate's.
 
 The candidate cannot import ctypes (static check), and the hook stops it at run time, so it
 cannot get under the hook.
@@ -77,8 +78,11 @@ NATIVE_EVENTS = frozenset({"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle
                            "ctypes.cdata/buffer", "ctypes.call_function", "ctypes.addressof", "ctypes.string_at",
                            "ctypes.wstring_at", "ctypes.create_string_buffer"})
 MUTATION_EVENTS = frozenset({"object.__setattr__", "object.__delattr__"})
-# stdlib callers of sys._getframe that only find their caller's module (a kernel may warn or log)
-FRAME_FINDERS = ("warnings.py", "logging/__init__.py")
+REWIRING_ATTRIBUTES = frozenset({"__code__", "__defaults__", "__kwdefaults__", "__bases__"})
+# the standard library's functions that hand frames back to their caller (inspect.currentframe,
+# traceback.walk_stack, ...); others call sys._getframe only to find their caller's module
+# (warnings.warn, logging, collections.namedtuple, typing, enum), which a kernel may use
+FRAME_GIVERS = (os.sep + "inspect.py", os.sep + "traceback.py", os.sep + "pdb.py", os.sep + "bdb.py")
 # Triton compiling a kernel: a C build or a native module loaded below one of these is Triton's own
 TRITON_COMPILING = ("runtime/jit.py", "runtime/autotuner.py", "runtime/interpreter.py", "compiler/")
 CANDIDATE_MODULE = "bbagent_candidate"  # the name the worker imports the candidate under
@@ -218,8 +222,12 @@ class AuditGuard:
         self.candidate_file = candidate_file
         self.report = report
         self.stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+        import torch
         import triton
         self.tool_package = os.path.realpath(os.path.dirname(triton.__file__))
+        harness_dir = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+        self.protected_roots = [self.stdlib, self.tool_package, os.path.realpath(os.path.dirname(torch.__file__)),
+                                harness_dir]
         self.judging = threading.local()  # per thread: Triton compiles in several at once (compile_ahead)
         self.armed = False
         self.allowed: AllowList | None = None
@@ -349,21 +357,42 @@ class AuditGuard:
                 return None
         if not self._from_candidate():
             return None
-        if event == "sys._getframe" and self._top_caller().endswith(FRAME_FINDERS):
-            return None  # warnings.warn and logging find the caller's module, and hand no frame back
+        if event == "sys._getframe":
+            top = self._top_caller()
+            if top != self.candidate_file and not top.endswith(FRAME_GIVERS):
+                return None  # a library finding its caller's module hands no frame back
         what = f"'{args[1]}' of a {type(args[0]).__name__}" if event == "object.__getattr__" else event
         return "reaches_harness", (f"reached into the frames or objects of the process ({what}); a kernel must not "
                                    "look at the harness that shares its process")
 
     def _judge_mutation(self, event: str, args: tuple) -> tuple[str, str] | None:
-        """A function's code or defaults, or a class's special attributes, set by the candidate's own
-        code on something that is not its own (plain class attributes raise no event: the harness
-        compares the tables themselves, ``harness.checks.integrity``)."""
+        """A function's code or defaults, or a class's bases, set by the candidate's own code on
+        something that is not its own: what the attribute tables do not show (plain attributes raise
+        no event, and the harness compares the tables themselves: ``harness.checks.integrity``).
+        Renaming (``__module__``, ``__qualname__``, ``__doc__``: ``namedtuple``, ``functools.wraps``)
+        changes no behaviour."""
         obj, name = args[0], args[1]
-        if _owned_by_candidate(obj) or not self._from_candidate():
+        if name not in REWIRING_ATTRIBUTES or _owned_by_candidate(obj) or not self._protected(obj):
+            return None
+        if not self._from_candidate():
             return None
         owner = getattr(obj, "__qualname__", type(obj).__name__)
         return "tampering", f"changed {getattr(obj, '__module__', '?')}.{owner}.{name} ({event})"
+
+    def _protected(self, obj) -> bool:
+        """A function whose code is in a file of the standard library, torch, Triton or the harness
+        (not one made moments ago from a string, as ``namedtuple`` makes its ``__new__``), or a class
+        of those."""
+        code = getattr(obj, "__code__", None)
+        if isinstance(obj, type):
+            module = sys.modules.get(getattr(obj, "__module__", None) or "")
+            path = getattr(module, "__file__", None)
+        else:
+            path = getattr(code, "co_filename", None)
+        if not isinstance(path, str) or path.startswith("<"):
+            return False
+        real = _code_path(path)
+        return any(_under(real, root) for root in self.protected_roots)
 
     def _judge_native_module(self, args: tuple) -> tuple[str, str] | None:
         """A native module loaded from a writable directory (the candidate's own build), unless
