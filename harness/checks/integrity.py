@@ -31,7 +31,7 @@ import operator
 import os
 import sys
 import threading
-from typing import Callable, Iterable
+from typing import Iterable
 
 import torch
 
