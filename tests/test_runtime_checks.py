@@ -205,3 +205,16 @@ def test_torch_wrapping_its_own_function_later_is_no_change():
         assert state.changes() == ["torch.isclose"]
     finally:
         torch.manual_seed, torch.isclose = seed, close
+
+
+def test_the_bytes_a_call_must_write():
+    """What the write ceiling of the timing phase counts: results and written arguments, not a view
+    of an input (moved counts every read and every write once, as the roofline does)."""
+    from harness.timing.phase import traffic
+    aten = torch.ops.aten
+    x, bias, out = torch.randn(32), torch.randn(8, 4), torch.empty(8, 4)
+    assert traffic(aten.relu.default, (x,), {}, torch.relu(x)) == (2 * 32 * 4, 32 * 4)
+    assert traffic(aten.relu_.default, (x,), {}, x) == (2 * 32 * 4, 32 * 4)           # read self, write self
+    assert traffic(aten.add.out, (out, bias), {"out": out}, out) == ((32 + 32 + 32) * 4, 32 * 4)
+    assert traffic(aten.view.default, (x, [4, 8]), {}, x.view(4, 8))[1] == 32 * 4  # another shape: counted
+    assert traffic(aten.alias.default, (x,), {}, x)[1] == 0                        # the input itself: no write

@@ -210,9 +210,9 @@ class JudgeState:
         self.tables, self.modules, self.settings, self.kernels, self.code = tables, modules, settings, kernels, code
 
     @classmethod
-    def capture(cls, ops: Iterable = (), classes: Iterable[type] = (), objects: Iterable = ()) -> "JudgeState":
+    def capture(cls, ops: Iterable = (), classes: Iterable[type] = ()) -> "JudgeState":
         """Now: the watched modules and classes (plus ``classes``), the instance attributes of
-        ``ops`` and ``objects``, the settings, and the aten kernels of ``ops`` and the checks' own."""
+        ``ops``, the settings, and the aten kernels of ``ops`` and the checks' own."""
         modules = _watched_modules()
         tables = [_Table(name, vars(module), extra_keys=True) for name, module in modules]
         watched_classes = list(dict.fromkeys([*_default_classes(), *classes,
@@ -220,9 +220,8 @@ class JudgeState:
                                                 for c in _classes_of(m))]))
         tables += [_Table(f"{c.__module__}.{c.__qualname__}", vars(c), extra_keys=False) for c in watched_classes]
         ops = list(ops)
-        for thing in [*ops, *objects]:
-            if hasattr(thing, "__dict__"):
-                tables.append(_Table(str(thing), vars(thing), extra_keys=False, may_add=_cached_properties(type(thing))))
+        tables += [_Table(str(op), vars(op), extra_keys=False, may_add=_cached_properties(type(op)))
+                   for op in ops if hasattr(op, "__dict__")]
         names = [op._schema.name for op in ops if hasattr(op, "_schema")] + list(JUDGE_OPS)
         return cls(tables, dict(modules), global_settings(), aten_kernels(names), _function_code(tables))
 

@@ -189,11 +189,8 @@ class _Checker(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         # naming a forbidden builtin without calling it (s = setattr; s(...)) hides the call from this check
         if (isinstance(node.ctx, ast.Load) and node.id in FORBIDDEN_BUILTINS and node.id not in self.bound
-                and not self._called_here(node)):
+                and id(node) not in self.call_heads):  # a call of it is visit_Call's
             self.add("forbidden_call", node, f"refers to '{node.id}', which a kernel does not need")
-
-    def _called_here(self, node: ast.Name) -> bool:
-        return id(node) in self.call_heads
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:

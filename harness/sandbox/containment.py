@@ -248,9 +248,16 @@ class AuditGuard:
             return
         if event == "import" and args[1] is None and len(self.imported) < MAX_IMPORTS_LISTED:
             self.imported.append(str(args[0]))
+        self._judged(self.judge, event, args)
+
+    def _judged(self, judge, *args) -> None:
+        """``judge(*args)``, stopping the process on a finding; the events this raises itself (its
+        frame walks) are not judged."""
+        if getattr(self.judging, "busy", False):
+            return
         self.judging.busy = True
         try:
-            finding = self.judge(event, args)
+            finding = judge(*args)
             if finding:
                 self.stop(*finding)
         finally:
@@ -273,14 +280,8 @@ class AuditGuard:
         guard, original = self, _thread.start_new_thread
 
         def start_new_thread(*args, **kwargs):
-            if guard.armed and not getattr(guard.judging, "busy", False):
-                guard.judging.busy = True
-                try:
-                    finding = guard.judge_thread_start()
-                    if finding:
-                        guard.stop(*finding)
-                finally:
-                    guard.judging.busy = False
+            if guard.armed:
+                guard._judged(guard.judge_thread_start)
             return original(*args, **kwargs)
         _thread.start_new_thread = start_new_thread
         threading._start_new_thread = start_new_thread

@@ -119,8 +119,8 @@ def run_job(job: Job, send) -> int:
     kernel = _import_candidate(candidate_file, send)
     if kernel is None:
         return 0
-    imported = watch.failure() or _scanned(watch) or watch.judge_changes("once the kernel's file was imported",
-                                                                         deep=True)
+    watch.scan()  # a thread the import left running the kernel's code
+    imported = watch.failure() or watch.judge_changes("once the kernel's file was imported", deep=True)
     if imported:
         send(events.Fatal(error_kind=imported["error_kind"], message=imported["message"]))
         return 0
@@ -228,11 +228,6 @@ def _watch(candidate_file: str, device: str, ops: list, launches, compile_clock)
     watch = CallWatch(candidate_file, device, judge, exempt=lambda: compile_clock.autotuning)
     launches.watch = watch
     return watch
-
-
-def _scanned(watch) -> dict | None:
-    watch.scan()
-    return watch.failure()
 
 
 def _import_candidate(candidate_file: str, send):
@@ -520,7 +515,7 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
     import torch
     from harness.checks.guards import AtenRecorder
     from harness.timing.phase import (TimingRequest, device_stats, implausible_device, peak_memory_gbs, time_case,
-                                      timed_cases)
+                                      timed_cases, void_record)
     from harness.checks.case import candidate_raised
     request = TimingRequest(**job.timing)
     gpu = torch.cuda.get_device_name()
@@ -541,8 +536,7 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
             result = time_case(op, case, kernel, request, gpu, stats, AtenRecorder(op, launches, candidate_file), watch)
         except Exception as exc:  # noqa: BLE001 - the candidate's failure on a repeated call
             failure = candidate_raised(exc, candidate_file)
-            result = {"id": case.id, "input": case.description, "error_kind": failure["error_kind"],
-                      "message": "while being timed: " + failure["message"]}
+            result = void_record(case, failure["error_kind"], failure["message"])
         send(events.Timing(record=result))
         if "error_kind" in result:
             return

@@ -55,6 +55,12 @@ def _require_cuda() -> None:
                                 "correctness is checked")
 
 
+def l2_cache_bytes(device: torch.device | str | None = None) -> int:
+    """The device's L2 cache (64 MiB where torch does not say)."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device() if device is None else device)
+    return getattr(props, "L2_cache_size", 0) or (64 << 20)
+
+
 class L2Flusher:
     """Writes a buffer of at least twice the L2 cache (and 256 MiB, as do_bench does), so no input
     is still cached. Its size matters a second way: the GPU is busy with it while the host
@@ -63,8 +69,7 @@ class L2Flusher:
 
     def __init__(self, device: torch.device | str = "cuda"):
         _require_cuda()
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or (64 << 20)
-        self.buffer = torch.empty(max(2 * l2, 256 << 20) // 4, dtype=torch.int32, device=device)
+        self.buffer = torch.empty(max(2 * l2_cache_bytes(device), 256 << 20) // 4, dtype=torch.int32, device=device)
 
     def __call__(self) -> None:
         self.buffer.zero_()

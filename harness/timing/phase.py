@@ -31,8 +31,8 @@ from harness.inputs import clone_value, memory_behind, spread, tensors_in
 from harness.ops import value_mode
 from harness.checks.case import Float64Run, judged
 from harness.suite.build import TestCase
-from harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, matmul_tflops,
-                                  overhead_dominated, summarize, time_interleaved)
+from harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, l2_cache_bytes,
+                                  matmul_tflops, overhead_dominated, summarize, time_interleaved)
 from harness.timing.roofline import flops_of, roofline
 from harness.variants import is_written, out_arguments, schema_arguments
 
@@ -87,33 +87,29 @@ def distinct_bytes(t: torch.Tensor) -> int:
 
 
 def bytes_moved(op, args: tuple, kwargs: dict, result) -> int:
-    """The least memory traffic the op can have: every input read once (an ``out=`` argument
-    is only written), every result and written argument written once."""
-    reads, writes = _traffic(op, args, kwargs, result)
-    return sum(distinct_bytes(t) for t in list(reads.values()) + list(writes.values()))
+    """The least memory traffic the op can have (``traffic``)."""
+    return traffic(op, args, kwargs, result)[0]
 
 
-def bytes_written(op, args: tuple, kwargs: dict, result) -> int:
-    """Bytes the op must write: its results and written arguments (a view of an input writes none)."""
-    _, writes = _traffic(op, args, kwargs, result)
-    inputs = {_identity(t) for t in tensors_in((args, kwargs))}
-    written_arguments = {_identity(t) for _, a, v in schema_arguments(op, args, kwargs) if is_written(a)
-                         for t in tensors_in(v)}
-    return sum(distinct_bytes(t) for key, t in writes.items() if key not in inputs or key in written_arguments)
-
-
-def _traffic(op, args: tuple, kwargs: dict, result) -> tuple[dict, dict]:
-    reads, writes = {}, {}
+def traffic(op, args: tuple, kwargs: dict, result) -> tuple[int, int]:
+    """(bytes moved, bytes written) at least: every input read once (an ``out=`` argument is only
+    written), every result and written argument written once; a result that is one of the inputs
+    as it is (a view) writes nothing."""
+    reads, written = {}, {}
     outs = set(out_arguments(op))
     for name, schema_arg, value in schema_arguments(op, args, kwargs):
-        write_only = name in outs
         for t in tensors_in(value):
-            (writes if write_only else reads)[_identity(t)] = t
-            if is_written(schema_arg):
-                writes[_identity(t)] = t
-    for t in tensors_in(result):
-        writes[_identity(t)] = t
-    return reads, writes
+            if name not in outs:
+                reads[_identity(t)] = t
+            if name in outs or is_written(schema_arg):
+                written[_identity(t)] = t
+    results = {_identity(t): t for t in tensors_in(result)}
+    writes = {**written, **results}
+    written.update({key: t for key, t in results.items() if key not in reads})
+
+    def total(tensors: dict) -> int:
+        return sum(distinct_bytes(t) for t in tensors.values())
+    return total(reads) + total(writes), total(written)
 
 
 def _identity(t: torch.Tensor) -> tuple:
@@ -201,7 +197,7 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
         try:
             samples = time_interleaved({"candidate": timed["candidate"]} if cached else timed, request.target_ms)
         except ImplausibleTiming as exc:
-            return _void(case, "implausible_timing", str(exc))
+            return void_record(case, "implausible_timing", str(exc))
         output = timed["candidate"]()
     finally:
         if watch is not None:
@@ -210,18 +206,16 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
     launched = launches.launches > launched_before
     ran = watch.failure() if watch is not None else None
     if ran:
-        return _void(case, ran["error_kind"], ran["message"])
+        return void_record(case, ran["error_kind"], ran["message"])
     aten = cached or summarize(samples["aten"])
     candidate = summarize(samples["candidate"])
-    moved = bytes_moved(op, *cand_in, output)
-    written = bytes_written(op, *cand_in, output)
+    moved, written = traffic(op, *cand_in, output)
     roof = shape_roofline(op, *cand_in, output, case.dtype, moved, device)
     del output
     empty = device["empty_graph_launch_ms" if mode == "graph" else "empty_launch_ms"]
-    l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0) or (64 << 20)
-    impossible = implausible_call(candidate["median_ms"], empty, launched, written, l2, device["copy_gbs"])
+    impossible = implausible_call(candidate["median_ms"], empty, launched, written, l2_cache_bytes(), device["copy_gbs"])
     if impossible:
-        return _void(case, "implausible_timing", impossible)
+        return void_record(case, "implausible_timing", impossible)
     ceilings = (roof["flops"], moved, roof["copy_gbs"], roof["matmul_tflops"])
     mine, eager = roofline(*ceilings[:2], candidate["median_ms"] * 1e-3, *ceilings[2:]), \
         roofline(*ceilings[:2], aten["median_ms"] * 1e-3, *ceilings[2:])
@@ -245,7 +239,7 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
     return result
 
 
-def _void(case: TestCase, error_kind: str, message: str) -> dict:
+def void_record(case: TestCase, error_kind: str, message: str) -> dict:
     """A timing record that voids the timing (no numbers kept)."""
     return {"id": case.id, "input": case.description, "error_kind": error_kind, "message": "while being timed: " + message}
 
