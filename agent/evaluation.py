@@ -132,14 +132,18 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
 def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: float, timing=None,
               kernel_for: str | None = None, overloads: list[str] | None = None, executor=None,
               extra_traces: dict | None = None, channels_last: bool = False) -> Callable:
-    """``(op, kernel_file) -> Verdict`` with these settings; ``root`` (runs, kernels) never shown
-    to the candidate, even where it lies inside a directory the sandbox shows. ``executor`` (a
-    batch's ``agent.batch.executor.Executor``) decides where it runs; without one, here."""
+    """``(op, kernel_file, profile=True) -> Verdict`` with these settings; ``root`` (runs, kernels)
+    never shown to the candidate, even where it lies inside a directory the sandbox shows.
+    ``executor`` (a batch's ``agent.batch.executor.Executor``) decides where it runs; without one,
+    here. ``profile=False`` leaves out the timing's profiles (no later round would read them)."""
+    import dataclasses
+
     from harness.adapters import AdapterError
     from harness.evaluate import KernelFileError, SetupError, evaluate as run_evaluation
 
-    def run(op: str, kernel: Path):
-        options = dict(seed=seed, timeout_s=timeout_s, hidden=[root], timing=timing, kernel_for=kernel_for,
+    def run(op: str, kernel: Path, profile: bool = True):
+        timed = timing if profile or timing is None else dataclasses.replace(timing, profile=0, ncu=0)
+        options = dict(seed=seed, timeout_s=timeout_s, hidden=[root], timing=timed, kernel_for=kernel_for,
                        overloads=overloads, extra_traces=extra_traces, channels_last=channels_last)
         try:
             if executor is not None:

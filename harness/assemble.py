@@ -208,6 +208,9 @@ def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) ->
             "test_parts": done.test_parts if done else {},
             "imported_sealed": done.imported_sealed if done else [],
             "host_memory_peak_gib": round(outcome.memory_peak / 2**30, 2),
+            "device_memory_peak_gib": round(done.device_memory_peak / 2**30, 2) if done and done.device_memory_peak else None,
+            "memory_retries": done.memory_retries if done else 0,
+            "memory_wait_s": done.memory_wait_s if done else 0.0,
             **_ahead_totals(of_kind(events, CompiledAhead)),
             **compile_totals(events)}
 

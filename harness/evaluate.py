@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from harness.after_tests import collect_ncu, finish_timing, keep_profiles, time_inductor
 from harness.assemble import assemble
 from harness.checks.static_check import check_source
+from harness.events import Done, first
 from harness.redact import Redactor, configured_secrets
 from harness.sandbox.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
+from harness.sandbox.gpu_share import ChildGate, GpuShare, Hold
 from harness.sandbox.run import child_env, run_child, warn_once
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.suite.budget import CPU_MAX_NUMEL
@@ -64,7 +67,8 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
              kernel_for: str | None = None, overloads: list[str] | None = None,
              namespaces: bool = True, secrets: list[str] | None = None, gpu: int | None = None,
              extra_traces: dict[str, list[dict]] | None = None, channels_last: bool = False,
-             fail_fast_s: float | None = EXTRA_AFTER_FAILURE_S, profile: bool = False) -> Verdict:
+             fail_fast_s: float | None = EXTRA_AFTER_FAILURE_S, profile: bool = False,
+             share: GpuShare | None = None) -> Verdict:
     """Run every test of ``op`` against the kernel file and return its Verdict.
 
     ``kernel_for`` is the overload whose calling convention the file's ``kernel`` has (default
@@ -88,7 +92,10 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     input with a contiguous 4-d or 5-d tensor once more with it in channels-last layout.
     ``fail_fast_s``: a kernel failing one of the first tier's tests (one per class of tests,
     ``harness.suite.tiers``) runs this many seconds more of tests, then stops; None runs them all.
-    ``profile`` runs the tests under cProfile and leaves the costliest calls in ``stderr_tail``."""
+    ``profile`` runs the tests under cProfile and leaves the costliest calls in ``stderr_tail``.
+    ``share`` (``harness.sandbox.gpu_share.GpuShare``): the GPU is shared with other evaluations
+    of this process; the tests wait for room and run beside theirs, the timing waits for the GPU
+    alone, and a failure for want of memory there is run again alone."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
@@ -113,21 +120,88 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
                "overloads": overloads, "namespaces": namespaces, "extra_traces": extra_traces or {},
                "channels_last": channels_last, "fail_fast_s": fail_fast_s, "profile": profile}
         key = suite_key(overloads, device, {name: job[name] for name in SUITE_OPTIONS})
-        reuse = cached_suite(key)
-        if reuse:
-            touch(reuse)
-        job.update({"suite_file": str(reuse)} if reuse else {"save_suite": str(workdir / "suite.pt")})
-        events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, warm, timeout_s, limits)
-        if not reuse:
-            _adopt_suite(events, workdir / "suite.pt", key)
-        verdict = assemble(op, kernel_path, source, seed, events, outcome, timeout_s)
-        for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
-            warn_once(f"bbagent sandbox: {note}")
-        if timing:
-            _after_timing(op, verdict, timing, job, shared_env, warm, limits, workdir)
+        child = _Child(op, kernel_path, source, job, key, shared_env, warm, timeout_s, limits, timing, workdir)
+        verdict = child.run(None) if share is None else _on_shared_gpu(share, child)
         return _redacted(verdict, secrets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@dataclass
+class _Child:
+    """One evaluation's child, as ``evaluate`` set it up; ``run`` starts it (again, where asked)."""
+    op: str
+    kernel_path: Path
+    source: bytes
+    job: dict
+    key: str
+    shared_env: dict
+    warm: bool
+    timeout_s: float
+    limits: Limits
+    timing: TimingOptions | None
+    workdir: Path
+
+    def run(self, share: GpuShare | None, hold: Hold | None = None) -> dict:
+        """The Verdict's data; on a shared GPU the child runs its tests under ``hold`` and asks
+        for the GPU alone before timing (unless the hold has it alone already)."""
+        job, workdir = dict(self.job), self.workdir
+        reuse = cached_suite(self.key)
+        if reuse:
+            touch(reuse)
+        job.update({"suite_file": str(reuse)} if reuse else {"save_suite": str(workdir / "suite.pt")})
+        gate = ChildGate(share, hold) if share is not None and hold.phase == "shared" else None
+        try:
+            events, outcome = run_child(job, child_env(self.shared_env, workdir), self.shared_env, self.warm,
+                                        self.timeout_s, self.limits, gate=gate)
+        finally:
+            if gate is not None:
+                gate.close()
+        if not reuse:
+            _adopt_suite(events, workdir / "suite.pt", self.key)
+        verdict = assemble(self.op, self.kernel_path, self.source, job["seed"], events, outcome, self.timeout_s)
+        for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
+            warn_once(f"bbagent sandbox: {note}")
+        if share is not None:
+            done = first(events, Done)
+            share.learn(self.key, done.device_memory_peak if done else None)
+        if self.timing:
+            if share is not None and verdict["performance"] is not None:
+                share.go_exclusive(hold)  # the baselines and Nsight Compute measure the GPU too
+            _after_timing(self.op, verdict, self.timing, job, self.shared_env, self.warm, self.limits, workdir)
+        return verdict
+
+
+def _on_shared_gpu(share: GpuShare, child: _Child) -> dict:
+    """The child run under ``share``: admitted by memory, its tests beside other evaluations', its
+    timing alone. A failure that sharing may have caused (the kernel or the harness out of device
+    memory while others held it) is not believed: the evaluation runs again alone, and that run's
+    Verdict is the one returned."""
+    hold = share.enter(share.need_for(child.key), child.op)
+    waited = 0.0
+    try:
+        verdict = child.run(share, hold)
+        doubt = _doubted_while_shared(verdict) if hold.shared_with_others else None
+        shared = hold.shared_with_others
+        if doubt:
+            waited += hold.waited_s
+            share.leave(hold)
+            hold = share.alone(share.need_for(child.key), child.op)
+            verdict = child.run(share, hold)
+            verdict["timings"]["rerun_alone"] = doubt
+    finally:
+        share.leave(hold)
+    verdict["timings"].update(gpu_wait_s=round(waited + hold.waited_s, 3), gpu_shared=shared)
+    return verdict
+
+
+def _doubted_while_shared(verdict: dict) -> str | None:
+    """Why a Verdict reached on a shared GPU cannot be believed, or None."""
+    if verdict["error_kind"] == "worker_error":
+        return f"the harness failed beside other evaluations: {verdict['message'][:200]}"
+    if verdict["error_kind"] == "cuda_oom" or any(t.get("error_kind") == "cuda_oom" for t in verdict["tests"]):
+        return "the kernel ran out of GPU memory while other evaluations held some of it"
+    return None
 
 
 def _adopt_suite(events: list, saved: Path, key: str) -> None:

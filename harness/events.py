@@ -144,6 +144,16 @@ class Done(Event):
     phases: dict = field(default_factory=dict)  # seconds: start (containment, device), suite, seal, import, tests
     imported_sealed: list = field(default_factory=list)  # modules first imported after the seal, in order
     test_parts: dict = field(default_factory=dict)  # seconds of the tests phase by part (harness.stopwatch)
+    device_memory_peak: int | None = None  # bytes: the most the child's allocator held (GPU only)
+    memory_retries: int = 0  # tests run again after the harness's own work ran out of device memory
+    memory_wait_s: float = 0.0  # the pauses before those retries
+
+
+@dataclass
+class ExclusiveWanted(Event):
+    """Every test passed: the child waits for the GPU to itself before its timing phase
+    (``harness.sandbox.gpu_share``), until the parent writes to its grant pipe."""
+    KIND: ClassVar[str] = "exclusive_wanted"
 
 
 @dataclass
@@ -221,7 +231,7 @@ class Garbled(Event):
 
 
 KINDS = {kind.KIND: kind for kind in (Environment, Suite, Sealed, Fatal, Violation, CaseStart, CandidateStart,
-                                      ReferenceStart, CaseResult, AheadCall, CompiledAhead, StoppedEarly, Done, TimingPlan,
+                                      ReferenceStart, CaseResult, AheadCall, CompiledAhead, StoppedEarly, Done, ExclusiveWanted, TimingPlan,
                                       TimingStart, Timing, Profile, Compile, BaselineStart, Baseline, NcuRange,
                                       Garbled)}
 

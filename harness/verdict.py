@@ -424,6 +424,16 @@ class Timings(_Strict):
     ahead_processes: int = 0
     ahead_warmed: int = 0
     host_memory_peak_gib: float = 0.0  # the most the child's processes held at one of the watchdog's checks (0.1 s apart)
+    # a GPU shared by phase (harness.sandbox.gpu_share): the most device memory the child's allocator
+    # held; the tests run again after the harness's own work ran out of it, and the pauses before them;
+    # seconds waited to start and for the GPU alone; whether other evaluations ran beside this one's
+    # tests; and why it was run again alone, where it was (its first run's failure was not believed)
+    device_memory_peak_gib: float | None = None
+    memory_retries: int = 0
+    memory_wait_s: float = 0.0
+    gpu_wait_s: float = 0.0
+    gpu_shared: bool = False
+    rerun_alone: str | None = None
     compiles: int = 0  # Triton compilations (on-disk cache hits included)
     compile_s: float = 0.0  # outside autotuning
     autotune_runs: int = 0  # @triton.autotune runs that benchmarked configs (a new key each)

@@ -149,7 +149,7 @@ def test_a_composed_dispatcher_passes_the_suite_when_both_parts_do(tmp_path, pas
     assert any(t.passed and 0 < description_bytes(t.input)[0] <= 4096 for t in verdict.tests)
 
 
-def dispatching_verdict(op, kernel_path):
+def dispatching_verdict(op, kernel_path, profile: bool = True):
     """The scripted evaluator, with a dispatcher's speed per shape the better of its parts' (what
     the real one measures of a good rule)."""
     source = kernel_path.read_text()

@@ -202,7 +202,7 @@ def test_a_batch_executor_pins_each_evaluation_to_its_gpu():
     from agent.batch.executor import LocalExecutor
     from harness.evaluate import physical_gpu
     gpus = list(range(torch.cuda.device_count()))
-    executor = LocalExecutor("cuda", gpus=gpus)
+    executor = LocalExecutor("cuda", gpus=gpus, per_gpu=1)
     for gpu in gpus:  # one evaluation per slot, in turn: each lands on the next free GPU
         verdict = executor.evaluate("aten.relu.default", KERNELS / "relu_triton.py")
         assert verdict.passed, verdict.message

@@ -20,7 +20,7 @@ def answer(tag: str) -> str:
     return f"```python\n# {tag}\ndef kernel(self):\n    return self\n```\n"
 
 
-def scripted_verdict(op: str, kernel_path):
+def scripted_verdict(op: str, kernel_path, profile: bool = True):
     """A Verdict for the tag in the kernel: 'broken' fails, 'speed X' passes at X times eager (on
     'gpu NAME' if the tag names one)."""
     source = kernel_path.read_text()

@@ -99,10 +99,11 @@ def test_the_torch_profilers_events_become_launches_per_call():
                                               {"name": "_k", "us": 4.0, "per_call": 1.0}]
 
 
-def profiled_verdict(op, kernel_path):
-    """The scripted evaluator, with Nsight Compute's figures: one copy launch before the kernel."""
+def profiled_verdict(op, kernel_path, profile: bool = True):
+    """The scripted evaluator, with Nsight Compute's figures (where asked for): one copy launch
+    before the kernel."""
     verdict = scripted_verdict(op, kernel_path)
-    if not verdict.passed:
+    if not verdict.passed or not profile:
         return verdict
     shapes = [{"id": "trace-0", "input": "(T([1024], f16),)", "eager": _side(5.0, 60.0, 10.0),
                "kernel": _side(30.0, 30.0, 10.0, kernels=((COPY, 20.0, 16), ("_relu", 10.0, 20)))}]
@@ -120,3 +121,19 @@ def test_the_optimisation_prompt_carries_the_figures_and_the_round_their_cost(tm
     assert "extra copies: 1 of the call's 2 launches only copy data" in prompt
     state = json.loads((run / "run.json").read_text())
     assert state["rounds"][0]["profiling_s"] == 21.0
+    assert "profiling_s" not in state["rounds"][1]  # the last round: no later round would read a profile
+
+
+def test_the_evaluator_leaves_the_profiles_out_where_asked(tmp_path):
+    from agent.evaluation import evaluator, timing_options
+    seen = []
+
+    class Executor:
+        def evaluate(self, op, kernel, **options):
+            seen.append(options["timing"])
+    timing = timing_options(tmp_path, max_shapes=4, target_ms=10, no_cache=True, profile=2, ncu=2)
+    run = evaluator(tmp_path, device="cuda", seed=0, timeout_s=60, timing=timing, executor=Executor())
+    run("aten.relu.default", tmp_path / "k.py")
+    run("aten.relu.default", tmp_path / "k.py", profile=False)
+    assert (seen[0].profile, seen[0].ncu) == (2, 2) and (seen[1].profile, seen[1].ncu) == (0, 0)
+    assert seen[1].cache is timing.cache and seen[1].max_cases == 4

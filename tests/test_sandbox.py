@@ -336,8 +336,8 @@ def test_cached_memory_goes_back_only_when_the_device_runs_short(monkeypatch):
     """After a large test the child returns its allocator's cache only above a sixteenth of the
     device and while under a quarter of the device is free (emptying costs 140 ms a time on mm)."""
     from types import SimpleNamespace
-    from harness.sandbox import worker
-    from harness.sandbox.worker import _give_back_cached_memory
+    from harness.sandbox import device_memory
+    from harness.sandbox.device_memory import give_back_cached_memory
     gib = 1 << 30
 
     def device(reserved: int, free: int) -> tuple[SimpleNamespace, list]:
@@ -350,8 +350,8 @@ def test_cached_memory_goes_back_only_when_the_device_runs_short(monkeypatch):
                                      (40 * gib, 80 * gib, False),  # the device has room: kept
                                      (40 * gib, 20 * gib, True)]:  # the device runs short: given back
         torch_like, emptied = device(reserved, free)
-        monkeypatch.setattr(worker, "_free_checked_at", [float("-inf")])
-        _give_back_cached_memory(torch_like)
+        monkeypatch.setattr(device_memory, "_free_checked_at", [float("-inf")])
+        give_back_cached_memory(torch_like)
         assert bool(emptied) is returned, (reserved, free)
-    _give_back_cached_memory(torch_like)  # at once again: the device is not asked twice in half a second
+    give_back_cached_memory(torch_like)  # at once again: the device is not asked twice in half a second
     assert emptied == [True]

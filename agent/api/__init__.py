@@ -135,7 +135,7 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
           report: Callable[[str, dict], None] | None = None, **settings):
     """Run ``generate`` for many operators, resumably, and return a ``BatchResult``. Which ones:
     ``ops``, or the keywords of ``agent.batch.start.Choice`` (ops_file, suite, family, dataset,
-    include_synthetic). How: the keywords of ``agent.batch.start.Plan`` (jobs, gpus,
+    include_synthetic). How: the keywords of ``agent.batch.start.Plan`` (jobs, gpus, evals_per_gpu,
     llm_concurrency, force, retry_failed (with resume), lease_s, the batch's max_cost_usd / max_tokens / deadline "HH:MM",
     infra_pause_s, executor "local" or "ray", ray_address, ray_resource). Each operator's generate
     options: ``options`` (a ``GenerateOptions``) or the keywords of one, where ``max_cost_per_op``

@@ -100,7 +100,19 @@ def panel(snapshot: dict) -> Group:
         for slot in snapshot["slots"]:
             table.add_row(slot["name"], slot["busy"] or "-", f"{slot['busy_fraction']:.0%}", str(slot["evaluations"]))
         parts.append(table)
+    for gpu in snapshot.get("gpus") or []:
+        parts.append(Text(gpu_line(gpu)))
     return Group(*parts)
+
+
+def gpu_line(gpu: dict) -> str:
+    """One GPU in a line: evaluations per hour, the GPU's own utilization, the waits for it."""
+    line = (f"{gpu['name']}: {gpu['evaluations']} evaluations ({gpu['per_hour']:.0f}/h, up to {gpu['at_once']} at "
+            f"once), waited {gpu['waited_s']:.0f} s for the GPU")
+    if gpu.get("samples"):
+        line += (f"; utilization {gpu['utilization_mean']:.0f}% mean, a kernel running in {gpu['busy_share']:.0%} of "
+                 f"{gpu['samples']} s, memory peak {gpu['memory_peak_gib']} GiB")
+    return line
 
 
 class BatchDisplay:

@@ -27,6 +27,11 @@ class Executor(Protocol):
     def gpu_label(self) -> str:
         """The GPU model(s) evaluations run on ("cpu" for the interpreter): part of the resume key."""
 
+    def gpus(self) -> list[dict]:
+        """Per GPU: name, gpu_model, evaluations, per_hour, at_once (evaluations sharing it),
+        waited_s (for admission and for the GPU alone); where NVML is had, the samples'
+        utilization_mean, busy_share (share of seconds with a kernel running), memory_peak_gib."""
+
     def close(self) -> None:
         """Let go of what the executor holds."""
 
@@ -53,6 +58,7 @@ class Slot:
         self.failures_in_a_row = 0
         self.retired: str | None = None  # why it takes no more work
         self.lost = 0  # evaluations it lost in flight (they ran again elsewhere)
+        self.waited_s = 0.0  # its evaluations' waits for the GPU (admission, the GPU alone for timing)
 
 
 class SlotPool:
@@ -118,12 +124,15 @@ class SlotPool:
         """The Verdict; InfrastructureError when the sandbox failed before the kernel ran. A slot that
         fails so RETIRE_AFTER times in a row takes no more work (the batch goes on without it)."""
         while True:
+            asked = time.time()
             slot = self._take(self._accepts(op))
             slot.busy, slot.busy_since = op, time.time()
+            slot.waited_s += slot.busy_since - asked  # for a slot; the GPU's own gate adds its waits below
             failure = None
             try:
                 verdict = self._run_on(slot, op, kernel_path, options)
                 failure = verdict.infrastructure
+                slot.waited_s += getattr(getattr(verdict, "timings", None), "gpu_wait_s", 0.0) or 0.0
                 slot.model = slot.model or getattr(getattr(verdict, "environment", None), "gpu", None)
             except SlotLost as exc:  # not the kernel's doing: counted against the slot, then run again
                 slot.lost += 1
@@ -147,32 +156,81 @@ class SlotPool:
         now = time.time()
         return [{"name": s.name, "busy": s.busy, "evaluations": s.evaluations,
                  "busy_s": round(s.busy_s + (now - s.busy_since if s.busy else 0.0), 3),
-                 "since": round(self.started, 3), "retired": s.retired, "gpu_model": s.model, "lost": s.lost}
+                 "since": round(self.started, 3), "retired": s.retired, "gpu_model": s.model, "lost": s.lost,
+                 "gpu": s.gpu, "waited_s": round(s.waited_s, 3)}
                 for s in self.slots]
+
+    def gpus(self) -> list[dict]:
+        """Per GPU: what its evaluations did and (where measured) how busy the GPU itself was."""
+        return []
 
     def waiting_count(self) -> int:
         with self.condition:
             return len(self.waiting)
 
 
+def evaluations_per_gpu(cores: int | None = None, host_memory_gib: float | None = None) -> int:
+    """How many evaluations share one GPU by default: each needs about 2 cores (its tests, its
+    compile processes take what is idle) and up to 8 GiB of host memory, and 8 at once kept an
+    H100's tests busy (benchmarks/batch_throughput.py)."""
+    cores = cores or os.cpu_count() or 1
+    if host_memory_gib is None:
+        try:
+            host_memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+        except (ValueError, OSError):
+            host_memory_gib = 16.0
+    return max(1, min(MAX_PER_GPU, cores // 2, int(host_memory_gib // 8)))
+
+
+MAX_PER_GPU = 8
+
+
 class LocalExecutor(SlotPool):
-    """One slot per GPU in ``gpus`` (device ``cuda``), or ``cpu_slots`` slots on the CPU."""
+    """``per_gpu`` slots per GPU in ``gpus`` (device ``cuda``; default ``evaluations_per_gpu()``),
+    sharing it by phase (``harness.sandbox.gpu_share``: tests side by side as memory allows, timing
+    alone), or ``cpu_slots`` slots on the CPU."""
 
     def __init__(self, device: str, gpus: list[int] | None = None, cpu_slots: int | None = None,
-                 evaluate=None):
+                 evaluate=None, per_gpu: int | None = None):
         self.device = device
         self.run_evaluation = evaluate  # harness.evaluate.evaluate unless a test gives another
+        self.shares: dict[int, object] = {}  # GPU -> its GpuShare
         if device == "cpu":
             count = cpu_slots or os.cpu_count() or 1
             super().__init__([Slot(f"cpu-{n}", None, "cpu") for n in range(count)])
-        else:
-            super().__init__([Slot(f"gpu-{gpu}", gpu) for gpu in gpus or [0]])
+            return
+        per_gpu = per_gpu or evaluations_per_gpu()
+        gpus = gpus or [0]
+        super().__init__([Slot(f"gpu-{gpu}" if per_gpu == 1 else f"gpu-{gpu}/{n}", gpu)
+                          for gpu in gpus for n in range(per_gpu)])
+        from agent.batch.gpu_monitor import GpuMonitor
+        from harness.sandbox.environment import physical_gpu
+        from harness.sandbox.gpu_share import GpuShare
+        for gpu in gpus:
+            self.shares[gpu] = GpuShare.for_gpu(f"gpu-{gpu}", _total_memory(gpu), per_gpu)
+        self.monitor = GpuMonitor({gpu: physical_gpu(gpu) for gpu in gpus})
+
+    def gpus(self) -> list[dict]:
+        if self.device == "cpu":
+            return []
+        hours = max(time.time() - self.started, 1e-9) / 3600
+        measured = self.monitor.summary()
+        rows = []
+        for gpu, share in self.shares.items():
+            slots = [s for s in self.slots if s.gpu == gpu]
+            evaluations = sum(s.evaluations for s in slots)
+            rows.append({"name": f"gpu-{gpu}", "gpu_model": next((s.model for s in slots if s.model), None),
+                         "evaluations": evaluations, "per_hour": round(evaluations / hours, 1),
+                         "at_once": share.max_shared, "waited_s": round(sum(s.waited_s for s in slots), 1),
+                         "nvml": self.monitor.unavailable, **measured.get(gpu, {})})
+        return rows
 
     def _run_on(self, slot: Slot, op: str, kernel_path: Path, options: dict):
         if self.run_evaluation is None:
             from harness.evaluate import evaluate as run_evaluation
             self.run_evaluation = run_evaluation
-        return self.run_evaluation(op, kernel_path, device=self.device, gpu=slot.gpu, **options)
+        shared = {"share": self.shares[slot.gpu]} if slot.gpu in self.shares else {}
+        return self.run_evaluation(op, kernel_path, device=self.device, gpu=slot.gpu, **shared, **options)
 
     def gpu_label(self) -> str:
         if self.device == "cpu":
@@ -181,4 +239,20 @@ class LocalExecutor(SlotPool):
         return gpu_model()
 
     def close(self) -> None:
-        pass  # the sandbox pools close at exit (harness.sandbox.pool)
+        if self.device != "cpu":
+            self.monitor.stop()  # the sandbox pools close at exit (harness.sandbox.pool)
+
+
+def _total_memory(gpu: int) -> int:
+    """The GPU's memory in bytes, from the driver (NVML), else from torch (which then holds a CUDA
+    context in this process); 0 where neither knows."""
+    from harness.nvml import NvmlUnavailable, open_gpu
+    from harness.sandbox.environment import physical_gpu
+    try:
+        return open_gpu(physical_gpu(gpu)).sample().memory_total
+    except NvmlUnavailable:
+        import torch
+        try:
+            return torch.cuda.get_device_properties(gpu).total_memory
+        except (RuntimeError, AssertionError):  # no CUDA here after all: admission by count alone
+            return 0

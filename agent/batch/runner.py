@@ -154,7 +154,7 @@ class Batch:
         sessions = self.ledger.meta().get("sessions") or [{}]
         sessions[-1].update(ended_at=snapshot["at"], ended=how, wall_s=round(snapshot["at"] - self.started, 3),
                             finished_ops=snapshot["finished_this_session"], slots=snapshot["slots"],
-                            llm=snapshot["llm"])
+                            gpus=snapshot["gpus"], llm=snapshot["llm"])
         self.ledger.set_meta(activity=snapshot, heartbeat=snapshot["at"], sessions=sessions)
 
     def activity(self) -> dict:
@@ -166,8 +166,9 @@ class Batch:
             slot["busy_fraction"] = round(slot["busy_s"] / max(now - self.started, 1e-9), 3)
         rows = self.ledger.rows()
         counts, spend = counts_of(rows), spend_of(rows)
+        gpus = self.executor.gpus() if self.executor is not None and hasattr(self.executor, "gpus") else []
         return {"at": round(now, 3), "session_started": round(self.started, 3), "running": sorted(self.running),
-                "slots": slots, "llm": self.limiter.snapshot() if self.limiter is not None else None,
+                "slots": slots, "gpus": gpus, "llm": self.limiter.snapshot() if self.limiter is not None else None,
                 "paused_s": round(max(self.paused_until - now, 0.0), 1), "counts": counts,
                 "finished_this_session": counts["accepted"] + counts["failed"] - self.done_at_start,
                 "tokens": spend["input"] + spend["output"], "cost_usd": round(spend["cost_usd"], 6)}
@@ -325,7 +326,22 @@ def _sessions_md(sessions: list[dict]) -> list[str]:
             lines += [f"| {s['name']} | {s.get('gpu_model') or ''} | {s['evaluations']} | {s['busy_s']:.1f} | "
                       f"{s['busy_fraction']:.0%} | {s.get('lost', 0)} | {(s.get('retired') or '').replace('|', '/')} |"
                       for s in session["slots"]]
+        if session.get("gpus"):
+            lines += ["", f"### GPUs of session {n}", "", "A slot is busy while an evaluation holds it; a GPU is busy "
+                      "while it runs a kernel (NVML, sampled every second).", "",
+                      "| GPU | evaluations | per hour | at once | waited for the GPU s | utilization mean | "
+                      "seconds with a kernel running | memory peak GiB |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+            lines += [gpu_row(g) for g in session["gpus"]]
     return lines
+
+
+def gpu_row(gpu: dict) -> str:
+    """One GPU's line of the summary's table (``Executor.gpus``)."""
+    measured = gpu.get("samples")
+    use = (f"{gpu['utilization_mean']:.1f}% | {gpu['busy_share']:.0%} of {gpu['samples']} | {gpu['memory_peak_gib']}"
+           if measured else f"not measured ({gpu.get('nvml') or 'no samples'}) | | ")
+    return (f"| {gpu['name']} {gpu.get('gpu_model') or ''} | {gpu['evaluations']} | {gpu['per_hour']:.0f} | "
+            f"{gpu['at_once']} | {gpu['waited_s']:.0f} | {use} |")
 
 
 def write_summary(path: Path, ledger: Ledger) -> dict:

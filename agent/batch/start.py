@@ -43,6 +43,7 @@ class Plan:
     """How a batch runs, beside each operator's ``GenerateOptions``."""
     jobs: int | None = None  # agent loops at once (default twice the evaluation slots, at least 4)
     gpus: list[int] | None = None
+    evals_per_gpu: int | None = None  # evaluations sharing one GPU (default agent.batch.executor.evaluations_per_gpu)
     llm_concurrency: int = 8
     force: bool = False
     retry_failed: bool = False  # with --resume: the failed operators run again
@@ -108,6 +109,7 @@ def next_time_of_day(text: str) -> float:
 
 def check_plan(plan: Plan) -> Budgets:
     positive("--jobs", plan.jobs, minimum=1)
+    positive("--evals-per-gpu", plan.evals_per_gpu, minimum=1)
     positive("--llm-concurrency", plan.llm_concurrency, minimum=1)
     positive("--lease", plan.lease_s)
     positive("--max-cost-usd", plan.max_cost_usd)
@@ -118,6 +120,8 @@ def check_plan(plan: Plan) -> Budgets:
         raise UsageError("--ray-address and --ray-resource go with --executor ray")
     if plan.executor == "ray" and plan.gpus:
         raise UsageError("--gpus picks GPUs of this machine; --executor ray uses every GPU of the cluster")
+    if plan.executor == "ray" and plan.evals_per_gpu:
+        raise UsageError("--evals-per-gpu shares this machine's GPUs; --executor ray runs one evaluation per GPU")
     return Budgets(plan.max_cost_usd, plan.max_tokens, next_time_of_day(plan.deadline) if plan.deadline else None)
 
 
@@ -162,7 +166,7 @@ def make_executor(plan: Plan, options: GenerateOptions):
     from agent.batch.executor import LocalExecutor
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     device = options.device or default_device()
-    return LocalExecutor(device, gpus=check_gpus(plan.gpus, device))
+    return LocalExecutor(device, gpus=check_gpus(plan.gpus, device), per_gpu=plan.evals_per_gpu)
 
 
 def resumed_options(ledger: Ledger, given: dict) -> GenerateOptions:

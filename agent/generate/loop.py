@@ -379,7 +379,7 @@ class Agent:
             record.update(outcome="evaluating", kernel=f"{where}/kernel.py")
             self.save()
             self.report("dispatcher", {"round": n, "parts": record["parts"], "rules": record["rules"]})
-            verdict = self.evaluate(self.op, kernel_path)
+            verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
             self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
             record.update(outcome=verdict.verdict, speedup=verdict.geomean_speedup() if verdict.passed else None,
                           message="" if verdict.passed else (verdict.message or verdict.error_kind or "")[:400])
@@ -439,6 +439,11 @@ class Agent:
             return "accepted bbagent's dispatcher between the kernels of rounds {} and {}{}".format(*self.best.parts,
                                                                                                  speed)
         return f"accepted the kernel of round {self.best.round}{speed}"
+
+    def profiles_read_after(self, n: int) -> bool:
+        """Whether a kernel evaluated in round ``n`` is worth profiling: only a later round reads
+        the profiles (the speed feedback), and profiling holds the GPU alone for seconds."""
+        return n < self.rounds
 
     def step(self, n: int) -> tuple[Verdict | None, str | None]:
         """One round: ask for ``candidates`` answers (in parallel), evaluate every kernel, pick the
@@ -519,7 +524,7 @@ class Agent:
         kernel_path = self.run.write(f"{where}/kernel.py", source)
         self.save()
         self.report("evaluating", {"round": n, "candidate": k + 1, "candidates": self.candidates})
-        verdict = self.evaluate(self.op, kernel_path)
+        verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
         self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
         self.state["environment"] = verdict.environment.model_dump()
         record.update(outcome=verdict.verdict, summary=verdict.summary.model_dump(), error_kind=verdict.error_kind,

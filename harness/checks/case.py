@@ -74,6 +74,12 @@ def failed_result(case: TestCase, **details) -> dict[str, Any]:
             "passed": False, **details}
 
 
+def out_of_memory(exc: BaseException) -> bool:
+    """CUDA ran out of device memory: on a shared GPU, often another evaluation's doing. Never read
+    as "the op refuses this input": the caller retries once memory is free (``harness.sandbox.device_memory``)."""
+    return isinstance(exc, torch.OutOfMemoryError)
+
+
 def is_cuda_error(exc: BaseException) -> bool:
     """A CUDA runtime error (illegal address, device-side assert): the context is unusable after it."""
     return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)
@@ -95,7 +101,7 @@ def reference_call(op, args: tuple, kwargs: dict):
             with torch.backends.cudnn.flags(enabled=False):
                 return op(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - aten's own kernels refuse it: cuDNN's turn
-            if is_cuda_error(exc):
+            if is_cuda_error(exc) or out_of_memory(exc):
                 raise
     return op(*args, **kwargs)
 
@@ -166,6 +172,8 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
             expected = reference_call(op, ref_args, ref_kwargs)
             _synchronize(device)
     except Exception as exc:  # the reference itself rejects this input on this device
+        if out_of_memory(exc):
+            raise
         if device == "cuda" and is_cuda_error(exc):
             raise ReferenceFault(f"the aten reference hit a CUDA error on test {case.id} ({case.description}): "
                                  f"{str(exc).splitlines()[0]}; the CUDA context is lost, the remaining tests "
@@ -222,6 +230,8 @@ def functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, devic
         alt_expected = serving(functional, functional, op)(*alt_args, **alt_kwargs)
         _synchronize(device)
     except Exception as exc:  # noqa: BLE001 - the functional refuses what the overload took: keep aten's
+        if out_of_memory(exc):
+            raise
         if device == "cuda" and is_cuda_error(exc):
             raise ReferenceFault(f"the functional reference {functional} hit a CUDA error: "
                                  f"{str(exc).splitlines()[0]}; the CUDA context is lost") from exc
@@ -369,6 +379,9 @@ class Float64Run:
         try:
             self.values, self.args, self.kwargs = self._run_on(lambda t: t.to(torch.float64, copy=True))
         except Exception as exc:  # the op has no float64 version here: nothing is loosened
+            if out_of_memory(exc):
+                self.ran = False  # asked again after the retry
+                raise
             self.unavailable = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
 
     def is_reduction(self) -> bool:
@@ -382,7 +395,10 @@ class Float64Run:
                 if _is_term_count(counts):
                     magnitudes, _, _ = self._run_on(lambda t: t.to(torch.float64).abs())
                     self.scale = _times_sqrt(magnitudes, counts)
-            except Exception:
+            except Exception as exc:
+                if out_of_memory(exc):
+                    self.scaled = False
+                    raise
                 self.scale = None
         return self.scale is not None
 
@@ -516,7 +532,9 @@ def _independent_of_input_values(op, expected, before: tuple[tuple, dict]) -> bo
                 other = torch.randint(low, 50, t.shape, generator=generator, device=t.device).to(t.dtype)
                 t.copy_(torch.where(other == t, other + 1, other))
         again = op(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - broadcast-overlapping memory, an op that refuses: undecided
+    except Exception as exc:  # noqa: BLE001 - broadcast-overlapping memory, an op that refuses: undecided
+        if out_of_memory(exc):
+            raise
         return False
     first, second = tensors_in(expected), tensors_in(again)
     return len(first) == len(second) and all(

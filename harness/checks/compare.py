@@ -176,13 +176,13 @@ def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = "o
     if not (exp.dtype.is_floating_point or exp.dtype.is_complex):
         bad = exp != act
         return _mismatch_report(path, exp, act, bad, "mismatch", exact=True) if bad.any() else None
-    exp64, act64 = exp.to(torch.float64), act.to(torch.float64)
     has_truth = exact is not None and exact.truth.shape == exp.shape
     atol, rtol = TOLERANCES.get(exp.dtype, (0.0, 0.0))
-    if not has_truth and bool(torch.isclose(act64, exp64, rtol=rtol, atol=atol, equal_nan=True).all()):
-        # the common case in one pass: equal (infinities too), both NaN, or both finite and within
-        # the tolerance; exactly the elements the checks below pass
+    if not has_truth and _close_everywhere(exp, act, atol, rtol):
+        # the common case: equal (infinities too), both NaN, or both finite and within the
+        # tolerance; exactly the elements the checks below pass
         return None
+    exp64, act64 = exp.to(torch.float64), act.to(torch.float64)
     truth = exact.truth.detach().to(torch.float64) if has_truth else None
     if has_truth and _all_finite_and_allowed(exp64, act64, truth, exact.scale, atol, rtol):
         return None
@@ -228,11 +228,33 @@ def tolerance_used(expected: Any, actual: Any) -> float | None:
         atol, rtol = TOLERANCES.get(exp.dtype, (0.0, 0.0))
         if not exp.dtype.is_floating_point or exp.numel() == 0 or exp.shape != act.shape or atol + rtol == 0:
             continue
-        exp64, act64 = exp.detach().to(torch.float64), act.detach().to(torch.float64)
-        # 0 where either value is not finite: the ratio is NaN or inf exactly there (atol > 0)
-        ratio = ((act64 - exp64).abs() / (atol + rtol * exp64.abs())).nan_to_num(0.0, 0.0, 0.0)
-        used = max(used or 0.0, float(ratio.max()))
+        for exp_part, act_part in chunks(exp.detach(), act.detach()):
+            exp64, act64 = exp_part.to(torch.float64), act_part.to(torch.float64)
+            # 0 where either value is not finite: the ratio is NaN or inf exactly there (atol > 0)
+            ratio = ((act64 - exp64).abs() / (atol + rtol * exp64.abs())).nan_to_num(0.0, 0.0, 0.0)
+            used = max(used or 0.0, float(ratio.max()))
     return used
+
+
+# Elements compared at a time in float64 on the common path: a few 128 MiB temporaries, whatever
+# the tensor's size. Whole, a [64, 128, 50265] float16 result took some 3 GiB per float64 copy,
+# and evaluations sharing an 80 GB GPU ran out of memory there (issue 46).
+CHUNK_ELEMENTS = 1 << 24
+
+
+def chunks(*tensors: torch.Tensor, size: int = CHUNK_ELEMENTS):
+    """The tensors (of one shape) flattened and cut into aligned pieces of ``size`` elements."""
+    flat = [t.reshape(-1) for t in tensors]
+    total = flat[0].numel()
+    for start in range(0, total, size):
+        yield [f[start:start + size] for f in flat]
+
+
+def _close_everywhere(exp: torch.Tensor, act: torch.Tensor, atol: float, rtol: float) -> bool:
+    """Every element of ``act`` within the dtype tolerance of ``exp`` (NaN against NaN too),
+    judged in float64 a chunk at a time."""
+    return all(bool(torch.isclose(a.to(torch.float64), e.to(torch.float64), rtol=rtol, atol=atol, equal_nan=True).all())
+               for e, a in chunks(exp, act))
 
 
 def _all_finite_and_allowed(exp64, act64, truth64, scale, atol: float, rtol: float) -> bool:

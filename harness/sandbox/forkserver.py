@@ -7,7 +7,8 @@ already reduced to the allowlist (a forked child inherits the server's environme
 which ``/proc/self/environ`` shows). Protocol, one Unix-socket connection per candidate:
 
 * parent -> server: the ``harness.sandbox.worker.Job`` as one JSON line (plus ``env``), with three
-  file descriptors attached: the result channel, stdout and stderr;
+  file descriptors attached: the result channel, stdout and stderr; a fourth, where the GPU is
+  shared, is the read end of the grant pipe (``Job.grant_fd``, ``harness.sandbox.gpu_share``);
 * server -> parent: ``{"pid": N}`` once the child exists, then ``{"status": S}`` (the raw
   wait status) when it has ended. Closing the connection early kills the child's group.
 
@@ -28,7 +29,7 @@ import traceback
 
 from harness.sandbox.pool import kill_group
 
-FDS_PER_JOB = 3
+FDS_PER_JOB = (3, 4)  # result, stdout, stderr; the grant pipe where the GPU is shared
 
 
 def preload(device: str) -> None:
@@ -62,7 +63,8 @@ def _child(job: dict, fds: list[int], inherited: list) -> None:
         for item in inherited:
             item.close() if hasattr(item, "close") else os.close(item)
         os.setsid()
-        result_fd, out_fd, err_fd = fds
+        result_fd, out_fd, err_fd = fds[:3]
+        job["grant_fd"] = fds[3] if len(fds) > 3 else None
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.close(out_fd)
@@ -86,14 +88,14 @@ def _child(job: dict, fds: list[int], inherited: list) -> None:
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
-    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, FDS_PER_JOB)
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, max(FDS_PER_JOB))
     while not data.endswith(b"\n"):
         more = conn.recv(1 << 20)
         if not more:
             raise ConnectionError("request cut short")
         data += more
-    if len(fds) != FDS_PER_JOB:
-        raise ConnectionError(f"expected {FDS_PER_JOB} file descriptors, got {len(fds)}")
+    if len(fds) not in FDS_PER_JOB:
+        raise ConnectionError(f"expected {' or '.join(map(str, FDS_PER_JOB))} file descriptors, got {len(fds)}")
     return json.loads(data), fds
 
 

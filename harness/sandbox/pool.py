@@ -47,7 +47,8 @@ class ColdChild:
             [*(prefix or []), sys.executable, "-m", "harness.sandbox.worker", "--job", json.dumps(job),
              "--result-fd", str(result_fd)],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd,
-            pass_fds=(result_fd,), start_new_session=True)
+            pass_fds=(result_fd,) + ((job["grant_fd"],) if job.get("grant_fd") is not None else ()),
+            start_new_session=True)
         self.pid = self.proc.pid
 
     def wait(self, timeout: float) -> int | None:
@@ -161,7 +162,8 @@ class WarmPool:
             return "(no output)"
 
     def launch(self, job: dict, fds: list[int]) -> WarmChild:
-        """Ask the server for a child running ``job`` with the result, stdout and stderr fds."""
+        """Ask the server for a child running ``job`` with the result, stdout and stderr fds (and
+        the grant pipe's read end, where the GPU is shared)."""
         with self.lock:
             if self.broken:
                 raise PoolError(self.broken)

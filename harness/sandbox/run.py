@@ -13,9 +13,10 @@ import sys
 import threading
 import time
 
-from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, Fatal, ReferenceStart, Timing, TimingStart,
-                            decode)
+from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, ExclusiveWanted, Fatal, ReferenceStart,
+                            Timing, TimingStart, decode)
 from harness.sandbox.compile_clock import compile_totals, paused_seconds
+from harness.sandbox.gpu_share import ChildGate
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
 from harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, SessionMemory
 
@@ -52,33 +53,41 @@ def exit_cause(returncode: int) -> str:
 
 
 def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float,
-              limits: Limits, prefix: list[str] | None = None) -> tuple[list[Event], ChildOutcome]:
+              limits: Limits, prefix: list[str] | None = None,
+              gate: ChildGate | None = None) -> tuple[list[Event], ChildOutcome]:
     """Start the child (cold behind ``prefix``, a launcher such as ncu, where one is given), watch
-    it until it ends or breaks a limit, and collect what it said."""
+    it until it ends or breaks a limit, and collect what it said. With a ``gate`` (a shared GPU),
+    the child's request for the GPU alone is passed on, and its wait is not counted as its time."""
     events: list[Event] = []
     pipes = [os.pipe() for _ in range(3)]  # result channel, stdout, stderr
     write_ends = [w for _, w in pipes]
     started = time.perf_counter()
     outcome = ChildOutcome(launched_at=time.time())
+    granting = [gate.read_fd] if gate is not None else []
     try:
         child = None
         if warm and not prefix:
             try:
-                child = pool_for(job["device"], base_env).launch({**job, "env": env}, write_ends)
+                child = pool_for(job["device"], base_env).launch({**job, "env": env}, write_ends + granting)
             except PoolError as exc:
                 warn_once(f"bbagent: no warm pool ({exc}); starting each candidate cold instead")
         if child is None:
-            child = ColdChild(job, write_ends[0], write_ends[1], write_ends[2], env, job["workdir"], prefix)
+            child = ColdChild({**job, "grant_fd": granting[0] if granting else None}, write_ends[0], write_ends[1],
+                              write_ends[2], env, job["workdir"], prefix)
     finally:
         for fd in write_ends:
             os.close(fd)
-    reader = threading.Thread(target=_read_events, args=(pipes[0][0], events), daemon=True)
+        if gate is not None:
+            gate.close_child_end()
+    on_event = (lambda event: gate.wanted() if isinstance(event, ExclusiveWanted) else None) if gate else None
+    reader = threading.Thread(target=_read_events, args=(pipes[0][0], events, on_event), daemon=True)
     stdout = BoundedCapture(pipes[1][0], limits.output_bytes)
     stderr = BoundedCapture(pipes[2][0], limits.output_bytes)
     for thread in (reader, stdout, stderr):
         thread.start()
     try:
-        returncode = _watch(child, events, stdout, stderr, limits, timeout_s, outcome)
+        returncode = _watch(child, events, stdout, stderr, limits, timeout_s, outcome,
+                            gate.paused_s if gate is not None else lambda: 0.0)
     finally:
         child.kill()  # anything the child left behind in its group; all of it when interrupted (Ctrl-C)
     for thread in (reader, stdout, stderr):
@@ -91,8 +100,9 @@ def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float
 
 
 def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCapture, limits: Limits,
-           timeout_s: float, outcome: ChildOutcome) -> int | None:
-    """Wait for the child, killing it when it breaks a limit (named in ``outcome``); its exit code."""
+           timeout_s: float, outcome: ChildOutcome, waited_for_gpu=lambda: 0.0) -> int | None:
+    """Wait for the child, killing it when it breaks a limit (named in ``outcome``); its exit code.
+    ``waited_for_gpu()``: the seconds it has waited for the GPU alone, not counted."""
     deadline = time.perf_counter() + timeout_s  # from the child's start: a fork server's own start is not counted
     returncode = None
     memory = SessionMemory()
@@ -104,7 +114,7 @@ def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCa
         outcome.memory_peak = max(outcome.memory_peak, rss)
         running = running_test(events)
         now = time.perf_counter()
-        if now > deadline:
+        if now > deadline + waited_for_gpu():
             outcome.limit = "timeout"
             _dump_stack(child.pid)
         elif running and (now - running.received_at - paused_seconds(events, running.received_at, now)
@@ -178,7 +188,10 @@ def _hang_site(stderr: str, candidate_file: str) -> str:
     return f"in {os.path.basename(files[0])}"
 
 
-def _read_events(fd: int, events: list[Event]) -> None:
+def _read_events(fd: int, events: list[Event], on_event=None) -> None:
     with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as stream:
         for line in stream:
-            events.append(decode(line, time.perf_counter()))
+            event = decode(line, time.perf_counter())
+            events.append(event)
+            if on_event is not None:
+                on_event(event)

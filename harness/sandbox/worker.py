@@ -55,6 +55,7 @@ class Job:
     save_suite: str | None = None  # build the suite and save it here, for the parent to adopt
     fail_fast_s: float | None = None  # seconds of tests after a failing first tier (harness.suite.tiers); None: run every test
     profile: bool = False  # the tests run under cProfile, the costliest calls printed last on stderr (benchmarks/eval_cost.py)
+    grant_fd: int | None = None  # the GPU is shared: before timing, ask for it alone and wait for a byte here (gpu_share)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,9 +134,27 @@ def run_job(job: Job, send) -> int:
                    candidate_file, send) is not None:
         return 0
     phases["tests"] = round(time.perf_counter() - mark, 3)
+    from harness.sandbox.device_memory import RETRIES
     send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported,
-                     test_parts=stopwatch.rounded()))
+                     test_parts=stopwatch.rounded(), device_memory_peak=_device_memory_peak(job.device),
+                     memory_retries=RETRIES.count, memory_wait_s=round(RETRIES.wait_s, 3)))
     return 0
+
+
+def _device_memory_peak(device: str) -> int | None:
+    if device != "cuda":
+        return None
+    import torch
+    return int(torch.cuda.max_memory_reserved())
+
+
+def _wait_for_the_gpu_alone(job: Job, send) -> None:
+    """On a shared GPU: ask the parent for the GPU alone and wait until it grants it (one byte on
+    the grant pipe; an empty read means the parent is gone, and the run ends soon anyway)."""
+    if job.grant_fd is None:
+        return
+    send(events.ExclusiveWanted())
+    os.read(job.grant_fd, 1)
 
 
 def _contain(job: Job, candidate_file: str, send) -> tuple[dict, object]:
@@ -199,6 +218,7 @@ def load_lazy_parts() -> None:
     import harness.timing.phase  # noqa: F401
     import harness.suite.tiers  # noqa: F401
     import harness.sandbox.compile_ahead  # noqa: F401
+    import harness.sandbox.device_memory  # noqa: F401
     hashing.join()  # before any fork: a child must not inherit a thread half-way
     if failures:
         raise failures[0]
@@ -270,6 +290,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     import torch
     launches, compile_clock, stopwatch, watch = instruments
     from harness.checks.case import ReferenceFault
+    from harness.sandbox.device_memory import give_back_cached_memory
     from harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
     passed: set[str] = set()
     failed = False
@@ -331,7 +352,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
                 return "the judge changed"
             if job.device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
                 with stopwatch.part("memory"):
-                    _give_back_cached_memory(torch)
+                    give_back_cached_memory(torch)
             if result["passed"]:
                 passed.add(case.id)
             if result["passed"] is False:
@@ -356,6 +377,8 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     if ended:
         send(events.Fatal(error_kind="tampering", message=ended["message"]))
         return "the judge changed"
+    if job.timing is not None and not failed:
+        _wait_for_the_gpu_alone(job, send)
     if job.timing is not None and job.device == "cuda" and not failed:
         compile_clock.real_autotuning()
         with stopwatch.part("timing"):
@@ -407,52 +430,26 @@ def _call_on_clones(kernel, case, send, stopwatch: Stopwatch) -> None:
 def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send,
               stopwatch: Stopwatch, watch) -> dict:
     """One test's result record; a CUDA error raised after the kernel returned (in the checks) is
-    the kernel's out-of-bounds access."""
+    the kernel's out-of-bounds access. On a GPU, a test whose harness side (inputs, reference,
+    checks) ran out of device memory runs again once memory is free (``device_memory``)."""
+    import torch
     from harness.checks.case import failed_result, is_cuda_error, run_case
     from harness.checks.guards import AtenRecorder
-    recorder = AtenRecorder(target, launches, candidate_file)
-    try:
+    from harness.sandbox.device_memory import retrying_out_of_memory
+
+    def run() -> dict:
+        recorder = AtenRecorder(target, launches, candidate_file)
         return run_case(target, case, served[name], device, launches, recorder, candidate_file,
                         on_candidate=lambda case_id=case.id: send(events.CandidateStart(id=case_id)), stopwatch=stopwatch,
                         on_reference=lambda case_id=case.id: send(events.ReferenceStart(id=case_id)), watch=watch)
+    try:
+        return retrying_out_of_memory(run, torch) if device == "cuda" else run()
     except Exception as exc:
         if not is_cuda_error(exc):
             raise
         return failed_result(case, error_kind="cuda_error", context_lost=True,
                              message=f"{type(exc).__name__}: {str(exc).splitlines()[0]}\n(raised while "
                                      "checking the kernel's result: the kernel made an out-of-bounds access)")
-
-
-CACHED_MEMORY_KEPT = 2 << 30  # at least; a sixteenth of the device's memory where that is more
-CACHED_MEMORY_SHARE = 16
-DEVICE_SHORT_SHARE = 4  # the device runs short when less than a quarter of its memory is free
-FREE_CHECK_INTERVAL_S = 0.5  # asking the device for its free memory costs (4-12 ms a time on an H200)
-_free_checked_at = [float("-inf")]
-
-
-def _memory_kept(torch) -> int:
-    return max(CACHED_MEMORY_KEPT, torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
-               // CACHED_MEMORY_SHARE)
-
-
-def _give_back_cached_memory(torch) -> None:
-    """Evaluations share a GPU: when the device runs short of free memory, what this process's
-    allocator keeps cached after a large test is returned to it, so that another evaluation's
-    test (or its reference) finds it. Seen without this: 8 evaluations of mm at once, 5 ended in
-    the harness's own CUDA OOM. Up to a sixteenth of the device stays cached, and nothing is
-    returned while a quarter of the device is free, asked at most every half second: emptying
-    costs (after every large test, 1.7 s of add's suite on an H200; past a sixteenth, 140 ms a
-    time after mm's large tests, 4 s of its suite), asking for the free memory after each of
-    mm's large tests cost 3 s more, and an evaluation alone on its GPU has no one to give to."""
-    if torch.cuda.memory_reserved() <= _memory_kept(torch):
-        return
-    now = time.monotonic()
-    if now - _free_checked_at[0] < FREE_CHECK_INTERVAL_S:
-        return
-    _free_checked_at[0] = now
-    free, total = torch.cuda.mem_get_info()
-    if free < total // DEVICE_SHORT_SHARE:
-        torch.cuda.empty_cache()
 
 
 def _suites(job: Job) -> tuple[list, bool, str | None]:

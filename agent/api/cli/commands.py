@@ -205,7 +205,7 @@ def cmd_batch(args, out, err) -> int:
     from agent.batch.display import BatchDisplay
     from agent.options import GenerateOptions
     fields = _generate_options(args)
-    plan = dict(jobs=args.jobs, gpus=args.gpus, llm_concurrency=args.llm_concurrency, force=args.force,
+    plan = dict(jobs=args.jobs, gpus=args.gpus, evals_per_gpu=args.evals_per_gpu, llm_concurrency=args.llm_concurrency, force=args.force,
                 retry_failed=args.retry_failed,
                 lease_s=args.lease, max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, deadline=args.deadline,
                 executor=args.executor, ray_address=args.ray_address, ray_resource=args.ray_resource)
@@ -331,6 +331,10 @@ def cmd_status(args, out, err) -> int:
         age = time.time() - status["activity"]["at"]
         out.print(f"as of {age:.0f} s ago:")
         out.print(panel(status["activity"]))
+    elif (status.get("last_activity") or {}).get("gpus"):  # a batch no longer running: its last session's GPUs
+        from agent.batch.display import gpu_line
+        for gpu in status["last_activity"]["gpus"]:
+            out.print(escape(gpu_line(gpu)))
     for row in status["ops"]:
         why = f"  {row['error_class']}: {escape(first_line(row['error'], 100))}" if row["error_class"] else ""
         out.print(f"  {row['op']:<40} {row['state']:<11} attempts {row['attempts']}{why}")

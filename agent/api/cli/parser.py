@@ -35,7 +35,8 @@ def _batch_command(sub) -> None:
     ba = sub.add_parser("batch", help="generate kernels for many operators at once, resumable",
                         description="Run generate for every operator of --ops / --ops-file, --suite / --family or "
                                     "--dataset: --jobs agent loops at once, their LLM calls through one shared rate "
-                                    "limiter, their evaluations one at a time per GPU. Everything is recorded in "
+                                    "limiter, their evaluations sharing each GPU by phase (tests side by side "
+                                    "as its memory allows, timing alone). Everything is recorded in "
                                     "ROOT/runs/<batch>/ (ledger.sqlite, events.jsonl, summary.json, summary.md); "
                                     "operators an accepted kernel serves are skipped unless --force, and the "
                                     "in-place and out= overloads of a family are served by one kernel. Ctrl-C marks "
@@ -57,7 +58,11 @@ def _batch_command(sub) -> None:
     ba.add_argument("--jobs", type=int,
                     help="agent loops at once (default: twice the GPUs evaluated on, at least 4)")
     ba.add_argument("--gpus", type=_gpu_list,
-                    help="GPUs to evaluate on, e.g. 0,1 (default: every visible one); one evaluation at a time each")
+                    help="GPUs to evaluate on, e.g. 0,1 (default: every visible one)")
+    ba.add_argument("--evals-per-gpu", type=int, metavar="N",
+                    help="evaluations sharing one GPU: their tests run side by side as its memory allows, each "
+                         "timing holds the GPU alone (default: half the cores, at most 8, and 8 GiB of host "
+                         "memory each); 1 evaluates one at a time")
     ba.add_argument("--executor", choices=["local", "ray"], default="local",
                     help="where evaluations run: this machine's GPUs (local, default) or every GPU of a Ray "
                          "cluster (ray; pip install 'bbagent[ray]'); the agent loops and LLM calls stay here")

@@ -1,0 +1,208 @@
+"""A night's batch on one GPU, measured: 40 operators across the prompt families, each answered once
+by a replay provider (a correct kernel for 24 of them: each family's worked example and correct
+corpus kernels; a kernel for another operator, so a wrong one, for the other 16), with a fixed
+simulated LLM latency, run by `bbagent batch --rounds 1` in a fresh root and a fresh Triton cache.
+
+Reports candidates evaluated per hour and operators per hour (wall clock of the batch), the GPU's
+utilization as NVML reports it (sampled here every second: the mean and the share of seconds with a
+kernel running), how long candidates waited for the GPU (the Verdicts' ``timings.gpu_wait_s``), the
+harness-caused failures (a Verdict of the harness failing, an infrastructure failure, an evaluation
+run again alone), and, with ``--alone``, every accepted kernel timed again alone (``bbagent bench``)
+against the speedup the batch recorded.
+
+    python3 benchmarks/night_batch.py --latency 0 --alone --out benchmarks/results/issue46-h100/after-l0
+    python3 benchmarks/night_batch.py --checkout /tmp/before --time-limit 240 --out .../before-l0
+
+``--checkout DIR`` runs another tree's bbagent (the tree before a change); ``--time-limit`` stops the
+batch (SIGINT) after that many seconds and counts what finished by then.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "prompts" / "examples"
+CORPUS = ROOT / "tests" / "kernels"
+CORRECT = {  # operator -> a kernel file that passes it
+    "aten.sigmoid.default": EXAMPLES / "elementwise_unary.py", "aten.mul.Tensor": EXAMPLES / "elementwise_binary.py",
+    "aten.sum.dim_IntList": EXAMPLES / "reduction.py", "aten._softmax.default": EXAMPLES / "softmax.py",
+    "aten.native_layer_norm.default": EXAMPLES / "normalization.py", "aten.mm.default": EXAMPLES / "matmul.py",
+    "aten.convolution.default": EXAMPLES / "convolution.py",
+    "aten.max_pool2d_with_indices.default": EXAMPLES / "pooling.py",
+    "aten.index_select.default": EXAMPLES / "indexing.py", "aten.cat.default": EXAMPLES / "copy_layout.py",
+    "aten.threshold_backward.default": EXAMPLES / "backward.py", "aten.cumsum.default": EXAMPLES / "scan_sort.py",
+    "aten.uniform_.default": EXAMPLES / "random.py", "aten.mse_loss.default": EXAMPLES / "loss.py",
+    "aten.triangular_solve.default": EXAMPLES / "linalg.py",
+    "aten.relu.default": CORPUS / "relu_triton.py", "aten.add.Tensor": CORPUS / "add_broadcast.py",
+    "aten.gather.default": CORPUS / "gather.py", "aten.exp.default": CORPUS / "exp_imports_helpers.py",
+    "aten.empty_like.default": CORPUS / "empty_like.py",
+    "aten._softmax_backward_data.default": CORPUS / "softmax_backward_f32.py",
+    "aten.bernoulli_.float": CORPUS / "bernoulli_triton.py", "aten.normal_.default": CORPUS / "normal_triton.py",
+    "aten.randn_like.default": CORPUS / "randn_like_triton.py",
+}
+WRONG = {  # operator -> a kernel written for another operator: it fails, for its own reason
+    "aten.tanh.default": EXAMPLES / "elementwise_unary.py", "aten.silu.default": EXAMPLES / "elementwise_unary.py",
+    "aten.sub.Tensor": CORPUS / "add_broadcast.py", "aten.div.Tensor": EXAMPLES / "elementwise_binary.py",
+    "aten.neg.default": CORPUS / "relu_triton.py", "aten.gelu.default": CORPUS / "relu_triton.py",
+    "aten.sqrt.default": CORPUS / "exp_imports_helpers.py", "aten.log.default": CORPUS / "exp_imports_helpers.py",
+    "aten.mean.dim": EXAMPLES / "reduction.py", "aten.amax.default": EXAMPLES / "reduction.py",
+    "aten.bmm.default": EXAMPLES / "matmul.py", "aten._log_softmax.default": EXAMPLES / "softmax.py",
+    "aten.avg_pool2d.default": EXAMPLES / "pooling.py", "aten.sigmoid_backward.default": EXAMPLES / "backward.py",
+    "aten.maximum.default": CORPUS / "add_broadcast.py", "aten.cumprod.default": EXAMPLES / "scan_sort.py",
+}
+HARNESS_KINDS = ("worker_error",)
+
+
+def write_replays(where: Path, latency_s: float, answers: dict[str, Path]) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    for op, kernel in answers.items():
+        answer = f"```python\n{kernel.read_text()}```\n"
+        (where / f"{op}.json").write_text(json.dumps({"model": "replayed", "latency_s": latency_s,
+                                                      "exchanges": [{"response": answer}]}))
+
+
+class Sampler:
+    """NVML utilization and memory of one GPU, every second, in a thread."""
+
+    def __init__(self, gpu: str):
+        sys.path.insert(0, str(ROOT))
+        from harness.nvml import NvmlUnavailable, open_gpu
+        try:
+            self.gpu = open_gpu(gpu)
+        except NvmlUnavailable as exc:
+            print(f"no NVML: {exc}", file=sys.stderr)
+            self.gpu = None
+        self.samples: list[tuple[float, int, int]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while self.gpu is not None and not self.stop.wait(1.0):
+            sample = self.gpu.sample()
+            self.samples.append((time.time(), sample.utilization, sample.memory_used))
+
+    def summary(self) -> dict:
+        self.stop.set()
+        self.thread.join(3)
+        values = [u for _, u, _ in self.samples]
+        return {"samples": len(values), "utilization_mean": round(sum(values) / len(values), 1) if values else None,
+                "seconds_busy_share": round(sum(v > 0 for v in values) / len(values), 3) if values else None,
+                "memory_peak_gib": round(max(m for _, _, m in self.samples) / 2**30, 1) if values else None}
+
+
+def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | None) -> dict:
+    root = Path(tempfile.mkdtemp(prefix="bbagent-night-"))
+    env = dict(os.environ, TRITON_CACHE_DIR=str(root / "triton-cache"), BBAGENT_SUITE_CACHE=str(root / "suites"))
+    env["PYTHONPATH"] = os.pathsep.join([str(checkout), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+                                                          if p and Path(p).resolve() != ROOT)])
+    command = [sys.executable, "-m", "bbagent", "batch", "--ops", ",".join(ops), "--provider", "replay",
+               "--replay", str(replays), "--rounds", "1", "--root", str(root), "--json", "--exact-overload"]
+    command += ["--jobs", str(args.jobs)] if args.jobs else []
+    command += ["--evals-per-gpu", str(args.evals_per_gpu)] if args.evals_per_gpu else []
+    sampler = Sampler(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0])
+    started = time.time()
+    batch = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        stdout, stderr = batch.communicate(timeout=args.time_limit)
+        stopped = False
+    except subprocess.TimeoutExpired:
+        batch.send_signal(signal.SIGINT)
+        stdout, stderr = batch.communicate()
+        stopped = True
+    wall = time.time() - started
+    gpu = sampler.summary()
+    verdicts = [json.loads(p.read_text()) for p in root.glob("runs/*/round-*/verdict.json")]
+    runs = [json.loads(p.read_text()) for p in root.glob("runs/*/run.json")]
+    finished = [r for r in runs if r.get("status") in ("accepted", "failed")]
+    harness_failures = [{"op": v["op"], "error_kind": v["error_kind"], "infrastructure": v.get("infrastructure"),
+                         "message": (v["message"] or "")[:300]}
+                        for v in verdicts if v["error_kind"] in HARNESS_KINDS or v.get("infrastructure")]
+    reruns = [{"op": v["op"], "why": v["timings"].get("rerun_alone")} for v in verdicts if v["timings"].get("rerun_alone")]
+    expected_wrong = [r["op"] for r in runs if r.get("op") in WRONG and r.get("status") == "accepted"]
+    missed_correct = [{"op": r.get("op"), "message": (r.get("message") or "")[:300]}
+                      for r in finished if r.get("op") in CORRECT and r.get("status") != "accepted"]
+    hours = wall / 3600
+    row = {"checkout": str(checkout), "latency_s": args.latency, "wall_s": round(wall, 1), "stopped_at_limit": stopped,
+           "exit": batch.returncode, "operators": len(ops), "operators_finished": len(finished),
+           "evaluations": len(verdicts), "evaluations_per_hour": round(len(verdicts) / hours, 1),
+           "operators_per_hour": round(len(finished) / hours, 1),
+           "accepted": sum(r.get("status") == "accepted" for r in runs),
+           "gpu": gpu, "gpu_wait_s_summed": round(sum(v["timings"].get("gpu_wait_s") or 0 for v in verdicts), 1),
+           "gpu_shared_evaluations": sum(bool(v["timings"].get("gpu_shared")) for v in verdicts),
+           "memory_retries": sum(v["timings"].get("memory_retries") or 0 for v in verdicts),
+           "harness_failures": harness_failures, "reruns_alone": reruns, "wrong_accepted": expected_wrong,
+           "correct_not_accepted": missed_correct,
+           "speedups": {r["op"]: r.get("best_speedup") for r in runs if r.get("status") == "accepted"}}
+    if args.alone:
+        row["alone"] = time_alone(checkout, root, env, runs, args)
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        for summary in root.glob("runs/batch-*/summary.*"):
+            (keep / summary.name).write_text(summary.read_text())
+        (keep / "batch-stderr.log").write_text(stderr[-20000:])
+        (keep / "batch-stdout.log").write_text(stdout[-20000:])
+    return row
+
+
+def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args) -> list[dict]:
+    """Each accepted, timed kernel timed again with nothing else on the GPU (``bbagent bench``)."""
+    rows = []
+    deadline = time.time() + args.alone_budget
+    for run in sorted(runs, key=lambda r: r.get("op") or ""):
+        if run.get("status") != "accepted" or not run.get("best_speedup") or time.time() > deadline:
+            continue
+        kernel = root / "generated_kernels" / run["op"] / "kernel.py"
+        done = subprocess.run([sys.executable, "-m", "bbagent", "bench", "--op", run["op"], "--kernel", str(kernel),
+                               "--root", str(root), "--json"], cwd=root, env=env, capture_output=True, text=True)
+        try:
+            alone = json.loads(done.stdout[done.stdout.index("{"):])["performance"]["geomean_speedup"]
+        except (ValueError, KeyError, TypeError):
+            alone = None
+        batch = run["best_speedup"]
+        rows.append({"op": run["op"], "batch": batch, "alone": alone,
+                     "ratio": round(batch / alone, 3) if alone else None})
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latency", type=float, default=0.0, help="simulated seconds per LLM answer (default 0)")
+    parser.add_argument("--jobs", type=int, help="agent loops at once (default: the batch's own)")
+    parser.add_argument("--evals-per-gpu", type=int, help="passed to the batch (default: the batch's own)")
+    parser.add_argument("--checkout", type=Path, default=ROOT, help="the bbagent tree to run (default this one)")
+    parser.add_argument("--time-limit", type=float, help="stop the batch after this many seconds")
+    parser.add_argument("--ops", type=int, default=len(CORRECT) + len(WRONG), help="how many operators (from the start)")
+    parser.add_argument("--alone", action="store_true", help="time each accepted kernel again alone afterwards")
+    parser.add_argument("--alone-budget", type=float, default=240.0, help="seconds for --alone (default 240)")
+    parser.add_argument("--out", type=Path, help="directory for result.json and the batch's summary")
+    args = parser.parse_args()
+    answers = {**CORRECT, **WRONG}
+    ops = sorted(answers)[:args.ops]  # correct and wrong ones mixed, in the order of their names
+    with tempfile.TemporaryDirectory() as scratch:
+        replays = Path(scratch) / "replays"
+        write_replays(replays, args.latency, {op: answers[op] for op in ops})
+        row = run_batch(args.checkout.resolve(), replays, ops, args, args.out)
+    print(json.dumps({k: v for k, v in row.items() if k not in ("speedups",)}, indent=1))
+    if row.get("alone"):
+        ratios = [r["ratio"] for r in row["alone"] if r["ratio"]]
+        worst = max(ratios, key=lambda r: abs(math.log(r))) if ratios else None
+        print(f"speedup in the batch / alone: {len(ratios)} kernels, worst {worst}")
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "result.json").write_text(json.dumps(row, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Sharing a GPU by phase (harness.sandbox.gpu_share): admission by memory against a small
+simulated device, the GPU alone for timing, and the harness's own out-of-memory retried. The
+evaluations here run on the CPU under the Triton interpreter; the child's request for the GPU alone
+is made there too (only the timing itself is GPU-only), so the phases are the real ones."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from harness.sandbox.gpu_share import GpuShare, overlaps
+
+KERNELS = Path(__file__).parent / "kernels"
+GIB = 1 << 30
+
+
+def in_thread(run) -> threading.Thread:
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_admission_waits_for_memory_and_an_evaluation_alone_is_always_admitted():
+    share = GpuShare(name="sim", capacity=10 * GIB, max_shared=8)
+    first = share.enter(6 * GIB)
+    second_in = threading.Event()
+    waiting = in_thread(lambda: (share.enter(6 * GIB), second_in.set()))
+    assert not second_in.wait(0.2)  # 6 + 6 > 10: it waits
+    small = share.enter(3 * GIB)  # 6 + 3 fits beside the first
+    share.leave(small)
+    assert not second_in.wait(0.2)  # the first still holds 6
+    share.leave(first)
+    assert second_in.wait(2)
+    waiting.join(2)
+    assert share.holding()["shared"] == 1 and share.holding()["reserved_bytes"] == 6 * GIB
+    huge = GpuShare(name="sim", capacity=10 * GIB, max_shared=8)
+    alone = huge.enter(40 * GIB)  # more than the GPU: alone, it still runs (the retries handle the rest)
+    assert alone.phase == "shared" and not alone.shared_with_others
+
+
+def test_the_count_bounds_admission_too_and_unknown_memory_admits_by_count():
+    share = GpuShare(name="sim", capacity=0, max_shared=2)
+    holds = [share.enter(100 * GIB), share.enter(100 * GIB)]
+    third = []
+    in_thread(lambda: third.append(share.enter(1)))
+    time.sleep(0.2)
+    assert not third
+    share.leave(holds[0])
+    time.sleep(0.2)
+    assert len(third) == 1 and all(h.shared_with_others for h in holds)
+
+
+def test_the_gpu_alone_waits_for_every_test_phase_and_stops_new_ones():
+    share = GpuShare(name="sim", capacity=10 * GIB, max_shared=8)
+    timer, tester = share.enter(GIB), share.enter(GIB)
+    alone = threading.Event()
+    in_thread(lambda: (share.go_exclusive(timer), alone.set()))
+    assert not alone.wait(0.2)  # the other's tests still run
+    latecomer = []
+    in_thread(lambda: latecomer.append(share.enter(GIB)))
+    time.sleep(0.2)
+    assert not latecomer  # not admitted while one waits for the GPU alone: it never starves
+    share.leave(tester)
+    assert alone.wait(2)
+    time.sleep(0.1)
+    assert not latecomer  # nor while it holds the GPU
+    share.leave(timer)
+    time.sleep(0.2)
+    assert len(latecomer) == 1
+    share.leave(latecomer[0])
+    assert overlaps(share.intervals) == []
+    phases = [(i.hold, i.phase) for i in share.intervals]
+    assert (timer.number, "exclusive") in phases
+
+
+def test_an_evaluation_that_ends_while_waiting_for_the_gpu_alone_never_takes_it():
+    share = GpuShare(name="sim", capacity=10 * GIB, max_shared=8)
+    quitter, other = share.enter(GIB), share.enter(GIB)
+    granted = []
+    waiter = in_thread(lambda: granted.append(share.go_exclusive(quitter)))
+    time.sleep(0.1)
+    share.leave(quitter)  # its child died while waiting
+    waiter.join(2)
+    assert granted == [False] and share.holding()["exclusive"] is False
+    share.leave(other)
+    assert share.holding() == {"shared": 0, "exclusive": False, "exclusive_waiting": 0, "reserved_bytes": 0}
+
+
+def test_what_an_evaluation_needs_is_learned_from_its_suite():
+    share = GpuShare.for_gpu("sim", 80 * GIB, 8)
+    assert share.need_for("mm") == share.capacity // 4  # never measured: a quarter of the GPU
+    share.learn("mm", 4 * GIB)
+    share.learn("mm", 2 * GIB)  # the largest peak is kept
+    assert share.need_for("mm") == int(4 * GIB * 1.25) + GIB
+
+
+def test_the_harness_out_of_memory_is_retried_after_a_pause(monkeypatch):
+    import torch
+
+    from harness.sandbox import device_memory
+    monkeypatch.setattr(device_memory, "OOM_WAITS_S", (0.01, 0.02))
+    monkeypatch.setattr(device_memory, "RETRIES", device_memory.MemoryRetries())
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    tries = []
+
+    def flaky():
+        tries.append(1)
+        if len(tries) < 3:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return "judged"
+    assert device_memory.retrying_out_of_memory(flaky, torch) == "judged"
+    assert len(tries) == 3 and device_memory.RETRIES.count == 2
+    tries.clear()
+
+    def never_fits():
+        tries.append(1)
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 90.00 GiB")
+    with pytest.raises(torch.OutOfMemoryError):  # still out after the last pause: raised, the parent decides
+        device_memory.retrying_out_of_memory(never_fits, torch)
+    assert len(tries) == 3  # the first try and one after each pause
+
+
+def test_a_reference_out_of_memory_is_not_read_as_the_op_refusing_the_input(monkeypatch):
+    """Before, the reference's OutOfMemoryError became a skipped test ("reference_error") and the
+    float64 run's made it "unavailable" (no loosening: a correct float16 kernel could fail)."""
+    import torch
+
+    from harness.checks import case as case_module
+    from harness.checks.case import Float64Run
+    from harness.ops import resolve_op
+    op = resolve_op("aten.add.Tensor")
+
+    def out_of_memory(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+    monkeypatch.setattr(case_module, "reference_call", out_of_memory)
+    run = Float64Run(op, ((torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.float16)), {}))
+    with pytest.raises(torch.OutOfMemoryError):
+        run.truth()
+    assert run.unavailable is None and not run.ran  # asked again after the retry
+    monkeypatch.undo()
+    assert run.truth() is not None
+
+
+def test_large_tensors_are_compared_a_chunk_at_a_time(monkeypatch):
+    import torch
+
+    from harness.checks import compare
+    monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
+    expected = torch.randn(5, 9, dtype=torch.float16)
+    assert compare.compare_tensors(expected, expected.clone()) is None
+    assert compare.compare_tensors(expected.t(), expected.t().clone()) is None  # not contiguous
+    wrong = expected.clone()
+    wrong[4, 8] += 1  # in the last, short chunk
+    failure = compare.compare_tensors(expected, wrong)
+    assert failure["error_kind"] == "mismatch" and failure["mismatches"][0]["index"] == [4, 8]
+    assert compare.tolerance_used(expected, wrong) > 1 and compare.tolerance_used(expected, expected.clone()) == 0
+
+
+def test_timing_never_overlaps_another_evaluations_tests(tmp_path):
+    """Four real evaluations through one share of room for three: the tests run side by side, each
+    child asks for the GPU alone when its tests passed, and no exclusive phase overlaps any other
+    evaluation's hold."""
+    from harness.evaluate import TimingOptions, evaluate
+    share = GpuShare(name="sim", capacity=3 * GIB, max_shared=3)
+
+    def one(seed: int):
+        return evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu", seed=seed, share=share,
+                        timing=TimingOptions(reuse=False))
+    with ThreadPoolExecutor(4) as pool:
+        verdicts = list(pool.map(one, range(4)))
+    assert all(v.passed for v in verdicts), [v.message for v in verdicts]
+    exclusive = [i for i in share.intervals if i.phase == "exclusive"]
+    assert len(exclusive) == 4 and overlaps(share.intervals) == []
+    assert any(v.timings.gpu_shared for v in verdicts)  # some ran their tests beside another's
+    assert all(v.timings.rerun_alone is None for v in verdicts)
+    assert share.holding()["shared"] == 0 and share.holding()["exclusive"] is False
+
+
+def test_the_gpu_monitor_counts_the_seconds_a_kernel_ran():
+    from agent.batch.gpu_monitor import GpuMonitor
+    from harness.nvml import GpuSample
+
+    class Gpu:
+        calls = 0
+
+        def sample(self):
+            Gpu.calls += 1
+            return GpuSample(utilization=80 if Gpu.calls % 4 == 0 else 0, memory_used=Gpu.calls * GIB,
+                             memory_total=80 * GIB)
+    monitor = GpuMonitor({0: "0"}, every_s=0.005, open_gpu=lambda entry: Gpu())
+    while monitor.summary()[0]["samples"] < 40:
+        time.sleep(0.01)
+    monitor.stop()
+    use = monitor.summary()[0]
+    assert abs(use["busy_share"] - 0.25) < 0.05 and abs(use["utilization_mean"] - 20) < 4
+    assert use["memory_peak_gib"] == use["samples"] and use["memory_total_gib"] == 80
+
+
+def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
+    """Two slots share GPU 0; the summary has a GPUs table beside the slots', and says where the
+    GPU's own utilization could not be measured (no NVML on this machine)."""
+    from types import SimpleNamespace
+
+    from agent.batch.executor import LocalExecutor
+    from agent.batch.runner import Batch
+    from agent.generate.loop import Outcome
+
+    def evaluate(op, kernel_path, *, device, gpu, share, **options):
+        hold = share.enter(GIB)
+        time.sleep(0.05)
+        share.leave(hold)
+        return SimpleNamespace(error_kind=None, infrastructure=None, message="", passed=True,
+                               timings=SimpleNamespace(gpu_wait_s=0.25))
+    executor = LocalExecutor("cuda", gpus=[0], evaluate=evaluate, per_gpu=2)
+    assert [s.name for s in executor.slots] == ["gpu-0/0", "gpu-0/1"]
+
+    def generate(op, hear):
+        hear("start", {"run_dir": str(tmp_path / op)})
+        executor.evaluate(op, tmp_path / "kernel.py")
+        return Outcome(status="accepted", run_dir=tmp_path / op, rounds_used=1)
+    batch_dir = tmp_path / "batch"
+    batch_dir.mkdir()
+    runner = Batch(batch_dir, generate, jobs=3, executor=executor)
+    runner.ledger.add(["a", "b", "c", "d"])
+    runner.run()
+    executor.close()
+    gpu, = runner.activity()["gpus"]
+    assert gpu["evaluations"] == 4 and gpu["at_once"] == 2 and gpu["waited_s"] >= 1.0 and gpu["per_hour"] > 0
+    summary = (batch_dir / "summary.md").read_text()
+    assert "### GPUs of session 1" in summary and "| gpu-0" in summary
+    if gpu.get("samples") is None:
+        assert "not measured" in summary
