@@ -104,8 +104,12 @@ class Sampler:
 def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | None) -> dict:
     root = Path(tempfile.mkdtemp(prefix="bbagent-night-"))
     env = dict(os.environ, TRITON_CACHE_DIR=str(root / "triton-cache"), BBAGENT_SUITE_CACHE=str(root / "suites"))
-    env["PYTHONPATH"] = os.pathsep.join([str(checkout), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-                                                          if p and Path(p).resolve() != ROOT)])
+    shim = root / "shim"  # the checkout's public API as the package `bbagent`, as the wheel installs it
+    shim.mkdir()
+    (shim / "bbagent").symlink_to(checkout / "agent" / "api")
+    others = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+              if p and Path(p).resolve() != ROOT and not (Path(p) / "bbagent").exists()]
+    env["PYTHONPATH"] = os.pathsep.join([str(shim), str(checkout), *others])
     command = [sys.executable, "-m", "bbagent", "batch", "--ops", ",".join(ops), "--provider", "replay",
                "--replay", str(replays), "--rounds", "1", "--root", str(root), "--json", "--exact-overload"]
     command += ["--jobs", str(args.jobs)] if args.jobs else []
