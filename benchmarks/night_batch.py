@@ -155,7 +155,6 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
         for summary in root.glob("runs/batch-*/summary.*"):
             (keep / summary.name).write_text(summary.read_text())
         (keep / "batch-stderr.log").write_text(stderr[-20000:])
-        (keep / "batch-stdout.log").write_text(stdout[-20000:])
     return row
 
 
