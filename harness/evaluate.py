@@ -29,6 +29,7 @@ from harness.sandbox.watch import ChildOutcome, Limits
 from harness.suite.budget import CPU_MAX_NUMEL
 from harness.suite.tiers import EXTRA_AFTER_FAILURE_S
 from harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
+from harness.suite.memory_need import expected_need
 from harness.timing.options import TimingOptions
 from harness.verdict import Verdict
 
@@ -177,7 +178,8 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> dict:
     timing alone. A failure that sharing may have caused (the kernel or the harness out of device
     memory while others held it) is not believed: the evaluation runs again alone, and that run's
     Verdict is the one returned."""
-    hold = share.enter(share.need_for(child.key), child.op)
+    first_guess = expected_need(child.job["overloads"], child.job["extra_traces"])
+    hold = share.enter(share.need_for(child.key, first_guess), child.op)
     waited = 0.0
     try:
         verdict = child.run(share, hold)
@@ -186,7 +188,7 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> dict:
         if doubt:
             waited += hold.waited_s
             share.leave(hold)
-            hold = share.alone(share.need_for(child.key), child.op)
+            hold = share.alone(share.need_for(child.key, first_guess), child.op)
             verdict = child.run(share, hold)
             verdict["timings"]["rerun_alone"] = doubt
     finally:

@@ -91,7 +91,8 @@ def test_an_evaluation_that_ends_while_waiting_for_the_gpu_alone_never_takes_it(
 
 def test_what_an_evaluation_needs_is_learned_from_its_suite():
     share = GpuShare.for_gpu("sim", 80 * GIB, 8)
-    assert share.need_for("mm") == share.capacity // 4  # never measured: a quarter of the GPU
+    assert share.need_for("mm") == share.capacity // 4  # never measured, no trace: a quarter of the GPU
+    assert share.need_for("mm", 9 * GIB) == 9 * GIB  # never measured: what the traces suggest
     share.learn("mm", 4 * GIB)
     share.learn("mm", 2 * GIB)  # the largest peak is kept
     assert share.need_for("mm") == int(4 * GIB * 1.25) + GIB
@@ -160,11 +161,11 @@ def test_large_tensors_are_compared_a_chunk_at_a_time(monkeypatch):
 
 
 def test_timing_never_overlaps_another_evaluations_tests(tmp_path):
-    """Four real evaluations through one share of room for three: the tests run side by side, each
+    """Four real evaluations through one share with room for three: the tests run side by side, each
     child asks for the GPU alone when its tests passed, and no exclusive phase overlaps any other
     evaluation's hold."""
     from harness.evaluate import TimingOptions, evaluate
-    share = GpuShare(name="sim", capacity=3 * GIB, max_shared=3)
+    share = GpuShare(name="sim", capacity=12 * GIB, max_shared=3)  # relu's traces suggest 3.6 GiB each
 
     def one(seed: int):
         return evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu", seed=seed, share=share,
@@ -233,3 +234,13 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
     assert "### GPUs of session 1" in summary and "| gpu-0" in summary
     if gpu.get("samples") is None:
         assert "not measured" in summary
+
+
+def test_the_first_guess_comes_from_the_largest_trace_input():
+    from harness.suite.memory_need import CHILD_BASE_BYTES, COPIES_ALIVE, expected_need, largest_call_bytes
+    relu, add = largest_call_bytes(["aten.relu.default"]), largest_call_bytes(["aten.add.Tensor"])
+    assert 0 < relu < add  # the traces' largest add (a language model's logits) dwarfs relu's
+    assert expected_need(["aten.add.Tensor"]) == COPIES_ALIVE * add + CHILD_BASE_BYTES
+    line = "cnt: 1, ((T([1024, 1024, 512], f32), T([1024, 1024, 512], f32)), {})"  # a dataset's own input: 4 GiB
+    assert largest_call_bytes(["aten.add.Tensor"], {"aten.add.Tensor": [{"line": line}]}) == 4 * GIB
+    assert largest_call_bytes(["aten.no_such_op.default"]) == 0

@@ -15,8 +15,9 @@ the GPU, so each holds it alone: nothing else runs kernels on it meanwhile.
 * ``leave`` when the evaluation (its baselines and profiles included) is over.
 
 What an evaluation needs is learned: each child reports the most device memory its allocator held
-(``Done.device_memory_peak``), kept per suite; an operator not seen yet is expected to need
-``FIRST_GUESS_SHARE`` of the GPU. A guess too small costs a wait, not a verdict: the child retries
+(``Done.device_memory_peak``), kept per suite; an operator not seen yet is expected to need what its
+largest trace input suggests (``harness.suite.memory_need``), or ``FIRST_GUESS_SHARE`` of the GPU
+where no trace says. A guess too small costs a wait, not a verdict: the child retries
 its own work after an out-of-memory (``harness.sandbox.device_memory``) and an evaluation that
 failed for memory while sharing is run again alone (``harness.evaluate``).
 
@@ -81,11 +82,14 @@ class GpuShare:
 
     # --- what an evaluation needs --------------------------------------------------------------
 
-    def need_for(self, suite_key: str | None) -> int:
+    def need_for(self, suite_key: str | None, first_guess: int | None = None) -> int:
+        """The device memory an evaluation of this suite is expected to need: its children's
+        largest peak so far, with a margin; else ``first_guess`` (``harness.suite.memory_need``
+        from the traces), else a quarter of the GPU."""
         peak = self.learned.get(suite_key)
-        if peak is None:
-            return self.capacity // FIRST_GUESS_SHARE
-        return int(peak * NEED_MARGIN) + CONTEXT_BYTES
+        if peak is not None:
+            return int(peak * NEED_MARGIN) + CONTEXT_BYTES
+        return first_guess if first_guess else self.capacity // FIRST_GUESS_SHARE
 
     def learn(self, suite_key: str | None, peak_bytes: int | None) -> None:
         if suite_key is not None and peak_bytes:
