@@ -1,7 +1,7 @@
 """Where a batch's evaluations run. The agent loop asks an executor to evaluate a kernel file and
 waits for the Verdict; it never knows where the evaluation ran. ``LocalExecutor`` runs them on this
-machine, one at a time per GPU (so a timing never shares its GPU), each GPU with its own pinned
-sandbox pool; ``agent.batch.ray_executor.RayExecutor`` runs them on the GPUs of a Ray cluster. Both
+machine, several per GPU sharing it by phase (``harness.sandbox.gpu_share``: tests side by side as
+memory allows, a timing alone), each GPU with its own pinned sandbox pool; ``agent.batch.ray_executor.RayExecutor`` runs them on the GPUs of a Ray cluster. Both
 hand out their slots as ``SlotPool`` does: a free slot takes the next waiting candidate, first come
 first served, among the slots that candidate accepts.
 """
