@@ -5,6 +5,10 @@ Every problem found here is the caller's to fix and raised as a ``UsageError`` n
 """
 from __future__ import annotations
 
+import dataclasses
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -131,27 +135,68 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
 
 def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: float, timing=None,
               kernel_for: str | None = None, overloads: list[str] | None = None, executor=None,
-              extra_traces: dict | None = None, channels_last: bool = False) -> Callable:
+              extra_traces: dict | None = None, channels_last: bool = False) -> "Evaluator":
     """``(op, kernel_file, profile=True) -> Verdict`` with these settings; ``root`` (runs, kernels)
     never shown to the candidate, even where it lies inside a directory the sandbox shows.
     ``executor`` (a batch's ``agent.batch.executor.Executor``) decides where it runs; without one,
     here. ``profile=False`` leaves out the timing's profiles (no later round would read them)."""
-    import dataclasses
+    return Evaluator(root=root, device=device, seed=seed, timeout_s=timeout_s, timing=timing, kernel_for=kernel_for,
+                     overloads=overloads, executor=executor, extra_traces=extra_traces, channels_last=channels_last)
 
-    from harness.adapters import AdapterError
-    from harness.evaluate import KernelFileError, SetupError, evaluate as run_evaluation
 
-    def run(op: str, kernel: Path, profile: bool = True):
-        timed = timing if profile or timing is None else dataclasses.replace(timing, profile=0, ncu=0)
-        options = dict(seed=seed, timeout_s=timeout_s, hidden=[root], timing=timed, kernel_for=kernel_for,
-                       overloads=overloads, extra_traces=extra_traces, channels_last=channels_last)
+@dataclass
+class Evaluator:
+    """An evaluator (``evaluator``); ``prepare(op)`` builds the operator's suite in a thread of its own
+    while the model writes the first answer, and the first evaluation waits for it, then loads it."""
+    root: Path
+    device: str | None
+    seed: int | None
+    timeout_s: float
+    timing: object = None
+    kernel_for: str | None = None
+    overloads: list[str] | None = None
+    executor: object = None
+    extra_traces: dict | None = None
+    channels_last: bool = False
+    preparing: threading.Thread | None = None
+    prepared: dict | None = None  # outcome (cached, built, why not), seconds, started_at
+
+    def prepare(self, op: str) -> None:
+        """Start building the suite of ``op`` (nothing where the executor cannot: a Ray cluster)."""
+        if self.executor is not None and not hasattr(self.executor, "prepare_suite"):
+            return
+        self.preparing = threading.Thread(target=self._prepare, args=(op,), name="bbagent-suite-ahead", daemon=True)
+        self.preparing.start()
+
+    def _prepare(self, op: str) -> None:
+        from harness.evaluate import prepare_suite
+        started = time.time()
+        options = dict(overloads=self.overloads, extra_traces=self.extra_traces, channels_last=self.channels_last,
+                       timeout_s=self.timeout_s, hidden=[self.root])
         try:
-            if executor is not None:
-                return executor.evaluate(op, kernel, **options)
-            return run_evaluation(op, kernel, device=device, **options)
+            outcome = (self.executor.prepare_suite(op, **options) if self.executor is not None
+                       else prepare_suite(op, device=self.device, **options))
+        except Exception as exc:  # noqa: BLE001 - a saving only: the first evaluation builds the suite then
+            outcome = f"not built ({type(exc).__name__}: {exc})"
+        self.prepared = {"outcome": outcome, "seconds": round(time.time() - started, 3), "started_at": round(started, 3)}
+
+    def __call__(self, op: str, kernel: Path, profile: bool = True):
+        from harness.adapters import AdapterError
+        from harness.evaluate import KernelFileError, SetupError, evaluate as run_evaluation
+        if self.preparing is not None:
+            self.preparing.join()
+        timing = self.timing
+        if not profile and timing is not None:
+            timing = dataclasses.replace(timing, profile=0, ncu=0)
+        options = dict(seed=self.seed, timeout_s=self.timeout_s, hidden=[self.root], timing=timing,
+                       kernel_for=self.kernel_for, overloads=self.overloads, extra_traces=self.extra_traces,
+                       channels_last=self.channels_last)
+        try:
+            if self.executor is not None:
+                return self.executor.evaluate(op, kernel, **options)
+            return run_evaluation(op, kernel, device=self.device, **options)
         except (KernelFileError, AdapterError, SetupError) as exc:  # the caller's inputs or setup
             raise UsageError(str(exc)) from None
-    return run
 
 
 def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False,

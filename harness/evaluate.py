@@ -24,7 +24,7 @@ from harness.events import Done, first
 from harness.redact import Redactor, configured_secrets
 from harness.sandbox.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
 from harness.sandbox.gpu_share import ChildGate, GpuShare, Hold
-from harness.sandbox.run import child_env, run_child, warn_once
+from harness.sandbox.run import child_env, exit_cause, run_child, warn_once
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.suite.budget import CPU_MAX_NUMEL
 from harness.suite.tiers import EXTRA_AFTER_FAILURE_S
@@ -33,8 +33,8 @@ from harness.suite.memory_need import expected_need
 from harness.timing.options import TimingOptions
 from harness.verdict import Verdict
 
-__all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "default_device", "finish_timing",
-           "physical_gpu"]
+__all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "prepare_suite", "default_device",
+           "finish_timing", "physical_gpu"]
 # the job's fields that shape its suite (with the overloads and the device): a cached suite's key
 SUITE_OPTIONS = ("cpu_max_numel", "extra_traces", "channels_last")
 
@@ -206,10 +206,48 @@ def _doubted_while_shared(verdict: dict) -> str | None:
     return None
 
 
+def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | None = None,
+                  extra_traces: dict[str, list[dict]] | None = None, channels_last: bool = False,
+                  cpu_max_numel: int = CPU_MAX_NUMEL, gpu: int | None = None, share: GpuShare | None = None,
+                  timeout_s: float = 300.0, warm: bool = True, limits: Limits | None = None,
+                  hidden: list[str | Path] | None = None) -> str:
+    """Build the suite ``evaluate`` would build for these settings, before any candidate exists
+    (while the model writes the first one), and keep it in the suite cache, so that the first
+    evaluation loads it. Returns "cached" (it was there), "built", or why it was not built; a
+    failure here costs nothing but the saving (the evaluation builds it then)."""
+    overloads = [op] + [name for name in (overloads or []) if name != op]
+    device = device or default_device()
+    options = {"cpu_max_numel": cpu_max_numel, "extra_traces": extra_traces or {}, "channels_last": channels_last}
+    key = suite_key(overloads, device, options)
+    if cached_suite(key):
+        return "cached"
+    workdir = Path(tempfile.mkdtemp(prefix="bbagent-suite-")).resolve()
+    try:
+        (workdir / "candidate.py").write_bytes(b"")  # never imported: the child ends once the suite is saved
+        shared_env = base_env(device, gpu)
+        job = {"op": op, "kernel": str(workdir / "candidate.py"), "seed": int.from_bytes(os.urandom(4), "little") % 2**31,
+               "device": device, "workdir": str(workdir), "hidden": [str(Path(p).resolve()) for p in hidden or []],
+               "tool_write_dirs": [_triton_cache(shared_env)], "overloads": overloads, "build_only": True,
+               "save_suite": str(workdir / "suite.pt"), **options}
+        hold = share.enter(share.need_for(key, expected_need(overloads, extra_traces)), op) if share else None
+        try:
+            events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, warm, timeout_s,
+                                        limits or Limits())
+        finally:
+            if hold is not None:
+                share.leave(hold)
+        _adopt_suite(events, workdir / "suite.pt", key)  # its memory peak is not learned: no test ran
+        if cached_suite(key):
+            return "built"
+        return f"not built ({exit_cause(outcome.returncode) if outcome.returncode else outcome.limit or 'no suite'})"
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def _adopt_suite(events: list, saved: Path, key: str) -> None:
     """Keep the suite this child built for the next evaluation of the same operator, if the file
     still holds what the child announced before its candidate ran."""
-    from harness.events import Suite, first
+    from harness.events import Suite
     announced = first(events, Suite)
     if announced is not None and announced.saved_sha256:
         adopt(saved, announced.saved_sha256, key)

@@ -68,7 +68,7 @@ class FakeLLMServer:
 
     def _next(self, path: str, body: dict) -> tuple:
         with self._lock:
-            self.requests.append({"path": path, "body": body})
+            self.requests.append({"path": path, "body": body, "received_at": time.time()})
             if time.monotonic() < self.down_until:
                 self.refused += 1
                 return ("status", 503, "fake server: outage")

@@ -40,6 +40,8 @@ BAD_INPUT = [
     (["ops", "zzzz"], 0, "no overload name contains 'zzzz'"),
     (["ops", "--family", "nonsense"], 0, "no prompt family 'nonsense'"),
     (["schema", "nonsense"], 2, "invalid choice: 'nonsense'"),
+    (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--evals-per-gpu", "0"], 2,
+     "--evals-per-gpu must be at least 1"),
     (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--retry-failed"], 2,
      "--retry-failed goes with --resume BATCH_ID"),
     (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--ray-address", "10.0.0.5:6379"], 2,

@@ -352,3 +352,22 @@ def test_counts_agree_everywhere_and_say_what_the_cpu_did_not_run(tmp_path, caps
     assert f"{own_total}/{own_total} tests passed" in out and "of aten.relu.default alone; --family tests all 3" in out
     assert main(["eval", "--op", "aten.relu.default", "--device", "cpu", "--family", "--root", str(tmp_path)]) == 0
     assert f"{total}/{total} tests passed (3 overloads; {own_total}/{own_total}" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_suite_is_built_while_the_provider_answers(tmp_path, monkeypatch, no_keys, demo_answers, capsys):
+    """The first prompt goes out and the operator's suite is built at the same time (a child of its
+    own, no candidate); the first answer's evaluation then loads it instead of building it."""
+    monkeypatch.setenv("BBAGENT_SUITE_CACHE", str(tmp_path / "suites"))  # nothing built before
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().answer(*demo_answers).latency(4.0) as server:
+        code = main(["generate", "--op", "aten.relu.default", "--rounds", "2", "--provider", "openai",
+                     "--base-url", server.url + "/v1", "--model", "gpt-test", "--root", str(tmp_path),
+                     "--timeout", "120"])
+    assert code == 0, capsys.readouterr()
+    run_dir, run = read_run(tmp_path)
+    ahead = run["suite_ahead"]
+    assert ahead["outcome"] == "built", ahead
+    first = json.loads((run_dir / "round-1" / "verdict.json").read_text())
+    assert any(note.startswith("suite reused") for note in first["suite"]["notes"]), first["suite"]["notes"]
+    asked_at = server.requests[0]["received_at"]
+    assert ahead["started_at"] < asked_at + 1.0  # it started with the request, not after the answer

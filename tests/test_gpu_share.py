@@ -244,3 +244,13 @@ def test_the_first_guess_comes_from_the_largest_trace_input():
     line = "cnt: 1, ((T([1024, 1024, 512], f32), T([1024, 1024, 512], f32)), {})"  # a dataset's own input: 4 GiB
     assert largest_call_bytes(["aten.add.Tensor"], {"aten.add.Tensor": [{"line": line}]}) == 4 * GIB
     assert largest_call_bytes(["aten.no_such_op.default"]) == 0
+
+
+def test_a_cold_child_gets_its_grant_pipe_too(tmp_path):
+    """Started as a fresh interpreter (no fork server), the child still asks for the GPU alone."""
+    from harness.evaluate import TimingOptions, evaluate
+    share = GpuShare(name="sim", capacity=0, max_shared=2)
+    verdict = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu", seed=1, share=share,
+                       warm=False, timing=TimingOptions(reuse=False))
+    assert verdict.passed, verdict.message
+    assert [i.phase for i in share.intervals] == ["shared", "exclusive"]

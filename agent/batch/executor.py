@@ -232,6 +232,17 @@ class LocalExecutor(SlotPool):
         shared = {"share": self.shares[slot.gpu]} if slot.gpu in self.shares else {}
         return self.run_evaluation(op, kernel_path, device=self.device, gpu=slot.gpu, **shared, **options)
 
+    def prepare_suite(self, op: str, **options) -> str:
+        """``harness.evaluate.prepare_suite`` on a slot of its own (the build runs references on
+        the GPU), so that the operator's first evaluation loads the suite."""
+        from harness.evaluate import prepare_suite
+        slot = self._take(self._accepts(op))
+        try:
+            shared = {"share": self.shares[slot.gpu]} if slot.gpu in self.shares else {}
+            return prepare_suite(op, device=self.device, gpu=slot.gpu, **shared, **options)
+        finally:
+            self._give(slot)
+
     def gpu_label(self) -> str:
         if self.device == "cpu":
             return "cpu"

@@ -239,6 +239,9 @@ class Agent:
 
     def generate(self) -> Outcome:
         outcome = Outcome("failed", self.run.path)
+        prepare = getattr(self.evaluate, "prepare", None)
+        if prepare is not None:  # the suite is built while the model writes its first answer
+            prepare(self.op)
         try:
             self.messages = [{"role": "user", "content": render_prompt(
                 self.op, also_serves=self.serves[1:], device=self.options.device,
@@ -527,6 +530,9 @@ class Agent:
         verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
         self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
         self.state["environment"] = verdict.environment.model_dump()
+        prepared = getattr(self.evaluate, "prepared", None)
+        if prepared is not None and "suite_ahead" not in self.state:  # built while the first answer was written
+            self.state["suite_ahead"] = prepared
         record.update(outcome=verdict.verdict, summary=verdict.summary.model_dump(), error_kind=verdict.error_kind,
                       message=verdict.message, failures=failure_groups_of(verdict),
                       counts=verdict.test_counts().model_dump())

@@ -56,6 +56,7 @@ class Job:
     fail_fast_s: float | None = None  # seconds of tests after a failing first tier (harness.suite.tiers); None: run every test
     profile: bool = False  # the tests run under cProfile, the costliest calls printed last on stderr (benchmarks/eval_cost.py)
     grant_fd: int | None = None  # the GPU is shared: before timing, ask for it alone and wait for a byte here (gpu_share)
+    build_only: bool = False  # build the suite, save it (save_suite) and end: no candidate (harness.evaluate.prepare_suite)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,6 +109,10 @@ def run_job(job: Job, send) -> int:
                       overloads=[name for name, _, _ in suites], kernel_for=job.kernel_for or job.op,
                       build_s=round(time.perf_counter() - suite_started, 3), reused=reused, saved_sha256=saved))
     phases = {"start": round(suite_started - started, 3), "suite": round(time.perf_counter() - suite_started, 3)}
+    if job.build_only:
+        send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases,
+                         device_memory_peak=_device_memory_peak(job.device)))
+        return 0
     mark = time.perf_counter()
     launches, compile_clock = _instrument(job.device, send)
     stopwatch = Stopwatch()
