@@ -42,6 +42,8 @@ BAD_INPUT = [
     (["schema", "nonsense"], 2, "invalid choice: 'nonsense'"),
     (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--evals-per-gpu", "0"], 2,
      "--evals-per-gpu must be at least 1"),
+    (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--evals-per-gpu", "2", "--device", "cpu"], 2,
+     "this batch evaluates on the CPU"),
     (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--retry-failed"], 2,
      "--retry-failed goes with --resume BATCH_ID"),
     (["batch", "--ops", "aten.relu.default", "--provider", "replay", "--ray-address", "10.0.0.5:6379"], 2,

@@ -166,6 +166,8 @@ def make_executor(plan: Plan, options: GenerateOptions):
     from agent.batch.executor import LocalExecutor
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     device = options.device or default_device()
+    if device == "cpu" and plan.evals_per_gpu:
+        raise UsageError("--evals-per-gpu shares a GPU; this batch evaluates on the CPU (one evaluation per core)")
     return LocalExecutor(device, gpus=check_gpus(plan.gpus, device), per_gpu=plan.evals_per_gpu)
 
 
