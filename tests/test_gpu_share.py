@@ -234,6 +234,9 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
     assert "### GPUs of session 1" in summary and "| gpu-0" in summary
     if gpu.get("samples") is None:
         assert "not measured" in summary
+    from agent.reports.html import batch_metadata
+    rows = dict(batch_metadata(runner.ledger.meta()))
+    assert rows["GPUs"].startswith("gpu-0: 4 evaluations") and "waited" in rows["GPUs"]  # the report says it too
 
 
 def test_the_first_guess_comes_from_the_largest_trace_input():

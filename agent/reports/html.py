@@ -97,7 +97,14 @@ def batch_metadata(meta: dict) -> list[tuple[str, str]]:
             ("provider / model", f"{options.get('provider', '-')} / {options.get('model') or '-'}"
                                  + (f" at {options['base_url']}" if options.get("base_url") else "")),
             ("options", _options_line(options)),
-            ("stopped early", meta.get("ended_by") or "no")]
+            ("stopped early", meta.get("ended_by") or "no")] + _gpu_rows(sessions)
+
+
+def _gpu_rows(sessions: list[dict]) -> list[tuple[str, str]]:
+    """Per session that ran on GPUs: each GPU's evaluations, waits and own utilization (NVML)."""
+    from agent.batch.display import gpu_line
+    return [(f"GPUs, session {n}" if len(sessions) > 1 else "GPUs", "; ".join(gpu_line(g) for g in session["gpus"]))
+            for n, session in enumerate(sessions, 1) if session.get("gpus")]
 
 
 def run_metadata(state: dict) -> list[tuple[str, str]]:
