@@ -257,3 +257,21 @@ def test_a_cold_child_gets_its_grant_pipe_too(tmp_path):
                        warm=False, timing=TimingOptions(reuse=False))
     assert verdict.passed, verdict.message
     assert [i.phase for i in share.intervals] == ["shared", "exclusive"]
+
+
+def test_a_lost_gpu_takes_every_slot_sharing_it_out_at_once(tmp_path):
+    from types import SimpleNamespace
+
+    from agent.batch.executor import RETIRE_AFTER, LocalExecutor
+    from agent.errors import InfrastructureError
+    lost = "evaluation exited with code 1 before the tests were built"
+
+    def evaluate(op, kernel_path, *, device, gpu, share, **options):
+        return SimpleNamespace(infrastructure=lost, error_kind="worker_error", message=lost, passed=False)
+    executor = LocalExecutor("cuda", gpus=[0], evaluate=evaluate, per_gpu=4)
+    for _ in range(RETIRE_AFTER):
+        with pytest.raises(InfrastructureError):
+            executor.evaluate("aten.relu.default", tmp_path / "kernel.py")
+    assert all(s.retired and s.retired.startswith("3 sandbox failures in a row") for s in executor.slots)
+    with pytest.raises(InfrastructureError, match="every evaluation slot is out of service"):
+        executor.evaluate("aten.relu.default", tmp_path / "kernel.py")

@@ -80,6 +80,10 @@ class SlotPool:
     def _accepts(self, op: str) -> Callable[[Slot], bool]:
         return lambda slot: True
 
+    def _same_device(self, slot: Slot) -> list[Slot]:
+        """The slots that go with ``slot`` when it is taken out (those sharing its GPU)."""
+        return [slot]
+
     def _no_slot_left(self) -> None:
         """Called when every slot is out of service, before giving up (a cluster may find new ones)."""
 
@@ -121,8 +125,9 @@ class SlotPool:
             self.condition.notify_all()
 
     def evaluate(self, op: str, kernel_path: Path, **options):
-        """The Verdict; InfrastructureError when the sandbox failed before the kernel ran. A slot that
-        fails so RETIRE_AFTER times in a row takes no more work (the batch goes on without it)."""
+        """The Verdict; InfrastructureError when the sandbox failed before the kernel ran. A slot (with
+        the slots sharing its GPU) that fails so RETIRE_AFTER times in a row takes no more work (the
+        batch goes on without it)."""
         while True:
             asked = time.time()
             slot = self._take(self._accepts(op))
@@ -144,9 +149,12 @@ class SlotPool:
                 slot.busy_s += time.time() - slot.busy_since
                 slot.evaluations += 1
                 slot.busy = None
-                slot.failures_in_a_row = slot.failures_in_a_row + 1 if failure else 0
+                device = self._same_device(slot)  # a lost GPU fails every slot sharing it: counted together
+                for same in device:
+                    same.failures_in_a_row = same.failures_in_a_row + 1 if failure else 0
                 if slot.failures_in_a_row >= RETIRE_AFTER:
-                    slot.retired = slot.retired or f"{RETIRE_AFTER} sandbox failures in a row, the last: {failure}"
+                    for same in device:
+                        same.retired = same.retired or f"{RETIRE_AFTER} sandbox failures in a row, the last: {failure}"
                 self._give(slot)
             if failure:
                 raise InfrastructureError(f"{slot.name}: {failure}")
@@ -231,6 +239,9 @@ class LocalExecutor(SlotPool):
             self.run_evaluation = run_evaluation
         shared = {"share": self.shares[slot.gpu]} if slot.gpu in self.shares else {}
         return self.run_evaluation(op, kernel_path, device=self.device, gpu=slot.gpu, **shared, **options)
+
+    def _same_device(self, slot: Slot) -> list[Slot]:
+        return [s for s in self.slots if s.gpu == slot.gpu] if slot.gpu is not None else [slot]
 
     def prepare_suite(self, op: str, **options) -> str:
         """``harness.evaluate.prepare_suite`` on a slot of its own (the build runs references on
