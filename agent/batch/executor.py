@@ -266,15 +266,11 @@ class LocalExecutor(SlotPool):
 
 
 def _total_memory(gpu: int) -> int:
-    """The GPU's memory in bytes, from the driver (NVML), else from torch (which then holds a CUDA
-    context in this process); 0 where neither knows."""
+    """The GPU's memory in bytes, from the driver (NVML); 0 where it cannot say (evaluations are
+    then admitted by count alone). Never through torch, which would hold a CUDA context here."""
     from harness.nvml import NvmlUnavailable, open_gpu
     from harness.sandbox.environment import physical_gpu
     try:
         return open_gpu(physical_gpu(gpu)).sample().memory_total
     except NvmlUnavailable:
-        import torch
-        try:
-            return torch.cuda.get_device_properties(gpu).total_memory
-        except (RuntimeError, AssertionError):  # no CUDA here after all: admission by count alone
-            return 0
+        return 0
