@@ -10,7 +10,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from agent.errors import UsageError
 from agent.options import engines_of, positive
