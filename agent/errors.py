@@ -42,3 +42,8 @@ class InfrastructureError(RuntimeError):
     """An evaluation never reached the kernel: the sandbox child died or failed before its tests
     were built (a GPU that fell off the bus, a driver error), or every evaluation slot is out of
     service. Not the kernel's failure."""
+
+
+class Terminated(KeyboardInterrupt):
+    """The process was asked to stop (SIGTERM: a scheduler's stop, a closed session): handled as
+    Ctrl-C is, so that a batch ends stopped, with its summary written and resumable."""

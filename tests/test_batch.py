@@ -278,6 +278,34 @@ def test_ctrl_c_marks_the_running_operator_interrupted_and_resume_redoes_only_it
     assert rows[ops[1]]["state"] == "accepted" and rows[ops[1]]["attempts"] == 1
 
 
+def test_sigterm_stops_a_batch_as_ctrl_c_does_and_the_printed_hint_resumes_it_from_anywhere(tmp_path):
+    """A scheduler's stop (SIGTERM) is not a crash: the running operator is interrupted, the session
+    ends stopped with its summary written, and the hint printed (with --root) works as copied."""
+    import shlex
+    op = "aten.relu.default"
+    replays = _replays(tmp_path, [op], 60.0)  # the model takes a minute: the batch is asking when stopped
+    root = tmp_path / "a root"  # a space: the hint must quote it
+    first = _batch(root, "--ops", op, "--replay", str(replays))
+    _wait_for(root, lambda rows: rows and rows[0]["state"] == "running"
+              and any((root / "runs").glob(f"*-{op}-*/run.json")))
+    first.send_signal(signal.SIGTERM)
+    out, err = first.communicate(timeout=60)
+    assert first.returncode == 130, out + err
+    assert "Traceback" not in err
+    hint = next(line for line in err.splitlines() if "continue with: " in line).split("continue with: ", 1)[1]
+    batch = sorted((root / "runs").glob("batch-*"))[-1]
+    assert hint == f"bbagent batch --resume {batch.name} --root {shlex.quote(str(root))}"
+    assert "interrupted (SIGTERM)" in (batch / "summary.md").read_text()
+    status = json.loads(subprocess.run([sys.executable, "-m", "bbagent", "status", "--root", str(root), "--json"],
+                                       cwd=tmp_path, capture_output=True, text=True, timeout=120).stdout)
+    assert status["liveness"]["state"] == "stopped" and status["counts"]["interrupted"] == 1
+    _replays(tmp_path, [op], 0.0)  # the model answers at once now
+    resumed = subprocess.run([sys.executable, "-m", *shlex.split(hint)], cwd=tmp_path, capture_output=True, text=True,
+                             timeout=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert _ledger_rows(root)[0]["state"] == "accepted"
+
+
 TWO = ["aten.relu.default", "aten.index_select.default"]
 
 

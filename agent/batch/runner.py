@@ -8,7 +8,7 @@ their leases while they run. Failures are sorted: a kernel that never passed is 
 operator (``failed``, class ``kernel``); a provider that cannot be reached is not (the operator is
 pending again, and every worker waits out a shared, growing pause, so an outage pauses the batch
 instead of failing it); a provider that cannot be set up for it (no key, no replay) fails it as
-``setup``. Ctrl-C marks the running operators ``interrupted``; ``--resume`` runs them
+``setup``. Ctrl-C (or SIGTERM, ``agent.errors.Terminated``) marks the running operators ``interrupted``; ``--resume`` runs them
 again, with the operators whose lease lapsed because their process died (``kill -9``).
 At the end, ``summary.json`` and ``summary.md`` in the batch directory.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
-from agent.errors import InfrastructureError, ProviderError, UsageError
+from agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
 from agent.machine import process_state, this_process
 from agent.storage import mark_interrupted
 
@@ -118,6 +118,7 @@ class Batch:
         for worker in workers:
             worker.start()
         interrupted = False
+        why = "Ctrl-C"
         try:
             renewed = noted = time.monotonic()
             while any(worker.is_alive() for worker in workers):
@@ -131,18 +132,19 @@ class Batch:
                     self.ledger.set_meta(activity=snapshot, heartbeat=snapshot["at"])
                     self.report("activity", snapshot)
                     noted = time.monotonic()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:
             interrupted = True
+            why = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
             self.stop.set()  # a worker's next report raises KeyboardInterrupt in its run (run.json: interrupted)
             stopped = self.ledger.interrupt_running()
             for worker in workers:  # a moment for runs between two steps to record it themselves
                 worker.join(timeout=1.0 / len(workers))
             for op in stopped:  # the rest die with this process, mid-step: their run.json says so
                 if self.run_dirs.get(op):
-                    mark_interrupted(Path(self.run_dirs[op]), "the batch was interrupted (Ctrl-C)")
+                    mark_interrupted(Path(self.run_dirs[op]), f"the batch was interrupted ({why})")
                 self.event("op_interrupted", op=op, run_dir=self.run_dirs.get(op))
         counts = self.ledger.counts()
-        self.end_session("interrupted (Ctrl-C)" if interrupted else f"stopped: {self.ended_by}" if self.ended_by
+        self.end_session(f"interrupted ({why})" if interrupted else f"stopped: {self.ended_by}" if self.ended_by
                          else "finished")
         write_summary(self.path, self.ledger)
         self.event("batch_end", counts=counts, interrupted=interrupted)

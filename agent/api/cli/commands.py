@@ -7,12 +7,16 @@ verdict fail); 2 usage error; 3 provider error; 4 check-model served nothing (no
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import shlex
+import signal
 import sys
 import time
 from pathlib import Path
 
 import bbagent as api
+from agent.errors import Terminated
 from bbagent import UsageError
 from bbagent.cli.parser import build_parser
 
@@ -201,7 +205,26 @@ def _generate_options(args) -> dict:
             "inductor_mode": args.inductor_mode, **_evaluation_options(args)}
 
 
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM (a scheduler's stop, a closed session) ends the command as Ctrl-C does
+    (``agent.errors.Terminated``) instead of killing it mid-write."""
+    def terminated(signum, frame):
+        raise Terminated("stopped by SIGTERM")
+    try:
+        previous = signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread (the API called from a thread): leave it as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def cmd_batch(args, out, err) -> int:
+    from rich.markup import escape
+
     from agent.batch.display import BatchDisplay
     from agent.options import GenerateOptions
     fields = _generate_options(args)
@@ -209,7 +232,7 @@ def cmd_batch(args, out, err) -> int:
                 retry_failed=args.retry_failed,
                 lease_s=args.lease, max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, deadline=args.deadline,
                 executor=args.executor, ray_address=args.ray_address, ray_resource=args.ray_resource)
-    with BatchDisplay(err) as display:
+    with BatchDisplay(err) as display, _sigterm_as_interrupt():
         if args.resume:  # the batch's own options; only those given here are passed, to be refused where they differ
             defaults = _generate_options(build_parser().parse_args(["batch"]))
             given = {PER_OP.get(k, k): v for k, v in fields.items() if v != defaults[k]}
@@ -219,21 +242,22 @@ def cmd_batch(args, out, err) -> int:
                                suite=args.suite, family=args.family, dataset=args.dataset,
                                include_synthetic=args.include_synthetic, report=display.hear, **plan)
     c = result.counts
+    resume = f"bbagent batch --resume {result.batch_id} --root {shlex.quote(str(result.path.parent.parent))}"
     if args.json:
         print(json.dumps({"batch_id": result.batch_id, "path": str(result.path), "counts": c,
                           "interrupted": result.interrupted, "nothing_to_do": result.nothing_to_do}))
     elif result.nothing_to_do:
         out.print(f"{result.batch_id}: nothing to do ({c['accepted']} accepted, {c['failed']} failed, "
                   f"{c['skipped']} skipped of {c['total']}); nothing changed"
-                  + (f"; run the failed ones again with: bbagent batch --resume {result.batch_id} --retry-failed"
+                  + (f"; run the failed ones again with: {resume} --retry-failed"
                      if c["failed"] and not args.retry_failed else ""))
     else:
         out.print(f"{result.batch_id}: {c['accepted']} accepted, {c['failed']} failed, {c['skipped']} skipped, "
                   f"{c['interrupted']} interrupted of {c['total']}; summary in {result.path / 'summary.md'}")
     if result.ended_by:
-        err.print(f"stopped early: {result.ended_by}; continue with: bbagent batch --resume {result.batch_id}")
+        err.print(f"stopped early: {escape(result.ended_by)}; continue with: {escape(resume)}")
     if result.interrupted:
-        err.print(f"interrupted; continue with: bbagent batch --resume {result.batch_id}")
+        err.print(f"interrupted; continue with: {escape(resume)}")
         return EXIT_INTERRUPTED
     return EXIT_FAIL if c["failed"] or c["pending"] or c["running"] else EXIT_OK
 
