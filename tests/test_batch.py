@@ -306,6 +306,28 @@ def test_sigterm_stops_a_batch_as_ctrl_c_does_and_the_printed_hint_resumes_it_fr
     assert _ledger_rows(root)[0]["state"] == "accepted"
 
 
+def test_why_an_operator_failed_is_shown_whole_in_the_console_status_and_summary(tmp_path, capsys):
+    """A guard failure's message is "its source breaks these rules:" then the rule on the next line:
+    the reason shown everywhere carries the rule, not the line ending in a colon."""
+    from bbagent.cli import main
+    op = "aten.relu.default"
+    replays = tmp_path / "replays"
+    replays.mkdir()
+    source = (ROOT / "tests" / "kernels" / "relu_triton.py").read_text()
+    source = source.replace("import torch", "import threading\nimport torch", 1)
+    (replays / f"{op}.json").write_text(json.dumps({"model": "replayed", "exchanges": [
+        {"response": f"```python\n{source}```\n"}]}))
+    rule = "imports 'threading', which a kernel does not need"
+    code = main(["batch", "--ops", op, "--provider", "replay", "--replay", str(replays), "--rounds", "1",
+                 "--root", str(tmp_path), "--device", "cpu"])
+    console = capsys.readouterr()
+    assert code == 1 and rule in " ".join(console.err.split()), console.err
+    batch = sorted((tmp_path / "runs").glob("batch-*"))[-1]
+    assert rule in (batch / "summary.md").read_text()
+    assert main(["status", "--root", str(tmp_path)]) == 0
+    assert rule in " ".join(capsys.readouterr().out.split())
+
+
 TWO = ["aten.relu.default", "aten.index_select.default"]
 
 

@@ -317,7 +317,7 @@ def test_why_a_run_failed_names_the_closest_kernel_its_error_kinds_and_the_answe
         "no candidate passed in 3 round(s); closest: round 1, 97/98 tests passed (mismatch x1, first trace-12); "
         "no code block in the answer of round(s) 3")
     assert why_failed([{**broken, "round": 1}]).text() == ("no candidate passed in 1 round(s); closest: round 1: compile_error: "
-                                           "CompilationError: at 3:4")
+                                           "CompilationError: at 3:4 more")  # every line, joined
     everywhere = {"round": 1, "outcome": "fail", "summary": {"passed": 0, "total": 98},
                   "failures": [{"error_kind": "mismatch", "count": 98, "first_test": "opinfo-0"}]}
     assert "0/98 tests passed (mismatch x98, first opinfo-0)" in why_failed([everywhere]).text()

@@ -50,7 +50,7 @@ def event_line(event: str, data: dict) -> str | None:
                 f"{data['pause_s']:g} s)[/yellow]: {escape(str(data['error'])[:200])}")
     if event == "op_end":
         if data["state"] != "accepted":
-            tail = f" ({data.get('error_class')})" + (f": {escape(str(data['error'])[:240])}" if data.get("error") else "")
+            tail = f" ({data.get('error_class')})" + (f": {escape(str(data['error']))}" if data.get("error") else "")
         else:
             speedup = data.get("best_speedup")
             rounds = data.get("rounds")

@@ -385,7 +385,7 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
         inductor = (r["baseline_speedups"] or {}).get("inductor")
         over = (f"{inductor:.3g}x | " if inductor is not None else " | ") if compared else ""
         fast_1 = next((f"{v:.0%}" for k, v in (r["fast_p"] or {}).items() if float(k) == 1.0), "")
-        error = (f"{r['error_class']}: " if r["error_class"] else "") + (r["error"] or "").replace("|", "/")[:300]
+        error = (f"{r['error_class']}: " if r["error_class"] else "") + " ".join((r["error"] or "").split()).replace("|", "/")
         lines.append(f"| {r['op']} | {r['state']} | {r['attempts']} | {r['rounds'] or ''} | {speedup} | {over}{fast_1} | "
                      f"{r['gpu'] or ''} | {r['cost_usd']:.4f} | {error.strip() if r['state'] != 'accepted' else ''} |")
     if len({r["gpu"] for r in summary["ops"] if r["best_speedup"] is not None}) > 1:

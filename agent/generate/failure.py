@@ -40,7 +40,7 @@ class WhyFailed(BaseModel):
                 best += " (" + ", ".join(f"{k.error_kind} x{k.count}" + (f", first {k.first_test}" if k.first_test
                                                                          else "") for k in self.kinds) + ")"
             elif self.error_kind:
-                best += f": {self.error_kind}" + (f": {first_line(self.message)}" if self.message else "")
+                best += f": {self.error_kind}" + (f": {one_line(self.message)}" if self.message else "")
             parts.append(best)
         elif not self.no_code_rounds and not self.provider_error_rounds:
             parts.append("no kernel was evaluated")
@@ -91,7 +91,8 @@ def why_failed(rounds: list[dict]) -> WhyFailed:
     return why
 
 
-def first_line(text: str | None, width: int = 160) -> str:
-    """The first non-blank line of ``text``, cut to ``width`` with "..."."""
-    line = next((part.strip() for part in (text or "").splitlines() if part.strip()), "")
+def one_line(text: str | None, width: int = 600) -> str:
+    """``text`` on one line: its non-blank lines joined (a message such as "its source breaks these
+    rules:" keeps the rules that follow), cut to ``width`` with "..." (verdict.json has it whole)."""
+    line = " ".join(part.strip() for part in (text or "").splitlines() if part.strip())
     return line if len(line) <= width else line[:width - 3] + "..."

@@ -126,7 +126,7 @@ def run_metadata(state: dict) -> list[tuple[str, str]]:
 def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, error_class: str, error: str) -> dict:
     run = read_json(root / "runs" / run_id / "run.json") if run_id else {}
     row = {"op": op, "state": state, "run_id": run_id, "rounds": rounds, "cost_usd": cost or 0.0,
-           "cost_known": run.get("cost_complete", True), "error_class": error_class, "error": error[:600],
+           "cost_known": run.get("cost_complete", True), "error_class": error_class, "error": error,
            "speedup": None, "untimed": None, "shapes": [], "review": None, "kernel": None,
            "transcript": str(root / "runs" / run_id) if run_id else None}
     if state != "accepted":

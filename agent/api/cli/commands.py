@@ -338,7 +338,7 @@ def cmd_review(args, out, err) -> int:
 def cmd_status(args, out, err) -> int:
     from rich.markup import escape
 
-    from agent.generate.failure import first_line
+    from agent.generate.failure import one_line
     status = api.batch_status(args.batch_id, root=args.root)
     if args.json:
         print(json.dumps(status, default=str))
@@ -360,7 +360,7 @@ def cmd_status(args, out, err) -> int:
         for gpu in status["last_activity"]["gpus"]:
             out.print(escape(gpu_line(gpu)))
     for row in status["ops"]:
-        why = f"  {row['error_class']}: {escape(first_line(row['error'], 100))}" if row["error_class"] else ""
+        why = f"  {row['error_class']}: {escape(one_line(row['error']))}" if row["error_class"] else ""
         out.print(f"  {row['op']:<40} {row['state']:<11} attempts {row['attempts']}{why}")
     if status["resume"]:
         out.print(f"continue it with: {escape(status['resume'])}")
