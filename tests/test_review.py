@@ -263,3 +263,15 @@ def test_review_of_an_operator_that_failed_says_why(tmp_path, capsys):
     assert main(["review", "show", "aten.exp.default", "--root", str(tmp_path)]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert f"Its last run, {run.name}, failed: no candidate passed in 5 round(s); closest: round 3, 97/98" in err
+
+
+def test_review_show_piped_prints_the_kernel_file_as_it_is(tree):
+    """Piped (as `bbagent review show OP > kernel.py` is), stdout is the file itself: no line numbers,
+    no trailing spaces; the review's facts go to stderr."""
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "bbagent", "review", "show", RELU, "--root", str(tree)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (KERNELS / "relu_strided.py").read_text()  # the current version, byte for byte
+    assert "needs_review" in done.stderr and "folder:" in done.stderr and "Traceback" not in done.stderr

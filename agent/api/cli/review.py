@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from rich.markup import escape
 from rich.syntax import Syntax
@@ -52,34 +53,41 @@ def _list(args, out, err) -> int:
 
 
 def _show(args, out, err) -> int:
+    """In a terminal: the kernel's review facts and its code, highlighted. Piped: stdout gets the
+    kernel file exactly as it is (``review show OP > kernel.py`` saves it), the facts go to stderr."""
     shown = api.review_show(args.op, args.root, args.version)
     if args.json:
         print(json.dumps(shown, indent=1, default=str))
         return 0
-    widen(out)
+    info = out if out.is_terminal else err
+    widen(info)
     meta = shown["meta"]
     review = meta["review"]
-    out.print(f"[bold]{escape(shown['op'])}[/bold] version {shown['version']}"
-              f"{' (current)' if shown['current'] else ''}: {_status(shown['status'])}"
-              + (f" by {escape(str(review['by']))} at {review['at']}" if review.get("by") else "")
-              + (f" - {escape(review['note'])}" if review.get("note") else ""))
+    info.print(f"[bold]{escape(shown['op'])}[/bold] version {shown['version']}"
+               f"{' (current)' if shown['current'] else ''}: {_status(shown['status'])}"
+               + (f" by {escape(str(review['by']))} at {review['at']}" if review.get("by") else "")
+               + (f" - {escape(review['note'])}" if review.get("note") else ""))
     for change in shown["changes"]:
-        out.print(f"  changed since its tests: {escape(change)}")
+        info.print(f"  changed since its tests: {escape(change)}")
     tests = meta.get("tests") or {}
     where = meta.get("gpu") or "CPU (Triton interpreter)"
-    out.print(f"model {escape(str(meta.get('model')))} ({meta.get('provider')}), run {meta.get('run_id')}, round "
-              f"{meta.get('round')}; tests: {count_text(tests)} on {escape(where)}; "
-              f"cost ${meta.get('cost_usd') or 0:.4f}; serves {', '.join(meta.get('serves') or [shown['op']])}")
+    info.print(f"model {escape(str(meta.get('model')))} ({meta.get('provider')}), run {meta.get('run_id')}, round "
+               f"{meta.get('round')}; tests: {count_text(tests)} on {escape(where)}; "
+               f"cost ${meta.get('cost_usd') or 0:.4f}; serves {', '.join(meta.get('serves') or [shown['op']])}")
     for flag in shown["flags"]:
-        out.print(f"[yellow]flag:[/yellow] {escape(flag)}")
-    out.print(Syntax(shown["kernel_source"], "python", line_numbers=True, word_wrap=True))
-    _print_shapes(out, meta.get("performance") or {})
-    out.print(f"folder: {shown['dir']}")
-    out.print(f"transcript: {shown['transcript'] or 'runs/' + str(meta.get('run_id')) + ' (not under this root)'}")
+        info.print(f"[yellow]flag:[/yellow] {escape(flag)}")
+    if out.is_terminal:
+        out.print(Syntax(shown["kernel_source"], "python", line_numbers=True, word_wrap=True))
+    else:
+        sys.stdout.write(shown["kernel_source"])
+        sys.stdout.flush()
+    _print_shapes(info, meta.get("performance") or {})
+    info.print(f"folder: {shown['dir']}")
+    info.print(f"transcript: {shown['transcript'] or 'runs/' + str(meta.get('run_id')) + ' (not under this root)'}")
     if len(shown["versions"]) > 1:
-        out.print("versions: " + ", ".join(f"v{v['version']} {_status(v['status'])}" for v in shown["versions"])
-                  + (f"; enable() serves v{shown['served_version']}" if shown["served_version"] else
-                     "; none approved: enable() serves none"))
+        info.print("versions: " + ", ".join(f"v{v['version']} {_status(v['status'])}" for v in shown["versions"])
+                   + (f"; enable() serves v{shown['served_version']}" if shown["served_version"] else
+                      "; none approved: enable() serves none"))
     return 0
 
 
