@@ -73,6 +73,19 @@ def test_report_is_one_offline_page_with_charts_links_and_failures(batch, capsys
     assert "no batch or run 'batch-nope'" in capsys.readouterr().err
 
 
+def test_without_matplotlib_the_report_has_its_tables_and_says_how_to_get_the_charts(batch, capsys, monkeypatch):
+    """matplotlib is an optional extra: without it, `report` still writes the page (exit 0, not an
+    internal error), with one line on the page and one on stderr naming the install."""
+    import sys
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    assert main(["report", "--root", str(batch)]) == 0
+    captured = capsys.readouterr()
+    assert "pip install 'bbagent[report]'" in captured.err
+    page = Path(captured.out.strip()).read_text()
+    assert "<svg" not in page and "bbagent[report]" in page
+    assert "every round failed: values differ" in page  # the operators' table is whole
+
+
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 

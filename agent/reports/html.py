@@ -192,9 +192,25 @@ def _svg(figure) -> str:
     return text[text.index("<svg"):]
 
 
+NO_MATPLOTLIB = ("No charts: matplotlib (an optional extra) is not installed; pip install 'bbagent[report]' "
+                 "draws them. The tables below are complete.")
+
+
+def can_draw() -> bool:
+    """Whether matplotlib, which draws the charts, can be imported."""
+    import importlib.util
+    try:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def charts(ops: list[dict]) -> dict[str, str]:
     """The page's charts as inline SVG: speedups and fast_p where something was timed, per-shape
-    speedups (where shapes were timed), cost (where a price was known) and rounds."""
+    speedups (where shapes were timed), cost (where a price was known) and rounds. None without
+    matplotlib (``NO_MATPLOTLIB`` says so on the page)."""
+    if not can_draw():
+        return {}
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -326,7 +342,8 @@ def render(data: dict, out: Path) -> str:
     return template.render(title=data["title"], funnel=funnel(ops), charts=drawn, rows=rows,
                            slowest=slowest, costliest=costliest, geomean=geomean, meta=data.get("meta") or [],
                            files=[_link(str(f), base, f.name + ("/" if f.is_dir() else "")) for f in data.get("files", [])],
-                           untimed=None if "speedups" in drawn else untimed_reason(ops),
+                           untimed=(None if "speedups" in drawn else untimed_reason(ops) if can_draw()
+                                    else NO_MATPLOTLIB),
                            total_cost=cost_text(total, all(o["cost_known"] for o in ops)),
                            asked=f"{len(ops)} operator{'s' * (len(ops) != 1)} asked")
 

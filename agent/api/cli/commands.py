@@ -324,8 +324,12 @@ def cmd_check_model(args, out, err) -> int:
 
 
 def cmd_report(args, out, err) -> int:
+    from agent.reports.html import NO_MATPLOTLIB, can_draw
     with _waiting(err, "drawing the report"):
         path = api.report(args.ident, root=args.root, out=args.out)
+    if not can_draw():
+        from rich.markup import escape
+        err.print(escape(NO_MATPLOTLIB))
     print(path)
     return EXIT_OK
 
