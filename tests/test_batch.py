@@ -280,7 +280,8 @@ def test_ctrl_c_marks_the_running_operator_interrupted_and_resume_redoes_only_it
 
 def test_sigterm_stops_a_batch_as_ctrl_c_does_and_the_printed_hint_resumes_it_from_anywhere(tmp_path):
     """A scheduler's stop (SIGTERM) is not a crash: the running operator is interrupted, the session
-    ends stopped with its summary written, and the hint printed (with --root) works as copied."""
+    ends stopped with its summary written, and the hint printed (with --root) works as copied. An
+    option given again is refused even at its default value (--rounds 5 for a batch of 3 rounds)."""
     import shlex
     op = "aten.relu.default"
     replays = _replays(tmp_path, [op], 60.0)  # the model takes a minute: the batch is asking when stopped
@@ -299,6 +300,9 @@ def test_sigterm_stops_a_batch_as_ctrl_c_does_and_the_printed_hint_resumes_it_fr
     status = json.loads(subprocess.run([sys.executable, "-m", "bbagent", "status", "--root", str(root), "--json"],
                                        cwd=tmp_path, capture_output=True, text=True, timeout=120).stdout)
     assert status["liveness"]["state"] == "stopped" and status["counts"]["interrupted"] == 1
+    refused = subprocess.run([sys.executable, "-m", *shlex.split(hint), "--rounds", "5"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120)  # 5: the default, not the batch's 3
+    assert refused.returncode == 2 and "drop --rounds" in refused.stderr, refused.stdout + refused.stderr
     _replays(tmp_path, [op], 0.0)  # the model answers at once now
     resumed = subprocess.run([sys.executable, "-m", *shlex.split(hint)], cwd=tmp_path, capture_output=True, text=True,
                              timeout=300)

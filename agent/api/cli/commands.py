@@ -23,6 +23,19 @@ from bbagent.cli.parser import build_parser
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 EXIT_NOTHING_CHECKED = 4  # check-model: no generated kernel served a call, so nothing was checked
 PER_OP = {"max_cost_usd": "max_cost_per_op", "max_tokens": "max_tokens_per_op"}  # a batch's per-operator budgets
+# a batch's GenerateOptions field -> the parser destination of its flag, where the names differ
+FIELD_FLAGS = {**PER_OP, "dispatch": "no_dispatch", "profile_feedback": "no_profile_feedback", "timeout_s": "timeout"}
+
+
+def _given_dests(argv: list[str]) -> set[str]:
+    """The parser destinations of the options ``argv`` gives explicitly to ``batch``, whatever their
+    values (the batch parser parses it again with no defaults, so only what was given is set)."""
+    import argparse
+    parser = build_parser()
+    batch = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices["batch"]
+    for action in batch._actions:
+        action.default = argparse.SUPPRESS
+    return set(vars(parser.parse_args(argv)))
 
 
 def _evaluation_options(args) -> dict:
@@ -235,7 +248,9 @@ def cmd_batch(args, out, err) -> int:
     with BatchDisplay(err) as display, _sigterm_as_interrupt():
         if args.resume:  # the batch's own options; only those given here are passed, to be refused where they differ
             defaults = _generate_options(build_parser().parse_args(["batch"]))
-            given = {PER_OP.get(k, k): v for k, v in fields.items() if v != defaults[k]}
+            explicit = _given_dests(args.argv)  # a flag given at its default value is given too
+            given = {PER_OP.get(k, k): v for k, v in fields.items()
+                     if v != defaults[k] or FIELD_FLAGS.get(k, k) in explicit}
             result = api.batch(root=args.root, resume=args.resume, report=display.hear, **plan, **given)
         else:
             result = api.batch(args.ops, GenerateOptions.of(batch=True, **fields), root=args.root, ops_file=args.ops_file,
