@@ -114,9 +114,10 @@ def steps(check: Check) -> list[tuple[str, callable]]:
         rows = json.loads(check.bbagent("review", "list", "--json").stdout)
         if [(r["op"], r["status"]) for r in rows] != [(RELU, "approved")]:
             raise StepFailed(f"review list says {rows}")
-        shown = check.bbagent("review", "show", RELU).stdout
-        if "approved" not in shown:
-            raise StepFailed("review show does not say approved")
+        shown = check.bbagent("review", "show", RELU)  # piped: the kernel file on stdout, the facts on stderr
+        kernel = (check.work / "generated_kernels" / RELU / "kernel.py").read_text()
+        if "approved" not in shown.stderr or shown.stdout != kernel:
+            raise StepFailed("review show does not say approved, or its stdout is not the kernel file")
         return "approved, listed, shown"
 
     def batch():
