@@ -275,3 +275,22 @@ def test_review_show_piped_prints_the_kernel_file_as_it_is(tree):
     assert done.returncode == 0, done.stderr
     assert done.stdout == (KERNELS / "relu_strided.py").read_text()  # the current version, byte for byte
     assert "needs_review" in done.stderr and "folder:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_kernels_and_runs_piped_are_lines_under_a_header_with_every_path_whole(tree):
+    import subprocess
+    import sys
+    run = tree / "runs" / "20261120-000000-aten.relu.default-abcd"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"op": RELU, "status": "accepted", "cost_usd": 0.01}))
+
+    def piped(*argv) -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "bbagent", *argv, "--root", str(tree)], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        return done.stdout.splitlines()
+    header, *rows = piped("kernels")
+    assert header.split("\t") == ["written for", "serves", "tests", "speed", "model", "folder"]
+    assert len(rows) == 2 and all(Path(row.split("\t")[-1]).is_dir() for row in rows)  # each folder path whole
+    header, *rows = piped("runs")
+    assert header.split()[:4] == ["run", "kind", "status", "op"] and run.name in rows[0]

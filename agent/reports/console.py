@@ -273,19 +273,30 @@ def print_ops(console: Console, rows: list[dict], total: int) -> None:
                   "and variants")
 
 
+KERNEL_COLUMNS = ("written for", "serves", "tests", "speed", "model", "folder")
+
+
 def print_kernels(console: Console, entries: list[dict]) -> None:
+    """A table in a terminal; piped, tab-separated lines under a header, each value whole (a folder's
+    path is never folded)."""
     from rich.table import Table
     from agent.review.meta import PerformanceRecord
     from agent.review.record import speed_line
     from harness.verdict import short_count
-    table = Table(box=None, pad_edge=False)
-    for column in ("written for", "serves", "tests", "speed", "model", "folder"):
-        table.add_column(column, overflow="fold")
+    rows = []
     for e in entries:
         tests = e.get("tests") or {}
         speed = speed_line(PerformanceRecord.model_validate(e["performance"])).split(";")[0] if e.get("performance") else "-"
-        table.add_row(e["written_for"], ", ".join(e["serves"]), short_count(tests),
-                      speed, f"{e.get('provider', '?')}/{e.get('model', '?')}", e["dir"])
+        rows.append((e["written_for"], ", ".join(e["serves"]), short_count(tests), speed,
+                     f"{e.get('provider', '?')}/{e.get('model', '?')}", str(e["dir"])))
+    if not console.is_terminal:
+        console.file.write("".join("\t".join(row) + "\n" for row in [KERNEL_COLUMNS, *rows]))  # tabs kept
+        return
+    table = Table(box=None, pad_edge=False)
+    for column in KERNEL_COLUMNS:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     widen(console)
     console.print(table)
     served = sum(len(e["serves"]) for e in entries)

@@ -300,6 +300,8 @@ def cmd_runs(args, out, err) -> int:
         return EXIT_OK
     if not entries:
         err.print(f"no runs under {api.resolve_root(args.root) / 'runs'}")
+    else:
+        out.print(f"{'run':<52} {'kind':<5} {'status':<11} {'op':<34} cost", markup=False)
     for e in entries:
         cost = f"${e['cost_usd']:.4f}" if e.get("cost_usd") is not None else ""
         out.print(f"{e['id']:<52} {e['kind']:<5} {e['status'] or '':<11} {e['op'] or '':<34} {cost}",
