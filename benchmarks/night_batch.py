@@ -26,7 +26,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -71,34 +70,11 @@ def write_replays(where: Path, latency_s: float, answers: dict[str, Path]) -> No
                                                       "exchanges": [{"response": answer}]}))
 
 
-class Sampler:
-    """NVML utilization and memory of one GPU, every second, in a thread."""
-
-    def __init__(self, gpu: str):
-        sys.path.insert(0, str(ROOT))
-        from harness.nvml import NvmlUnavailable, open_gpu
-        try:
-            self.gpu = open_gpu(gpu)
-        except NvmlUnavailable as exc:
-            print(f"no NVML: {exc}", file=sys.stderr)
-            self.gpu = None
-        self.samples: list[tuple[float, int, int]] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while self.gpu is not None and not self.stop.wait(1.0):
-            sample = self.gpu.sample()
-            self.samples.append((time.time(), sample.utilization, sample.memory_used))
-
-    def summary(self) -> dict:
-        self.stop.set()
-        self.thread.join(3)
-        values = [u for _, u, _ in self.samples]
-        return {"samples": len(values), "utilization_mean": round(sum(values) / len(values), 1) if values else None,
-                "seconds_busy_share": round(sum(v > 0 for v in values) / len(values), 3) if values else None,
-                "memory_peak_gib": round(max(m for _, _, m in self.samples) / 2**30, 1) if values else None}
+def gpu_use(monitor) -> dict:
+    """The batch's GPU as this script's own monitor saw it (the same for any tree it runs)."""
+    use = monitor.summary().get(0, {})
+    return {"samples": use.get("samples", 0), "utilization_mean": use.get("utilization_mean"),
+            "seconds_busy_share": use.get("busy_share"), "memory_peak_gib": use.get("memory_peak_gib")}
 
 
 def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | None) -> dict:
@@ -114,7 +90,11 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
                "--replay", str(replays), "--rounds", "1", "--root", str(root), "--json", "--exact-overload"]
     command += ["--jobs", str(args.jobs)] if args.jobs else []
     command += ["--evals-per-gpu", str(args.evals_per_gpu)] if args.evals_per_gpu else []
-    sampler = Sampler(os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0])
+    sys.path.insert(0, str(ROOT))
+    from agent.batch.gpu_monitor import GpuMonitor  # NVML every second, as a batch samples its GPUs
+    monitor = GpuMonitor({0: os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]})
+    if monitor.unavailable:
+        print(f"no NVML: {monitor.unavailable}", file=sys.stderr)
     started = time.time()
     batch = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -125,7 +105,8 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
         stdout, stderr = batch.communicate()
         stopped = True
     wall = time.time() - started
-    gpu = sampler.summary()
+    monitor.stop()
+    gpu = gpu_use(monitor)
     verdicts = [json.loads(p.read_text()) for p in root.glob("runs/*/round-*/verdict.json")]
     runs = [json.loads(p.read_text()) for p in root.glob("runs/*/run.json")]
     finished = [r for r in runs if r.get("status") in ("accepted", "failed")]

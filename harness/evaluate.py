@@ -35,8 +35,6 @@ from harness.verdict import Verdict
 
 __all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "prepare_suite", "default_device",
            "finish_timing", "physical_gpu"]
-# the job's fields that shape its suite (with the overloads and the device): a cached suite's key
-SUITE_OPTIONS = ("cpu_max_numel", "extra_traces", "channels_last")
 
 
 class KernelFileError(ValueError):
@@ -105,7 +103,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     source = kernel_path.read_bytes()
     device = device or default_device()
     limits = limits or Limits()
-    seed = seed if seed is not None else int.from_bytes(os.urandom(4), "little") % (2**31)
+    seed = seed if seed is not None else _fresh_seed()
     findings = check_source(source.decode("utf-8", "replace")) if static_check else []
     if findings:  # rejected before any of its code runs
         return _redacted(assemble(op, kernel_path, source, seed, [], ChildOutcome(returncode=0), timeout_s,
@@ -114,13 +112,11 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     try:
         (workdir / "candidate.py").write_bytes(source)
         shared_env = base_env(device, gpu)
-        job = {"op": op, "kernel": str(workdir / "candidate.py"), "seed": seed, "device": device,
-               "workdir": str(workdir), "hidden": [str(Path(p).resolve()) for p in hidden or []],
-               "tool_write_dirs": [_triton_cache(shared_env)], "cpu_max_numel": cpu_max_numel,
+        options = _suite_options(cpu_max_numel, extra_traces, channels_last)
+        job = {**_child_job(op, overloads, device, seed, workdir, hidden, shared_env, options),
                "timing": timing.request(op) if timing else None, "kernel_for": kernel_for or op,
-               "overloads": overloads, "namespaces": namespaces, "extra_traces": extra_traces or {},
-               "channels_last": channels_last, "fail_fast_s": fail_fast_s, "profile": profile}
-        key = suite_key(overloads, device, {name: job[name] for name in SUITE_OPTIONS})
+               "namespaces": namespaces, "fail_fast_s": fail_fast_s, "profile": profile}
+        key = suite_key(overloads, device, options)
         child = _Child(op, kernel_path, source, job, key, shared_env, warm, timeout_s, limits, timing, workdir)
         verdict = child.run(None) if share is None else _on_shared_gpu(share, child)
         return _redacted(verdict, secrets)
@@ -217,7 +213,7 @@ def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | 
     failure here costs nothing but the saving (the evaluation builds it then)."""
     overloads = [op] + [name for name in (overloads or []) if name != op]
     device = device or default_device()
-    options = {"cpu_max_numel": cpu_max_numel, "extra_traces": extra_traces or {}, "channels_last": channels_last}
+    options = _suite_options(cpu_max_numel, extra_traces, channels_last)
     key = suite_key(overloads, device, options)
     if cached_suite(key):
         return "cached"
@@ -225,10 +221,8 @@ def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | 
     try:
         (workdir / "candidate.py").write_bytes(b"")  # never imported: the child ends once the suite is saved
         shared_env = base_env(device, gpu)
-        job = {"op": op, "kernel": str(workdir / "candidate.py"), "seed": int.from_bytes(os.urandom(4), "little") % 2**31,
-               "device": device, "workdir": str(workdir), "hidden": [str(Path(p).resolve()) for p in hidden or []],
-               "tool_write_dirs": [_triton_cache(shared_env)], "overloads": overloads, "build_only": True,
-               "save_suite": str(workdir / "suite.pt"), **options}
+        job = {**_child_job(op, overloads, device, _fresh_seed(), workdir, hidden, shared_env, options),
+               "build_only": True, "save_suite": str(workdir / "suite.pt")}
         hold = share.enter(share.need_for(key, expected_need(overloads, extra_traces)), op) if share else None
         try:
             events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, warm, timeout_s,
@@ -242,6 +236,24 @@ def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | 
         return f"not built ({exit_cause(outcome.returncode) if outcome.returncode else outcome.limit or 'no suite'})"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _fresh_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little") % (2**31)
+
+
+def _suite_options(cpu_max_numel: int, extra_traces: dict | None, channels_last: bool) -> dict:
+    """The job's fields that shape its suite: with the overloads and the device, a cached suite's key."""
+    return {"cpu_max_numel": cpu_max_numel, "extra_traces": extra_traces or {}, "channels_last": channels_last}
+
+
+def _child_job(op: str, overloads: list[str], device: str, seed: int, workdir: Path, hidden, shared_env: dict,
+               suite_options: dict) -> dict:
+    """What every child of ``op`` is told (an evaluation's, or a suite built ahead): its files, what
+    it may not see, where Triton writes, and the options that shape its suite."""
+    return {"op": op, "kernel": str(workdir / "candidate.py"), "seed": seed, "device": device, "workdir": str(workdir),
+            "hidden": [str(Path(p).resolve()) for p in hidden or []], "tool_write_dirs": [_triton_cache(shared_env)],
+            "overloads": overloads, **suite_options}
 
 
 def _adopt_suite(events: list, saved: Path, key: str) -> None:
