@@ -211,6 +211,8 @@ def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) ->
             "device_memory_peak_gib": round(done.device_memory_peak / 2**30, 2) if done and done.device_memory_peak else None,
             "memory_retries": done.memory_retries if done else 0,
             "memory_wait_s": done.memory_wait_s if done else 0.0,
+            "gpu_pauses": done.gpu_pauses if done else 0,
+            "gpu_paused_s": done.gpu_paused_s if done else 0.0,
             **_ahead_totals(of_kind(events, CompiledAhead)),
             **compile_totals(events)}
 

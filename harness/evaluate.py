@@ -224,10 +224,13 @@ def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | 
         job = {**_child_job(op, overloads, device, _fresh_seed(), workdir, hidden, shared_env, options),
                "build_only": True, "save_suite": str(workdir / "suite.pt")}
         hold = share.enter(share.need_for(key, expected_need(overloads, extra_traces)), op) if share else None
+        gate = ChildGate(share, hold) if share is not None else None  # it pauses for another's timing
         try:
             events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, warm, timeout_s,
-                                        limits or Limits())
+                                        limits or Limits(), gate=gate)
         finally:
+            if gate is not None:
+                gate.close()
             if hold is not None:
                 share.leave(hold)
         _adopt_suite(events, workdir / "suite.pt", key)  # its memory peak is not learned: no test ran

@@ -147,6 +147,8 @@ class Done(Event):
     device_memory_peak: int | None = None  # bytes: the most the child's allocator held (GPU only)
     memory_retries: int = 0  # tests run again after the harness's own work ran out of device memory
     memory_wait_s: float = 0.0  # the pauses before those retries
+    gpu_pauses: int = 0  # times it paused at a checkpoint for another evaluation's time alone (harness.gpu_pause)
+    gpu_paused_s: float = 0.0  # seconds those pauses lasted
 
 
 @dataclass

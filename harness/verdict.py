@@ -426,11 +426,15 @@ class Timings(_Strict):
     host_memory_peak_gib: float = 0.0  # the most the child's processes held at one of the watchdog's checks (0.1 s apart)
     # a GPU shared by phase (harness.sandbox.gpu_share): the most device memory the child's allocator
     # held; the tests run again after the harness's own work ran out of it, and the pauses before them;
-    # seconds waited to start and for the GPU alone; whether other evaluations ran beside this one's
-    # tests; and why it was run again alone, where it was (its first run's failure was not believed)
+    # seconds waited to start and for the GPU alone; the pauses its child made at checkpoints while
+    # another evaluation held the GPU alone, and their seconds; whether other evaluations ran beside
+    # this one's tests; and why it was run again alone, where it was (its first run's failure was not
+    # believed)
     device_memory_peak_gib: float | None = None
     memory_retries: int = 0
     memory_wait_s: float = 0.0
+    gpu_pauses: int = 0
+    gpu_paused_s: float = 0.0
     gpu_wait_s: float = 0.0
     gpu_shared: bool = False
     rerun_alone: str | None = None

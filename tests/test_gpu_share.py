@@ -4,6 +4,7 @@ evaluations here run on the CPU under the Triton interpreter; the child's reques
 is made there too (only the timing itself is GPU-only), so the phases are the real ones."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import gpu_pause
+from harness.gpu_pause import ChildPauses, PausePage
 from harness.sandbox.gpu_share import GpuShare, overlaps
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -53,17 +56,71 @@ def test_the_count_bounds_admission_too_and_unknown_memory_admits_by_count():
     assert len(third) == 1 and all(h.shared_with_others for h in holds)
 
 
-def test_the_gpu_alone_waits_for_every_test_phase_and_stops_new_ones():
+class SimulatedChild:
+    """A child's test loop through the real child side of the pause page: a checkpoint, then a
+    "test" of ``test_s``, recorded, until stopped."""
+
+    def __init__(self, hold, test_s: float = 0.02):
+        self.pauses = ChildPauses(os.dup(hold.page.fd), None, synchronize=lambda: None)
+        self.test_s, self.tests, self.stop = test_s, [], threading.Event()
+        self.thread = in_thread(self.run)
+
+    def run(self):
+        while not self.stop.is_set():
+            self.pauses.checkpoint()
+            started = time.monotonic()
+            time.sleep(self.test_s)
+            self.tests.append((started, time.monotonic()))
+
+    def end(self):
+        self.stop.set()
+        self.thread.join(2)
+
+
+def test_the_gpu_alone_waits_for_the_others_next_checkpoint_not_their_end():
     share = GpuShare(name="sim", capacity=10 * GIB, max_shared=8)
     timer, tester = share.enter(GIB), share.enter(GIB)
-    alone = threading.Event()
-    in_thread(lambda: (share.go_exclusive(timer), alone.set()))
-    assert not alone.wait(0.2)  # the other's tests still run
+    child = SimulatedChild(tester)
+    time.sleep(0.1)
+    asked = time.monotonic()
+    assert share.go_exclusive(timer)
+    granted = time.monotonic()
+    assert granted - asked < 0.5  # one test's length, not the tester's whole run
     latecomer = []
     in_thread(lambda: latecomer.append(share.enter(GIB)))
+    time.sleep(0.1)
+    assert len(latecomer) == 1  # admitted meanwhile: its child starts paused
+    late_child = SimulatedChild(latecomer[0])
+    time.sleep(0.2)
+    assert late_child.tests == []  # not one test while the GPU is held alone
+    ran_before = len(child.tests)
+    time.sleep(0.1)
+    assert len(child.tests) == ran_before  # the tester is paused too
+    released = time.monotonic()
+    share.leave(timer)
+    time.sleep(0.2)
+    assert late_child.tests and len(child.tests) > ran_before  # both let run again
+    for test_start, test_end in child.tests + late_child.tests:  # no test ran while the timer held the GPU
+        assert test_end <= granted or test_start >= released
+    child.end(), late_child.end()
+    share.leave(tester), share.leave(latecomer[0])
+    assert overlaps(share.intervals) == []
+    phases = [(i.hold, i.phase) for i in share.intervals]
+    assert (timer.number, "exclusive") in phases and phases.count((tester.number, "shared")) == 2
+    assert tester.paused_s >= released - granted and share.holding()["reserved_bytes"] == 0
+
+
+def test_one_that_cannot_pause_is_waited_for_and_not_admitted_meanwhile():
+    share = GpuShare(name="sim", capacity=10 * GIB, max_shared=8)
+    timer, stubborn = share.enter(GIB), share.enter(GIB, pausable=False)
+    alone = threading.Event()
+    in_thread(lambda: (share.go_exclusive(timer), alone.set()))
+    assert not alone.wait(0.2)  # it has no page: only its end makes it quiet
+    latecomer = []
+    in_thread(lambda: latecomer.append(share.enter(GIB, pausable=False)))
     time.sleep(0.2)
     assert not latecomer  # not admitted while one waits for the GPU alone: it never starves
-    share.leave(tester)
+    share.leave(stubborn)
     assert alone.wait(2)
     time.sleep(0.1)
     assert not latecomer  # nor while it holds the GPU
@@ -72,8 +129,49 @@ def test_the_gpu_alone_waits_for_every_test_phase_and_stops_new_ones():
     assert len(latecomer) == 1
     share.leave(latecomer[0])
     assert overlaps(share.intervals) == []
-    phases = [(i.hold, i.phase) for i in share.intervals]
-    assert (timer.number, "exclusive") in phases
+
+
+def test_a_run_again_alone_waits_for_an_empty_device_and_admits_no_one_meanwhile():
+    share = GpuShare(name="sim", capacity=10 * GIB, max_shared=8)
+    tester = share.enter(GIB)
+    child = SimulatedChild(tester)
+    rerun = []
+    in_thread(lambda: rerun.append(share.alone(GIB)))
+    time.sleep(0.2)
+    assert not rerun  # a paused evaluation still holds memory: alone means no one else at all
+    latecomer = []
+    in_thread(lambda: latecomer.append(share.enter(GIB)))
+    time.sleep(0.1)
+    assert not latecomer
+    child.end()
+    share.leave(tester)
+    time.sleep(0.2)
+    assert len(rerun) == 1 and not latecomer
+    share.leave(rerun[0])
+    time.sleep(0.2)
+    assert len(latecomer) == 1
+
+
+def test_a_stale_acknowledgement_is_never_taken_for_a_pause():
+    page = PausePage()
+    child = ChildPauses(os.dup(page.fd), None, synchronize=lambda: None)
+    page.request()
+    assert not page.quiet()  # asked, not yet at a checkpoint
+    paused = in_thread(child.checkpoint)
+    deadline = time.monotonic() + 2
+    while not page.quiet() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert page.quiet()
+    page.withdraw()
+    paused.join(2)
+    assert not paused.is_alive() and child.pauses == 1
+    page.request()
+    gpu_pause._write(page.view, gpu_pause.ACKNOWLEDGED, page.generation)  # paused for this request...
+    assert page.quiet()
+    page.withdraw()  # ... withdrawn, and asked again before the child saw the withdrawal
+    page.request()
+    assert not page.quiet()  # its acknowledgement is for the request before
+    page.close()
 
 
 def test_an_evaluation_that_ends_while_waiting_for_the_gpu_alone_never_takes_it():
@@ -275,3 +373,30 @@ def test_a_lost_gpu_takes_every_slot_sharing_it_out_at_once(tmp_path):
     assert all(s.retired and s.retired.startswith("3 sandbox failures in a row") for s in executor.slots)
     with pytest.raises(InfrastructureError, match="every evaluation slot is out of service"):
         executor.evaluate("aten.relu.default", tmp_path / "kernel.py")
+
+
+def test_a_real_child_pauses_between_tests_while_another_holds_the_gpu_alone(tmp_path):
+    """A real evaluation (CPU, Triton interpreter) shares the gate with a hold that takes the GPU
+    alone for a second half-way through its tests: its child pauses at a checkpoint within a
+    test's length, says how long it paused, and still passes; the second is not counted against
+    its time limit."""
+    from harness.evaluate import evaluate
+    share = GpuShare(name="sim", capacity=0, max_shared=4)
+    verdicts = []
+    running = in_thread(lambda: verdicts.append(evaluate("aten.relu.default", KERNELS / "relu_triton.py",
+                                                         device="cpu", seed=3, share=share)))
+    deadline = time.monotonic() + 120
+    while not any(h.ever_active for h in list(share.holds.values())) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(1.5)  # well into its suite or tests
+    timer = share.enter(GIB)
+    asked = time.monotonic()
+    assert share.go_exclusive(timer)
+    assert time.monotonic() - asked < 20  # its next checkpoint, not the end of its run
+    time.sleep(1.0)
+    share.leave(timer)
+    running.join(180)
+    verdict, = verdicts
+    assert verdict.passed, verdict.message
+    assert verdict.timings.gpu_pauses >= 1 and verdict.timings.gpu_paused_s >= 0.9
+    assert overlaps(share.intervals) == []

@@ -7,8 +7,9 @@ already reduced to the allowlist (a forked child inherits the server's environme
 which ``/proc/self/environ`` shows). Protocol, one Unix-socket connection per candidate:
 
 * parent -> server: the ``harness.sandbox.worker.Job`` as one JSON line (plus ``env``), with three
-  file descriptors attached: the result channel, stdout and stderr; a fourth, where the GPU is
-  shared, is the read end of the grant pipe (``Job.grant_fd``, ``harness.sandbox.gpu_share``);
+  file descriptors attached: the result channel, stdout and stderr; where the GPU is shared, a
+  fourth, the read end of the grant pipe (``Job.grant_fd``, ``harness.sandbox.gpu_share``), and a
+  fifth where the child can be paused, its pause page (``Job.pause_fd``, ``harness.gpu_pause``);
 * server -> parent: ``{"pid": N}`` once the child exists, then ``{"status": S}`` (the raw
   wait status) when it has ended. Closing the connection early kills the child's group.
 
@@ -29,7 +30,7 @@ import traceback
 
 from harness.sandbox.pool import kill_group
 
-FDS_PER_JOB = (3, 4)  # result, stdout, stderr; the grant pipe where the GPU is shared
+FDS_PER_JOB = (3, 4, 5)  # result, stdout, stderr; the grant pipe and the pause page where the GPU is shared
 
 
 def preload(device: str) -> None:
@@ -65,6 +66,7 @@ def _child(job: dict, fds: list[int], inherited: list) -> None:
         os.setsid()
         result_fd, out_fd, err_fd = fds[:3]
         job["grant_fd"] = fds[3] if len(fds) > 3 else None
+        job["pause_fd"] = fds[4] if len(fds) > 4 else None
         os.dup2(out_fd, 1)
         os.dup2(err_fd, 2)
         os.close(out_fd)

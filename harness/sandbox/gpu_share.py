@@ -32,11 +32,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from harness.gpu_pause import PausePage
+
 FIRST_GUESS_SHARE = 4  # an operator never measured is expected to need a quarter of the GPU
 NEED_MARGIN = 1.25  # over the largest peak measured for the suite
 CONTEXT_BYTES = 1 << 30  # a CUDA context, Triton's and torch's own, beside the allocator's memory
 USABLE_SHARE = 0.9  # of the GPU's memory, for all the evaluations' needs together
 INTERVALS_KEPT = 100_000
+PARENT_POLL_S = 0.005  # how often one waiting for the GPU alone looks whether the others have paused
 
 
 @dataclass
@@ -45,10 +48,16 @@ class Hold:
     number: int
     need: int
     label: str = ""
-    phase: str = "waiting"  # waiting, shared, exclusive, left
+    phase: str = "waiting"  # waiting (to be admitted), shared, wants_alone, exclusive, between, left
     since: float = 0.0
     waited_s: float = 0.0  # for admission and for the GPU alone, together
     shared_with_others: bool = False  # another evaluation held the GPU during this one's shared phase
+    page: PausePage | None = None  # where its child is asked to pause (None: a child that cannot pause)
+    empty_device: bool = False  # it wants the GPU with no other evaluation on it at all (a run again alone)
+    active_since: float | None = None  # running its tests, not known to be paused, since
+    ever_active: bool = False  # its child has been let run its GPU work at some time
+    paused_since: float | None = None  # a pause request has stood since
+    paused_s: float = 0.0  # pause requests that stood, before that
 
 
 @dataclass
@@ -69,7 +78,7 @@ class GpuShare:
     max_shared: int
     clock: object = time.monotonic
     condition: threading.Condition = field(default_factory=threading.Condition)
-    shared: dict = field(default_factory=dict)  # hold number -> Hold
+    holds: dict = field(default_factory=dict)  # hold number -> Hold, every one admitted and not left
     exclusive: Hold | None = None
     exclusive_waiting: int = 0
     learned: dict = field(default_factory=dict)  # suite key -> largest device memory a child held
@@ -98,87 +107,162 @@ class GpuShare:
 
     # --- the phases ----------------------------------------------------------------------------
 
-    def enter(self, need: int, label: str = "") -> Hold:
-        """Wait until the evaluation may start its tests beside the others; its hold."""
-        hold = Hold(number=next(self._numbers), need=need, label=label)
+    def enter(self, need: int, label: str = "", pausable: bool = True) -> Hold:
+        """Wait until the evaluation may start its tests beside the others; its hold. A
+        ``pausable`` one's child pauses at its checkpoints when asked (``Hold.page``)."""
+        hold = Hold(number=next(self._numbers), need=need, label=label, page=PausePage() if pausable else None)
         started = self.clock()
         with self.condition:
             while not self._admits(hold):
                 self.condition.wait()
             hold.waited_s += self.clock() - started
             hold.phase, hold.since = "shared", self.clock()
-            self.shared[hold.number] = hold
-            if len(self.shared) > 1:
-                for other in self.shared.values():
+            self.holds[hold.number] = hold
+            if self._pausing():  # its child starts paused: it touches the GPU only once let
+                self._ask_to_pause(hold)
+            else:
+                self._let_run(hold)
+            if len(self.holds) > 1:
+                for other in self.holds.values():
                     other.shared_with_others = True
         return hold
 
     def _admits(self, hold: Hold) -> bool:
-        if self.exclusive is not None or self.exclusive_waiting:
+        if any(h.empty_device for h in self.holds.values()):
             return False
-        if not self.shared:
+        if (self.exclusive is not None or self.exclusive_waiting) and hold.page is None:
+            return False  # it could not be paused for the one alone
+        if not self.holds:
             return True
-        reserved = sum(h.need for h in self.shared.values())
+        reserved = sum(h.need for h in self.holds.values())
         fits = not self.capacity or reserved + hold.need <= self.capacity  # 0: the memory is unknown
-        return len(self.shared) < self.max_shared and fits
+        return len(self.holds) < self.max_shared and fits
+
+    def _pausing(self) -> bool:
+        return self.exclusive is not None or self.exclusive_waiting > 0
 
     def go_exclusive(self, hold: Hold) -> bool:
-        """Leave the shared side and wait until this evaluation holds the GPU alone (at once where
-        it does already). False where the evaluation ``leave``s first (its child ended)."""
+        """Wait until this evaluation holds the GPU alone: every other evaluation's child paused
+        at a checkpoint (or, for ``Hold.empty_device``, gone). At once where it holds it already.
+        False where the evaluation ``leave``s first (its child ended)."""
         started = self.clock()
         with self.condition:
             if hold.phase == "exclusive":
                 return True
             self._end_phase(hold)
+            hold.phase = "wants_alone"
+            self.holds[hold.number] = hold
             self.exclusive_waiting += 1
             try:
-                while (self.exclusive is not None or self.shared) and hold.phase != "left":
-                    self.condition.wait()
+                while hold.phase != "left" and not self._alone_possible(hold):
+                    self.condition.wait(PARENT_POLL_S)
             finally:
                 self.exclusive_waiting -= 1
-                self.condition.notify_all()
             hold.waited_s += self.clock() - started
             if hold.phase == "left":
+                self._resume_all()
                 return False
             hold.phase, hold.since = "exclusive", self.clock()
             self.exclusive = hold
             return True
 
+    def _alone_possible(self, hold: Hold) -> bool:
+        if self.exclusive is not None:
+            return False
+        others = [h for h in self.holds.values() if h is not hold]
+        if hold.empty_device:
+            return not others
+        for other in others:
+            if other.phase == "shared":
+                self._ask_to_pause(other)
+        return all(self._quiet(other) for other in others)
+
+    def _quiet(self, hold: Hold) -> bool:
+        """The hold's child runs nothing on the GPU now, nor will until let run again."""
+        if hold.phase != "shared":
+            return True  # it waits for the GPU alone, or is between phases: no child of its runs
+        if hold.page is None or not hold.page.requested:
+            return False
+        if hold.ever_active and not hold.page.quiet():
+            return False
+        if hold.active_since is not None:  # its running ended by now, at the latest
+            self._log(hold, "shared", hold.active_since)
+            hold.active_since = None
+        return True
+
+    def _ask_to_pause(self, hold: Hold) -> None:
+        if hold.page is not None and not hold.page.requested:
+            hold.page.request()
+            hold.paused_since = self.clock()
+
+    def _let_run(self, hold: Hold) -> None:
+        if hold.page is not None and hold.page.requested:
+            hold.page.withdraw()
+            hold.paused_s += self.clock() - hold.paused_since
+            hold.paused_since = None
+        if hold.active_since is None:
+            hold.active_since, hold.ever_active = self.clock(), True
+
+    def _resume_all(self) -> None:
+        if not self._pausing():
+            for hold in self.holds.values():
+                if hold.phase == "shared":
+                    self._let_run(hold)
+        self.condition.notify_all()
+
     def alone(self, need: int, label: str = "") -> Hold:
-        """A hold that has the GPU alone from the start (an evaluation run again alone)."""
-        hold = Hold(number=next(self._numbers), need=need, label=label, phase="between")
+        """A hold that has the GPU to itself from the start, no other evaluation on it at all (an
+        evaluation run again alone, after a failure for want of memory while sharing)."""
+        hold = Hold(number=next(self._numbers), need=need, label=label, phase="between", empty_device=True)
         self.go_exclusive(hold)
         return hold
 
     def leave(self, hold: Hold) -> None:
         with self.condition:
             self._end_phase(hold)
+            self.holds.pop(hold.number, None)
             hold.phase = "left"
+            if hold.page is not None:
+                hold.page.close()
             self.condition.notify_all()
 
     def _end_phase(self, hold: Hold) -> None:
         if hold.phase == "shared":
-            self.shared.pop(hold.number, None)
+            if hold.active_since is not None:
+                self._log(hold, "shared", hold.active_since)
+            hold.active_since = None
+            if hold.paused_since is not None:
+                hold.paused_s += self.clock() - hold.paused_since
+                hold.paused_since = None
         elif hold.phase == "exclusive" and self.exclusive is hold:
+            self._log(hold, "exclusive", hold.since)
             self.exclusive = None
-        else:
-            return
-        self.intervals.append(Interval(hold.number, hold.phase, hold.since, self.clock()))
-        del self.intervals[:-INTERVALS_KEPT]
-        hold.phase = "between"
+            hold.phase = "between"
+            self._resume_all()
+        hold.phase = "between" if hold.phase in ("shared", "exclusive") else hold.phase
         self.condition.notify_all()
+
+    def _log(self, hold: Hold, phase: str, start: float) -> None:
+        self.intervals.append(Interval(hold.number, phase, start, self.clock()))
+        del self.intervals[:-INTERVALS_KEPT]
+
+    def paused_s(self, hold: Hold) -> float:
+        """Seconds a pause request has stood for this hold's child in all."""
+        with self.condition:
+            standing = self.clock() - hold.paused_since if hold.paused_since is not None else 0.0
+            return hold.paused_s + standing
 
     def holding(self) -> dict:
         """Now: the evaluations running tests, whether one holds the GPU alone, how many wait for it."""
         with self.condition:
-            return {"shared": len(self.shared), "exclusive": self.exclusive is not None,
-                    "exclusive_waiting": self.exclusive_waiting,
-                    "reserved_bytes": sum(h.need for h in self.shared.values())}
+            return {"shared": sum(h.phase == "shared" for h in self.holds.values()),
+                    "exclusive": self.exclusive is not None, "exclusive_waiting": self.exclusive_waiting,
+                    "reserved_bytes": sum(h.need for h in self.holds.values())}
 
 
 def overlaps(intervals: list[Interval]) -> list[tuple[Interval, Interval]]:
     """Pairs of holds of different evaluations that overlapped in time where one of them was
-    exclusive: none, if the gate works."""
+    exclusive: none, if the gate works (a shared hold's interval is a stretch its child was let run)."""
     exclusive = [i for i in intervals if i.phase == "exclusive"]
     return [(x, other) for x in exclusive for other in intervals
             if other.hold != x.hold and other.start < x.end and x.start < other.end]
@@ -186,8 +270,9 @@ def overlaps(intervals: list[Interval]) -> list[tuple[Interval, Interval]]:
 
 class ChildGate:
     """The parent's side of one child's phases under a ``GpuShare``: the grant pipe (the child
-    reads its end, ``Job.grant_fd``), and the seconds the child spent waiting for the GPU alone,
-    which its time limit does not count."""
+    reads its end, ``Job.grant_fd``), the hold's pause page (``Job.pause_fd``,
+    ``harness.gpu_pause``), and the seconds the child spent waiting for the GPU alone or paused
+    for another's, which its time limit does not count."""
 
     def __init__(self, share: GpuShare, hold: Hold):
         self.share, self.hold = share, hold
@@ -195,6 +280,11 @@ class ChildGate:
         self.lock = threading.Lock()
         self.waiting_since: float | None = None
         self.waited_s = 0.0
+
+    def child_fds(self) -> list[int]:
+        """What the child gets: the grant pipe's read end, then its pause page where it has one."""
+        page = self.hold.page
+        return [self.read_fd] + ([page.fd] if page is not None and page.fd >= 0 else [])
 
     def wanted(self) -> None:
         """The child asked for the GPU alone (``ExclusiveWanted``): granted from a thread of its own."""
@@ -214,16 +304,19 @@ class ChildGate:
                     pass  # the child is gone
 
     def paused_s(self) -> float:
-        """Seconds the child has waited for the GPU alone so far."""
+        """Seconds the child has waited for the GPU alone, or been asked to pause, so far."""
         with self.lock:
-            return self.waited_s + (time.perf_counter() - self.waiting_since if self.waiting_since else 0.0)
+            waiting = self.waited_s + (time.perf_counter() - self.waiting_since if self.waiting_since else 0.0)
+        return waiting + self.share.paused_s(self.hold)
 
     def close_child_end(self) -> None:
-        """Once the child has its copy of the read end."""
+        """Once the child has its copies of the read end and the page."""
         with self.lock:
             if self.read_fd >= 0:
                 os.close(self.read_fd)
                 self.read_fd = -1
+            if self.hold.page is not None:
+                self.hold.page.close_fd()
 
     def close(self) -> None:
         self.close_child_end()

@@ -47,7 +47,7 @@ class ColdChild:
             [*(prefix or []), sys.executable, "-m", "harness.sandbox.worker", "--job", json.dumps(job),
              "--result-fd", str(result_fd)],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd,
-            pass_fds=(result_fd,) + ((job["grant_fd"],) if job.get("grant_fd") is not None else ()),
+            pass_fds=(result_fd,) + tuple(job[k] for k in ("grant_fd", "pause_fd") if job.get(k) is not None),
             start_new_session=True)
         self.pid = self.proc.pid
 
@@ -163,7 +163,7 @@ class WarmPool:
 
     def launch(self, job: dict, fds: list[int]) -> WarmChild:
         """Ask the server for a child running ``job`` with the result, stdout and stderr fds (and
-        the grant pipe's read end, where the GPU is shared)."""
+        the grant pipe's read end and the pause page, where the GPU is shared)."""
         with self.lock:
             if self.broken:
                 raise PoolError(self.broken)

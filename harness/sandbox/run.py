@@ -63,7 +63,7 @@ def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float
     write_ends = [w for _, w in pipes]
     started = time.perf_counter()
     outcome = ChildOutcome(launched_at=time.time())
-    granting = [gate.read_fd] if gate is not None else []
+    granting = gate.child_fds() if gate is not None else []  # the grant pipe, the pause page
     try:
         child = None
         if warm and not prefix:
@@ -72,7 +72,8 @@ def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float
             except PoolError as exc:
                 warn_once(f"bbagent: no warm pool ({exc}); starting each candidate cold instead")
         if child is None:
-            child = ColdChild({**job, "grant_fd": granting[0] if granting else None}, write_ends[0], write_ends[1],
+            child = ColdChild({**job, "grant_fd": granting[0] if granting else None,
+                               "pause_fd": granting[1] if len(granting) > 1 else None}, write_ends[0], write_ends[1],
                               write_ends[2], env, job["workdir"], prefix)
     finally:
         for fd in write_ends:

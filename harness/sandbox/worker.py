@@ -26,7 +26,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from harness import events
+from harness import events, gpu_pause
 from harness.stopwatch import Stopwatch
 from harness.suite.budget import CPU_MAX_NUMEL
 
@@ -56,6 +56,7 @@ class Job:
     fail_fast_s: float | None = None  # seconds of tests after a failing first tier (harness.suite.tiers); None: run every test
     profile: bool = False  # the tests run under cProfile, the costliest calls printed last on stderr (benchmarks/eval_cost.py)
     grant_fd: int | None = None  # the GPU is shared: before timing, ask for it alone and wait for a byte here (gpu_share)
+    pause_fd: int | None = None  # the GPU is shared: pause at checkpoints while this page asks (harness.gpu_pause)
     build_only: bool = False  # build the suite, save it (save_suite) and end: no candidate (harness.evaluate.prepare_suite)
 
 
@@ -96,10 +97,12 @@ def run_job(job: Job, send) -> int:
     ``send(event)`` writes one event on the result channel (``harness.events``)."""
     started = time.perf_counter()
     candidate_file = os.path.abspath(job.kernel)
+    gpu_pause.install(job.pause_fd, job.grant_fd, _synchronize)
     containment, audit = _contain(job, candidate_file, send)
     from harness.ops import resolve_op
     suite_started = time.perf_counter()
     op = resolve_op(job.op)
+    gpu_pause.checkpoint()
     suites, reused, saved = _suites(job)
     send(events.Suite(cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype,
                               "overload": name} for name, _, suite in suites for c in suite.cases],
@@ -142,8 +145,16 @@ def run_job(job: Job, send) -> int:
     from harness.sandbox.device_memory import RETRIES
     send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported,
                      test_parts=stopwatch.rounded(), device_memory_peak=_device_memory_peak(job.device),
-                     memory_retries=RETRIES.count, memory_wait_s=round(RETRIES.wait_s, 3)))
+                     memory_retries=RETRIES.count, memory_wait_s=round(RETRIES.wait_s, 3),
+                     gpu_pauses=gpu_pause.paused()[0], gpu_paused_s=round(gpu_pause.paused()[1], 3)))
     return 0
+
+
+def _synchronize() -> None:
+    """Wait for this process's GPU work (where it has touched the GPU at all)."""
+    import torch
+    if torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _device_memory_peak(device: str) -> int | None:
@@ -175,6 +186,7 @@ def _contain(job: Job, candidate_file: str, send) -> tuple[dict, object]:
     load_lazy_parts()
     cuda = job.device == "cuda"
     if cuda:
+        gpu_pause.checkpoint()  # not even a context while another evaluation is being timed
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
     send(events.Environment(device=job.device, interpreter=not cuda, gpu=torch.cuda.get_device_name() if cuda else None,
@@ -308,6 +320,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     compiling, call_of = None, {}  # a group's compilations, under way while its tests run (each waits for its own)
     try:
         for number, (name, target, case) in enumerate(planned):
+            gpu_pause.checkpoint()  # between tests: another evaluation's timing may want the GPU alone
             if number == compiled_ahead_to and compiling is not None:  # the group's tests ran: all compiled
                 with stopwatch.part("ahead"):
                     send(events.CompiledAhead(**compiling.finish()))
@@ -342,6 +355,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
                     compiling = None
                 break
             compile_clock.rotate(number)
+            gpu_pause.checkpoint()  # after waiting for compilations, which may have been long
             send(events.CaseStart(id=case.id))
             try:
                 result = _run_case(job.device, name, target, case, served, launches, candidate_file, send, stopwatch,

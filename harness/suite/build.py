@@ -22,6 +22,7 @@ from harness.suite.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
 from harness.suite.edge_cases import derive_edge_cases, reference_accepts
 from harness.suite.promotion import derive_promotion_cases
 from harness.inputs import clone_value, describe_call, map_tensors, materialize, spread, tensors_in
+from harness.gpu_pause import checkpoint
 from harness.opinfo_index import opinfos_reaching
 from harness.suite.index_args import make_index_args_valid
 from harness.ops import op_name, packet_name, resolve_op
@@ -151,6 +152,7 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
             for sample in info.sample_inputs(device, dtype, requires_grad=False):
                 if per_dtype.get(dtype, 0) >= MAX_OPINFO_CASES_PER_DTYPE:
                     break
+                checkpoint()  # another evaluation's timing may want the GPU alone
                 for variant in variants:
                     capture = _CallCapture(op)
                     try:
@@ -168,6 +170,7 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
     unique = _dedupe(cases)
     from harness.suite.cache import probe_refresh
     for case in unique:
+        checkpoint()
         case.refreshable = probe_refresh(op, case)
     return unique, notes
 
@@ -376,6 +379,7 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
     if interpreter:
         suite.notes.append("Triton interpreter (no CUDA): nothing is timed; an autotuner runs each config on some "
                            "tests, none benchmarked")
+    checkpoint()
     edge = [] if traces_only else derive_edge_cases(op, cases + trace_cases, TestCase)
     edge += [] if traces_only else derive_promotion_cases(op, cases + trace_cases, TestCase, reference_accepts,
                                                               calls)
