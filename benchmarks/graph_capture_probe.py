@@ -2,7 +2,8 @@
 the timing phase captures eager aten and the candidate in CUDA graphs (``harness.timing.clock.graphed``).
 The candidate takes its seed on the host (``int(torch.randint(..., device="cuda"))``), a host
 synchronisation that a capture cannot contain; this probe shows what that failed capture leaves
-behind for the eager calls that follow, with the harness's own ``as_graph`` and then without it.
+behind for the eager calls that follow, through the harness's own ``as_graph`` (which resets the
+CUDA generators after a failed capture) and through a bare capture (which does not).
 
     python3 benchmarks/graph_capture_probe.py > probe.txt
 """
@@ -37,6 +38,15 @@ def attempt(label: str, run) -> None:
         traceback.print_exc(limit=4, file=sys.stdout)
 
 
+def bare_capture(fn):
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            fn()
+    finally:
+        torch.cuda.synchronize()
+
+
 def main() -> None:
     kernel = load_kernel()
     x = torch.empty(64, 1, 1, 1, dtype=torch.float16, device="cuda")
@@ -48,11 +58,11 @@ def main() -> None:
     attempt("eager candidate before any capture", candidate)
     print("as_graph(aten) captured:", as_graph(aten) is not None)
     print("as_graph(candidate) captured:", as_graph(candidate) is not None)
-    attempt("eager aten after the candidate's failed capture", aten)
-    attempt("eager candidate after the candidate's failed capture", candidate)
+    attempt("eager aten after the candidate's failed as_graph", aten)
+    attempt("eager candidate after the candidate's failed as_graph", candidate)
+    attempt("bare capture of the candidate", lambda: bare_capture(candidate))
+    attempt("eager aten after the bare capture", aten)
     attempt("torch.randint on the default generator after it", lambda: torch.randint(10, (1,), device="cuda"))
-    generator = torch.cuda.default_generators[0]
-    attempt("generator state", lambda: generator.get_state().shape)
     try:
         torch.cuda.set_sync_debug_mode("error")
         attempt("candidate under sync_debug_mode=error", candidate)

@@ -77,6 +77,50 @@ def gpu_use(monitor) -> dict:
             "seconds_busy_share": use.get("busy_share"), "memory_peak_gib": use.get("memory_peak_gib")}
 
 
+class HostCpu:
+    """The host's CPU busy share (all cores, from /proc/stat), sampled every second in a thread."""
+
+    def __init__(self):
+        import threading
+        self.shares, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _times() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+        return sum(fields), idle
+
+    def _sample(self):
+        before = self._times()
+        while not self.stop.wait(1.0):
+            now = self._times()
+            total, idle = now[0] - before[0], now[1] - before[1]
+            if total:
+                self.shares.append(1 - idle / total)
+            before = now
+
+    def summary(self) -> dict:
+        self.stop.set()
+        shares = self.shares or [0.0]
+        return {"busy_mean": round(sum(shares) / len(shares), 3),
+                "seconds_above_90pct": round(sum(s > 0.9 for s in shares) / len(shares), 3)}
+
+
+def evaluation_rows(verdicts: list[dict]) -> list[dict]:
+    """Where each evaluation's time went (the Verdict's timings)."""
+    rows = []
+    for v in verdicts:
+        t = v.get("timings") or {}
+        rows.append({"op": v.get("op"), "verdict": v.get("verdict"), "wall_s": t.get("wall_s"),
+                     "suite_build_s": t.get("suite_build_s"), "tests_s": t.get("tests_s"),
+                     "timing_s": (t.get("test_parts") or {}).get("timing"), "compile_s": t.get("compile_s"),
+                     "gpu_wait_s": t.get("gpu_wait_s"), "gpu_pauses": t.get("gpu_pauses"),
+                     "gpu_paused_s": t.get("gpu_paused_s")})
+    return sorted(rows, key=lambda r: r["op"] or "")
+
+
 def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | None) -> dict:
     root = Path(tempfile.mkdtemp(prefix="bbagent-night-"))
     env = dict(os.environ, TRITON_CACHE_DIR=str(root / "triton-cache"), BBAGENT_SUITE_CACHE=str(root / "suites"))
@@ -95,6 +139,7 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
     monitor = GpuMonitor({0: os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]})
     if monitor.unavailable:
         print(f"no NVML: {monitor.unavailable}", file=sys.stderr)
+    host = HostCpu()
     started = time.time()
     batch = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -107,6 +152,7 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
     wall = time.time() - started
     monitor.stop()
     gpu = gpu_use(monitor)
+    cpu = host.summary()
     verdicts = [json.loads(p.read_text()) for p in root.glob("runs/*/round-*/verdict.json")]
     runs = [json.loads(p.read_text()) for p in root.glob("runs/*/run.json")]
     finished = [r for r in runs if r.get("status") in ("accepted", "failed")]
@@ -123,12 +169,15 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
            "evaluations": len(verdicts), "evaluations_per_hour": round(len(verdicts) / hours, 1),
            "operators_per_hour": round(len(finished) / hours, 1),
            "accepted": sum(r.get("status") == "accepted" for r in runs),
-           "gpu": gpu, "gpu_wait_s_summed": round(sum(v["timings"].get("gpu_wait_s") or 0 for v in verdicts), 1),
+           "gpu": gpu, "host_cpu": cpu, "gpu_wait_s_summed": round(sum(v["timings"].get("gpu_wait_s") or 0 for v in verdicts), 1),
            "gpu_shared_evaluations": sum(bool(v["timings"].get("gpu_shared")) for v in verdicts),
            "memory_retries": sum(v["timings"].get("memory_retries") or 0 for v in verdicts),
            "harness_failures": harness_failures, "reruns_alone": reruns, "wrong_accepted": expected_wrong,
            "correct_not_accepted": missed_correct,
-           "speedups": {r["op"]: r.get("best_speedup") for r in runs if r.get("status") == "accepted"}}
+           "gpu_paused_s_summed": round(sum(v["timings"].get("gpu_paused_s") or 0 for v in verdicts), 1),
+           "timing_s_summed": round(sum((v["timings"].get("test_parts") or {}).get("timing") or 0 for v in verdicts), 1),
+           "speedups": {r["op"]: r.get("best_speedup") for r in runs if r.get("status") == "accepted"},
+           "per_evaluation": evaluation_rows(verdicts)}
     if args.alone:
         row["alone"] = time_alone(checkout, root, env, runs, args)
     if keep is not None:
@@ -140,15 +189,18 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
 
 
 def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args) -> list[dict]:
-    """Each accepted, timed kernel timed again with nothing else on the GPU (``bbagent bench``)."""
+    """Each accepted, timed kernel timed again, with eager aten, with nothing else on the GPU
+    (``bbagent bench --no-cache``)."""
     rows = []
     deadline = time.time() + args.alone_budget
     for run in sorted(runs, key=lambda r: r.get("op") or ""):
         if run.get("status") != "accepted" or not run.get("best_speedup") or time.time() > deadline:
             continue
         kernel = root / "generated_kernels" / run["op"] / "kernel.py"
+        # --no-cache: eager aten is timed again alone too, not read from what the batch measured beside others
         done = subprocess.run([sys.executable, "-m", "bbagent", "bench", "--op", run["op"], "--kernel", str(kernel),
-                               "--root", str(root), "--json"], cwd=root, env=env, capture_output=True, text=True)
+                               "--root", str(root), "--json", "--no-cache"], cwd=root, env=env, capture_output=True,
+                              text=True)
         try:
             alone = json.loads(done.stdout[done.stdout.index("{"):])["performance"]["geomean_speedup"]
         except (ValueError, KeyError, TypeError):
@@ -177,7 +229,7 @@ def main() -> int:
         replays = Path(scratch) / "replays"
         write_replays(replays, args.latency, {op: answers[op] for op in ops})
         row = run_batch(args.checkout.resolve(), replays, ops, args, args.out)
-    print(json.dumps({k: v for k, v in row.items() if k not in ("speedups",)}, indent=1))
+    print(json.dumps({k: v for k, v in row.items() if k not in ("speedups", "per_evaluation")}, indent=1))
     if row.get("alone"):
         ratios = [r["ratio"] for r in row["alone"] if r["ratio"]]
         worst = max(ratios, key=lambda r: abs(math.log(r))) if ratios else None

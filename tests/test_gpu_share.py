@@ -377,26 +377,33 @@ def test_a_lost_gpu_takes_every_slot_sharing_it_out_at_once(tmp_path):
 
 def test_a_real_child_pauses_between_tests_while_another_holds_the_gpu_alone(tmp_path):
     """A real evaluation (CPU, Triton interpreter) shares the gate with a hold that takes the GPU
-    alone for a second half-way through its tests: its child pauses at a checkpoint within a
-    test's length, says how long it paused, and still passes; the second is not counted against
-    its time limit."""
+    alone for a second half-way through its run: its child pauses at a checkpoint within a
+    test's length, is stopped (SIGSTOP) and let go on, says how long it paused, and still passes;
+    the second is not counted against its time limit."""
     from harness.evaluate import evaluate
+    slow = tmp_path / "slow_relu.py"  # a correct relu whose every call takes 0.1 s: its run lasts seconds
+    slow.write_text((KERNELS / "relu_triton.py").read_text() + "\n\nimport time as _time\n_fast = kernel\n\n\n"
+                    "def kernel(*args, **kwargs):\n    _time.sleep(0.1)\n    return _fast(*args, **kwargs)\n")
     share = GpuShare(name="sim", capacity=0, max_shared=4)
     verdicts = []
-    running = in_thread(lambda: verdicts.append(evaluate("aten.relu.default", KERNELS / "relu_triton.py",
-                                                         device="cpu", seed=3, share=share)))
+    running = in_thread(lambda: verdicts.append(evaluate("aten.relu.default", slow, device="cpu", seed=3,
+                                                         share=share)))
     deadline = time.monotonic() + 120
-    while not any(h.ever_active for h in list(share.holds.values())) and time.monotonic() < deadline:
+    while not any(h.process_group for h in list(share.holds.values())) and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(1.5)  # well into its suite or tests
+    time.sleep(0.5)  # into its start, suite or tests
     timer = share.enter(GIB)
     asked = time.monotonic()
     assert share.go_exclusive(timer)
     assert time.monotonic() - asked < 20  # its next checkpoint, not the end of its run
+    other, = [h for h in share.holds.values() if h is not timer]
     time.sleep(1.0)
+    state = Path(f"/proc/{other.process_group}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    assert other.stopped_since is not None and state == "T"  # stopped while the timer holds the GPU
     share.leave(timer)
     running.join(180)
     verdict, = verdicts
     assert verdict.passed, verdict.message
     assert verdict.timings.gpu_pauses >= 1 and verdict.timings.gpu_paused_s >= 0.9
     assert overlaps(share.intervals) == []
+    assert share.holds == {} and other.stopped_since is None and other.stopped_s >= 0.9

@@ -62,3 +62,19 @@ def test_a_graph_that_does_not_recompute_is_refused():
         return torch.from_numpy(x.cpu().numpy() + 1.5).to("cuda") if not torch.cuda.is_current_stream_capturing() \
             else torch.empty_like(x)
     assert graphed({"host": host_side}) is None
+
+
+@pytest.mark.gpu
+def test_a_capture_that_syncs_on_a_random_seed_leaves_random_ops_usable():
+    """A correct bernoulli_ that reads its seed on the host cannot be captured; before, the failed
+    capture left the CUDA generator mid-capture and eager aten's bernoulli_ then raised "Offset
+    increment outside graph capture", so the kernel failed its timing phase."""
+    from harness.timing.clock import graphed
+    x = torch.empty(4096, device="cuda")
+
+    def seeds_on_host():
+        seed = int(torch.randint(2**31 - 1, (1,), device="cuda"))
+        return x.fill_(seed % 2)
+    assert graphed({"aten": lambda: torch.ops.aten.bernoulli_.float(x, 0.5), "candidate": seeds_on_host}) is None
+    assert torch.ops.aten.bernoulli_.float(x, 0.5).sum() > 0
+    assert torch.randint(10, (1,), device="cuda").item() < 10

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -58,6 +59,9 @@ class Hold:
     ever_active: bool = False  # its child has been let run its GPU work at some time
     paused_since: float | None = None  # a pause request has stood since
     paused_s: float = 0.0  # pause requests that stood, before that
+    process_group: int | None = None  # its child's, while the child runs
+    stopped_since: float | None = None  # its child's processes stopped (SIGSTOP) while another is timed, since
+    stopped_s: float = 0.0  # stops before that
 
 
 @dataclass
@@ -164,6 +168,8 @@ class GpuShare:
                 return False
             hold.phase, hold.since = "exclusive", self.clock()
             self.exclusive = hold
+            for other in self.holds.values():
+                self._stop(other)
             return True
 
     def _alone_possible(self, hold: Hold) -> bool:
@@ -190,12 +196,45 @@ class GpuShare:
             hold.active_since = None
         return True
 
+    def _stop(self, hold: Hold) -> None:
+        """A paused child's processes stopped while another evaluation is timed: the compilations
+        it started ahead no longer take the host's cores from the timed one's launches."""
+        if hold is self.exclusive or hold.phase != "shared" or hold.process_group is None:
+            return
+        if hold.stopped_since is not None or not self._quiet(hold):
+            return
+        try:
+            os.killpg(hold.process_group, signal.SIGSTOP)
+            hold.stopped_since = self.clock()
+        except OSError:
+            pass  # it has ended
+
+    def _go_on(self, hold: Hold) -> None:
+        if hold.stopped_since is not None:
+            hold.stopped_s += self.clock() - hold.stopped_since
+            hold.stopped_since = None
+            try:
+                os.killpg(hold.process_group, signal.SIGCONT)
+            except OSError:
+                pass
+
+    def child_started(self, hold: Hold, process_group: int | None) -> None:
+        """The hold's child runs in this process group (None: it has ended); one that starts while
+        another evaluation is timed is stopped at once."""
+        with self.condition:
+            if process_group is None:
+                self._go_on(hold)
+            hold.process_group = process_group
+            if process_group is not None and self.exclusive is not None:
+                self._stop(hold)
+
     def _ask_to_pause(self, hold: Hold) -> None:
         if hold.page is not None and not hold.page.requested:
             hold.page.request()
             hold.paused_since = self.clock()
 
     def _let_run(self, hold: Hold) -> None:
+        self._go_on(hold)
         if hold.page is not None and hold.page.requested:
             hold.page.withdraw()
             hold.paused_s += self.clock() - hold.paused_since
@@ -219,6 +258,7 @@ class GpuShare:
 
     def leave(self, hold: Hold) -> None:
         with self.condition:
+            self._go_on(hold)
             self._end_phase(hold)
             self.holds.pop(hold.number, None)
             hold.phase = "left"
@@ -251,6 +291,12 @@ class GpuShare:
         with self.condition:
             standing = self.clock() - hold.paused_since if hold.paused_since is not None else 0.0
             return hold.paused_s + standing
+
+    def stopped_s(self, hold: Hold) -> float:
+        """Seconds this hold's child has been stopped in all (its compilations made no progress)."""
+        with self.condition:
+            standing = self.clock() - hold.stopped_since if hold.stopped_since is not None else 0.0
+            return hold.stopped_s + standing
 
     def holding(self) -> dict:
         """Now: the evaluations running tests, whether one holds the GPU alone, how many wait for it."""
@@ -308,6 +354,13 @@ class ChildGate:
         with self.lock:
             waiting = self.waited_s + (time.perf_counter() - self.waiting_since if self.waiting_since else 0.0)
         return waiting + self.share.paused_s(self.hold)
+
+    def stopped_s(self) -> float:
+        return self.share.stopped_s(self.hold)
+
+    def started(self, process_group: int | None) -> None:
+        """The child runs in this process group (None: it has ended)."""
+        self.share.child_started(self.hold, process_group)
 
     def close_child_end(self) -> None:
         """Once the child has its copies of the read end and the page."""

@@ -80,6 +80,8 @@ def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float
             os.close(fd)
         if gate is not None:
             gate.close_child_end()
+    if gate is not None:
+        gate.started(child.pid)  # a warm child and a cold one each lead a process group of their own
     on_event = (lambda event: gate.wanted() if isinstance(event, ExclusiveWanted) else None) if gate else None
     reader = threading.Thread(target=_read_events, args=(pipes[0][0], events, on_event), daemon=True)
     stdout = BoundedCapture(pipes[1][0], limits.output_bytes)
@@ -88,8 +90,11 @@ def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float
         thread.start()
     try:
         returncode = _watch(child, events, stdout, stderr, limits, timeout_s, outcome,
-                            gate.paused_s if gate is not None else lambda: 0.0)
+                            gate.paused_s if gate is not None else lambda: 0.0,
+                            gate.stopped_s if gate is not None else lambda: 0.0)
     finally:
+        if gate is not None:
+            gate.started(None)
         child.kill()  # anything the child left behind in its group; all of it when interrupted (Ctrl-C)
     for thread in (reader, stdout, stderr):
         thread.join(timeout=5)
@@ -101,9 +106,10 @@ def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float
 
 
 def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCapture, limits: Limits,
-           timeout_s: float, outcome: ChildOutcome, waited_for_gpu=lambda: 0.0) -> int | None:
+           timeout_s: float, outcome: ChildOutcome, waited_for_gpu=lambda: 0.0, stopped=lambda: 0.0) -> int | None:
     """Wait for the child, killing it when it breaks a limit (named in ``outcome``); its exit code.
-    ``waited_for_gpu()``: the seconds it has waited for the GPU alone, not counted."""
+    ``waited_for_gpu()``: the seconds it has waited for the GPU alone or been paused for another's,
+    not counted; ``stopped()``: the seconds it was stopped meanwhile, not counted as compiling."""
     deadline = time.perf_counter() + timeout_s  # from the child's start: a fork server's own start is not counted
     returncode = None
     memory = SessionMemory()
@@ -123,7 +129,7 @@ def _watch(child, events: list[Event], stdout: BoundedCapture, stderr: BoundedCa
             outcome.limit, outcome.detail = "timeout", (f"test {running.id} ran past {limits.test_seconds:g} s "
                                                         "(compilation and autotuning not counted)")
             _dump_stack(child.pid)
-        elif paused_seconds(events, 0.0, now) > limits.compile_seconds:
+        elif paused_seconds(events, 0.0, now) - stopped() > limits.compile_seconds:
             totals = compile_totals(events)
             outcome.limit, outcome.detail = "compile_budget", (
                 f"compilation and autotuning took more than {limits.compile_seconds:g} s "

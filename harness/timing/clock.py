@@ -121,6 +121,7 @@ def as_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
         torch.cuda.synchronize()
     except Exception:
         torch.cuda.synchronize()
+        _reset_random_generators()
         return None
     # A capture can succeed with an empty graph (work done off the capturing stream, or on the
     # host); its replay would time as nothing. Trust it only if it recomputes what a direct call does.
@@ -131,6 +132,17 @@ def as_graph(fn: Callable[[], object]) -> Callable[[], object] | None:
         graph.replay()
         return captured
     return replay
+
+
+def _reset_random_generators() -> None:
+    """A capture that failed half-way (a host synchronisation inside it: a seed read with
+    ``int(torch.randint(...))``) leaves the CUDA generators believing a capture is under way, and
+    every random op after it raises "Offset increment outside graph capture"
+    (``benchmarks/graph_capture_probe.py``). Each default generator gets a fresh copy of its own
+    seed and offset, which carries no capture."""
+    for generator in torch.cuda.default_generators:
+        if hasattr(generator, "graphsafe_set_state"):
+            generator.graphsafe_set_state(generator.clone_state())
 
 
 def graphed(fns: dict[str, Callable[[], object]]) -> dict[str, Callable[[], object]] | None:
