@@ -178,8 +178,12 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
            "timing_s_summed": round(sum((v["timings"].get("test_parts") or {}).get("timing") or 0 for v in verdicts), 1),
            "speedups": {r["op"]: r.get("best_speedup") for r in runs if r.get("status") == "accepted"},
            "per_evaluation": evaluation_rows(verdicts)}
+    if keep is not None:  # kept now: a run cut at its limit while timing alone still has the batch's numbers
+        save(keep, row)
     if args.alone:
-        row["alone"] = time_alone(checkout, root, env, runs, args)
+        row["alone"] = []
+        time_alone(checkout, root, env, runs, args,
+                   lambda timed: (row["alone"].append(timed), keep is not None and save(keep, row)))
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
         for summary in root.glob("runs/batch-*/summary.*"):
@@ -188,10 +192,14 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
     return row
 
 
-def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args) -> list[dict]:
+def save(out: Path, row: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "result.json").write_text(json.dumps(row, indent=1) + "\n")
+
+
+def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args, timed) -> None:
     """Each accepted, timed kernel timed again, with eager aten, with nothing else on the GPU
-    (``bbagent bench --no-cache``)."""
-    rows = []
+    (``bbagent bench --no-cache``), handed to ``timed`` as soon as it is measured."""
     deadline = time.time() + args.alone_budget
     for run in sorted(runs, key=lambda r: r.get("op") or ""):
         if run.get("status") != "accepted" or not run.get("best_speedup") or time.time() > deadline:
@@ -206,9 +214,7 @@ def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args) ->
         except (ValueError, KeyError, TypeError):
             alone = None
         batch = run["best_speedup"]
-        rows.append({"op": run["op"], "batch": batch, "alone": alone,
-                     "ratio": round(batch / alone, 3) if alone else None})
-    return rows
+        timed({"op": run["op"], "batch": batch, "alone": alone, "ratio": round(batch / alone, 3) if alone else None})
 
 
 def main() -> int:
@@ -235,8 +241,7 @@ def main() -> int:
         worst = max(ratios, key=lambda r: abs(math.log(r))) if ratios else None
         print(f"speedup in the batch / alone: {len(ratios)} kernels, worst {worst}")
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "result.json").write_text(json.dumps(row, indent=1) + "\n")
+        save(args.out, row)
     return 0
 
 
