@@ -58,8 +58,11 @@ def test_enable_serves_torch_relu_from_the_approved_kernel_and_disable_restores_
 
 
 def test_unreviewed_and_slower_overloads_are_left_to_aten_unless_asked(tmp_path):
+    """On the CPU (the interpreter: nothing is timed) an approved kernel serves every overload it
+    has; on a GPU only those measured at least as fast as eager, and each one left to aten is said
+    once on stderr, with the option that serves it anyway."""
     accepted(tmp_path, (KERNELS / "relu_triton.py").read_text(), approve=False,
-             performance={"measured": True, "summary": {"geomean_speedup": 1.4}},
+             performance={"measured": True, "summary": {"geomean_speedup": 0.8}},
              overload_speedups={"aten.relu_.default": {"geomean_speedup": 0.62}})
     result = in_fresh_process(
         "import json, sys, torch, bbagent\n"
@@ -71,9 +74,23 @@ def test_unreviewed_and_slower_overloads_are_left_to_aten_unless_asked(tmp_path)
     served, skipped = result["default"]
     assert served == [] and "no approved, non-stale version (v1 needs_review)" in skipped[RELU]
     served, skipped, calls = result["unreviewed"]
-    assert served == [RELU] and calls == {RELU: 1}
+    assert served == sorted(FAMILY) and calls[RELU] == 1 and skipped == {}
+    script = ("import json, sys, bbagent\n"
+              "for _ in range(2):\n"  # enabled twice: said once
+              "    with bbagent.enable(sys.argv[1], device='cuda', include_unreviewed=True) as gpu:\n"
+              "        a = (sorted(gpu.served), gpu.skipped, sorted(gpu.slower))\n"
+              "print(json.dumps(a))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                          cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    served, skipped, slower = json.loads(done.stdout.strip().splitlines()[-1])
+    assert served == [] and slower == sorted(FAMILY)  # nothing registered: no CUDA kernel needed here
+    assert skipped[RELU].startswith("measured 0.8x eager")
     assert skipped["aten.relu_.default"].startswith("measured 0.62x eager")
     assert skipped["aten.relu.out"].startswith("not timed as served")
+    said = [line for line in done.stderr.splitlines() if "is not served" in line]
+    assert len(said) == 3 and all(line.endswith("include_slower=True serves it anyway") for line in said)
 
 
 def test_a_kernel_calling_its_own_op_gets_the_original_and_odd_inputs_fall_back(tmp_path):

@@ -332,8 +332,9 @@ def print_check_model(console: Console, result: dict) -> None:
         return
     tol = result["tolerance"]
     if result.get("status") == "nothing_served":
+        hint = "; --include-slower serves them anyway" if result.get("slower_skipped") else ""
         console.print(f"{head}: [yellow]NOTHING SERVED[/yellow]: no generated kernel served a call of the forward, "
-                      f"so nothing was checked: {escape(result['why_nothing_served'])}")
+                      f"so nothing was checked: {escape(result['why_nothing_served'])}{hint}")
         return
     status = "[green]MATCH[/green]" if result["match"] else "[red]MISMATCH[/red]"
     console.print(f"{head}: {status} against eager within atol {tol['atol']:g}, rtol {tol['rtol']:g}: "

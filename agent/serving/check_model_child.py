@@ -89,9 +89,10 @@ def check(spec: dict) -> dict:
         output = _forward(model, inputs)
         served = {r["op"]: {**r, "model_calls": ran.get(r["op"], 0)} for r in enabled.report()}
         skipped = {op: why for op, why in enabled.skipped.items() if op in ran}
+        slower = sorted(op for op in enabled.slower if op in ran)
     result = {"model": spec["model"], "config": spec["config"], "device": device, "dtype": spec["dtype"],
               "seed": spec["seed"], "tolerance": {"atol": atol, "rtol": rtol}, "ops_run": ran, "served": served,
-              "skipped_in_model": skipped, **compare(eager, output, atol, rtol)}
+              "skipped_in_model": skipped, "slower_skipped": slower, **compare(eager, output, atol, rtol)}
     used = [op for op, r in served.items() if r["calls"]]
     result["status"] = ("mismatch" if not result["match"] else "match" if used else "nothing_served")
     if not used:

@@ -15,11 +15,15 @@ default) through ``torch.library``, overload by overload, wrapped so that:
 On the CPU dispatch key the kernels run under Triton's interpreter (``agent.serving.load``).
 
 Which kernels: per operator the newest approved, non-stale version (``include_unreviewed``: the
-current one unless rejected), and of its overloads only those measured at least as fast as eager
-(``include_slower``: all). Everything left out is listed with the reason in ``Enabled.skipped``.
+current one unless rejected), and of its overloads, on a GPU, only those measured at least as fast
+as eager (``include_slower``: all). On the CPU every overload of the version is served: the CPU is
+the interpreter, where nothing is timed, so there is no speed to gate on. Everything left out is
+listed with the reason in ``Enabled.skipped``; an overload of an approved kernel left out is also
+said once on stderr (``SLOWER_HINT`` names the option that serves it anyway).
 """
 from __future__ import annotations
 
+import sys
 import threading
 import warnings
 from collections import Counter
@@ -31,6 +35,8 @@ from agent.review.meta import KernelMeta
 from agent.serving.load import import_kernel, interpret_triton
 
 DISPATCH_KEYS = {"cuda": "CUDA", "cpu": "CPU"}
+SLOWER_HINT = "include_slower=True serves it anyway"  # the Python spelling; commands say their flag
+_SAID: set[str] = set()
 
 
 @dataclass
@@ -50,8 +56,10 @@ class ServedOverload:
 class Enabled:
     """What ``enable`` installed. A context manager: leaving the block disables it."""
 
-    def __init__(self, library, served: dict[str, ServedOverload], skipped: dict[str, str], dispatch_key: str):
+    def __init__(self, library, served: dict[str, ServedOverload], skipped: dict[str, str], dispatch_key: str,
+                 slower: set[str] | None = None):
         self.library, self.served, self.skipped, self.dispatch_key = library, served, skipped, dispatch_key
+        self.slower = slower or set()  # of the skipped, those an approved kernel serves once slower ones are asked for
 
     @property
     def active(self) -> bool:
@@ -102,7 +110,12 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     if not hasattr(torch.library, "get_kernel"):
         raise UsageError(f"bbagent.enable needs torch.library.get_kernel (torch 2.9 or newer; this is "
                          f"{torch.__version__}) to keep aten's kernel as the fallback")
-    chosen, skipped = choose(root, include_unreviewed, include_slower, ops)
+    chosen, skipped, gated = choose(root, include_unreviewed, include_slower or device == "cpu", ops)
+    for op in sorted(gated):  # an approved kernel not served: said once per process, on stderr
+        line = f"bbagent.enable: {op} is not served: {skipped[op]}; {SLOWER_HINT}"
+        if line not in _SAID:
+            _SAID.add(line)
+            print(line, file=sys.stderr)
     dispatch_key = DISPATCH_KEYS[device]
     library = torch.library.Library("aten", "IMPL")
     served, kernels = {}, {}
@@ -116,14 +129,16 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     except BaseException:
         library._destroy()
         raise
-    _current = Enabled(library, served, skipped, dispatch_key)
+    _current = Enabled(library, served, skipped, dispatch_key, gated)
     return _current
 
 
-def choose(root: Path, include_unreviewed: bool, include_slower: bool, ops: list[str] | None) -> tuple[list, dict]:
-    """(overload, version, speedup) for every overload to serve, and every one left out with why."""
+def choose(root: Path, include_unreviewed: bool, include_slower: bool,
+           ops: list[str] | None) -> tuple[list, dict, set]:
+    """(overload, version, speedup) for every overload to serve, every one left out with why, and
+    those of them left out only for their speed (a usable version exists)."""
     from agent.review.catalog import operators
-    chosen, skipped = [], {}
+    chosen, skipped, gated = [], {}, set()
     for entry in operators(root):
         version = entry.served(include_unreviewed)
         if version is None:
@@ -138,11 +153,11 @@ def choose(root: Path, include_unreviewed: bool, include_slower: bool, ops: list
             speed = speeds.get(op)
             if not include_slower and (speed is None or speed < 1.0):
                 skipped[op] = (f"measured {speed:.3g}x eager" if speed is not None else
-                               "not timed as served (bbagent bench --op " + op + " on a GPU)") + \
-                              "; include_slower=True serves it anyway"
+                               "not timed as served (bbagent bench --op " + op + " on a GPU)")
+                gated.add(op)
                 continue
             chosen.append((op, version, speed))
-    return chosen, skipped
+    return chosen, skipped, gated
 
 
 def disable() -> dict[str, int] | None:
