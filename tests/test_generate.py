@@ -371,3 +371,26 @@ def test_the_suite_is_built_while_the_provider_answers(tmp_path, monkeypatch, no
     assert any(note.startswith("suite reused") for note in first["suite"]["notes"]), first["suite"]["notes"]
     asked_at = server.requests[0]["received_at"]
     assert ahead["started_at"] < asked_at + 1.0  # it started with the request, not after the answer
+
+
+def test_an_operator_with_no_test_is_refused_before_any_request(tmp_path, monkeypatch, no_keys, capsys, demo_answers):
+    """Issue 47 (point 2): before, generate asked the model round after round for an operator
+    nothing here can test and ended "0/0 tests passed". The listing says it has none; the suite,
+    built once, agrees; exit 2 naming `bbagent ops`, and the model server never hears a request. An
+    operator the float32 listing misses but whose OpInfo (integer-only) has samples is not refused."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().answer(*demo_answers) as server:
+        code = main(["generate", "--op", "aten._foreach_add.List", "--provider", "openai", "--model", "m",
+                     "--base-url", server.url + "/v1", "--root", str(tmp_path)])
+        assert code == 2 and server.requests == []
+        err = " ".join(capsys.readouterr().err.split())
+        assert "aten._foreach_add.List has no test here" in err and "`bbagent ops`" in err
+        assert "nothing was asked of the model" in err
+    from agent.generate.testable import listed_without_tests, refuse_untested
+    from agent.evaluation import evaluator
+    assert listed_without_tests(["aten.gcd.default"])  # float32 samples never reach it: the suite decides
+    refuse_untested("aten.gcd.default", ["aten.gcd.default"],
+                    evaluator(tmp_path, device="cpu", seed=1, timeout_s=300, overloads=["aten.gcd.default"]))
+    assert listed_without_tests(["aten._foreach_add.List"], {"aten._foreach_add.List": [{"line": "x"}]}) is None
+    assert main(["prompt", "--op", "aten._foreach_add.List"]) == 0
+    assert "the shipped listing has no test for aten._foreach_add.List" in " ".join(capsys.readouterr().err.split())

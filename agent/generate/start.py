@@ -12,6 +12,7 @@ from typing import Callable
 from agent.errors import UsageError
 from agent.evaluation import check_channels_last, check_evaluation, evaluator, timing_options, what_to_ask_for
 from agent.generate.loop import Agent, Outcome
+from agent.generate.testable import refuse_untested
 from agent.options import GenerateOptions
 from agent.storage import RunDir, new_run_id, resolve_root
 
@@ -41,6 +42,9 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     channels_last = check_channels_last(computation, options.channels_last)
     root = resolve_root(root, write=True)
+    refuse_untested(computation, serves, evaluator(root, device=options.device, seed=options.seed,
+                                                   timeout_s=options.timeout_s, overloads=serves, executor=executor,
+                                                   extra_traces=extra_traces), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
                             no_cache=options.no_cache, engines=options.engines, inductor_mode=options.inductor_mode,
                             profile_feedback=options.profile_feedback)

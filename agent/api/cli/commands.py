@@ -179,6 +179,12 @@ def cmd_prompt(args, out, err) -> int:
     if computation != args.op:
         err.print(f"{args.op} is a calling convention of {computation}: this is the prompt for {computation}, "
                   "as generate sends it (--exact-overload asks for the overload itself)")
+    from agent.generate.testable import listed_without_tests
+    untested = listed_without_tests([computation, *serves])
+    if untested:
+        err.print(f"note: the shipped listing has no test for {computation} ({untested}); generate builds its "
+                  "suite before asking the model and refuses it if the suite is empty (`bbagent ops` lists what "
+                  "can be tested)")
     if args.json:
         print(json.dumps({"op": computation, "requested": args.op, "serves": serves, "family": family_of(computation),
                           "template": template, "prompt": text}, indent=2))
