@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from harness.fingerprint import harness_fingerprint  # noqa: F401  (agent.machine.harness_fingerprint, as before)
+from harness.fingerprint import harness_fingerprint, triton_version  # noqa: F401  (agent.machine.harness_fingerprint, as before)
 
 UNKNOWN_GPU = "unknown GPU"
 
@@ -62,8 +62,7 @@ def visible_gpu() -> str | None:
 @lru_cache(maxsize=1)
 def this_machine() -> Machine:
     import torch
-    import triton
-    return Machine(torch=torch.__version__, triton=triton.__version__, gpu=visible_gpu(), suite=harness_fingerprint())
+    return Machine(torch=torch.__version__, triton=triton_version(), gpu=visible_gpu(), suite=harness_fingerprint())
 
 
 def this_process() -> dict:

@@ -230,3 +230,21 @@ def test_a_result_that_is_not_a_plain_tensor_is_refused_as_served_and_as_loaded(
     [reason] = result["row"]["fallbacks"]
     assert reason.startswith("kernel raised NotPlainTensor: the result is a bbagent_kernel_")
     assert "subclass of torch.Tensor" in result["loaded"]
+
+
+def test_evaluate_then_enable_in_one_process(tmp_path):
+    """Issue 47 (point 3): bbagent.evaluate imported Triton into the caller's process (for the suite
+    cache's key), so a later enable(device='cpu') refused: "set TRITON_INTERPRET=1 before Python
+    starts". Nothing in the evaluation path imports Triton here now, and the sequence works as the
+    README's Python API shows it, with no variable set beforehand."""
+    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
+    result = in_fresh_process(
+        "import json, sys, torch, bbagent\n"
+        f"verdict = bbagent.evaluate('{RELU}', '{KERNELS / 'relu_triton.py'}', device='cpu')\n"
+        "imported = 'triton' in sys.modules\n"
+        "with bbagent.enable(sys.argv[1], device='cpu') as enabled:\n"
+        "    torch.relu(torch.randn(8))\n"
+        "    calls = enabled.calls()\n"
+        "print(json.dumps({'passed': verdict.passed, 'imported': imported, 'calls': calls}))\n",
+        tmp_path, interpret=False)
+    assert result == {"passed": True, "imported": False, "calls": {**dict.fromkeys(FAMILY, 0), RELU: 1}}

@@ -64,11 +64,10 @@ class EvaluationSupervisor:
         import socket
 
         import torch
-        import triton
-        from agent.machine import gpu_model, harness_fingerprint
+        from agent.machine import gpu_model, harness_fingerprint, triton_version
         return {"host": socket.gethostname(), "pid": os.getpid(), "physical_gpu": self.physical,
                 "gpu_model": "cpu" if self.device == "cpu" else gpu_model(self.physical),
-                "torch": torch.__version__, "triton": triton.__version__, "suite": harness_fingerprint(),
+                "torch": torch.__version__, "triton": triton_version(), "suite": harness_fingerprint(),
                 "secret_env_names": sorted(name for name in os.environ if SECRET_NAME.search(name))}
 
     def evaluate(self, op: str, file_name: str, source: bytes, options: dict) -> dict:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from harness.fingerprint import harness_fingerprint
+from harness.fingerprint import harness_fingerprint, triton_version
 from harness.inputs import clone_value, map_tensors, memory_span, tensors_in
 from harness.traces import map_leaves
 
@@ -41,9 +41,8 @@ MAX_CACHED = 200  # suites kept; adopting one more removes the least recently us
 def suite_key(overloads: list[str], device: str, options: dict) -> str:
     """What a suite depends on: the overloads, the device, the options that shape it, torch, triton
     and this harness's code and data."""
-    import triton
     what = {"format": FORMAT, "overloads": overloads, "device": device, "options": options,
-            "torch": torch.__version__, "triton": triton.__version__, "harness": harness_fingerprint()}
+            "torch": torch.__version__, "triton": triton_version(), "harness": harness_fingerprint()}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
