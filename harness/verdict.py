@@ -164,7 +164,8 @@ class TestCounts(_Strict):
 def count_text(counts: dict) -> str:
     """:meth:`TestCounts.text` from its fields as data (a meta.json's ``tests``); a summary without
     them (older files) still reads ``passed/total``."""
-    line = f"{counts.get('passed')}/{counts.get('total')} tests passed"
+    line = f"{counts.get('passed')}/{counts.get('total')} tests passed" if counts.get("total") != 0 else \
+        "no test ran"  # the kernel's file did not import, or the run ended before its first test
     if (counts.get("overloads") or 1) > 1 and counts.get("own_total") is not None:
         line += (f" ({counts['overloads']} overloads; {counts['own_passed']}/{counts['own_total']} of "
                  f"{counts['own_op']}'s own)")

@@ -240,6 +240,7 @@ def test_a_six_operator_batch_killed_in_the_middle_resumes_and_does_each_operato
     assert summary["counts"]["accepted"] == 6 and summary["counts"]["total"] == 6
     first_session, second_session = summary["sessions"]  # the summary covers both sessions of the batch
     assert first_session["pid"] == first.pid and first_session["jobs"] == 2 and first_session["ended"].startswith("lost")
+    assert first_session["finished_ops"] == len(done_before)  # a lost session's count is read from the ledger
     assert second_session["jobs"] == 3 and second_session["ended"] == "finished"
     assert second_session["finished_ops"] == 6 - len(done_before)
     assert second_session["slots"] and sum(s["evaluations"] for s in second_session["slots"]) >= 1

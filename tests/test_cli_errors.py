@@ -169,3 +169,13 @@ def test_the_command_line_ends_after_every_exit_handler_without_the_teardown():
     unchanged = subprocess.run([sys.executable, "-c", script.replace("sys.exit(cli.run())", "sys.exit(cli.main())"),
                                 RELU], capture_output=True, text=True, timeout=120)
     assert "torn down" in unchanged.stderr  # the check above can see a teardown
+
+
+def test_a_kernel_that_does_not_import_reads_no_test_ran(tmp_path):
+    """Issue 47 (point 10): it read "FAIL 0/0 tests passed", as if the operator had no tests."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import torch\nimport no_such_module_here\n\n\ndef kernel(x):\n    return x\n")
+    done = subprocess.run([sys.executable, "-m", "bbagent", "eval", "--op", "aten.relu.default", "--kernel", str(bad),
+                           "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "FAIL no test ran" in done.stdout and "0/0" not in done.stdout and "import_error" in done.stdout

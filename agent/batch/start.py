@@ -233,7 +233,10 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
     if alive["state"] == "dead":
         sessions = meta.get("sessions") or [{}]
         heartbeat = meta.get("heartbeat") or time.time()
-        sessions[-1].update(ended_at=heartbeat, ended=f"lost: {alive['reason']}", finished_ops=None)
+        began = sessions[-1].get("started_at") or 0.0
+        finished = sum(1 for row in ledger.rows() if row["state"] in ("accepted", "failed")
+                       and began <= (row.get("updated_at") or 0.0) <= heartbeat + 1.0)  # finished in that session
+        sessions[-1].update(ended_at=heartbeat, ended=f"lost: {alive['reason']}", finished_ops=finished)
         ledger.set_meta(sessions=sessions)
         runner.event("coordinator_lost", coordinator=meta.get("coordinator"), last_heartbeat=heartbeat,
                      reason=alive["reason"], running=[r["op"] for r in ledger.rows() if r["state"] == "running"])
