@@ -584,3 +584,39 @@ def test_a_deadline_says_the_moment_it_resolved_to():
                                       "deadline": deadline})
     day = "today" if time.localtime(deadline).tm_yday == time.localtime().tm_yday else "tomorrow"  # (just after midnight)
     assert f"no new work after {time.strftime('%Y-%m-%d %H:%M', time.localtime(deadline))} ({day}, in 23:" in line
+
+
+def test_a_model_with_no_price_costs_unknown_everywhere_and_a_user_file_prices_it(tmp_path, monkeypatch, no_keys):
+    """Issue 47 (point 7): a model missing from the shipped prices showed $0.0000 in summary.md,
+    status, the live panel and runs. Now it reads unknown; the user's own prices file
+    ($BBAGENT_PRICES; nothing in the package edited) prices it; a broken one is refused before any call."""
+    from bbagent import UsageError, batch, runs
+    from fake_llm import FakeLLMServer
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("BBAGENT_PRICES", str(tmp_path / "none-yet.json"))
+    (tmp_path / "none-yet.json").write_text('{"_comment": "nothing priced"}')
+    one = ["aten.relu.default"]
+    with FakeLLMServer().answer_by_op({op: _answer(op) for op in one}) as server:
+        unpriced = batch(one, root=tmp_path / "a", jobs=1, provider="openai", model="my-local-model",
+                         base_url=server.url + "/v1", rounds=1, device="cpu", timeout_s=120)
+        summary_md = (unpriced.path / "summary.md").read_text()
+        assert "unknown (no price for the model)" in summary_md and "$0.0000" not in summary_md
+        assert json.loads((unpriced.path / "summary.json").read_text())["cost_complete"] is False
+        listed, = [e for e in runs(tmp_path / "a") if e["kind"] == "batch"]
+        assert listed["cost_complete"] is False
+        listed = subprocess.run([sys.executable, "-m", "bbagent", "runs", "--root", str(tmp_path / "a")], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=120, env=dict(os.environ))
+        assert "unknown (no price for the model)" in listed.stdout and "$0.0000" not in listed.stdout
+        (tmp_path / "prices.json").write_text(json.dumps({"my-local-model": [1000.0, 2000.0]}))
+        monkeypatch.setenv("BBAGENT_PRICES", str(tmp_path / "prices.json"))
+        priced = batch(one, root=tmp_path / "b", jobs=1, provider="openai", model="my-local-model",
+                       base_url=server.url + "/v1", rounds=1, device="cpu", timeout_s=120)
+        summary = json.loads((priced.path / "summary.json").read_text())
+        assert summary["cost_complete"] is True and summary["cost_usd"] > 0
+        (tmp_path / "prices.json").write_text(json.dumps({"my-local-model": "cheap"}))
+        asked = len(server.requests)
+        with pytest.raises(UsageError, match="the price of 'my-local-model' must be"):
+            from bbagent import generate
+            generate("aten.relu.default", root=tmp_path / "c", provider="openai", model="my-local-model",
+                     base_url=server.url + "/v1", rounds=1, device="cpu")
+        assert len(server.requests) == asked

@@ -226,7 +226,7 @@ def test_a_budget_needs_a_price(tmp_path, monkeypatch, no_keys, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "my-local-model",
                  "--base-url", "http://127.0.0.1:9/v1", "--root", str(tmp_path), "--max-cost-usd", "1"])
-    assert code == 2 and "agent/providers/prices.json" in capsys.readouterr().err
+    assert code == 2 and "~/.config/bbagent/prices.json" in capsys.readouterr().err
 
 
 def test_four_candidates_one_correct_is_found_in_one_round_and_replayed_from_the_log(

@@ -13,6 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from agent.money import cost_text
+
 
 def event_line(event: str, data: dict) -> str | None:
     """The line an event prints (rich markup), or None for events that print none."""
@@ -85,7 +87,8 @@ def panel(snapshot: dict) -> Group:
         f"[bold]{c['accepted'] + c['failed']}[/bold] of {c['total'] - c['skipped']} done: "
         f"[green]{c['accepted']} accepted[/green], [red]{c['failed']} failed[/red], {c['running']} running, "
         f"{c['pending']} pending, {c['skipped']} skipped"),
-        Text(f"elapsed {duration(elapsed)}, ETA {eta}; {snapshot['tokens']} tokens, ${snapshot['cost_usd']:.4f}")]
+        Text(f"elapsed {duration(elapsed)}, ETA {eta}; {snapshot['tokens']} tokens, "
+             f"{cost_text(snapshot['cost_usd'], snapshot.get('cost_complete', True))}")]
     llm = snapshot.get("llm")
     if llm:
         paused = f", all calls paused {llm['paused_s']:g} s (429)" if llm["paused_s"] else ""

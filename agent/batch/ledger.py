@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS ops (
     lease_until REAL, heartbeat REAL, run_id TEXT, rounds INTEGER, best_speedup REAL,
     tokens_input INTEGER NOT NULL DEFAULT 0, tokens_output INTEGER NOT NULL DEFAULT 0,
     cost_usd REAL NOT NULL DEFAULT 0, error_class TEXT, error TEXT, updated_at REAL NOT NULL,
-    resume_key TEXT, fast_p TEXT, gpu TEXT, baseline_speedups TEXT, why_failed TEXT);
+    resume_key TEXT, fast_p TEXT, gpu TEXT, baseline_speedups TEXT, why_failed TEXT,
+    cost_complete INTEGER NOT NULL DEFAULT 1);
 """
 ADDED_COLUMNS = ("resume_key", "fast_p", "gpu", "baseline_speedups", "why_failed")  # added to a ledger written before them
 
@@ -50,9 +51,11 @@ def counts_of(rows: list[dict]) -> dict[str, int]:
 
 
 def spend_of(rows: list[dict]) -> dict:
-    """Input and output tokens and dollars the operators' calls spent."""
+    """Input and output tokens and dollars the operators' calls spent; ``cost_complete`` False where
+    a call's model had no price (the dollars are then a lower bound)."""
     return {"input": sum(r["tokens_input"] for r in rows), "output": sum(r["tokens_output"] for r in rows),
-            "cost_usd": sum(r["cost_usd"] for r in rows)}
+            "cost_usd": sum(r["cost_usd"] for r in rows),
+            "cost_complete": all(r.get("cost_complete", 1) for r in rows)}
 
 
 class Ledger:
@@ -67,6 +70,8 @@ class Ledger:
             for column in ADDED_COLUMNS:
                 if column not in columns:
                     db.execute(f"ALTER TABLE ops ADD COLUMN {column} TEXT")
+            if "cost_complete" not in columns:  # 0: a call's model had no price, so cost_usd is a lower bound
+                db.execute("ALTER TABLE ops ADD COLUMN cost_complete INTEGER NOT NULL DEFAULT 1")
 
     def _connect(self):
         connection = sqlite3.connect(self.path, timeout=60, isolation_level=None)
@@ -124,7 +129,7 @@ class Ledger:
 
     def finish(self, op: str, state: str, *, run_id: str | None = None, rounds: int | None = None,
                best_speedup: float | None = None, tokens: tuple[int, int] = (0, 0), cost_usd: float = 0.0,
-               error_class: str | None = None, error: str | None = None, fast_p: dict | None = None,
+               cost_complete: bool = True, error_class: str | None = None, error: str | None = None, fast_p: dict | None = None,
                gpu: str | None = None, baseline_speedups: dict | None = None, why_failed: dict | None = None) -> bool:
         """The operator's outcome (``gpu``: the GPU model its kernel was evaluated on;
         ``baseline_speedups``: its geomean over compiled baselines, ``{"inductor": x}``; ``why_failed``:
@@ -135,23 +140,24 @@ class Ledger:
         return self._write(
             "UPDATE ops SET state = ?, run_id = COALESCE(?, run_id), rounds = COALESCE(?, rounds), "
             "best_speedup = COALESCE(?, best_speedup), tokens_input = tokens_input + ?, "
-            "tokens_output = tokens_output + ?, cost_usd = cost_usd + ?, error_class = ?, error = ?, "
-            "lease_until = NULL, updated_at = ?, resume_key = ?, fast_p = COALESCE(?, fast_p), gpu = COALESCE(?, gpu), "
+            "tokens_output = tokens_output + ?, cost_usd = cost_usd + ?, cost_complete = MIN(cost_complete, ?), "
+            "error_class = ?, error = ?, lease_until = NULL, updated_at = ?, resume_key = ?, fast_p = COALESCE(?, fast_p), gpu = COALESCE(?, gpu), "
             "baseline_speedups = COALESCE(?, baseline_speedups), why_failed = ? "
             "WHERE op = ? AND state NOT IN ('accepted', 'failed')",
-            (state, run_id, rounds, best_speedup, tokens[0], tokens[1], cost_usd, error_class, error,
+            (state, run_id, rounds, best_speedup, tokens[0], tokens[1], cost_usd, int(cost_complete), error_class, error,
              time.time(), _key_text(self.key), json.dumps(fast_p) if fast_p else None, gpu,
              json.dumps(baseline_speedups) if baseline_speedups else None,
              json.dumps(why_failed) if why_failed else None, op)) > 0
 
     def release(self, op: str, error_class: str, error: str, *, tokens: tuple[int, int] = (0, 0),
-                cost_usd: float = 0.0, **_) -> None:
+                cost_usd: float = 0.0, cost_complete: bool = True, **_) -> None:
         """An infrastructure failure: the operator is pending again and the attempt is not charged
         (what its calls cost still counts)."""
         self._write("UPDATE ops SET state = 'pending', attempts = attempts - 1, infra_retries = infra_retries + 1, "
                     "tokens_input = tokens_input + ?, tokens_output = tokens_output + ?, cost_usd = cost_usd + ?, "
-                    "error_class = ?, error = ?, lease_until = NULL, updated_at = ? WHERE op = ?",
-                    (tokens[0], tokens[1], cost_usd, error_class, error, time.time(), op))
+                    "cost_complete = MIN(cost_complete, ?), error_class = ?, error = ?, lease_until = NULL, "
+                    "updated_at = ? WHERE op = ?",
+                    (tokens[0], tokens[1], cost_usd, int(cost_complete), error_class, error, time.time(), op))
 
     def interrupt_running(self) -> list[str]:
         """Every running operator of this coordinator becomes interrupted (Ctrl-C)."""

@@ -26,6 +26,7 @@ from typing import Callable
 
 from agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
+from agent.money import cost_text
 from agent.machine import process_state, this_process
 from agent.storage import mark_interrupted
 
@@ -173,7 +174,8 @@ class Batch:
                 "slots": slots, "gpus": gpus, "llm": self.limiter.snapshot() if self.limiter is not None else None,
                 "paused_s": round(max(self.paused_until - now, 0.0), 1), "counts": counts,
                 "finished_this_session": counts["accepted"] + counts["failed"] - self.done_at_start,
-                "tokens": spend["input"] + spend["output"], "cost_usd": round(spend["cost_usd"], 6)}
+                "tokens": spend["input"] + spend["output"], "cost_usd": round(spend["cost_usd"], 6),
+                "cost_complete": spend["cost_complete"]}
 
     # --- one worker ----------------------------------------------------------------------------
 
@@ -225,7 +227,8 @@ class Batch:
         if self.stop.is_set():
             return  # Ctrl-C: the coordinator marked it interrupted
         spent = {"tokens": (outcome.spent.input_tokens, outcome.spent.output_tokens),
-                 "cost_usd": outcome.spent.cost_usd, "run_id": outcome.run_id, "rounds": outcome.rounds_used}
+                 "cost_usd": outcome.spent.cost_usd, "cost_complete": outcome.spent.cost_complete,
+                 "run_id": outcome.run_id, "rounds": outcome.rounds_used}
         if outcome.status == "error" and outcome.transient:  # the provider was unreachable: not the op's fault
             return self._infrastructure(op, "provider", outcome.message, spent)
         self.failures_in_a_row = 0
@@ -293,7 +296,8 @@ def coordinator_state(meta: dict) -> str:
 def _spent(state: dict) -> dict:
     """A run's tokens and cost (from run.json) as the ledger takes them."""
     tokens = state.get("tokens") or {}
-    return {"tokens": (tokens.get("input", 0), tokens.get("output", 0)), "cost_usd": state.get("cost_usd") or 0.0}
+    return {"tokens": (tokens.get("input", 0), tokens.get("output", 0)), "cost_usd": state.get("cost_usd") or 0.0,
+            "cost_complete": state.get("cost_complete", True)}
 
 
 def _small(data: dict) -> dict:
@@ -361,9 +365,10 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
     summary = {"batch_id": path.name, "meta": meta, "counts": counts_of(rows), "sessions": sessions,
                "session": sessions[-1] if sessions else {},  # the last one
                "tokens": {"input": spend["input"], "output": spend["output"]},
-               "cost_usd": round(spend["cost_usd"], 6), "failures": failures,
+               "cost_usd": round(spend["cost_usd"], 6), "cost_complete": spend["cost_complete"], "failures": failures,
                "ops": [{**{k: r[k] for k in ("op", "state", "attempts", "infra_retries", "rounds", "best_speedup",
-                                             "gpu", "tokens_input", "tokens_output", "cost_usd", "error_class",
+                                             "gpu", "tokens_input", "tokens_output", "cost_usd", "cost_complete",
+                                             "error_class",
                                              "error", "run_id")},
                         "why_failed": json.loads(r["why_failed"]) if r.get("why_failed") else None,
                         "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None,
@@ -376,9 +381,9 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
              f"{counts['accepted']} accepted, {counts['failed']} failed, {counts['skipped']} skipped, "
              f"{counts['interrupted']} interrupted, {counts['pending'] + counts['running']} not finished, of "
              f"{counts['total']}; {summary['tokens']['input']} input + {summary['tokens']['output']} output tokens, "
-             f"${summary['cost_usd']:.4f}", ""] + ([f"New work stopped: {summary['meta']['ended_by']}.", ""]
+             f"{cost_text(summary['cost_usd'], summary['cost_complete'])}", ""] + ([f"New work stopped: {summary['meta']['ended_by']}.", ""]
                                                   if summary["meta"].get("ended_by") else []) + [
-             f"| op | state | attempts | rounds | speedup | {'vs inductor | ' if compared else ''}fast_1 | on | cost $ | error |",
+             f"| op | state | attempts | rounds | speedup | {'vs inductor | ' if compared else ''}fast_1 | on | cost | error |",
              "| --- " * (9 + bool(compared)) + "|"]
     for r in summary["ops"]:
         speedup = f"{r['best_speedup']:.3g}x" if r["best_speedup"] is not None else ""
@@ -387,7 +392,8 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
         fast_1 = next((f"{v:.0%}" for k, v in (r["fast_p"] or {}).items() if float(k) == 1.0), "")
         error = (f"{r['error_class']}: " if r["error_class"] else "") + " ".join((r["error"] or "").split()).replace("|", "/")
         lines.append(f"| {r['op']} | {r['state']} | {r['attempts']} | {r['rounds'] or ''} | {speedup} | {over}{fast_1} | "
-                     f"{r['gpu'] or ''} | {r['cost_usd']:.4f} | {error.strip() if r['state'] != 'accepted' else ''} |")
+                     f"{r['gpu'] or ''} | {cost_text(r['cost_usd'], r['cost_complete'])} | "
+                     f"{error.strip() if r['state'] != 'accepted' else ''} |")
     if len({r["gpu"] for r in summary["ops"] if r["best_speedup"] is not None}) > 1:
         lines += ["", "Speedups were measured on different GPU models (column 'on'): compare them within one model."]
     lines += _sessions_md(sessions)

@@ -21,10 +21,10 @@ Report = Callable[[str, dict], None]
 
 def require_price(model: str | None) -> None:
     """A cost budget needs the model's price (a run's ``--max-cost-usd`` or a batch's)."""
-    from agent.providers.call_log import price_of
+    from agent.providers.prices import price_of, where_prices_go
     if price_of(model) is None:
-        raise UsageError(f"--max-cost-usd needs a price for model '{model}': add it to agent/providers/prices.json "
-                         "(USD per million input and output tokens) or drop --max-cost-usd")
+        raise UsageError(f"--max-cost-usd needs a price for model '{model}': {where_prices_go()}, or drop "
+                         "--max-cost-usd")
 
 
 def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, report: Report | None = None, executor=None,
@@ -56,6 +56,8 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
                           root=root)
     inner.on_retry = lambda info: report("retry", info)
     inner.limiter = limiter
+    from agent.providers.prices import price_of
+    price_of(inner.model)  # a bad prices file of the user's is said now (exit 2), before any call
     if options.max_cost_usd is not None:
         require_price(inner.model)
     run = RunDir(root, new_run_id(computation))

@@ -30,7 +30,7 @@ class Completion(BaseModel):
     attempts: int = 1
     response_id: str | None = None
     cached: bool = False            # answered from the call log, no network
-    cost_usd: float | None = None   # None: the model has no price in agent/providers/prices.json
+    cost_usd: float | None = None   # None: the model has no price (agent.providers.prices)
 
 
 class Provider(Protocol):

@@ -16,11 +16,11 @@ import json
 import sqlite3
 import time
 from contextlib import closing
-from functools import lru_cache
 from pathlib import Path
 
+from agent.providers.prices import cost_usd, price_of  # noqa: F401  (where they were)
+
 FILE_NAME = "llm_calls.sqlite"
-PRICES_FILE = Path(__file__).resolve().parent / "prices.json"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, run_id TEXT, op TEXT, round INTEGER,
@@ -43,27 +43,6 @@ def request_hash(provider: str, model: str, messages: list[dict], params: dict, 
     text = json.dumps({"provider": provider, "model": model, "messages": messages, "params": params,
                        **({"endpoint": endpoint} if endpoint else {})}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-@lru_cache(maxsize=1)
-def _prices() -> dict:
-    return {k: v for k, v in json.loads(PRICES_FILE.read_text()).items() if not k.startswith("_")}
-
-
-def price_of(model: str) -> tuple[float, float] | None:
-    """(USD per million input tokens, per million output tokens), or None if not listed."""
-    prices = _prices()
-    if model in prices:
-        return tuple(prices[model])
-    prefixes = [name for name in prices if model.startswith(name)]
-    return tuple(prices[max(prefixes, key=len)]) if prefixes else None
-
-
-def cost_usd(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    price = price_of(model)
-    if price is None:
-        return None
-    return (input_tokens * price[0] + output_tokens * price[1]) / 1e6
 
 
 class LLMLog:

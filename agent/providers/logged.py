@@ -8,7 +8,8 @@ import json
 import threading
 import time
 
-from agent.providers.call_log import LLMLog, cost_usd, request_hash
+from agent.providers.call_log import LLMLog, request_hash
+from agent.providers.prices import cost_usd
 from agent.errors import ProviderError
 from agent.providers.base import Completion, Provider
 

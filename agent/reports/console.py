@@ -318,8 +318,10 @@ def print_calls(console: Console, calls: list[dict]) -> None:
     console.print(table)
     total = sum(c["cost_usd"] or 0 for c in calls)
     failed = sum(bool(c.get("error")) for c in calls)
+    priced = all(c["cost_usd"] is not None for c in calls if not c.get("error"))
+    from agent.money import cost_text
     console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, {failed} failed, "
-                  f"${total:.4f} in all")
+                  f"{cost_text(total, priced)} in all")
 
 
 def print_check_model(console: Console, result: dict) -> None:

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 
 from agent.errors import ReportError
+from agent.money import cost_text
 from agent.review.lifecycle import status_of, version_folders
 from agent.review.meta import PerformanceRecord, read_meta
 from agent.reports.runs import read_json, run_id_of
@@ -308,13 +309,6 @@ def _cost_chart(plt, ops: list[dict], with_cost: bool):
     rounds_axis.invert_yaxis()
     figure.suptitle("cost and rounds per operator" if with_cost else "rounds per operator")
     return figure
-
-
-def cost_text(cost: float, known: bool) -> str:
-    """A cost as the page shows it: unknown where a model had no price and nothing is known."""
-    if known:
-        return f"${cost:.4f}"
-    return f"at least ${cost:.4f}" if cost > 0 else "unknown (no price for the model)"
 
 
 def _link(path: str | None, base: Path, text: str) -> str:

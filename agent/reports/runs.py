@@ -55,7 +55,8 @@ def list_runs(runs_dir: Path) -> list[dict]:
             state = read_json(path / "run.json")
             entries.append({"id": path.name, "kind": "run", "op": state.get("op"), "status": run_status(state),
                             "started_at": state.get("started_at"), "rounds": state.get("rounds_used"),
-                            "cost_usd": state.get("cost_usd"), "model": (state.get("config") or {}).get("model"),
+                            "cost_usd": state.get("cost_usd"), "cost_complete": state.get("cost_complete", True),
+                            "model": (state.get("config") or {}).get("model"),
                             "age_s": round(age_s(path)), "path": str(path)})
         elif path.is_dir() and BATCH_ID.match(path.name) and (path / FILE_NAME).is_file():
             ledger = Ledger(path / FILE_NAME)
@@ -66,6 +67,7 @@ def list_runs(runs_dir: Path) -> list[dict]:
                             "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z",
                                                         time.localtime(meta.get("created_at") or 0)),
                             "counts": counts, "cost_usd": round(sum(r["cost_usd"] for r in rows), 6),
+                            "cost_complete": all(r.get("cost_complete", 1) for r in rows),
                             "model": (meta.get("generate_options") or {}).get("model"),
                             "age_s": round(time.time() - max([r["updated_at"] for r in rows]
                                                              + [meta.get("created_at") or 0])),

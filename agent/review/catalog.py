@@ -141,7 +141,7 @@ def row(entry: Operator) -> dict:
     return {"op": entry.op, "family": family_of(meta.written_for), "version": current.number,
             "status": current.status, "review": meta.review.model_dump(), "changes": changes(meta),
             "tests_passed": meta.tests.get("passed"), "tests_total": meta.tests.get("total"), "tests": meta.tests,
-            "geomean_speedup": meta.performance.geomean_speedup, "cost_usd": meta.cost_usd,
+            "geomean_speedup": meta.performance.geomean_speedup, "cost_usd": meta.cost_usd, "cost_complete": meta.cost_complete,
             "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id, "flags": flags(meta),
             "served_version": served.number if served else None, "versions": len(entry.versions),
             "dir": str(current.folder)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 from agent.review.meta import KernelMeta, PerformanceRecord
+from agent.money import cost_text
 from harness.verdict import Verdict, count_text
 
 
@@ -89,7 +90,7 @@ def kernel_readme(meta: KernelMeta) -> str:
             f"- versions: torch {meta.versions.torch}, triton {meta.versions.triton}\n"
             f"- speed: {speed_line(meta.performance)}\n"
             f"- tokens: {meta.tokens.input} in, {meta.tokens.output} out, "
-            f"cost ${meta.cost_usd or 0:.4f}{'' if meta.cost_complete else ' (at least: a model had no price)'}\n\n"
+            f"cost {cost_text(meta.cost_usd or 0.0, meta.cost_complete)}\n\n"
             f"The full transcript (prompts, answers, verdicts) is in `runs/{meta.run_id}/`.\n")
 
 

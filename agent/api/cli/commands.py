@@ -17,6 +17,7 @@ from pathlib import Path
 
 import bbagent as api
 from agent.errors import Terminated
+from agent.money import cost_text
 from bbagent import UsageError
 from bbagent.cli.parser import build_parser
 
@@ -309,7 +310,7 @@ def cmd_runs(args, out, err) -> int:
     else:
         out.print(f"{'run':<52} {'kind':<5} {'status':<11} {'op':<34} cost", markup=False)
     for e in entries:
-        cost = f"${e['cost_usd']:.4f}" if e.get("cost_usd") is not None else ""
+        cost = cost_text(e["cost_usd"], e.get("cost_complete", True)) if e.get("cost_usd") is not None else ""
         out.print(f"{e['id']:<52} {e['kind']:<5} {e['status'] or '':<11} {e['op'] or '':<34} {cost}",
                   markup=False)
     return EXIT_OK
@@ -407,7 +408,7 @@ def cmd_generate(args, out, err) -> int:
         return EXIT_INTERRUPTED
     spent = outcome.spent
     err.print(f"spent: {spent.input_tokens} input + {spent.output_tokens} output tokens, "
-              f"${spent.cost_usd:.4f}{'' if spent.cost_complete else ' (at least: a model has no price)'}"
+              f"{cost_text(spent.cost_usd, spent.cost_complete)}"
               f"; {spent.cached_calls} answer(s) from the call log")
     message = escape(outcome.message)
     if outcome.status == "accepted":

@@ -308,7 +308,7 @@ def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> No
                    help="answers asked per round, in parallel; all are evaluated and the best moves on (default 1)")
     if one_op:
         p.add_argument("--max-cost-usd", type=float,
-                       help="stop between rounds once the run's LLM calls cost this much (prices: agent/providers/prices.json)")
+                       help="stop between rounds once the run's LLM calls cost this much (prices: the shipped list, overlaid by ~/.config/bbagent/prices.json or $BBAGENT_PRICES)")
         p.add_argument("--max-tokens", type=int, help="stop between rounds once the run used this many tokens (in + out)")
     else:  # a batch: its own budgets, and each operator's
         p.add_argument("--max-cost-usd", type=float, help="start nothing new once the batch's calls cost this much")

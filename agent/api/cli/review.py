@@ -10,6 +10,7 @@ from rich.table import Table
 
 import bbagent as api
 from agent.reports.console import widen
+from agent.money import cost_text
 from harness.verdict import count_text, short_count
 from bbagent import UsageError
 
@@ -40,7 +41,7 @@ def _list(args, out, err) -> int:
         table.add_column(column, justify="right" if column in ("ver", "tests", "speedup", "cost") else "left")
     for r in rows:
         speed = f"{r['geomean_speedup']:.3g}x" if r["geomean_speedup"] is not None else "-"
-        cost = f"${r['cost_usd']:.3f}" if r["cost_usd"] is not None else "-"
+        cost = cost_text(r["cost_usd"], r.get("cost_complete", True), 3) if r["cost_usd"] is not None else "-"
         served = f"v{r['served_version']}" if r["served_version"] else "none"
         table.add_row(escape(r["op"]), str(r["version"]), _status(r["status"]),
                       short_count(r["tests"]), speed, cost, served, str(len(r["flags"]) or ""))
@@ -73,7 +74,7 @@ def _show(args, out, err) -> int:
     where = meta.get("gpu") or "CPU (Triton interpreter)"
     info.print(f"model {escape(str(meta.get('model')))} ({meta.get('provider')}), run {meta.get('run_id')}, round "
                f"{meta.get('round')}; tests: {count_text(tests)} on {escape(where)}; "
-               f"cost ${meta.get('cost_usd') or 0:.4f}; serves {', '.join(meta.get('serves') or [shown['op']])}")
+               f"cost {cost_text(meta.get('cost_usd') or 0.0, meta.get('cost_complete', True))}; serves {', '.join(meta.get('serves') or [shown['op']])}")
     for flag in shown["flags"]:
         info.print(f"[yellow]flag:[/yellow] {escape(flag)}")
     if out.is_terminal:
