@@ -48,7 +48,6 @@ def _rows() -> list[dict]:
         _row("aten._softmax.default", softmax_args, 0, is_synthetic=True),
         _row("aten.mul.Tensor", adds[0][1], 3, runnable=False, included_in_benchmark=False,
              why_excluded="fails on the reference backend"),
-        _row("aten.made_up_op.default", adds[0][1], 1),
         _row("aten.add.Tensor", "((T([2, 2], f16), __import__('os')), {})", 1),  # not the trace format
     ]
 
@@ -73,12 +72,11 @@ def test_a_dataset_selects_skips_and_explains(dataset):
     assert chosen.skipped["aten.mul.Tensor"] == "every input excluded: fails on the reference backend"
     assert chosen.skipped["aten._softmax.default"] == \
         "every input excluded: synthetic inputs (--include-synthetic to run them)"
-    assert chosen.skipped["aten.made_up_op.default"].startswith("not an operator here")
     rows = _rows()
     assert chosen.extra_traces == {"aten.add.Tensor": [
         {"line": f"cnt: {rows[0]['count']}, {rows[0]['args']}", "timed": True},
         {"line": f"cnt: {rows[1]['count']}, {rows[1]['args']}", "timed": False}]}  # the overhead-dominated canary
-    assert chosen.dataset["rows"] == 7 and chosen.dataset["pairs_used"] == 2 and chosen.dataset["canaries"] == 1
+    assert chosen.dataset["rows"] == 6 and chosen.dataset["pairs_used"] == 2 and chosen.dataset["canaries"] == 1
     assert [(p["op"], p["why"]) for p in chosen.dataset["skipped_pairs"][:3]] == [
         ("aten.add.Tensor", "inputs too large for the benchmark GPU"),
         ("aten._softmax.default", "synthetic inputs (--include-synthetic to run them)"),
@@ -126,22 +124,45 @@ def test_bad_datasets_are_usage_errors_that_say_why(tmp_path):
         assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr, (name, done.stderr)
 
 
-def test_a_dataset_batch_tests_the_dataset_inputs(tmp_path):
-    """End to end: the relu kernel's round Verdict holds the dataset's input as a test."""
-    from bbagent import batch
-    rows = [_row("aten.relu.default", "((T([33, 65], f32),), {})", 2)]  # an input no shipped trace has
+def test_a_misspelled_operator_stops_the_batch_naming_its_rows(tmp_path, capsys):
+    """Issue 47 (point 8): its rows were skipped with exit 0 and no reason on the console."""
+    from bbagent.cli import main
+    adds = _trace_args("aten.add.Tensor", "hf_train/AlbertForMaskedLM_training.txt")
+    rows = [_row("aten.add.Tensor", adds[0][1], 1), {**_row("aten.add.Tensr", adds[1][1], 1), "uuid": "u-typo"}]
     (tmp_path / "problems.json").write_text(json.dumps(rows))
+    code = main(["batch", "--dataset", str(tmp_path / "problems.json"), "--provider", "replay", "--root",
+                 str(tmp_path), "--device", "cpu"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "unknown operator 'aten.add.Tensr'" in err and "(rows u-typo)" in err
+    assert "aten.add.Tensor" in err and not list(tmp_path.glob("runs/batch-*"))  # the names it could mean; no batch
+
+
+def test_a_dataset_batch_tests_the_dataset_inputs(tmp_path):
+    """End to end: the relu kernel's round Verdict holds the dataset's inputs as tests, and the batch
+    says how many ran and why the others did not (the CPU interpreter's cap on trace inputs)."""
+    from agent.batch.display import event_line
+    from bbagent import batch
+    rows = [_row("aten.relu.default", f"((T([33, {65 + k}], f32),), {{}})", 2) for k in range(7)]  # no shipped trace
+    (tmp_path / "problems.json").write_text(json.dumps(rows))
+    heard = []
     source = (ROOT / "tests" / "kernels" / "relu_triton.py").read_text()
     replays = tmp_path / "replays"
     replays.mkdir()
     (replays / "aten.relu.default.json").write_text(json.dumps({"exchanges": [{"response": f"```python\n{source}```"}]}))
     result = batch(dataset=tmp_path / "problems.json", root=tmp_path, provider="replay", replay=str(replays),
-                   rounds=1, device="cpu", timeout_s=120)
+                   rounds=1, device="cpu", timeout_s=120, report=lambda event, data: heard.append((event, data)))
     assert result.counts["accepted"] == 1, result.counts
     verdict = json.loads(next((tmp_path / "runs").glob("*aten.relu.default*/round-1/verdict.json")).read_text())
-    dataset_tests = [t for t in verdict["tests"] if t["id"].startswith("dataset-")]
-    assert [t["input"] for t in dataset_tests] == ["(T([33, 65], f32),)"] and dataset_tests[0]["passed"]
-    assert json.loads((result.path / "dataset.json").read_text())["pairs_used"] == 1
+    dataset_tests = [t for t in verdict["tests"] if "dataset-" in t["id"]]  # as relu, and as relu_ and relu.out
+    assert dataset_tests and all(t["input"].startswith("(T([33, ") and t["passed"] for t in dataset_tests)
+    assert json.loads((result.path / "dataset.json").read_text())["pairs_used"] == 7
+    used, = [data for event, data in heard if event == "run_dataset_inputs"]
+    assert used["ran"] == len({t["input"].split(" out=")[0] for t in dataset_tests})
+    assert used["ran"] + used["not_run"] == 7
+    assert used["not_run"] >= 1
+    line = event_line("run_dataset_inputs", used)
+    assert f"aten.relu.default: {used['ran']} of the dataset's inputs ran as tests; {used['not_run']} did not" in line
+    assert "CPU interpreter runs at most 5 trace inputs" in line
 
 
 # --- the published format as BackendBench writes it (issue 31) ----------------------------------

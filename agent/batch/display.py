@@ -45,6 +45,11 @@ def event_line(event: str, data: dict) -> str | None:
         return line
     if event == "op_start":
         return f"{data['op']}: started"
+    if event == "run_dataset_inputs":
+        line = f"{data['op']}: {data['ran']} of the dataset's inputs ran as tests"
+        if data.get("not_run"):
+            line += f"; {data['not_run']} did not: {escape(data['why_not'])}"
+        return line
     if event == "run_round":
         return f"{data['op']}: round {data.get('round')}: {data.get('outcome') or ''}"
     if event == "op_retry":

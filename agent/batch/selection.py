@@ -180,11 +180,12 @@ def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
     not ``included_in_benchmark`` or not ``runnable`` is skipped and listed with ``why_excluded``;
     a synthetic pair only runs with ``include_synthetic``; an overhead-dominated pair runs as a
     correctness canary (tested, never timed); a pair whose arguments are not in the trace format
-    is skipped and listed. An operator this torch does not have is skipped."""
+    is skipped and listed. A usable pair naming an operator this torch does not have stops the
+    selection (``SelectionError``, with the rows' uuids): a misspelled name is the dataset's error."""
     from harness.ops import UnknownOpError, resolve_op
     from harness.traces import TraceFormatError, parse_call_line
     selection = Selection()
-    skipped_pairs, per_op = [], {}
+    skipped_pairs, per_op, uuids = [], {}, {}
     for row in rows:
         op, args = row["op_name"], row["args"]
         pair = {"uuid": row.get("uuid"), "op": op, "args": args}
@@ -203,14 +204,18 @@ def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
             continue
         timed = not row["is_overhead_dominated_op"]
         per_op.setdefault(op, []).append({"line": line, "timed": timed})
-    known = set()
+        uuids.setdefault(op, []).append(row.get("uuid"))
+    unknown = []
     for op in per_op:
         try:
             resolve_op(op)
-            known.add(op)
         except UnknownOpError as exc:
-            selection.skipped[op] = f"not an operator here: {exc}"
-    selection.ops = [op for op in per_op if op in known]
+            unknown.append(f"{exc} (rows {', '.join(str(u) for u in uuids[op][:5])}"
+                           f"{f' and {len(uuids[op]) - 5} more' if len(uuids[op]) > 5 else ''})")
+    if unknown:  # a misspelled name would otherwise drop its rows without a word
+        raise SelectionError("the dataset names operators this torch does not have: " + "; ".join(unknown)
+                             + ". Correct the op_name of those rows, or mark them included_in_benchmark = false")
+    selection.ops = list(per_op)
     selection.extra_traces = {op: per_op[op] for op in selection.ops}
     for op in dict.fromkeys(p["op"] for p in skipped_pairs):
         if op not in per_op and op not in selection.skipped:
@@ -222,3 +227,25 @@ def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
         "canaries": sum(1 for v in selection.extra_traces.values() for e in v if not e["timed"]),
         "skipped_pairs": skipped_pairs}
     return selection
+
+
+def dataset_inputs_run(run_dir: Path) -> dict | None:
+    """How many of a dataset's inputs the run's last evaluation ran as tests, and those it did not
+    with why (the CPU interpreter's caps, for one), from its Verdict; None where it has none."""
+    verdicts = sorted(Path(run_dir).glob("round-*/**/verdict.json"), key=lambda p: p.stat().st_mtime)
+    if not verdicts:
+        return None
+    verdict = json.loads(verdicts[-1].read_text())
+    def given(record: dict) -> str:  # an out= test describes its input with " out=<...>" after it
+        return (record.get("input") or record["id"]).split(" out=")[0]
+    # an input is counted once, though a family's kernel runs it as each overload (in-place, out=)
+    ran = {given(test) for test in verdict.get("tests") or [] if "dataset-" in test.get("id", "")}
+    not_run: dict[str, list[str]] = {}
+    for skip in verdict.get("skipped") or []:
+        given_input = given(skip)
+        listed = {i for inputs in not_run.values() for i in inputs}
+        if "dataset-" in skip.get("id", "") and given_input not in ran and given_input not in listed:
+            not_run.setdefault(skip.get("reason") or "not run", []).append(given_input)
+    return {"ran": len(ran), "not_run": sum(len(v) for v in not_run.values()),
+            "why_not": "; ".join(f"{len(inputs)} {reason}: {', '.join(inputs[:3])}"
+                                 f"{', ...' if len(inputs) > 3 else ''}" for reason, inputs in not_run.items())}

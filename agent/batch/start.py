@@ -283,9 +283,13 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
             serves = family_of_overload(op)["serves"] if not options.exact_overload else [op]
             mine = {name: extra[name] for name in dict.fromkeys([op] + serves) if name in extra}
             layout = check_channels_last(serves[0], options.channels_last, quiet=True)
-            return run_generate(op, options.model_copy(update={"channels_last": layout}), root, report=hear,
-                                executor=evaluations, limiter=runner.limiter, extra_traces=mine or None,
-                                batch_id=runner.path.name, resumed=resume is not None, halt=runner.budget_spent)
+            outcome = run_generate(op, options.model_copy(update={"channels_last": layout}), root, report=hear,
+                                   executor=evaluations, limiter=runner.limiter, extra_traces=mine or None,
+                                   batch_id=runner.path.name, resumed=resume is not None, halt=runner.budget_spent)
+            used = select.dataset_inputs_run(outcome.run_dir) if mine else None
+            if used is not None:  # which of the user's inputs ran, and why the others did not
+                hear("dataset_inputs", used)
+            return outcome
         runner.generate = generate_one
         return runner.run()
     finally:
