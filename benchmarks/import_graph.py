@@ -28,7 +28,7 @@ LAYERS = (
     ("agent.generate", "agent.bench", "agent.serving"),
     ("agent.evaluation", "agent.providers"),
     ("agent.review",),
-    ("agent.families", "agent.machine", "agent.money", "agent.options", "agent.storage"),
+    ("agent.caches", "agent.families", "agent.machine", "agent.money", "agent.options", "agent.storage"),
     ("agent.errors",),
     ("harness",),
 )

@@ -6,7 +6,6 @@ and a Verdict with no timing says why.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from harness.sandbox.watch import ChildOutcome, Limits
 from harness.timing import baselines, ncu
 from harness.timing.options import TimingOptions
 from harness.timing.profile import pick
+from harness import workdirs
 
 
 def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, base_env: dict, warm: bool,
@@ -33,7 +33,7 @@ def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, base
     missing = baselines.wanted(tests, rows, gpu, mode)
     measured, problem = [], None
     if missing:
-        workdir = Path(tempfile.mkdtemp(prefix="bbagent-baseline-")).resolve()
+        workdir = workdirs.make("baseline")
         shapes = [{"input": t["input"], "mode": t["mode"]} for t in missing]
         child_job = {**{k: job[k] for k in ("op", "seed", "device", "cpu_max_numel", "extra_traces", "channels_last")},
                      "kernel": "", "workdir": str(workdir), "timing": None,
@@ -84,8 +84,8 @@ def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict,
         return
     ids = pick(performance["tests"], timing.ncu, timing.pick)
     started = time.perf_counter()
-    workdir = Path(tempfile.mkdtemp(prefix="bbagent-ncu-")).resolve()
-    log = Path(tempfile.mkdtemp(prefix="bbagent-ncu-log-")).resolve() / "ncu.csv"  # out of the child's view
+    workdir = workdirs.make("ncu")
+    log = workdirs.make("ncu-log") / "ncu.csv"  # out of the child's view
     kept = None
     try:
         shutil.copy(job["kernel"], workdir / "candidate.py")

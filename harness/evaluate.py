@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from harness.suite.memory_need import expected_need
 from harness.timing.options import TimingOptions
 from harness.verdict import Verdict
+from harness import workdirs
 
 __all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "prepare_suite", "default_device",
            "finish_timing", "physical_gpu"]
@@ -108,7 +108,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     if findings:  # rejected before any of its code runs
         return _redacted(assemble(op, kernel_path, source, seed, [], ChildOutcome(returncode=0), timeout_s,
                                   static_findings=findings), secrets)
-    workdir = Path(tempfile.mkdtemp(prefix="bbagent-cand-")).resolve()
+    workdir = workdirs.make("cand")
     try:
         (workdir / "candidate.py").write_bytes(source)
         shared_env = base_env(device, gpu)
@@ -217,7 +217,7 @@ def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | 
     key = suite_key(overloads, device, options)
     if cached_suite(key):
         return "cached"
-    workdir = Path(tempfile.mkdtemp(prefix="bbagent-suite-")).resolve()
+    workdir = workdirs.make("suite")
     try:
         (workdir / "candidate.py").write_bytes(b"")  # never imported: the child ends once the suite is saved
         shared_env = base_env(device, gpu)

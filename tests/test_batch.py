@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -222,9 +223,13 @@ def test_a_six_operator_batch_killed_in_the_middle_resumes_and_does_each_operato
     assert listing[batch_id]["status"] == "dead"
     killed_runs = [e for e in listing.values() if e["kind"] == "run" and e["op"] in in_flight]
     assert killed_runs and all(e["status"] == "interrupted" for e in killed_runs), killed_runs
+    import tempfile
+    left = list(Path(tempfile.gettempdir()).glob(f"bbagent-*-{first.pid}-*"))  # the killed one's working folders
     resumed = _batch(tmp_path, "--resume", batch_id, "--jobs", "3")
     out, err = resumed.communicate(timeout=400)
     assert resumed.returncode == 0, out + err
+    assert not any(p.exists() for p in left)  # removed by the resume
+    assert not left or "working folder(s) that ended bbagent processes left behind" in err
     assert f"{len(in_flight)} whose process died run again" in err
     events = [json.loads(line) for line in (tmp_path / "runs" / batch_id / "events.jsonl").read_text().splitlines()]
     lost, = [e for e in events if e["event"] == "coordinator_lost"]

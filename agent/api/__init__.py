@@ -184,11 +184,15 @@ def runs(root: str | Path | None = None) -> list[dict]:
 
 def prune_runs(older_than_days: float, root: str | Path | None = None, dry_run: bool = False) -> dict:
     """Remove runs and batches older than ``older_than_days`` that nothing kept refers to and that
-    are not running (``agent.reports.runs.prune``); ``dry_run`` only says what would go."""
+    are not running (``agent.reports.runs.prune``), and the working folders of bbagent processes
+    that ended without removing them (``workdirs``; ``harness.workdirs``); ``dry_run`` only says
+    what would go."""
     from agent.reports.runs import prune
+    from harness import workdirs
     if older_than_days < 0:
         raise UsageError(f"--older-than takes days, 0 or more (got {older_than_days})")
-    return prune(resolve_root(root, write=not dry_run), older_than_days * 86400, dry_run=dry_run)
+    pruned = prune(resolve_root(root, write=not dry_run), older_than_days * 86400, dry_run=dry_run)
+    return {**pruned, "workdirs": workdirs.remove_orphaned(dry_run=dry_run)}
 
 
 def ops(suite: str = "all", pattern: str | None = None, family: str | None = None) -> list[dict]:

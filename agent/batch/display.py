@@ -45,6 +45,9 @@ def event_line(event: str, data: dict) -> str | None:
         return line
     if event == "op_start":
         return f"{data['op']}: started"
+    if event == "workdirs_removed":
+        return (f"removed {data['folders']} working folder(s) that ended bbagent processes left behind "
+                f"({data['bytes'] / 2**20:.1f} MiB)")
     if event == "run_dataset_inputs":
         line = f"{data['op']}: {data['ran']} of the dataset's inputs ran as tests"
         if data.get("not_run"):

@@ -241,6 +241,10 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
         runner.event("coordinator_lost", coordinator=meta.get("coordinator"), last_heartbeat=heartbeat,
                      reason=alive["reason"], running=[r["op"] for r in ledger.rows() if r["state"] == "running"])
     runner.event("resume", **runner.ledger.reopen(key, coordinator_dead=dead, retry_failed=retry_failed))
+    from harness import workdirs
+    left = workdirs.remove_orphaned()  # a killed coordinator's candidates' folders, among others
+    if left["folders"]:
+        runner.event("workdirs_removed", folders=left["folders"], bytes=left["bytes"])
     return runner
 
 

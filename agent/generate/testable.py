@@ -12,8 +12,7 @@ counting no test at all is the refusal.
 from __future__ import annotations
 
 import functools
-import tempfile
-from pathlib import Path
+import shutil
 
 from agent.errors import UsageError
 
@@ -45,10 +44,14 @@ def refuse_untested(op: str, overloads: list[str], evaluate, extra_traces: dict 
     why = listed_without_tests(overloads, extra_traces)
     if why is None:
         return
-    with tempfile.TemporaryDirectory(prefix="bbagent-testable-") as scratch:
-        stub = Path(scratch) / "kernel.py"
+    from harness import workdirs
+    scratch = workdirs.make("testable")
+    try:
+        stub = scratch / "kernel.py"
         stub.write_text(NOTHING_IMPLEMENTED)
         verdict = evaluate(op, stub)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     if verdict.infrastructure or verdict.summary.planned or verdict.summary.total:
         return  # it has tests (or this could not be told): the model is asked, as before
     raise UsageError(f"{op} has no test here ({why}), so no kernel for it could be judged: nothing was asked of "

@@ -18,9 +18,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
+
+from harness import workdirs
 
 SERVER_START_TIMEOUT_S = 180.0
 
@@ -129,7 +130,7 @@ class WarmPool:
         self._await_ready()
 
     def _spawn(self) -> None:
-        self.directory = tempfile.mkdtemp(prefix="bbagent-pool-")
+        self.directory = str(workdirs.make("pool"))
         self.socket_path = os.path.join(self.directory, "socket")
         lifeline_read, self.lifeline = os.pipe()
         self.stderr_path = os.path.join(self.directory, "server.stderr")

@@ -284,6 +284,32 @@ def cmd_batch(args, out, err) -> int:
     return EXIT_FAIL if c["failed"] or c["pending"] or c["running"] else EXIT_OK
 
 
+def cmd_cache(args, out, err) -> int:
+    from agent.caches import caches, clear
+    root = api.resolve_root(args.root)
+    if args.action == "list":
+        if args.names or args.dry_run:
+            raise UsageError("names and --dry-run go with `bbagent cache clear NAME...`")
+        found = caches(root)
+        if args.json:
+            print(json.dumps([c.row() for c in found]))
+            return EXIT_OK
+        for c in found:
+            out.print(f"{c.name:<9} {c.entries:>6} entries {c.bytes / 2**20:>10.1f} MiB  {c.path}  ({c.what})",
+                      markup=False)
+        return EXIT_OK
+    if not args.names:
+        raise UsageError("cache clear needs what to clear: suites, triton, timing, workdirs or all")
+    removed = clear(root, args.names, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps([c.row() for c in removed]))
+        return EXIT_OK
+    verb = "would remove" if args.dry_run else "removed"
+    for c in removed:
+        out.print(f"{verb} {c.name}: {c.entries} entries, {c.bytes / 2**20:.1f} MiB ({c.path})", markup=False)
+    return EXIT_OK
+
+
 def cmd_runs(args, out, err) -> int:
     if args.action == "prune":
         if args.older_than is None:
@@ -298,6 +324,10 @@ def cmd_runs(args, out, err) -> int:
         for entry in result["kept"]:
             out.print(f"kept {entry['id']}: {entry['why']}")
         out.print(f"{len(result['removed'])} {verb}, {len(result['kept'])} old ones kept")
+        left = result["workdirs"]
+        if left["folders"]:
+            out.print(f"{verb} {left['folders']} working folder(s) of ended bbagent processes "
+                      f"({left['bytes'] / 2**20:.1f} MiB)")
         return EXIT_OK
     if args.older_than is not None or args.dry_run:
         raise UsageError("--older-than and --dry-run go with `bbagent runs prune`")
@@ -429,4 +459,4 @@ def cmd_generate(args, out, err) -> int:
 
 COMMANDS = {"generate": cmd_generate, "batch": cmd_batch, "status": cmd_status, "prompt": cmd_prompt, "eval": cmd_eval,
             "bench": cmd_bench, "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema,
-            "runs": cmd_runs, "review": cmd_review, "check-model": cmd_check_model, "report": cmd_report}
+            "runs": cmd_runs, "cache": cmd_cache, "review": cmd_review, "check-model": cmd_check_model, "report": cmd_report}

@@ -16,7 +16,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bbagent", description="Generate and test Triton kernels for aten operators.")
     parser.add_argument("--version", action="version", version=f"bbagent {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_generate_command, _batch_command, _status_command, _runs_command, _prompt_command, _eval_command,
+    for add in (_generate_command, _batch_command, _status_command, _runs_command, _cache_command, _prompt_command,
+                _eval_command,
                 _bench_command, _ops_command, _kernels_command, _logs_command, _check_model_command,
                 _report_command, _review_command, _schema_command):
         add(sub)
@@ -98,12 +99,27 @@ def _runs_command(sub) -> None:
                         description="List every run (one generate) and batch under ROOT/runs, oldest first. "
                                     "`bbagent runs prune --older-than DAYS` removes those older than DAYS, never "
                                     "one still running, one an accepted kernel came from, or one a kept batch "
-                                    "lists; the call log and the timing cache stay.")
+                                    "lists; the call log and the timing cache stay. It also removes the working "
+                                    "folders of bbagent processes that ended without removing them (kill -9).")
     rn.add_argument("action", nargs="?", choices=["prune"], help="prune: remove old runs and batches")
     rn.add_argument("--older-than", type=float, metavar="DAYS", help="with prune: remove what is older than this")
     rn.add_argument("--dry-run", action="store_true", help="with prune: only say what would be removed")
     rn.add_argument("--json", action="store_true", help="print one JSON document")
     _add_root(rn)
+
+
+def _cache_command(sub) -> None:
+    ca = sub.add_parser("cache", help="list the caches bbagent keeps; `cache clear NAME...` empties them",
+                        description="List what bbagent keeps between runs outside runs/ and generated_kernels/: the "
+                                    "built suites, the Triton kernels candidates compiled, the timing cache, and "
+                                    "the working folders of bbagent processes that ended without removing them "
+                                    "(kill -9). `bbagent cache clear suites|triton|timing|workdirs|all` empties "
+                                    "them; a working folder is removed only once its process is gone.")
+    ca.add_argument("action", nargs="?", choices=["list", "clear"], default="list")
+    ca.add_argument("names", nargs="*", metavar="NAME", help="with clear: suites, triton, timing, workdirs or all")
+    ca.add_argument("--dry-run", action="store_true", help="with clear: only say what would be removed")
+    ca.add_argument("--json", action="store_true", help="print one JSON document")
+    _add_root(ca)
 
 
 def _prompt_command(sub) -> None:

@@ -1,0 +1,85 @@
+"""What bbagent keeps between runs outside ``runs/`` and ``generated_kernels/``, listed and cleared
+(``bbagent cache``): the built suites (``harness.suite.cache``: up to 200, new keys after every
+harness change), the Triton kernels the candidates compiled, the timing cache of eager measurements
+(``ROOT/runs/reference_timings.sqlite``), and the working folders of processes that ended without
+removing them (``harness.workdirs``: a ``kill -9``). Clearing never touches what a live process uses:
+a working folder is removed only once its process is gone.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+CACHES = ("suites", "triton", "timing", "workdirs")
+
+
+@dataclass
+class Cache:
+    name: str
+    path: str
+    entries: int
+    bytes: int
+    what: str
+
+    def row(self) -> dict:
+        return asdict(self)
+
+
+def _triton_dir() -> Path:
+    """The Triton cache the sandbox's children compile into (``harness.sandbox.environment``)."""
+    return Path(os.environ.get("TRITON_CACHE_DIR") or Path(tempfile.gettempdir()) / "bbagent-triton-cache")
+
+
+def _timing_file(root: Path) -> Path:
+    from harness.timing.reference_cache import FILE_NAME
+    return root / "runs" / FILE_NAME
+
+
+def _folder(name: str, path: Path, what: str, pattern: str = "*") -> Cache:
+    from harness.workdirs import size_of
+    entries = list(path.glob(pattern)) if path.is_dir() else []
+    return Cache(name, str(path), len(entries), size_of(path) if path.is_dir() else 0, what)
+
+
+def caches(root: Path) -> list[Cache]:
+    """Every cache, with where it is, how many entries it holds and their bytes."""
+    from harness import workdirs
+    from harness.suite.cache import cache_dir
+    timing = _timing_file(root)
+    orphans = workdirs.orphaned()
+    return [
+        _folder("suites", cache_dir(), "each operator's tests, built once per operator, options, torch, triton "
+                "and harness", "*.pt"),
+        _folder("triton", _triton_dir(), "the kernels the candidates compiled (Triton's own cache)"),
+        Cache("timing", str(timing), 1 if timing.is_file() else 0, timing.stat().st_size if timing.is_file() else 0,
+              "eager aten's timings and the GPU's yardsticks, reused by later runs (--no-cache ignores them)"),
+        Cache("workdirs", tempfile.gettempdir(), len(orphans), sum(workdirs.size_of(p) for p in orphans),
+              "working folders of bbagent processes that ended without removing them"),
+    ]
+
+
+def clear(root: Path, which: list[str], dry_run: bool = False) -> list[Cache]:
+    """Empty the caches named (``CACHES``, or "all"); what was (or would be) removed."""
+    from harness import workdirs
+    names = list(CACHES) if "all" in which else which
+    unknown = [n for n in names if n not in CACHES]
+    if unknown:
+        from agent.errors import UsageError
+        raise UsageError(f"unknown cache {', '.join(unknown)}: choose from {', '.join(CACHES)} or all")
+    removed = []
+    for cache in caches(root):
+        if cache.name not in names:
+            continue
+        removed.append(cache)
+        if dry_run:
+            continue
+        if cache.name == "workdirs":
+            workdirs.remove_orphaned()
+        elif cache.name == "timing":
+            Path(cache.path).unlink(missing_ok=True)
+        else:
+            shutil.rmtree(cache.path, ignore_errors=True)
+    return removed
