@@ -110,6 +110,12 @@ def test_chromium_renders_the_report_with_its_charts_visible(batch, tmp_path, ca
     blue = ((abs(pixels[:, :, 0] - 0x15 / 255) < 0.08) & (abs(pixels[:, :, 1] - 0x65 / 255) < 0.08)
             & (abs(pixels[:, :, 2] - 0xc0 / 255) < 0.08)).sum()
     assert green > 500 and blue > 100, (green, blue)
+    dom = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", (tmp_path / "report.html").as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    for section in ('id="operators"', 'id="rounds"', 'id="families"', "Against the previous batch"):
+        assert section in dom, section  # the sections issue 47 added, as the browser built the page
 
 
 def test_a_cpu_batch_report_says_why_each_failure_failed_with_its_metadata_and_no_empty_charts(tmp_path, capsys):
@@ -147,6 +153,22 @@ def test_a_cpu_batch_report_says_why_each_failure_failed_with_its_metadata_and_n
                         f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1400",
                         f"--screenshot={Path(SHOTS).with_name('report-cpu-batch.png')}", path.as_uri()],
                        capture_output=True, timeout=120)
+
+    # issue 47: per-operator test counts, each round's history, pass rate by family
+    assert 'id="rounds"' in page and 'id="families"' in page and 'id="comparison-none"' in page
+    assert "aten.relu.default 1 pass" in text  # its history: round 1 passed
+    assert "elementwise_unary 2 1 50%" in text and "No earlier batch under this root" in text  # relu and exp
+    relu_row = re.search(r"<tr>\s*<td>aten\.relu\.default</td>(.*?)</tr>", page, re.S).group(1)
+    assert re.search(r">\d+/\d+( \+\d+ not run)?<", relu_row)  # its tests passed of total
+    # a second batch in the same root is compared with the first
+    (replays / "aten.exp.default.json").write_text(json.dumps({"exchanges": [{"response": f"```python\n{relu}```"}]}))
+    again = run_batch(["aten.relu.default", "aten.exp.default"], root=tmp_path, provider="replay", force=True,
+                      replay=str(replays), rounds=1, device="cpu", timeout_s=120, jobs=1)
+    assert main(["report", "--root", str(tmp_path), again.path.name]) == 0
+    second = Path(capsys.readouterr().out.strip()).read_text()
+    second_text = " ".join(re.sub(r"<[^>]+>", " ", second).split())
+    assert f"Against {result.path.name}, for the 2 operators both asked" in second_text
+    assert 'id="comparison"' in second and "aten.exp.default failed failed" in second_text  # relu's kernel is no exp
 
     # after a single generate, `report` with no id draws that run
     code = main(["generate", "--op", "aten.exp.default", "--provider", "replay", "--replay",

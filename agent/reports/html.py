@@ -50,7 +50,7 @@ def collect(root: Path, ident: str | None) -> dict:
         ops = [_op_row(root, r["op"], r["state"], r.get("run_id"), r.get("rounds"), r.get("cost_usd"),
                        r.get("error_class") or "", r.get("error") or "") for r in rows]
         return {"title": f"batch {ident}", "ident": ident, "path": where, "ops": ops,
-                "meta": batch_metadata(ledger.meta()),
+                "meta": batch_metadata(ledger.meta()), "comparison": comparison(root, ident, ops),
                 "files": [where / name for name in ("summary.md", "summary.json", "ledger.sqlite", "events.jsonl",
                                                     "dataset.json") if (where / name).exists()]}
     state = read_json(where / "run.json")
@@ -126,10 +126,12 @@ def run_metadata(state: dict) -> list[tuple[str, str]]:
 
 def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, error_class: str, error: str) -> dict:
     run = read_json(root / "runs" / run_id / "run.json") if run_id else {}
+    history = round_history(run)
     row = {"op": op, "state": state, "run_id": run_id, "rounds": rounds, "cost_usd": cost or 0.0,
            "cost_known": run.get("cost_complete", True), "error_class": error_class, "error": error,
            "speedup": None, "untimed": None, "shapes": [], "review": None, "kernel": None,
-           "transcript": str(root / "runs" / run_id) if run_id else None}
+           "transcript": str(root / "runs" / run_id) if run_id else None, "history": history,
+           "tests": _tests_of(history, run.get("best_round")), "family": _family(op)}
     if state != "accepted":
         return row
     folder = _kernel_folder(root, op, run_id)
@@ -146,6 +148,82 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
     else:
         row["untimed"] = performance.reason or "not timed"
     return row
+
+
+def round_history(run: dict) -> list[dict]:
+    """Each round of a run as the report lists it: its outcome, tests passed of total, speedup, and
+    what failed (from run.json's round records)."""
+    from harness.verdict import short_count
+    history = []
+    for record in run.get("rounds") or []:
+        counts = record.get("counts") or record.get("summary")
+        history.append({"round": record.get("round"), "outcome": record.get("outcome") or "-",
+                        "tests": short_count(counts) if counts else "-",
+                        "passed": (counts or {}).get("passed"), "total": (counts or {}).get("total"),
+                        "speedup": record.get("speedup"),
+                        "message": " ".join((record.get("message") or "").split())[:300]})
+    return history
+
+
+def _tests_of(history: list[dict], best_round: int | None) -> dict:
+    """The tests of the operator's best round (else its last): passed, total, and as text."""
+    chosen = next((h for h in history if h["round"] == best_round), history[-1] if history else None)
+    if chosen is None or chosen["total"] is None:
+        return {"text": "-", "passed": None, "total": None}
+    return {"text": chosen["tests"], "passed": chosen["passed"], "total": chosen["total"]}
+
+
+def _family(op: str) -> str:
+    from agent.families import family_of
+    try:
+        return family_of(op)
+    except Exception:  # noqa: BLE001 - an operator this torch no longer has: still listed
+        return "unknown"
+
+
+def by_family(ops: list[dict]) -> list[dict]:
+    """Per prompt family: operators asked, accepted, and the pass rate."""
+    families: dict[str, dict] = {}
+    for o in ops:
+        row = families.setdefault(o["family"], {"family": o["family"], "asked": 0, "accepted": 0})
+        row["asked"] += 1
+        row["accepted"] += o["state"] == "accepted"
+    for row in families.values():
+        row["rate"] = row["accepted"] / row["asked"]
+    return sorted(families.values(), key=lambda r: (-r["asked"], r["family"]))
+
+
+def previous_batch(root: Path, ident: str) -> str | None:
+    """The batch under ``root`` created last before ``ident`` (batch ids start with their time)."""
+    from agent.reports.runs import BATCH_ID
+    earlier = sorted(p.name for p in (root / "runs").glob("batch-*")
+                     if BATCH_ID.match(p.name) and p.name < ident and (p / "ledger.sqlite").is_file())
+    return earlier[-1] if earlier else None
+
+
+def comparison(root: Path, ident: str, ops: list[dict]) -> dict | None:
+    """This batch against the previous one in the same root: per operator in both, the outcome and
+    speedup then and now; None where there is no earlier batch."""
+    before_id = previous_batch(root, ident)
+    if before_id is None:
+        return None
+    from agent.batch.ledger import Ledger
+    before = {r["op"]: r for r in Ledger(root / "runs" / before_id / "ledger.sqlite").rows()}
+    rows = []
+    for o in ops:
+        then = before.get(o["op"])
+        if then is None or then["state"] == "skipped":
+            continue
+        change = ("newly accepted" if o["state"] == "accepted" and then["state"] != "accepted" else
+                  "regressed" if then["state"] == "accepted" and o["state"] != "accepted" else
+                  "faster" if o["speedup"] and then["best_speedup"] and o["speedup"] > then["best_speedup"] * 1.05 else
+                  "slower" if o["speedup"] and then["best_speedup"] and o["speedup"] < then["best_speedup"] / 1.05 else
+                  "same")
+        rows.append({"op": o["op"], "before": then["state"], "now": o["state"], "speed_before": then["best_speedup"],
+                     "speed_now": o["speedup"], "change": change})
+    counts = {kind: sum(r["change"] == kind for r in rows)
+              for kind in ("newly accepted", "regressed", "faster", "slower", "same")}
+    return {"batch": before_id, "rows": rows, "counts": counts}
 
 
 def _kernel_folder(root: Path, op: str, run_id: str | None) -> Path | None:
@@ -334,6 +412,8 @@ def render(data: dict, out: Path) -> str:
     drawn = charts(ops)
     costliest = sorted(rows, key=lambda o: -o["cost_usd"])[:5]
     return template.render(title=data["title"], funnel=funnel(ops), charts=drawn, rows=rows,
+                           families=by_family(ops), compared=data.get("comparison"),
+                           is_batch=data["title"].startswith("batch"),
                            slowest=slowest, costliest=costliest, geomean=geomean, meta=data.get("meta") or [],
                            files=[_link(str(f), base, f.name + ("/" if f.is_dir() else "")) for f in data.get("files", [])],
                            untimed=(None if "speedups" in drawn else untimed_reason(ops) if can_draw()
