@@ -3,12 +3,14 @@
 Two views. Places: one module at the top of harness/, one sub-package of harness/ (sandbox, checks,
 suite, timing), or the whole of agent/ or benchmarks/; an arrow is "place A imports something from
 place B". Modules: every module of agent/ and harness/ (the public API package ``bbagent`` is
-agent/api/). Imports inside functions count in both: they are dependencies all the same.
+agent/api/). Imports inside functions count in both: they are dependencies all the same, and so
+does every spelling of one: relative imports, ``importlib.import_module`` and ``__import__`` of a
+literal name (``imported_modules``).
 
 The rules (``rule_breaks``): no module outside agent/api/ imports the public API (``bbagent`` or
-``agent.api``); harness/ never imports agent/; no circle of modules; and agent/'s packages keep the
-layers of ``LAYERS``: a module imports only from its own package or from a lower layer, never from
-a sibling of its layer.
+``agent.api``); harness/ never imports agent/; no circle of modules; and the packages of agent/ and
+of harness/ keep the layers of ``LAYERS``: a module imports only from its own package or from a
+lower layer, never from a sibling of its layer; a module in no layer is named.
 
     python benchmarks/import_graph.py [--arrows] [--modules] [--check]
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = "agent.api"  # installed as the package bbagent
-# agent/'s packages and top modules, top layer first; harness/ below them all
+# agent/'s packages and top modules, top layer first; harness/'s below them all
 LAYERS = (
     ("agent.api",),
     ("agent.reports",),
@@ -30,7 +32,20 @@ LAYERS = (
     ("agent.review",),
     ("agent.caches", "agent.families", "agent.machine", "agent.money", "agent.options", "agent.storage"),
     ("agent.errors",),
-    ("harness",),
+    # harness/, below agent/: evaluate over the sandbox over timing over checks over suite over the leaves
+    ("harness.selfcheck",),
+    ("harness.evaluate",),
+    ("harness.after_tests",),
+    ("harness.assemble",),
+    ("harness.sandbox",),
+    ("harness.timing",),
+    ("harness.checks", "harness.coverage"),
+    ("harness.adapters", "harness.suite"),
+    ("harness.variants",),
+    ("harness.inputs", "harness.layouts"),
+    ("harness.events", "harness.fingerprint", "harness.gpu_pause", "harness.nvml", "harness.opinfo_index",
+     "harness.ops", "harness.plain", "harness.redact", "harness.stopwatch", "harness.traces", "harness.verdict",
+     "harness.workdirs"),
 )
 
 
@@ -47,16 +62,64 @@ def module_name(path: Path, root: Path = ROOT) -> str:
     return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Every absolute module name a file imports (``from a.b import c`` counts as a.b and a.b.c)."""
+def imported_modules(path: Path, module: str | None = None) -> set[str]:
+    """Every module name a file imports, however it is spelled: ``import a.b``; ``from a.b import c``
+    (a.b and a.b.c); a relative ``from .x import y`` or ``from .. import z``, resolved against the
+    file's package (``module``, its dotted name; by default read from its path under ROOT); and
+    ``importlib.import_module("a.b")``, ``import_module(".x", "pkg")`` or ``__import__("a.b")`` of
+    a literal name."""
+    if module is None:
+        try:
+            module = module_name(path)
+        except ValueError:  # a file outside the tree: its relative imports cannot be placed
+            module = None
+    package = None if module is None else module if path.name == "__init__.py" else module.rpartition(".")[0]
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module if node.level == 0 else _relative(package, node.level, node.module)
+            if base:
+                names.add(base)
+                names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Call):
+            dynamic = _dynamic_import(node)
+            if dynamic:
+                names.add(dynamic)
     return names
+
+
+def _relative(package: str | None, level: int, name: str | None) -> str | None:
+    """``from <level dots><name>`` inside ``package``, as an absolute name."""
+    if not package:
+        return None
+    parts = package.split(".")
+    if level - 1 >= len(parts):
+        return None
+    base = parts[:len(parts) - (level - 1)]
+    return ".".join(base + ([name] if name else []))
+
+
+def _dynamic_import(call: ast.Call) -> str | None:
+    """The literal module name of ``importlib.import_module(...)``, ``import_module(...)`` or
+    ``__import__(...)``; a relative one with its literal package (``import_module(".x", "a")``)."""
+    func = call.func
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if called not in ("import_module", "__import__") or not call.args:
+        return None
+    first = call.args[0]
+    if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
+        return None
+    name = first.value
+    if called == "import_module" and name.startswith("."):
+        given = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "package"),
+                                                              None)
+        if not (isinstance(given, ast.Constant) and isinstance(given.value, str)):
+            return None
+        dots = len(name) - len(name.lstrip("."))
+        return _relative(given.value, dots, name[dots:] or None)
+    return name
 
 
 def graph() -> tuple[set[str], set[tuple[str, str]], int]:
@@ -68,7 +131,7 @@ def graph() -> tuple[set[str], set[tuple[str, str]], int]:
         if source is None:  # harness/__init__.py
             continue
         places.add(source)
-        for name in imported_modules(path):
+        for name in imported_modules(path, module_name(path)):
             while name and name not in known and "." in name:  # harness.checks.case.run -> harness.checks.case
                 name = name.rsplit(".", 1)[0]
             target = place_of(name) if name in known else None
@@ -83,7 +146,7 @@ def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
     edges = {}
     for name, path in files.items():
         targets = set()
-        for imported in imported_modules(path):
+        for imported in imported_modules(path, name):
             if imported == "bbagent" or imported.startswith("bbagent."):
                 imported = PUBLIC + imported.removeprefix("bbagent")
             while imported not in files and "." in imported:
@@ -148,7 +211,7 @@ def rule_breaks(edges: dict[str, set[str]]) -> list[str]:
                 found.append(f"{source} imports the public API {target} (bbagent): move what it needs below it")
             elif within(source, "harness") and within(target, "agent"):
                 found.append(f"{source} imports {target}: harness/ never imports agent/")
-            elif within(source, "agent"):
+            elif source != "harness":  # the package's own __init__ is in no layer
                 found += _layer_break(source, target)
     for circle in cycles(set(edges), {(a, b) for a, targets in edges.items() for b in targets}):
         found.append("import circle: " + " <-> ".join(circle))

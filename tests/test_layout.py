@@ -72,3 +72,39 @@ def test_the_import_rules_catch_planted_breaks(tmp_path):
     assert "import circle: agent.errors <-> agent.storage" in breaks
     planted = ("agent.review.catalog ", "harness.ops ", "agent.machine ", "agent.errors ", "import circle")
     assert all(b.startswith(planted) for b in breaks), breaks  # nothing else: the real tree keeps the rules
+
+
+def test_every_spelling_of_an_import_is_caught_in_agent_and_in_harness(tmp_path):
+    """Issue 48 (point 5): a relative import, importlib.import_module and __import__ of a literal
+    name passed the rules before, and harness/ had no layers. Each, planted in a copy of the tree,
+    is reported; the real tree keeps the rules."""
+    import shutil
+    graph = load_import_graph()
+    for folder in ("agent", "harness"):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def plant(relative: str, code: str) -> None:
+        path = tmp_path / relative
+        path.write_text(path.read_text() + "\n\n" + code + "\n")
+    plant("agent/batch/ledger.py", "def planted():\n    from .runner import Batch\n    return Batch")  # a sibling
+    plant("agent/review/meta.py", "def planted():\n    import importlib\n"
+                                  "    return importlib.import_module('agent.reports.html')")
+    plant("agent/storage.py", "def planted():\n    return __import__('agent.batch.ledger')")
+    plant("agent/families.py", "def planted():\n    from importlib import import_module\n"
+                               "    return import_module('.ledger', package='agent.batch')")
+    plant("harness/ops.py", "def planted():\n    from .suite import build\n    return build")
+    plant("harness/traces.py", "def planted():\n    import importlib\n"
+                               "    return importlib.import_module('harness.evaluate')")
+    plant("harness/checks/compare.py", "def planted():\n    return __import__('harness.sandbox.worker')")
+    breaks = graph.rule_breaks(graph.module_graph(tmp_path))
+    assert any(b.startswith("import circle:") and "agent.batch.ledger" in b and "agent.batch.runner" in b
+               for b in breaks), breaks  # runner imports the ledger: the relative import back closes a circle
+    expected = ("agent.review.meta imports agent.reports.html, a layer above it",  # importlib.import_module
+                "agent.storage imports agent.batch.ledger, a layer above it",  # __import__
+                "agent.families imports agent.batch.ledger, a layer above it",  # import_module relative, package=
+                "harness.ops imports harness.suite.build, a layer above it",  # relative, in harness/
+                "harness.traces imports harness.evaluate, a layer above it",
+                "harness.checks.compare imports harness.sandbox.worker, a layer above it")
+    for start in expected:
+        assert any(b.startswith(start) for b in breaks), (start, breaks)
+    assert graph.rule_breaks(graph.module_graph()) == []
