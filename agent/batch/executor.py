@@ -172,10 +172,6 @@ class SlotPool:
         """Per GPU: what its evaluations did and (where measured) how busy the GPU itself was."""
         return []
 
-    def waiting_count(self) -> int:
-        with self.condition:
-            return len(self.waiting)
-
 
 def evaluations_per_gpu(cores: int | None = None, host_memory_gib: float | None = None) -> int:
     """How many evaluations share one GPU by default: each needs about 2 cores (its tests, its

@@ -28,9 +28,6 @@ class Selection:
     extra_traces: dict[str, list[dict]] = field(default_factory=dict)  # op -> [{"line", "timed"}]
     dataset: dict | None = None  # what a dataset gave: counts, skipped pairs with why_excluded
 
-    def all_ops(self) -> list[str]:
-        return list(dict.fromkeys(self.ops + list(self.skipped)))
-
 
 def by_name(names: list[str]) -> Selection:
     from harness.ops import UnknownOpError, resolve_op

@@ -402,7 +402,8 @@ def cmd_status(args, out, err) -> int:
         print(json.dumps(status, default=str))
         return EXIT_OK
     c, alive = status["counts"], status["liveness"]
-    colour = {"running": "green", "dead": "red", "stopped": "yellow", "finished": "bold"}[alive["state"]]
+    from agent.batch.ledger import LIVENESS
+    colour = dict(zip(LIVENESS, ("green", "red", "yellow", "bold")))[alive["state"]]  # a colour per state
     out.print(f"{status['batch_id']}: [{colour}]{alive['state']}[/{colour}]"
               + (f" ({escape(alive['reason'])})" if alive["reason"] else ""))
     was = "running when it died" if alive["state"] == "dead" else "running"
