@@ -5,17 +5,18 @@ import os
 
 import anthropic
 
-from agent.providers.base import (Completion, ProviderError, RetryPolicy, call_with_retries,
-                                  explain_http_error, transient_errors, unreachable_message)
+from agent.providers.base import Completion, ProviderError, RetryPolicy, SdkProvider
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 
 
-is_transient = transient_errors(anthropic)
-
-
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider):
     name = "anthropic"
+    sdk = anthropic
+    vendor = "Anthropic API"
+    key_var = KEY_VAR
+    base_url_fix = "ANTHROPIC_BASE_URL"
+    reach_hint = "ANTHROPIC_BASE_URL"
 
     def __init__(self, model: str, *, base_url: str | None = None, max_output_tokens: int = 8192,
                  temperature: float | None = None, timeout_s: float = 600.0,
@@ -24,12 +25,7 @@ class AnthropicProvider:
         if not key:
             raise ProviderError(f"{KEY_VAR} is not set. Export your key (export {KEY_VAR}=sk-ant-...), "
                                 "or run the offline demo with --provider replay.")
-        self.model = model
-        self.max_output_tokens = max_output_tokens
-        self.temperature = temperature
-        self.retry = retry or RetryPolicy()
-        self.on_retry = None
-        self.limiter = None  # a batch's shared agent.providers.limiter.RateLimiter
+        super().__init__(model, max_output_tokens=max_output_tokens, temperature=temperature, retry=retry)
         self.client = anthropic.Anthropic(api_key=key, base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL"),
                                           max_retries=0, timeout=timeout_s)
 
@@ -50,13 +46,4 @@ class AnthropicProvider:
                               output_tokens=response.usage.output_tokens or 0,
                               model=response.model or self.model, response_id=response.id)
 
-        return call_with_retries(call, is_transient, self._explain, self.retry, self.on_retry, self.limiter)
-
-    def _explain(self, exc: BaseException) -> str:
-        if isinstance(exc, anthropic.APIConnectionError):
-            refused = unreachable_message(exc, "Anthropic API", self.client.base_url, "ANTHROPIC_BASE_URL")
-            if refused:
-                return refused
-            return (f"cannot reach the Anthropic API at {self.client.base_url} ({exc}). "
-                    "Check your network, or ANTHROPIC_BASE_URL.")
-        return explain_http_error(exc, vendor="Anthropic API", key_var=KEY_VAR, model=self.model)
+        return self._retried(call)

@@ -165,3 +165,41 @@ def explain_http_error(exc: BaseException, *, vendor: str, key_var: str, model: 
     if code is not None and code >= 500:
         return f"{vendor} server error ({code}): {detail}. The service may be down; try again later."
     return f"{vendor} request failed ({type(exc).__name__}): {detail}"
+
+
+class SdkProvider:
+    """What the SDK providers (``openai_provider``, ``anthropic_provider``) share: their settings,
+    every call retried through ``call_with_retries`` under a batch's shared limiter, and a failure
+    explained in words. A subclass names its ``sdk`` module, ``vendor``, key variable and where a
+    base URL is set, builds ``self.client`` and makes one call (``complete``)."""
+    name = ""
+    sdk = None
+    vendor = ""
+    key_var = ""
+    base_url_fix = ""  # where the user sets the endpoint
+    reach_hint = ""  # what to check when it cannot be reached
+
+    def __init__(self, model: str, *, max_output_tokens: int, temperature: float | None,
+                 retry: RetryPolicy | None):
+        self.model = model
+        self.max_output_tokens = max_output_tokens
+        self.temperature = temperature
+        self.retry = retry or RetryPolicy()
+        self.on_retry = None
+        self.limiter = None  # a batch's shared agent.providers.limiter.RateLimiter
+        self.is_transient = transient_errors(self.sdk)
+        self.client = None
+
+    def _retried(self, call: Callable[[], Completion]) -> Completion:
+        return call_with_retries(call, self.is_transient, self._explain, self.retry, self.on_retry, self.limiter)
+
+    def _explain(self, exc: BaseException) -> str:
+        if isinstance(exc, ProviderError):
+            return str(exc)
+        if isinstance(exc, self.sdk.APIConnectionError):
+            refused = unreachable_message(exc, self.vendor, self.client.base_url, self.base_url_fix)
+            if refused:
+                return refused
+            return (f"cannot reach the {self.vendor} at {self.client.base_url} ({exc}). "
+                    f"Check your network, or {self.reach_hint}.")
+        return explain_http_error(exc, vendor=self.vendor, key_var=self.key_var, model=self.model)

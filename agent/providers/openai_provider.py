@@ -6,17 +6,18 @@ import os
 
 import openai
 
-from agent.providers.base import (Completion, ProviderError, RetryPolicy, call_with_retries,
-                                  explain_http_error, transient_errors, unreachable_message)
+from agent.providers.base import Completion, ProviderError, RetryPolicy, SdkProvider
 
 KEY_VAR = "OPENAI_API_KEY"
 
 
-is_transient = transient_errors(openai)
-
-
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider):
     name = "openai"
+    sdk = openai
+    vendor = "OpenAI API"
+    key_var = KEY_VAR
+    base_url_fix = "--base-url / OPENAI_BASE_URL"
+    reach_hint = "--base-url / OPENAI_BASE_URL for a local server"
 
     def __init__(self, model: str, *, base_url: str | None = None, max_output_tokens: int = 8192,
                  temperature: float | None = None, timeout_s: float = 600.0,
@@ -26,12 +27,7 @@ class OpenAIProvider:
         if not key and not base_url:
             raise ProviderError(f"{KEY_VAR} is not set. Export your key (export {KEY_VAR}=sk-...), "
                                 "or run the offline demo with --provider replay.")
-        self.model = model
-        self.max_output_tokens = max_output_tokens
-        self.temperature = temperature
-        self.retry = retry or RetryPolicy()
-        self.on_retry = None
-        self.limiter = None  # a batch's shared agent.providers.limiter.RateLimiter
+        super().__init__(model, max_output_tokens=max_output_tokens, temperature=temperature, retry=retry)
         # Local OpenAI-compatible servers usually ignore the key; the SDK still wants one.
         self.client = openai.OpenAI(api_key=key or "unused-local-server", base_url=base_url,
                                     max_retries=0, timeout=timeout_s)
@@ -55,15 +51,4 @@ class OpenAIProvider:
                               output_tokens=getattr(usage, "completion_tokens", 0) or 0,
                               model=response.model or self.model, response_id=response.id)
 
-        return call_with_retries(call, is_transient, self._explain, self.retry, self.on_retry, self.limiter)
-
-    def _explain(self, exc: BaseException) -> str:
-        if isinstance(exc, ProviderError):
-            return str(exc)
-        if isinstance(exc, openai.APIConnectionError):
-            refused = unreachable_message(exc, "OpenAI API", self.client.base_url, "--base-url / OPENAI_BASE_URL")
-            if refused:
-                return refused
-            return (f"cannot reach the OpenAI API at {self.client.base_url} ({exc}). "
-                    "Check your network, or --base-url / OPENAI_BASE_URL for a local server.")
-        return explain_http_error(exc, vendor="OpenAI API", key_var=KEY_VAR, model=self.model)
+        return self._retried(call)
