@@ -322,3 +322,32 @@ def test_convolution_references_run_without_cudnn_and_fall_back_to_it():
         got = reference_call(conv, args, {})
     assert torch.equal(got, expected)
     assert mode.seen == [("convolution.default", False), ("convolution.default", True)]
+
+
+def test_one_rule_for_a_reference_that_fails(monkeypatch):
+    """Issue 48 (point 4): a CUDA error in the float64 reference was swallowed (the run only marked
+    'unavailable') while one in aten's reference ended the evaluation. Now every reference call
+    follows one rule: out of memory is raised for the retry, a CUDA error is the reference's fault
+    (ReferenceFault), anything else is the reference refusing the input."""
+    import pytest
+    import torch
+
+    from harness.checks import case as case_module
+    from harness.checks.case import Float64Run, ReferenceFault, reference_refused
+    from harness.ops import resolve_op
+    op = resolve_op("aten.add.Tensor")
+    inputs = ((torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.float16)), {})
+
+    def fails_with(exc):
+        def call(*args, **kwargs):
+            raise exc
+        monkeypatch.setattr(case_module, "reference_call", call)
+    fails_with(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    with pytest.raises(ReferenceFault, match="float64 reference of aten.add.Tensor hit a CUDA error"):
+        Float64Run(op, inputs).truth()
+    fails_with(NotImplementedError("no float64 kernel"))
+    run = Float64Run(op, inputs)
+    assert run.truth() is None and run.unavailable.startswith("NotImplementedError")
+    with pytest.raises(torch.OutOfMemoryError):
+        reference_refused(torch.OutOfMemoryError("CUDA out of memory"), "aten's reference")
+    assert reference_refused(ValueError("bad input"), "aten's reference") is None

@@ -48,6 +48,19 @@ class ReferenceFault(RuntimeError):
     """The reference (not the candidate) broke the device; the evaluation cannot go on."""
 
 
+def reference_refused(exc: Exception, what: str) -> None:
+    """The one rule for an exception out of a reference computation (aten's op, the functional
+    overload written as the overload writes, the float64 runs), used at every such call: out of
+    device memory is raised again (the test is run again once memory is free); a CUDA error ends
+    the evaluation as the reference's fault (``ReferenceFault``: the context is lost, no later test
+    could run); anything else returns, for the caller to record as the reference refusing this input."""
+    if out_of_memory(exc):
+        raise exc
+    if is_cuda_error(exc):
+        raise ReferenceFault(f"{what} hit a CUDA error: {str(exc).splitlines()[0]}; the CUDA context is lost, "
+                             "the remaining tests cannot run") from exc
+
+
 def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000) -> str:
     """The exception with the frames inside the candidate (or the last frame if none; none for a
     syntax error, whose text already names the candidate's line), paths shortened to file names."""
@@ -172,12 +185,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
             expected = reference_call(op, ref_args, ref_kwargs)
             _synchronize(device)
     except Exception as exc:  # the reference itself rejects this input on this device
-        if out_of_memory(exc):
-            raise
-        if device == "cuda" and is_cuda_error(exc):
-            raise ReferenceFault(f"the aten reference hit a CUDA error on test {case.id} ({case.description}): "
-                                 f"{str(exc).splitlines()[0]}; the CUDA context is lost, the remaining tests "
-                                 "cannot run") from exc
+        reference_refused(exc, f"the aten reference on test {case.id} ({case.description})")
         result.update(passed=None, error_kind="reference_error",
                       message=f"reference raised {type(exc).__name__}: {exc}"[:500])
         return result
@@ -230,11 +238,7 @@ def functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, devic
         alt_expected = serving(functional, functional, op)(*alt_args, **alt_kwargs)
         _synchronize(device)
     except Exception as exc:  # noqa: BLE001 - the functional refuses what the overload took: keep aten's
-        if out_of_memory(exc):
-            raise
-        if device == "cuda" and is_cuda_error(exc):
-            raise ReferenceFault(f"the functional reference {functional} hit a CUDA error: "
-                                 f"{str(exc).splitlines()[0]}; the CUDA context is lost") from exc
+        reference_refused(exc, f"the functional reference {functional}")
         return None
     aten_side = [expected] + [v for _, a, v in schema_arguments(op, ref_args, ref_kwargs) if is_written(a)]
     functional_side = [alt_expected] + [v for _, a, v in schema_arguments(op, alt_args, alt_kwargs) if is_written(a)]
@@ -379,9 +383,8 @@ class Float64Run:
         try:
             self.values, self.args, self.kwargs = self._run_on(lambda t: t.to(torch.float64, copy=True))
         except Exception as exc:  # the op has no float64 version here: nothing is loosened
-            if out_of_memory(exc):
-                self.ran = False  # asked again after the retry
-                raise
+            self.ran = not out_of_memory(exc)  # asked again after the retry
+            reference_refused(exc, f"the float64 reference of {self.op}")
             self.unavailable = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
 
     def is_reduction(self) -> bool:
@@ -395,10 +398,9 @@ class Float64Run:
                 if _is_term_count(counts):
                     magnitudes, _, _ = self._run_on(lambda t: t.to(torch.float64).abs())
                     self.scale = _times_sqrt(magnitudes, counts)
-            except Exception as exc:
-                if out_of_memory(exc):
-                    self.scaled = False
-                    raise
+            except Exception as exc:  # noqa: BLE001 - no magnitudes' run: the allowance is not scaled
+                self.scaled = not out_of_memory(exc)
+                reference_refused(exc, f"the float64 reference of {self.op}")
                 self.scale = None
         return self.scale is not None
 
