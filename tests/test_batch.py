@@ -625,3 +625,20 @@ def test_a_model_with_no_price_costs_unknown_everywhere_and_a_user_file_prices_i
             generate("aten.relu.default", root=tmp_path / "c", provider="openai", model="my-local-model",
                      base_url=server.url + "/v1", rounds=1, device="cpu")
         assert len(server.requests) == asked
+
+
+def test_a_run_the_batch_budget_stops_is_interrupted_by_its_stop_reason_not_its_message(tmp_path, monkeypatch,
+                                                                                        no_keys):
+    """Issue 48: the runner told a run stopped by the batch's budget from one stopped by its own by
+    finding the batch's reason inside the run's message. The run now says why it stopped
+    (Outcome.stopped_because "batch_budget"), and the batch reads that."""
+    from bbagent import batch
+    from fake_llm import FakeLLMServer
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().answer("Sorry, no code this time.", _answer("aten.relu.default")) as server:
+        result = batch(["aten.relu.default"], root=tmp_path, jobs=1, provider="openai", model="gpt-test",
+                       base_url=server.url + "/v1", rounds=2, device="cpu", timeout_s=120, max_tokens=1)
+    row, = Ledger(result.path / "ledger.sqlite").rows()
+    assert row["state"] == "interrupted" and row["error_class"] == "budget", row
+    run = json.loads(next((tmp_path / "runs").glob("*aten.relu.default*/run.json")).read_text())
+    assert run["stopped_because"] == "batch_budget" and len(server.requests) == 1

@@ -239,7 +239,7 @@ class Batch:
                                gpu=best and best.gpu, baseline_speedups=best and best.baseline_speedups, **spent)
         elif outcome.status == "interrupted":
             self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
-        elif outcome.status == "stopped" and self.ended_by and self.ended_by in outcome.message:
+        elif outcome.status == "stopped" and outcome.stopped_because == "batch_budget":
             # the batch's budget stopped it between rounds: not its failure; a resume runs it again
             self.ledger.finish(op, "interrupted", error_class="budget", error=outcome.message, **spent)
         else:  # failed, stopped by a budget, or a provider that cannot answer (a bad model, a spent replay)

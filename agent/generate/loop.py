@@ -45,9 +45,9 @@ FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyon
 BEST_KERNEL_CHARS = 8000
 # why a run stopped (run.json's ``stopped_because``): optimisation reached a target, went
 # ``--patience`` rounds without a better kernel, or had nothing timed to improve; the rounds ran
-# out; a budget, the provider, Ctrl-C or an error ended it
-STOPPED_BECAUSE = ("target_speedup", "target_roof", "patience", "untimed", "rounds", "budget", "provider_error",
-                   "interrupted", "error")
+# out; the run's budget, a batch's (``halt``), the provider, Ctrl-C or an error ended it
+STOPPED_BECAUSE = ("target_speedup", "target_roof", "patience", "untimed", "rounds", "budget", "batch_budget",
+                   "provider_error", "interrupted", "error")
 
 
 @dataclass
@@ -85,6 +85,7 @@ class Outcome:
     spent: Spent = field(default_factory=Spent)
     best: BestKernel | None = None
     why_failed: WhyFailed | None = None  # a run that found no correct kernel: the closest one and the answers' causes
+    stopped_because: str = ""  # one of STOPPED_BECAUSE
 
     @property
     def run_id(self) -> str:
@@ -248,12 +249,14 @@ class Agent:
                 channels_last=self.options.channels_last)}]
             for n in range(1, self.rounds + 1):
                 spent = self.over_budget()
-                if spent:
+                halted = None if spent else self.halt() if self.halt is not None else None
+                if spent or halted:
+                    spent = spent or halted
                     outcome.message = f"stopped before round {n}: {spent}" + (
                         f"; {self.summary_of_best()}" if self.best else
                         "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else ""))
                     outcome.status = "accepted" if self.best else "stopped"
-                    self.stopped_because = "budget"
+                    self.stopped_because = "batch_budget" if halted else "budget"
                     break
                 outcome.rounds_used = n
                 verdict, kernel_source = self.step(n)
@@ -290,6 +293,7 @@ class Agent:
             if self.best is None and self.state["rounds"]:
                 outcome.why_failed = why_failed(self.state["rounds"])
                 self.state["why_failed"] = outcome.why_failed.model_dump()
+            outcome.stopped_because = self.stopped_because
             outcome.spent = Spent(input_tokens=self.state["tokens"]["input"],
                                   output_tokens=self.state["tokens"]["output"], cost_usd=self.state["cost_usd"],
                                   cost_complete=self.state["cost_complete"], cached_calls=self.state["cached_calls"])
@@ -316,15 +320,16 @@ class Agent:
                           baseline_speedups=_baseline_speedups(verdict))
 
     def over_budget(self) -> str | None:
-        """Why no further call may be made, or None. Checked between rounds: a round's calls
-        are never cut off half-way, so the run directory stays complete."""
+        """Why the run's own budget allows no further call, or None. Checked between rounds (with a
+        batch's ``halt``): a round's calls are never cut off half-way, so the run directory stays
+        complete."""
         cost, tokens = self.state["cost_usd"], self.state["tokens"]["input"] + self.state["tokens"]["output"]
         max_cost, max_tokens = self.options.max_cost_usd, self.options.max_tokens
         if max_cost is not None and cost >= max_cost:
             return f"the cost budget is spent (${cost:.4f} of --max-cost-usd {max_cost:g})"
         if max_tokens is not None and tokens >= max_tokens:
             return f"the token budget is spent ({tokens} of --max-tokens {max_tokens})"
-        return self.halt() if self.halt is not None else None
+        return None
 
     def count(self, completion) -> None:
         self.state["tokens"]["input"] += completion.input_tokens
