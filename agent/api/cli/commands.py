@@ -210,19 +210,18 @@ def _read_verdict(path: Path):
 
 
 def _generate_options(args) -> dict:
-    """The GenerateOptions fields as the flags give them (a batch's per-operator budgets as the run's)."""
-    per_run = args.command != "batch"  # generate: the run's budgets; batch: each operator's
-    return {"provider": args.provider, "model": args.model, "rounds": args.rounds, "candidates": args.candidates,
-            "base_url": args.base_url, "replay": args.replay, "max_output_tokens": args.max_output_tokens,
-            "temperature": args.temperature, "retries": args.retries,
-            "max_cost_usd": args.max_cost_usd if per_run else args.max_cost_per_op,
-            "max_tokens": args.max_tokens if per_run else args.max_tokens_per_op, "target_speedup": args.target_speedup,
-            "exact_overload": args.exact_overload, "max_shapes": args.max_shapes, "target_ms": args.target_ms,
-            "target_baseline": args.target_baseline, "target_roof": args.target_roof, "patience": args.patience,
-            "dispatch": not args.no_dispatch, "profile_feedback": not args.no_profile_feedback,
-            "no_cache": args.no_cache, "cache": args.cache,
-            "baseline": args.baseline,
-            "inductor_mode": args.inductor_mode, **_evaluation_options(args)}
+    """The GenerateOptions fields, each read from its own flag by name (``agent.options.flag_of``: a
+    batch's per-operator budgets are the run's); a ``--no-X`` flag turns field X off."""
+    from agent.options import GenerateOptions, flag_of
+    batch = args.command == "batch"
+    values = {}
+    for field in GenerateOptions.model_fields:
+        dest = flag_of(field, batch).removeprefix("--").replace("-", "_")
+        if hasattr(args, dest):
+            values[field] = getattr(args, dest)
+        elif hasattr(args, "no_" + dest):
+            values[field] = not getattr(args, "no_" + dest)
+    return values
 
 
 @contextlib.contextmanager
