@@ -233,12 +233,17 @@ class GpuShare:
             hold.page.request()
             hold.paused_since = self.clock()
 
+    def _end_pause(self, hold: Hold) -> None:
+        """The pause request's standing time added to the hold's paused seconds."""
+        if hold.paused_since is not None:
+            hold.paused_s += self.clock() - hold.paused_since
+            hold.paused_since = None
+
     def _let_run(self, hold: Hold) -> None:
         self._go_on(hold)
         if hold.page is not None and hold.page.requested:
             hold.page.withdraw()
-            hold.paused_s += self.clock() - hold.paused_since
-            hold.paused_since = None
+            self._end_pause(hold)
         if hold.active_since is None:
             hold.active_since, hold.ever_active = self.clock(), True
 
@@ -271,13 +276,10 @@ class GpuShare:
             if hold.active_since is not None:
                 self._log(hold, "shared", hold.active_since)
             hold.active_since = None
-            if hold.paused_since is not None:
-                hold.paused_s += self.clock() - hold.paused_since
-                hold.paused_since = None
+            self._end_pause(hold)
         elif hold.phase == "exclusive" and self.exclusive is hold:
             self._log(hold, "exclusive", hold.since)
             self.exclusive = None
-            hold.phase = "between"
             self._resume_all()
         hold.phase = "between" if hold.phase in ("shared", "exclusive") else hold.phase
         self.condition.notify_all()
@@ -288,15 +290,16 @@ class GpuShare:
 
     def paused_s(self, hold: Hold) -> float:
         """Seconds a pause request has stood for this hold's child in all."""
-        with self.condition:
-            standing = self.clock() - hold.paused_since if hold.paused_since is not None else 0.0
-            return hold.paused_s + standing
+        return self._so_far(hold.paused_s, hold.paused_since)
 
     def stopped_s(self, hold: Hold) -> float:
         """Seconds this hold's child has been stopped in all (its compilations made no progress)."""
+        return self._so_far(hold.stopped_s, hold.stopped_since)
+
+    def _so_far(self, before: float, since: float | None) -> float:
+        """Seconds counted ``before``, plus those of the stretch running ``since`` (None: none runs)."""
         with self.condition:
-            standing = self.clock() - hold.stopped_since if hold.stopped_since is not None else 0.0
-            return hold.stopped_s + standing
+            return before + (self.clock() - since if since is not None else 0.0)
 
     def holding(self) -> dict:
         """Now: the evaluations running tests, whether one holds the GPU alone, how many wait for it."""
