@@ -7,7 +7,6 @@ a working folder is removed only once its process is gone.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass
@@ -28,11 +27,6 @@ class Cache:
         return asdict(self)
 
 
-def _triton_dir() -> Path:
-    """The Triton cache the sandbox's children compile into (``harness.sandbox.environment``)."""
-    return Path(os.environ.get("TRITON_CACHE_DIR") or Path(tempfile.gettempdir()) / "bbagent-triton-cache")
-
-
 def _timing_file(root: Path) -> Path:
     from harness.timing.reference_cache import FILE_NAME
     return root / "runs" / FILE_NAME
@@ -47,13 +41,14 @@ def _folder(name: str, path: Path, what: str, pattern: str = "*") -> Cache:
 def caches(root: Path) -> list[Cache]:
     """Every cache, with where it is, how many entries it holds and their bytes."""
     from harness import workdirs
+    from harness.sandbox.environment import triton_cache_dir
     from harness.suite.cache import cache_dir
     timing = _timing_file(root)
     orphans = workdirs.orphaned()
     return [
         _folder("suites", cache_dir(), "each operator's tests, built once per operator, options, torch, triton "
                 "and harness", "*.pt"),
-        _folder("triton", _triton_dir(), "the kernels the candidates compiled (Triton's own cache)"),
+        _folder("triton", triton_cache_dir(), "the kernels the candidates compiled (Triton's own cache)"),
         Cache("timing", str(timing), 1 if timing.is_file() else 0, timing.stat().st_size if timing.is_file() else 0,
               "eager aten's timings and the GPU's yardsticks, reused by later runs (--no-cache ignores them)"),
         Cache("workdirs", tempfile.gettempdir(), len(orphans), sum(workdirs.size_of(p) for p in orphans),

@@ -31,6 +31,11 @@ def physical_gpu(gpu: int) -> str:
     return entries[gpu]
 
 
+def triton_cache_dir() -> Path:
+    """The Triton cache every child compiles into: ``TRITON_CACHE_DIR`` where set, else bbagent's own."""
+    return Path(os.environ.get("TRITON_CACHE_DIR", Path(tempfile.gettempdir()) / "bbagent-triton-cache"))
+
+
 def base_env(device: str, gpu: int | None = None) -> dict:
     """The allowlisted environment shared by every child of a device (and its fork server);
     pinned to one GPU when ``gpu`` is given (one fork server per GPU)."""
@@ -41,7 +46,7 @@ def base_env(device: str, gpu: int | None = None) -> dict:
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
-    env.setdefault("TRITON_CACHE_DIR", str(Path(tempfile.gettempdir()) / "bbagent-triton-cache"))
+    env["TRITON_CACHE_DIR"] = str(triton_cache_dir())
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     else:  # torch.cuda.is_available() through NVML, so the fork server never initialises CUDA
