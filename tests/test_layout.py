@@ -12,6 +12,19 @@ def load_import_graph():
     return module
 
 
+def copy_of_the_tree(where):
+    """agent/ and harness/ copied under ``where``; returns ``plant(relative_path, code)``, which
+    appends code to one of the copied files."""
+    import shutil
+    for folder in ("agent", "harness"):
+        shutil.copytree(ROOT / folder, where / folder, ignore=shutil.ignore_patterns("__pycache__"))
+
+    def plant(relative: str, code: str) -> None:
+        path = where / relative
+        path.write_text(path.read_text() + "\n\n" + code + "\n")
+    return plant
+
+
 def test_no_import_cycle_between_places():
     graph = load_import_graph()
     places, arrows, _ = graph.graph()
@@ -53,14 +66,8 @@ def test_every_import_in_agent_and_harness_keeps_the_rules():
 def test_the_import_rules_catch_planted_breaks(tmp_path):
     """A copy of the tree with an upward import inside a function, harness importing agent, a layer
     broken and a circle: each is reported."""
-    import shutil
     graph = load_import_graph()
-    for folder in ("agent", "harness"):
-        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
-
-    def plant(relative: str, code: str) -> None:
-        path = tmp_path / relative
-        path.write_text(path.read_text() + "\n\n" + code + "\n")
+    plant = copy_of_the_tree(tmp_path)
     plant("agent/review/catalog.py", "def planted():\n    from bbagent import UsageError\n    return UsageError")
     plant("harness/ops.py", "def planted():\n    import agent.storage\n    return agent.storage")
     plant("agent/machine.py", "from agent.batch import ledger")
@@ -78,14 +85,8 @@ def test_every_spelling_of_an_import_is_caught_in_agent_and_in_harness(tmp_path)
     """Issue 48 (point 5): a relative import, importlib.import_module and __import__ of a literal
     name passed the rules before, and harness/ had no layers. Each, planted in a copy of the tree,
     is reported; the real tree keeps the rules."""
-    import shutil
     graph = load_import_graph()
-    for folder in ("agent", "harness"):
-        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
-
-    def plant(relative: str, code: str) -> None:
-        path = tmp_path / relative
-        path.write_text(path.read_text() + "\n\n" + code + "\n")
+    plant = copy_of_the_tree(tmp_path)
     plant("agent/batch/ledger.py", "def planted():\n    from .runner import Batch\n    return Batch")  # a sibling
     plant("agent/review/meta.py", "def planted():\n    import importlib\n"
                                   "    return importlib.import_module('agent.reports.html')")
