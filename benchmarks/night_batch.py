@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "prompts" / "examples"
 CORPUS = ROOT / "tests" / "kernels"
+BATCH_MAX_SHAPES, BATCH_TARGET_MS = 24, 25.0  # `bbagent batch`'s defaults: what --alone times again
 CORRECT = {  # operator -> a kernel file that passes it
     "aten.sigmoid.default": EXAMPLES / "elementwise_unary.py", "aten.mul.Tensor": EXAMPLES / "elementwise_binary.py",
     "aten.sum.dim_IntList": EXAMPLES / "reduction.py", "aten._softmax.default": EXAMPLES / "softmax.py",
@@ -205,10 +206,11 @@ def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args, ti
         if run.get("status") != "accepted" or not run.get("best_speedup") or time.time() > deadline:
             continue
         kernel = root / "generated_kernels" / run["op"] / "kernel.py"
-        # --no-cache: eager aten is timed again alone too, not read from what the batch measured beside others
+        # --no-cache: eager aten is timed again alone too, not read from what the batch measured beside others;
+        # the batch's own shapes and time per shape (bench's defaults time more shapes, so another geomean)
         done = subprocess.run([sys.executable, "-m", "bbagent", "bench", "--op", run["op"], "--kernel", str(kernel),
-                               "--root", str(root), "--json", "--no-cache"], cwd=root, env=env, capture_output=True,
-                              text=True)
+                               "--root", str(root), "--json", "--no-cache", "--max-shapes", str(BATCH_MAX_SHAPES),
+                               "--target-ms", str(BATCH_TARGET_MS)], cwd=root, env=env, capture_output=True, text=True)
         try:
             alone = json.loads(done.stdout[done.stdout.index("{"):])["performance"]["geomean_speedup"]
         except (ValueError, KeyError, TypeError):

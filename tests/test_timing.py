@@ -35,6 +35,17 @@ def test_interleaved_timing_on_gpu():
 
 
 @pytest.mark.gpu
+def test_a_small_shape_counts_its_flushes_toward_the_target():
+    """A 1024-element relu takes microseconds, the 256 MiB flush before each call about 0.1 ms on an
+    H100: repetitions are chosen from both, so target_ms=25 gives a few hundred of them, not
+    MAX_REPS (2000) flushes while every other evaluation on the GPU waits."""
+    from harness.timing.clock import MAX_REPS, MIN_REPS
+    x = torch.randn(1024, device="cuda")
+    samples = time_interleaved({"aten": lambda: torch.relu(x), "candidate": lambda: x.clamp_min(0)}, target_ms=25)
+    assert MIN_REPS < len(samples["aten"]) == len(samples["candidate"]) < MAX_REPS // 2
+
+
+@pytest.mark.gpu
 def test_graph_replay_on_gpu_all_or_none():
     from harness.timing.clock import graphed
     x = torch.randn(1 << 20, device="cuda")

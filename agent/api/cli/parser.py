@@ -399,7 +399,7 @@ def _add_timing_options(p: argparse.ArgumentParser, target_ms: float, max_shapes
     p.add_argument("--max-shapes", type=int, default=max_shapes,
                    help=f"most trace shapes to time, spread from smallest to largest (default {max_shapes})")
     p.add_argument("--target-ms", type=float, default=target_ms,
-                   help=f"measured time per function and shape, in ms (default {target_ms:g})")
+                   help=f"GPU time per function and shape, the L2 flush before each call included, in ms (default {target_ms:g})")
     p.add_argument("--baseline", default="eager", metavar="ENGINES",
                    help="what to compare the kernel with, comma-separated: eager (always) and inductor (the op "
                         "compiled by torch.compile, timed on the GPU in a child of its own after the kernel "
