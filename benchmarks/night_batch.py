@@ -199,24 +199,30 @@ def save(out: Path, row: dict) -> None:
 
 
 def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args, timed) -> None:
-    """Each accepted, timed kernel timed again, with eager aten, with nothing else on the GPU
-    (``bbagent bench --no-cache``), handed to ``timed`` as soon as it is measured."""
+    """Each accepted, timed kernel (those of ``--alone-ops`` where given) timed again ``--alone-repeats``
+    times, with eager aten, with nothing else on the GPU (``bbagent bench --no-cache``), handed to
+    ``timed`` as soon as it is measured. Repeats show how far two runs alone differ."""
     deadline = time.time() + args.alone_budget
+    wanted = set(args.alone_ops.split(",")) if args.alone_ops else None
     for run in sorted(runs, key=lambda r: r.get("op") or ""):
-        if run.get("status") != "accepted" or not run.get("best_speedup") or time.time() > deadline:
+        if run.get("status") != "accepted" or not run.get("best_speedup") or (wanted and run["op"] not in wanted):
             continue
         kernel = root / "generated_kernels" / run["op"] / "kernel.py"
-        # --no-cache: eager aten is timed again alone too, not read from what the batch measured beside others;
-        # the batch's own shapes and time per shape (bench's defaults time more shapes, so another geomean)
-        done = subprocess.run([sys.executable, "-m", "bbagent", "bench", "--op", run["op"], "--kernel", str(kernel),
-                               "--root", str(root), "--json", "--no-cache", "--max-shapes", str(BATCH_MAX_SHAPES),
-                               "--target-ms", str(BATCH_TARGET_MS)], cwd=root, env=env, capture_output=True, text=True)
-        try:
-            alone = json.loads(done.stdout[done.stdout.index("{"):])["performance"]["geomean_speedup"]
-        except (ValueError, KeyError, TypeError):
-            alone = None
-        batch = run["best_speedup"]
-        timed({"op": run["op"], "batch": batch, "alone": alone, "ratio": round(batch / alone, 3) if alone else None})
+        for _ in range(args.alone_repeats):
+            if time.time() > deadline:
+                return
+            # --no-cache: eager aten is timed again alone too, not read from what the batch measured beside
+            # others; the batch's own shapes and time per shape (bench's defaults time more shapes)
+            done = subprocess.run([sys.executable, "-m", "bbagent", "bench", "--op", run["op"], "--kernel", str(kernel),
+                                   "--root", str(root), "--json", "--no-cache", "--max-shapes", str(BATCH_MAX_SHAPES),
+                                   "--target-ms", str(BATCH_TARGET_MS)], cwd=root, env=env, capture_output=True,
+                                  text=True)
+            try:
+                alone = json.loads(done.stdout[done.stdout.index("{"):])["performance"]["geomean_speedup"]
+            except (ValueError, KeyError, TypeError):
+                alone = None
+            batch = run["best_speedup"]
+            timed({"op": run["op"], "batch": batch, "alone": alone, "ratio": round(batch / alone, 3) if alone else None})
 
 
 def main() -> int:
@@ -229,6 +235,8 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=len(CORRECT) + len(WRONG), help="how many operators (from the start)")
     parser.add_argument("--alone", action="store_true", help="time each accepted kernel again alone afterwards")
     parser.add_argument("--alone-budget", type=float, default=240.0, help="seconds for --alone (default 240)")
+    parser.add_argument("--alone-ops", help="with --alone: only these accepted operators (comma-separated)")
+    parser.add_argument("--alone-repeats", type=int, default=1, help="with --alone: time each kernel this many times")
     parser.add_argument("--out", type=Path, help="directory for result.json and the batch's summary")
     args = parser.parse_args()
     answers = {**CORRECT, **WRONG}
