@@ -109,6 +109,15 @@ class HostCpu:
                 "seconds_above_90pct": round(sum(s > 0.9 for s in shares) / len(shares), 3)}
 
 
+def timed_shapes(verdict: dict) -> list[dict]:
+    """Each timed shape of a Verdict (the batch's or bench's): eager's and the kernel's median and the
+    speedup, so a geomean that moved between two runs can be traced to the shapes that moved."""
+    tests = (verdict.get("performance") or {}).get("tests") or []
+    return [{"input": t["input"], "mode": t.get("mode"), "overhead_dominated": t.get("overhead_dominated"),
+             "aten_ms": (t.get("aten") or {}).get("median_ms"), "candidate_ms": (t.get("candidate") or {}).get("median_ms"),
+             "speedup": t.get("speedup")} for t in tests]
+
+
 def evaluation_rows(verdicts: list[dict]) -> list[dict]:
     """Where each evaluation's time went (the Verdict's timings)."""
     rows = []
@@ -178,6 +187,7 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
            "gpu_paused_s_summed": round(sum(v["timings"].get("gpu_paused_s") or 0 for v in verdicts), 1),
            "timing_s_summed": round(sum((v["timings"].get("test_parts") or {}).get("timing") or 0 for v in verdicts), 1),
            "speedups": {r["op"]: r.get("best_speedup") for r in runs if r.get("status") == "accepted"},
+           "batch_shapes": {v["op"]: timed_shapes(v) for v in verdicts if timed_shapes(v)},
            "per_evaluation": evaluation_rows(verdicts)}
     if keep is not None:  # kept now: a run cut at its limit while timing alone still has the batch's numbers
         save(keep, row)
@@ -218,11 +228,14 @@ def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args, ti
                                    "--target-ms", str(BATCH_TARGET_MS)], cwd=root, env=env, capture_output=True,
                                   text=True)
             try:
-                alone = json.loads(done.stdout[done.stdout.index("{"):])["performance"]["geomean_speedup"]
-            except (ValueError, KeyError, TypeError):
-                alone = None
+                printed = json.loads(done.stdout[done.stdout.index("{"):])
+                alone = printed["performance"]["geomean_speedup"]
+                verdict = json.loads((Path(printed["run_dir"]) / "verdict.json").read_text())
+            except (ValueError, KeyError, TypeError, OSError):
+                verdict, alone = {}, None
             batch = run["best_speedup"]
-            timed({"op": run["op"], "batch": batch, "alone": alone, "ratio": round(batch / alone, 3) if alone else None})
+            timed({"op": run["op"], "batch": batch, "alone": alone, "ratio": round(batch / alone, 3) if alone else None,
+                   "alone_shapes": timed_shapes(verdict)})
 
 
 def main() -> int:
@@ -245,7 +258,10 @@ def main() -> int:
         replays = Path(scratch) / "replays"
         write_replays(replays, args.latency, {op: answers[op] for op in ops})
         row = run_batch(args.checkout.resolve(), replays, ops, args, args.out)
-    print(json.dumps({k: v for k, v in row.items() if k not in ("speedups", "per_evaluation")}, indent=1))
+    print(json.dumps({k: v for k, v in row.items() if k not in ("speedups", "per_evaluation", "batch_shapes", "alone")},
+                     indent=1))
+    for timed in row.get("alone") or []:
+        print(f"{timed['op']}: batch {timed['batch']:.3f}, alone {timed['alone'] or 0:.3f}, ratio {timed['ratio']}")
     if row.get("alone"):
         ratios = [r["ratio"] for r in row["alone"] if r["ratio"]]
         worst = max(ratios, key=lambda r: abs(math.log(r))) if ratios else None
