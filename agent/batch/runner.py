@@ -26,6 +26,7 @@ from typing import Callable
 
 from agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
+from agent.generate.spending import Spent
 from agent.money import cost_text
 from agent.machine import process_state, this_process
 from agent.storage import mark_interrupted
@@ -92,6 +93,7 @@ class Batch:
         self.events_lock = threading.Lock()
         self.running: set[str] = set()
         self.run_dirs: dict[str, str] = {}  # op -> its current run directory
+        self.live_spend: dict[str, Spent] = {}  # op -> its current run's spend, counted by its loop
         self.paused_until = 0.0
         self.failures_in_a_row = 0
         self.infra_since: dict[str, float] = {}  # op -> its first infrastructure failure this session
@@ -226,9 +228,7 @@ class Batch:
             return self.event("op_end", op=op, state="failed", error_class="internal", error=str(exc))
         if self.stop.is_set():
             return  # Ctrl-C: the coordinator marked it interrupted
-        spent = {"tokens": (outcome.spent.input_tokens, outcome.spent.output_tokens),
-                 "cost_usd": outcome.spent.cost_usd, "cost_complete": outcome.spent.cost_complete,
-                 "run_id": outcome.run_id, "rounds": outcome.rounds_used}
+        spent = {**outcome.spent.ledger_fields(), "run_id": outcome.run_id, "rounds": outcome.rounds_used}
         if outcome.status == "error" and outcome.transient:  # the provider was unreachable: not the op's fault
             return self._infrastructure(op, "provider", outcome.message, spent)
         self.failures_in_a_row = 0
@@ -251,13 +251,18 @@ class Batch:
                    run_id=row["run_id"], best_speedup=row["best_speedup"],
                    error=row["error"] if row["state"] != "accepted" else None)
 
+    def spending(self, op: str) -> Spent:
+        """The op's run's spend, counted into by its loop as each answer comes: what the batch's
+        budget counts while the run goes on, and what a run cut short by an exception spent."""
+        self.live_spend[op] = Spent()
+        return self.live_spend[op]
+
     def _spent_so_far(self, op: str) -> dict:
-        """What the op's current run spent, from its run.json (a run cut short by an exception)."""
-        try:
-            state = json.loads((Path(self.run_dirs[op]) / "run.json").read_text())
-        except (KeyError, TypeError, OSError, ValueError):
-            return {}
-        return {**_spent(state), "run_id": state.get("run_id")}
+        """What the op's current run has spent so far, as the ledger takes it."""
+        spent = self.live_spend.get(op)
+        run_dir = self.run_dirs.get(op)
+        return {**(spent.ledger_fields() if spent is not None else {}),
+                **({"run_id": Path(run_dir).name} if run_dir else {})}
 
     def _heard(self, op: str, event: str, data: dict) -> None:
         if self.stop.is_set():  # Ctrl-C: the run stops at its next step and records itself interrupted
@@ -291,13 +296,6 @@ def coordinator_state(meta: dict) -> str:
     if coordinator.get("pid") == os.getpid() and coordinator.get("host") == socket.gethostname():
         return "dead"  # this process is resuming it: whatever ran before in it has ended
     return process_state(coordinator)
-
-
-def _spent(state: dict) -> dict:
-    """A run's tokens and cost (from run.json) as the ledger takes them."""
-    tokens = state.get("tokens") or {}
-    return {"tokens": (tokens.get("input", 0), tokens.get("output", 0)), "cost_usd": state.get("cost_usd") or 0.0,
-            "cost_complete": state.get("cost_complete", True)}
 
 
 def _small(data: dict) -> dict:

@@ -289,7 +289,8 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
             layout = check_channels_last(serves[0], options.channels_last, quiet=True)
             outcome = run_generate(op, options.model_copy(update={"channels_last": layout}), root, report=hear,
                                    executor=evaluations, limiter=runner.limiter, extra_traces=mine or None,
-                                   batch_id=runner.path.name, resumed=resume is not None, halt=runner.budget_spent)
+                                   batch_id=runner.path.name, resumed=resume is not None, halt=runner.budget_spent,
+                                   spent=runner.spending(op))
             used = select.dataset_inputs_run(outcome.run_dir) if mine else None
             if used is not None:  # which of the user's inputs ran, and why the others did not
                 hear("dataset_inputs", used)

@@ -29,6 +29,7 @@ from agent.generate.extract import extract_code
 from agent.generate.merge import CannotMerge
 from agent.generate.failure import WhyFailed, failure_groups_of, why_failed
 from agent.generate.population import Population, Rival
+from agent.generate.spending import Spent
 from agent.generate.profile_feedback import profile_part, profiling_cost
 from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.machine import this_process
@@ -48,17 +49,6 @@ BEST_KERNEL_CHARS = 8000
 # out; the run's budget, a batch's (``halt``), the provider, Ctrl-C or an error ended it
 STOPPED_BECAUSE = ("target_speedup", "target_roof", "patience", "untimed", "rounds", "budget", "batch_budget",
                    "provider_error", "interrupted", "error")
-
-
-@dataclass
-class Spent:
-    """What a run's LLM calls cost: tokens, dollars (a lower bound where a model has no price), and
-    how many answers came from the call log."""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    cost_complete: bool = True
-    cached_calls: int = 0
 
 
 @dataclass
@@ -212,6 +202,7 @@ class Agent:
     report: Callable[[str, dict], None] = lambda event, data: None
     serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
     halt: Callable[[], str | None] | None = None  # a budget beyond the run's own (a batch's), asked between rounds
+    spent: Spent = field(default_factory=Spent)  # counted as each answer comes (a batch reads it while the run goes on)
 
     def __post_init__(self):
         o = self.options
@@ -228,14 +219,14 @@ class Agent:
             "prompt_template": template_name(self.op), "serves": self.serves or [self.op],
             "host": {"python": platform.python_version(), "platform": platform.platform()},
             "process": this_process(),  # a run left "running" by a killed process reads as interrupted
-            "environment": None, "tokens": {"input": 0, "output": 0}, "cost_usd": 0.0, "cost_complete": True,
-            "cached_calls": 0, "rounds": [], "dispatchers": [], "message": "",
+            "environment": None, **self.spent.run_fields(), "rounds": [], "dispatchers": [], "message": "",
         }
         self.messages: list[dict] = []
         self.best: Best | None = None
         self.history: list[str] = []  # one line per round, the last HISTORY_ROUNDS go into the feedback
 
     def save(self) -> None:
+        self.state.update(self.spent.run_fields())
         write_json(self.run.path / "run.json", self.state)
 
     def generate(self) -> Outcome:
@@ -248,11 +239,10 @@ class Agent:
                 self.op, also_serves=self.serves[1:], device=self.options.device,
                 channels_last=self.options.channels_last)}]
             for n in range(1, self.rounds + 1):
-                spent = self.over_budget()
-                halted = None if spent else self.halt() if self.halt is not None else None
-                if spent or halted:
-                    spent = spent or halted
-                    outcome.message = f"stopped before round {n}: {spent}" + (
+                over = self.over_budget()
+                halted = None if over else self.halt() if self.halt is not None else None
+                if over or halted:
+                    outcome.message = f"stopped before round {n}: {over or halted}" + (
                         f"; {self.summary_of_best()}" if self.best else
                         "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else ""))
                     outcome.status = "accepted" if self.best else "stopped"
@@ -294,9 +284,7 @@ class Agent:
                 outcome.why_failed = why_failed(self.state["rounds"])
                 self.state["why_failed"] = outcome.why_failed.model_dump()
             outcome.stopped_because = self.stopped_because
-            outcome.spent = Spent(input_tokens=self.state["tokens"]["input"],
-                                  output_tokens=self.state["tokens"]["output"], cost_usd=self.state["cost_usd"],
-                                  cost_complete=self.state["cost_complete"], cached_calls=self.state["cached_calls"])
+            outcome.spent = self.spent
             best = outcome.best
             self.state.update(status=outcome.status, finished_at=_now(), message=outcome.message,
                               stopped_because=self.stopped_because, rounds_used=outcome.rounds_used,
@@ -323,22 +311,7 @@ class Agent:
         """Why the run's own budget allows no further call, or None. Checked between rounds (with a
         batch's ``halt``): a round's calls are never cut off half-way, so the run directory stays
         complete."""
-        cost, tokens = self.state["cost_usd"], self.state["tokens"]["input"] + self.state["tokens"]["output"]
-        max_cost, max_tokens = self.options.max_cost_usd, self.options.max_tokens
-        if max_cost is not None and cost >= max_cost:
-            return f"the cost budget is spent (${cost:.4f} of --max-cost-usd {max_cost:g})"
-        if max_tokens is not None and tokens >= max_tokens:
-            return f"the token budget is spent ({tokens} of --max-tokens {max_tokens})"
-        return None
-
-    def count(self, completion) -> None:
-        self.state["tokens"]["input"] += completion.input_tokens
-        self.state["tokens"]["output"] += completion.output_tokens
-        if completion.cost_usd is None:
-            self.state["cost_complete"] = False  # a model without a price: the total is a lower bound
-        else:
-            self.state["cost_usd"] += completion.cost_usd
-        self.state["cached_calls"] += int(completion.cached)
+        return self.spent.over_budget(self.options.max_cost_usd, self.options.max_tokens)
 
     def consider(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> bool:
         """Install a correct kernel if it is the first, or faster than the best so far (whether it was)."""
@@ -523,7 +496,7 @@ class Agent:
         self.run.write(f"{where}/response.md", completion.text)
         usage = completion.model_dump(exclude={"text"})
         self.run.write_json(f"{where}/usage.json", usage)
-        self.count(completion)
+        self.spent.count(completion)
         record = {"usage": usage}
         source = extract_code(completion.text)
         if source is None:
@@ -585,8 +558,7 @@ class Agent:
         return render_feedback(verdict, best=self.best)
 
     def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> None:
-        totals = {"tokens": self.state["tokens"], "cost_usd": self.state["cost_usd"],
-                  "cost_complete": self.state["cost_complete"]}
+        totals = {key: value for key, value in self.spent.run_fields().items() if key != "cached_calls"}
         fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
                           run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.state["rounds"],
                           target_speedup=self.target_speedup, target_baseline=self.target_baseline)

@@ -12,6 +12,7 @@ from typing import Callable
 from agent.errors import UsageError
 from agent.evaluation import check_channels_last, check_evaluation, evaluator, timing_options, what_to_ask_for
 from agent.generate.loop import Agent, Outcome
+from agent.generate.spending import Spent
 from agent.generate.testable import refuse_untested
 from agent.options import GenerateOptions
 from agent.storage import RunDir, new_run_id, resolve_root
@@ -29,12 +30,14 @@ def require_price(model: str | None) -> None:
 
 def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, report: Report | None = None, executor=None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
-                 resumed: bool = False, halt: Callable[[], str | None] | None = None) -> Outcome:
+                 resumed: bool = False, halt: Callable[[], str | None] | None = None,
+                 spent: Spent | None = None) -> Outcome:
     """Ask for a kernel for ``op`` as ``options`` say, under ``root`` (``agent.storage.resolve_root``;
     created once the checks passed), and return the run's Outcome. ``report(event, data)`` hears
     the progress (``agent.generate.loop``). A batch's run names its ``batch_id``; in a ``resumed``
     batch, requests its batch already paid for are answered from the call log; ``halt()``, asked
-    between rounds, says why no further round may start (a batch's spent budget), or None."""
+    between rounds, says why no further round may start (a batch's spent budget), or None; ``spent``
+    is counted into as each answer comes (a batch's view of the run's spend so far)."""
     from agent.providers import RetryPolicy, make_provider
     from agent.providers.call_log import FILE_NAME, LLMLog
     from agent.providers.logged import LoggedProvider
@@ -73,5 +76,5 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     agent = Agent(op=computation, serves=serves, provider=logged, evaluate=evaluate, run=run, root=root,
                   options=options.model_copy(update={"channels_last": channels_last,
                                                      "baseline": ",".join(timing.baselines)}),
-                  report=report, halt=halt)
+                  report=report, halt=halt, spent=spent if spent is not None else Spent())
     return agent.generate()
