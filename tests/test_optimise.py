@@ -127,7 +127,7 @@ def test_speedups_measured_on_another_gpu_model_do_not_replace_the_best(tmp_path
 def test_a_round_chooses_among_candidates_timed_on_one_gpu_model():
     from types import SimpleNamespace
 
-    from agent.generate.loop import Candidate, choose
+    from agent.generate.choosing import Candidate, choose
 
     def candidate(number, tag):
         verdict = scripted_verdict(OP, SimpleNamespace(read_text=lambda: f"# {tag}"))

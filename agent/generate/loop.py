@@ -24,13 +24,15 @@ from typing import Callable
 
 from agent.errors import InfrastructureError, ProviderError
 from agent.generate import dispatch
+from agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
+                                     round_summary)
 from agent.generate.dispatch import Plan
 from agent.generate.extract import extract_code
-from agent.generate.merge import CannotMerge
 from agent.generate.failure import WhyFailed, failure_groups_of, why_failed
+from agent.generate.merge import CannotMerge
 from agent.generate.population import Population, Rival
-from agent.generate.spending import Spent
 from agent.generate.profile_feedback import profile_part, profiling_cost
+from agent.generate.spending import Spent
 from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.machine import this_process
 from agent.options import GenerateOptions
@@ -49,17 +51,6 @@ BEST_KERNEL_CHARS = 8000
 # out; the run's budget, a batch's (``halt``), the provider, Ctrl-C or an error ended it
 STOPPED_BECAUSE = ("target_speedup", "target_roof", "patience", "untimed", "rounds", "budget", "batch_budget",
                    "provider_error", "interrupted", "error")
-
-
-@dataclass
-class BestKernel:
-    """The accepted kernel of a run as a batch records it: its round, geomean speedup over eager
-    (None untimed), fast_p, the GPU model it was timed on, and its speedups over compiled baselines."""
-    round: int
-    speedup: float | None
-    fast_p: dict | None
-    gpu: str | None
-    baseline_speedups: dict | None
 
 
 @dataclass
@@ -82,40 +73,6 @@ class Outcome:
         return self.run_dir.name
 
 
-@dataclass
-class Best:
-    """The best correct kernel so far: its round, source, Verdict and geomean speedup (None
-    untimed); for a dispatcher bbagent composed in that round, its plan."""
-    round: int
-    source: str
-    verdict: Verdict
-    speedup: float | None
-    dispatcher: Plan | None = None
-
-    @property
-    def parts(self) -> tuple[int, int] | None:
-        return self.dispatcher.rounds() if self.dispatcher is not None else None
-
-
-def _fast_p(verdict: Verdict) -> dict | None:
-    """fast_p of a timed Verdict (share of shapes at least p times faster than eager), else None."""
-    summary = verdict.performance.summary if verdict.performance is not None else None
-    return dict(summary.fast_p) if summary is not None else None
-
-
-def _baseline_speedups(verdict: Verdict) -> dict | None:
-    """The geomean speedups over compiled baselines (``{"inductor": x}``) of a timed Verdict."""
-    found = {name: verdict.baseline_speedup(name) for name in ((verdict.performance.baselines if verdict.performance
-                                                                else None) or {})}
-    return {name: value for name, value in found.items() if value is not None} or None
-
-
-def timed_on(verdict: Verdict) -> str | None:
-    """The GPU model a Verdict's speedups were measured on (None: not timed)."""
-    performance = verdict.performance
-    return performance.gpu if performance is not None and performance.measured else None
-
-
 def rival_part(rival: Rival, best_round: int, shown: int = 6) -> str:
     """The prompt's part on a kept kernel faster than the best on some shapes: where, and its code."""
     rows = sorted(rival.wins, key=lambda w: w[1] / w[2])[:shown]
@@ -126,67 +83,6 @@ def rival_part(rival: Rival, best_round: int, shown: int = 6) -> str:
             f"| input | round {rival.member.round} us | round {best_round} us |\n| --- | --- | --- |\n{table}\n"
             "Take what makes each fast where it is fast (kernel() may choose by size or dtype). Its code:\n"
             f"```python\n{elide(rival.member.source, BEST_KERNEL_CHARS // 2)}```")
-
-
-def beats(verdict: Verdict, best: Best | None) -> bool:
-    """Whether a correct kernel replaces ``best``: the first one always does, a later one when it
-    was timed and is faster, on the same GPU model (speedups on two models do not compare: a
-    cluster's executor keeps an operator on one model while it can)."""
-    if best is None:
-        return True
-    speedup = verdict.geomean_speedup()
-    if speedup is None:
-        return False
-    if best.speedup is None:
-        return True
-    return timed_on(verdict) == timed_on(best.verdict) and speedup > best.speedup
-
-
-@dataclass
-class Candidate:
-    """One answer of a round: its index, completion (None: the call failed), kernel source and
-    Verdict (None: no code, or no answer)."""
-    number: int
-    completion: object
-    source: str | None
-    verdict: Verdict | None
-    record: dict
-
-
-def choose(tried: list[Candidate]) -> Candidate:
-    """The round's result: the fastest correct candidate (the first, if none was timed), else
-    the one that passed most tests, else the first."""
-    correct = [c for c in tried if c.verdict is not None and c.verdict.passed]
-    if correct:
-        timed = [c for c in correct if c.verdict.geomean_speedup() is not None]
-        if not timed:
-            return correct[0]
-        comparable = [c for c in timed if timed_on(c.verdict) == timed_on(timed[0].verdict)]
-        return max(comparable, key=lambda c: c.verdict.geomean_speedup())
-    evaluated = [c for c in tried if c.verdict is not None]
-    answered = [c for c in tried if c.completion is not None]  # never empty: a round with no answer raised
-    return max(evaluated, key=lambda c: c.verdict.summary.passed) if evaluated else answered[0]
-
-
-def candidate_line(c: Candidate) -> str:
-    if c.completion is None:
-        return f"no answer ({c.record['message'][:160]})"
-    if c.verdict is None:
-        return "no code block"
-    s = c.verdict.summary
-    line = f"{c.verdict.verdict.upper()} {s.passed}/{s.total} tests"
-    if c.verdict.passed:
-        speedup = c.verdict.geomean_speedup()
-        return line + (f", geomean {speedup:.3g}x eager" if speedup is not None else "")
-    detail = (c.verdict.message or c.verdict.error_kind or "").splitlines()
-    return line + (f" ({detail[0][:160]})" if detail else "")
-
-
-def round_summary(n: int, tried: list[Candidate], pick: Candidate) -> str:
-    if len(tried) == 1:
-        return f"round {n}: {candidate_line(pick)}"
-    correct = sum(1 for c in tried if c.verdict is not None and c.verdict.passed)
-    return f"round {n}: {correct} of {len(tried)} candidates correct; picked candidate {pick.number + 1}: {candidate_line(pick)}"
 
 
 @dataclass
@@ -279,33 +175,30 @@ class Agent:
             outcome.status, outcome.message = "error", f"{cause}{type(exc).__name__}: {exc}"
             raise
         finally:
-            outcome.best = self.best_kernel()
-            if self.best is None and self.state["rounds"]:
-                outcome.why_failed = why_failed(self.state["rounds"])
-                self.state["why_failed"] = outcome.why_failed.model_dump()
-            outcome.stopped_because = self.stopped_because
-            outcome.spent = self.spent
-            best = outcome.best
-            self.state.update(status=outcome.status, finished_at=_now(), message=outcome.message,
-                              stopped_because=self.stopped_because, rounds_used=outcome.rounds_used,
-                              accepted_dir=str(outcome.accepted_dir) if outcome.accepted_dir else None,
-                              best_round=best.round if best else None, best_speedup=best.speedup if best else None,
-                              best_fast_p=best.fast_p if best else None, best_gpu=best.gpu if best else None,
-                              best_baseline_speedups=best.baseline_speedups if best else None)
-            self.save()
+            self.finish(outcome)
         return outcome
+
+    def finish(self, outcome: Outcome) -> None:
+        """Complete ``outcome`` (best kernel, why it failed, spend, why it stopped) and bring run.json
+        up to date with it: after every ending, a crash or Ctrl-C included."""
+        outcome.best = best_kernel_of(self.best)
+        if self.best is None and self.state["rounds"]:
+            outcome.why_failed = why_failed(self.state["rounds"])
+            self.state["why_failed"] = outcome.why_failed.model_dump()
+        outcome.stopped_because = self.stopped_because
+        outcome.spent = self.spent
+        best = outcome.best
+        self.state.update(status=outcome.status, finished_at=_now(), message=outcome.message,
+                          stopped_because=self.stopped_because, rounds_used=outcome.rounds_used,
+                          accepted_dir=str(outcome.accepted_dir) if outcome.accepted_dir else None,
+                          best_round=best.round if best else None, best_speedup=best.speedup if best else None,
+                          best_fast_p=best.fast_p if best else None, best_gpu=best.gpu if best else None,
+                          best_baseline_speedups=best.baseline_speedups if best else None)
+        self.save()
 
     def record_why_failed(self) -> str:
         """Why no kernel passed, in one line (run.json keeps it whole as ``why_failed``)."""
         return why_failed(self.state["rounds"]).text()
-
-    def best_kernel(self) -> BestKernel | None:
-        if self.best is None:
-            return None
-        verdict = self.best.verdict
-        return BestKernel(round=self.best.round, speedup=self.best.speedup, fast_p=_fast_p(verdict),
-                          gpu=verdict.environment.gpu or verdict.environment.device,
-                          baseline_speedups=_baseline_speedups(verdict))
 
     def over_budget(self) -> str | None:
         """Why the run's own budget allows no further call, or None. Checked between rounds (with a
