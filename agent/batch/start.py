@@ -234,8 +234,10 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
         sessions = meta.get("sessions") or [{}]
         heartbeat = meta.get("heartbeat") or time.time()
         began = sessions[-1].get("started_at") or 0.0
+        # finished in that session: since it began (nothing has run since it was lost; an operator can
+        # finish after its last heartbeat, before the process died)
         finished = sum(1 for row in ledger.rows() if row["state"] in ("accepted", "failed")
-                       and began <= (row.get("updated_at") or 0.0) <= heartbeat + 1.0)  # finished in that session
+                       and began <= (row.get("updated_at") or 0.0))
         sessions[-1].update(ended_at=heartbeat, ended=f"lost: {alive['reason']}", finished_ops=finished)
         ledger.set_meta(sessions=sessions)
         runner.event("coordinator_lost", coordinator=meta.get("coordinator"), last_heartbeat=heartbeat,
