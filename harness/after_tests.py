@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from harness.assemble import not_timed_reason
 from harness.events import Baseline, Done, Event, Fatal, NcuRange, first, of_kind
+from harness.sandbox.job import Job
 from harness.sandbox.run import child_env, exit_cause, run_child
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.timing import baselines, ncu
@@ -19,7 +21,7 @@ from harness.timing.profile import pick
 from harness import workdirs
 
 
-def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, base_env: dict, warm: bool,
+def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: Job, base_env: dict, warm: bool,
                    limits: Limits) -> None:
     """The inductor baseline of every timed shape (``harness.timing.baselines``): from the cache, or
     measured now in a child of its own with no candidate in it."""
@@ -35,9 +37,9 @@ def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: dict, base
     if missing:
         workdir = workdirs.make("baseline")
         shapes = [{"input": t["input"], "mode": t["mode"]} for t in missing]
-        child_job = {**{k: job[k] for k in ("op", "seed", "device", "cpu_max_numel", "extra_traces", "channels_last")},
-                     "kernel": "", "workdir": str(workdir), "timing": None,
-                     "baseline": {"compile_mode": mode, "target_ms": timing.target_ms, "shapes": shapes}}
+        child_job = Job(op=job.op, seed=job.seed, device=job.device, cpu_max_numel=job.cpu_max_numel,
+                        extra_traces=job.extra_traces, channels_last=job.channels_last, kernel="", workdir=str(workdir),
+                        baseline={"compile_mode": mode, "target_ms": timing.target_ms, "shapes": shapes})
         per_shape_s = 180 if mode != "default" else 60
         try:
             events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, warm,
@@ -71,7 +73,7 @@ def keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None)
         entry["files"] = kept
 
 
-def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict, limits: Limits) -> None:
+def collect_ncu(verdict: dict, timing: TimingOptions, job: Job, base_env: dict, limits: Limits) -> None:
     """Nsight Compute metrics of eager and the kernel on timed shapes (``timing.pick``), from a cold
     child of their own started by ncu (``harness.timing.ncu``); its CSV is kept in the run."""
     performance = verdict["performance"]
@@ -88,10 +90,10 @@ def collect_ncu(verdict: dict, timing: TimingOptions, job: dict, base_env: dict,
     log = workdirs.make("ncu-log") / "ncu.csv"  # out of the child's view
     kept = None
     try:
-        shutil.copy(job["kernel"], workdir / "candidate.py")
-        child_job = {**job, "kernel": str(workdir / "candidate.py"), "workdir": str(workdir), "timing": None,
-                     "save_suite": None, "ncu": {"ids": ids}, "network_namespace": False,
-                     "tool_write_dirs": job["tool_write_dirs"] + ncu.lock_directories()}
+        shutil.copy(job.kernel, workdir / "candidate.py")
+        child_job = replace(job, kernel=str(workdir / "candidate.py"), workdir=str(workdir), timing=None,
+                            save_suite=None, ncu={"ids": ids}, network_namespace=False,
+                            tool_write_dirs=job.tool_write_dirs + ncu.lock_directories())
         with ncu.one_at_a_time():
             events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, False,
                                         120 + 60 * len(ids), limits, prefix=ncu.command(found, log))

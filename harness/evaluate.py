@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.after_tests import collect_ncu, finish_timing, keep_profiles, time_inductor
@@ -23,6 +23,7 @@ from harness.events import Done, first
 from harness.redact import Redactor, configured_secrets
 from harness.sandbox.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
 from harness.sandbox.gpu_share import ChildGate, GpuShare, Hold
+from harness.sandbox.job import Job
 from harness.sandbox.run import child_env, exit_cause, run_child, warn_once
 from harness.sandbox.watch import ChildOutcome, Limits
 from harness.suite.budget import CPU_MAX_NUMEL
@@ -113,9 +114,9 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
         (workdir / "candidate.py").write_bytes(source)
         shared_env = base_env(device, gpu)
         options = _suite_options(cpu_max_numel, extra_traces, channels_last)
-        job = {**_child_job(op, overloads, device, seed, workdir, hidden, shared_env, options),
-               "timing": timing.request(op) if timing else None, "kernel_for": kernel_for or op,
-               "namespaces": namespaces, "fail_fast_s": fail_fast_s, "profile": profile}
+        job = replace(_child_job(op, overloads, device, seed, workdir, hidden, shared_env, options),
+                      timing=timing.request(op) if timing else None, kernel_for=kernel_for or op,
+                      namespaces=namespaces, fail_fast_s=fail_fast_s, profile=profile)
         key = suite_key(overloads, device, options)
         child = _Child(op, kernel_path, source, job, key, shared_env, warm, timeout_s, limits, timing, workdir)
         verdict = child.run(None) if share is None else _on_shared_gpu(share, child)
@@ -130,7 +131,7 @@ class _Child:
     op: str
     kernel_path: Path
     source: bytes
-    job: dict
+    job: Job
     key: str
     shared_env: dict
     warm: bool
@@ -142,11 +143,12 @@ class _Child:
     def run(self, share: GpuShare | None, hold: Hold | None = None) -> dict:
         """The Verdict's data; on a shared GPU the child runs its tests under ``hold`` and asks
         for the GPU alone before timing (unless the hold has it alone already)."""
-        job, workdir = dict(self.job), self.workdir
+        workdir = self.workdir
         reuse = cached_suite(self.key)
         if reuse:
             touch(reuse)
-        job.update({"suite_file": str(reuse)} if reuse else {"save_suite": str(workdir / "suite.pt")})
+        job = (replace(self.job, suite_file=str(reuse)) if reuse
+               else replace(self.job, save_suite=str(workdir / "suite.pt")))
         gate = ChildGate(share, hold) if share is not None and hold.phase == "shared" else None
         try:
             events, outcome = run_child(job, child_env(self.shared_env, workdir), self.shared_env, self.warm,
@@ -156,7 +158,7 @@ class _Child:
                 gate.close()
         if not reuse:
             _adopt_suite(events, workdir / "suite.pt", self.key)
-        verdict = assemble(self.op, self.kernel_path, self.source, job["seed"], events, outcome, self.timeout_s)
+        verdict = assemble(self.op, self.kernel_path, self.source, job.seed, events, outcome, self.timeout_s)
         for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
             warn_once(f"bbagent sandbox: {note}")
         if share is not None:
@@ -174,7 +176,7 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> dict:
     timing alone. A failure that sharing may have caused (the kernel or the harness out of device
     memory while others held it) is not believed: the evaluation runs again alone, and that run's
     Verdict is the one returned."""
-    first_guess = expected_need(child.job["overloads"], child.job["extra_traces"])
+    first_guess = expected_need(child.job.overloads, child.job.extra_traces)
     hold = share.enter(share.need_for(child.key, first_guess), child.op)
     waited = 0.0
     try:
@@ -221,8 +223,8 @@ def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | 
     try:
         (workdir / "candidate.py").write_bytes(b"")  # never imported: the child ends once the suite is saved
         shared_env = base_env(device, gpu)
-        job = {**_child_job(op, overloads, device, _fresh_seed(), workdir, hidden, shared_env, options),
-               "build_only": True, "save_suite": str(workdir / "suite.pt")}
+        job = replace(_child_job(op, overloads, device, _fresh_seed(), workdir, hidden, shared_env, options),
+                      build_only=True, save_suite=str(workdir / "suite.pt"))
         hold = share.enter(share.need_for(key, expected_need(overloads, extra_traces)), op) if share else None
         gate = ChildGate(share, hold) if share is not None else None  # it pauses for another's timing
         try:
@@ -251,12 +253,12 @@ def _suite_options(cpu_max_numel: int, extra_traces: dict | None, channels_last:
 
 
 def _child_job(op: str, overloads: list[str], device: str, seed: int, workdir: Path, hidden, shared_env: dict,
-               suite_options: dict) -> dict:
+               suite_options: dict) -> Job:
     """What every child of ``op`` is told (an evaluation's, or a suite built ahead): its files, what
     it may not see, where Triton writes, and the options that shape its suite."""
-    return {"op": op, "kernel": str(workdir / "candidate.py"), "seed": seed, "device": device, "workdir": str(workdir),
-            "hidden": [str(Path(p).resolve()) for p in hidden or []], "tool_write_dirs": [_triton_cache(shared_env)],
-            "overloads": overloads, **suite_options}
+    return Job(op=op, kernel=str(workdir / "candidate.py"), seed=seed, device=device, workdir=str(workdir),
+               hidden=[str(Path(p).resolve()) for p in hidden or []], tool_write_dirs=[_triton_cache(shared_env)],
+               overloads=overloads, **suite_options)
 
 
 def _adopt_suite(events: list, saved: Path, key: str) -> None:
@@ -279,7 +281,7 @@ def _triton_cache(base_env: dict) -> str:
     return where
 
 
-def _after_timing(op: str, verdict: dict, timing: TimingOptions, job: dict, base_env: dict, warm: bool,
+def _after_timing(op: str, verdict: dict, timing: TimingOptions, job: Job, base_env: dict, warm: bool,
                   limits: Limits, workdir: Path) -> None:
     """The profiles kept, the baselines and Nsight Compute run beside, the cache brought up to date."""
     performance = verdict["performance"]

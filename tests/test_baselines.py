@@ -207,8 +207,8 @@ def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
     from harness.sandbox.watch import Limits
     tests = [timed_test(0, 1.0), timed_test(1, 1.0, mode="eager")]
     verdict = {"verdict": "pass", "performance": {"gpu": GPU, "tests": tests, "summary": {"correct": True}}}
-    job = {"op": "aten.relu.default", "seed": 3, "device": "cpu", "cpu_max_numel": 1 << 16, "extra_traces": {},
-           "channels_last": False}
+    from harness.sandbox.job import Job
+    job = Job(op="aten.relu.default", kernel="", seed=3, device="cpu", workdir="", cpu_max_numel=1 << 16)
     _time_inductor("aten.relu.default", verdict, TimingOptions(baselines=("eager", "inductor")), job,
                    base_env("cpu"), True, Limits())
     errors = {t["baselines"]["inductor"]["error"] for t in tests}

@@ -107,6 +107,7 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
     from harness.after_tests import collect_ncu as _collect_ncu
     from harness.evaluate import TimingOptions
     from harness.sandbox.environment import base_env
+    from harness.sandbox.job import Job
     from harness.ops import resolve_op
     from harness.sandbox.watch import Limits
     from harness.suite.build import build_suite
@@ -119,10 +120,9 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
               if c.trace is not None][:3]
     tests = [{"id": c.id, "input": c.description, "bytes": size} for c, size in zip(traces, (10, 30, 20))]
     env = base_env("cpu")
-    job = {"op": "aten.relu.default", "kernel": str(KERNELS / "relu_triton.py"), "seed": 3, "device": "cpu",
-           "workdir": "", "hidden": [], "tool_write_dirs": [env["TRITON_CACHE_DIR"]], "cpu_max_numel": 1 << 16,
-           "timing": None, "kernel_for": "aten.relu.default", "overloads": ["aten.relu.default"],
-           "namespaces": True, "extra_traces": {}, "channels_last": False}
+    job = Job(op="aten.relu.default", kernel=str(KERNELS / "relu_triton.py"), seed=3, device="cpu", workdir="",
+              tool_write_dirs=[env["TRITON_CACHE_DIR"]], cpu_max_numel=1 << 16, kernel_for="aten.relu.default",
+              overloads=["aten.relu.default"])
     verdict = {"verdict": "pass", "performance": {"tests": tests}}
     _collect_ncu(verdict, TimingOptions(ncu=2, profile_dir=tmp_path / "run"), job, env, Limits())
     return verdict["performance"]["ncu"], traces, fake
@@ -154,13 +154,14 @@ def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
     from harness.after_tests import collect_ncu as _collect_ncu
     from harness.evaluate import TimingOptions
     from harness.sandbox.environment import base_env
+    from harness.sandbox.job import Job
     from harness.sandbox.watch import Limits
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - no permission to the GPU performance counters'\n"
                     "exit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    job = {"op": "aten.relu.default", "kernel": str(fake), "seed": 3, "device": "cpu", "tool_write_dirs": []}
+    job = Job(op="aten.relu.default", kernel=str(fake), seed=3, device="cpu", workdir="")
     verdict = {"verdict": "pass", "performance": {"tests": [{"id": "trace-1", "input": "x", "bytes": 1}]}}
     _collect_ncu(verdict, TimingOptions(ncu=2), job, base_env("cpu"), Limits())
     report = verdict["performance"]["ncu"]

@@ -79,8 +79,9 @@ def _child(job: dict, fds: list[int], inherited: list) -> None:
         os.environ.update(env)
         os.chdir(job["workdir"])
         tempfile.tempdir = job["workdir"]
-        from harness.sandbox.worker import Job, run_job_reporting_errors
-        code = run_job_reporting_errors(Job(**job), result_fd)
+        from harness.sandbox.job import Job
+        from harness.sandbox.worker import run_job_reporting_errors
+        code = run_job_reporting_errors(Job.from_wire(job), result_fd)
     except BaseException:  # noqa: BLE001 - reported on stderr, the parent reads its tail
         traceback.print_exc()
     finally:

@@ -22,6 +22,7 @@ import threading
 import time
 
 from harness import workdirs
+from harness.sandbox.job import Job
 
 SERVER_START_TIMEOUT_S = 180.0
 
@@ -42,13 +43,13 @@ class ColdChild:
     """``python -m harness.sandbox.worker`` in a new session; ``prefix`` is a launcher in front of
     it (ncu), which then leads the session."""
 
-    def __init__(self, job: dict, result_fd: int, out_fd: int, err_fd: int, env: dict, cwd: str,
+    def __init__(self, job: Job, result_fd: int, out_fd: int, err_fd: int, env: dict, cwd: str,
                  prefix: list[str] | None = None):
         self.proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "harness.sandbox.worker", "--job", json.dumps(job),
+            [*(prefix or []), sys.executable, "-m", "harness.sandbox.worker", "--job", job.to_wire(),
              "--result-fd", str(result_fd)],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd,
-            pass_fds=(result_fd,) + tuple(job[k] for k in ("grant_fd", "pause_fd") if job.get(k) is not None),
+            pass_fds=(result_fd,) + tuple(fd for fd in (job.grant_fd, job.pause_fd) if fd is not None),
             start_new_session=True)
         self.pid = self.proc.pid
 
@@ -162,9 +163,9 @@ class WarmPool:
         except OSError:
             return "(no output)"
 
-    def launch(self, job: dict, fds: list[int]) -> WarmChild:
-        """Ask the server for a child running ``job`` with the result, stdout and stderr fds (and
-        the grant pipe's read end and the pause page, where the GPU is shared)."""
+    def launch(self, job: Job, env: dict, fds: list[int]) -> WarmChild:
+        """Ask the server for a child running ``job`` in ``env`` with the result, stdout and stderr
+        fds (and the grant pipe's read end and the pause page, where the GPU is shared)."""
         with self.lock:
             if self.broken:
                 raise PoolError(self.broken)
@@ -180,7 +181,7 @@ class WarmPool:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect(path)
-            socket.send_fds(conn, [json.dumps(job).encode() + b"\n"], fds)
+            socket.send_fds(conn, [job.to_wire(env=env).encode() + b"\n"], fds)
         except OSError as exc:
             conn.close()
             raise PoolError(f"the fork server is unreachable: {exc}") from exc

@@ -12,11 +12,13 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 
 from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, ExclusiveWanted, Fatal, ReferenceStart,
                             Timing, TimingStart, decode)
 from harness.sandbox.compile_clock import compile_totals, paused_seconds
 from harness.sandbox.gpu_share import ChildGate
+from harness.sandbox.job import Job
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
 from harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, SessionMemory
 
@@ -52,7 +54,7 @@ def exit_cause(returncode: int) -> str:
     return f"exited with code {returncode}"
 
 
-def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float,
+def run_child(job: Job, env: dict, base_env: dict, warm: bool, timeout_s: float,
               limits: Limits, prefix: list[str] | None = None,
               gate: ChildGate | None = None) -> tuple[list[Event], ChildOutcome]:
     """Start the child (cold behind ``prefix``, a launcher such as ncu, where one is given), watch
@@ -68,13 +70,13 @@ def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float
         child = None
         if warm and not prefix:
             try:
-                child = pool_for(job["device"], base_env).launch({**job, "env": env}, write_ends + granting)
+                child = pool_for(job.device, base_env).launch(job, env, write_ends + granting)
             except PoolError as exc:
                 warn_once(f"bbagent: no warm pool ({exc}); starting each candidate cold instead")
         if child is None:
-            child = ColdChild({**job, "grant_fd": granting[0] if granting else None,
-                               "pause_fd": granting[1] if len(granting) > 1 else None}, write_ends[0], write_ends[1],
-                              write_ends[2], env, job["workdir"], prefix)
+            cold_job = replace(job, grant_fd=granting[0] if granting else None,
+                               pause_fd=granting[1] if len(granting) > 1 else None)
+            child = ColdChild(cold_job, write_ends[0], write_ends[1], write_ends[2], env, job.workdir, prefix)
     finally:
         for fd in write_ends:
             os.close(fd)
@@ -101,7 +103,7 @@ def run_child(job: dict, env: dict, base_env: dict, warm: bool, timeout_s: float
     outcome.returncode = returncode if returncode is not None else -signal.SIGKILL
     outcome.wall_s = time.perf_counter() - started
     outcome.stdout, outcome.stderr = stdout.text(1000), stderr.text(STDERR_TAIL_BYTES)
-    outcome.hang_site = _hang_site(stderr.text(STDERR_TAIL_BYTES), job["kernel"]) if outcome.limit == "timeout" else ""
+    outcome.hang_site = _hang_site(stderr.text(STDERR_TAIL_BYTES), job.kernel) if outcome.limit == "timeout" else ""
     return events, outcome
 
 

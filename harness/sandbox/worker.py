@@ -18,46 +18,15 @@ import argparse
 import faulthandler
 import functools
 import importlib.util
-import json
 import os
 import platform
 import signal
 import sys
 import time
-from dataclasses import dataclass, field
 
 from harness import events, gpu_pause
 from harness.stopwatch import Stopwatch
-from harness.suite.budget import CPU_MAX_NUMEL
-
-
-@dataclass
-class Job:
-    """One evaluation, as the parent asks for it (sent as JSON to the fork server)."""
-    op: str
-    kernel: str
-    seed: int
-    device: str
-    workdir: str
-    hidden: list[str] = field(default_factory=list)  # never shown, even inside an allowed directory
-    tool_write_dirs: list[str] = field(default_factory=list)
-    namespaces: bool = True
-    cpu_max_numel: int = CPU_MAX_NUMEL
-    timing: dict | None = None  # a harness.timing.phase.TimingRequest as a dict; GPU only, after every test passed
-    kernel_for: str | None = None  # the overload whose calling convention the file's kernel has (default: op)
-    overloads: list[str] | None = None  # every overload to test, op first (default: op alone)
-    extra_traces: dict = field(default_factory=dict)  # a dataset's inputs per operator name (harness.suite.build)
-    baseline: dict | None = None  # no candidate: time a compiled baseline instead (harness.timing.inductor)
-    channels_last: bool = False  # trace inputs also in channels-last layout (harness.layouts)
-    ncu: dict | None = None  # {"ids": [...]}: no tests; profile the kernel on these cases under ncu (harness.timing.ncu)
-    network_namespace: bool = True  # False only under ncu, whose injected library reports over 127.0.0.1
-    suite_file: str | None = None  # a suite built for an earlier evaluation, to load instead of building (harness.suite.cache)
-    save_suite: str | None = None  # build the suite and save it here, for the parent to adopt
-    fail_fast_s: float | None = None  # seconds of tests after a failing first tier (harness.suite.tiers); None: run every test
-    profile: bool = False  # the tests run under cProfile, the costliest calls printed last on stderr (benchmarks/eval_cost.py)
-    grant_fd: int | None = None  # the GPU is shared: before timing, ask for it alone and wait for a byte here (gpu_share)
-    pause_fd: int | None = None  # the GPU is shared: pause at checkpoints while this page asks (harness.gpu_pause)
-    build_only: bool = False  # build the suite, save it (save_suite) and end: no candidate (harness.evaluate.prepare_suite)
+from harness.sandbox.job import Job
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job", required=True, help="the Job as JSON")
     parser.add_argument("--result-fd", type=int, required=True)
     args = parser.parse_args(argv)
-    job = Job(**json.loads(args.job))
+    job = Job.from_wire(args.job)
     if job.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before torch or triton can import triton
     return run_job_reporting_errors(job, args.result_fd)
