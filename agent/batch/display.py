@@ -16,67 +16,80 @@ from rich.text import Text
 from agent.money import cost_text
 
 
+def _resume_line(data: dict) -> str:
+    return (f"resuming: {len(data['interrupted'])} interrupted and {len(data['lease_expired'])} whose process "
+            "died run again" + (f"; {len(data['other_key'])} finished under another resume key (torch, triton, "
+                                "GPU model, prompts or model changed) run again" if data.get("other_key") else "")
+            + (f"; {len(data['failed'])} failed run again (--retry-failed)" if data.get("failed") else "")
+            + (f"; {len(data['still_leased'])} still leased elsewhere" if data["still_leased"] else ""))
+
+
+def _batch_start_line(data: dict) -> str:
+    c = data["counts"]
+    line = (f"batch: {c['pending']} to run, {c['skipped']} skipped, {c['accepted']} accepted earlier, "
+            f"{data['jobs']} at a time")
+    if data.get("deadline"):
+        at = time.localtime(data["deadline"])
+        day = "today" if at.tm_yday == time.localtime().tm_yday else "tomorrow"
+        line += (f"; no new work after {time.strftime('%Y-%m-%d %H:%M', at)} ({day}, in "
+                 f"{duration(data['deadline'] - time.time())[:-3]})")
+    return line
+
+
+def _dataset_line(data: dict) -> str:
+    line = (f"dataset: {data['rows']} rows; {data['pairs_used']} inputs of {data['ops']} operator(s) used "
+            f"({data['canaries']} correctness-only)")
+    if data["skipped"]:
+        top = "; ".join(f"{n} {escape(why[:90])}" for why, n in list(data["reasons"].items())[:4])
+        line += f"; {data['skipped']} skipped: {top} (every one in {data['file']})"
+    return line
+
+
+def _dataset_inputs_line(data: dict) -> str:
+    line = f"{data['op']}: {data['ran']} of the dataset's inputs ran as tests"
+    if data.get("not_run"):
+        line += f"; {data['not_run']} did not: {escape(data['why_not'])}"
+    return line
+
+
+def _op_end_line(data: dict) -> str:
+    if data["state"] != "accepted":
+        tail = f" ({data.get('error_class')})" + (f": {escape(str(data['error']))}" if data.get("error") else "")
+    else:
+        speedup = data.get("best_speedup")
+        rounds = data.get("rounds")
+        tail = " (" + ", ".join(([f"{speedup:.2f}x eager"] if speedup else [])
+                                + ([f"{rounds} round{'s' * (rounds != 1)}"] if rounds else [])) + ")"
+        tail = "" if tail == " ()" else tail
+    return f"{data['op']}: [bold]{data['state']}[/bold]{tail}"
+
+
+EVENT_LINES = {  # event -> its line (rich markup); events not here print none
+    "resume": _resume_line,
+    "coordinator_lost": lambda d: f"[yellow]the batch's last coordinator was lost: {escape(d['reason'])}[/yellow]",
+    "batch_start": _batch_start_line,
+    "dataset": _dataset_line,
+    "op_start": lambda d: f"{d['op']}: started",
+    "workdirs_removed": lambda d: (f"removed {d['folders']} working folder(s) that ended bbagent processes left "
+                                   f"behind ({d['bytes'] / 2**20:.1f} MiB)"),
+    "run_dataset_inputs": _dataset_inputs_line,
+    "run_round": lambda d: f"{d['op']}: round {d.get('round')}: {d.get('outcome') or ''}",
+    "op_retry": lambda d: (f"[yellow]{d['op']}: {d['error_class']} failure, retried later (all workers pause "
+                           f"{d['pause_s']:g} s)[/yellow]: {escape(str(d['error'])[:200])}"),
+    "op_end": _op_end_line,
+    "run_replaced_approved": lambda d: (
+        f"[yellow]{d['op']}: the new kernel replaces approved version {d.get('version')} as the current one"
+        f"[/yellow]; that version stays in {d.get('where')}/ and enable() serves it until the new one is approved"),
+    "op_interrupted": lambda d: f"{d['op']}: interrupted",
+    "budget_spent": lambda d: (f"[yellow]{d['reason']}: nothing new starts; running operators stop before their "
+                               "next round[/yellow]"),
+}
+
+
 def event_line(event: str, data: dict) -> str | None:
     """The line an event prints (rich markup), or None for events that print none."""
-    if event == "resume":
-        return (f"resuming: {len(data['interrupted'])} interrupted and {len(data['lease_expired'])} whose process "
-                "died run again" + (f"; {len(data['other_key'])} finished under another resume key (torch, triton, "
-                                    "GPU model, prompts or model changed) run again" if data.get("other_key") else "")
-                + (f"; {len(data['failed'])} failed run again (--retry-failed)" if data.get("failed") else "")
-                + (f"; {len(data['still_leased'])} still leased elsewhere" if data["still_leased"] else ""))
-    if event == "coordinator_lost":
-        return f"[yellow]the batch's last coordinator was lost: {escape(data['reason'])}[/yellow]"
-    if event == "batch_start":
-        c = data["counts"]
-        line = (f"batch: {c['pending']} to run, {c['skipped']} skipped, {c['accepted']} accepted earlier, "
-                f"{data['jobs']} at a time")
-        if data.get("deadline"):
-            at = time.localtime(data["deadline"])
-            day = "today" if at.tm_yday == time.localtime().tm_yday else "tomorrow"
-            line += (f"; no new work after {time.strftime('%Y-%m-%d %H:%M', at)} ({day}, in "
-                     f"{duration(data['deadline'] - time.time())[:-3]})")
-        return line
-    if event == "dataset":
-        line = (f"dataset: {data['rows']} rows; {data['pairs_used']} inputs of {data['ops']} operator(s) used "
-                f"({data['canaries']} correctness-only)")
-        if data["skipped"]:
-            top = "; ".join(f"{n} {escape(why[:90])}" for why, n in list(data["reasons"].items())[:4])
-            line += f"; {data['skipped']} skipped: {top} (every one in {data['file']})"
-        return line
-    if event == "op_start":
-        return f"{data['op']}: started"
-    if event == "workdirs_removed":
-        return (f"removed {data['folders']} working folder(s) that ended bbagent processes left behind "
-                f"({data['bytes'] / 2**20:.1f} MiB)")
-    if event == "run_dataset_inputs":
-        line = f"{data['op']}: {data['ran']} of the dataset's inputs ran as tests"
-        if data.get("not_run"):
-            line += f"; {data['not_run']} did not: {escape(data['why_not'])}"
-        return line
-    if event == "run_round":
-        return f"{data['op']}: round {data.get('round')}: {data.get('outcome') or ''}"
-    if event == "op_retry":
-        return (f"[yellow]{data['op']}: {data['error_class']} failure, retried later (all workers pause "
-                f"{data['pause_s']:g} s)[/yellow]: {escape(str(data['error'])[:200])}")
-    if event == "op_end":
-        if data["state"] != "accepted":
-            tail = f" ({data.get('error_class')})" + (f": {escape(str(data['error']))}" if data.get("error") else "")
-        else:
-            speedup = data.get("best_speedup")
-            rounds = data.get("rounds")
-            tail = " (" + ", ".join(([f"{speedup:.2f}x eager"] if speedup else [])
-                                    + ([f"{rounds} round{'s' * (rounds != 1)}"] if rounds else [])) + ")"
-            tail = "" if tail == " ()" else tail
-        return f"{data['op']}: [bold]{data['state']}[/bold]{tail}"
-    if event == "run_replaced_approved":
-        return (f"[yellow]{data['op']}: the new kernel replaces approved version {data.get('version')} as the "
-                f"current one[/yellow]; that version stays in {data.get('where')}/ and enable() serves it until "
-                "the new one is approved")
-    if event == "op_interrupted":
-        return f"{data['op']}: interrupted"
-    if event == "budget_spent":
-        return f"[yellow]{data['reason']}: nothing new starts; running operators stop before their next round[/yellow]"
-    return None
+    line = EVENT_LINES.get(event)
+    return line(data) if line is not None else None
 
 
 def duration(seconds: float) -> str:

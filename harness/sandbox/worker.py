@@ -273,10 +273,8 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     """Every test, then (on a GPU, all passed) the timing phase. Returns why the run ended early
     (a ``fatal`` event said it), else None. ``instruments``: the launch counter, the compile clock,
     the stopwatch that splits the tests' time into parts, and the run-time checks of every call."""
-    import torch
     launches, compile_clock, stopwatch, watch = instruments
     from harness.checks.case import ReferenceFault
-    from harness.sandbox.device_memory import give_back_cached_memory
     from harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
     passed: set[str] = set()
     failed = False
@@ -332,28 +330,14 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             except ReferenceFault as fault:
                 send(events.Fatal(error_kind="worker_error", message=str(fault)))
                 return "reference fault"
-            lost = result.pop("context_lost", False)
-            judge_changed = result.pop("judge_changed", False)
-            send(events.CaseResult(record={**result, "overload": name}))
-            if judge_changed:  # no later test could be judged
-                send(events.Fatal(error_kind="tampering", message=f"test {case.id}: {result['message']}"))
-                return "the judge changed"
-            if job.device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
-                with stopwatch.part("memory"):
-                    give_back_cached_memory(torch)
+            ended = _record_result(result, name, case, len(planned) - number - 1, job.device, send, stopwatch)
+            if ended:
+                return ended
             if result["passed"]:
                 passed.add(case.id)
             if result["passed"] is False:
                 failed = True
                 failing_classes.setdefault(classes(name, case))
-            if lost:
-                left = len(planned) - number - 1
-                lines = result["message"].splitlines()
-                cause = next((line for line in lines if "CUDA error" in line), lines[0])
-                send(events.Fatal(error_kind="cuda_error",
-                                  message=f"test {case.id} ({case.description}): {cause.strip()}; the CUDA context is "
-                                          f"lost, so the remaining {left} tests did not run"))
-                return "CUDA context lost"
         if compiling is not None:
             with stopwatch.part("ahead"):
                 send(events.CompiledAhead(**compiling.finish()))
@@ -366,12 +350,42 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
         send(events.Fatal(error_kind="tampering", message=ended["message"]))
         return "the judge changed"
     if job.timing is not None and not failed:
-        _wait_for_the_gpu_alone(job, send)
-        if job.device == "cuda":
-            compile_clock.real_autotuning()
-            with stopwatch.part("timing"):
-                _time_candidate(op, suites[0][2], passed, served[job.op], job, launches, candidate_file, send, watch)
+        _timing_phase(op, job, suites[0][2], passed, served, instruments, candidate_file, send)
     return None
+
+
+def _record_result(result: dict, name: str, case, left: int, device: str, send, stopwatch) -> str | None:
+    """Send one test's result; why the run ends here (the judge changed, the CUDA context is lost),
+    else None. On a GPU, a trace input's cached memory is given back before the next test."""
+    import torch
+    from harness.sandbox.device_memory import give_back_cached_memory
+    lost = result.pop("context_lost", False)
+    judge_changed = result.pop("judge_changed", False)
+    send(events.CaseResult(record={**result, "overload": name}))
+    if judge_changed:  # no later test could be judged
+        send(events.Fatal(error_kind="tampering", message=f"test {case.id}: {result['message']}"))
+        return "the judge changed"
+    if device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
+        with stopwatch.part("memory"):
+            give_back_cached_memory(torch)
+    if lost:
+        lines = result["message"].splitlines()
+        cause = next((line for line in lines if "CUDA error" in line), lines[0])
+        send(events.Fatal(error_kind="cuda_error",
+                          message=f"test {case.id} ({case.description}): {cause.strip()}; the CUDA context is "
+                                  f"lost, so the remaining {left} tests did not run"))
+        return "CUDA context lost"
+    return None
+
+
+def _timing_phase(op, job: Job, suite, passed: set[str], served: dict, instruments, candidate_file: str, send) -> None:
+    """Every test passed: wait for the GPU alone (a shared one), then time the candidate (GPU only)."""
+    launches, compile_clock, stopwatch, watch = instruments
+    _wait_for_the_gpu_alone(job, send)
+    if job.device == "cuda":
+        compile_clock.real_autotuning()
+        with stopwatch.part("timing"):
+            _time_candidate(op, suite, passed, served[job.op], job, launches, candidate_file, send, watch)
 
 
 def _profiled(profile: bool, run, *args):
