@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
                             Event, Fatal, Profile, ReferenceStart, Sealed, StoppedEarly, Suite, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
-from harness.sandbox.compile_clock import compile_totals
+from harness.sandbox.compile_pauses import compile_totals
 from harness.sandbox.run import exit_cause
 from harness.sandbox.watch import ChildOutcome
 from harness.timing.metrics import summarize_performance

@@ -6,7 +6,8 @@ import pytest
 from functools import cached_property
 
 from harness.events import CandidateStart, CaseResult, CaseStart, Compile, decode, encode
-from harness.sandbox.compile_clock import CompileClock, compile_totals, paused_seconds, time_once
+from harness.sandbox.compile_clock import CompileClock, time_once
+from harness.sandbox.compile_pauses import compile_totals, paused_seconds
 from harness.sandbox.run import running_test as _running_test
 
 

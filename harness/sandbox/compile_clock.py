@@ -9,9 +9,8 @@ library's own tuner). While the tests run, every autotuner keeps only its first 
 counted but not reported apart, as are calls overlapping in several threads (compiling ahead,
 ``harness.sandbox.compile_ahead``): the span is the time anything was compiling.
 
-Parent side (``paused_seconds``): the time between start and end events, on the parent's own clock,
-so that a child that dies mid-compile still has its pause counted up to now. The per-test limit
-subtracts it; the evaluation's compile budget caps it; the evaluation's wall limit ignores it.
+Parent side (``harness.sandbox.compile_pauses``): the time between start and end events, on the
+parent's own clock, so that a child that dies mid-compile still has its pause counted up to now.
 """
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ import time
 import weakref
 from contextlib import contextmanager
 
-from harness.events import Compile, Event
+from harness.events import Compile
 
 KINDS = ("compile", "autotune")
 # while the tests run, each config of an autotuner runs this many tests (the first ones, which the
@@ -245,28 +244,3 @@ def time_once(fn, quantiles=None, **_):
     torch.cuda.synchronize()
     ms = (time.perf_counter() - started) * 1e3
     return [ms] * len(quantiles) if quantiles else ms
-
-
-def paused_seconds(events: list[Event], since: float, now: float) -> float:
-    """Seconds after ``since`` (parent clock) spent compiling or autotuning, up to ``now``."""
-    paused, started = 0.0, None
-    for event in events:
-        if not isinstance(event, Compile):
-            continue
-        at = event.received_at
-        if event.phase == "start":
-            started = at
-        elif started is not None:
-            paused += max(0.0, at - max(started, since))
-            started = None
-    if started is not None:
-        paused += max(0.0, now - max(started, since))
-    return paused
-
-
-def compile_totals(events: list[Event]) -> dict:
-    """The last running totals the child reported (zeros when it compiled nothing)."""
-    for event in reversed(events):
-        if isinstance(event, Compile) and event.phase == "end" and event.totals:
-            return dict(event.totals)
-    return {"compiles": 0, "autotune_runs": 0, "compile_s": 0.0, "autotune_s": 0.0}

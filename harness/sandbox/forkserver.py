@@ -28,7 +28,7 @@ import sys
 import tempfile
 import traceback
 
-from harness.sandbox.pool import kill_group
+from harness.sandbox.process_group import kill_group
 
 FDS_PER_JOB = (3, 4, 5)  # result, stdout, stderr; the grant pipe and the pause page where the GPU is shared
 

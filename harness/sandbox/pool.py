@@ -14,7 +14,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,20 +22,13 @@ import time
 
 from harness import workdirs
 from harness.sandbox.job import Job
+from harness.sandbox.process_group import kill_group
 
 SERVER_START_TIMEOUT_S = 180.0
 
 
 class PoolError(RuntimeError):
     """The fork server could not be started or reached."""
-
-
-def kill_group(pid: int) -> None:
-    """SIGKILL the process group ``pid`` leads; gone already is fine."""
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
 
 
 class ColdChild:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, ExclusiveWanted, Fatal, ReferenceStart,
                             Timing, TimingStart, decode)
-from harness.sandbox.compile_clock import compile_totals, paused_seconds
+from harness.sandbox.compile_pauses import compile_totals, paused_seconds
 from harness.sandbox.gpu_share import ChildGate
 from harness.sandbox.job import Job
 from harness.sandbox.pool import ColdChild, PoolError, pool_for
