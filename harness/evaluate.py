@@ -35,7 +35,7 @@ from harness.verdict import Verdict
 from harness import workdirs
 
 __all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "prepare_suite", "default_device",
-           "finish_timing", "physical_gpu"]
+           "adopt_remote_verdict", "physical_gpu"]
 
 
 class KernelFileError(ValueError):
@@ -300,3 +300,16 @@ def _redacted(verdict: dict, secrets: list[str] | None) -> Verdict:
     verdict, count = Redactor(configured_secrets(secrets or [])).value(verdict)
     verdict["redactions"] = count
     return Verdict.model_validate(verdict)
+
+
+def adopt_remote_verdict(op: str, verdict: dict, kernel_path: Path, timing: TimingOptions | None) -> Verdict:
+    """A Verdict's data evaluated in another process or on another machine (a Ray supervisor) made
+    this side's: the local kernel path, the timing brought into this side's cache, and this side's
+    secrets redacted too (the count adds to the redactions made there)."""
+    verdict = {**verdict, "kernel": {**verdict["kernel"], "path": str(kernel_path)}}
+    if timing is not None:
+        finish_timing(timing, op, verdict)
+    made_there = verdict.get("redactions") or 0
+    result = _redacted(verdict, None)
+    result.redactions += made_there
+    return result

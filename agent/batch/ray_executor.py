@@ -185,13 +185,8 @@ class RayExecutor(SlotPool):
 
     def _received(self, op: str, kernel_path: Path, verdict: dict, timing):
         """The supervisor's Verdict as this side's: its kernel path, the cache, this side's secrets."""
-        from harness.evaluate import _redacted, finish_timing
-        verdict["kernel"]["path"] = str(kernel_path)
-        if timing is not None:
-            finish_timing(timing, op, verdict)
-        remote_redactions = verdict.get("redactions") or 0
-        result = _redacted(verdict, None)
-        result.redactions += remote_redactions
+        from harness.evaluate import adopt_remote_verdict
+        result = adopt_remote_verdict(op, verdict, kernel_path, timing)
         self.model_of.setdefault(op, result.environment.gpu or "unknown GPU")
         return result
 
