@@ -26,6 +26,7 @@ from typing import Callable
 
 from agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
+from agent.generate.loop import StoppedBecause
 from agent.generate.spending import Spent
 from agent.money import cost_text
 from agent.machine import process_state, this_process
@@ -239,7 +240,7 @@ class Batch:
                                gpu=best and best.gpu, baseline_speedups=best and best.baseline_speedups, **spent)
         elif outcome.status == "interrupted":
             self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
-        elif outcome.status == "stopped" and outcome.stopped_because == "batch_budget":
+        elif outcome.status == "stopped" and outcome.stopped_because == StoppedBecause.BATCH_BUDGET:
             # the batch's budget stopped it between rounds: not its failure; a resume runs it again
             self.ledger.finish(op, "interrupted", error_class="budget", error=outcome.message, **spent)
         else:  # failed, stopped by a budget, or a provider that cannot answer (a bad model, a spent replay)

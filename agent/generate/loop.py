@@ -19,6 +19,7 @@ from __future__ import annotations
 import platform
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Callable
 
@@ -46,11 +47,22 @@ Evaluator = Callable[[str, Path], Verdict]
 HISTORY_ROUNDS = 3          # earlier rounds summarised in each feedback message
 FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyond this
 BEST_KERNEL_CHARS = 8000
-# why a run stopped (run.json's ``stopped_because``): optimisation reached a target, went
-# ``--patience`` rounds without a better kernel, or had nothing timed to improve; the rounds ran
-# out; the run's budget, a batch's (``halt``), the provider, Ctrl-C or an error ended it
-STOPPED_BECAUSE = ("target_speedup", "target_roof", "patience", "untimed", "rounds", "budget", "batch_budget",
-                   "provider_error", "interrupted", "error")
+class StoppedBecause(str, Enum):
+    """Why a run stopped (run.json's ``stopped_because``; a str, so it is written and compared as
+    its value): optimisation reached a target, went ``--patience`` rounds without a better kernel,
+    or had nothing timed to improve; the rounds ran out; the run's budget, a batch's (``halt``),
+    the provider, Ctrl-C or an error ended it. ``RUNNING`` until one of them did."""
+    RUNNING = "running"
+    TARGET_SPEEDUP = "target_speedup"
+    TARGET_ROOF = "target_roof"
+    PATIENCE = "patience"
+    UNTIMED = "untimed"
+    ROUNDS = "rounds"
+    BUDGET = "budget"
+    BATCH_BUDGET = "batch_budget"
+    PROVIDER_ERROR = "provider_error"
+    INTERRUPTED = "interrupted"
+    ERROR = "error"
 
 
 @dataclass
@@ -66,7 +78,7 @@ class Outcome:
     spent: Spent = field(default_factory=Spent)
     best: BestKernel | None = None
     why_failed: WhyFailed | None = None  # a run that found no correct kernel: the closest one and the answers' causes
-    stopped_because: str = ""  # one of STOPPED_BECAUSE
+    stopped_because: StoppedBecause = StoppedBecause.RUNNING
 
     @property
     def run_id(self) -> str:
@@ -107,7 +119,7 @@ class Agent:
         self.target_roof, self.patience = o.target_roof, o.patience
         self.population = Population()  # the correct, timed kernels worth showing again
         self.dispatch_tried: set[tuple[int, int]] = set()  # pairs of rounds a dispatcher was considered for
-        self.stopped_because = "running"
+        self.stopped_because = StoppedBecause.RUNNING
         self.state = {
             "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
             "finished_at": None, "config": {**o.model_dump(exclude={"replay"}),
@@ -142,7 +154,7 @@ class Agent:
                         f"; {self.summary_of_best()}" if self.best else
                         "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else ""))
                     outcome.status = "accepted" if self.best else "stopped"
-                    self.stopped_because = "batch_budget" if halted else "budget"
+                    self.stopped_because = StoppedBecause.BATCH_BUDGET if halted else StoppedBecause.BUDGET
                     break
                 outcome.rounds_used = n
                 verdict, kernel_source = self.step(n)
@@ -156,21 +168,21 @@ class Agent:
                     self.stopped_because, outcome.message = stop
                     break
             else:
-                self.stopped_because = "rounds"
+                self.stopped_because = StoppedBecause.ROUNDS
                 outcome.message = (self.summary_of_best() + f"; the {self.rounds} round(s) ran out" if self.best
                                    else self.record_why_failed())
         except ProviderError as exc:
-            self.stopped_because = "provider_error"
+            self.stopped_because = StoppedBecause.PROVIDER_ERROR
             if self.best is None:
                 outcome.status, outcome.message, outcome.transient = "error", str(exc), exc.transient
             else:  # a correct kernel is already accepted: the provider only cut optimisation short
                 outcome.message = f"{self.summary_of_best()}; optimisation stopped by a provider error: {exc}"
         except KeyboardInterrupt:
             outcome.status, outcome.message = "interrupted", "interrupted by the user (Ctrl-C)"
-            self.stopped_because = "interrupted"
+            self.stopped_because = StoppedBecause.INTERRUPTED
             raise
         except Exception as exc:  # a harness or storage bug: recorded, then shown in full
-            self.stopped_because = "error"
+            self.stopped_because = StoppedBecause.ERROR
             cause = "" if isinstance(exc, InfrastructureError) else "internal error: "  # e.g. a lost GPU
             outcome.status, outcome.message = "error", f"{cause}{type(exc).__name__}: {exc}"
             raise
@@ -269,9 +281,9 @@ class Agent:
             self.report("dispatcher_done", dict(record))
             self.save()
 
-    def stop_reason(self, n: int) -> tuple[str, str] | None:
+    def stop_reason(self, n: int) -> tuple[StoppedBecause, str] | None:
         """Whether optimisation ends after round ``n`` (a best kernel exists): why (one of
-        ``STOPPED_BECAUSE``) and the run's message, or None to go on. It ends at once where nothing
+        ``StoppedBecause``) and the run's message, or None to go on. It ends at once where nothing
         was timed; else when the best reaches ``--target-speedup`` (if given), or
         ``--target-roof`` of the roofline (geomean over its timed shapes), or when ``--patience``
         rounds in a row did not improve it, whichever comes first."""
@@ -279,18 +291,18 @@ class Agent:
         if best.speedup is None:
             performance = best.verdict.performance
             reason = (performance.reason if performance is not None else None) or "it was not timed"
-            return "untimed", f"{self.summary_of_best()}; no optimisation rounds: {reason}"
+            return StoppedBecause.UNTIMED, f"{self.summary_of_best()}; no optimisation rounds: {reason}"
         if self.target_speedup is not None:
             reached = self._reached_target_speedup(best)
             if reached:
-                return "target_speedup", reached
+                return StoppedBecause.TARGET_SPEEDUP, reached
         roof = best.verdict.geomean_roof_fraction()
         if self.target_roof and roof is not None and roof >= self.target_roof:
-            return "target_roof", (f"{self.summary_of_best()}; reached {roof:.0%} of the roofline (geomean over its "
+            return StoppedBecause.TARGET_ROOF, (f"{self.summary_of_best()}; reached {roof:.0%} of the roofline (geomean over its "
                                    f"timed shapes; --target-roof {self.target_roof:g})")
         if n - best.round >= self.patience:
             near = f", {roof:.0%} of the roofline" if roof is not None else ""
-            return "patience", (f"{self.summary_of_best()}{near}; no round improved it in the last "
+            return StoppedBecause.PATIENCE, (f"{self.summary_of_best()}{near}; no round improved it in the last "
                                 f"{self.patience} (--patience {self.patience})")
         return None
 
