@@ -27,6 +27,7 @@ import time
 from harness import events, gpu_pause
 from harness.stopwatch import Stopwatch
 from harness.sandbox.job import Job
+from harness.sandbox.timing_phase import profile_under_ncu, timing_phase
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,7 +107,7 @@ def run_job(job: Job, send) -> int:
     from harness.adapters import serving
     served = {name: watch.wrap(serving(kernel, written_for, target)) for name, target, _ in suites}
     if job.ncu is not None:
-        _profile_under_ncu(op, job, suites[0][2], served[job.op], compile_clock, send)
+        profile_under_ncu(op, job, suites[0][2], served[job.op], compile_clock, send)
     elif _profiled(job.profile, _run_tests, op, job, suites, served, (launches, compile_clock, stopwatch, watch),
                    candidate_file, send) is not None:
         return 0
@@ -131,15 +132,6 @@ def _device_memory_peak(device: str) -> int | None:
         return None
     import torch
     return int(torch.cuda.max_memory_reserved())
-
-
-def _wait_for_the_gpu_alone(job: Job, send) -> None:
-    """On a shared GPU: ask the parent for the GPU alone and wait until it grants it (one byte on
-    the grant pipe; an empty read means the parent is gone, and the run ends soon anyway)."""
-    if job.grant_fd is None:
-        return
-    send(events.ExclusiveWanted())
-    os.read(job.grant_fd, 1)
 
 
 def _contain(job: Job, candidate_file: str, send) -> tuple[dict, object]:
@@ -261,14 +253,6 @@ def _import_candidate(candidate_file: str, send):
     return None
 
 
-def _profile_under_ncu(op, job: Job, suite, kernel, compile_clock, send) -> None:
-    if job.device == "cuda":
-        compile_clock.real_autotuning()
-    from harness.timing.ncu import profile_cases
-    by_id = {case.id: case for case in suite.cases}
-    profile_cases(op, [by_id[i] for i in job.ncu["ids"] if i in by_id], kernel, send)
-
-
 def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: str, send) -> str | None:
     """Every test, then (on a GPU, all passed) the timing phase. Returns why the run ended early
     (a ``fatal`` event said it), else None. ``instruments``: the launch counter, the compile clock,
@@ -350,7 +334,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
         send(events.Fatal(error_kind="tampering", message=ended["message"]))
         return "the judge changed"
     if job.timing is not None and not failed:
-        _timing_phase(op, job, suites[0][2], passed, served, instruments, candidate_file, send)
+        timing_phase(op, job, suites[0][2], passed, served, instruments, candidate_file, send)
     return None
 
 
@@ -376,16 +360,6 @@ def _record_result(result: dict, name: str, case, left: int, device: str, send, 
                                   f"lost, so the remaining {left} tests did not run"))
         return "CUDA context lost"
     return None
-
-
-def _timing_phase(op, job: Job, suite, passed: set[str], served: dict, instruments, candidate_file: str, send) -> None:
-    """Every test passed: wait for the GPU alone (a shared one), then time the candidate (GPU only)."""
-    launches, compile_clock, stopwatch, watch = instruments
-    _wait_for_the_gpu_alone(job, send)
-    if job.device == "cuda":
-        compile_clock.real_autotuning()
-        with stopwatch.part("timing"):
-            _time_candidate(op, suite, passed, served[job.op], job, launches, candidate_file, send, watch)
 
 
 def _profiled(profile: bool, run, *args):
@@ -503,60 +477,6 @@ def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, o
             suite.skipped = [{**skip, "id": prefix + skip["id"]} for skip in suite.skipped]
         suites.append((name, target, suite))
     return suites
-
-
-def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, candidate_file: str, send,
-                    watch) -> None:
-    """The timing phase (``harness.timing.phase``): device yardsticks, then each timed trace input.
-    A failure while timing (an exception, a CUDA error, a wrong result on the recheck, a measurement
-    the device cannot produce, a judge that changed) is reported as a ``timing`` event with an
-    ``error_kind`` and ends the phase."""
-    import torch
-    from harness.checks.guards import AtenRecorder
-    from harness.timing.phase import (TimingRequest, device_stats, implausible_device, peak_memory_gbs, time_case,
-                                      timed_cases, void_record)
-    from harness.checks.case import candidate_raised
-    request = TimingRequest(**job.timing)
-    gpu = torch.cuda.get_device_name()
-    cases = timed_cases(suite.cases, passed, request.max_cases)
-    stats, measured = device_stats(gpu, request.device)
-    send(events.TimingPlan(ids=[c.id for c in cases], device=stats, device_measured=measured, gpu=gpu,
-                           target_ms=request.target_ms))
-    impossible = implausible_device(stats, peak_memory_gbs())
-    if impossible and cases:
-        send(events.Timing(record={"id": cases[0].id, "input": cases[0].description, "error_kind": "implausible_timing",
-                                   "message": f"the device's yardsticks are impossible: {impossible}; the clock was "
-                                              "tampered with, or the device is not what it says"}))
-        return
-    results = []
-    for case in cases:
-        send(events.TimingStart(id=case.id))
-        try:
-            result = time_case(op, case, kernel, request, gpu, stats, AtenRecorder(op, launches, candidate_file), watch)
-        except Exception as exc:  # noqa: BLE001 - the candidate's failure on a repeated call
-            failure = candidate_raised(exc, candidate_file)
-            result = void_record(case, failure["error_kind"], failure["message"])
-        send(events.Timing(record=result))
-        if "error_kind" in result:
-            return
-        results.append(result)
-    if request.profile:  # diagnostics for the feedback, after the verdict's last check
-        _profile_shapes(op, cases, results, kernel, request, job.workdir, send)
-
-
-def _profile_shapes(op, cases, results: list[dict], kernel, request, workdir: str, send) -> None:
-    from harness.checks.case import exception_line
-    from harness.timing.profile import pick, profile_case
-    by_id = {case.id: case for case in cases}
-    for case_id in pick(results, request.profile, request.pick):
-        case = by_id[case_id]
-        try:
-            started = time.perf_counter()
-            files, launches = profile_case(op, case, kernel, workdir)
-            send(events.Profile(id=case_id, input=case.description, files=files, launches=launches,
-                                wall_s=round(time.perf_counter() - started, 3)))
-        except Exception as exc:  # noqa: BLE001 - a profiler that cannot run here is reported, not fatal
-            send(events.Profile(id=case_id, input=case.description, files=[], error=exception_line(exc, 300)))
 
 
 if __name__ == "__main__":
