@@ -5,6 +5,7 @@ announced before it runs, so the one it died in is known.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
@@ -14,7 +15,7 @@ from harness.sandbox.compile_pauses import compile_totals
 from harness.sandbox.run import exit_cause
 from harness.sandbox.watch import ChildOutcome
 from harness.timing.metrics import summarize_performance
-from harness.verdict import SCHEMA_VERSION, describe_failures, group_failures, summarize
+from harness.verdict import SCHEMA_VERSION
 
 # Kinds that are the candidate's doing even when no test was running (import time included).
 SANDBOX_KINDS = frozenset({"network", "forbidden_write", "forbidden_read", "secret_read", "process_spawn",
@@ -276,3 +277,57 @@ def not_timed_reason(verdict: dict) -> str:
     if verdict["verdict"] != "pass":
         return "the kernel failed its tests; a failing kernel is not timed"
     return "no timing phase ran"
+
+
+def group_failures(tests: list[dict], limit: int = 10) -> list[dict]:
+    """Merge failing tests with the same kind and message shape (numbers masked)."""
+    groups: dict[tuple[str, str], dict] = {}
+    for test in tests:
+        if test.get("passed") is not False:
+            continue
+        message = test.get("message", "")
+        key = (test.get("error_kind", "?"), _message_shape(message))
+        group = groups.get(key)
+        if group is None:
+            groups[key] = {"error_kind": key[0], "count": 1, "tests": [test["id"]], "example": test}
+        else:
+            group["count"] += 1
+            group["tests"].append(test["id"])
+    ordered = sorted(groups.values(), key=lambda g: -g["count"])
+    return ordered[:limit]
+
+
+def _message_shape(message: str) -> str:
+    """First line of a message with numbers and index lists masked, for grouping."""
+    first = message.strip().split("\n")[-1] if "Error" in message else message.split("\n")[0]
+    first = re.sub(r"\[[^\]]*\]", "[#]", first)
+    return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", first)
+
+
+def describe_failures(summary: dict, tests: list[dict]) -> str:
+    """One line: how many tests failed and how, e.g. '13 of 13 tests failed: mismatch x13'; with
+    several overloads tested, the overloads that failed."""
+    per_kind: dict[str, int] = {}
+    failed_overloads: dict[str, int] = {}
+    for test in tests:
+        if test.get("passed") is False:
+            per_kind[test.get("error_kind", "?")] = per_kind.get(test.get("error_kind", "?"), 0) + 1
+            if "overload" in test:
+                failed_overloads[test["overload"]] = failed_overloads.get(test["overload"], 0) + 1
+    where = ""
+    if len({t.get("overload") for t in tests}) > 1:
+        where = " (" + ", ".join(f"{name} x{count}" for name, count in failed_overloads.items()) + ")"
+    kinds = ", ".join(f"{kind} x{count}" for kind, count in per_kind.items())
+    return f"{summary['failed']} of {summary['total']} tests failed: {kinds}{where}"
+
+
+def summarize(tests: list[dict], skipped: list[dict], planned: int) -> dict:
+    return {
+        "planned": planned,
+        "not_run": max(0, planned - len(tests)),
+        "total": len(tests),
+        "passed": sum(1 for t in tests if t.get("passed") is True),
+        "failed": sum(1 for t in tests if t.get("passed") is False),
+        "reference_errors": sum(1 for t in tests if t.get("passed") is None),
+        "skipped": len(skipped),
+    }

@@ -114,7 +114,7 @@ def test_a_spent_compile_budget_is_reported_as_such_with_its_figures():
     """Issue 32: compile time that runs out is not a test that hung."""
     from harness.assemble import _stop_cause
     from harness.sandbox.watch import ChildOutcome
-    from harness.verdict import ERROR_KINDS
+    from harness.error_kinds import ERROR_KINDS
     outcome = ChildOutcome(limit="compile_budget", detail="compilation and autotuning took more than 240 s "
                                                           "(22 compilations, 3 autotuning runs so far)")
     kind, cause = _stop_cause([], outcome, 300.0)

@@ -99,7 +99,7 @@ def _names_a_kind(target) -> bool:
 
 
 def test_every_error_kind_the_harness_emits_is_declared():
-    from harness.verdict import ERROR_KINDS
+    from harness.error_kinds import ERROR_KINDS
     emitted = _emitted_error_kinds()
     assert len(emitted) > 25  # the scan sees the code, not an empty set
     assert {"timing_mismatch", "reference_error", "network", "host_oom", "import_error", "crash", "output_flood",

@@ -100,7 +100,7 @@ def verdict_line(verdict) -> str:
             text += f" (of {verdict.op} alone; --family tests all {len(family)} overloads, as generate does)"
     lines = verdict.message.strip().splitlines()
     if verdict.error_kind and len(lines) > 1:  # the whole message follows (print_verdict)
-        from harness.verdict import ERROR_KINDS
+        from harness.error_kinds import ERROR_KINDS
         text += f" - {verdict.error_kind}: {ERROR_KINDS[verdict.error_kind]}"
     elif lines:
         text += f" - {escape(lines[0][:200])}"
