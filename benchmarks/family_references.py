@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def check_overload(name: str, device: str, seed: int, most_cases: int) -> dict:
     """The disagreements of one overload over (at most ``most_cases`` of) its tests."""
     import torch
-    from harness.checks.case import ReferenceFault, functional_reference, is_cuda_error
+    from harness.checks.case import functional_reference
+    from harness.checks.reference import ReferenceFault, is_cuda_error
     from harness.inputs import clone_value
     from harness.ops import resolve_op, value_mode
     from harness.suite.build import build_suite

@@ -36,7 +36,8 @@ def measure(op_name: str, mode: str) -> dict:
 
     import torch
 
-    from harness.checks.case import clone_value, reference_call
+    from harness.checks.reference import reference_call
+    from harness.inputs import clone_value
     from harness.ops import resolve_op
     from harness.suite.build import build_suite
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -242,7 +242,7 @@ def test_convolution_references_run_on_atens_own_kernels_and_agree_with_float64(
     """The reference of a convolution runs without cuDNN (no plan per new shape) on aten's own CUDA
     kernels, not falling back to cuDNN, and is as close to the float64 result as the dtype allows."""
     import torch
-    from harness.checks.case import reference_call
+    from harness.checks.reference import reference_call
     from test_compare import _CudnnSeen
     x_shape, w_shape, stride, padding, dilation, transposed, groups, dtype = case
     dtype = getattr(torch, dtype)

@@ -227,14 +227,14 @@ def test_a_reference_out_of_memory_is_not_read_as_the_op_refusing_the_input(monk
     float64 run's made it "unavailable" (no loosening: a correct float16 kernel could fail)."""
     import torch
 
-    from harness.checks import case as case_module
-    from harness.checks.case import Float64Run
+    from harness.checks import float64_judge
+    from harness.checks.float64_judge import Float64Run
     from harness.ops import resolve_op
     op = resolve_op("aten.add.Tensor")
 
     def out_of_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory")
-    monkeypatch.setattr(case_module, "reference_call", out_of_memory)
+    monkeypatch.setattr(float64_judge, "reference_call", out_of_memory)
     run = Float64Run(op, ((torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.float16)), {}))
     with pytest.raises(torch.OutOfMemoryError):
         run.truth()

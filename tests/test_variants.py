@@ -208,7 +208,7 @@ def test_registered_kernel_serves_every_overload_of_its_family(tmp_path):
 def test_float64_rejudging_of_written_arguments_and_dtype_arguments():
     """The float64 run behind a re-judged mismatch must really be float64 (a ``dtype=float16``
     argument is lifted too), and an out= argument gets the same reduction allowance as the result."""
-    from harness.checks.case import Float64Run
+    from harness.checks.float64_judge import Float64Run
     x = torch.randn(64, 32).half()
     scan = Float64Run(torch.ops.aten.cumsum.default, ((x, 1), {"dtype": torch.float16}))
     assert scan.truth().truth.dtype == torch.float64

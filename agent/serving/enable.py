@@ -172,7 +172,7 @@ def disable() -> dict[str, int] | None:
 def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload, dispatch_key: str) -> None:
     import torch
     from harness.adapters import serving
-    from harness.checks.case import is_cuda_error
+    from harness.checks.reference import is_cuda_error
     from harness.inputs import tensors_in
     from harness.ops import resolve_op
     overload = resolve_op(op)

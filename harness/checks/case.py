@@ -29,10 +29,12 @@ from typing import Any
 
 import torch
 
-from harness.checks.compare import Exact, compare, equal_exactly, tolerance_used
+from harness.checks.compare import compare, equal_exactly, tolerance_used
+from harness.checks.float64_judge import Float64Run, judged
+from harness.checks.reference import is_cuda_error, out_of_memory, reference_call, reference_refused
 from harness.plain import NotPlainTensor
 from harness.checks.runtime import CallWatch, collector_paused
-from harness.ops import packet_name, value_mode
+from harness.ops import value_mode
 from harness.checks.random_ops import random_failure
 from harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from harness.inputs import clone_value
@@ -42,23 +44,6 @@ from harness.variants import is_written, schema_arguments
 
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-class ReferenceFault(RuntimeError):
-    """The reference (not the candidate) broke the device; the evaluation cannot go on."""
-
-
-def reference_refused(exc: Exception, what: str) -> None:
-    """The one rule for an exception out of a reference computation (aten's op, the functional
-    overload written as the overload writes, the float64 runs), used at every such call: out of
-    device memory is raised again (the test is run again once memory is free); a CUDA error ends
-    the evaluation as the reference's fault (``ReferenceFault``: the context is lost, no later test
-    could run); anything else returns, for the caller to record as the reference refusing this input."""
-    if out_of_memory(exc):
-        raise exc
-    if is_cuda_error(exc):
-        raise ReferenceFault(f"{what} hit a CUDA error: {str(exc).splitlines()[0]}; the CUDA context is lost, "
-                             "the remaining tests cannot run") from exc
 
 
 def trimmed_traceback(exc: BaseException, candidate_file: str, limit: int = 3000) -> str:
@@ -85,38 +70,6 @@ def failed_result(case: TestCase, **details) -> dict[str, Any]:
     """A test's result record, failed until the checks say otherwise."""
     return {"id": case.id, "source": case.source, "input": case.description, "dtype": case.dtype,
             "passed": False, **details}
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """CUDA ran out of device memory: on a shared GPU, often another evaluation's doing. Never read
-    as "the op refuses this input": the caller retries once memory is free (``harness.sandbox.device_memory``)."""
-    return isinstance(exc, torch.OutOfMemoryError)
-
-
-def is_cuda_error(exc: BaseException) -> bool:
-    """A CUDA runtime error (illegal address, device-side assert): the context is unusable after it."""
-    return type(exc).__name__ == "AcceleratorError" or "CUDA error" in str(exc)
-
-
-# On a GPU aten runs these through cuDNN, which plans each new shape at its first call in a process
-# (0.01-1 s a shape on the H200: 34 of the 37 s the references of convolution's 1944 tests took,
-# benchmarks/reference_cost.py); aten's own CUDA kernels need no plan, and compute float32 without
-# TF32. References only: the candidate's calls and the timing phase's eager baseline keep cuDNN.
-PLANNED_BY_CUDNN = frozenset({"convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                              "conv_transpose3d", "convolution_backward"})
-
-
-def reference_call(op, args: tuple, kwargs: dict):
-    """``op(*args, **kwargs)`` computed as a reference: a convolution without cuDNN (``PLANNED_BY_CUDNN``),
-    or with it where aten has no kernel of its own for the input."""
-    if isinstance(op, torch._ops.OpOverload) and packet_name(op) in PLANNED_BY_CUDNN and torch.backends.cudnn.enabled:
-        try:
-            with torch.backends.cudnn.flags(enabled=False):
-                return op(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - aten's own kernels refuse it (or need more memory): cuDNN's turn
-            if is_cuda_error(exc):
-                raise
-    return op(*args, **kwargs)
 
 
 def candidate_error_kind(exc: BaseException) -> str:
@@ -325,144 +278,6 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
                 "message": "no Triton kernel was launched, yet the result depends on the input values; it must "
                            "be computed by a @triton.jit kernel called as kernel_fn[grid](...), not on the host"}
     return None
-
-
-def judged(expected, actual, mode: str, exact: "Float64Run", path: str = "output",
-           argument: str | None = None) -> dict | None:
-    """``compare``, with a floating mismatch re-judged against the float64 run (of the
-    returned values, or of the written ``argument``): first without the reduction allowance,
-    then, where that fails and the op is a reduction, with it (it only loosens, so a pass
-    without it is a pass; a float16 matmul mostly needs none, and the two runs on ones and
-    magnitudes cost as much as the float64 run itself). The first comparison reports nothing
-    where a re-judgement follows (counting and quoting the mismatches of a float16 matmul cost
-    more than judging it)."""
-    failure = compare(expected, actual, path, mode, report=False)  # UNREPORTED is always re-judged
-    if exact.wanted(failure):
-        truth = exact.truth(argument, scaled=False)
-        failure = compare(expected, actual, path, mode, truth)
-        if failure and truth is not None and exact.is_reduction():
-            failure = compare(expected, actual, path, mode, exact.truth(argument, scaled=True))
-        if failure and truth is None and exact.unavailable:
-            failure["message"] += (f"; no float64 run of the op could be made to re-judge it ({exact.unavailable}), "
-                                   "so aten's own rounding is the reference")
-    return failure
-
-
-class Float64Run:
-    """The op run once more on the test's inputs cast to float64, only when a floating
-    mismatch asks for it (the float64 rules in ``harness.checks.compare``). For reductions (the op
-    on all-ones inputs gives integer term counts >= 2, as sum and mm do) it also runs the op
-    on the inputs' magnitudes, when asked; ``sqrt(n)`` times that (n the term count) is the scale
-    of any float32 accumulation order's rounding error."""
-
-    def __init__(self, op, inputs: tuple[tuple, dict]):
-        self.op, self.inputs = op, inputs
-        self.ran = self.scaled = False
-        self.values = self.args = self.kwargs = None
-        self.scale = None
-        self.unavailable: str | None = None  # why the float64 run could not be made
-
-    @staticmethod
-    def wanted(failure: dict | None) -> bool:
-        return bool(failure) and (failure["error_kind"] == "nan_mismatch"
-                                  or (failure["error_kind"] == "mismatch" and "max_abs_error" in failure))
-
-    def _run_on(self, convert):
-        # ``convert`` makes a new tensor of each floating one; the rest are cloned (the op may write them)
-        args, kwargs = map_tensors(self.inputs, lambda t: convert(t) if _is_float(t) else clone_value(t))
-        # a floating dtype argument, positional or keyword, would cast the float64 inputs back
-        # (cumsum(x, 1, dtype=float16); _softmax_backward_data(grad, out, dim, float16))
-        args = tuple(_float64_dtype(v) for v in args)
-        kwargs = {k: _float64_dtype(v) for k, v in kwargs.items()}
-        return reference_call(self.op, args, kwargs), args, kwargs
-
-    def _run(self) -> None:
-        if self.ran:
-            return
-        self.ran = True
-        try:
-            self.values, self.args, self.kwargs = self._run_on(lambda t: t.to(torch.float64, copy=True))
-        except Exception as exc:  # the op has no float64 version here: nothing is loosened
-            self.ran = not out_of_memory(exc)  # asked again after the retry
-            reference_refused(exc, f"the float64 reference of {self.op}")
-            self.unavailable = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"
-
-    def is_reduction(self) -> bool:
-        """Whether the op sums terms here (the op on all-ones inputs gives integer counts >= 2);
-        the magnitudes' run is then made, for ``truth(scaled=True)``."""
-        self._run()
-        if not self.scaled and self.values is not None:
-            self.scaled = True
-            try:
-                counts, _, _ = self._run_on(lambda t: torch.ones_like(t, dtype=torch.float64))
-                if _is_term_count(counts):
-                    magnitudes, _, _ = self._run_on(lambda t: t.to(torch.float64).abs())
-                    self.scale = _times_sqrt(magnitudes, counts)
-            except Exception as exc:  # noqa: BLE001 - no magnitudes' run: the allowance is not scaled
-                self.scaled = not out_of_memory(exc)
-                reference_refused(exc, f"the float64 reference of {self.op}")
-                self.scale = None
-        return self.scale is not None
-
-    def truth(self, argument: str | None = None, scaled: bool = False):
-        """The float64 values (``Exact`` leaves) of the result, or of the written ``argument``
-        (which, when the op also returns it, gets the result's scale); None where there is no
-        float64 run."""
-        self._run()
-        if self.values is None:
-            return None
-        scale = self.scale if scaled else None
-        if argument is None:
-            return _pair(self.values, scale)
-        # a written argument that is also returned (out=, in-place self) gets the result's allowance
-        for name, _, value in schema_arguments(self.op, self.args, self.kwargs):
-            if name == argument:
-                return _pair(value, _scale_of_returned(value, self.values, scale))
-        return None
-
-
-def _is_float(t: torch.Tensor) -> bool:
-    return t.dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-
-
-def _is_term_count(value) -> bool:
-    tensors = tensors_in(value)
-    return bool(tensors) and all(  # finite, whole and >= 2, read back once per tensor
-        t.is_floating_point() and t.numel() and bool((torch.isfinite(t) & (t == t.round()) & (t >= 2)).all())
-        for t in tensors)
-
-
-def _scale_of_returned(value, truth, scale):
-    """The reduction scale of ``value`` when the op returned it (itself, or as one of its outputs)."""
-    if value is truth:
-        return scale
-    if isinstance(truth, (tuple, list)):
-        scales = scale if isinstance(scale, (tuple, list)) else [None] * len(truth)
-        return next((s for t, s in zip(truth, scales) if t is value), None)
-    return None
-
-
-def _times_sqrt(magnitudes, counts):
-    """``sqrt(n) * sum|terms|`` per element, over matching output structures."""
-    if isinstance(magnitudes, torch.Tensor) and isinstance(counts, torch.Tensor):
-        return magnitudes * counts.sqrt()
-    if isinstance(magnitudes, (tuple, list)) and isinstance(counts, (tuple, list)):
-        return type(magnitudes)(_times_sqrt(m, c) for m, c in zip(magnitudes, counts))
-    return None
-
-
-def _pair(truth, scale):
-    """``Exact`` leaves for a truth structure (scale, where given, has the same structure)."""
-    if isinstance(truth, torch.Tensor):
-        return Exact(truth, scale if isinstance(scale, torch.Tensor) else None)
-    if isinstance(truth, (tuple, list)):
-        scales = scale if isinstance(scale, (tuple, list)) and len(scale) == len(truth) else [None] * len(truth)
-        return type(truth)(_pair(t, s) for t, s in zip(truth, scales))
-    return truth
-
-
-def _float64_dtype(value):
-    return torch.float64 if isinstance(value, torch.dtype) and value.is_floating_point else value
 
 
 def _returned(op, actual) -> list[tuple]:

@@ -258,7 +258,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     (a ``fatal`` event said it), else None. ``instruments``: the launch counter, the compile clock,
     the stopwatch that splits the tests' time into parts, and the run-time checks of every call."""
     launches, compile_clock, stopwatch, watch = instruments
-    from harness.checks.case import ReferenceFault
+    from harness.checks.reference import ReferenceFault
     from harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
     passed: set[str] = set()
     failed = False
@@ -409,7 +409,8 @@ def _run_case(device: str, name: str, target, case, served: dict, launches, cand
     the kernel's out-of-bounds access. On a GPU, a test whose harness side (inputs, reference,
     checks) ran out of device memory runs again once memory is free (``device_memory``)."""
     import torch
-    from harness.checks.case import failed_result, is_cuda_error, run_case
+    from harness.checks.case import failed_result, run_case
+    from harness.checks.reference import is_cuda_error
     from harness.checks.guards import AtenRecorder
     from harness.sandbox.device_memory import retrying_out_of_memory
 

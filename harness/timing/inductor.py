@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 
-from harness.checks.case import Float64Run, exception_line, judged
+from harness.checks.case import exception_line
+from harness.checks.float64_judge import Float64Run, judged
 from harness.events import Baseline, BaselineStart, Done, Environment
 from harness.inputs import clone_value
 from harness.ops import value_mode

@@ -29,7 +29,7 @@ import torch
 
 from harness.inputs import clone_value, memory_behind, spread, tensors_in
 from harness.ops import value_mode
-from harness.checks.case import Float64Run, judged
+from harness.checks.float64_judge import Float64Run, judged
 from harness.suite.build import TestCase
 from harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, l2_cache_bytes,
                                   matmul_tflops, overhead_dominated, summarize, time_interleaved)
