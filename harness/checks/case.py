@@ -109,20 +109,11 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         cand_args, cand_kwargs = case.inputs() if case.trace is not None else clone_value(case.inputs())
         poison_freed_memory(tensors_in((cand_args, cand_kwargs)), copies=1)
     launches_before = launches.launches
-    started = time.perf_counter()
-    raised = None
-    try:
-        with recorder:
-            actual = kernel(*cand_args, **cand_kwargs)
-        _synchronize(device)
-    except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
-        raised = candidate_raised(exc, candidate_file)
-        if raised.get("context_lost") or not isinstance(exc, Exception):
-            parts.add("candidate", time.perf_counter() - started)
-            result.update(raised)
-            return result
-    elapsed = time.perf_counter() - started
+    actual, raised, elapsed, fatal = _call_candidate(kernel, cand_args, cand_kwargs, device, recorder, candidate_file)
     parts.add("candidate", elapsed)
+    if fatal:  # the CUDA context is lost, or the candidate exited: nothing after it can run
+        result.update(raised)
+        return result
     with parts.part("checks"):
         failure = (watch.failure() or watch.judge_changes("after the kernel's call")) if watch is not None else None
     if failure and failure.get("judge_changed"):  # nothing can be judged with a judge that changed
@@ -171,6 +162,21 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
             if value_mode(op) == "exact":
                 result["tolerance_used"] = tolerance_used(expected, actual)
     return result
+
+
+def _call_candidate(kernel, args: tuple, kwargs: dict, device: str, recorder, candidate_file: str):
+    """The candidate's call under the guards: (what it returned, its failure or None, seconds, whether
+    that failure ends the evaluation: a lost CUDA context, or an exit rather than an exception)."""
+    started = time.perf_counter()
+    try:
+        with recorder:
+            actual = kernel(*args, **kwargs)
+        _synchronize(device)
+    except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
+        raised = candidate_raised(exc, candidate_file)
+        fatal = bool(raised.get("context_lost")) or not isinstance(exc, Exception)
+        return None, raised, time.perf_counter() - started, fatal
+    return actual, None, time.perf_counter() - started, False
 
 
 def functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, device: str):
