@@ -222,3 +222,13 @@ def test_the_population_keeps_the_best_by_geomean_and_every_shapes_fastest():
     assert 3 not in rounds  # slowest by geomean and fastest nowhere
     rival = kept.rival(2)
     assert rival.member.round == 1 and [w[0] for w in rival.wins] == ["(T([1024], f16),)"]
+
+
+def test_why_a_run_stopped_reads_as_its_value_in_text_json_and_comparisons():
+    import json
+
+    from agent.generate.loop import StoppedBecause
+    why = StoppedBecause.BATCH_BUDGET
+    assert str(why) == f"{why}" == "batch_budget" == why
+    assert json.dumps({"stopped_because": why}) == '{"stopped_because": "batch_budget"}'
+

@@ -64,6 +64,9 @@ class StoppedBecause(str, Enum):
     INTERRUPTED = "interrupted"
     ERROR = "error"
 
+    def __str__(self) -> str:  # printed as its value, as run.json has it (not "StoppedBecause.PATIENCE")
+        return self.value
+
 
 @dataclass
 class Outcome:
