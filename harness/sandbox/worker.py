@@ -341,8 +341,6 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
 def _record_result(result: dict, name: str, case, left: int, device: str, send, stopwatch) -> str | None:
     """Send one test's result; why the run ends here (the judge changed, the CUDA context is lost),
     else None. On a GPU, a trace input's cached memory is given back before the next test."""
-    import torch
-    from harness.sandbox.device_memory import give_back_cached_memory
     lost = result.pop("context_lost", False)
     judge_changed = result.pop("judge_changed", False)
     send(events.CaseResult(record={**result, "overload": name}))
@@ -350,6 +348,8 @@ def _record_result(result: dict, name: str, case, left: int, device: str, send, 
         send(events.Fatal(error_kind="tampering", message=f"test {case.id}: {result['message']}"))
         return "the judge changed"
     if device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
+        import torch
+        from harness.sandbox.device_memory import give_back_cached_memory
         with stopwatch.part("memory"):
             give_back_cached_memory(torch)
     if lost:
