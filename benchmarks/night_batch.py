@@ -187,7 +187,7 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
            "gpu_paused_s_summed": round(sum(v["timings"].get("gpu_paused_s") or 0 for v in verdicts), 1),
            "timing_s_summed": round(sum((v["timings"].get("test_parts") or {}).get("timing") or 0 for v in verdicts), 1),
            "speedups": {r["op"]: r.get("best_speedup") for r in runs if r.get("status") == "accepted"},
-           "batch_shapes": {v["op"]: timed_shapes(v) for v in verdicts if timed_shapes(v)},
+           "batch_shapes": {v["op"]: shapes for v in verdicts if (shapes := timed_shapes(v))},
            "per_evaluation": evaluation_rows(verdicts)}
     if keep is not None:  # kept now: a run cut at its limit while timing alone still has the batch's numbers
         save(keep, row)
