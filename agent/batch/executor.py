@@ -176,7 +176,8 @@ class SlotPool:
 def evaluations_per_gpu(cores: int | None = None, host_memory_gib: float | None = None) -> int:
     """How many evaluations share one GPU by default: each needs about 2 cores (its tests, its
     compile processes take what is idle) and up to 8 GiB of host memory; 8 at once kept an H100
-    running kernels in 75% of the seconds of a 40-operator night (benchmarks/night_batch.py)."""
+    running kernels in 61-65% of the seconds of a 40-operator night, 830-900 evaluations an hour
+    (benchmarks/night_batch.py, benchmarks/results/issue46-h100)."""
     cores = cores or os.cpu_count() or 1
     if host_memory_gib is None:
         try:
