@@ -261,49 +261,32 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     from harness.checks.reference import ReferenceFault
     from harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
     passed: set[str] = set()
-    failed = False
-    classes = Classes()
+    failed, classes = False, Classes()
     planned, first_tier = first_tier_order([(name, target, case) for name, target, suite in suites
                                             for case in suite.cases], classes)
     failing_classes: dict[tuple, None] = {}
     extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
-    compiled_ahead_to = 0  # the tests before this one had their kernels compiled ahead
-    compiling, call_of = None, {}  # a group's compilations, under way while its tests run (each waits for its own)
+    ahead = _AheadGroups(planned, served, compile_clock, job.device, send, stopwatch)
     try:
         for number, (name, target, case) in enumerate(planned):
             gpu_pause.checkpoint()  # between tests: another evaluation's timing may want the GPU alone
-            if number == compiled_ahead_to and compiling is not None:  # the group's tests ran: all compiled
-                with stopwatch.part("ahead"):
-                    send(events.CompiledAhead(**compiling.finish()))
-                compiling = None
+            ahead.finish_if_done(number)
             if number == first_tier and failed and job.fail_fast_s is not None:
                 extra_from = time.perf_counter()
                 # reordered in place: the loop reads each entry by its position, this one and after
                 planned[first_tier:] = failing_classes_first(planned[first_tier:], failing_classes, classes)
                 name, target, case = planned[number]
                 # the failing classes' tests compiled ahead too, as many calls as the budget has time for
-                group_end = first_tier + sum(classes(n, c) in failing_classes for n, _, c in planned[first_tier:])
-                until = extra_from + job.fail_fast_s
-            elif number == compiled_ahead_to and not failed:  # the first tier, then (if it passed) the rest
-                group_end, until = (first_tier if number < first_tier else len(planned)), None
-            else:
-                group_end = None
-            if group_end is not None:
-                compiled_ahead_to = group_end
-                with stopwatch.part("ahead"):
-                    compiling, call_of = _compile_ahead(planned, number, group_end, served, compile_clock, job.device,
-                                                        send, stopwatch, until)
-            compiled = True
-            if compiling is not None:
-                left = None if extra_from is None else max(0.0, extra_from + job.fail_fast_s - time.perf_counter())
-                with stopwatch.part("ahead"):  # its own call's kernels compiled (all, where it made none)
-                    compiled = compiling.wait_for_call(call_of.get(number, len(planned)), timeout=left)
+                ahead.start(number, first_tier + sum(classes(n, c) in failing_classes for n, _, c in planned[first_tier:]),
+                            until=extra_from + job.fail_fast_s)
+            elif ahead.due(number) and not failed:  # the first tier, then (if it passed) the rest
+                ahead.start(number, first_tier if number < first_tier else len(planned))
+            compiled = ahead.wait_for(number, None if extra_from is None
+                                      else max(0.0, extra_from + job.fail_fast_s - time.perf_counter()))
             if extra_from is not None and (not compiled or time.perf_counter() - extra_from >= job.fail_fast_s):
                 send(events.StoppedEarly(first_tier=first_tier, not_run=len(planned) - number, budget_s=job.fail_fast_s,
                                          failing_classes=[describe_class(k) for k in failing_classes]))
-                if compiling is not None:  # what the tests that ran did not need is dropped
-                    send(events.CompiledAhead(**compiling.abandon()))
-                    compiling = None
+                ahead.drop(report=True)  # what the tests that ran did not need
                 break
             compile_clock.rotate(number)
             gpu_pause.checkpoint()  # after waiting for compilations, which may have been long
@@ -322,13 +305,16 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
             if result["passed"] is False:
                 failed = True
                 failing_classes.setdefault(classes(name, case))
-        if compiling is not None:
-            with stopwatch.part("ahead"):
-                send(events.CompiledAhead(**compiling.finish()))
-            compiling = None
+        ahead.finish()
     finally:
-        if compiling is not None:  # the run ended early: no test waits for them
-            compiling.abandon()
+        ahead.drop(report=False)  # the run ended early: no test waits for them
+    return _after_the_tests(op, job, suites, passed, failed, served, instruments, candidate_file, send)
+
+
+def _after_the_tests(op, job: Job, suites, passed: set[str], failed: bool, served: dict, instruments,
+                     candidate_file: str, send) -> str | None:
+    """The judge checked unchanged, then (on a GPU, every test passed) the timing phase."""
+    watch = instruments[3]  # (launches, compile clock, stopwatch, watch)
     ended = watch.judge_changes("after the tests", deep=True)
     if ended:
         send(events.Fatal(error_kind="tampering", message=ended["message"]))
@@ -336,6 +322,57 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     if job.timing is not None and not failed:
         timing_phase(op, job, suites[0][2], passed, served, instruments, candidate_file, send)
     return None
+
+
+class _AheadGroups:
+    """The compilations ahead of the tests, one group of tests at a time (the first tier, then
+    the rest or the failing classes): started when the tests reach a group's first, waited for
+    by each test for its own call, reported (``CompiledAhead``) when the group's tests have run."""
+
+    def __init__(self, planned: list, served: dict, compile_clock, device: str, send, stopwatch: Stopwatch):
+        self.planned, self.served, self.compile_clock, self.device = planned, served, compile_clock, device
+        self.send, self.stopwatch = send, stopwatch
+        self.compiling = None  # the group's compilations under way (each test waits for its own)
+        self.call_of: dict[int, int] = {}  # test number -> the number of the call made for its layout
+        self.group_end = 0  # the tests before this one had their kernels compiled ahead
+
+    def due(self, number: int) -> bool:
+        """This test is the first after the last group."""
+        return number == self.group_end
+
+    def finish_if_done(self, number: int) -> None:
+        """At test ``number``: the group's tests all ran if it is the group's end."""
+        if number == self.group_end:
+            self.finish()
+
+    def finish(self) -> None:
+        """The group's compilations reported, all done."""
+        if self.compiling is not None:
+            with self.stopwatch.part("ahead"):
+                self.send(events.CompiledAhead(**self.compiling.finish()))
+            self.compiling = None
+
+    def start(self, number: int, end: int, until: float | None = None) -> None:
+        self.group_end = end
+        with self.stopwatch.part("ahead"):
+            self.compiling, self.call_of = _compile_ahead(self.planned, number, end, self.served, self.compile_clock,
+                                                          self.device, self.send, self.stopwatch, until)
+
+    def wait_for(self, number: int, timeout: float | None) -> bool:
+        """This test's own call's kernels compiled (all of the group's, where it made none); False
+        where ``timeout`` passed first."""
+        if self.compiling is None:
+            return True
+        with self.stopwatch.part("ahead"):
+            return self.compiling.wait_for_call(self.call_of.get(number, len(self.planned)), timeout=timeout)
+
+    def drop(self, report: bool) -> None:
+        """What no test will wait for is abandoned (and, ``report``, said)."""
+        if self.compiling is not None:
+            abandoned = self.compiling.abandon()
+            if report:
+                self.send(events.CompiledAhead(**abandoned))
+            self.compiling = None
 
 
 def _record_result(result: dict, name: str, case, left: int, device: str, send, stopwatch) -> str | None:
