@@ -76,34 +76,31 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     tested, and timed, first). An overload other than ``kernel_for`` is served through
     ``harness.adapters``: ``kernel_for`` must then be its family's functional overload.
 
-    ``warm`` forks the child from the device's fork server (``harness.sandbox.pool``) instead of
-    starting an interpreter. ``static_check=False`` skips the source rules, so that the
-    run-time containment can be tested on its own. The child sees only what
-    ``harness.sandbox.file_view`` allows; ``hidden`` paths stay out of its view even where they lie
-    inside an allowed directory (``runs/`` inside a virtual environment, say); ``namespaces=False``
-    leaves the file view and the network to the audit hook alone, as on an OS that gives no
-    namespaces (for testing that layer). Every text of the Verdict is redacted
-    (``harness.redact``) of the secret-named environment variables' values and of ``secrets``.
-    ``timing`` asks
-    for the timing phase; its results are the Verdict's ``performance``. ``gpu`` pins the child to
-    that GPU (numbered as this process sees them). ``extra_traces`` adds trace inputs to the tests:
-    per operator name (``aten.add.Tensor``), ``{"line": "cnt: N, ((...), {})", "timed": bool}``
-    (a dataset's inputs; untimed ones are correctness canaries). ``channels_last`` runs each trace
-    input with a contiguous 4-d or 5-d tensor once more with it in channels-last layout.
-    ``fail_fast_s``: a kernel failing one of the first tier's tests (one per class of tests,
-    ``harness.suite.tiers``) runs this many seconds more of tests, then stops; None runs them all.
-    ``profile`` runs the tests under cProfile and leaves the costliest calls in ``stderr_tail``.
-    ``share`` (``harness.sandbox.gpu_share.GpuShare``): the GPU is shared with other evaluations
-    of this process; the tests wait for room and run beside theirs, the timing waits for the GPU
-    alone, and a failure for want of memory there is run again alone."""
+    ``warm`` forks the child from the fork server (``harness.sandbox.pool``), not a new interpreter.
+    ``static_check=False`` skips the source rules (to test the run-time containment on its own).
+    The child sees only what ``harness.sandbox.file_view`` allows; ``hidden`` paths stay out of its view even where they lie inside an allowed directory
+    (``runs/`` inside a virtual environment, say); ``namespaces=False`` leaves the file view and the
+    network to the audit hook alone, as on an OS that gives no namespaces (for testing that layer).
+    Every text of the Verdict is redacted (``harness.redact``) of the secret-named environment
+    variables' values and of ``secrets``. ``timing`` asks for the timing phase; its results are the
+    Verdict's ``performance``. ``gpu`` pins the child to that GPU (numbered as this process sees
+    them). ``extra_traces`` adds trace inputs to the tests: per operator name (``aten.add.Tensor``),
+    ``{"line": "cnt: N, ((...), {})", "timed": bool}`` (a dataset's inputs; untimed ones are
+    correctness canaries). ``channels_last`` runs each trace input with a contiguous 4-d or 5-d
+    tensor once more with it in channels-last layout. ``fail_fast_s``: a kernel failing one of the
+    first tier's tests (one per class of tests, ``harness.suite.tiers``) runs this many seconds more
+    of tests, then stops; None runs them all. ``profile`` runs the tests under cProfile and leaves
+    the costliest calls in ``stderr_tail``. ``share`` (``harness.sandbox.gpu_share.GpuShare``): the
+    GPU is shared with other evaluations of this process; the tests wait for room and run beside
+    theirs, the timing waits for the GPU alone, and a failure for want of memory there is run
+    again alone."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
     overloads = [op] + [name for name in (overloads or []) if name != op]
     check_servable(kernel_for or op, overloads)
     source = kernel_path.read_bytes()
-    device = device or default_device()
-    limits = limits or Limits()
+    device, limits = device or default_device(), limits or Limits()
     seed = seed if seed is not None else _fresh_seed()
     findings = check_source(source.decode("utf-8", "replace")) if static_check else []
     if findings:  # rejected before any of its code runs

@@ -100,8 +100,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
     anywhere in the process for it to read or find. ``on_candidate`` and ``on_reference`` are called
     as each side starts, so that a crash is blamed on the right one. ``watch`` (``runtime.CallWatch``)
     holds what the call did besides return (streams, threads) and the judge's state, checked before
-    anything is judged. ``stopwatch`` gets the seconds of each part: inputs (drawn and cloned),
-    reference, candidate, checks."""
+    anything is judged. ``stopwatch`` gets the seconds of inputs, reference, candidate and checks."""
     parts = stopwatch or Stopwatch()  # kept by no one where none is given
     result = failed_result(case)
     on_candidate()
@@ -112,34 +111,27 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
     actual, raised, elapsed, fatal = _call_candidate(kernel, cand_args, cand_kwargs, device, recorder, candidate_file)
     parts.add("candidate", elapsed)
     if fatal:  # the CUDA context is lost, or the candidate exited: nothing after it can run
-        result.update(raised)
-        return result
+        return result | raised
     with parts.part("checks"):
         failure = (watch.failure() or watch.judge_changes("after the kernel's call")) if watch is not None else None
     if failure and failure.get("judge_changed"):  # nothing can be judged with a judge that changed
-        result.update(failure)
-        return result
+        return result | failure
 
     on_reference()
-    with parts.part("inputs"):
-        args, kwargs = case.inputs()  # what the candidate was given, untouched by it
-        ref_args, ref_kwargs = clone_value(args), clone_value(kwargs)
+    args, kwargs, ref_args, ref_kwargs = _fresh_inputs(case, parts)
     try:
         with parts.part("reference"):
             expected = reference_call(op, ref_args, ref_kwargs)
             _synchronize(device)
     except Exception as exc:  # the reference itself rejects this input on this device
         reference_refused(exc, f"the aten reference on test {case.id} ({case.description})")
-        result.update(passed=None, error_kind="reference_error",
-                      message=f"reference raised {type(exc).__name__}: {exc}"[:500])
-        return result
+        return result | {"passed": None, "error_kind": "reference_error",
+                         "message": f"reference raised {type(exc).__name__}: {exc}"[:500]}
     if raised is not None:
-        result.update(raised)
-        return result
+        return result | raised
     result["duration_ms"] = round(elapsed * 1000, 3)
     if failure:
-        result.update(failure)
-        return result
+        return result | failure
 
     if value_mode(op) == "exact":
         with parts.part("reference"):
@@ -147,21 +139,27 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         if corrected is not None:
             expected, ref_args, ref_kwargs, result["reference"] = corrected
 
-    before = (args, kwargs)
     with parts.part("checks"), collector_paused():
-        failure = _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, before,
+        failure = _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwargs, (args, kwargs),
                          launches.launches - launches_before, recorder.findings)
         if failure is None and value_mode(op) == "distribution":
-            values = sum(t.numel() for t in tensors_in(expected))
             on_candidate()  # the kernel is called again
-            failure = _check_random_draws(op, before, kernel, device, values, recorder, candidate_file, watch)
+            values = sum(map(torch.numel, tensors_in(expected)))
+            failure = _check_random_draws(op, (args, kwargs), kernel, device, values, recorder, candidate_file, watch)
         if failure:
-            result.update(failure)
-        else:
-            result["passed"] = True
-            if value_mode(op) == "exact":
-                result["tolerance_used"] = tolerance_used(expected, actual)
+            return result | failure
+        result["passed"] = True
+        if value_mode(op) == "exact":
+            result["tolerance_used"] = tolerance_used(expected, actual)
     return result
+
+
+def _fresh_inputs(case: TestCase, parts: Stopwatch) -> tuple:
+    """The test's inputs drawn again (what the candidate was given, untouched by it) and clones of
+    them for the reference to run on."""
+    with parts.part("inputs"):
+        args, kwargs = case.inputs()
+        return args, kwargs, clone_value(args), clone_value(kwargs)
 
 
 def _call_candidate(kernel, args: tuple, kwargs: dict, device: str, recorder, candidate_file: str):
