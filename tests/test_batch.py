@@ -15,6 +15,7 @@ import pytest
 
 from agent.batch.ledger import Ledger
 from conftest import ROOT
+from tests.fake_runs import run_started
 
 # Six operators and a kernel from the corpus that passes each, answered on the first round.
 KERNELS = {"aten.relu.default": "relu_triton.py", "aten.add.Tensor": "add_broadcast.py",
@@ -463,7 +464,7 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
     executor = LocalExecutor("cuda", gpus=[0, 1], evaluate=evaluate)
 
     def generate(op, hear):
-        hear("start", {"run_dir": str(tmp_path / op)})
+        hear(run_started(op, tmp_path / op))
         executor.evaluate(op, tmp_path / "kernel.py")
         return Outcome(status="accepted", run_dir=tmp_path / op, rounds_used=1)
     batch_dir = tmp_path / "batch"

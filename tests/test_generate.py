@@ -394,3 +394,21 @@ def test_an_operator_with_no_test_is_refused_before_any_request(tmp_path, monkey
     assert listed_without_tests(["aten._foreach_add.List"], {"aten._foreach_add.List": [{"line": "x"}]}) is None
     assert main(["prompt", "--op", "aten._foreach_add.List"]) == 0
     assert "the shipped listing has no test for aten._foreach_add.List" in " ".join(capsys.readouterr().err.split())
+
+
+def test_progress_reaches_a_typed_listener_and_a_two_argument_one_alike(tmp_path, no_keys):
+    """``report`` hears one typed event at a time; a listener of the older ``report(name, data)``
+    form hears the same events by name, with their fields."""
+    import bbagent
+    from agent.generate.progress import RoundDone, Started
+    typed, named = [], []
+    for root, report in ((tmp_path / "a", typed.append), (tmp_path / "b", lambda name, data: named.append((name, data)))):
+        outcome = bbagent.generate("aten.relu.default", provider="replay", root=root, device="cpu", rounds=2,
+                                   report=report)
+        assert outcome.status == "accepted"
+    assert [type(e).__name__ for e in typed] == ["Started", "Asking", "Evaluating", "RoundDone",
+                                                 "Asking", "Evaluating", "RoundDone"]
+    assert isinstance(typed[0], Started) and typed[0].run_dir.startswith(str(tmp_path / "a"))
+    assert [e.record["outcome"] for e in typed if isinstance(e, RoundDone)] == ["fail", "pass"]
+    assert [name for name, _ in named] == [e.name for e in typed]
+    assert named[0][1]["run_dir"].startswith(str(tmp_path / "b")) and named[-1][1]["record"]["outcome"] == "pass"

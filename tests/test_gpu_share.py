@@ -15,6 +15,7 @@ import pytest
 from harness import gpu_pause
 from harness.gpu_pause import ChildPauses, PausePage
 from harness.sandbox.gpu_share import GpuShare, overlaps
+from tests.fake_runs import run_started
 
 KERNELS = Path(__file__).parent / "kernels"
 GIB = 1 << 30
@@ -317,7 +318,7 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
     assert [s.name for s in executor.slots] == ["gpu-0/0", "gpu-0/1"]
 
     def generate(op, hear):
-        hear("start", {"run_dir": str(tmp_path / op)})
+        hear(run_started(op, tmp_path / op))
         executor.evaluate(op, tmp_path / "kernel.py")
         return Outcome(status="accepted", run_dir=tmp_path / op, rounds_used=1)
     batch_dir = tmp_path / "batch"

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from agent.generate.loop import Agent
+from agent.generate.progress import NewBest
 from agent.options import GenerateOptions
 from agent.providers.replay import ReplayProvider
 from agent.storage import RunDir
@@ -67,7 +68,7 @@ def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, t
                               **options)
     agent = Agent(op=OP, provider=ReplayProvider.from_path(replay), evaluate=scripted_verdict,
                   run=RunDir(tmp_path, "run-1"), root=tmp_path, options=options,
-                  report=lambda event, data: events.append((event, data)))
+                  report=events.append)
     return agent.generate(), events
 
 
@@ -84,7 +85,7 @@ def test_a_faster_correct_kernel_replaces_a_slower_one(tmp_path):
     assert meta["round_speedups"] == {"1": 0.5, "3": 1.4} or meta["round_speedups"] == {1: 0.5, 3: 1.4}
     run = tmp_path / "runs" / "run-1"
     assert "speed 0.5" in (run / "round-1" / "kernel.py").read_text()  # the slower one: in runs/ only
-    assert ("best", {"round": 3, "speedup": 1.4, "replaces": 1}) in events
+    assert NewBest(round=3, speedup=1.4, replaces=1) in events
     prompts = [(run / f"round-{n}" / "prompt.md").read_text() for n in (2, 3)]
     assert "0.5x" in prompts[0] and "Slowest shapes first" in prompts[0]  # speed feedback after round 1
     assert "round 1" in prompts[1] and "kept as the best so far" in prompts[1]  # failure feedback keeps the best
@@ -118,8 +119,8 @@ def test_speedups_measured_on_another_gpu_model_do_not_replace_the_best(tmp_path
     # round 3, on round 1's model, is faster and replaces it
     outcome, events = run_agent(tmp_path, [answer("speed 1.1 gpu H100"), answer("speed 9.0 gpu A10"),
                                            answer("speed 1.5 gpu H100")], rounds=3, target=5.0)
-    best = [data for event, data in events if event == "best"]
-    assert [b["round"] for b in best] == [3] and best[0]["replaces"] == 1
+    best = [event for event in events if isinstance(event, NewBest)]
+    assert [b.round for b in best] == [3] and best[0].replaces == 1
     state = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
     assert state["best_round"] == 3 and state["best_speedup"] == 1.5 and state["best_gpu"] == "H100"
 

@@ -2,6 +2,7 @@
 reading a running operator's spend from the same object (no run.json read back)."""
 from agent.generate.spending import Spent
 from agent.providers.base import Completion
+from tests.fake_runs import run_started
 
 
 def test_answers_are_counted_and_an_unpriced_one_makes_the_cost_a_lower_bound():
@@ -30,7 +31,7 @@ def test_a_batch_budget_counts_what_a_running_operator_has_spent_so_far(tmp_path
     seen = []
 
     def generate(op, hear):  # as agent.batch.start's generate_one: the loop counts into runner.spending(op)
-        hear("start", {"run_dir": str(tmp_path / f"run-{op}")})
+        hear(run_started(op, tmp_path / f"run-{op}"))
         spent = runner.spending(op)
         spent.count(Completion(text="answer", input_tokens=600, output_tokens=500, cost_usd=0.5))
         seen.append(runner.budget_spent())  # asked between rounds while the run goes on

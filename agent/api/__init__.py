@@ -109,12 +109,13 @@ def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, 
 
 
 def generate(op: str, options=None, *, root: str | Path | None = None,
-             report: Callable[[str, dict], None] | None = None, **settings):
+             report: Callable | None = None, **settings):
     """Ask an LLM for a kernel for ``op`` and return the Outcome (status accepted, failed, stopped,
     error or interrupted; ``run_dir``; ``accepted_dir``; ``spent``; ``best``). ``options`` is a
     ``GenerateOptions``, or give its fields as keywords (``provider="replay"``, ``rounds=3``, ...;
-    the README lists every one). ``report(event, data)`` hears the progress: start, asking, retry,
-    evaluating, candidate, round, best. A KeyboardInterrupt propagates after the run directory is
+    the README lists every one). ``report(event)`` hears the progress, one typed event at a time
+    (``agent.generate.progress``: Started, Asking, Retrying, Evaluating, CandidateJudged, RoundDone,
+    NewBest, ...); a ``report(name, data)`` of two arguments gets each event's name and fields. A KeyboardInterrupt propagates after the run directory is
     recorded as interrupted."""
     from agent.generate.start import run_generate
     return run_generate(op, _options(options, settings), root, report=report)

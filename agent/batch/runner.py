@@ -27,6 +27,7 @@ from typing import Callable
 from agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
 from agent.generate.loop import StoppedBecause
+from agent.generate.progress import Progress, Started
 from agent.generate.spending import Spent
 from agent.money import cost_text
 from agent.machine import process_state, this_process
@@ -77,7 +78,8 @@ class Budgets:
 
 class Batch:
     """``generate(op, report) -> Outcome`` runs the agent loop for one operator (``agent.batch.start``
-    binds every other option); ``report(event, data)`` hears every event the batch records."""
+    binds every other option), its ``report`` hearing the run's ``Progress`` events; the batch's own
+    ``report(event, data)`` hears every event the batch records (a run's as ``run_<name>``)."""
 
     def __init__(self, path: Path, generate: Callable, *, jobs: int = 2, report: Callable | None = None,
                  lease_s: float = LEASE_S, pause_s: tuple[float, float] = PAUSE_S, budgets: Budgets | None = None,
@@ -215,7 +217,7 @@ class Batch:
 
     def _run_one(self, op: str) -> None:
         try:
-            outcome = self.generate(op, lambda event, data: self._heard(op, event, data))
+            outcome = self.generate(op, lambda event: self._heard(op, event))
         except KeyboardInterrupt:  # raised by _heard after Ctrl-C; the coordinator marks the op
             return
         except (ProviderError, UsageError) as exc:  # raised before any call: how the operator is asked for
@@ -265,12 +267,12 @@ class Batch:
         return {**(spent.ledger_fields() if spent is not None else {}),
                 **({"run_id": Path(run_dir).name} if run_dir else {})}
 
-    def _heard(self, op: str, event: str, data: dict) -> None:
+    def _heard(self, op: str, event: Progress) -> None:
         if self.stop.is_set():  # Ctrl-C: the run stops at its next step and records itself interrupted
             raise KeyboardInterrupt
-        if event == "start":
-            self.run_dirs[op] = data.get("run_dir")
-        self.event("run_" + event, op=op, **_small(data))
+        if isinstance(event, Started):
+            self.run_dirs[op] = event.run_dir
+        self.event("run_" + event.name, op=op, **_small(event.fields()))
 
     def _infrastructure(self, op: str, kind: str, message: str, spent: dict | None = None) -> None:
         """Not the operator's fault: pending again (not charged) and a shared pause for every worker,

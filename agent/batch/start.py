@@ -21,6 +21,7 @@ from agent.batch import selection as select
 from agent.batch.ledger import FILE_NAME, Ledger, liveness
 from agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
 from agent.errors import UsageError
+from agent.generate.progress import DatasetInputs
 from agent.evaluation import (check_channels_last, check_evaluation, default_device, family_of_overload,
                               listed_ops)
 from agent.options import GenerateOptions, positive
@@ -295,7 +296,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
                                    spent=runner.spending(op))
             used = select.dataset_inputs_run(outcome.run_dir) if mine else None
             if used is not None:  # which of the user's inputs ran, and why the others did not
-                hear("dataset_inputs", used)
+                hear(DatasetInputs(**used))
             return outcome
         runner.generate = generate_one
         return runner.run()

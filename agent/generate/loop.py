@@ -33,6 +33,8 @@ from agent.generate.failure import WhyFailed, failure_groups_of, why_failed
 from agent.generate.merge import CannotMerge
 from agent.generate.population import Population, Rival
 from agent.generate.profile_feedback import profile_part, profiling_cost
+from agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, Listener,
+                                     NewBest, ReplacedApproved, RoundDone, SameKernel, ignore)
 from agent.generate.spending import Spent
 from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from agent.machine import this_process
@@ -110,7 +112,7 @@ class Agent:
     run: RunDir
     root: Path
     options: GenerateOptions = field(default_factory=lambda: GenerateOptions(provider="replay"))
-    report: Callable[[str, dict], None] = lambda event, data: None
+    report: Listener = ignore  # hears each Progress event
     serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
     halt: Callable[[], str | None] | None = None  # a budget beyond the run's own (a batch's), asked between rounds
     spent: Spent = field(default_factory=Spent)  # counted as each answer comes (a batch reads it while the run goes on)
@@ -227,8 +229,8 @@ class Agent:
             return False
         speedup = verdict.geomean_speedup()
         if self.best is not None:
-            self.report("best", {"round": n, "speedup": speedup, "replaces": self.best.round,
-                                 **({"dispatcher_of": list(dispatcher.rounds())} if dispatcher else {})})
+            self.report(NewBest(round=n, speedup=speedup, replaces=self.best.round,
+                                dispatcher_of=list(dispatcher.rounds()) if dispatcher else None))
         self.best = Best(n, kernel_source, verdict, speedup, dispatcher)
         self.accept(kernel_source, verdict, n, dispatcher)
         return True
@@ -267,7 +269,7 @@ class Agent:
             kernel_path = self.run.write(f"{where}/kernel.py", source)
             record.update(outcome="evaluating", kernel=f"{where}/kernel.py")
             self.save()
-            self.report("dispatcher", {"round": n, "parts": record["parts"], "rules": record["rules"]})
+            self.report(DispatcherTried(round=n, parts=record["parts"], rules=record["rules"]))
             verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
             self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
             record.update(outcome=verdict.verdict, speedup=verdict.geomean_speedup() if verdict.passed else None,
@@ -281,7 +283,7 @@ class Agent:
                         f"{second.round} ({'; '.join(record['rules'])}); at {verdict.geomean_speedup():.3g}x eager "
                         "(geomean) it is now the best kernel. A single kernel fast on every shape would beat it.\n")
         finally:
-            self.report("dispatcher_done", dict(record))
+            self.report(DispatcherDone(**record))
             self.save()
 
     def stop_reason(self, n: int) -> tuple[StoppedBecause, str] | None:
@@ -344,7 +346,7 @@ class Agent:
         self.run.write(f"{round_dir}/prompt.md", self.messages[-1]["content"])
         self.run.write_json(f"{round_dir}/messages.json", self.messages)
         self.save()
-        self.report("asking", {"round": n, "rounds": self.rounds, "candidates": self.candidates})
+        self.report(Asking(round=n, rounds=self.rounds, candidates=self.candidates))
         try:
             tried = []
             for k, answer in enumerate(self.ask(n)):
@@ -355,7 +357,7 @@ class Agent:
             record.update(pick.record)
             if self.candidates > 1:
                 record.update(candidates=[c.record for c in tried], picked=pick.number + 1)
-            self.report("round", {"round": n, "rounds": self.rounds, "record": record})
+            self.report(RoundDone(round=n, rounds=self.rounds, record=record))
             feedback = (render_feedback(None, no_code=True) if pick.verdict is None
                         else self.feedback(pick.verdict, n))
             self.history.append(round_summary(n, tried, pick))
@@ -396,7 +398,7 @@ class Agent:
         """A candidate whose call failed: recorded with its error, its index kept."""
         self.run.write(f"{where}/error.txt", f"{error}\n")
         record = {"outcome": "provider_error", "message": str(error)}
-        self.report("candidate", {"round": n, "candidate": k + 1, "record": record})
+        self.report(CandidateJudged(round=n, candidate=k + 1, record=record))
         return Candidate(k, None, None, None, record)
 
     def try_candidate(self, n: int, k: int, where: str, completion) -> "Candidate":
@@ -412,7 +414,7 @@ class Agent:
             return Candidate(k, completion, None, None, record)
         kernel_path = self.run.write(f"{where}/kernel.py", source)
         self.save()
-        self.report("evaluating", {"round": n, "candidate": k + 1, "candidates": self.candidates})
+        self.report(Evaluating(round=n, candidate=k + 1, candidates=self.candidates))
         verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
         self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
         self.state["environment"] = verdict.environment.model_dump()
@@ -428,7 +430,7 @@ class Agent:
             if profiling_s is not None:
                 record["profiling_s"] = profiling_s
         if self.candidates > 1:
-            self.report("candidate", {"round": n, "candidate": k + 1, "record": record})
+            self.report(CandidateJudged(round=n, candidate=k + 1, record=record))
         return Candidate(k, completion, source, verdict, record)
 
     def compose(self, feedback: str, tried: list, pick: "Candidate", n: int) -> str:
@@ -474,8 +476,7 @@ class Agent:
             fields.update(dispatch.provenance(dispatcher, self.run.path.name, self.root))
         meta = install(self.root, self.op, kernel_source, fields)
         if meta.run_id != self.run.path.name:  # the same code as the current kernel: kept as it is
-            self.report("same_kernel", {"round": n, "version": meta.version, "status": meta.review.status,
-                                        "run_id": meta.run_id})
+            self.report(SameKernel(round=n, version=meta.version, status=meta.review.status, run_id=meta.run_id))
             return
         if meta.replaced is not None and meta.replaced.status == "approved":
-            self.report("replaced_approved", {"round": n, **meta.replaced.model_dump()})
+            self.report(ReplacedApproved(round=n, **meta.replaced.model_dump()))

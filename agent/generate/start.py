@@ -12,12 +12,11 @@ from typing import Callable
 from agent.errors import UsageError
 from agent.evaluation import check_channels_last, check_evaluation, evaluator, timing_options, what_to_ask_for
 from agent.generate.loop import Agent, Outcome
+from agent.generate.progress import Retrying, Started, listener
 from agent.generate.spending import Spent
 from agent.generate.testable import refuse_untested
 from agent.options import GenerateOptions
 from agent.storage import RunDir, new_run_id, resolve_root
-
-Report = Callable[[str, dict], None]
 
 
 def require_price(model: str | None) -> None:
@@ -28,13 +27,14 @@ def require_price(model: str | None) -> None:
                          "--max-cost-usd")
 
 
-def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, report: Report | None = None, executor=None,
+def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, report: Callable | None = None, executor=None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
                  resumed: bool = False, halt: Callable[[], str | None] | None = None,
                  spent: Spent | None = None) -> Outcome:
     """Ask for a kernel for ``op`` as ``options`` say, under ``root`` (``agent.storage.resolve_root``;
-    created once the checks passed), and return the run's Outcome. ``report(event, data)`` hears
-    the progress (``agent.generate.loop``). A batch's run names its ``batch_id``; in a ``resumed``
+    created once the checks passed), and return the run's Outcome. ``report(event)`` hears the
+    progress, one ``agent.generate.progress`` event at a time (a two-argument ``report(name, data)``
+    gets each one's name and fields). A batch's run names its ``batch_id``; in a ``resumed``
     batch, requests its batch already paid for are answered from the call log; ``halt()``, asked
     between rounds, says why no further round may start (a batch's spent budget), or None; ``spent``
     is counted into as each answer comes (a batch's view of the run's spend so far)."""
@@ -51,13 +51,13 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
                             no_cache=options.no_cache, engines=options.engines, inductor_mode=options.inductor_mode,
                             profile_feedback=options.profile_feedback)
-    report = report or (lambda event, data: None)
+    report = listener(report)
     log = LLMLog(root / "runs" / FILE_NAME)
     inner = make_provider(options.provider, op=computation, model=options.model, base_url=options.base_url,
                           replay=options.replay, max_output_tokens=options.max_output_tokens,
                           temperature=options.temperature, retry=RetryPolicy(attempts=options.retries), log=log,
                           root=root)
-    inner.on_retry = lambda info: report("retry", info)
+    inner.on_retry = lambda info: report(Retrying(**info))
     inner.limiter = limiter
     from agent.providers.prices import price_of
     price_of(inner.model)  # a bad prices file of the user's is said now (exit 2), before any call
@@ -68,9 +68,8 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     logged = LoggedProvider(inner, log, run_id=run.path.name, op=computation, reuse=reuse, batch_id=batch_id,
                             params={"max_output_tokens": options.max_output_tokens,
                                     "temperature": options.temperature})
-    report("start", {"op": op, "computation": computation, "serves": serves, "provider": logged.name,
-                     "model": logged.model, "rounds": options.rounds, "candidates": options.candidates,
-                     "run_dir": str(run.path)})
+    report(Started(op=op, computation=computation, serves=serves, provider=logged.name, model=logged.model,
+                   rounds=options.rounds, candidates=options.candidates, run_dir=str(run.path)))
     evaluate = evaluator(root, device=options.device, seed=options.seed, timeout_s=options.timeout_s, timing=timing,
                          overloads=serves, executor=executor, extra_traces=extra_traces, channels_last=channels_last)
     agent = Agent(op=computation, serves=serves, provider=logged, evaluate=evaluate, run=run, root=root,

@@ -9,6 +9,9 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
+from agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, NewBest,
+                                     Progress, ReplacedApproved, Retrying, RoundDone, SameKernel, Started)
+
 TABLE_WIDTH = 160
 MESSAGE_LINES = 30
 
@@ -138,17 +141,22 @@ def round_reporter(console: Console) -> "RoundReporter":
 
 
 class RoundReporter:
-    """The progress of a generate run, one event at a time (``agent.generate.loop.Agent.report``):
-    ``reporter(event, data)`` prints what the event says; a wait shows a spinner until the next."""
+    """The progress of a generate run, one ``agent.generate.progress`` event at a time:
+    ``reporter(event)`` prints what the event says; a wait shows a spinner until the next."""
 
     def __init__(self, console: Console):
         self.console = console
         self.waiting: list[Waiting] = []
+        self.handlers = {Started: self._started, Asking: self._asking, Retrying: self._retrying,
+                         Evaluating: self._evaluating, CandidateJudged: self._candidate, NewBest: self._best,
+                         DispatcherTried: self._dispatcher, DispatcherDone: self._dispatcher_done,
+                         ReplacedApproved: self._replaced_approved, SameKernel: self._same_kernel,
+                         RoundDone: self._round}
 
-    def __call__(self, event: str, data: dict) -> None:
-        handler = getattr(self, "_on_" + event, None)
+    def __call__(self, event: Progress) -> None:
+        handler = self.handlers.get(type(event))
         if handler is not None:
-            handler(data)
+            handler(event)
 
     def wait(self, text: str) -> None:
         self.stop_waiting()
@@ -158,31 +166,31 @@ class RoundReporter:
         while self.waiting:
             self.waiting.pop().stop()
 
-    def _on_start(self, data: dict) -> None:
-        if data["computation"] != data["op"]:
-            self.console.print(f"{data['op']} is a calling convention of {data['computation']}: asking for "
-                               f"{data['computation']} once (--exact-overload asks for the overload itself)")
-        self.console.print(f"bbagent generate {data['computation']}: provider {data['provider']}, model "
-                           f"{data['model']}, up to {data['rounds']} round(s) of {data['candidates']} candidate(s); "
-                           f"run directory {data['run_dir']}")
-        if len(data["serves"]) > 1:
-            self.console.print(f"the kernel is tested and served as {', '.join(data['serves'])}")
+    def _started(self, event: Started) -> None:
+        if event.computation != event.op:
+            self.console.print(f"{event.op} is a calling convention of {event.computation}: asking for "
+                               f"{event.computation} once (--exact-overload asks for the overload itself)")
+        self.console.print(f"bbagent generate {event.computation}: provider {event.provider}, model "
+                           f"{event.model}, up to {event.rounds} round(s) of {event.candidates} candidate(s); "
+                           f"run directory {event.run_dir}")
+        if len(event.serves) > 1:
+            self.console.print(f"the kernel is tested and served as {', '.join(event.serves)}")
 
-    def _on_asking(self, data: dict) -> None:
-        many = f" for {data['candidates']} candidates" if data.get("candidates", 1) > 1 else ""
-        self.wait(f"round {data['round']}/{data['rounds']}: asking the model{many}")
+    def _asking(self, event: Asking) -> None:
+        many = f" for {event.candidates} candidates" if event.candidates > 1 else ""
+        self.wait(f"round {event.round}/{event.rounds}: asking the model{many}")
 
-    def _on_retry(self, data: dict) -> None:  # from the provider's retry loop, while waiting
-        self.console.print(f"  the call failed ({escape(data['error'][:200])}); attempt {data['attempt'] + 1} of "
-                           f"{data['attempts']} in {data['wait_s']:.1f} s")
+    def _retrying(self, event: Retrying) -> None:  # from the provider's retry loop, while waiting
+        self.console.print(f"  the call failed ({escape(event.error[:200])}); attempt {event.attempt + 1} of "
+                           f"{event.attempts} in {event.wait_s:.1f} s")
 
-    def _on_evaluating(self, data: dict) -> None:
-        which = f" {data['candidate']} of {data['candidates']}" if data.get("candidates", 1) > 1 else ""
-        self.wait(f"round {data['round']}: evaluating the kernel{which}")
+    def _evaluating(self, event: Evaluating) -> None:
+        which = f" {event.candidate} of {event.candidates}" if event.candidates > 1 else ""
+        self.wait(f"round {event.round}: evaluating the kernel{which}")
 
-    def _on_candidate(self, data: dict) -> None:
+    def _candidate(self, event: CandidateJudged) -> None:
         self.stop_waiting()
-        record, where = data["record"], f"round {data['round']}, candidate {data['candidate']}"
+        record, where = event.record, f"round {event.round}, candidate {event.candidate}"
         if record["outcome"] == "provider_error":
             self.console.print(f"{where}: [red]no answer[/red] ({escape(record['message'][:200])})")
         elif record["outcome"] == "no_code":
@@ -191,62 +199,58 @@ class RoundReporter:
             s = record["summary"]
             self.console.print(f"{where}: {_status(record)} {s['passed']}/{s['total']} tests")
 
-    def _on_best(self, data: dict) -> None:
-        what = ("bbagent's dispatcher between rounds {} and {}".format(*data["dispatcher_of"])
-                if data.get("dispatcher_of") else "")
-        self.console.print(f"round {data['round']}: {what or 'the kernel is'} faster than round {data['replaces']}; "
+    def _best(self, event: NewBest) -> None:
+        what = ("bbagent's dispatcher between rounds {} and {}".format(*event.dispatcher_of)
+                if event.dispatcher_of else "")
+        self.console.print(f"round {event.round}: {what or 'the kernel is'} faster than round {event.replaces}; "
                            "it replaces it in generated_kernels/ (the slower one stays in runs/)")
 
-    def _on_dispatcher(self, data: dict) -> None:
+    def _dispatcher(self, event: DispatcherTried) -> None:
         self.wait("round {}: evaluating a dispatcher between the kernels of rounds {} and {} ({})".format(
-            data["round"], *data["parts"], "; ".join(data["rules"])))
+            event.round, *event.parts, "; ".join(event.rules)))
 
-    def _on_dispatcher_done(self, data: dict) -> None:
+    def _dispatcher_done(self, event: DispatcherDone) -> None:
         self.stop_waiting()
-        parts = "rounds {} and {}".format(*data["parts"])
-        outcome = data.get("outcome")
-        if outcome in ("not_tried", "cannot_merge"):
-            self.console.print(f"round {data['after_round']}: no dispatcher between {parts}: {escape(data['reason'])}")
-        elif outcome == "pass":
-            speed = data.get("speedup")
-            kept = "kept" if data.get("kept") else "not faster than the best, not kept"
-            self.console.print(f"round {data['after_round']}: dispatcher between {parts}: [green]PASS[/green]"
-                               + (f", geomean {speed:.3g}x eager" if speed is not None else "") + f"; {kept}")
-        elif outcome:
-            self.console.print(f"round {data['after_round']}: dispatcher between {parts}: [red]{escape(outcome)}[/red] "
-                               f"({escape(data.get('message', '')[:200])})")
+        where, parts = f"round {event.after_round}", "rounds {} and {}".format(*event.parts)
+        if event.outcome in ("not_tried", "cannot_merge"):
+            self.console.print(f"{where}: no dispatcher between {parts}: {escape(event.reason or '')}")
+        elif event.outcome == "pass":
+            kept = "kept" if event.kept else "not faster than the best, not kept"
+            self.console.print(f"{where}: dispatcher between {parts}: [green]PASS[/green]"
+                               + (f", geomean {event.speedup:.3g}x eager" if event.speedup is not None else "")
+                               + f"; {kept}")
+        elif event.outcome:
+            self.console.print(f"{where}: dispatcher between {parts}: [red]{escape(event.outcome)}[/red] "
+                               f"({escape((event.message or '')[:200])})")
 
-    def _on_replaced_approved(self, data: dict) -> None:
-        self.console.print(f"[yellow]note:[/yellow] round {data['round']}'s kernel replaces approved version "
-                           f"{data['version']} as the current kernel; version {data['version']} stays in "
-                           f"{data['where']}/ and is what `bbagent.enable()` serves until the new one is approved")
+    def _replaced_approved(self, event: ReplacedApproved) -> None:
+        self.console.print(f"[yellow]note:[/yellow] round {event.round}'s kernel replaces approved version "
+                           f"{event.version} as the current kernel; version {event.version} stays in "
+                           f"{event.where}/ and is what `bbagent.enable()` serves until the new one is approved")
 
-    def _on_same_kernel(self, data: dict) -> None:
-        self.console.print(f"note: round {data['round']}'s kernel is the same code as the current version "
-                           f"{data['version']} (from run {data['run_id']}): kept as it is, review status "
-                           f"{data['status']}, no new version")
+    def _same_kernel(self, event: SameKernel) -> None:
+        self.console.print(f"note: round {event.round}'s kernel is the same code as the current version "
+                           f"{event.version} (from run {event.run_id}): kept as it is, review status "
+                           f"{event.status}, no new version")
 
-    def _on_round(self, data: dict) -> None:
+    def _round(self, event: RoundDone) -> None:
         self.stop_waiting()
-        record = data["record"]
+        record = event.record
         usage = record.get("usage", {})
         tokens = f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
         if usage.get("cached"):
             tokens += ", the answer reused from the call log"
         if record["outcome"] == "no_code":
-            self.console.print(f"round {data['round']}: [red]no code block[/red] in the answer ({tokens})")
+            self.console.print(f"round {event.round}: [red]no code block[/red] in the answer ({tokens})")
             return
         s = record["summary"]
         from harness.verdict import count_text  # pydantic: not at import, which every command pays before it starts
-        line = f"round {data['round']}: {_status(record)} {count_text(record.get('counts') or s)} ({tokens})"
+        line = f"round {event.round}: {_status(record)} {count_text(record.get('counts') or s)} ({tokens})"
         if record.get("speedup") is not None:
             line += f", geomean speedup {record['speedup']:.3g}x over eager"
         if record.get("message"):
             line += f" - {escape(record['message'].splitlines()[0][:200])}"
         self.console.print(line)
-
-    def _on_stop(self, data: dict) -> None:
-        self.stop_waiting()
 
 
 def _status(record: dict) -> str:

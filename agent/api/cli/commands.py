@@ -433,7 +433,7 @@ def cmd_generate(args, out, err) -> int:
     try:  # a provider that cannot be set up raises ProviderError before any round: exit 3 in main()
         outcome = api.generate(args.op, root=args.root, report=report, **_generate_options(args))
     except KeyboardInterrupt:
-        report("stop", {})
+        report.stop_waiting()
         err.print("[yellow]interrupted[/yellow]; the run is recorded as interrupted in its run directory (above)")
         return EXIT_INTERRUPTED
     spent = outcome.spent
