@@ -28,21 +28,21 @@ class Cache:
 
 
 def _timing_file(root: Path) -> Path:
-    from harness.timing.reference_cache import FILE_NAME
+    from bbagent.harness.timing.reference_cache import FILE_NAME
     return root / "runs" / FILE_NAME
 
 
 def _folder(name: str, path: Path, what: str, pattern: str = "*") -> Cache:
-    from harness.workdirs import size_of
+    from bbagent.harness.workdirs import size_of
     entries = list(path.glob(pattern)) if path.is_dir() else []
     return Cache(name, str(path), len(entries), size_of(path) if path.is_dir() else 0, what)
 
 
 def caches(root: Path) -> list[Cache]:
     """Every cache, with where it is, how many entries it holds and their bytes."""
-    from harness import workdirs
-    from harness.sandbox.environment import triton_cache_dir
-    from harness.suite.cache import cache_dir
+    from bbagent.harness import workdirs
+    from bbagent.harness.sandbox.environment import triton_cache_dir
+    from bbagent.harness.suite.cache import cache_dir
     timing = _timing_file(root)
     orphans = workdirs.orphaned()
     return [
@@ -58,11 +58,11 @@ def caches(root: Path) -> list[Cache]:
 
 def clear(root: Path, which: list[str], dry_run: bool = False) -> list[Cache]:
     """Empty the caches named (``CACHES``, or "all"); what was (or would be) removed."""
-    from harness import workdirs
+    from bbagent.harness import workdirs
     names = list(CACHES) if "all" in which else which
     unknown = [n for n in names if n not in CACHES]
     if unknown:
-        from agent.errors import UsageError
+        from bbagent.agent.errors import UsageError
         raise UsageError(f"unknown cache {', '.join(unknown)}: choose from {', '.join(CACHES)} or all")
     removed = []
     for cache in caches(root):

@@ -11,14 +11,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.errors import UsageError
-from agent.options import engines_of, positive
+from bbagent.agent.errors import UsageError
+from bbagent.agent.options import engines_of, positive
 
 PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each for eager and the kernel
 
 
 def check_op(op: str) -> None:
-    from harness.ops import UnknownOpError, resolve_op
+    from bbagent.harness.ops import UnknownOpError, resolve_op
     try:
         resolve_op(op)
     except UnknownOpError as exc:
@@ -26,7 +26,7 @@ def check_op(op: str) -> None:
 
 
 def default_device() -> str:
-    from harness.evaluate import default_device as harness_default
+    from bbagent.harness.evaluate import default_device as harness_default
     return harness_default()
 
 
@@ -66,8 +66,8 @@ def opinfo_problem() -> str | None:
 def listed_ops(suite: str = "all", family: str | None = None, pattern: str | None = None) -> list[dict]:
     """The overloads bbagent can test (``bbagent ops --json`` rows) of ``suite``, by prompt family
     and a substring of the name."""
-    from agent.families import family_of
-    from harness.coverage import SUITES, list_ops
+    from bbagent.agent.families import family_of
+    from bbagent.harness.coverage import SUITES, list_ops
     if suite not in SUITES:
         raise UsageError(f"unknown suite '{suite}'; choose one of {', '.join(SUITES)}")
     rows = list_ops(suite)
@@ -78,8 +78,8 @@ def listed_ops(suite: str = "all", family: str | None = None, pattern: str | Non
 
 def family_of_overload(op: str) -> dict:
     """The overloads computing what ``op`` computes (``harness.variants.variant_family``)."""
-    from harness.ops import resolve_op
-    from harness.variants import variant_family
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.variants import variant_family
     return variant_family(resolve_op(op))
 
 
@@ -100,8 +100,8 @@ def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:
     False when ``quiet`` (a batch applies it where it applies)."""
     if not wanted:
         return False
-    from agent.families import family_of
-    from harness.layouts import CHANNELS_LAST_FAMILIES
+    from bbagent.agent.families import family_of
+    from bbagent.harness.layouts import CHANNELS_LAST_FAMILIES
     family = family_of(op)
     if family in CHANNELS_LAST_FAMILIES:
         return True
@@ -115,7 +115,7 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
     """The kernel file and the overload it is written for: ``kernel`` (written for ``kernel_for``,
     for the written_for of the meta.json beside it, else for ``op``), or the accepted kernel
     serving ``op``."""
-    from agent.review.catalog import kernel_serving, written_for_beside
+    from bbagent.agent.review.catalog import kernel_serving, written_for_beside
     if kernel is not None:
         kernel = Path(kernel)
         if not kernel.is_file():
@@ -168,7 +168,7 @@ class Evaluator:
         self.preparing.start()
 
     def _prepare(self, op: str) -> None:
-        from harness.evaluate import prepare_suite
+        from bbagent.harness.evaluate import prepare_suite
         started = time.time()
         options = dict(overloads=self.overloads, extra_traces=self.extra_traces, channels_last=self.channels_last,
                        timeout_s=self.timeout_s, hidden=[self.root])
@@ -180,8 +180,8 @@ class Evaluator:
         self.prepared = {"outcome": outcome, "seconds": round(time.time() - started, 3), "started_at": round(started, 3)}
 
     def __call__(self, op: str, kernel: Path, profile: bool = True):
-        from harness.adapters import AdapterError
-        from harness.evaluate import KernelFileError, SetupError, evaluate as run_evaluation
+        from bbagent.harness.adapters import AdapterError
+        from bbagent.harness.evaluate import KernelFileError, SetupError, evaluate as run_evaluation
         if self.preparing is not None:
             self.preparing.join()
         timing = self.timing
@@ -206,8 +206,8 @@ def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: b
     ``profile_feedback`` (generate's optimisation rounds): every timed kernel is also profiled,
     with eager, on the ``FEEDBACK_PROFILED_SHAPES`` shapes furthest from their roofline: by Nsight
     Compute where ncu is found, else by the torch profiler (launches and times only)."""
-    from harness.evaluate import TimingOptions
-    from harness.timing.reference_cache import FILE_NAME, ReferenceCache
+    from bbagent.harness.evaluate import TimingOptions
+    from bbagent.harness.timing.reference_cache import FILE_NAME, ReferenceCache
     positive("--max-shapes", max_shapes, minimum=1)
     positive("--target-ms", target_ms)
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
@@ -220,6 +220,6 @@ FEEDBACK_PROFILED_SHAPES = 2
 
 
 def _feedback_profiles() -> dict:
-    from harness.timing.ncu import find_ncu
+    from bbagent.harness.timing.ncu import find_ncu
     how = "ncu" if find_ncu() else "profile"
     return {how: FEEDBACK_PROFILED_SHAPES, "pick": "furthest"}

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import torch
 
-from harness.variants import out_arguments, overloads
+from bbagent.harness.variants import out_arguments, overloads
 
 
 def _prompts_dir() -> Path:
-    """The templates: the package data of ``agent.prompts`` in an installed wheel, else the
+    """The templates: the package data of ``bbagent.agent.prompts`` in an installed wheel, else the
     checkout's ``prompts/`` beside the ``agent`` package (a checkout or an editable install)."""
-    installed = Path(str(resources.files("agent") / "prompts"))
+    installed = Path(str(resources.files("bbagent.agent") / "prompts"))
     return installed if (installed / "base.j2").is_file() else Path(__file__).resolve().parent.parent / "prompts"
 
 

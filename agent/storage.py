@@ -22,7 +22,7 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from agent.errors import UsageError
+from bbagent.agent.errors import UsageError
 
 
 def resolve_root(root: str | Path | None = None, *, write: bool = False) -> Path:

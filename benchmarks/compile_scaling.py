@@ -67,11 +67,11 @@ def main() -> int:
     import torch
     import triton
     from triton import knobs
-    from harness.inputs import clone_value
-    from harness.ops import resolve_op
-    from harness.sandbox import compile_ahead
-    from harness.suite.build import build_suite
-    from harness.sandbox.worker import load_lazy_parts
+    from bbagent.harness.inputs import clone_value
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.sandbox import compile_ahead
+    from bbagent.harness.suite.build import build_suite
+    from bbagent.harness.sandbox.worker import load_lazy_parts
     load_lazy_parts()
     torch.zeros(1, device="cuda")
     rows = []

@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from harness.evaluate import evaluate
+from bbagent.harness.evaluate import evaluate
 
 
 def main() -> int:

@@ -25,7 +25,7 @@ def spy():
 
 
 torch.cuda._lazy_init = spy
-from harness.sandbox.forkserver import preload  # noqa: E402
+from bbagent.harness.sandbox.forkserver import preload  # noqa: E402
 
 try:
     preload("cuda")

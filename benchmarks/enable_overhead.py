@@ -35,8 +35,8 @@ def per_call_us(function, x, calls: int, repeats: int, sync) -> float:
 
 
 def approved_root(source: str) -> Path:
-    from agent.machine import this_machine
-    from agent.review.lifecycle import install, set_status
+    from bbagent.agent.machine import this_machine
+    from bbagent.agent.review.lifecycle import install, set_status
     import torch
     import triton
     root = Path(tempfile.mkdtemp(prefix="bbagent-enable-overhead-"))

@@ -98,7 +98,7 @@ def row_of(name: str, kind: str, mode: str, verdict: dict, wall_s: float) -> dic
 
 
 def evaluate_warm(op: str, path: Path, device: str, timeout_s: float, profile: bool = False) -> tuple[dict, float]:
-    from harness.evaluate import evaluate
+    from bbagent.harness.evaluate import evaluate
     started = time.perf_counter()
     verdict = evaluate(op, path, device=device, timeout_s=timeout_s, warm=True, profile=profile)
     return json.loads(verdict.model_dump_json()), time.perf_counter() - started
@@ -135,8 +135,8 @@ def suite_profile(names: list[str], device: str, out) -> None:
     at = time.perf_counter()
     from torch.testing._internal.common_methods_invocations import op_db  # noqa: F401
     marks["OpInfo database"] = time.perf_counter() - at
-    from harness.ops import resolve_op
-    from harness.suite.build import build_suite
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.build import build_suite
     for key, value in marks.items():
         print(f"{key}: {value:.2f} s", file=out)
     for name in names:
@@ -171,11 +171,11 @@ def loop_profile(names: list[str], device: str, out, limit: int | None = None, t
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
     print(f"torch imported and {device} ready: {time.perf_counter() - started:.2f} s", file=out)
-    from harness.checks.case import run_case
-    from harness.stopwatch import Stopwatch
-    from harness.checks.guards import AtenRecorder, LaunchCounter
-    from harness.ops import resolve_op
-    from harness.suite.build import build_suite
+    from bbagent.harness.checks.case import run_case
+    from bbagent.harness.stopwatch import Stopwatch
+    from bbagent.harness.checks.guards import AtenRecorder, LaunchCounter
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.build import build_suite
     launches = LaunchCounter()
     launches.install(device)
     for name in names:
@@ -265,7 +265,7 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=None,
                         help="with --loop-profile: this many tests, spread over the suite")
     args = parser.parse_args()
-    from harness.evaluate import default_device
+    from bbagent.harness.evaluate import default_device
     device = args.device or default_device()
     names = [n for n in args.ops.split(",") if n]
     unknown = [n for n in names if n not in CANDIDATES]

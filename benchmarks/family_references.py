@@ -25,11 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def check_overload(name: str, device: str, seed: int, most_cases: int) -> dict:
     """The disagreements of one overload over (at most ``most_cases`` of) its tests."""
     import torch
-    from harness.checks.case import functional_reference
-    from harness.checks.reference import ReferenceFault, is_cuda_error
-    from harness.inputs import clone_value
-    from harness.ops import resolve_op, value_mode
-    from harness.suite.build import build_suite
+    from bbagent.harness.checks.case import functional_reference
+    from bbagent.harness.checks.reference import ReferenceFault, is_cuda_error
+    from bbagent.harness.inputs import clone_value
+    from bbagent.harness.ops import resolve_op, value_mode
+    from bbagent.harness.suite.build import build_suite
     op = resolve_op(name)
     row = {"op": name, "cases": 0, "disagree": 0, "examples": [], "error": None}
     if value_mode(op) != "exact":
@@ -90,7 +90,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write every row here")
     args = parser.parse_args()
     import torch
-    from harness.coverage import list_ops
+    from bbagent.harness.coverage import list_ops
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     names = (args.ops.split(",") if args.ops else
              [r["op"] for r in list_ops("all") if r.get("tested_via") and not r.get("why_none")])

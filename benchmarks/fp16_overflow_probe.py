@@ -8,9 +8,9 @@ prints the share of results beyond float16's largest value, 65504.
 """
 import torch
 
-from harness import inputs
-from harness.inputs import materialize
-from harness.traces import load_calls
+from bbagent.harness import inputs
+from bbagent.harness.inputs import materialize
+from bbagent.harness.traces import load_calls
 
 FLOAT16_MAX = 65504
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from harness.timing.clock import as_graph  # noqa: E402
+from bbagent.harness.timing.clock import as_graph  # noqa: E402
 
 
 def load_kernel():

@@ -131,7 +131,7 @@ def graph() -> tuple[set[str], set[tuple[str, str]], int]:
         if source is None:  # harness/__init__.py
             continue
         places.add(source)
-        for name in imported_modules(path, module_name(path)):
+        for name in map(source_name, imported_modules(path, module_name(path))):
             while name and name not in known and "." in name:  # harness.checks.case.run -> harness.checks.case
                 name = name.rsplit(".", 1)[0]
             target = place_of(name) if name in known else None
@@ -140,15 +140,24 @@ def graph() -> tuple[set[str], set[tuple[str, str]], int]:
     return places, arrows, len(files)
 
 
+def source_name(imported: str) -> str:
+    """An imported name as the module's place in the source tree: the installed ``bbagent.agent.x``
+    and ``bbagent.harness.x`` as ``agent.x`` and ``harness.x``, the public API ``bbagent`` (and
+    ``bbagent.cli``) as ``agent.api``; any other name as it is."""
+    for installed, source in (("bbagent.agent", "agent"), ("bbagent.harness", "harness"), ("bbagent", PUBLIC)):
+        if within(imported, installed):
+            return source + imported.removeprefix(installed)
+    return imported
+
+
 def module_graph(root: Path = ROOT) -> dict[str, set[str]]:
-    """Module -> the modules of agent/ and harness/ it imports (``bbagent.x`` read as ``agent.api.x``)."""
+    """Module -> the modules of agent/ and harness/ it imports, by their names in the source tree
+    (``source_name``)."""
     files = {module_name(p, root): p for d in ("agent", "harness") for p in (root / d).rglob("*.py")}
     edges = {}
     for name, path in files.items():
         targets = set()
-        for imported in imported_modules(path, name):
-            if imported == "bbagent" or imported.startswith("bbagent."):
-                imported = PUBLIC + imported.removeprefix("bbagent")
+        for imported in map(source_name, imported_modules(path, name)):
             while imported not in files and "." in imported:
                 imported = imported.rsplit(".", 1)[0]
             if imported in files and imported != name:

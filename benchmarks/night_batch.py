@@ -131,21 +131,19 @@ def evaluation_rows(verdicts: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: r["op"] or "")
 
 
-def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | None) -> dict:
+def run_batch(checkout: Path | None, replays: Path, ops: list[str], args, keep: Path | None) -> dict:
     root = Path(tempfile.mkdtemp(prefix="bbagent-night-"))
     env = dict(os.environ, TRITON_CACHE_DIR=str(root / "triton-cache"), BBAGENT_SUITE_CACHE=str(root / "suites"))
-    shim = root / "shim"  # the checkout's public API as the package `bbagent`, as the wheel installs it
-    shim.mkdir()
-    (shim / "bbagent").symlink_to(checkout / "agent" / "api")
-    others = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
-              if p and Path(p).resolve() != ROOT and not (Path(p) / "bbagent").exists()]
-    env["PYTHONPATH"] = os.pathsep.join([str(shim), str(checkout), *others])
+    if checkout is not None:  # another tree's bbagent, installed (as a wheel installs it) where only this batch sees it
+        target = root / "installed"
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                        "--disable-pip-version-check", "--target", str(target), str(checkout)], check=True)
+        env["PYTHONPATH"] = os.pathsep.join([str(target), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))])
     command = [sys.executable, "-m", "bbagent", "batch", "--ops", ",".join(ops), "--provider", "replay",
                "--replay", str(replays), "--rounds", "1", "--root", str(root), "--json", "--exact-overload"]
     command += ["--jobs", str(args.jobs)] if args.jobs else []
     command += ["--evals-per-gpu", str(args.evals_per_gpu)] if args.evals_per_gpu else []
-    sys.path.insert(0, str(ROOT))
-    from agent.batch.gpu_monitor import GpuMonitor  # NVML every second, as a batch samples its GPUs
+    from bbagent.agent.batch.gpu_monitor import GpuMonitor  # NVML every second, as a batch samples its GPUs
     monitor = GpuMonitor({0: os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]})
     if monitor.unavailable:
         print(f"no NVML: {monitor.unavailable}", file=sys.stderr)
@@ -174,7 +172,7 @@ def run_batch(checkout: Path, replays: Path, ops: list[str], args, keep: Path | 
     missed_correct = [{"op": r.get("op"), "message": (r.get("message") or "")[:300]}
                       for r in finished if r.get("op") in CORRECT and r.get("status") != "accepted"]
     hours = wall / 3600
-    row = {"checkout": str(checkout), "latency_s": args.latency, "wall_s": round(wall, 1), "stopped_at_limit": stopped,
+    row = {"checkout": str(checkout or "the installed bbagent"), "latency_s": args.latency, "wall_s": round(wall, 1), "stopped_at_limit": stopped,
            "exit": batch.returncode, "operators": len(ops), "operators_finished": len(finished),
            "evaluations": len(verdicts), "evaluations_per_hour": round(len(verdicts) / hours, 1),
            "operators_per_hour": round(len(finished) / hours, 1),
@@ -243,7 +241,8 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="simulated seconds per LLM answer (default 0)")
     parser.add_argument("--jobs", type=int, help="agent loops at once (default: the batch's own)")
     parser.add_argument("--evals-per-gpu", type=int, help="passed to the batch (default: the batch's own)")
-    parser.add_argument("--checkout", type=Path, default=ROOT, help="the bbagent tree to run (default this one)")
+    parser.add_argument("--checkout", type=Path, help="another bbagent tree to run, installed for the batch "
+                        "(default: the bbagent this Python imports)")
     parser.add_argument("--time-limit", type=float, help="stop the batch after this many seconds")
     parser.add_argument("--ops", type=int, default=len(CORRECT) + len(WRONG), help="how many operators (from the start)")
     parser.add_argument("--alone", action="store_true", help="time each accepted kernel again alone afterwards")
@@ -257,7 +256,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         replays = Path(scratch) / "replays"
         write_replays(replays, args.latency, {op: answers[op] for op in ops})
-        row = run_batch(args.checkout.resolve(), replays, ops, args, args.out)
+        row = run_batch(args.checkout.resolve() if args.checkout else None, replays, ops, args, args.out)
     print(json.dumps({k: v for k, v in row.items() if k not in ("speedups", "per_evaluation", "batch_shapes", "alone")},
                      indent=1))
     for timed in row.get("alone") or []:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from harness.inputs import make_tensor
-from harness.traces import TensorSpec
+from bbagent.harness.inputs import make_tensor
+from bbagent.harness.traces import TensorSpec
 
 KERNELS = Path(__file__).resolve().parent.parent / "tests" / "kernels"
 

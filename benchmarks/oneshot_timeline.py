@@ -66,7 +66,7 @@ def dump():
     with open(os.environ["ONESHOT_TIMELINE"], "w") as f:
         json.dump({"started": started, "marks": marks, "samples": samples}, f)
 
-from harness.sandbox import pool
+from bbagent.harness.sandbox import pool
 spawn, await_ready = pool.WarmPool._spawn, pool.WarmPool._await_ready
 def marked_spawn(self):
     marks.setdefault("server_spawned", time.time())
@@ -142,11 +142,11 @@ def one_run(op: str, source: str, workdir: Path, device: str | None) -> dict:
 
 def server_imports(device: str, out) -> None:
     """The fork server's preload alone, under -X importtime, in the sandbox's environment."""
-    from harness.sandbox.environment import base_env
+    from bbagent.harness.sandbox.environment import base_env
     env = base_env(device)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                           f"from harness.sandbox.forkserver import preload; preload({device!r})"],
+                           f"from bbagent.harness.sandbox.forkserver import preload; preload({device!r})"],
                           env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=300)
     took = time.perf_counter() - started
     rows = []
@@ -190,7 +190,7 @@ def main() -> int:
                 print(f"  {at:6.2f} +{seconds:5.2f} s  {where}", file=out)
             out.flush()
     if args.server_imports:
-        from harness.evaluate import default_device
+        from bbagent.harness.evaluate import default_device
         server_imports(args.device or default_device(), out)
     if args.out:
         out.close()

@@ -36,10 +36,10 @@ def measure(op_name: str, mode: str) -> dict:
 
     import torch
 
-    from harness.checks.reference import reference_call
-    from harness.inputs import clone_value
-    from harness.ops import resolve_op
-    from harness.suite.build import build_suite
+    from bbagent.harness.checks.reference import reference_call
+    from bbagent.harness.inputs import clone_value
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.build import build_suite
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.zeros(1, device=device)
     op = resolve_op(op_name)

@@ -97,11 +97,15 @@ def steps(check: Check) -> list[tuple[str, callable]]:
     device = ["--device", check.device]
 
     def where_from():
-        done = check.run("-c", "import bbagent, agent, harness; print(bbagent.__file__, agent.__file__, harness.__file__)")
+        done = check.run("-c", "import bbagent.agent, bbagent.harness; "
+                               "print(bbagent.__file__, bbagent.agent.__file__, bbagent.harness.__file__)")
         paths = done.stdout.split()
-        if done.returncode != 0 or not paths or not all(p.startswith(str(check.site)) for p in paths):
+        if done.returncode != 0 or not paths or not all(p.startswith(str(check.site / "bbagent")) for p in paths):
             raise StepFailed(f"bbagent is not imported from the install: {done.stdout or done.stderr[-300:]}")
-        return "from " + str(check.site)
+        installed = sorted(p.name for p in check.site.iterdir() if p.name.lower().startswith(("bbagent", "agent", "harness")))
+        if [name for name in installed if not name.startswith("bbagent")]:
+            raise StepFailed(f"the wheel installs more than bbagent: {installed}")
+        return "from " + str(check.site / "bbagent")
 
     def generate():
         check.bbagent("generate", "--op", RELU, "--provider", "replay", *device)

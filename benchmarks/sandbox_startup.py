@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.evaluate import default_device, evaluate  # noqa: E402
+from bbagent.harness.evaluate import default_device, evaluate  # noqa: E402
 
 RELU = ROOT / "tests" / "kernels" / "relu_triton.py"
 

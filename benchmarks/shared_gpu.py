@@ -34,7 +34,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.op not in CANDIDATES:
         parser.error(f"--op must be one of {', '.join(CANDIDATES)}")
-    from harness.evaluate import evaluate
+    from bbagent.harness.evaluate import evaluate
     op_name, correct, _ = CANDIDATES[args.op]
     scratch = Path(tempfile.mkdtemp(prefix="bbagent-shared-gpu-"))
     paths = []

@@ -51,9 +51,9 @@ def main() -> int:
     parser.add_argument("--max-shapes", type=int, default=6, help="timed shapes per correct kernel (default 6)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from agent.batch.executor import _total_memory
-    from harness.evaluate import TimingOptions, evaluate
-    from harness.sandbox.gpu_share import GpuShare, overlaps
+    from bbagent.agent.batch.executor import _total_memory
+    from bbagent.harness.evaluate import TimingOptions, evaluate
+    from bbagent.harness.sandbox.gpu_share import GpuShare, overlaps
     share = None if args.no_share else GpuShare.for_gpu("gpu-0", _total_memory(0), len(CASES))
 
     def one(case) -> dict:

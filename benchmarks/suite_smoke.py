@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def _reference_errors(suite, op) -> list[str]:
     """Tests whose inputs the aten reference rejects (they would end as reference_error)."""
-    from harness.suite.edge_cases import reference_accepts  # forks on CPU: aten CPU kernels can crash
+    from bbagent.harness.suite.edge_cases import reference_accepts  # forks on CPU: aten CPU kernels can crash
     return [f"{case.id}: {case.description[:120]}" for case in suite.cases
             if not reference_accepts(op, *case.inputs())]
 
@@ -37,9 +37,9 @@ def main() -> int:
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     warnings.filterwarnings("ignore")
-    from harness.coverage import list_ops
-    from harness.ops import resolve_op
-    from harness.suite.build import build_suite
+    from bbagent.harness.coverage import list_ops
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.build import build_suite
     rows = [r for r in list_ops("traces") if not r["why_none"]]
     rows.sort(key=lambda r: -r["trace_tests"])
     results = []

@@ -31,10 +31,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.inputs import materialize  # noqa: E402
-from harness.ops import resolve_op  # noqa: E402
-from harness.timing.clock import empty_launch_ms, graphed, overhead_dominated, summarize, time_interleaved  # noqa: E402
-from harness.traces import load_calls  # noqa: E402
+from bbagent.harness.inputs import materialize  # noqa: E402
+from bbagent.harness.ops import resolve_op  # noqa: E402
+from bbagent.harness.timing.clock import empty_launch_ms, graphed, overhead_dominated, summarize, time_interleaved  # noqa: E402
+from bbagent.harness.traces import load_calls  # noqa: E402
 
 OPS = ["aten.relu.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.mm.default", "aten.bmm.default",
        "aten._softmax.default", "aten.sum.dim_IntList", "aten.native_layer_norm.default",

@@ -26,12 +26,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from harness.adapters import serving  # noqa: E402
-from harness.inputs import materialize  # noqa: E402
-from harness.ops import resolve_op  # noqa: E402
-from harness.inputs import spread  # noqa: E402
-from harness.timing.clock import graphed, summarize, time_interleaved  # noqa: E402
-from harness.traces import load_calls  # noqa: E402
+from bbagent.harness.adapters import serving  # noqa: E402
+from bbagent.harness.inputs import materialize  # noqa: E402
+from bbagent.harness.ops import resolve_op  # noqa: E402
+from bbagent.harness.inputs import spread  # noqa: E402
+from bbagent.harness.timing.clock import graphed, summarize, time_interleaved  # noqa: E402
+from bbagent.harness.traces import load_calls  # noqa: E402
 
 FAMILIES = [("aten.relu.default", "aten.relu_.default", "aten.relu.out", "relu_triton.py"),
             ("aten.add.Tensor", "aten.add_.Tensor", "aten.add.out", "add_broadcast.py")]

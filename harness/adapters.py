@@ -17,9 +17,9 @@ from typing import Callable
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from harness.plain import plain_only
-from harness.ops import op_name
-from harness.variants import functional_of, is_written, out_arguments
+from bbagent.harness.plain import plain_only
+from bbagent.harness.ops import op_name
+from bbagent.harness.variants import functional_of, is_written, out_arguments
 
 
 class AdapterError(ValueError):

@@ -10,15 +10,15 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from harness.assemble import not_timed_reason
-from harness.events import Baseline, Done, Event, Fatal, NcuRange, first, of_kind
-from harness.sandbox.job import Job
-from harness.sandbox.run import child_env, exit_cause, run_child
-from harness.sandbox.watch import ChildOutcome, Limits
-from harness.timing import baselines, ncu
-from harness.timing.options import TimingOptions
-from harness.timing.profile import pick
-from harness import workdirs
+from bbagent.harness.assemble import not_timed_reason
+from bbagent.harness.events import Baseline, Done, Event, Fatal, NcuRange, first, of_kind
+from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.run import child_env, exit_cause, run_child
+from bbagent.harness.sandbox.watch import ChildOutcome, Limits
+from bbagent.harness.timing import baselines, ncu
+from bbagent.harness.timing.options import TimingOptions
+from bbagent.harness.timing.profile import pick
+from bbagent.harness import workdirs
 
 
 def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: Job, base_env: dict, warm: bool,

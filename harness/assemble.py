@@ -8,14 +8,14 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
+from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
                             Event, Fatal, Profile, ReferenceStart, Sealed, StoppedEarly, Suite, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
-from harness.sandbox.compile_pauses import compile_totals
-from harness.sandbox.run import exit_cause
-from harness.sandbox.watch import ChildOutcome
-from harness.timing.metrics import summarize_performance
-from harness.verdict import SCHEMA_VERSION
+from bbagent.harness.sandbox.compile_pauses import compile_totals
+from bbagent.harness.sandbox.run import exit_cause
+from bbagent.harness.sandbox.watch import ChildOutcome
+from bbagent.harness.timing.metrics import summarize_performance
+from bbagent.harness.verdict import SCHEMA_VERSION
 
 # Kinds that are the candidate's doing even when no test was running (import time included).
 SANDBOX_KINDS = frozenset({"network", "forbidden_write", "forbidden_read", "secret_read", "process_spawn",
@@ -242,8 +242,8 @@ def _variant_summary(op: str, suite: Suite | None, tests: list[dict]) -> list[di
     """Per tested overload: its calling convention, whether the kernel serves it directly or
     through bbagent's adapter, and its test counts (``passed`` True only when all of its own
     tests ran and passed)."""
-    from harness.adapters import convention
-    from harness.ops import resolve_op
+    from bbagent.harness.adapters import convention
+    from bbagent.harness.ops import resolve_op
     kernel_for = suite.kernel_for if suite else op
     rows = []
     for name in (suite.overloads if suite else [op]):

@@ -11,11 +11,11 @@ from collections import defaultdict
 
 import torch
 
-from harness import opinfo_index
-from harness.ops import UnknownOpError, resolve_op, value_mode
-from harness.suite.build import SAMPLE_DTYPES
-from harness.traces import DTYPE_NAMES, SHIPPED_TRACES, TRACE_ALIASES, iter_blocks
-from harness.variants import variant_family
+from bbagent.harness import opinfo_index
+from bbagent.harness.ops import UnknownOpError, resolve_op, value_mode
+from bbagent.harness.suite.build import SAMPLE_DTYPES
+from bbagent.harness.traces import DTYPE_NAMES, SHIPPED_TRACES, TRACE_ALIASES, iter_blocks
+from bbagent.harness.variants import variant_family
 
 _TRACE_DTYPE = re.compile(r"T\(\[[^\]]*\], (\w+)")
 SUITES = ("opinfo", "traces", "all")

@@ -16,23 +16,23 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.after_tests import collect_ncu, finish_timing, keep_profiles, time_inductor
-from harness.assemble import assemble
-from harness.checks.static_check import check_source
-from harness.events import Done, first
-from harness.redact import Redactor, configured_secrets
-from harness.sandbox.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
-from harness.sandbox.gpu_share import ChildGate, GpuShare, Hold
-from harness.sandbox.job import Job
-from harness.sandbox.run import child_env, exit_cause, run_child, warn_once
-from harness.sandbox.watch import ChildOutcome, Limits
-from harness.suite.budget import CPU_MAX_NUMEL
-from harness.suite.tiers import EXTRA_AFTER_FAILURE_S
-from harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
-from harness.suite.memory_need import expected_need
-from harness.timing.options import TimingOptions
-from harness.verdict import Verdict
-from harness import workdirs
+from bbagent.harness.after_tests import collect_ncu, finish_timing, keep_profiles, time_inductor
+from bbagent.harness.assemble import assemble
+from bbagent.harness.checks.static_check import check_source
+from bbagent.harness.events import Done, first
+from bbagent.harness.redact import Redactor, configured_secrets
+from bbagent.harness.sandbox.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
+from bbagent.harness.sandbox.gpu_share import ChildGate, GpuShare, Hold
+from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.run import child_env, exit_cause, run_child, warn_once
+from bbagent.harness.sandbox.watch import ChildOutcome, Limits
+from bbagent.harness.suite.budget import CPU_MAX_NUMEL
+from bbagent.harness.suite.tiers import EXTRA_AFTER_FAILURE_S
+from bbagent.harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
+from bbagent.harness.suite.memory_need import expected_need
+from bbagent.harness.timing.options import TimingOptions
+from bbagent.harness.verdict import Verdict
+from bbagent.harness import workdirs
 
 __all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "prepare_suite", "default_device",
            "adopt_remote_verdict", "physical_gpu"]
@@ -45,8 +45,8 @@ class KernelFileError(ValueError):
 def check_servable(kernel_for: str, overloads: list[str]) -> None:
     """Raise ``AdapterError`` (a usage error) unless a kernel written for ``kernel_for`` can serve
     every overload: itself, or, from the functional overload, its in-place and out= siblings."""
-    from harness.adapters import AdapterError, check_serves
-    from harness.ops import UnknownOpError, resolve_op
+    from bbagent.harness.adapters import AdapterError, check_serves
+    from bbagent.harness.ops import UnknownOpError, resolve_op
     try:
         written_for = resolve_op(kernel_for)
         for name in overloads:
@@ -261,7 +261,7 @@ def _child_job(op: str, overloads: list[str], device: str, seed: int, workdir: P
 def _adopt_suite(events: list, saved: Path, key: str) -> None:
     """Keep the suite this child built for the next evaluation of the same operator, if the file
     still holds what the child announced before its candidate ran."""
-    from harness.events import Suite
+    from bbagent.harness.events import Suite
     announced = first(events, Suite)
     if announced is not None and announced.saved_sha256:
         adopt(saved, announced.saved_sha256, key)

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness.traces import DtypeRef, NamedConstant, TensorSpec, describe_value, map_leaves
+from bbagent.harness.traces import DtypeRef, NamedConstant, TensorSpec, describe_value, map_leaves
 
 
 def memory_span(shape: tuple[int, ...], stride: tuple[int, ...]) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.traces import TensorSpec, TraceCall, map_leaves
+from bbagent.harness.traces import TensorSpec, TraceCall, map_leaves
 
 # Prompt families (prompts/families.json) whose ops models feed channels-last tensors.
 CHANNELS_LAST_FAMILIES = frozenset({"convolution", "pooling", "normalization", "elementwise_unary",

@@ -19,10 +19,10 @@ from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from harness.evaluate import PROJECT_ROOT, default_device, evaluate
-from harness.verdict import Verdict
-from harness.sandbox.watch import Limits
-from harness.timing.options import TimingOptions
+from bbagent.harness.evaluate import PROJECT_ROOT, default_device, evaluate
+from bbagent.harness.verdict import Verdict
+from bbagent.harness.sandbox.watch import Limits
+from bbagent.harness.timing.options import TimingOptions
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "corpus.json"
 
@@ -57,8 +57,8 @@ def family_overloads(entry: dict) -> list[str] | None:
     """With ``"family": true``, every overload of the op's variant family (as generate tests them)."""
     if not entry.get("family"):
         return None
-    from harness.ops import resolve_op
-    from harness.variants import variant_family
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.variants import variant_family
     family = variant_family(resolve_op(entry["op"]))
     return list(dict.fromkeys([entry["op"], *family["serves"]]))
 

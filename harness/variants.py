@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.inputs import map_tensors, poisoned_like
-from harness.ops import packet_name
+from bbagent.harness.inputs import map_tensors, poisoned_like
+from bbagent.harness.ops import packet_name
 
 
 def out_arguments(op) -> list[str]:
@@ -103,7 +103,7 @@ def variant_family(op) -> dict:
     """The calling conventions of one computation, from the schemas: the functional overload,
     its in-place twin (``name_`` with the same arguments, ``self`` written) and its ``out=``
     overloads (the same arguments plus written keyword-only outputs)."""
-    from harness.ops import op_name
+    from bbagent.harness.ops import op_name
     functional = functional_of(op)
     if functional is None:
         return {"functional": None, "inplace": None, "out": [], "serves": [op_name(op)]}

@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.error_kinds import ErrorKind
+from bbagent.harness.error_kinds import ErrorKind
 
 SCHEMA_VERSION = 1
 

@@ -34,7 +34,7 @@ def no_keys(monkeypatch):
 
 def make_verdict(**fields):
     """A Verdict with defaults for whatever a test does not care about (fields may be nested dicts)."""
-    from harness.verdict import Verdict
+    from bbagent.harness.verdict import Verdict
     summary = {"planned": 0, "not_run": 0, "total": 0, "passed": 0, "failed": 0, "reference_errors": 0,
                "skipped": 0, **fields.pop("summary", {})}
     base = {"op": "aten.relu.default", "kernel": {"path": "kernel.py", "sha256": "0" * 64}, "verdict": "fail",

@@ -1,5 +1,5 @@
 """What a stand-in for the agent loop tells a batch (as ``agent.generate.start`` does first)."""
-from agent.generate.progress import Started
+from bbagent.agent.generate.progress import Started
 
 
 def run_started(op: str, run_dir) -> Started:

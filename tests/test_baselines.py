@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.timing import baselines
-from harness.timing.metrics import summarize_performance
+from bbagent.harness.timing import baselines
+from bbagent.harness.timing.metrics import summarize_performance
 
 GPU = "NVIDIA H200"
 
@@ -72,7 +72,7 @@ def test_speedups_over_cached_and_fresh_timings_and_compile_failures_left_out():
     assert summary["geomean_speedup"] == pytest.approx((3.0 * 0.5) ** 0.5)
     assert summary["fast_p"]["1"] == 0.5 and summary["fast_p"]["0"] == 1.0
     assert baselines.summary(tests, False, "default")["geomean_speedup"] is None  # a failing kernel has none
-    from harness.verdict import BaselineSummary, TimedTest
+    from bbagent.harness.verdict import BaselineSummary, TimedTest
     BaselineSummary.model_validate(summary)
     for t in tests:
         TimedTest.model_validate(t)
@@ -86,9 +86,9 @@ def test_a_shape_the_child_never_reached_says_why():
 
 
 def test_measured_inductor_timings_go_to_the_cache_and_come_back(tmp_path):
-    from harness.after_tests import store_measured as _store_measured
-    from harness.evaluate import TimingOptions
-    from harness.timing.reference_cache import ReferenceCache
+    from bbagent.harness.after_tests import store_measured as _store_measured
+    from bbagent.harness.evaluate import TimingOptions
+    from bbagent.harness.timing.reference_cache import ReferenceCache
     cache = ReferenceCache(tmp_path / "reference.sqlite")
     tests = [timed_test(0, 1.0)]
     baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(3.0),
@@ -108,14 +108,14 @@ def test_measured_inductor_timings_go_to_the_cache_and_come_back(tmp_path):
 
 
 def test_the_options_travel_to_a_remote_evaluation():
-    from harness.evaluate import TimingOptions
+    from bbagent.harness.evaluate import TimingOptions
     remote = TimingOptions(baselines=("eager", "inductor"), inductor_mode="max-autotune").remote("aten.relu.default", "2.11")
     rebuilt = TimingOptions(**remote)
     assert rebuilt.baselines == ("eager", "inductor") and rebuilt.inductor_mode == "max-autotune"
 
 
 def gpu_verdict(tests: list[dict]):
-    from harness.verdict import Verdict
+    from bbagent.harness.verdict import Verdict
     device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.002}
     performance = {"measured": True, "gpu": GPU, "device": device, "tests": tests, "target_ms": 25.0,
                    "summary": summarize_performance("aten.relu.default", tests, device, correct=True),
@@ -127,8 +127,8 @@ def gpu_verdict(tests: list[dict]):
 
 
 def test_records_carry_one_engine_per_baseline(monkeypatch):
-    import agent.bench.records as bench
-    from agent.bench.schema import BenchRecord
+    import bbagent.agent.bench.records as bench
+    from bbagent.agent.bench.schema import BenchRecord
     monkeypatch.setattr(bench, "hardware_config", lambda device: {"device": GPU})
     tests = [timed_test(0, 1.0), timed_test(1, 1.0)]
     baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(2.0),
@@ -153,8 +153,8 @@ def test_records_carry_one_engine_per_baseline(monkeypatch):
 
 def test_speed_feedback_and_table_compare_with_inductor(monkeypatch):
     from rich.console import Console
-    from agent.reports.bench import print_bench
-    from agent.generate.prompting import render_performance_feedback
+    from bbagent.agent.reports.bench import print_bench
+    from bbagent.agent.generate.prompting import render_performance_feedback
     tests = [timed_test(0, 1.0), timed_test(1, 1.0)]
     baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(0.5)},
                                  {"input": tests[1]["input"], "mode": "inductor-default/graph",
@@ -178,8 +178,8 @@ def test_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):
 
 
 def test_profiles_of_the_largest_shapes_move_into_the_run_directory(tmp_path):
-    from harness.after_tests import keep_profiles as _keep_profiles
-    from harness.timing.profile import largest
+    from bbagent.harness.after_tests import keep_profiles as _keep_profiles
+    from bbagent.harness.timing.profile import largest
     results = [{"id": "a", "bytes": 10}, {"id": "b", "bytes": 30}, {"id": "c", "bytes": 20},
                {"id": "d", "error_kind": "timing_mismatch"}]
     assert largest(results, 2) == ["b", "c"]
@@ -201,13 +201,13 @@ def test_profiles_of_the_largest_shapes_move_into_the_run_directory(tmp_path):
 def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
     """The parent's side of the baseline child, run for real: on this CPU machine the child cannot
     reach a GPU and fails; every shape then carries why, and nothing counts as a speedup."""
-    from harness.after_tests import time_inductor as _time_inductor
-    from harness.evaluate import TimingOptions
-    from harness.sandbox.environment import base_env
-    from harness.sandbox.watch import Limits
+    from bbagent.harness.after_tests import time_inductor as _time_inductor
+    from bbagent.harness.evaluate import TimingOptions
+    from bbagent.harness.sandbox.environment import base_env
+    from bbagent.harness.sandbox.watch import Limits
     tests = [timed_test(0, 1.0), timed_test(1, 1.0, mode="eager")]
     verdict = {"verdict": "pass", "performance": {"gpu": GPU, "tests": tests, "summary": {"correct": True}}}
-    from harness.sandbox.job import Job
+    from bbagent.harness.sandbox.job import Job
     job = Job(op="aten.relu.default", kernel="", seed=3, device="cpu", workdir="", cpu_max_numel=1 << 16)
     _time_inductor("aten.relu.default", verdict, TimingOptions(baselines=("eager", "inductor")), job,
                    base_env("cpu"), True, Limits())
@@ -220,8 +220,8 @@ def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
 
 def test_a_compiled_result_that_differs_from_eager_is_named():
     import torch
-    from harness.ops import resolve_op
-    from harness.timing.inductor import differs_from_eager
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.timing.inductor import differs_from_eager
     relu = resolve_op("aten.relu.default")
     x = torch.randn(64, 33)
     inputs = ((x,), {})

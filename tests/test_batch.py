@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.ledger import Ledger
+from bbagent.agent.batch.ledger import Ledger
 from conftest import ROOT
 from tests.fake_runs import run_started
 
@@ -59,7 +59,7 @@ def test_ledger_claims_in_order_and_charges_only_the_kernels_failures(tmp_path):
     assert counts == {"pending": 0, "running": 2, "accepted": 0, "failed": 1, "skipped": 1, "interrupted": 0,
                       "total": 4}
     ledger.finish("d", "accepted", best_speedup=1.7, fast_p={"0": 1.0, "1": 0.75, "1.5": 0.5})
-    from agent.batch.runner import write_summary
+    from bbagent.agent.batch.runner import write_summary
     summary = write_summary(tmp_path, ledger)
     assert next(r for r in summary["ops"] if r["op"] == "d")["fast_p"]["1"] == 0.75
     assert "| d | accepted | 1 |  | 1.7x | 75% |" in (tmp_path / "summary.md").read_text()
@@ -94,7 +94,7 @@ def test_resume_reopens_interrupted_lapsed_and_other_key_results_but_not_live_on
 
 
 def test_one_kernel_per_variant_family_and_clear_selection_errors():
-    from agent.batch.start import Choice, choose_ops
+    from bbagent.agent.batch.start import Choice, choose_ops
     from bbagent import UsageError
 
     def batch_selection(ops=(), exact_overload=False, **choice):
@@ -116,7 +116,7 @@ def test_one_kernel_per_variant_family_and_clear_selection_errors():
 
 def test_the_rate_limiter_caps_calls_in_flight_and_backs_every_caller_off():
     import threading
-    from agent.providers.limiter import RateLimiter
+    from bbagent.agent.providers.limiter import RateLimiter
     limiter, most, lock = RateLimiter(concurrency=2), [0], threading.Lock()
 
     def call():
@@ -168,7 +168,7 @@ def _wait_for(root, predicate, timeout_s=120.0) -> list[dict]:
 
 def test_the_live_panel_shows_progress_gpus_llm_and_eta():
     from rich.console import Console
-    from agent.batch.display import event_line, panel
+    from bbagent.agent.batch.display import event_line, panel
     snapshot = {"at": 1300.0, "session_started": 1000.0, "finished_this_session": 3, "tokens": 12345,
                 "cost_usd": 0.5, "paused_s": 0.0, "running": ["aten.mm.default"],
                 "counts": {"pending": 4, "running": 2, "accepted": 2, "failed": 1, "skipped": 1, "interrupted": 0,
@@ -452,10 +452,10 @@ def test_runs_lists_runs_and_batches_and_prune_keeps_what_is_alive_or_referred_t
 def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operator(tmp_path):
     from types import SimpleNamespace
 
-    from agent.batch.executor import LocalExecutor
-    from agent.batch.runner import Batch
-    from agent.errors import InfrastructureError
-    from agent.generate.loop import Outcome
+    from bbagent.agent.batch.executor import LocalExecutor
+    from bbagent.agent.batch.runner import Batch
+    from bbagent.agent.errors import InfrastructureError
+    from bbagent.agent.generate.loop import Outcome
     lost = "evaluation exited with code 1 before the tests were built"
 
     def evaluate(op, kernel_path, *, device, gpu, **options):  # GPU 1 fell off the bus
@@ -487,7 +487,7 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
 
 
 def test_a_gpu_number_is_pinned_through_the_parents_visible_devices(monkeypatch):
-    from harness.sandbox.environment import SetupError, base_env, physical_gpu
+    from bbagent.harness.sandbox.environment import SetupError, base_env, physical_gpu
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert physical_gpu(1) == "1" and base_env("cuda", 1)["CUDA_VISIBLE_DEVICES"] == "1"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")
@@ -498,7 +498,7 @@ def test_a_gpu_number_is_pinned_through_the_parents_visible_devices(monkeypatch)
 
 
 def test_a_provider_without_its_key_stops_the_batch_before_anything_starts(tmp_path, no_keys):
-    from agent.providers import ProviderError
+    from bbagent.agent.providers import ProviderError
     from bbagent import batch
     with pytest.raises(ProviderError, match="export OPENAI_API_KEY"):
         batch(["aten.relu.default"], root=tmp_path, provider="openai", model="gpt-5", device="cpu")
@@ -507,8 +507,8 @@ def test_a_provider_without_its_key_stops_the_batch_before_anything_starts(tmp_p
 
 @pytest.mark.parametrize("give_up_s", [0.0, 0.3])
 def test_an_operator_is_failed_for_infrastructure_only_after_retries_spread_over_the_give_up_time(tmp_path, give_up_s):
-    from agent.batch.runner import INFRA_RETRIES, Batch
-    from agent.errors import InfrastructureError
+    from bbagent.agent.batch.runner import INFRA_RETRIES, Batch
+    from bbagent.agent.errors import InfrastructureError
     tries = []
 
     def generate(op, hear):
@@ -581,8 +581,8 @@ def test_a_spent_batch_budget_stops_a_running_operator_between_rounds(tmp_path, 
 
 def test_a_deadline_says_the_moment_it_resolved_to():
     """Issue 31: `--deadline 05:27` given at 05:37 silently meant tomorrow; the start line says so."""
-    from agent.batch.display import event_line
-    from agent.batch.start import next_time_of_day
+    from bbagent.agent.batch.display import event_line
+    from bbagent.agent.batch.start import next_time_of_day
     past = time.strftime("%H:%M", time.localtime(time.time() - 600))
     deadline = next_time_of_day(past)
     assert 23 * 3600 < deadline - time.time() < 24 * 3600

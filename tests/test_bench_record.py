@@ -5,7 +5,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agent.bench.schema import BenchRecord, append_records, make_record
+from bbagent.agent.bench.schema import BenchRecord, append_records, make_record
 
 REQUIRED = {"workload", "engine", "hardware", "runtime_ms_mean", "runtime_ms_std", "timestamp",
             "schema_version", "metadata", "workload_args", "workload_metadata", "engine_version",
@@ -50,7 +50,7 @@ def test_unknown_fields_and_engines_are_rejected():
 def test_bench_command_on_cpu_writes_correctness_only_records(tmp_path, capsys):
     from bbagent.cli import main
     from conftest import KERNELS
-    from harness.timing import ncu
+    from bbagent.harness.timing import ncu
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
                  "--root", str(tmp_path), "--json", "--seed", "3", "--baseline", "eager,inductor", "--profile", "--ncu"])
     captured = capsys.readouterr()

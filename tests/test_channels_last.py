@@ -5,8 +5,8 @@ which layouts are tested and what aten returns for them."""
 import pytest
 import torch
 
-from harness.layouts import channels_last_call, channels_last_strides
-from harness.traces import parse_call_line
+from bbagent.harness.layouts import channels_last_call, channels_last_strides
+from bbagent.harness.traces import parse_call_line
 
 
 @pytest.mark.parametrize("shape, memory_format", [((2, 3, 4, 5), torch.channels_last),
@@ -37,8 +37,8 @@ SMALL = {"aten.relu.default": [{"line": "cnt: 2, ((T([2, 8, 5, 5], f32),), {})",
 
 
 def test_the_suite_adds_channels_last_cases_whose_inputs_are_channels_last():
-    from harness.ops import resolve_op
-    from harness.suite.build import build_suite
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.build import build_suite
     op = resolve_op("aten.relu.default")
     plain = build_suite(op, "cpu", 5, interpreter=True, extra_traces=SMALL)
     both = build_suite(op, "cpu", 5, interpreter=True, extra_traces=SMALL, channels_last=True)
@@ -57,7 +57,7 @@ def test_the_suite_adds_channels_last_cases_whose_inputs_are_channels_last():
 
 def test_eval_runs_both_layouts_and_a_kernel_ignoring_strides_fails_the_channels_last_ones():
     from conftest import KERNELS
-    from harness.evaluate import evaluate
+    from bbagent.harness.evaluate import evaluate
     verdicts = {kernel: evaluate("aten.relu.default", KERNELS / kernel, device="cpu", seed=11, extra_traces=SMALL,
                                  channels_last=True)
                 for kernel in ("relu_triton.py", "relu_ignores_strides.py")}
@@ -116,7 +116,7 @@ def test_the_examples_read_a_channels_last_input_in_place(example, op, args):
     import os
     import subprocess
     import sys
-    from agent.generate.prompting import PROMPTS_DIR
+    from bbagent.agent.generate.prompting import PROMPTS_DIR
     from conftest import ROOT
     done = subprocess.run([sys.executable, "-c", LAYOUT_CHECK, str(PROMPTS_DIR / "examples" / f"{example}.py"), op, args],
                           capture_output=True, text=True, timeout=300,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bbagent.cli import main
-from agent.review import lifecycle
+from bbagent.agent.review import lifecycle
 from tests.test_review import KERNELS, install, run_meta
 
 TINY = ["--set", "batch=2", "--set", "seq=8", "--set", "d_model=32", "--set", "d_ff=64", "--set", "vocab=50",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import evaluation
+from bbagent.agent import evaluation
 from bbagent.cli import main
 from conftest import KERNELS
 
@@ -134,9 +134,9 @@ def test_executor_ray_without_ray_says_how_to_install_it(tmp_path):
 def test_the_parsers_own_choices_agree_with_the_modules_they_stand_for():
     """The parser names providers, review statuses and sort keys itself (so that --help imports no
     torch); they must be the ones the code accepts."""
-    from agent.options import PROVIDERS
-    from agent.review.catalog import SORT_KEYS
-    from agent.review.lifecycle import SHOWN_STATUSES
+    from bbagent.agent.options import PROVIDERS
+    from bbagent.agent.review.catalog import SORT_KEYS
+    from bbagent.agent.review.lifecycle import SHOWN_STATUSES
     from bbagent.cli import parser
     assert (parser.PROVIDERS, parser.STATUSES, parser.SORT_KEYS) == (PROVIDERS, SHOWN_STATUSES, SORT_KEYS)
 

@@ -1,6 +1,6 @@
 import torch
 
-from harness.checks.compare import Exact, compare
+from bbagent.harness.checks.compare import Exact, compare
 
 
 def test_equal_within_dtype_tolerance_passes():
@@ -94,7 +94,7 @@ def test_discrete_random_values_compare_by_distribution():
 
 
 def test_value_modes_from_op_tags():
-    from harness.ops import value_mode
+    from bbagent.harness.ops import value_mode
     aten = torch.ops.aten
     assert value_mode(aten.relu.default) == "exact"
     assert value_mode(aten.empty_like.default) == "metadata"
@@ -155,7 +155,7 @@ def test_aten_overflow_where_float64_is_finite_is_aten_error():
 
 
 def test_positive_long_sums_with_a_blocked_float32_loop_pass_and_float16_accumulators_do_not():
-    from harness.checks.float64_judge import Float64Run
+    from bbagent.harness.checks.float64_judge import Float64Run
     torch.manual_seed(0)
     x = torch.rand(8, 40_000) * 10  # positive terms: the worst case for a sequential accumulator
     op = torch.ops.aten.sum.dim_IntList
@@ -177,7 +177,7 @@ def test_positive_long_sums_with_a_blocked_float32_loop_pass_and_float16_accumul
 
 
 def test_tolerance_used_is_the_passing_error_as_a_fraction_of_the_tolerance():
-    from harness.checks.compare import TOLERANCES, tolerance_used
+    from bbagent.harness.checks.compare import TOLERANCES, tolerance_used
     atol, rtol = TOLERANCES[torch.float32]
     expected = torch.tensor([0.0, 1.0, 2.0])
     assert tolerance_used(expected, expected.clone()) == 0.0
@@ -190,7 +190,7 @@ def test_tolerance_used_is_the_passing_error_as_a_fraction_of_the_tolerance():
 def test_the_float64_run_converts_positional_dtype_arguments():
     """Issue 32: _softmax_backward_data takes input_dtype positionally; the float64 re-judgement
     must turn it to float64 too, or the run is never made (and was silently skipped)."""
-    from harness.checks.float64_judge import Float64Run
+    from bbagent.harness.checks.float64_judge import Float64Run
     op = torch.ops.aten._softmax_backward_data.default
     y = torch.softmax(torch.randn(4, 7), dim=1).half()
     g = torch.randn(4, 7).half()
@@ -203,7 +203,7 @@ def test_the_float64_run_converts_positional_dtype_arguments():
 
 
 def test_a_float64_run_that_cannot_be_made_is_said():
-    from harness.checks.float64_judge import Float64Run, judged
+    from bbagent.harness.checks.float64_judge import Float64Run, judged
 
     def op(x):
         if x.dtype == torch.float64:
@@ -226,7 +226,7 @@ def test_the_allowance_quoted_is_the_one_at_the_reported_element():
 def test_the_reduction_allowance_is_computed_only_where_the_float64_value_alone_does_not_pass():
     """The runs on ones and on magnitudes cost as much as the float64 run: a result within the
     dtype tolerance of the float64 value passes without them; one that needs the allowance gets it."""
-    from harness.checks.float64_judge import Float64Run, judged
+    from bbagent.harness.checks.float64_judge import Float64Run, judged
     torch.manual_seed(0)
     op = torch.ops.aten.sum.dim_IntList
     x = torch.rand(8, 40_000) * 10
@@ -247,7 +247,7 @@ def test_the_finite_shortcut_decides_as_the_full_rules(monkeypatch):
     values. Wherever the shortcut passes a result the full rules must pass it too, and where every
     value is finite the two must agree; checked over mismatches near the tolerance, aten errors that
     widen the allowance, reduction scales, and NaN/inf sprinkled in."""
-    from harness.checks import compare as module
+    from bbagent.harness.checks import compare as module
     full_rules = lambda *args: False  # noqa: E731 - the shortcut declines: the full rules decide
     gen = torch.Generator().manual_seed(7)
     agreed = shortcut_passes = 0
@@ -281,8 +281,8 @@ def test_the_finite_shortcut_decides_as_the_full_rules(monkeypatch):
 def test_the_first_comparison_is_not_reported_where_float64_rejudges_it():
     """The report of aten's comparison (counts, first elements) is only built where no float64
     re-judgement follows; ``judged`` still reports every failure with its numbers."""
-    from harness.checks.float64_judge import Float64Run, judged
-    from harness.checks.compare import UNREPORTED, compare
+    from bbagent.harness.checks.float64_judge import Float64Run, judged
+    from bbagent.harness.checks.compare import UNREPORTED, compare
     x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float16)
     assert compare(x, x + 1, report=False) == UNREPORTED
     assert compare(x.int(), x.int() + 1, report=False)["mismatch_count"] == 3  # integers: not re-judged
@@ -307,7 +307,7 @@ class _CudnnSeen(torch.utils._python_dispatch.TorchDispatchMode):
 
 
 def test_convolution_references_run_without_cudnn_and_fall_back_to_it():
-    from harness.checks.reference import reference_call
+    from bbagent.harness.checks.reference import reference_call
     conv = torch.ops.aten.convolution.default
     x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
     args = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
@@ -332,10 +332,10 @@ def test_one_rule_for_a_reference_that_fails(monkeypatch):
     import pytest
     import torch
 
-    from harness.checks import float64_judge
-    from harness.checks.float64_judge import Float64Run
-    from harness.checks.reference import ReferenceFault, reference_refused
-    from harness.ops import resolve_op
+    from bbagent.harness.checks import float64_judge
+    from bbagent.harness.checks.float64_judge import Float64Run
+    from bbagent.harness.checks.reference import ReferenceFault, reference_refused
+    from bbagent.harness.ops import resolve_op
     op = resolve_op("aten.add.Tensor")
     inputs = ((torch.ones(3, dtype=torch.float16), torch.ones(3, dtype=torch.float16)), {})
 

@@ -18,12 +18,12 @@ SCRIPT = r'''
 import functools, json, signal, sys, threading
 import torch, triton, triton.compiler
 import triton.language as tl
-from harness.sandbox import compile_ahead as ahead
+from bbagent.harness.sandbox import compile_ahead as ahead
 
 device = sys.argv[1]
 ahead.CALL_LIMIT_S = 2.0  # a call's own first-time work (Triton's binder for the kernel) must fit
 ahead.processes_affordable = lambda: 8  # as on an idle machine (pytest runs GPU tests side by side)
-from harness.sandbox.worker import load_lazy_parts
+from bbagent.harness.sandbox.worker import load_lazy_parts
 load_lazy_parts()  # as in the child: Triton's source hash computed and the device ready before compiling ahead
 torch.zeros(1, device=device)
 compiled_in = []
@@ -132,7 +132,7 @@ def test_compile_ahead_compiles_in_threads_and_runs_nothing(tmp_path):
 
 
 def test_a_process_ending_while_compiling_ahead_is_blamed_on_that_tests_call():
-    from harness.evaluate import evaluate
+    from bbagent.harness.evaluate import evaluate
     verdict = evaluate("aten.relu.default", ROOT / "tests" / "faults" / "calls_os_exit.py", device="cpu",
                        static_check=False)
     assert verdict.error_kind == "exit"
@@ -147,7 +147,7 @@ def test_a_test_waits_only_for_the_compilations_its_own_call_submitted():
     call was never made (``number`` past the last call) waits for everything submitted."""
     from concurrent.futures import Future
     from types import SimpleNamespace
-    from harness.sandbox.compile_ahead import Compiling
+    from bbagent.harness.sandbox.compile_ahead import Compiling
     futures = [Future() for _ in range(4)]
     deferred = SimpleNamespace(queued=[(future, None) for future in futures], processes=None)
     parallel = SimpleNamespace(deferred=deferred, finish=lambda: None, abandon=lambda: None)

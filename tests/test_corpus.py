@@ -11,8 +11,8 @@ import os
 import pytest
 
 from conftest import KERNELS
-from harness.evaluate import default_device
-from harness.selfcheck import entry_id, expected_kinds, load_corpus, run_entry
+from bbagent.harness.evaluate import default_device
+from bbagent.harness.selfcheck import entry_id, expected_kinds, load_corpus, run_entry
 
 ENTRIES = load_corpus()
 SEED = int(os.environ.get("BBAGENT_CORPUS_SEED", "1234"))

@@ -1,7 +1,7 @@
 import json
 
 from bbagent.cli import main
-from harness.traces import load_calls
+from bbagent.harness.traces import load_calls
 
 
 def ops_json(capsys, *argv):
@@ -31,7 +31,7 @@ def test_ops_lists_counts_family_and_reasons(capsys):
 
 
 def test_ops_counts_tested_inplace_and_out_overloads(capsys):
-    from harness.coverage import variant_counts
+    from bbagent.harness.coverage import variant_counts
     rows = list(ops_json(capsys).values())
     counts = variant_counts(rows)
     assert counts["inplace"]["listed"] > 100 and counts["out"]["listed"] > 300

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from agent.batch.selection import DATASET_FIELDS
+from bbagent.agent.batch.selection import DATASET_FIELDS
 from conftest import ROOT
-from harness.traces import iter_blocks
+from bbagent.harness.traces import iter_blocks
 
 TRACES = ROOT.parent / "shared" / "traces"
 
@@ -66,7 +66,7 @@ def dataset(request, tmp_path):
 
 
 def test_a_dataset_selects_skips_and_explains(dataset):
-    from agent.batch.start import Choice, choose_ops
+    from bbagent.agent.batch.start import Choice, choose_ops
     chosen = choose_ops(Choice(dataset=dataset))
     assert chosen.ops == ["aten.add.Tensor"]
     assert chosen.skipped["aten.mul.Tensor"] == "every input excluded: fails on the reference backend"
@@ -89,10 +89,10 @@ def test_a_dataset_selects_skips_and_explains(dataset):
 
 
 def test_dataset_inputs_join_the_trace_tests_and_canaries_are_never_timed(dataset):
-    from agent.batch.start import Choice, choose_ops
-    from harness.ops import resolve_op
-    from harness.suite.build import build_suite
-    from harness.timing.phase import timed_cases
+    from bbagent.agent.batch.start import Choice, choose_ops
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.build import build_suite
+    from bbagent.harness.timing.phase import timed_cases
     extra = choose_ops(Choice(dataset=dataset)).extra_traces
     suite = build_suite(resolve_op("aten.add.Tensor"), "cpu", 0, interpreter=False, extra_traces=extra)
     added = [case for case in suite.cases if case.id.startswith("dataset-")]
@@ -140,7 +140,7 @@ def test_a_misspelled_operator_stops_the_batch_naming_its_rows(tmp_path, capsys)
 def test_a_dataset_batch_tests_the_dataset_inputs(tmp_path):
     """End to end: the relu kernel's round Verdict holds the dataset's inputs as tests, and the batch
     says how many ran and why the others did not (the CPU interpreter's cap on trace inputs)."""
-    from agent.batch.display import event_line
+    from bbagent.agent.batch.display import event_line
     from bbagent import batch
     rows = [_row("aten.relu.default", f"((T([33, {65 + k}], f32),), {{}})", 2) for k in range(7)]  # no shipped trace
     (tmp_path / "problems.json").write_text(json.dumps(rows))
@@ -212,8 +212,8 @@ def test_the_published_format_is_read_as_written(tmp_path, form):
     """List ``why_excluded``, strided ``T(...)`` with strides as a third argument, quoted keyword
     names, ``inf``, dtypes and devices by repr, and the string "false": every row is read and used
     or excluded as its fields say, from JSON and from parquet alike."""
-    from agent.batch.start import Choice, choose_ops
-    from harness.traces import parse_call_line
+    from bbagent.agent.batch.start import Choice, choose_ops
+    from bbagent.harness.traces import parse_call_line
     rows = _published_rows()
     assert "[1, 64])" in rows[0]["args"]  # the transposed input is written with its strides
     path = tmp_path / f"problems.{form}"
@@ -237,8 +237,8 @@ def test_the_published_format_is_read_as_written(tmp_path, form):
 
 
 def test_a_strided_dataset_input_is_tested_with_its_strides():
-    from harness.inputs import materialize
-    from harness.traces import parse_call_line
+    from bbagent.harness.inputs import materialize
+    from bbagent.harness.traces import parse_call_line
     call = parse_call_line("aten.add.Tensor", "cnt: 1, ((T([64, 128], f16, [1, 64]), T([64, 128], f16)), {})")
     first = materialize(call.args, "cpu", None)[0]
     assert first.shape == (64, 128) and first.stride() == (1, 64) and not first.is_contiguous()
@@ -248,7 +248,7 @@ def test_rows_as_pandas_reads_them_and_malformed_rows_named_by_uuid(tmp_path):
     """A parquet read through pandas gives numpy arrays and numpy booleans; a row that cannot be
     read stops the batch before anything runs, naming its uuid and what is wrong."""
     import numpy as np
-    from agent.batch.selection import dataset_row
+    from bbagent.agent.batch.selection import dataset_row
     row = dataset_row({"uuid": "u1", "op_name": " aten.relu.default ", "args": "((T([4], f32),), {})",
                        "why_excluded": np.array(["a", "b"], dtype=object), "included_in_benchmark": np.bool_(False),
                        "runnable": np.True_, "is_synthetic": "False", "count": np.int64(7),

@@ -8,9 +8,10 @@ import types
 
 import pytest
 
-from agent.generate.dispatch import Plan, Rule, compose, description_bytes, plan
-from agent.generate.merge import CannotMerge, Part, import_identity, merge
-from agent.generate.population import Member
+from bbagent.agent.generate.dispatch import Plan, Rule, compose, description_bytes, plan
+from bbagent.agent.generate.merge import CannotMerge, Part, import_identity, merge
+from bbagent.agent.generate.population import Member
+from bbagent.agent.generate.progress import NewBest
 from conftest import ROOT
 from test_optimise import answer, run_agent, scripted_verdict
 
@@ -128,7 +129,7 @@ def test_a_composed_dispatcher_passes_the_suite_when_both_parts_do(tmp_path, pas
     4 KiB going to the first: passes with two correct parts, every test run; with a wrong second
     part (negatives kept) it fails, and only on calls larger than the threshold, so both parts
     really serve."""
-    from harness.evaluate import evaluate
+    from bbagent.harness.evaluate import evaluate
     second = (KERNELS / "relu_autotuned.py").read_text()
     if not passes:
         second = second.replace("tl.where(x < 0, tl.zeros_like(x), x)", "x")
@@ -183,7 +184,7 @@ def test_the_loop_composes_a_dispatcher_and_keeps_it_when_it_beats_both(tmp_path
                                                                        (2, "runs/run-1/round-2/kernel.py")]
     assert meta["performance"]["summary"]["geomean_speedup"] == 2.0 and meta["round"] == 2
     assert "composed by bbagent" in (accepted / "README.md").read_text()
-    assert ("best", {"round": 2, "speedup": 2.0, "replaces": 1, "dispatcher_of": [1, 2]}) in events
+    assert NewBest(round=2, speedup=2.0, replaces=1, dispatcher_of=[1, 2]) in events
     assert "bbagent then composed a dispatcher between your kernels of rounds 1 and 2" in (
         run / "round-3" / "prompt.md").read_text()
 

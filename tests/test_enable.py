@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.review import lifecycle
+from bbagent.agent.review import lifecycle
 from tests.test_review import install, run_meta
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -211,7 +211,7 @@ def test_a_result_that_is_not_a_plain_tensor_is_refused_as_served_and_as_loaded(
     accepted(tmp_path, (KERNELS / "relu_lazy_subclass.py").read_text())
     result = in_fresh_process(
         "import json, sys, torch, bbagent\n"
-        "from harness.plain import NotPlainTensor\n"
+        "from bbagent.harness.plain import NotPlainTensor\n"
         "x = torch.randn(64)\n"
         "weight = torch.nn.Parameter(torch.randn(8), requires_grad=False)\n"
         "with bbagent.enable(sys.argv[1], device='cpu', include_slower=True) as enabled:\n"

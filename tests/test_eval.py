@@ -3,7 +3,7 @@ The wrong, cheating and faulty kernels are judged in test_corpus.py."""
 import json
 
 from bbagent.cli import main
-from harness.suite.budget import CPU_MAX_NUMEL
+from bbagent.harness.suite.budget import CPU_MAX_NUMEL
 from conftest import KERNELS
 
 
@@ -55,7 +55,7 @@ def _emitted_error_kinds() -> set[str]:
     name a failure's kind return (``candidate_error_kind``, ``_stop_cause``, the audit guard's
     judgements), and the sandbox limits (``outcome.limit = kind``)."""
     import ast
-    from harness.evaluate import PROJECT_ROOT
+    from bbagent.harness.evaluate import PROJECT_ROOT
 
     kinds = set()
 
@@ -99,7 +99,7 @@ def _names_a_kind(target) -> bool:
 
 
 def test_every_error_kind_the_harness_emits_is_declared():
-    from harness.error_kinds import ERROR_KINDS
+    from bbagent.harness.error_kinds import ERROR_KINDS
     emitted = _emitted_error_kinds()
     assert len(emitted) > 25  # the scan sees the code, not an empty set
     assert {"timing_mismatch", "reference_error", "network", "host_oom", "import_error", "crash", "output_flood",
@@ -108,7 +108,7 @@ def test_every_error_kind_the_harness_emits_is_declared():
 
 
 def test_a_verdict_round_trips_through_its_model_and_schema(capsys):
-    from harness.verdict import Verdict
+    from bbagent.harness.verdict import Verdict
     code, verdict = run_eval(capsys, "relu_identity.py")
     assert code == 1
     model = Verdict.model_validate(verdict)

@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from conftest import KERNELS
-from harness.evaluate import evaluate
-from harness.ops import resolve_op
-from harness.suite import cache
-from harness.suite.build import build_suite
-from harness.suite.tiers import class_of, failing_classes_first, first_tier_order
+from bbagent.harness.evaluate import evaluate
+from bbagent.harness.ops import resolve_op
+from bbagent.harness.suite import cache
+from bbagent.harness.suite.build import build_suite
+from bbagent.harness.suite.tiers import class_of, failing_classes_first, first_tier_order
 
 
 @pytest.fixture
@@ -59,12 +59,12 @@ def test_a_reused_suite_draws_fresh_values_for_every_evaluation():
 def test_a_saved_suite_keeps_every_input_layout_and_a_redraw_keeps_signs():
     """Tensor.to makes a view with gaps contiguous (a CUDA suite lost its strided inputs that way,
     and a kernel ignoring strides passed): saved and loaded, a view keeps its strides and offset."""
-    from harness.suite.build import TestCase
+    from bbagent.harness.suite.build import TestCase
     base = torch.randn(6, 10)
     view = base[1:, ::3]  # gaps between elements, a storage offset
     case = TestCase(id="t", source="opinfo:x", description="", dtype="float32", args=(view,), kwargs={})
     op = resolve_op("aten.relu.default")
-    from harness.suite.build import Suite
+    from bbagent.harness.suite.build import Suite
     data = cache.dumps([("aten.relu.default", op, Suite(cases=[case]))])
     loaded = cache.loads(data, "cpu")[0][2].cases[0].args[0]
     assert (loaded.shape, loaded.stride(), loaded.storage_offset()) == (view.shape, view.stride(), view.storage_offset())
@@ -79,7 +79,7 @@ def test_a_saved_suite_keeps_every_input_layout_and_a_redraw_keeps_signs():
 
 
 def _tensors(case):
-    from harness.inputs import tensors_in
+    from bbagent.harness.inputs import tensors_in
     return tensors_in((case.args, case.kwargs))
 
 
@@ -142,7 +142,7 @@ def test_after_a_failing_first_tier_the_failing_classes_tests_come_first():
 
 def test_a_tests_class_is_worked_out_once_and_contiguity_read_as_torch_reads_it(monkeypatch):
     import torch
-    from harness.suite import tiers
+    from bbagent.harness.suite import tiers
     for shape in [(), (5,), (2, 1, 3), (2, 0, 3), (1, 1), (4, 3, 2, 7)]:
         assert tiers._contiguous_strides(shape) == torch.empty(shape, device="meta").stride(), shape
     op = resolve_op("aten.add.Tensor")
@@ -193,7 +193,7 @@ def test_the_tests_dispatch_mode_does_not_import_torchdynamo():
     import sys
     from conftest import ROOT
     code = ("import sys, torch\n"
-            "from harness.checks.guards import AtenRecorder, LaunchCounter\n"
+            "from bbagent.harness.checks.guards import AtenRecorder, LaunchCounter\n"
             "with AtenRecorder(torch.ops.aten.relu.default, LaunchCounter(), 'k.py') as recorder:\n"
             "    torch.empty_like(torch.ones(3)).relu()\n"
             "print(len(recorder.findings), 'torch._dynamo' in sys.modules)\n")

@@ -111,7 +111,7 @@ def test_missing_key_exits_with_the_fix(tmp_path, no_keys, capsys):
 
 
 def test_ctrl_c_marks_the_run_interrupted(tmp_path, monkeypatch):
-    from agent.providers.replay import ReplayProvider
+    from bbagent.agent.providers.replay import ReplayProvider
 
     def interrupt(self, messages, **kwargs):
         raise KeyboardInterrupt
@@ -234,7 +234,7 @@ def test_four_candidates_one_correct_is_found_in_one_round_and_replayed_from_the
     """K=4 parallel answers, three wrong (float32 output) and one right: the right one is found
     in round 1; the log holds four calls with tokens and cost; the same run again makes no
     network call."""
-    from agent.generate.extract import extract_code
+    from bbagent.agent.generate.extract import extract_code
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     wrong, right = demo_answers
     argv = ["generate", "--op", "aten.relu.default", "--rounds", "2", "--candidates", "4", "--provider", "openai",
@@ -307,7 +307,7 @@ def test_retries_are_announced_while_waiting(tmp_path, monkeypatch, no_keys, dem
 
 def test_why_a_run_failed_names_the_closest_kernel_its_error_kinds_and_the_answers_causes():
     """Issue 31: failures differ, and so does what is said about them."""
-    from agent.generate.failure import why_failed
+    from bbagent.agent.generate.failure import why_failed
     near = {"round": 1, "outcome": "fail", "summary": {"passed": 97, "total": 98},
             "failures": [{"error_kind": "mismatch", "count": 1, "first_test": "trace-12"}]}
     broken = {"round": 2, "outcome": "fail", "summary": {"passed": 0, "total": 0}, "error_kind": "compile_error",
@@ -386,8 +386,8 @@ def test_an_operator_with_no_test_is_refused_before_any_request(tmp_path, monkey
         err = " ".join(capsys.readouterr().err.split())
         assert "aten._foreach_add.List has no test here" in err and "`bbagent ops`" in err
         assert "nothing was asked of the model" in err
-    from agent.generate.testable import listed_without_tests, refuse_untested
-    from agent.evaluation import evaluator
+    from bbagent.agent.generate.testable import listed_without_tests, refuse_untested
+    from bbagent.agent.evaluation import evaluator
     assert listed_without_tests(["aten.gcd.default"])  # float32 samples never reach it: the suite decides
     refuse_untested("aten.gcd.default", ["aten.gcd.default"],
                     evaluator(tmp_path, device="cpu", seed=1, timeout_s=300, overloads=["aten.gcd.default"]))
@@ -400,7 +400,7 @@ def test_progress_reaches_a_typed_listener_and_a_two_argument_one_alike(tmp_path
     """``report`` hears one typed event at a time; a listener of the older ``report(name, data)``
     form hears the same events by name, with their fields."""
     import bbagent
-    from agent.generate.progress import RoundDone, Started
+    from bbagent.agent.generate.progress import RoundDone, Started
     typed, named = [], []
     for root, report in ((tmp_path / "a", typed.append), (tmp_path / "b", lambda name, data: named.append((name, data)))):
         outcome = bbagent.generate("aten.relu.default", provider="replay", root=root, device="cpu", rounds=2,

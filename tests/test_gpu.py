@@ -38,8 +38,8 @@ def test_replay_demo_on_gpu(tmp_path, capsys):
 
 
 def test_timing_phase_times_the_kernel_and_caches_eager(tmp_path):
-    from harness.evaluate import TimingOptions, evaluate
-    from harness.timing.reference_cache import ReferenceCache
+    from bbagent.harness.evaluate import TimingOptions, evaluate
+    from bbagent.harness.timing.reference_cache import ReferenceCache
     options = TimingOptions(target_ms=10, max_cases=6, cache=ReferenceCache(tmp_path / "ref.sqlite"))
     first = evaluate("aten.relu.default", KERNELS / "relu_triton.py", timing=options)
     assert first.passed, first.message
@@ -56,7 +56,7 @@ def test_timing_phase_times_the_kernel_and_caches_eager(tmp_path):
 
 
 def test_a_kernel_that_keeps_results_between_calls_fails_after_timing():
-    from harness.evaluate import TimingOptions, evaluate
+    from bbagent.harness.evaluate import TimingOptions, evaluate
     verdict = evaluate("aten.relu.default", KERNELS / "relu_keeps_results.py",
                        timing=TimingOptions(target_ms=5, max_cases=3))
     assert verdict.summary.failed == 0  # every test passed; the timing phase caught it
@@ -67,7 +67,7 @@ def test_events_that_report_more_time_than_passed_void_the_timing():
     """The clock's own cross-check (its CPU twin: test_runtime_checks): intervals inflated by a
     rewritten elapsed_time add up to more than the host saw pass."""
     import torch
-    from harness.timing.clock import ImplausibleTiming, time_interleaved
+    from bbagent.harness.timing.clock import ImplausibleTiming, time_interleaved
     x = torch.randn(1 << 20, device="cuda")
     honest = time_interleaved({"relu": lambda: torch.relu(x)}, target_ms=5)
     assert 0 < sum(honest["relu"]) < 1000
@@ -83,7 +83,7 @@ def test_events_that_report_more_time_than_passed_void_the_timing():
 def test_the_devices_yardsticks_are_plausible_here():
     """Measured yardsticks pass the plausibility rules (a false alarm would void every timing)."""
     import torch
-    from harness.timing.phase import device_stats, implausible_device, peak_memory_gbs
+    from bbagent.harness.timing.phase import device_stats, implausible_device, peak_memory_gbs
     stats, measured = device_stats(torch.cuda.get_device_name(), [])
     assert measured and implausible_device(stats, peak_memory_gbs()) is None, (stats, peak_memory_gbs())
 
@@ -112,7 +112,7 @@ def test_optimisation_round_replaces_a_slow_kernel_on_gpu(tmp_path, capsys):
 
 
 def test_bench_writes_valid_timed_records(tmp_path, capsys):
-    from agent.bench.schema import BenchRecord
+    from bbagent.agent.bench.schema import BenchRecord
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"),
                  "--max-shapes", "4", "--target-ms", "10", "--root", str(tmp_path), "--json"])
     summary = json.loads(capsys.readouterr().out)
@@ -124,7 +124,7 @@ def test_bench_writes_valid_timed_records(tmp_path, capsys):
 
 
 def test_bench_against_inductor_measures_once_then_reads_the_cache(tmp_path, capsys):
-    from agent.bench.schema import BenchRecord
+    from bbagent.agent.bench.schema import BenchRecord
     command = ["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"), "--max-shapes", "3",
                "--target-ms", "10", "--root", str(tmp_path), "--json", "--baseline", "eager,inductor"]
     sources = []
@@ -154,7 +154,7 @@ def test_bench_profile_writes_chrome_traces_of_eager_and_the_kernel(tmp_path, ca
             assert name.startswith(summary["run_dir"]) and "traceEvents" in json.load(open(name))
 
 
-@pytest.mark.skipif(__import__("harness.timing.ncu", fromlist=["find_ncu"]).find_ncu() is None,
+@pytest.mark.skipif(__import__("bbagent.harness.timing.ncu", fromlist=["find_ncu"]).find_ncu() is None,
                     reason="Nsight Compute (ncu) is not installed on this GPU machine")
 def test_bench_ncu_measures_eager_and_the_kernel_on_the_largest_shapes(tmp_path, capsys):
     code = main(["bench", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"), "--max-shapes", "3",
@@ -189,7 +189,7 @@ def test_one_functional_kernel_serves_every_variant_on_gpu(functional, kernel, m
 @pytest.mark.parametrize("op, kernel", [("aten.add_.Tensor", "add_inplace_returns_new.py"),
                                         ("aten.add.out", "add_out_ignores_out.py")])
 def test_wrong_convention_fails_on_its_overload_on_gpu(op, kernel):
-    from harness.evaluate import evaluate
+    from bbagent.harness.evaluate import evaluate
     verdict = evaluate(op, KERNELS / kernel, seed=7)
     failed = [t for t in verdict.tests if t.passed is False]
     assert verdict.verdict == "fail" and {t.overload for t in failed} == {op}
@@ -199,8 +199,8 @@ def test_wrong_convention_fails_on_its_overload_on_gpu(op, kernel):
 def test_a_batch_executor_pins_each_evaluation_to_its_gpu():
     import torch
 
-    from agent.batch.executor import LocalExecutor
-    from harness.evaluate import physical_gpu
+    from bbagent.agent.batch.executor import LocalExecutor
+    from bbagent.harness.evaluate import physical_gpu
     gpus = list(range(torch.cuda.device_count()))
     executor = LocalExecutor("cuda", gpus=gpus, per_gpu=1)
     for gpu in gpus:  # one evaluation per slot, in turn: each lands on the next free GPU
@@ -242,7 +242,7 @@ def test_convolution_references_run_on_atens_own_kernels_and_agree_with_float64(
     """The reference of a convolution runs without cuDNN (no plan per new shape) on aten's own CUDA
     kernels, not falling back to cuDNN, and is as close to the float64 result as the dtype allows."""
     import torch
-    from harness.checks.reference import reference_call
+    from bbagent.harness.checks.reference import reference_call
     from test_compare import _CudnnSeen
     x_shape, w_shape, stride, padding, dilation, transposed, groups, dtype = case
     dtype = getattr(torch, dtype)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import gpu_pause
-from harness.gpu_pause import ChildPauses, PausePage
-from harness.sandbox.gpu_share import GpuShare, overlaps
+from bbagent.harness import gpu_pause
+from bbagent.harness.gpu_pause import ChildPauses, PausePage
+from bbagent.harness.sandbox.gpu_share import GpuShare, overlaps
 from tests.fake_runs import run_started
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -200,7 +200,7 @@ def test_what_an_evaluation_needs_is_learned_from_its_suite():
 def test_the_harness_out_of_memory_is_retried_after_a_pause(monkeypatch):
     import torch
 
-    from harness.sandbox import device_memory
+    from bbagent.harness.sandbox import device_memory
     monkeypatch.setattr(device_memory, "OOM_WAITS_S", (0.01, 0.02))
     monkeypatch.setattr(device_memory, "RETRIES", device_memory.MemoryRetries())
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
@@ -228,9 +228,9 @@ def test_a_reference_out_of_memory_is_not_read_as_the_op_refusing_the_input(monk
     float64 run's made it "unavailable" (no loosening: a correct float16 kernel could fail)."""
     import torch
 
-    from harness.checks import float64_judge
-    from harness.checks.float64_judge import Float64Run
-    from harness.ops import resolve_op
+    from bbagent.harness.checks import float64_judge
+    from bbagent.harness.checks.float64_judge import Float64Run
+    from bbagent.harness.ops import resolve_op
     op = resolve_op("aten.add.Tensor")
 
     def out_of_memory(*args, **kwargs):
@@ -247,7 +247,7 @@ def test_a_reference_out_of_memory_is_not_read_as_the_op_refusing_the_input(monk
 def test_large_tensors_are_compared_a_chunk_at_a_time(monkeypatch):
     import torch
 
-    from harness.checks import compare
+    from bbagent.harness.checks import compare
     monkeypatch.setattr(compare, "CHUNK_ELEMENTS", 7)
     expected = torch.randn(5, 9, dtype=torch.float16)
     assert compare.compare_tensors(expected, expected.clone()) is None
@@ -263,7 +263,7 @@ def test_timing_never_overlaps_another_evaluations_tests(tmp_path):
     """Four real evaluations through one share with room for three: the tests run side by side, each
     child asks for the GPU alone when its tests passed, and no exclusive phase overlaps any other
     evaluation's hold."""
-    from harness.evaluate import TimingOptions, evaluate
+    from bbagent.harness.evaluate import TimingOptions, evaluate
     share = GpuShare(name="sim", capacity=12 * GIB, max_shared=3)  # relu's traces suggest 3.6 GiB each
 
     def one(seed: int):
@@ -280,8 +280,8 @@ def test_timing_never_overlaps_another_evaluations_tests(tmp_path):
 
 
 def test_the_gpu_monitor_counts_the_seconds_a_kernel_ran():
-    from agent.batch.gpu_monitor import GpuMonitor
-    from harness.nvml import GpuSample
+    from bbagent.agent.batch.gpu_monitor import GpuMonitor
+    from bbagent.harness.nvml import GpuSample
 
     class Gpu:
         calls = 0
@@ -304,9 +304,9 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
     GPU's own utilization could not be measured (no NVML on this machine)."""
     from types import SimpleNamespace
 
-    from agent.batch.executor import LocalExecutor
-    from agent.batch.runner import Batch
-    from agent.generate.loop import Outcome
+    from bbagent.agent.batch.executor import LocalExecutor
+    from bbagent.agent.batch.runner import Batch
+    from bbagent.agent.generate.loop import Outcome
 
     def evaluate(op, kernel_path, *, device, gpu, share, **options):
         hold = share.enter(GIB)
@@ -333,13 +333,13 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
     assert "### GPUs of session 1" in summary and "| gpu-0" in summary
     if gpu.get("samples") is None:
         assert "not measured" in summary
-    from agent.reports.html import batch_metadata
+    from bbagent.agent.reports.html import batch_metadata
     rows = dict(batch_metadata(runner.ledger.meta()))
     assert rows["GPUs"].startswith("gpu-0: 4 evaluations") and "waited" in rows["GPUs"]  # the report says it too
 
 
 def test_the_first_guess_comes_from_the_largest_trace_input():
-    from harness.suite.memory_need import CHILD_BASE_BYTES, COPIES_ALIVE, expected_need, largest_call_bytes
+    from bbagent.harness.suite.memory_need import CHILD_BASE_BYTES, COPIES_ALIVE, expected_need, largest_call_bytes
     relu, add = largest_call_bytes(["aten.relu.default"]), largest_call_bytes(["aten.add.Tensor"])
     assert 0 < relu < add  # the traces' largest add (a language model's logits) dwarfs relu's
     assert expected_need(["aten.add.Tensor"]) == COPIES_ALIVE * add + CHILD_BASE_BYTES
@@ -350,7 +350,7 @@ def test_the_first_guess_comes_from_the_largest_trace_input():
 
 def test_a_cold_child_gets_its_grant_pipe_too(tmp_path):
     """Started as a fresh interpreter (no fork server), the child still asks for the GPU alone."""
-    from harness.evaluate import TimingOptions, evaluate
+    from bbagent.harness.evaluate import TimingOptions, evaluate
     share = GpuShare(name="sim", capacity=0, max_shared=2)
     verdict = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu", seed=1, share=share,
                        warm=False, timing=TimingOptions(reuse=False))
@@ -361,8 +361,8 @@ def test_a_cold_child_gets_its_grant_pipe_too(tmp_path):
 def test_a_lost_gpu_takes_every_slot_sharing_it_out_at_once(tmp_path):
     from types import SimpleNamespace
 
-    from agent.batch.executor import RETIRE_AFTER, LocalExecutor
-    from agent.errors import InfrastructureError
+    from bbagent.agent.batch.executor import RETIRE_AFTER, LocalExecutor
+    from bbagent.agent.errors import InfrastructureError
     lost = "evaluation exited with code 1 before the tests were built"
 
     def evaluate(op, kernel_path, *, device, gpu, share, **options):
@@ -381,7 +381,7 @@ def test_a_real_child_pauses_between_tests_while_another_holds_the_gpu_alone(tmp
     alone for a second half-way through its run: its child pauses at a checkpoint within a
     test's length, is stopped (SIGSTOP) and let go on, says how long it paused, and still passes;
     the second is not counted against its time limit."""
-    from harness.evaluate import evaluate
+    from bbagent.harness.evaluate import evaluate
     slow = tmp_path / "slow_relu.py"  # a correct relu whose every call takes 0.1 s: its run lasts seconds
     slow.write_text((KERNELS / "relu_triton.py").read_text() + "\n\nimport time as _time\n_fast = kernel\n\n\n"
                     "def kernel(*args, **kwargs):\n    _time.sleep(0.1)\n    return _fast(*args, **kwargs)\n")

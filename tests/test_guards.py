@@ -4,9 +4,9 @@ from pathlib import Path
 import pytest
 
 from conftest import KERNELS
-from harness.evaluate import evaluate
-from harness.checks.static_check import check_source
-from harness.checks.allowed import ALLOWED, SEED_DRAW
+from bbagent.harness.evaluate import evaluate
+from bbagent.harness.checks.static_check import check_source
+from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW
 
 
 @pytest.mark.parametrize("kernel, guard, line", [
@@ -36,7 +36,7 @@ def test_static_guards_reject_before_running(kernel, guard, line, tmp_path, monk
     ("import torch\ns = torch.cuda.Stream()\n", [("side_stream", 2)]),
     ("x = eval('1')\n", [("forbidden_call", 1)]),
     ("data = open('/proc/self/environ').read()\n", [("forbidden_call", 1)]),
-    ("import sys\nrunner = sys.modules['harness.checks.case']\n", [("introspection", 2)]),
+    ("import sys\nrunner = sys.modules['bbagent.harness.checks.case']\n", [("introspection", 2)]),
     ("def f():\n    pass\nf.__globals__\n", [("introspection", 3)]),
     ("import torch\nname = 'Str' + 'eam'\ns = getattr(torch.cuda, name)\n", [("introspection", 3)]),
     ("import torch\ns = getattr(torch.cuda, 'Stream')()\n", [("side_stream", 2)]),
@@ -50,7 +50,7 @@ def test_static_rules(source, expected):
 
 def test_zero_size_inputs_inside_lists_need_no_launch():
     import torch
-    from harness.checks.case import _all_inputs_empty
+    from bbagent.harness.checks.case import _all_inputs_empty
     assert _all_inputs_empty(([torch.empty(0, 3), torch.empty(0, 3)], 0), {})
     assert not _all_inputs_empty(([torch.empty(0, 3), torch.ones(2, 3)], 0), {})
 
@@ -67,7 +67,7 @@ def test_every_call_the_contract_allows_passes_the_guard(allowed):
     """The prompt lists harness.checks.allowed's examples as what a wrapper may call: each one,
     run under the run-time guard, is no finding (the seed draw only for a random operator)."""
     import torch
-    from harness.checks.guards import AtenRecorder, LaunchCounter
+    from bbagent.harness.checks.guards import AtenRecorder, LaunchCounter
     target = torch.ops.aten.bernoulli.default if allowed is SEED_DRAW else torch.ops.aten.relu.default
     for example in allowed.examples:
         names = _example_names()
@@ -79,7 +79,7 @@ def test_every_call_the_contract_allows_passes_the_guard(allowed):
 
 def test_compute_outside_the_table_is_a_finding():
     import torch
-    from harness.checks.guards import AtenRecorder, LaunchCounter
+    from bbagent.harness.checks.guards import AtenRecorder, LaunchCounter
     for example in ("x * 2", "x.relu()", "torch.where(x > 0, x, y)", "x.sum()", "x.cumsum(0)", "torch.equal(x, x)",
                     "torch.allclose(x, x)", "t.bool().is_nonzero()", "torch.linspace(0, 1, 5)",
                     "int(torch.randint(2**31 - 1, (1,), generator=generator, device=x.device))"):
@@ -97,7 +97,7 @@ def test_what_an_op_is_comes_from_its_schema_and_tags():
     """Views (alias results, in-place views), type arithmetic and type queries are allowed by what
     they are; a schema cannot tell size() from Int.Tensor, so number-returning queries are named."""
     import torch
-    from harness.checks.allowed import ALLOWED_ATEN, is_allowed, kind_of
+    from bbagent.harness.checks.allowed import ALLOWED_ATEN, is_allowed, kind_of
     aten = torch.ops.aten
     expected = {aten.unfold.default: "view", aten.diagonal.default: "view", aten.split.Tensor: "view",
                 aten.squeeze_.default: "view", aten.view_as_real.default: "view",
@@ -116,7 +116,7 @@ def test_a_device_comparison_of_a_one_element_result_names_the_allowed_spelling(
     """Issue 32: `partial[0] != 0` is aten.ne on the device; `partial[0].item() != 0` reads the value
     back (allowed) and compares in Python. The guard's message says so."""
     import torch
-    from harness.checks.guards import allowed_spelling
+    from bbagent.harness.checks.guards import allowed_spelling
     one = torch.tensor([3.0])
     assert "`t.item() != 0`" in allowed_spelling(torch.ops.aten.ne.Scalar, (one[0], 0))
     assert allowed_spelling(torch.ops.aten.ne.Scalar, (torch.ones(4), 0)) == ""  # a real computation

@@ -69,9 +69,9 @@ def test_the_import_rules_catch_planted_breaks(tmp_path):
     graph = load_import_graph()
     plant = copy_of_the_tree(tmp_path)
     plant("agent/review/catalog.py", "def planted():\n    from bbagent import UsageError\n    return UsageError")
-    plant("harness/ops.py", "def planted():\n    import agent.storage\n    return agent.storage")
-    plant("agent/machine.py", "from agent.batch import ledger")
-    plant("agent/errors.py", "def planted():\n    from agent.storage import write_json\n    return write_json")
+    plant("harness/ops.py", "def planted():\n    import bbagent.agent.storage\n    return bbagent.agent.storage")
+    plant("agent/machine.py", "from bbagent.agent.batch import ledger")
+    plant("agent/errors.py", "def planted():\n    from bbagent.agent.storage import write_json\n    return write_json")
     breaks = graph.rule_breaks(graph.module_graph(tmp_path))
     assert any(b.startswith("agent.review.catalog imports the public API agent.api") for b in breaks), breaks
     assert "harness.ops imports agent.storage: harness/ never imports agent/" in breaks
@@ -89,14 +89,14 @@ def test_every_spelling_of_an_import_is_caught_in_agent_and_in_harness(tmp_path)
     plant = copy_of_the_tree(tmp_path)
     plant("agent/batch/ledger.py", "def planted():\n    from .runner import Batch\n    return Batch")  # a sibling
     plant("agent/review/meta.py", "def planted():\n    import importlib\n"
-                                  "    return importlib.import_module('agent.reports.html')")
-    plant("agent/storage.py", "def planted():\n    return __import__('agent.batch.ledger')")
+                                  "    return importlib.import_module('bbagent.agent.reports.html')")
+    plant("agent/storage.py", "def planted():\n    return __import__('bbagent.agent.batch.ledger')")
     plant("agent/families.py", "def planted():\n    from importlib import import_module\n"
-                               "    return import_module('.ledger', package='agent.batch')")
+                               "    return import_module('.ledger', package='bbagent.agent.batch')")
     plant("harness/ops.py", "def planted():\n    from .suite import build\n    return build")
     plant("harness/traces.py", "def planted():\n    import importlib\n"
-                               "    return importlib.import_module('harness.evaluate')")
-    plant("harness/checks/compare.py", "def planted():\n    return __import__('harness.sandbox.worker')")
+                               "    return importlib.import_module('bbagent.harness.evaluate')")
+    plant("harness/checks/compare.py", "def planted():\n    return __import__('bbagent.harness.sandbox.worker')")
     breaks = graph.rule_breaks(graph.module_graph(tmp_path))
     assert any(b.startswith("import circle:") and "agent.batch.ledger" in b and "agent.batch.runner" in b
                for b in breaks), breaks  # runner imports the ledger: the relative import back closes a circle

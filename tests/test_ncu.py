@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.events import NcuRange
-from harness.timing import ncu
+from bbagent.harness.events import NcuRange
+from bbagent.harness.timing import ncu
 
 SAMPLE = Path(__file__).parent / "data" / "ncu_details.csv"
 EAGER_0 = {"name", "block", "grid", "time_us", "dram_gbs", "dram_pct", "sm_pct", "occupancy_pct", "registers"}
@@ -62,7 +62,7 @@ def test_the_report_follows_the_child_and_says_what_is_missing():
     assert shapes[0]["kernel"]["time_us"] == pytest.approx(31.424) and shapes[0]["kernel"]["error"] is None
     assert shapes[1]["kernel"]["error"] == "RuntimeError: boom"
     assert shapes[2]["eager"]["error"] == "ncu reported no kernel in this call's range" and "kernel" not in shapes[2]
-    from harness.verdict import NcuReport
+    from bbagent.harness.verdict import NcuReport
     NcuReport.model_validate({"measured": True, "shapes": shapes})
 
 
@@ -104,13 +104,13 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
     """The parent's side and the child's, for real, behind a stand-in for ncu: the report, the
     relu trace cases the timed tests were made of, and the stand-in."""
     from conftest import KERNELS
-    from harness.after_tests import collect_ncu as _collect_ncu
-    from harness.evaluate import TimingOptions
-    from harness.sandbox.environment import base_env
-    from harness.sandbox.job import Job
-    from harness.ops import resolve_op
-    from harness.sandbox.watch import Limits
-    from harness.suite.build import build_suite
+    from bbagent.harness.after_tests import collect_ncu as _collect_ncu
+    from bbagent.harness.evaluate import TimingOptions
+    from bbagent.harness.sandbox.environment import base_env
+    from bbagent.harness.sandbox.job import Job
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.sandbox.watch import Limits
+    from bbagent.harness.suite.build import build_suite
     fake = tmp_path / "bin" / "ncu"
     fake.parent.mkdir()
     fake.write_text(FAKE_NCU.format(python=sys.executable, sample=str(SAMPLE), counters_open=counters_open))
@@ -151,11 +151,11 @@ def test_counters_closed_to_users_give_no_figures_and_the_fix(tmp_path, monkeypa
 
 
 def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
-    from harness.after_tests import collect_ncu as _collect_ncu
-    from harness.evaluate import TimingOptions
-    from harness.sandbox.environment import base_env
-    from harness.sandbox.job import Job
-    from harness.sandbox.watch import Limits
+    from bbagent.harness.after_tests import collect_ncu as _collect_ncu
+    from bbagent.harness.evaluate import TimingOptions
+    from bbagent.harness.sandbox.environment import base_env
+    from bbagent.harness.sandbox.job import Job
+    from bbagent.harness.sandbox.watch import Limits
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - no permission to the GPU performance counters'\n"
                     "exit 1\n")
@@ -174,8 +174,8 @@ def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
 
 def test_the_table_shows_each_side_and_where_the_csv_is():
     from rich.console import Console
-    from agent.reports.bench import print_ncu
-    from harness.verdict import NcuReport
+    from bbagent.agent.reports.bench import print_ncu
+    from bbagent.harness.verdict import NcuReport
     ranges = [NcuRange(range=f"bbagent-{side}-0", id="trace-1", input="(T([8]),)", side=side)
               for side in ("eager", "kernel")]
     report = NcuReport.model_validate({"measured": True, "csv": "/r/profiles/ncu.csv",
@@ -194,7 +194,7 @@ def test_one_ncu_session_at_a_time_across_processes(tmp_path):
     """Two processes asking for ncu: the second waits until the first is done."""
     import multiprocessing
     import time
-    from harness.timing.ncu import one_at_a_time
+    from bbagent.harness.timing.ncu import one_at_a_time
     marks = tmp_path / "marks"
 
     def hold(name):

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from bbagent.cli import main
-from harness.inputs import make_tensor, materialize
-from harness.ops import UnknownOpError, describe, resolve_op
-from harness.traces import (SHIPPED_TRACES, DtypeRef, TensorSpec, TraceFormatError, consolidate,
+from bbagent.harness.inputs import make_tensor, materialize
+from bbagent.harness.ops import UnknownOpError, describe, resolve_op
+from bbagent.harness.traces import (SHIPPED_TRACES, DtypeRef, TensorSpec, TraceFormatError, consolidate,
                             load_calls, parse_call_line)
 
 
@@ -97,7 +97,7 @@ def test_materialized_tensors_are_signed_seeded_and_strided():
     "aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default", "aten._index_put_impl_.default",
 ])
 def test_trace_index_arguments_are_valid(name):
-    from harness.suite.build import build_suite
+    from bbagent.harness.suite.build import build_suite
     op = resolve_op(name)
     suite = build_suite(op, "cpu", 0, interpreter=True, cpu_max_numel=1 << 22)
     traces = [c for c in suite.cases if c.source.startswith("trace")]
@@ -108,7 +108,7 @@ def test_trace_index_arguments_are_valid(name):
 
 
 def _index_args(name, args, kwargs=None):
-    from harness.suite.index_args import make_index_args_valid
+    from bbagent.harness.suite.index_args import make_index_args_valid
     kwargs = kwargs or {}
     make_index_args_valid(resolve_op(name), args, kwargs, torch.Generator().manual_seed(3))
     return args
@@ -148,7 +148,7 @@ def test_index_lists_follow_the_indexed_dims():
 
 
 def test_clone_keeps_broadcast_layouts():
-    from harness.inputs import clone_value
+    from bbagent.harness.inputs import clone_value
     spec = TensorSpec((4, 3, 5), "float16", (5, 0, 1))
     original = make_tensor(spec, "cpu", torch.Generator().manual_seed(0))
     copy = clone_value(original)
@@ -157,8 +157,8 @@ def test_clone_keeps_broadcast_layouts():
 
 
 def test_trace_inputs_with_stride_zero_reach_the_reference():
-    from harness.inputs import clone_value
-    from harness.suite.build import build_suite
+    from bbagent.harness.inputs import clone_value
+    from bbagent.harness.suite.build import build_suite
     op = resolve_op("aten.add.Tensor")
     suite = build_suite(op, "cpu", 0, interpreter=False)
     broadcast = [c for c in suite.cases if c.trace is not None
@@ -171,8 +171,8 @@ def test_trace_inputs_with_stride_zero_reach_the_reference():
 
 
 def test_out_overloads_take_the_functional_tests_with_poisoned_out():
-    from harness.suite.build import build_suite
-    from harness.variants import functional_sibling, out_arguments
+    from bbagent.harness.suite.build import build_suite
+    from bbagent.harness.variants import functional_sibling, out_arguments
     aten = torch.ops.aten
     assert functional_sibling(aten.add.out) is aten.add.Tensor
     assert functional_sibling(aten.sum.IntList_out) is aten.sum.dim_IntList

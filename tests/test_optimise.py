@@ -6,13 +6,13 @@ import re
 import tempfile
 from pathlib import Path
 
-from agent.generate.loop import Agent
-from agent.generate.progress import NewBest
-from agent.options import GenerateOptions
-from agent.providers.replay import ReplayProvider
-from agent.storage import RunDir
-from harness.timing.metrics import summarize_performance
-from harness.verdict import Verdict
+from bbagent.agent.generate.loop import Agent
+from bbagent.agent.generate.progress import NewBest
+from bbagent.agent.options import GenerateOptions
+from bbagent.agent.providers.replay import ReplayProvider
+from bbagent.agent.storage import RunDir
+from bbagent.harness.timing.metrics import summarize_performance
+from bbagent.harness.verdict import Verdict
 
 OP = "aten.relu.default"
 
@@ -128,7 +128,7 @@ def test_speedups_measured_on_another_gpu_model_do_not_replace_the_best(tmp_path
 def test_a_round_chooses_among_candidates_timed_on_one_gpu_model():
     from types import SimpleNamespace
 
-    from agent.generate.choosing import Candidate, choose
+    from bbagent.agent.generate.choosing import Candidate, choose
 
     def candidate(number, tag):
         verdict = scripted_verdict(OP, SimpleNamespace(read_text=lambda: f"# {tag}"))
@@ -187,7 +187,7 @@ def test_without_targets_optimisation_runs_until_the_rounds_run_out(tmp_path):
 
 def test_the_stopping_rules_options_are_checked():
     import pytest
-    from agent.errors import UsageError
+    from bbagent.agent.errors import UsageError
     with pytest.raises(UsageError, match="--target-roof must be between 0 and 1"):
         GenerateOptions.of(provider="replay", target_roof=1.5)
     with pytest.raises(UsageError, match="--patience must be at least 1"):
@@ -210,8 +210,8 @@ def test_a_kernel_faster_on_some_shapes_is_kept_and_shown_beside_the_best(tmp_pa
 
 
 def test_the_population_keeps_the_best_by_geomean_and_every_shapes_fastest():
-    from agent.generate import population
-    from agent.generate.population import Population
+    from bbagent.agent.generate import population
+    from bbagent.agent.generate.population import Population
     kept = Population()
     for number, speeds in enumerate(["3.0,0.5", "0.8,2.0", "0.7,0.7", "0.75,0.75", "0.72,0.72", "0.9,1.9"], 1):
         path = Path(tempfile.mkdtemp()) / "kernel.py"
@@ -228,7 +228,7 @@ def test_the_population_keeps_the_best_by_geomean_and_every_shapes_fastest():
 def test_why_a_run_stopped_reads_as_its_value_in_text_json_and_comparisons():
     import json
 
-    from agent.generate.loop import StoppedBecause
+    from bbagent.agent.generate.loop import StoppedBecause
     why = StoppedBecause.BATCH_BUDGET
     assert str(why) == f"{why}" == "batch_budget" == why
     assert json.dumps({"stopped_because": why}) == '{"stopped_because": "batch_budget"}'

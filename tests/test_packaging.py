@@ -3,6 +3,7 @@ fresh virtualenv, used from an empty directory that is not the checkout."""
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,16 @@ def _run(argv: list, cwd: Path, timeout: float = 600) -> subprocess.CompletedPro
 
 @pytest.mark.slow
 def test_a_wheel_installed_in_a_fresh_virtualenv_works_from_an_empty_directory(tmp_path):
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-q",
+    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "-v",
                   "-w", tmp_path / "dist", ROOT], cwd=tmp_path)
     assert built.returncode == 0, built.stderr[-2000:]
+    warned = [line for line in (built.stdout + built.stderr).splitlines() if "Warning" in line or "!!" in line]
+    assert not warned, warned
     [wheel] = (tmp_path / "dist").glob("bbagent-*.whl")
+    # one installed name: everything under bbagent/, nothing else at the top of site-packages (a stale build/
+    # folder of an earlier layout in the checkout would add its packages here: remove it)
+    with zipfile.ZipFile(wheel) as archive:
+        assert {name.split("/")[0] for name in archive.namelist()} == {"bbagent", wheel.name.split("-py")[0] + ".dist-info"}
     venv = tmp_path / "venv"
     assert _run([sys.executable, "-m", "venv", venv], cwd=tmp_path).returncode == 0
     # the torch already installed here (a CPU build from this machine's local file), then the wheel

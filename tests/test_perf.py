@@ -5,12 +5,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.evaluate import TimingOptions, evaluate
-from harness.ops import resolve_op
-from harness.timing.phase import bytes_moved, recheck, timed_cases
-from harness.timing.metrics import fast_p, geomean, quantile, summarize_performance
-from harness.timing.reference_cache import ReferenceCache
-from harness.suite.build import build_suite, clone_value
+from bbagent.harness.evaluate import TimingOptions, evaluate
+from bbagent.harness.ops import resolve_op
+from bbagent.harness.timing.phase import bytes_moved, recheck, timed_cases
+from bbagent.harness.timing.metrics import fast_p, geomean, quantile, summarize_performance
+from bbagent.harness.timing.reference_cache import ReferenceCache
+from bbagent.harness.suite.build import build_suite, clone_value
 
 RELU = "aten.relu.default"
 KERNELS = Path(__file__).parent / "kernels"

@@ -4,9 +4,9 @@ Scripted Verdicts here; tests/test_gpu.py profiles a real kernel."""
 import json
 import types
 
-from agent.generate.profile_feedback import diagnose_launches, diagnose_ncu, profile_part, profiling_cost
-from harness.timing.profile import launches_per_call, pick
-from harness.verdict import Launch, NcuSide, Performance
+from bbagent.agent.generate.profile_feedback import diagnose_launches, diagnose_ncu, profile_part, profiling_cost
+from bbagent.harness.timing.profile import launches_per_call, pick
+from bbagent.harness.verdict import Launch, NcuSide, Performance
 from test_optimise import answer, run_agent, scripted_verdict
 
 
@@ -125,7 +125,7 @@ def test_the_optimisation_prompt_carries_the_figures_and_the_round_their_cost(tm
 
 
 def test_the_evaluator_leaves_the_profiles_out_where_asked(tmp_path):
-    from agent.evaluation import evaluator, timing_options
+    from bbagent.agent.evaluation import evaluator, timing_options
     seen = []
 
     class Executor:

@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from agent.generate.extract import extract_code
-from agent.generate.prompting import PROMPTS_DIR, family_of, render_prompt
-from harness.coverage import list_ops
-from harness.evaluate import evaluate
+from bbagent.agent.generate.extract import extract_code
+from bbagent.agent.generate.prompting import PROMPTS_DIR, family_of, render_prompt
+from bbagent.harness.coverage import list_ops
+from bbagent.harness.evaluate import evaluate
 
 EXAMPLES = json.loads((PROMPTS_DIR / "families.json").read_text())["examples"]
 HEADING = re.compile(r"^## Worked example: `(?P<op>[^`]+)`$", re.MULTILINE)

@@ -17,12 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-import harness.suite.build as suite_module
-from agent.generate.prompting import render_prompt
-from agent.generate.signature import parameters
-from harness.coverage import list_ops
-from harness.ops import UnknownOpError, resolve_op
-from harness.traces import DtypeRef, NamedConstant, TensorSpec
+import bbagent.harness.suite.build as suite_module
+from bbagent.agent.generate.prompting import render_prompt
+from bbagent.agent.generate.signature import parameters
+from bbagent.harness.coverage import list_ops
+from bbagent.harness.ops import UnknownOpError, resolve_op
+from bbagent.harness.traces import DtypeRef, NamedConstant, TensorSpec
 
 CHUNKS = 12  # the overloads are split so that pytest-xdist spreads them over its workers
 

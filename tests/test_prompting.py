@@ -2,9 +2,9 @@ import re
 
 import pytest
 
-from agent.generate.extract import extract_code
+from bbagent.agent.generate.extract import extract_code
 from conftest import make_verdict
-from agent.generate.prompting import elide, render_feedback, render_prompt, template_name
+from bbagent.agent.generate.prompting import elide, render_feedback, render_prompt, template_name
 
 
 def test_relu_prompt_carries_schema_semantics_dtypes_shapes_and_contract():
@@ -98,10 +98,10 @@ def test_every_listed_operator_has_a_family_and_a_prompt():
 
     import torch
 
-    from agent.generate.prompting import PROMPTS_DIR, family_of
-    from harness.coverage import list_ops
-    from harness.ops import UnknownOpError, describe, resolve_op
-    from harness.traces import load_calls
+    from bbagent.agent.generate.prompting import PROMPTS_DIR, family_of
+    from bbagent.harness.coverage import list_ops
+    from bbagent.harness.ops import UnknownOpError, describe, resolve_op
+    from bbagent.harness.traces import load_calls
     families = set(json.loads((PROMPTS_DIR / "families.json").read_text())["ops"])
     rendered = 0
     for row in list_ops("all"):
@@ -143,7 +143,7 @@ def test_every_listed_operator_has_a_family_and_a_prompt():
     ("aten.linalg_qr.default", "linalg", "batch"),
 ])
 def test_family_templates_carry_their_guidance(op, family, words):
-    from agent.generate.prompting import family_of
+    from bbagent.agent.generate.prompting import family_of
     assert family_of(op) == family
     assert words in render_prompt(op)
 
@@ -195,8 +195,8 @@ def test_every_triton_and_torch_name_in_the_prompts_exists():
     """Every `tl.X`, `triton.X`, `torch.X` and `libdevice.X` the templates (and the examples they
     include) mention, and those in a rendered prompt of each family, exists on this stack. The
     GPU test run runs this on the GPU machine's stack too."""
-    from agent.generate.prompting import PROMPTS_DIR, family_of
-    from harness.coverage import list_ops
+    from bbagent.agent.generate.prompting import PROMPTS_DIR, family_of
+    from bbagent.harness.coverage import list_ops
     texts = {str(p): p.read_text() for p in PROMPTS_DIR.rglob("*") if p.suffix in (".j2", ".py")}
     by_family = {}
     for row in list_ops("all"):
@@ -217,7 +217,7 @@ def test_every_triton_and_torch_name_in_the_prompts_exists():
 
 
 def test_feedback_says_when_compilation_and_autotuning_made_the_evaluation_slow():
-    from agent.generate.prompting import render_feedback
+    from bbagent.agent.generate.prompting import render_feedback
     from conftest import make_verdict
     slow = make_verdict(timings={"wall_s": 200.0, "compiles": 518, "compile_s": 2.0, "autotune_runs": 725,
                                  "autotune_s": 120.0}, error_kind="timeout", message="timed out")

@@ -1,7 +1,7 @@
 """The real openai and anthropic SDKs against a fake server on 127.0.0.1."""
 import pytest
 
-from agent.providers import ProviderError, RetryPolicy, make_provider
+from bbagent.agent.providers import ProviderError, RetryPolicy, make_provider
 from fake_llm import FakeLLMServer
 
 FAST = RetryPolicy(attempts=3, initial_wait_s=0.01, max_wait_s=0.02)
@@ -103,8 +103,8 @@ def test_replay_without_a_shipped_file_lists_what_exists():
 @pytest.mark.parametrize("name", ["openai", "anthropic"])
 def test_a_resumed_batch_reuses_only_the_answers_its_own_batch_paid_for(name, tmp_path, monkeypatch, no_keys):
     """Reuse is explicit: none by default, the batch's own calls on its resume, any with --cache."""
-    from agent.providers.call_log import LLMLog
-    from agent.providers.logged import LoggedProvider
+    from bbagent.agent.providers.call_log import LLMLog
+    from bbagent.agent.providers.logged import LoggedProvider
     log = LLMLog(tmp_path / "llm_calls.sqlite")
     with FakeLLMServer().answer("one", "two", "three", "four") as server:
         inner = provider(name, server, monkeypatch)

@@ -2,10 +2,10 @@
 run in-process on plain functions (no Triton needed), and the seed-draw allowance of the guard."""
 import torch
 
-from harness.checks.guards import AtenRecorder, LaunchCounter
-from harness.checks import random_ops
-from harness.checks.compare import compare
-from harness.checks.random_ops import random_failure
+from bbagent.harness.checks.guards import AtenRecorder, LaunchCounter
+from bbagent.harness.checks import random_ops
+from bbagent.harness.checks.compare import compare
+from bbagent.harness.checks.random_ops import random_failure
 
 aten = torch.ops.aten
 UNIFORM = aten.uniform_.default

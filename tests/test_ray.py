@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.ledger import Ledger
+from bbagent.agent.batch.ledger import Ledger
 from conftest import ROOT
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[dev]' (or '.[ray]') installs it")
@@ -130,7 +130,7 @@ def test_a_ray_batch_gives_the_ledger_of_a_local_one_and_no_node_sees_a_key(clus
         assert verdict["verdict"] == "pass" and Path(verdict["kernel"]["path"]).is_relative_to(tmp_path / "ray")
 
     import ray  # the supervisors' own view: no secret-named variable reached their processes
-    from agent.batch.ray_executor import RayExecutor
+    from bbagent.agent.batch.ray_executor import RayExecutor
     executor = RayExecutor("cpu", address=address, resource=RESOURCE)
     try:
         seen = [slot.info for slot in executor.slots]

@@ -7,7 +7,7 @@ import json
 
 from bbagent.cli import main
 from fake_llm import FakeLLMServer
-from harness.redact import MARK, Redactor, configured_secrets
+from bbagent.harness.redact import MARK, Redactor, configured_secrets
 
 OPENAI_KEY = "sk-bbagent-planted-7f3a9c2e5b1d4068"
 HF_TOKEN = "hf_plantedtoken_a8d93kf02mq7"
@@ -98,7 +98,7 @@ def test_a_run_whose_kernel_prints_the_keys_stores_and_sends_none_of_them(tmp_pa
 def test_a_verdict_made_on_another_machine_is_redacted_here_too(tmp_path, monkeypatch):
     """A Ray supervisor redacts its own machine's secrets; this side's (here an API key only this
     process has) are redacted when the Verdict arrives, and both counts are kept."""
-    from harness.evaluate import adopt_remote_verdict, evaluate
+    from bbagent.harness.evaluate import adopt_remote_verdict, evaluate
     kernel = tmp_path / "kernel.py"
     kernel.write_text("import subprocess\n\ndef kernel(x):\n    return subprocess.run(['true'])\n")
     there = evaluate("aten.relu.default", kernel, device="cpu").model_dump(mode="json")  # refused by its source

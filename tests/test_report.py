@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.batch.ledger import Ledger
+from bbagent.agent.batch.ledger import Ledger
 from bbagent.cli import main
-from agent.reports.html import collect, fast_p_curve, funnel
-from agent.review import lifecycle
+from bbagent.agent.reports.html import collect, fast_p_curve, funnel
+from bbagent.agent.review import lifecycle
 from tests.test_review import KERNELS, install, run_meta
 
 SHOTS = os.environ.get("BBAGENT_REPORT_SCREENSHOT")  # where to keep the PNG (the note's screenshot)
@@ -184,6 +184,6 @@ def test_an_unknown_price_is_shown_as_unknown_never_as_zero(batch):
     data = collect(batch, None)
     for o in data["ops"]:
         o["cost_known"], o["cost_usd"] = False, 0.0
-    from agent.reports.html import render
+    from bbagent.agent.reports.html import render
     page = render(data, batch / "runs" / "x.html")
     assert "LLM cost unknown (no price for the model)" in page and "$0.0000" not in page

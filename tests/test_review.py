@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bbagent.cli import main
-from agent import machine
-from agent.review import lifecycle
-from agent.review.catalog import find, flags, listing
-from agent.review.lifecycle import install, status_of
-from agent.review.meta import KernelMeta, read_meta, upgraded, write_meta
+from bbagent.agent import machine
+from bbagent.agent.review import lifecycle
+from bbagent.agent.review.catalog import find, flags, listing
+from bbagent.agent.review.lifecycle import install, status_of
+from bbagent.agent.review.meta import KernelMeta, read_meta, upgraded, write_meta
 
 KERNELS = Path(__file__).parent / "kernels"
 RELU, ADD = "aten.relu.default", "aten.add.Tensor"

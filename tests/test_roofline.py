@@ -4,9 +4,9 @@ that names the shapes furthest from their ceiling."""
 import pytest
 import torch
 
-from harness.ops import resolve_op
-from harness.timing.phase import bytes_moved, shape_roofline
-from harness.timing.roofline import flops_of, roofline
+from bbagent.harness.ops import resolve_op
+from bbagent.harness.timing.phase import bytes_moved, shape_roofline
+from bbagent.harness.timing.roofline import flops_of, roofline
 
 N = 4096
 
@@ -62,9 +62,9 @@ def test_shape_roofline_reads_real_calls():
 
 
 def test_speed_feedback_names_the_shapes_furthest_from_their_ceiling():
-    from agent.generate.prompting import render_performance_feedback
-    from harness.timing.metrics import summarize_performance
-    from harness.verdict import Verdict
+    from bbagent.agent.generate.prompting import render_performance_feedback
+    from bbagent.harness.timing.metrics import summarize_performance
+    from bbagent.harness.verdict import Verdict
 
     def stats(ms):
         return {"median_ms": ms, "mean_ms": ms, "std_ms": 0.0, "p20_ms": ms, "p80_ms": ms, "min_ms": ms, "reps": 10}

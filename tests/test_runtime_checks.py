@@ -10,10 +10,10 @@ import numpy
 import pytest
 import torch
 
-from harness.checks.integrity import JudgeState
-from harness.plain import NotPlainTensor, not_plain, plain_only
-from harness.checks.runtime import CallWatch
-from harness.checks.static_check import check_source
+from bbagent.harness.checks.integrity import JudgeState
+from bbagent.harness.plain import NotPlainTensor, not_plain, plain_only
+from bbagent.harness.checks.runtime import CallWatch
+from bbagent.harness.checks.static_check import check_source
 
 
 class Sub(torch.Tensor):
@@ -75,13 +75,13 @@ def test_the_judge_state_names_what_changed_by_any_spelling():
 
 
 def test_the_judge_state_sees_aten_overrides_and_code_swaps_deeply():
-    import harness.checks.compare as compare
+    import bbagent.harness.checks.compare as compare
     state = JudgeState.capture(ops=[torch.ops.aten.relu.default])
     code = compare.equal_exactly.__code__
     compare.equal_exactly.__code__ = (lambda before, after: True).__code__
     try:
         assert state.changes() == []  # the tables are the same objects: only the deep look sees it
-        assert "harness.checks.compare.equal_exactly.__code__" in state.changes(deep=True)
+        assert "bbagent.harness.checks.compare.equal_exactly.__code__" in state.changes(deep=True)
     finally:
         compare.equal_exactly.__code__ = code
     library = torch.library.Library("aten", "IMPL")
@@ -157,7 +157,7 @@ def test_static_rules_leave_these_alone(source):
 
 
 def test_impossible_measurements_are_named():
-    from harness.timing.phase import implausible_call, implausible_device
+    from bbagent.harness.timing.phase import implausible_call, implausible_device
     assert implausible_device({"empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.002, "copy_gbs": 3000.0}, 3350.0) is None
     assert "empty Triton launch" in implausible_device({"empty_launch_ms": 1e-4, "copy_gbs": 3000.0}, 3350.0)
     assert "beyond this device's memory" in implausible_device({"empty_launch_ms": 0.004, "copy_gbs": 21474836.0}, 3350.0)
@@ -171,7 +171,7 @@ def test_impossible_measurements_are_named():
 
 
 def test_events_that_add_up_to_more_than_the_host_saw_are_impossible():
-    from harness.timing.clock import events_beyond_host
+    from bbagent.harness.timing.clock import events_beyond_host
     assert events_beyond_host(measured_ms=80.0, host_ms=100.0, reps=50) is None
     assert events_beyond_host(measured_ms=100.3, host_ms=100.0, reps=50) is None   # within rounding
     assert "only 100.000 ms passed" in events_beyond_host(measured_ms=400.0, host_ms=100.0, reps=50)
@@ -181,7 +181,7 @@ def test_a_hang_while_the_tests_wait_for_kernels_compiled_ahead_is_the_compilers
     """The faulthandler dump shows the main thread only: waiting in compile_ahead for a compilation
     that never ends is a hang in Triton's compiler; a loop in the kernel's own code during its call
     ahead of the tests is the kernel's."""
-    from harness.sandbox.run import _hang_site
+    from bbagent.harness.sandbox.run import _hang_site
     waiting = ('Stack (most recent call first):\n'
                '  File "/usr/lib/python3.12/threading.py", line 355 in wait\n'
                '  File "/work/main/harness/sandbox/compile_ahead.py", line 117 in wait_for_call\n'
@@ -210,7 +210,7 @@ def test_torch_wrapping_its_own_function_later_is_no_change():
 def test_the_bytes_a_call_must_write():
     """What the write ceiling of the timing phase counts: results and written arguments, not a view
     of an input (moved counts every read and every write once, as the roofline does)."""
-    from harness.timing.phase import traffic
+    from bbagent.harness.timing.phase import traffic
     aten = torch.ops.aten
     x, bias, out = torch.randn(32), torch.randn(8, 4), torch.empty(8, 4)
     assert traffic(aten.relu.default, (x,), {}, torch.relu(x)) == (2 * 32 * 4, 32 * 4)

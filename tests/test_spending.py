@@ -1,7 +1,7 @@
-"""agent.generate.spending: a run's spend counted as each answer comes, its budget, and a batch
+"""bbagent.agent.generate.spending: a run's spend counted as each answer comes, its budget, and a batch
 reading a running operator's spend from the same object (no run.json read back)."""
-from agent.generate.spending import Spent
-from agent.providers.base import Completion
+from bbagent.agent.generate.spending import Spent
+from bbagent.agent.providers.base import Completion
 from tests.fake_runs import run_started
 
 
@@ -26,8 +26,8 @@ def test_the_run_budget_names_what_is_spent():
 
 
 def test_a_batch_budget_counts_what_a_running_operator_has_spent_so_far(tmp_path):
-    from agent.batch.runner import Batch, Budgets
-    from agent.generate.loop import Outcome
+    from bbagent.agent.batch.runner import Batch, Budgets
+    from bbagent.agent.generate.loop import Outcome
     seen = []
 
     def generate(op, hear):  # as agent.batch.start's generate_one: the loop counts into runner.spending(op)

@@ -1,8 +1,8 @@
-"""harness.timing.clock: statistics everywhere; measurement only on a GPU (the CPU refuses to time)."""
+"""bbagent.harness.timing.clock: statistics everywhere; measurement only on a GPU (the CPU refuses to time)."""
 import pytest
 import torch
 
-from harness.timing.clock import TimingUnavailable, overhead_dominated, summarize, time_interleaved
+from bbagent.harness.timing.clock import TimingUnavailable, overhead_dominated, summarize, time_interleaved
 
 
 def test_summary_statistics():
@@ -39,7 +39,7 @@ def test_a_small_shape_counts_its_flushes_toward_the_target():
     """A 1024-element relu takes microseconds, the 256 MiB flush before each call about 0.1 ms on an
     H100: repetitions are chosen from both, so target_ms=25 gives a few hundred of them, not
     MAX_REPS (2000) flushes while every other evaluation on the GPU waits."""
-    from harness.timing.clock import MAX_REPS, MIN_REPS
+    from bbagent.harness.timing.clock import MAX_REPS, MIN_REPS
     x = torch.randn(1024, device="cuda")
     samples = time_interleaved({"aten": lambda: torch.relu(x), "candidate": lambda: x.clamp_min(0)}, target_ms=25)
     assert MIN_REPS < len(samples["aten"]) == len(samples["candidate"]) < MAX_REPS // 2
@@ -47,7 +47,7 @@ def test_a_small_shape_counts_its_flushes_toward_the_target():
 
 @pytest.mark.gpu
 def test_graph_replay_on_gpu_all_or_none():
-    from harness.timing.clock import graphed
+    from bbagent.harness.timing.clock import graphed
     x = torch.randn(1 << 20, device="cuda")
     out = torch.empty_like(x)
     replays = graphed({"relu": lambda: torch.clamp(x, min=0.0, out=out)})
@@ -66,7 +66,7 @@ def test_graph_replay_on_gpu_all_or_none():
 
 @pytest.mark.gpu
 def test_a_graph_that_does_not_recompute_is_refused():
-    from harness.timing.clock import graphed
+    from bbagent.harness.timing.clock import graphed
     x = torch.randn(1 << 16, device="cuda")
 
     def host_side():  # the work happens on the host: a captured graph would replay nothing
@@ -80,7 +80,7 @@ def test_a_capture_that_syncs_on_a_random_seed_leaves_random_ops_usable():
     """A correct bernoulli_ that reads its seed on the host cannot be captured; before, the failed
     capture left the CUDA generator mid-capture and eager aten's bernoulli_ then raised "Offset
     increment outside graph capture", so the kernel failed its timing phase."""
-    from harness.timing.clock import graphed
+    from bbagent.harness.timing.clock import graphed
     x = torch.empty(4096, device="cuda")
 
     def seeds_on_host():

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from bbagent.cli import main
-from harness.adapters import AdapterError, serving
-from harness.evaluate import evaluate
-from harness.ops import resolve_op
-from harness.suite.build import build_suite
+from bbagent.harness.adapters import AdapterError, serving
+from bbagent.harness.evaluate import evaluate
+from bbagent.harness.ops import resolve_op
+from bbagent.harness.suite.build import build_suite
 
 KERNELS = Path(__file__).parent / "kernels"
 ROOT = Path(__file__).resolve().parent.parent
@@ -208,7 +208,7 @@ def test_registered_kernel_serves_every_overload_of_its_family(tmp_path):
 def test_float64_rejudging_of_written_arguments_and_dtype_arguments():
     """The float64 run behind a re-judged mismatch must really be float64 (a ``dtype=float16``
     argument is lifted too), and an out= argument gets the same reduction allowance as the result."""
-    from harness.checks.float64_judge import Float64Run
+    from bbagent.harness.checks.float64_judge import Float64Run
     x = torch.randn(64, 32).half()
     scan = Float64Run(torch.ops.aten.cumsum.default, ((x, 1), {"dtype": torch.float16}))
     assert scan.truth().truth.dtype == torch.float64
@@ -220,8 +220,8 @@ def test_float64_rejudging_of_written_arguments_and_dtype_arguments():
 
 
 def test_an_overload_without_tests_of_its_own_is_not_served():
-    from agent.review.record import served_overloads
-    from harness.verdict import Variant
+    from bbagent.agent.review.record import served_overloads
+    from bbagent.harness.verdict import Variant
     verdict = SimpleNamespace(variants=[
         Variant(op="aten.uniform.default", convention="functional", served_by="kernel", ok=False, planned=0,
                 passed=0, failed=0),
@@ -232,7 +232,7 @@ def test_an_overload_without_tests_of_its_own_is_not_served():
 
 
 def test_what_generate_asks_for():
-    from agent.evaluation import what_to_ask_for
+    from bbagent.agent.evaluation import what_to_ask_for
     family = ["aten.relu.default", "aten.relu_.default", "aten.relu.out"]
     assert what_to_ask_for("aten.relu.out") == ("aten.relu.default", family)
     assert what_to_ask_for("aten.relu_.default", exact_overload=True) == ("aten.relu_.default", ["aten.relu_.default"])

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import workdirs
+from bbagent.harness import workdirs
 
 
 def _ended_pid() -> int:

@@ -15,11 +15,36 @@ line (``bbagent.cli``) is a thin layer over these functions, and these over the 
 """
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import Callable
 
-from agent.errors import ProviderError, UsageError
-from agent.storage import resolve_root
+# Importing bbagent imports nothing of agent/ or harness/: every process that runs bbagent's code
+# imports this package first (a sandbox child, `python -m bbagent.harness.sandbox.worker`, included),
+# and a child must not load the agent side. The public types are imported when first asked for.
+_TYPES = {"UsageError": "bbagent.agent.errors", "ProviderError": "bbagent.agent.errors",
+          "Verdict": "bbagent.harness.verdict", "Outcome": "bbagent.agent.generate.loop",
+          "BenchResult": "bbagent.agent.bench.run", "GenerateOptions": "bbagent.agent.options"}
+
+
+def __getattr__(name: str):
+    """The public types, imported on first use (most pull in pydantic or torch)."""
+    if name in _TYPES:
+        return getattr(importlib.import_module(_TYPES[name]), name)
+    raise AttributeError(f"module 'bbagent' has no attribute '{name}'")
+
+
+def _usage_error(message: str) -> Exception:
+    from bbagent.agent.errors import UsageError
+    return UsageError(message)
+
+
+def resolve_root(root: str | Path | None = None, *, write: bool = False) -> Path:
+    """The folder for runs/ and generated_kernels/: ``root``, else $BBAGENT_ROOT, else the current
+    directory; with ``write`` it is created (UsageError where it cannot be, or is not writable)."""
+    from bbagent.agent.storage import resolve_root as resolve
+    return resolve(root, write=write)
+
 
 __all__ = ["UsageError", "ProviderError", "GenerateOptions", "Verdict", "BenchResult", "Outcome", "version",
            "__version__", "resolve_root", "evaluate", "bench", "prompt", "generate", "batch", "batch_status", "runs",
@@ -38,23 +63,6 @@ def version() -> str:
 __version__ = version()
 
 
-def __getattr__(name: str):
-    """The types, imported on first use (they pull in pydantic and torch)."""
-    if name == "Verdict":
-        from harness.verdict import Verdict
-        return Verdict
-    if name == "Outcome":
-        from agent.generate.loop import Outcome
-        return Outcome
-    if name == "BenchResult":
-        from agent.bench.run import BenchResult
-        return BenchResult
-    if name == "GenerateOptions":
-        from agent.options import GenerateOptions
-        return GenerateOptions
-    raise AttributeError(f"module 'bbagent' has no attribute '{name}'")
-
-
 # --- evaluate, bench, prompt, generate -------------------------------------------------------------
 
 def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | None = None, family: bool = False,
@@ -63,9 +71,9 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     """Test ``kernel`` (default: the accepted kernel serving ``op`` under ``root``) on ``op``'s tests,
     in a sandboxed child process; ``family`` tests every overload of its family; ``channels_last``
     runs the 4-d and 5-d trace inputs in that layout too. Returns the Verdict."""
-    from harness.sandbox.environment import start_early
+    from bbagent.harness.sandbox.environment import start_early
     start_early(device if device in ("cuda", "cpu") else None)  # the sandbox's start-up overlaps the checks below
-    from agent.evaluation import (check_channels_last, check_evaluation, check_op, evaluator, family_of_overload,
+    from bbagent.agent.evaluation import (check_channels_last, check_evaluation, check_op, evaluator, family_of_overload,
                                   kernel_to_evaluate)
     check_op(op)
     check_evaluation(device, timeout_s, allow_no_opinfo)
@@ -86,7 +94,7 @@ def bench(op: str, kernel: str | Path | None = None, *, root: str | Path | None 
     (kernel_for, device, seed, timeout_s, max_shapes, target_ms, no_cache, allow_no_opinfo,
     baseline "eager,inductor", inductor_mode, channels_last, profile, ncu). ``on_start`` hears the
     run directory before the evaluation starts. Returns a ``BenchResult``."""
-    from agent.bench.run import BenchRequest, run_bench
+    from bbagent.agent.bench.run import BenchRequest, run_bench
     known = list(BenchRequest.__dataclass_fields__)
     _refuse_unknown("bench", settings, known, ", ".join(known))
     return run_bench(op, BenchRequest(kernel=kernel, **settings), resolve_root(root, write=True), on_start)
@@ -96,13 +104,13 @@ def _refuse_unknown(what: str, given: dict, known, listing: str) -> None:
     """A UsageError naming the options in ``given`` that are not ``known``, and ``listing`` the ones there are."""
     unknown = [name for name in given if name not in known]
     if unknown:
-        raise UsageError(f"{what} has no option {', '.join(map(repr, unknown))}; its options are: {listing}")
+        raise _usage_error(f"{what} has no option {', '.join(map(repr, unknown))}; its options are: {listing}")
 
 
 def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False) -> str:
     """The first message ``generate`` sends for ``op`` with these options."""
-    from agent.evaluation import check_channels_last, what_to_ask_for
-    from agent.generate.prompting import render_prompt
+    from bbagent.agent.evaluation import check_channels_last, what_to_ask_for
+    from bbagent.agent.generate.prompting import render_prompt
     computation, serves = what_to_ask_for(op, exact_overload)
     return render_prompt(computation, also_serves=serves[1:], device=device,
                          channels_last=check_channels_last(computation, channels_last))
@@ -117,16 +125,16 @@ def generate(op: str, options=None, *, root: str | Path | None = None,
     (``agent.generate.progress``: Started, Asking, Retrying, Evaluating, CandidateJudged, RoundDone,
     NewBest, ...); a ``report(name, data)`` of two arguments gets each event's name and fields. A KeyboardInterrupt propagates after the run directory is
     recorded as interrupted."""
-    from agent.generate.start import run_generate
+    from bbagent.agent.generate.start import run_generate
     return run_generate(op, _options(options, settings), root, report=report)
 
 
 def _options(options, settings: dict, batch: bool = False):
-    from agent.options import GenerateOptions
+    from bbagent.agent.options import GenerateOptions
     if options is not None and settings:
-        raise UsageError("give the options as one GenerateOptions or as keywords, not both")
+        raise _usage_error("give the options as one GenerateOptions or as keywords, not both")
     if options is not None and not isinstance(options, GenerateOptions):
-        raise UsageError(f"options must be a bbagent.GenerateOptions (got {type(options).__name__})")
+        raise _usage_error(f"options must be a bbagent.GenerateOptions (got {type(options).__name__})")
     return options if options is not None else GenerateOptions.of(batch=batch, **settings)
 
 
@@ -145,8 +153,8 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
     ``ROOT/runs/<batch>/`` (ledger, events, summary)."""
     from dataclasses import fields
 
-    from agent.batch.start import Choice, Plan, run_batch
-    from agent.options import GenerateOptions
+    from bbagent.agent.batch.start import Choice, Plan, run_batch
+    from bbagent.agent.options import GenerateOptions
     picked = {kind: {f.name: settings.pop(f.name) for f in fields(kind) if f.name in settings} for kind in (Choice, Plan)}
     for per_op, field in (("max_cost_per_op", "max_cost_usd"), ("max_tokens_per_op", "max_tokens")):
         if per_op in settings:
@@ -159,7 +167,7 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
     choice, plan = Choice(ops=list(ops or []), **picked[Choice]), Plan(**picked[Plan])
     if resume is not None:
         if ops or any(picked[Choice].values()):
-            raise UsageError("--resume continues a batch with its own operators: drop --ops, --ops-file, --suite, "
+            raise _usage_error("--resume continues a batch with its own operators: drop --ops, --ops-file, --suite, "
                              "--family and --dataset")
         return run_batch(resolve_root(root, write=True), None, None, plan, resume=resume, given=settings,
                          report=report)
@@ -171,7 +179,7 @@ def batch_status(batch_id: str | None = None, root: str | Path | None = None) ->
     """A batch's counts and rows from its ledger (the newest batch when no id), readable while it
     runs; ``liveness`` says whether it is running, dead, stopped or finished, and ``resume`` gives
     the command that continues it where it can go on."""
-    from agent.batch.ledger import status
+    from bbagent.agent.batch.ledger import status
     return status(resolve_root(root), batch_id)
 
 
@@ -179,7 +187,7 @@ def batch_status(batch_id: str | None = None, root: str | Path | None = None) ->
 
 def runs(root: str | Path | None = None) -> list[dict]:
     """Every run and batch under ``ROOT/runs``, oldest first (``bbagent runs --json`` rows)."""
-    from agent.reports.runs import list_runs
+    from bbagent.agent.reports.runs import list_runs
     return list_runs(resolve_root(root) / "runs")
 
 
@@ -188,10 +196,10 @@ def prune_runs(older_than_days: float, root: str | Path | None = None, dry_run: 
     are not running (``agent.reports.runs.prune``), and the working folders of bbagent processes
     that ended without removing them (``workdirs``; ``harness.workdirs``); ``dry_run`` only says
     what would go."""
-    from agent.reports.runs import prune
-    from harness import workdirs
+    from bbagent.agent.reports.runs import prune
+    from bbagent.harness import workdirs
     if older_than_days < 0:
-        raise UsageError(f"--older-than takes days, 0 or more (got {older_than_days})")
+        raise _usage_error(f"--older-than takes days, 0 or more (got {older_than_days})")
     pruned = prune(resolve_root(root, write=not dry_run), older_than_days * 86400, dry_run=dry_run)
     return {**pruned, "workdirs": workdirs.remove_orphaned(dry_run=dry_run)}
 
@@ -199,13 +207,13 @@ def prune_runs(older_than_days: float, root: str | Path | None = None, dry_run: 
 def ops(suite: str = "all", pattern: str | None = None, family: str | None = None) -> list[dict]:
     """The overloads bbagent can test (``bbagent ops --json`` rows), filtered by a substring of
     the name and by prompt family."""
-    from agent.evaluation import listed_ops
+    from bbagent.agent.evaluation import listed_ops
     return listed_ops(suite, family=family, pattern=pattern)
 
 
 def kernels(root: str | Path | None = None) -> list[dict]:
     """The accepted kernels under ``root``: meta.json of each, with its folder and kernel file."""
-    from agent.review.catalog import accepted
+    from bbagent.agent.review.catalog import accepted
     return accepted(resolve_root(root))
 
 
@@ -213,8 +221,8 @@ def load(op: str, root: str | Path | None = None, device: str | None = None) -> 
     """A callable with ``op``'s calling convention, from the accepted kernel that serves it, for
     tensors on ``device`` (default CUDA where there is a GPU, else the CPU, under Triton's
     interpreter). The kernel is imported into this process: use it for reviewed kernels."""
-    from agent.evaluation import check_op
-    from agent.serving.load import load as load_kernel
+    from bbagent.agent.evaluation import check_op
+    from bbagent.agent.serving.load import load as load_kernel
     check_op(op)
     return load_kernel(resolve_root(root), op, device)
 
@@ -227,8 +235,8 @@ def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, 
     current one unless rejected), and only overloads measured at least as fast as eager
     (``include_slower``: all). Returns an ``Enabled`` (a context manager: ``with bbagent.enable():
     ...``) with ``calls()``, ``report()``, ``served`` and ``skipped``."""
-    from agent.evaluation import check_op
-    from agent.serving.enable import enable as enable_kernels
+    from bbagent.agent.evaluation import check_op
+    from bbagent.agent.serving.enable import enable as enable_kernels
     for op in ops or []:
         check_op(op)
     return enable_kernels(resolve_root(root), include_unreviewed=include_unreviewed, include_slower=include_slower,
@@ -237,7 +245,7 @@ def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, 
 
 def disable() -> dict | None:
     """Give aten its kernels back; returns the calls served per overload (None if none was enabled)."""
-    from agent.serving.enable import disable as disable_kernels
+    from bbagent.agent.serving.enable import disable as disable_kernels
     return disable_kernels()
 
 
@@ -247,8 +255,8 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
     child process; returns the comparison, the overloads served with their call counts, the timing
     and, on a mismatch, the culprit overloads. ``settings``: dtype, include_unreviewed,
     include_slower, atol, rtol, repeats, iterations, seed (``agent.serving.check_model.ModelCheck``)."""
-    from agent.evaluation import check_op
-    from agent.serving.check_model import ModelCheck, checked, run_check
+    from bbagent.agent.evaluation import check_op
+    from bbagent.agent.serving.check_model import ModelCheck, checked, run_check
     for op in ops or []:
         check_op(op)
     allowed = [name for name in ModelCheck.__dataclass_fields__ if name not in ("model", "config", "device", "ops", "root")]
@@ -259,13 +267,13 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
 def report(ident: str | None = None, *, root: str | Path | None = None, out: str | Path | None = None) -> Path:
     """Write the HTML report of a batch (default: the newest) or a run (``agent.reports.html``);
     returns its path (default ``runs/<id>/report.html``)."""
-    from agent.reports.html import write_report
+    from bbagent.agent.reports.html import write_report
     return write_report(resolve_root(root, write=out is None), ident, Path(out) if out is not None else None)
 
 
 def verdict_schema() -> dict:
     """The JSON schema of the Verdict (``bbagent schema verdict``)."""
-    from harness.verdict import Verdict
+    from bbagent.harness.verdict import Verdict
     return Verdict.model_json_schema()
 
 
@@ -275,22 +283,22 @@ def review_list(root: str | Path | None = None, *, status: str | None = None, fa
                 sort: str = "op") -> list[dict]:
     """One row per operator with an accepted kernel (``bbagent review list --json``): version, review
     status (``stale`` where the environment changed since its tests), tests, speedup, cost, flags."""
-    from agent.review.catalog import listing
+    from bbagent.agent.review.catalog import listing
     return listing(resolve_root(root), status=status, family=family, sort=sort)
 
 
 def review_show(op: str, root: str | Path | None = None, version: int | None = None) -> dict:
     """Everything a reviewer reads about one version of ``op``'s kernel (default: the current one)."""
-    from agent.review.catalog import shown
+    from bbagent.agent.review.catalog import shown
     return shown(resolve_root(root), op, version)
 
 
 def review_decide(op: str, decision: str, note: str = "", *, root: str | Path | None = None,
                   version: int | None = None) -> dict:
     """``approve`` or ``reject`` one version of ``op``'s kernel; returns its new review record."""
-    from agent.review.catalog import decide
+    from bbagent.agent.review.catalog import decide
     if decision not in ("approve", "reject"):
-        raise UsageError(f"a review decision is approve or reject (got {decision!r})")
+        raise _usage_error(f"a review decision is approve or reject (got {decision!r})")
     status = {"approve": "approved", "reject": "rejected"}[decision]
     chosen = decide(resolve_root(root, write=True), op, status, note, version)
     return {"op": op, "version": chosen.number, **chosen.meta.review.model_dump(exclude={"history"})}
@@ -299,7 +307,7 @@ def review_decide(op: str, decision: str, note: str = "", *, root: str | Path | 
 def review_diff(op: str, root: str | Path | None = None, version: int | None = None,
                 against: int | None = None) -> str:
     """A unified diff of ``op``'s kernel (default: current) against the version before it."""
-    from agent.review.catalog import diff
+    from bbagent.agent.review.catalog import diff
     return diff(resolve_root(root), op, version, against)
 
 
@@ -308,8 +316,8 @@ def review_verify(op: str | None = None, *, root: str | Path | None = None, forc
                   on_start: Callable[[str, int], None] | None = None) -> list[dict]:
     """Re-test every stale approved kernel (of ``op``, or of all), timed where there is a GPU;
     ``force`` re-tests every approved one. Returns one outcome per version tested."""
-    from agent.evaluation import check_evaluation, default_device, evaluator, timing_options
-    from agent.review.verify import stale_versions, verify
+    from bbagent.agent.evaluation import check_evaluation, default_device, evaluator, timing_options
+    from bbagent.agent.review.verify import stale_versions, verify
     check_evaluation(device, timeout_s, allow_no_opinfo)
     where = resolve_root(root, write=True)
     timing = (timing_options(where, max_shapes=64, target_ms=100.0, no_cache=False)

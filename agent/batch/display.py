@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from agent.money import cost_text
+from bbagent.agent.money import cost_text
 
 
 def _resume_line(data: dict) -> str:

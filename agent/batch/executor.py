@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable, Protocol
 
-from agent.errors import InfrastructureError
+from bbagent.agent.errors import InfrastructureError
 
 
 class Executor(Protocol):
@@ -208,9 +208,9 @@ class LocalExecutor(SlotPool):
         gpus = gpus or [0]
         super().__init__([Slot(f"gpu-{gpu}" if per_gpu == 1 else f"gpu-{gpu}/{n}", gpu)
                           for gpu in gpus for n in range(per_gpu)])
-        from agent.batch.gpu_monitor import GpuMonitor
-        from harness.sandbox.environment import physical_gpu
-        from harness.sandbox.gpu_share import GpuShare
+        from bbagent.agent.batch.gpu_monitor import GpuMonitor
+        from bbagent.harness.sandbox.environment import physical_gpu
+        from bbagent.harness.sandbox.gpu_share import GpuShare
         for gpu in gpus:
             self.shares[gpu] = GpuShare.for_gpu(f"gpu-{gpu}", _total_memory(gpu), per_gpu)
         self.monitor = GpuMonitor({gpu: physical_gpu(gpu) for gpu in gpus})
@@ -232,7 +232,7 @@ class LocalExecutor(SlotPool):
 
     def _run_on(self, slot: Slot, op: str, kernel_path: Path, options: dict):
         if self.run_evaluation is None:
-            from harness.evaluate import evaluate as run_evaluation
+            from bbagent.harness.evaluate import evaluate as run_evaluation
             self.run_evaluation = run_evaluation
         return self.run_evaluation(op, kernel_path, device=self.device, gpu=slot.gpu, **self._share_of(slot), **options)
 
@@ -246,7 +246,7 @@ class LocalExecutor(SlotPool):
     def prepare_suite(self, op: str, **options) -> str:
         """``harness.evaluate.prepare_suite`` on a slot of its own (the build runs references on
         the GPU), so that the operator's first evaluation loads the suite."""
-        from harness.evaluate import prepare_suite
+        from bbagent.harness.evaluate import prepare_suite
         slot = self._take(self._accepts(op))
         try:
             return prepare_suite(op, device=self.device, gpu=slot.gpu, **self._share_of(slot), **options)
@@ -256,7 +256,7 @@ class LocalExecutor(SlotPool):
     def gpu_label(self) -> str:
         if self.device == "cpu":
             return "cpu"
-        from agent.machine import gpu_model
+        from bbagent.agent.machine import gpu_model
         return gpu_model()
 
     def close(self) -> None:
@@ -267,8 +267,8 @@ class LocalExecutor(SlotPool):
 def _total_memory(gpu: int) -> int:
     """The GPU's memory in bytes, from the driver (NVML); 0 where it cannot say (evaluations are
     then admitted by count alone). Never through torch, which would hold a CUDA context here."""
-    from harness.nvml import NvmlUnavailable, open_gpu
-    from harness.sandbox.environment import physical_gpu
+    from bbagent.harness.nvml import NvmlUnavailable, open_gpu
+    from bbagent.harness.sandbox.environment import physical_gpu
     try:
         return open_gpu(physical_gpu(gpu)).sample().memory_total
     except NvmlUnavailable:

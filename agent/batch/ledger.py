@@ -18,8 +18,8 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from agent.errors import UsageError
-from agent.machine import process_state
+from bbagent.agent.errors import UsageError
+from bbagent.agent.machine import process_state
 
 STATES = ("pending", "running", "accepted", "failed", "skipped", "interrupted")
 FILE_NAME = "ledger.sqlite"

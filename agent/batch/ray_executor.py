@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.batch.executor import Slot, SlotLost, SlotPool
-from agent.errors import UsageError
+from bbagent.agent.batch.executor import Slot, SlotLost, SlotPool
+from bbagent.agent.errors import UsageError
 
 INSTALL_HINT = "--executor ray needs Ray on this machine and on every node: pip install 'bbagent[ray]'"
 DESCRIBE_TIMEOUT_S = 300.0  # a new supervisor's start (a worker process, imports) on a loaded node
@@ -64,14 +64,14 @@ class EvaluationSupervisor:
         import socket
 
         import torch
-        from agent.machine import gpu_model, harness_fingerprint, triton_version
+        from bbagent.agent.machine import gpu_model, harness_fingerprint, triton_version
         return {"host": socket.gethostname(), "pid": os.getpid(), "physical_gpu": self.physical,
                 "gpu_model": "cpu" if self.device == "cpu" else gpu_model(self.physical),
                 "torch": torch.__version__, "triton": triton_version(), "suite": harness_fingerprint(),
                 "secret_env_names": sorted(name for name in os.environ if SECRET_NAME.search(name))}
 
     def evaluate(self, op: str, file_name: str, source: bytes, options: dict) -> dict:
-        from harness.evaluate import TimingOptions, evaluate
+        from bbagent.harness.evaluate import TimingOptions, evaluate
         with tempfile.TemporaryDirectory(prefix="bbagent-ray-") as where:
             kernel = Path(where) / file_name
             kernel.write_bytes(source)
@@ -95,7 +95,7 @@ class RayExecutor(SlotPool):
         super().__init__([])
         self.owns_connection = _connect(self.ray, address)
         try:
-            from agent.machine import harness_fingerprint
+            from bbagent.agent.machine import harness_fingerprint
             self.suite = harness_fingerprint()
             self._refresh()
             if not self.slots:
@@ -164,7 +164,7 @@ class RayExecutor(SlotPool):
 
     def _run_on(self, slot: Slot, op: str, kernel_path: Path, options: dict):
         from ray.exceptions import RayError, RayTaskError
-        from harness.evaluate import KernelFileError
+        from bbagent.harness.evaluate import KernelFileError
         if time.time() - self.last_refresh > REFRESH_EVERY_S:
             self._refresh()
         kernel_path = Path(kernel_path)
@@ -185,7 +185,7 @@ class RayExecutor(SlotPool):
 
     def _received(self, op: str, kernel_path: Path, verdict: dict, timing):
         """The supervisor's Verdict as this side's: its kernel path, the cache, this side's secrets."""
-        from harness.evaluate import adopt_remote_verdict
+        from bbagent.harness.evaluate import adopt_remote_verdict
         result = adopt_remote_verdict(op, verdict, kernel_path, timing)
         self.model_of.setdefault(op, result.environment.gpu or "unknown GPU")
         return result

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.errors import SelectionError
+from bbagent.agent.errors import SelectionError
 
 DATASET_FIELDS = ("uuid", "op_name", "args", "runnable", "included_in_benchmark", "why_excluded", "is_synthetic",
                   "runtime_ms", "relative_runtime_to_kernel_launch", "is_overhead_dominated_op", "count",
@@ -30,7 +30,7 @@ class Selection:
 
 
 def by_name(names: list[str]) -> Selection:
-    from harness.ops import UnknownOpError, resolve_op
+    from bbagent.harness.ops import UnknownOpError, resolve_op
     names = list(dict.fromkeys(n.strip() for n in names if n and n.strip()))
     for name in names:
         try:
@@ -179,8 +179,8 @@ def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
     correctness canary (tested, never timed); a pair whose arguments are not in the trace format
     is skipped and listed. A usable pair naming an operator this torch does not have stops the
     selection (``SelectionError``, with the rows' uuids): a misspelled name is the dataset's error."""
-    from harness.ops import UnknownOpError, resolve_op
-    from harness.traces import TraceFormatError, parse_call_line
+    from bbagent.harness.ops import UnknownOpError, resolve_op
+    from bbagent.harness.traces import TraceFormatError, parse_call_line
     selection = Selection()
     skipped_pairs, per_op, uuids = [], {}, {}
     for row in rows:

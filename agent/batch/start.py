@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from agent.batch import selection as select
-from agent.batch.ledger import FILE_NAME, Ledger, liveness
-from agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
-from agent.errors import UsageError
-from agent.generate.progress import DatasetInputs
-from agent.evaluation import (check_channels_last, check_evaluation, default_device, family_of_overload,
+from bbagent.agent.batch import selection as select
+from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
+from bbagent.agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
+from bbagent.agent.errors import UsageError
+from bbagent.agent.generate.progress import DatasetInputs
+from bbagent.agent.evaluation import (check_channels_last, check_evaluation, default_device, family_of_overload,
                               listed_ops)
-from agent.options import GenerateOptions, positive
+from bbagent.agent.options import GenerateOptions, positive
 
 
 @dataclass
@@ -82,14 +82,14 @@ def choose_ops(choice: Choice, exact_overload: bool = False) -> select.Selection
 
 
 def prompts_hash() -> str:
-    from agent.families import PROMPTS_DIR
+    from bbagent.agent.families import PROMPTS_DIR
     return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(Path(PROMPTS_DIR).rglob("*.j2")))).hexdigest()[:16]
 
 
 def resume_key(options: GenerateOptions, gpu: str) -> dict:
     """What an operator's result depends on beyond the operator: the prompt templates, the provider
     and model, torch, triton and the GPU model(s) the batch's executor evaluates on ("cpu")."""
-    from agent.machine import this_machine
+    from bbagent.agent.machine import this_machine
     machine = this_machine()
     return {"prompts": prompts_hash(), "provider": options.provider, "model": options.model,
             "torch": machine.torch, "triton": machine.triton, "gpu": gpu}
@@ -129,7 +129,7 @@ def check_plan(plan: Plan) -> Budgets:
 def check_provider(options: GenerateOptions) -> None:
     """A batch's provider can be set up (its key is there) before any operator starts: raises
     ProviderError naming the fix. A replay is checked per operator (each has its own answers)."""
-    from agent.providers import RetryPolicy, make_provider
+    from bbagent.agent.providers import RetryPolicy, make_provider
     if options.provider != "replay":
         make_provider(options.provider, op="", model=options.model, base_url=options.base_url, retry=RetryPolicy())
 
@@ -157,14 +157,14 @@ def make_executor(plan: Plan, options: GenerateOptions):
     this machine (the driver) needs no GPU of its own, so CUDA is not checked here. OpInfo is, as
     the supervisors run the same bbagent."""
     if plan.executor == "ray":
-        from agent.batch.ray_executor import RayExecutor, import_ray
+        from bbagent.agent.batch.ray_executor import RayExecutor, import_ray
         import_ray()
         if not plan.ray_resource or not plan.ray_resource.strip():
             raise UsageError("--ray-resource needs a resource name (GPU, or a custom one the nodes declare)")
         device = options.device or ("cuda" if plan.ray_resource == "GPU" else "cpu")
         check_evaluation(None if device == "cuda" else device, options.timeout_s, options.allow_no_opinfo)
         return RayExecutor(device, address=plan.ray_address, resource=plan.ray_resource)
-    from agent.batch.executor import LocalExecutor
+    from bbagent.agent.batch.executor import LocalExecutor
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     device = options.device or default_device()
     if device == "cpu" and plan.evals_per_gpu:
@@ -185,7 +185,7 @@ def resumed_options(ledger: Ledger, given: dict) -> GenerateOptions:
 def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Plan, runner_options: dict,
                 key: dict) -> Batch:
     """A new batch directory with its ledger: the operators chosen, those skipped and why."""
-    from agent.review.catalog import accepted
+    from bbagent.agent.review.catalog import accepted
     chosen = choose_ops(choice, exact_overload=options.exact_overload)
     served = {op for entry in accepted(root) for op in entry["serves"]}
     skipped = dict(chosen.skipped)
@@ -244,7 +244,7 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
         runner.event("coordinator_lost", coordinator=meta.get("coordinator"), last_heartbeat=heartbeat,
                      reason=alive["reason"], running=[r["op"] for r in ledger.rows() if r["state"] == "running"])
     runner.event("resume", **runner.ledger.reopen(key, coordinator_dead=dead, retry_failed=retry_failed))
-    from harness import workdirs
+    from bbagent.harness import workdirs
     left = workdirs.remove_orphaned()  # a killed coordinator's candidates' folders, among others
     if left["folders"]:
         runner.event("workdirs_removed", folders=left["folders"], bytes=left["bytes"])
@@ -256,8 +256,8 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
     """Start a batch of ``choice`` with ``options`` (or, with ``resume``, continue the batch of that
     id with its own; ``given``: the options set for the resume, to be refused where they differ)
     and run it to its end. ``root`` exists and is writable."""
-    from agent.generate.start import require_price, run_generate
-    from agent.providers.limiter import RateLimiter
+    from bbagent.agent.generate.start import require_price, run_generate
+    from bbagent.agent.providers.limiter import RateLimiter
     report = report or (lambda event, data: None)
     budgets = check_plan(plan)
     if plan.retry_failed and resume is None:

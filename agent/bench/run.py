@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agent.bench.records import BenchRecord, write_bench
-from agent.evaluation import (PROFILED_SHAPES, check_channels_last, check_evaluation, check_op, evaluator,
+from bbagent.agent.bench.records import BenchRecord, write_bench
+from bbagent.agent.evaluation import (PROFILED_SHAPES, check_channels_last, check_evaluation, check_op, evaluator,
                               kernel_to_evaluate, timing_options)
-from agent.options import engines_of
-from agent.review.meta import OverloadSpeed, read_meta, write_meta
-from agent.review.record import now
-from agent.storage import RunDir, new_run_id
-from harness.verdict import Verdict
+from bbagent.agent.options import engines_of
+from bbagent.agent.review.meta import OverloadSpeed, read_meta, write_meta
+from bbagent.agent.review.record import now
+from bbagent.agent.storage import RunDir, new_run_id
+from bbagent.harness.verdict import Verdict
 
 
 @dataclass

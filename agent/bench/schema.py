@@ -57,7 +57,7 @@ class BenchRecord(BaseModel):
 @lru_cache(maxsize=1)
 def software_config() -> dict[str, Any]:
     """Versions (and the driver, via NVML): the same for every record of a process, read once."""
-    from harness.fingerprint import triton_version
+    from bbagent.harness.fingerprint import triton_version
     config = {"python": platform.python_version(), "torch": torch.__version__,
               "triton": triton_version(), "cuda": torch.version.cuda}
     if torch.cuda.is_available():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.generate.dispatch import Plan
-from harness.verdict import Verdict
+from bbagent.agent.generate.dispatch import Plan
+from bbagent.harness.verdict import Verdict
 
 
 @dataclass

@@ -17,9 +17,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.generate.merge import CannotMerge, Part, import_identity, merge
-from agent.generate.population import Member
-from harness.traces import DTYPE_NAMES
+from bbagent.agent.generate.merge import CannotMerge, Part, import_identity, merge
+from bbagent.agent.generate.population import Member
+from bbagent.harness.traces import DTYPE_NAMES
 
 MIN_GAIN = 0.03
 HOST_NAMES = ("kernel", "DISPATCH_PARTS", "DISPATCH_RULES", "call_size")

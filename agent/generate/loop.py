@@ -23,27 +23,27 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable
 
-from agent.errors import InfrastructureError, ProviderError
-from agent.generate import dispatch
-from agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
+from bbagent.agent.errors import InfrastructureError, ProviderError
+from bbagent.agent.generate import dispatch
+from bbagent.agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
                                      round_summary)
-from agent.generate.dispatch import Plan
-from agent.generate.extract import extract_code
-from agent.generate.failure import WhyFailed, failure_groups_of, why_failed
-from agent.generate.merge import CannotMerge
-from agent.generate.population import Population, Rival
-from agent.generate.profile_feedback import profile_part, profiling_cost
-from agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, Listener,
+from bbagent.agent.generate.dispatch import Plan
+from bbagent.agent.generate.extract import extract_code
+from bbagent.agent.generate.failure import WhyFailed, failure_groups_of, why_failed
+from bbagent.agent.generate.merge import CannotMerge
+from bbagent.agent.generate.population import Population, Rival
+from bbagent.agent.generate.profile_feedback import profile_part, profiling_cost
+from bbagent.agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, Listener,
                                      NewBest, ReplacedApproved, RoundDone, SameKernel, ignore)
-from agent.generate.spending import Spent
-from agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
-from agent.machine import this_process
-from agent.options import GenerateOptions
-from agent.providers import Provider
-from agent.review.lifecycle import install
-from agent.review.record import now as _now, run_part
-from agent.storage import RunDir, write_json
-from harness.verdict import Verdict
+from bbagent.agent.generate.spending import Spent
+from bbagent.agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
+from bbagent.agent.machine import this_process
+from bbagent.agent.options import GenerateOptions
+from bbagent.agent.providers import Provider
+from bbagent.agent.review.lifecycle import install
+from bbagent.agent.review.record import now as _now, run_part
+from bbagent.agent.storage import RunDir, write_json
+from bbagent.harness.verdict import Verdict
 
 Evaluator = Callable[[str, Path], Verdict]
 HISTORY_ROUNDS = 3          # earlier rounds summarised in each feedback message

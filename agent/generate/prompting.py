@@ -13,18 +13,18 @@ from importlib import metadata
 import jinja2
 import torch
 
-from agent.families import PROMPTS_DIR, family_map, family_of
-from agent.generate.signature import parameters, signature
-from harness import opinfo_index
-from harness.checks.compare import TOLERANCES
-from harness.evaluate import default_device
-from harness.ops import describe, op_name as op_name_of, packet_name, resolve_op, value_mode
-from harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
-from harness.checks.allowed import ALLOWED, SEED_DRAW
-from harness.sandbox.watch import Limits
-from harness.traces import load_calls
-from harness.variants import functional_of
-from harness.verdict import Verdict
+from bbagent.agent.families import PROMPTS_DIR, family_map, family_of
+from bbagent.agent.generate.signature import parameters, signature
+from bbagent.harness import opinfo_index
+from bbagent.harness.checks.compare import TOLERANCES
+from bbagent.harness.evaluate import default_device
+from bbagent.harness.ops import describe, op_name as op_name_of, packet_name, resolve_op, value_mode
+from bbagent.harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
+from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW
+from bbagent.harness.sandbox.watch import Limits
+from bbagent.harness.traces import load_calls
+from bbagent.harness.variants import functional_of
+from bbagent.harness.verdict import Verdict
 
 
 TRACE_SHAPES_IN_PROMPT = 5
@@ -99,8 +99,8 @@ def channels_last_examples(op, calls: list, device: str) -> list[dict]:
     picks depends on the device (a convolution on CUDA follows cuDNN's choice), which meta
     tensors, having none, do not show."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from harness.inputs import materialize, tensors_in
-    from harness.layouts import channels_last_call
+    from bbagent.harness.inputs import materialize, tensors_in
+    from bbagent.harness.layouts import channels_last_call
     examples = []
     for call in calls:
         changed = channels_last_call(call)

@@ -9,19 +9,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from agent.errors import UsageError
-from agent.evaluation import check_channels_last, check_evaluation, evaluator, timing_options, what_to_ask_for
-from agent.generate.loop import Agent, Outcome
-from agent.generate.progress import Retrying, Started, listener
-from agent.generate.spending import Spent
-from agent.generate.testable import refuse_untested
-from agent.options import GenerateOptions
-from agent.storage import RunDir, new_run_id, resolve_root
+from bbagent.agent.errors import UsageError
+from bbagent.agent.evaluation import check_channels_last, check_evaluation, evaluator, timing_options, what_to_ask_for
+from bbagent.agent.generate.loop import Agent, Outcome
+from bbagent.agent.generate.progress import Retrying, Started, listener
+from bbagent.agent.generate.spending import Spent
+from bbagent.agent.generate.testable import refuse_untested
+from bbagent.agent.options import GenerateOptions
+from bbagent.agent.storage import RunDir, new_run_id, resolve_root
 
 
 def require_price(model: str | None) -> None:
     """A cost budget needs the model's price (a run's ``--max-cost-usd`` or a batch's)."""
-    from agent.providers.prices import price_of, where_prices_go
+    from bbagent.agent.providers.prices import price_of, where_prices_go
     if price_of(model) is None:
         raise UsageError(f"--max-cost-usd needs a price for model '{model}': {where_prices_go()}, or drop "
                          "--max-cost-usd")
@@ -38,9 +38,9 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     batch, requests its batch already paid for are answered from the call log; ``halt()``, asked
     between rounds, says why no further round may start (a batch's spent budget), or None; ``spent``
     is counted into as each answer comes (a batch's view of the run's spend so far)."""
-    from agent.providers import RetryPolicy, make_provider
-    from agent.providers.call_log import FILE_NAME, LLMLog
-    from agent.providers.logged import LoggedProvider
+    from bbagent.agent.providers import RetryPolicy, make_provider
+    from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
+    from bbagent.agent.providers.logged import LoggedProvider
     computation, serves = what_to_ask_for(op, options.exact_overload)
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     channels_last = check_channels_last(computation, options.channels_last)
@@ -59,7 +59,7 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
                           root=root)
     inner.on_retry = lambda info: report(Retrying(**info))
     inner.limiter = limiter
-    from agent.providers.prices import price_of
+    from bbagent.agent.providers.prices import price_of
     price_of(inner.model)  # a bad prices file of the user's is said now (exit 2), before any call
     if options.max_cost_usd is not None:
         require_price(inner.model)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import shutil
 
-from agent.errors import UsageError
+from bbagent.agent.errors import UsageError
 
 NOTHING_IMPLEMENTED = "def kernel(*args, **kwargs):\n    raise NotImplementedError('bbagent: does an operator have tests?')\n"
 
@@ -22,7 +22,7 @@ NOTHING_IMPLEMENTED = "def kernel(*args, **kwargs):\n    raise NotImplementedErr
 @functools.lru_cache(maxsize=1)
 def _listed() -> dict[str, str]:
     """Overload -> why it has no tests ('' where it has some), for every listed overload."""
-    from harness.coverage import list_ops
+    from bbagent.harness.coverage import list_ops
     return {row["op"]: row["why_none"] for row in list_ops("all")}
 
 
@@ -44,7 +44,7 @@ def refuse_untested(op: str, overloads: list[str], evaluate, extra_traces: dict 
     why = listed_without_tests(overloads, extra_traces)
     if why is None:
         return
-    from harness import workdirs
+    from bbagent.harness import workdirs
     scratch = workdirs.make("testable")
     try:
         stub = scratch / "kernel.py"

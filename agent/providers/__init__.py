@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.errors import ProviderError
-from agent.options import PROVIDERS
-from agent.providers.base import Completion, Provider, RetryPolicy
+from bbagent.agent.errors import ProviderError
+from bbagent.agent.options import PROVIDERS
+from bbagent.agent.providers.base import Completion, Provider, RetryPolicy
 
 
 def make_provider(name: str, *, op: str, model: str | None = None, base_url: str | None = None,
@@ -24,14 +24,14 @@ def make_provider(name: str, *, op: str, model: str | None = None, base_url: str
         raise ProviderError(f"--model is required with --provider {name} (for example --model {example})")
     common = dict(base_url=base_url, max_output_tokens=max_output_tokens, temperature=temperature, retry=retry)
     if name == "openai":
-        from agent.providers.openai_provider import OpenAIProvider
+        from bbagent.agent.providers.openai_provider import OpenAIProvider
         return OpenAIProvider(model, **common)
-    from agent.providers.anthropic_provider import AnthropicProvider
+    from bbagent.agent.providers.anthropic_provider import AnthropicProvider
     return AnthropicProvider(model, **common)
 
 
 def _replay_provider(op: str, replay: str | None, log, root: Path | None):
-    from agent.providers.replay import SHIPPED_REPLAYS, ReplayProvider, shipped_replay
+    from bbagent.agent.providers.replay import SHIPPED_REPLAYS, ReplayProvider, shipped_replay
     if not replay:
         source = shipped_replay(op)
         if source is None:

@@ -5,7 +5,7 @@ import os
 
 import anthropic
 
-from agent.providers.base import Completion, ProviderError, RetryPolicy, SdkProvider
+from bbagent.agent.providers.base import Completion, ProviderError, RetryPolicy, SdkProvider
 
 KEY_VAR = "ANTHROPIC_API_KEY"
 

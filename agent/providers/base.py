@@ -17,8 +17,8 @@ from typing import Callable, Protocol
 from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
-from agent.errors import ProviderError
-from agent.providers.limiter import retry_after_s
+from bbagent.agent.errors import ProviderError
+from bbagent.agent.providers.limiter import retry_after_s
 
 
 class Completion(BaseModel):

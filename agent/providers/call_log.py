@@ -18,7 +18,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from agent.providers.prices import cost_usd, price_of  # noqa: F401  (where they were)
+from bbagent.agent.providers.prices import cost_usd, price_of  # noqa: F401  (where they were)
 
 FILE_NAME = "llm_calls.sqlite"
 SCHEMA = """

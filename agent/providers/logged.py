@@ -8,10 +8,10 @@ import json
 import threading
 import time
 
-from agent.providers.call_log import LLMLog, request_hash
-from agent.providers.prices import cost_usd
-from agent.errors import ProviderError
-from agent.providers.base import Completion, Provider
+from bbagent.agent.providers.call_log import LLMLog, request_hash
+from bbagent.agent.providers.prices import cost_usd
+from bbagent.agent.errors import ProviderError
+from bbagent.agent.providers.base import Completion, Provider
 
 
 class LoggedProvider:

@@ -6,7 +6,7 @@ import os
 
 import openai
 
-from agent.providers.base import Completion, ProviderError, RetryPolicy, SdkProvider
+from bbagent.agent.providers.base import Completion, ProviderError, RetryPolicy, SdkProvider
 
 KEY_VAR = "OPENAI_API_KEY"
 

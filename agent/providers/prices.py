@@ -15,7 +15,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from agent.errors import UsageError
+from bbagent.agent.errors import UsageError
 
 PRICES_FILE = Path(__file__).resolve().parent / "prices.json"
 USER_PRICES = Path("~/.config/bbagent/prices.json")

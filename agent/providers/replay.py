@@ -18,7 +18,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from agent.providers.base import Completion, ProviderError
+from bbagent.agent.providers.base import Completion, ProviderError
 
 SHIPPED_REPLAYS = Path(__file__).resolve().parent / "replays"
 _LOCK = threading.Lock()

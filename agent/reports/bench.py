@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from agent.reports.console import widen
-from harness.verdict import NcuReport, Performance, Verdict
+from bbagent.agent.reports.console import widen
+from bbagent.harness.verdict import NcuReport, Performance, Verdict
 
 
 def print_bench(console: Console, verdict: Verdict) -> None:

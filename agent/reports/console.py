@@ -9,7 +9,7 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
-from agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, NewBest,
+from bbagent.agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, NewBest,
                                      Progress, ReplacedApproved, Retrying, RoundDone, SameKernel, Started)
 
 TABLE_WIDTH = 160
@@ -97,13 +97,13 @@ def verdict_line(verdict) -> str:
     counts = verdict.test_counts()
     text = f"{status} {counts.text()}"
     if counts.overloads == 1 and verdict.summary.total:
-        from agent.evaluation import family_of_overload
+        from bbagent.agent.evaluation import family_of_overload
         family = family_of_overload(verdict.op)["serves"]
         if len(family) > 1:  # generate's count covers the family: say why this one is smaller
             text += f" (of {verdict.op} alone; --family tests all {len(family)} overloads, as generate does)"
     lines = verdict.message.strip().splitlines()
     if verdict.error_kind and len(lines) > 1:  # the whole message follows (print_verdict)
-        from harness.error_kinds import ERROR_KINDS
+        from bbagent.harness.error_kinds import ERROR_KINDS
         text += f" - {verdict.error_kind}: {ERROR_KINDS[verdict.error_kind]}"
     elif lines:
         text += f" - {escape(lines[0][:200])}"
@@ -120,7 +120,7 @@ def print_verdict(console: Console, verdict) -> None:
         console.print("\n".join(f"    {line}" for line in message[:MESSAGE_LINES]), markup=False)
     variants = verdict.variants
     if len(variants) > 1 or any(v.served_by == "adapter" for v in variants):
-        from agent.review.record import served_how
+        from bbagent.agent.review.record import served_how
         for v in variants:
             state = "[green]ok[/green]" if v.ok else "[red]FAIL[/red]"
             console.print(f"  {state} {v.op} ({served_how(v.model_dump())}): {v.passed} passed, {v.failed} failed "
@@ -244,7 +244,7 @@ class RoundReporter:
             self.console.print(f"round {event.round}: [red]no code block[/red] in the answer ({tokens})")
             return
         s = record["summary"]
-        from harness.verdict import count_text  # pydantic: not at import, which every command pays before it starts
+        from bbagent.harness.verdict import count_text  # pydantic: not at import, which every command pays before it starts
         line = f"round {event.round}: {_status(record)} {count_text(record.get('counts') or s)} ({tokens})"
         if record.get("speedup") is not None:
             line += f", geomean speedup {record['speedup']:.3g}x over eager"
@@ -267,7 +267,7 @@ def print_ops(console: Console, rows: list[dict], total: int) -> None:
         console.print(f"{row['op']:<{width}}  {row['family']:<18} {row['opinfo_samples']:>6} "
                       f"{row['trace_tests']:>6}  {note}", markup=False, overflow="ignore", crop=False)
     tested = sum(1 for r in rows if not r["why_none"])
-    from harness.coverage import variant_counts
+    from bbagent.harness.coverage import variant_counts
     counts = variant_counts(rows)
     shown = f"{len(rows)} of {total} overloads" if len(rows) != total else f"{total} overloads"
     console.print(f"{shown}, {tested} with tests; in-place: {counts['inplace']['tested']} of "
@@ -284,9 +284,9 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
     """A table in a terminal; piped, tab-separated lines under a header, each value whole (a folder's
     path is never folded)."""
     from rich.table import Table
-    from agent.review.meta import PerformanceRecord
-    from agent.review.record import speed_line
-    from harness.verdict import short_count
+    from bbagent.agent.review.meta import PerformanceRecord
+    from bbagent.agent.review.record import speed_line
+    from bbagent.harness.verdict import short_count
     rows = []
     for e in entries:
         tests = e.get("tests") or {}
@@ -323,7 +323,7 @@ def print_calls(console: Console, calls: list[dict]) -> None:
     total = sum(c["cost_usd"] or 0 for c in calls)
     failed = sum(bool(c.get("error")) for c in calls)
     priced = all(c["cost_usd"] is not None for c in calls if not c.get("error"))
-    from agent.money import cost_text
+    from bbagent.agent.money import cost_text
     console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, {failed} failed, "
                   f"{cost_text(total, priced)} in all")
 

@@ -15,11 +15,11 @@ import math
 import os
 from pathlib import Path
 
-from agent.errors import ReportError
-from agent.money import cost_text
-from agent.review.lifecycle import status_of, version_folders
-from agent.review.meta import PerformanceRecord, read_meta
-from agent.reports.runs import read_json, run_id_of
+from bbagent.agent.errors import ReportError
+from bbagent.agent.money import cost_text
+from bbagent.agent.review.lifecycle import status_of, version_folders
+from bbagent.agent.review.meta import PerformanceRecord, read_meta
+from bbagent.agent.reports.runs import read_json, run_id_of
 
 MAX_SHAPE_LINES = 12
 
@@ -27,7 +27,7 @@ MAX_SHAPE_LINES = 12
 def newest(runs: Path) -> str:
     """The id of the batch or run under ``runs`` written last (a batch writes its summary after
     its own runs end, so a batch's runs never hide it)."""
-    from agent.reports.runs import BATCH_ID, RUN_ID, age_s
+    from bbagent.agent.reports.runs import BATCH_ID, RUN_ID, age_s
     found = [p for p in runs.glob("*") if p.is_dir() and (
         (BATCH_ID.match(p.name) and (p / "ledger.sqlite").is_file())
         or (RUN_ID.match(p.name) and (p / "run.json").is_file()))]
@@ -44,7 +44,7 @@ def collect(root: Path, ident: str | None) -> dict:
     ident = ident or newest(runs)
     where = runs / ident
     if (where / "ledger.sqlite").is_file():
-        from agent.batch.ledger import Ledger
+        from bbagent.agent.batch.ledger import Ledger
         ledger = Ledger(where / "ledger.sqlite")
         rows = [r for r in ledger.rows() if r["state"] != "skipped"]
         ops = [_op_row(root, r["op"], r["state"], r.get("run_id"), r.get("rounds"), r.get("cost_usd"),
@@ -64,7 +64,7 @@ def collect(root: Path, ident: str | None) -> dict:
 
 def _options_line(options: dict) -> str:
     """The options that differ from generate's defaults."""
-    from agent.options import GenerateOptions
+    from bbagent.agent.options import GenerateOptions
     defaults = GenerateOptions(provider="replay").model_dump()
     changed = {k: v for k, v in options.items() if k not in ("provider", "model", "replay") and v != defaults.get(k)}
     return ", ".join(f"{k}={v}" for k, v in changed.items()) or "the defaults"
@@ -78,7 +78,7 @@ def _when(moment) -> str:
 
 
 def _duration(seconds: float | None) -> str:
-    from agent.batch.display import duration
+    from bbagent.agent.batch.display import duration
     return "-" if seconds is None else duration(seconds)
 
 
@@ -103,7 +103,7 @@ def batch_metadata(meta: dict) -> list[tuple[str, str]]:
 
 def _gpu_rows(sessions: list[dict]) -> list[tuple[str, str]]:
     """Per session that ran on GPUs: each GPU's evaluations, waits and own utilization (NVML)."""
-    from agent.batch.display import gpu_line
+    from bbagent.agent.batch.display import gpu_line
     return [(f"GPUs, session {n}" if len(sessions) > 1 else "GPUs", "; ".join(gpu_line(g) for g in session["gpus"]))
             for n, session in enumerate(sessions, 1) if session.get("gpus")]
 
@@ -153,7 +153,7 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
 def round_history(run: dict) -> list[dict]:
     """Each round of a run as the report lists it: its outcome, tests passed of total, speedup, and
     what failed (from run.json's round records)."""
-    from harness.verdict import short_count
+    from bbagent.harness.verdict import short_count
     history = []
     for record in run.get("rounds") or []:
         counts = record.get("counts") or record.get("summary")
@@ -174,7 +174,7 @@ def _tests_of(history: list[dict], best_round: int | None) -> dict:
 
 
 def _family(op: str) -> str:
-    from agent.families import family_of
+    from bbagent.agent.families import family_of
     try:
         return family_of(op)
     except Exception:  # noqa: BLE001 - an operator this torch no longer has: still listed
@@ -195,7 +195,7 @@ def by_family(ops: list[dict]) -> list[dict]:
 
 def previous_batch(root: Path, ident: str) -> str | None:
     """The batch under ``root`` created last before ``ident`` (batch ids start with their time)."""
-    from agent.reports.runs import BATCH_ID
+    from bbagent.agent.reports.runs import BATCH_ID
     earlier = sorted(p.name for p in (root / "runs").glob("batch-*")
                      if BATCH_ID.match(p.name) and p.name < ident and (p / "ledger.sqlite").is_file())
     return earlier[-1] if earlier else None
@@ -207,7 +207,7 @@ def comparison(root: Path, ident: str, ops: list[dict]) -> dict | None:
     before_id = previous_batch(root, ident)
     if before_id is None:
         return None
-    from agent.batch.ledger import Ledger
+    from bbagent.agent.batch.ledger import Ledger
     before = {r["op"]: r for r in Ledger(root / "runs" / before_id / "ledger.sqlite").rows()}
     rows = []
     for o in ops:
@@ -236,8 +236,8 @@ def _kernel_folder(root: Path, op: str, run_id: str | None) -> Path | None:
 
 
 def _best_performance(run_dir: Path) -> PerformanceRecord:
-    from agent.review.record import performance_record
-    from harness.verdict import Verdict
+    from bbagent.agent.review.record import performance_record
+    from bbagent.harness.verdict import Verdict
     best = None
     for path in run_dir.glob("round-*/**/verdict.json"):
         verdict = Verdict.model_validate_json(path.read_text())
@@ -405,7 +405,7 @@ def render(data: dict, out: Path) -> str:
     slowest = sorted((o for o in accepted if o["speedup"] is not None), key=lambda o: o["speedup"])[:5]
     timed = [o["speedup"] for o in accepted if o["speedup"]]
     geomean = math.exp(sum(map(math.log, timed)) / len(timed)) if timed else None
-    environment = Environment(loader=PackageLoader("agent.reports", "templates"), autoescape=select_autoescape())
+    environment = Environment(loader=PackageLoader("bbagent.agent.reports", "templates"), autoescape=select_autoescape())
     template = environment.get_template("report.html.j2")
     rows = [{**o, "kernel_link": _link(o["kernel"], base, "kernel.py"), "cost": cost_text(o["cost_usd"], o["cost_known"]),
              "transcript_link": _link(o["transcript"], base, o["run_id"] or "run")} for o in ops]
@@ -426,6 +426,6 @@ def write_report(root: Path, ident: str | None, out: Path | None = None) -> Path
     data = collect(root, ident)
     target = out or data["path"] / "report.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    from agent.storage import write_atomic
+    from bbagent.agent.storage import write_atomic
     write_atomic(target, render(data, target.resolve()))
     return target

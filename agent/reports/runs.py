@@ -14,7 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
-from agent.machine import process_state
+from bbagent.agent.machine import process_state
 
 RUN_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{4}$")
 BATCH_ID = re.compile(r"^batch-\d{8}-\d{6}-[0-9a-f]{4}$")
@@ -46,7 +46,7 @@ def run_status(state: dict) -> str | None:
 
 def list_runs(runs_dir: Path) -> list[dict]:
     """Every run and batch, oldest first: id, kind, what it ran, its status, when, cost."""
-    from agent.batch.ledger import FILE_NAME, Ledger, liveness
+    from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
     entries = []
     if not runs_dir.is_dir():
         return entries
@@ -77,7 +77,7 @@ def list_runs(runs_dir: Path) -> list[dict]:
 
 def run_id_of(folder: Path) -> str | None:
     """The run an accepted kernel's folder came from (None where its meta.json cannot be read)."""
-    from agent.review.meta import read_meta
+    from bbagent.agent.review.meta import read_meta
     try:
         return read_meta(folder).run_id
     except (OSError, ValueError):
@@ -86,7 +86,7 @@ def run_id_of(folder: Path) -> str | None:
 
 def _kept_runs(root: Path, batches_kept: list[Path]) -> dict[str, str]:
     """Run ids that must stay, with the reason."""
-    from agent.batch.ledger import FILE_NAME, Ledger
+    from bbagent.agent.batch.ledger import FILE_NAME, Ledger
     kept = {}
     for meta in [*(root / "generated_kernels").glob("*/meta.json"),
                  *(root / "generated_kernels").glob("*/versions/*/meta.json")]:
@@ -105,7 +105,7 @@ def _kept_runs(root: Path, batches_kept: list[Path]) -> dict[str, str]:
 def prune(root: Path, older_than_s: float, dry_run: bool = False) -> dict:
     """Remove runs and batches older than ``older_than_s`` that are safe to remove; returns what
     was (or, with ``dry_run``, would be) removed and what was kept, each with the reason."""
-    from agent.batch.ledger import FILE_NAME, Ledger
+    from bbagent.agent.batch.ledger import FILE_NAME, Ledger
     runs_dir = root / "runs"
     removed, kept = [], []
     entries = list_runs(runs_dir)

@@ -6,10 +6,10 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.errors import ReviewError
-from agent.families import family_of
-from agent.review.lifecycle import SHOWN_STATUSES, changes, set_status, status_of, version_folders
-from agent.review.meta import KernelMeta, read_meta
+from bbagent.agent.errors import ReviewError
+from bbagent.agent.families import family_of
+from bbagent.agent.review.lifecycle import SHOWN_STATUSES, changes, set_status, status_of, version_folders
+from bbagent.agent.review.meta import KernelMeta, read_meta
 
 SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
 NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)

@@ -22,11 +22,11 @@ import os
 import shutil
 from pathlib import Path
 
-from agent.errors import ReviewError
-from agent.machine import harness_fingerprint, this_machine
-from agent.review.meta import SCHEMA, SCHEMA_VERSION, STATUSES, KernelMeta, Replaced, ReviewEntry, TestedIn, read_meta, write_meta
-from agent.review.record import kernel_readme, now
-from agent.storage import accept_kernel
+from bbagent.agent.errors import ReviewError
+from bbagent.agent.machine import harness_fingerprint, this_machine
+from bbagent.agent.review.meta import SCHEMA, SCHEMA_VERSION, STATUSES, KernelMeta, Replaced, ReviewEntry, TestedIn, read_meta, write_meta
+from bbagent.agent.review.record import kernel_readme, now
+from bbagent.agent.storage import accept_kernel
 
 SHOWN_STATUSES = STATUSES + ("stale",)
 VERSIONS_DIR = "versions"

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent.storage import write_json
+from bbagent.agent.storage import write_json
 
 SCHEMA = "bbagent.kernel-meta"
 SCHEMA_VERSION = 2

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from agent.review.meta import KernelMeta, PerformanceRecord
-from agent.money import cost_text
-from harness.verdict import Verdict, count_text
+from bbagent.agent.review.meta import KernelMeta, PerformanceRecord
+from bbagent.agent.money import cost_text
+from bbagent.harness.verdict import Verdict, count_text
 
 
 def now() -> str:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from agent.review.catalog import KernelVersion, find, operators
-from agent.review.lifecycle import changes, record_decision, tested_in
-from agent.review.meta import read_meta, write_meta
-from agent.review.record import performance_record
-from agent.storage import write_atomic
+from bbagent.agent.review.catalog import KernelVersion, find, operators
+from bbagent.agent.review.lifecycle import changes, record_decision, tested_in
+from bbagent.agent.review.meta import read_meta, write_meta
+from bbagent.agent.review.record import performance_record
+from bbagent.agent.storage import write_atomic
 
 
 def stale_versions(root: Path, op: str | None, force: bool = False) -> list[tuple[str, KernelVersion]]:

@@ -12,9 +12,9 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from agent.errors import UsageError
-from agent.evaluation import default_device
-from agent.options import positive
+from bbagent.agent.errors import UsageError
+from bbagent.agent.evaluation import default_device
+from bbagent.agent.options import positive
 
 DTYPES = ("float32", "float16", "bfloat16")
 CHILD_USAGE_ERROR = 3
@@ -40,7 +40,7 @@ class ModelCheck:
 
 def checked(model: str, config: dict | None, device: str | None, **settings) -> ModelCheck:
     """The check asked for, with the model's full config; a UsageError naming what is wrong."""
-    from agent.serving.models import config_for
+    from bbagent.agent.serving.models import config_for
     device = device or default_device()
     if device == "cuda" and default_device() != "cuda":
         raise UsageError("--device cuda: no CUDA device is visible here")
@@ -64,7 +64,7 @@ def run_check(check: ModelCheck, timeout_s: float) -> dict:
         spec_file, result_file = Path(scratch) / "spec.json", Path(scratch) / "result.json"
         spec_file.write_text(json.dumps(spec))
         try:
-            done = subprocess.run([sys.executable, "-m", "agent.serving.check_model_child", str(spec_file),
+            done = subprocess.run([sys.executable, "-m", "bbagent.agent.serving.check_model_child", str(spec_file),
                                    str(result_file)], capture_output=True, text=True, timeout=timeout_s, env=env,
                                   cwd=scratch)
         except subprocess.TimeoutExpired:

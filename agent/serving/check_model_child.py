@@ -17,9 +17,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from agent.errors import UsageError
-from agent.serving.check_model import CHILD_USAGE_ERROR
-from agent.serving.enable import enable
+from bbagent.agent.errors import UsageError
+from bbagent.agent.serving.check_model import CHILD_USAGE_ERROR
+from bbagent.agent.serving.enable import enable
 
 MAX_BISECT_RUNS = 40
 
@@ -77,7 +77,7 @@ def timed_ms(run, device: str, iterations: int) -> float:
 
 def check(spec: dict) -> dict:
     import torch
-    from agent.serving.models import build
+    from bbagent.agent.serving.models import build
     device, dtype = spec["device"], getattr(torch, spec["dtype"])
     model, inputs = build(spec["model"], spec["config"], device, dtype, spec["seed"])
     atol, rtol = spec["atol"], spec["rtol"]

@@ -30,9 +30,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.errors import UsageError
-from agent.review.meta import KernelMeta
-from agent.serving.load import import_kernel, interpret_triton
+from bbagent.agent.errors import UsageError
+from bbagent.agent.review.meta import KernelMeta
+from bbagent.agent.serving.load import import_kernel, interpret_triton
 
 DISPATCH_KEYS = {"cuda": "CUDA", "cpu": "CPU"}
 SLOWER_HINT = "include_slower=True serves it anyway"  # the Python spelling; commands say their flag
@@ -137,7 +137,7 @@ def choose(root: Path, include_unreviewed: bool, include_slower: bool,
            ops: list[str] | None) -> tuple[list, dict, set]:
     """(overload, version, speedup) for every overload to serve, every one left out with why, and
     those of them left out only for their speed (a usable version exists)."""
-    from agent.review.catalog import operators
+    from bbagent.agent.review.catalog import operators
     chosen, skipped, gated = [], {}, set()
     for entry in operators(root):
         version = entry.served(include_unreviewed)
@@ -171,10 +171,10 @@ def disable() -> dict[str, int] | None:
 
 def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload, dispatch_key: str) -> None:
     import torch
-    from harness.adapters import serving
-    from harness.checks.reference import is_cuda_error
-    from harness.inputs import tensors_in
-    from harness.ops import resolve_op
+    from bbagent.harness.adapters import serving
+    from bbagent.harness.checks.reference import is_cuda_error
+    from bbagent.harness.inputs import tensors_in
+    from bbagent.harness.ops import resolve_op
     overload = resolve_op(op)
     function = serving(kernel, resolve_op(meta.written_for), overload)
     original = torch.library.get_kernel(overload, dispatch_key)

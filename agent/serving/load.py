@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from agent.errors import UsageError
-from agent.evaluation import default_device
-from agent.options import DEVICES
-from agent.review.catalog import kernel_serving
+from bbagent.agent.errors import UsageError
+from bbagent.agent.evaluation import default_device
+from bbagent.agent.options import DEVICES
+from bbagent.agent.review.catalog import kernel_serving
 
 def device_or_default(device: str | None) -> str:
     """``device`` checked, or CUDA where this process sees a GPU, else the CPU."""
@@ -39,8 +39,8 @@ def load(root: str | Path, op: str, device: str | None = None) -> Callable:
     device = device_or_default(device)
     if device == "cpu":
         interpret_triton()  # before anything here imports triton
-    from harness.adapters import serving
-    from harness.ops import resolve_op
+    from bbagent.harness.adapters import serving
+    from bbagent.harness.ops import resolve_op
     entry = kernel_serving(root, op)
     if entry is None:
         raise UsageError(f"no accepted kernel serves {op} under {Path(root) / 'generated_kernels'}: "

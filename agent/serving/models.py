@@ -15,7 +15,7 @@ import math
 import torch
 from torch import nn
 
-from agent.errors import ModelUnavailable
+from bbagent.agent.errors import ModelUnavailable
 
 MODELS = ("resnet18", "transformer")
 DEFAULT_CONFIGS = {

@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from harness.inputs import tensors_in
-from harness.checks.policy import KS_ALPHA, TOLERANCES_BY_NAME
+from bbagent.harness.inputs import tensors_in
+from bbagent.harness.checks.policy import KS_ALPHA, TOLERANCES_BY_NAME
 
 FLOAT32_UNIT_ROUNDOFF = 2.0 ** -24
 

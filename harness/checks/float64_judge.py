@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
-from harness.checks.compare import Exact, compare
-from harness.checks.reference import out_of_memory, reference_call, reference_refused
-from harness.inputs import clone_value, map_tensors, tensors_in
-from harness.variants import schema_arguments
+from bbagent.harness.checks.compare import Exact, compare
+from bbagent.harness.checks.reference import out_of_memory, reference_call, reference_refused
+from bbagent.harness.inputs import clone_value, map_tensors, tensors_in
+from bbagent.harness.variants import schema_arguments
 
 
 def judged(expected, actual, mode: str, exact: "Float64Run", path: str = "output",

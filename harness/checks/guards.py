@@ -13,9 +13,9 @@ from __future__ import annotations
 import traceback
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.inputs import tensors_in
-from harness.ops import packet_name, value_mode
-from harness.checks.allowed import MAX_SEED_VALUES, SEED_DRAW, is_allowed
+from bbagent.harness.inputs import tensors_in
+from bbagent.harness.ops import packet_name, value_mode
+from bbagent.harness.checks.allowed import MAX_SEED_VALUES, SEED_DRAW, is_allowed
 
 COMPARISONS = frozenset({"ne", "eq", "gt", "lt", "ge", "le"})
 

@@ -51,8 +51,11 @@ JUDGE_OPS = ("isclose", "isnan", "isinf", "isfinite", "eq", "ne", "lt", "le", "g
              "bitwise_and", "bitwise_or", "clamp_min", "sqrt", "randn", "randint", "rand", "pow")
 
 
+HARNESS_PACKAGE = __name__.removesuffix(".checks.integrity")  # bbagent.harness: every module of it is watched
+
+
 def _watched_modules() -> list:
-    names = list(MODULES) + sorted(n for n in sys.modules if n == "harness" or n.startswith("harness."))
+    names = list(MODULES) + sorted(n for n in sys.modules if n == HARNESS_PACKAGE or n.startswith(HARNESS_PACKAGE + "."))
     return [(name, sys.modules[name]) for name in names if name in sys.modules]
 
 
@@ -216,7 +219,7 @@ class JudgeState:
         modules = _watched_modules()
         tables = [_Table(name, vars(module), extra_keys=True) for name, module in modules]
         watched_classes = list(dict.fromkeys([*_default_classes(), *classes,
-                                              *(c for _, m in modules if m.__name__.startswith("harness")
+                                              *(c for _, m in modules if m.__name__.startswith(HARNESS_PACKAGE)
                                                 for c in _classes_of(m))]))
         tables += [_Table(f"{c.__module__}.{c.__qualname__}", vars(c), extra_keys=False) for c in watched_classes]
         ops = list(ops)

@@ -28,10 +28,10 @@ from typing import Any, Callable
 
 import torch
 
-from harness.suite.budget import MAX_RANDOM_CALLS_CPU
-from harness.checks.compare import compare, same_tensors
-from harness.inputs import tensors_in
-from harness.inputs import clone_value
+from bbagent.harness.suite.budget import MAX_RANDOM_CALLS_CPU
+from bbagent.harness.checks.compare import compare, same_tensors
+from bbagent.harness.inputs import tensors_in
+from bbagent.harness.inputs import clone_value
 
 FIRST_SEED = 20240607
 POOLED_VALUES = 20_000

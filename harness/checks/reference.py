@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.ops import packet_name
+from bbagent.harness.ops import packet_name
 
 
 class ReferenceFault(RuntimeError):

@@ -27,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from harness.checks.integrity import JudgeState, describe
+from bbagent.harness.checks.integrity import JudgeState, describe
 
 STREAM_ADVICE = ("run all work on the current stream: Triton launches there by default; do not create, pick or "
                  "switch streams")

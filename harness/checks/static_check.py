@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import ast
 
-from harness.checks.allowed import torch_functions
+from bbagent.harness.checks.allowed import torch_functions
 
 FORBIDDEN_MODULES = frozenset({
     "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading",

@@ -27,8 +27,8 @@ from typing import Callable, ContextManager, Iterable
 
 import torch
 
-from harness.inputs import map_tensors
-from harness.sandbox.compile_processes import CompileProcesses
+from bbagent.harness.inputs import map_tensors
+from bbagent.harness.sandbox.compile_processes import CompileProcesses
 
 MAX_THREADS = 16
 PROCESSES = True  # warm each compilation in a forked process (False: threads alone)

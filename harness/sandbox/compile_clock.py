@@ -19,7 +19,7 @@ import time
 import weakref
 from contextlib import contextmanager
 
-from harness.events import Compile
+from bbagent.harness.events import Compile
 
 KINDS = ("compile", "autotune")
 # while the tests run, each config of an autotuner runs this many tests (the first ones, which the

@@ -5,7 +5,7 @@ the evaluation's compile budget caps it; the evaluation's wall limit ignores it.
 """
 from __future__ import annotations
 
-from harness.events import Compile, Event
+from bbagent.harness.events import Compile, Event
 
 
 def paused_seconds(events: list[Event], since: float, now: float) -> float:

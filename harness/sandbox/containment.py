@@ -41,8 +41,8 @@ import sysconfig
 import threading
 import time
 
-from harness.sandbox.file_view import AllowList, build_view
-from harness.sandbox.os_layers import drop_capabilities, enter_namespaces, set_limits
+from bbagent.harness.sandbox.file_view import AllowList, build_view
+from bbagent.harness.sandbox.os_layers import drop_capabilities, enter_namespaces, set_limits
 
 VIOLATION_EXIT_CODE = 86
 # the one harness module that forks once the candidate is imported (the compile processes)

@@ -15,7 +15,7 @@ import gc
 import time
 from dataclasses import dataclass
 
-from harness.gpu_pause import checkpoint
+from bbagent.harness.gpu_pause import checkpoint
 
 OOM_WAITS_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # before each retry of a test whose harness side ran out of memory
 

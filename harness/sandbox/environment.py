@@ -8,7 +8,18 @@ import sys
 import tempfile
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent  # holds harness/: the checkout, or the installed bbagent/
+
+
+def _import_root() -> Path | None:
+    """The directory on ``sys.path`` that holds the installed ``bbagent`` package, which every child
+    imports its code from (``bbagent.harness...``); None in a checkout, whose editable install
+    maps the names onto its folders (the install's finder, which every child's interpreter loads)."""
+    top = Path(sys.modules[__name__.split(".")[0]].__path__[0]).resolve()
+    return top.parent if top.name == __name__.split(".")[0] and (top / "harness").is_dir() else None
+
+
+IMPORT_ROOT = _import_root()
 ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH",
                  "TRITON_CACHE_DIR", "TRITON_HOME", "TMPDIR", "NVIDIA_VISIBLE_DEVICES",
                  "PYTHONPYCACHEPREFIX")  # where this Python keeps compiled bytecode, if set: read, never written
@@ -42,8 +53,9 @@ def base_env(device: str, gpu: int | None = None) -> dict:
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
     if gpu is not None and device != "cpu":
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
-    # The project first; then whatever the parent had (e.g. a --target site dir on a GPU box).
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT_ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    # Where bbagent is installed first; then whatever the parent had (e.g. a --target site dir on a GPU box).
+    env["PYTHONPATH"] = os.pathsep.join([str(IMPORT_ROOT)] * (IMPORT_ROOT is not None)
+                                        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env["TRITON_CACHE_DIR"] = str(triton_cache_dir())
@@ -72,7 +84,7 @@ def start_early(device: str | None = None, gpu: int | None = None) -> None:
     """Start the fork server of ``device`` (default: the likely one) in the background, where none
     runs yet: its interpreter imports torch and Triton (seconds) while the caller does its own
     checks. The first evaluation waits for it; one that cannot start is reported there."""
-    from harness.sandbox.pool import pool_for
+    from bbagent.harness.sandbox.pool import pool_for
     try:
         device = device or likely_device()
         pool_for(device, base_env(device, gpu)).start_in_background()

@@ -148,20 +148,29 @@ def _holds_secrets(directory: str) -> bool:
 
 
 def _imported_package_paths(shown: list[str], broad: set[str]) -> list[str]:
-    """The top-level package directory (or module file) of every module imported so far, found
-    from its name (``a.b.c`` in ``.../a/b/c.py`` is shown as ``.../a``): not the sys.path entry
-    it came from, which may hold much more (the project tree around ``harness/``)."""
+    """The outermost package directory (or module file) of every module imported so far: not the
+    sys.path entry it came from, which may hold much more (the project tree around ``harness/``).
+    ``a.b.c`` in ``.../a/b/c.py`` is shown as ``.../a``; where an editable install maps a
+    subpackage elsewhere (``bbagent.harness`` onto a checkout's ``harness/``, beside
+    ``bbagent`` in ``agent/api/``), as the outermost package whose folder holds the file."""
     found = set()
     for name, module in list(sys.modules.items()):
         location = getattr(module, "__file__", None)
         if not isinstance(location, str) or not os.path.isabs(location) or name == "__main__" \
                 or any(_under(location, root) for root in shown):
             continue
-        top = os.path.dirname(location) if os.path.basename(location).startswith("__init__.") else location
-        for _ in range(name.count(".")):
-            top = os.path.dirname(top)
-        found.add(top)
+        found.add(_outermost_package_path(name, location))
     return sorted(top for top in found if os.path.realpath(top) not in broad)
+
+
+def _outermost_package_path(name: str, location: str) -> str:
+    parts = name.split(".")
+    for depth in range(1, len(parts)):
+        package = sys.modules.get(".".join(parts[:depth]))
+        for folder in getattr(package, "__path__", None) or []:
+            if isinstance(folder, str) and os.path.isabs(folder) and _under(location, folder):
+                return folder
+    return os.path.dirname(location) if os.path.basename(location).startswith("__init__.") else location
 
 
 def _library_dirs(broad: set[str]) -> list[str]:

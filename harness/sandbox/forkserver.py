@@ -28,7 +28,7 @@ import sys
 import tempfile
 import traceback
 
-from harness.sandbox.process_group import kill_group
+from bbagent.harness.sandbox.process_group import kill_group
 
 FDS_PER_JOB = (3, 4, 5)  # result, stdout, stderr; the grant pipe and the pause page where the GPU is shared
 
@@ -44,11 +44,11 @@ def preload(device: str) -> None:
         # Not on CUDA: importing it asks for the device's capability (common_device_type, torch
         # 2.11), which initialises CUDA; each child imports it there (benchmarks/cuda_init_probe.py).
         from torch.testing._internal.common_methods_invocations import op_db  # noqa: F401
-    import harness.sandbox.containment  # noqa: F401
-    import harness.checks.guards  # noqa: F401
-    import harness.checks.case  # noqa: F401
-    import harness.suite.build  # noqa: F401
-    from harness.sandbox.worker import load_lazy_parts
+    import bbagent.harness.sandbox.containment  # noqa: F401
+    import bbagent.harness.checks.guards  # noqa: F401
+    import bbagent.harness.checks.case  # noqa: F401
+    import bbagent.harness.suite.build  # noqa: F401
+    from bbagent.harness.sandbox.worker import load_lazy_parts
     load_lazy_parts()
     if torch.cuda.is_initialized():
         raise SystemExit("forkserver: CUDA was initialised while preloading; forked children could not use it")
@@ -79,8 +79,8 @@ def _child(job: dict, fds: list[int], inherited: list) -> None:
         os.environ.update(env)
         os.chdir(job["workdir"])
         tempfile.tempdir = job["workdir"]
-        from harness.sandbox.job import Job
-        from harness.sandbox.worker import run_job_reporting_errors
+        from bbagent.harness.sandbox.job import Job
+        from bbagent.harness.sandbox.worker import run_job_reporting_errors
         code = run_job_reporting_errors(Job.from_wire(job), result_fd)
     except BaseException:  # noqa: BLE001 - reported on stderr, the parent reads its tail
         traceback.print_exc()
@@ -168,7 +168,7 @@ def _reap(children: dict[int, socket.socket]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness.sandbox.forkserver")
+    parser = argparse.ArgumentParser(prog="bbagent.harness.sandbox.forkserver")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     args = parser.parse_args(argv)

@@ -33,7 +33,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from harness.gpu_pause import PausePage
+from bbagent.harness.gpu_pause import PausePage
 
 FIRST_GUESS_SHARE = 4  # an operator never measured is expected to need a quarter of the GPU
 NEED_MARGIN = 1.25  # over the largest peak measured for the suite

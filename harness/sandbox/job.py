@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-from harness.suite.budget import CPU_MAX_NUMEL
+from bbagent.harness.suite.budget import CPU_MAX_NUMEL
 
 
 @dataclass

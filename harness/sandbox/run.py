@@ -14,13 +14,13 @@ import threading
 import time
 from dataclasses import replace
 
-from harness.events import (CandidateStart, CaseResult, Compile, Done, Event, ExclusiveWanted, Fatal, ReferenceStart,
+from bbagent.harness.events import (CandidateStart, CaseResult, Compile, Done, Event, ExclusiveWanted, Fatal, ReferenceStart,
                             Timing, TimingStart, decode)
-from harness.sandbox.compile_pauses import compile_totals, paused_seconds
-from harness.sandbox.gpu_share import ChildGate
-from harness.sandbox.job import Job
-from harness.sandbox.pool import ColdChild, PoolError, pool_for
-from harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, SessionMemory
+from bbagent.harness.sandbox.compile_pauses import compile_totals, paused_seconds
+from bbagent.harness.sandbox.gpu_share import ChildGate
+from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.pool import ColdChild, PoolError, pool_for
+from bbagent.harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, SessionMemory
 
 STDERR_TAIL_BYTES = 4000
 WATCH_INTERVAL_S = 0.1

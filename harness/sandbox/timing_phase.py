@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import time
 
-from harness import events
-from harness.sandbox.job import Job
+from bbagent.harness import events
+from bbagent.harness.sandbox.job import Job
 
 
 def wait_for_the_gpu_alone(job: Job, send) -> None:
@@ -39,10 +39,10 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
     the device cannot produce, a judge that changed) is reported as a ``timing`` event with an
     ``error_kind`` and ends the phase."""
     import torch
-    from harness.checks.guards import AtenRecorder
-    from harness.timing.phase import (TimingRequest, device_stats, implausible_device, peak_memory_gbs, time_case,
+    from bbagent.harness.checks.guards import AtenRecorder
+    from bbagent.harness.timing.phase import (TimingRequest, device_stats, implausible_device, peak_memory_gbs, time_case,
                                       timed_cases, void_record)
-    from harness.checks.case import candidate_raised
+    from bbagent.harness.checks.case import candidate_raised
     request = TimingRequest(**job.timing)
     gpu = torch.cuda.get_device_name()
     cases = timed_cases(suite.cases, passed, request.max_cases)
@@ -72,8 +72,8 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
 
 
 def _profile_shapes(op, cases, results: list[dict], kernel, request, workdir: str, send) -> None:
-    from harness.checks.case import exception_line
-    from harness.timing.profile import pick, profile_case
+    from bbagent.harness.checks.case import exception_line
+    from bbagent.harness.timing.profile import pick, profile_case
     by_id = {case.id: case for case in cases}
     for case_id in pick(results, request.profile, request.pick):
         case = by_id[case_id]
@@ -90,6 +90,6 @@ def profile_under_ncu(op, job: Job, suite, kernel, compile_clock, send) -> None:
     """No tests: the kernel and eager on the cases ncu asks for, each in a range of its own."""
     if job.device == "cuda":
         compile_clock.real_autotuning()
-    from harness.timing.ncu import profile_cases
+    from bbagent.harness.timing.ncu import profile_cases
     by_id = {case.id: case for case in suite.cases}
     profile_cases(op, [by_id[i] for i in job.ncu["ids"] if i in by_id], kernel, send)

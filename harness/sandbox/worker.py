@@ -24,15 +24,15 @@ import signal
 import sys
 import time
 
-from harness import events, gpu_pause
-from harness.stopwatch import Stopwatch
-from harness.sandbox.job import Job
-from harness.sandbox.timing_phase import profile_under_ncu, timing_phase
+from bbagent.harness import events, gpu_pause
+from bbagent.harness.stopwatch import Stopwatch
+from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.timing_phase import profile_under_ncu, timing_phase
 
 
 def main(argv: list[str] | None = None) -> int:
     """The cold path: a fresh interpreter runs one job (``python -m harness.sandbox.worker``)."""
-    parser = argparse.ArgumentParser(prog="harness.sandbox.worker")
+    parser = argparse.ArgumentParser(prog="bbagent.harness.sandbox.worker")
     parser.add_argument("--job", required=True, help="the Job as JSON")
     parser.add_argument("--result-fd", type=int, required=True)
     args = parser.parse_args(argv)
@@ -48,7 +48,7 @@ def run_job_reporting_errors(job: Job, result_fd: int) -> int:
     send = events.Channel(result_fd).send
     try:
         if job.baseline is not None:
-            from harness.timing.inductor import run_baseline_job
+            from bbagent.harness.timing.inductor import run_baseline_job
             return run_baseline_job(job, send)
         return run_job(job, send)
     except Exception:
@@ -69,7 +69,7 @@ def run_job(job: Job, send) -> int:
     candidate_file = os.path.abspath(job.kernel)
     gpu_pause.install(job.pause_fd, job.grant_fd, _synchronize)
     containment, audit = _contain(job, candidate_file, send)
-    from harness.ops import resolve_op
+    from bbagent.harness.ops import resolve_op
     suite_started = time.perf_counter()
     op = resolve_op(job.op)
     gpu_pause.checkpoint()
@@ -89,7 +89,7 @@ def run_job(job: Job, send) -> int:
     mark = time.perf_counter()
     launches, compile_clock = _instrument(job.device, send)
     stopwatch = Stopwatch()
-    from harness.sandbox.containment import seal
+    from bbagent.harness.sandbox.containment import seal
     send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
     phases["seal"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     written_for = resolve_op(job.kernel_for or job.op)
@@ -104,7 +104,7 @@ def run_job(job: Job, send) -> int:
         send(events.Fatal(error_kind=imported["error_kind"], message=imported["message"]))
         return 0
     phases["import"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
-    from harness.adapters import serving
+    from bbagent.harness.adapters import serving
     served = {name: watch.wrap(serving(kernel, written_for, target)) for name, target, _ in suites}
     if job.ncu is not None:
         profile_under_ncu(op, job, suites[0][2], served[job.op], compile_clock, send)
@@ -112,7 +112,7 @@ def run_job(job: Job, send) -> int:
                    candidate_file, send) is not None:
         return 0
     phases["tests"] = round(time.perf_counter() - mark, 3)
-    from harness.sandbox.device_memory import RETRIES
+    from bbagent.harness.sandbox.device_memory import RETRIES
     send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported,
                      test_parts=stopwatch.rounded(), device_memory_peak=_device_memory_peak(job.device),
                      memory_retries=RETRIES.count, memory_wait_s=round(RETRIES.wait_s, 3),
@@ -137,7 +137,7 @@ def _device_memory_peak(device: str) -> int | None:
 def _contain(job: Job, candidate_file: str, send) -> tuple[dict, object]:
     """Contain this process (``harness.sandbox.containment``), get the device ready and say so."""
     started = time.perf_counter()
-    from harness.sandbox.containment import contain
+    from bbagent.harness.sandbox.containment import contain
     containment, audit = contain(job.workdir, job.tool_write_dirs, candidate_file,
                                  report=lambda kind, message: send(events.Violation(error_kind=kind, message=message)),
                                  namespaces=job.namespaces, network_namespace=job.network_namespace)
@@ -183,20 +183,20 @@ def load_lazy_parts() -> None:
             failures.append(exc)
     hashing = threading.Thread(target=hash_triton, name="bbagent-triton-key", daemon=True)
     hashing.start()
-    from harness.checks.guards import AtenRecorder
+    from bbagent.harness.checks.guards import AtenRecorder
     if hasattr(AtenRecorder.__dict__["__torch_dispatch__"], "__wrapped__"):
         import torch._dynamo  # noqa: F401 - the wrapper torch put on the tests' dispatch mode imports it
     # torch.broadcast_shapes, common in kernels' wrappers, imports it (and sympy) at its first call
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
-    import harness.adapters  # noqa: F401 - the tests' own, imported where they are used
-    import harness.checks.case  # noqa: F401
+    import bbagent.harness.adapters  # noqa: F401 - the tests' own, imported where they are used
+    import bbagent.harness.checks.case  # noqa: F401
     # imported before the candidate, so that the judge's state taken then covers them
-    import harness.checks.integrity  # noqa: F401
-    import harness.checks.random_ops  # noqa: F401
-    import harness.timing.phase  # noqa: F401
-    import harness.suite.tiers  # noqa: F401
-    import harness.sandbox.compile_ahead  # noqa: F401
-    import harness.sandbox.device_memory  # noqa: F401
+    import bbagent.harness.checks.integrity  # noqa: F401
+    import bbagent.harness.checks.random_ops  # noqa: F401
+    import bbagent.harness.timing.phase  # noqa: F401
+    import bbagent.harness.suite.tiers  # noqa: F401
+    import bbagent.harness.sandbox.compile_ahead  # noqa: F401
+    import bbagent.harness.sandbox.device_memory  # noqa: F401
     hashing.join()  # before any fork: a child must not inherit a thread half-way
     if failures:
         raise failures[0]
@@ -204,8 +204,8 @@ def load_lazy_parts() -> None:
 
 def _instrument(device: str, send):
     """Count launches and report compilation and autotuning (``harness.sandbox.compile_clock``)."""
-    from harness.checks.guards import LaunchCounter
-    from harness.sandbox.compile_clock import CompileClock
+    from bbagent.harness.checks.guards import LaunchCounter
+    from bbagent.harness.sandbox.compile_clock import CompileClock
     launches = LaunchCounter()
     launches.install(device)
     compile_clock = CompileClock(send)
@@ -218,9 +218,9 @@ def _watch(candidate_file: str, device: str, ops: list, launches, compile_clock)
     """The run-time checks of every call (``harness.checks.runtime``), with the judge as it is now,
     just before the candidate is imported (``harness.checks.integrity``); the launch counter tells
     it each launch's stream."""
-    from harness.checks.integrity import JudgeState
-    from harness.checks.runtime import CallWatch
-    from harness.variants import functional_of
+    from bbagent.harness.checks.integrity import JudgeState
+    from bbagent.harness.checks.runtime import CallWatch
+    from bbagent.harness.variants import functional_of
     ops = list(dict.fromkeys([*ops, *(f for f in map(functional_of, ops) if f is not None)]))
     judge = JudgeState.capture(ops=ops, classes=[launches.launcher] if launches.launcher else [])
     watch = CallWatch(candidate_file, device, judge, exempt=lambda: compile_clock.autotuning)
@@ -230,8 +230,8 @@ def _watch(candidate_file: str, device: str, ops: list, launches, compile_clock)
 
 def _import_candidate(candidate_file: str, send):
     """The candidate's ``kernel``, or None after a ``fatal`` event saying why there is none."""
-    from harness.checks.case import trimmed_traceback
-    from harness.sandbox.containment import CANDIDATE_MODULE
+    from bbagent.harness.checks.case import trimmed_traceback
+    from bbagent.harness.sandbox.containment import CANDIDATE_MODULE
     try:
         spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, candidate_file)
         module = importlib.util.module_from_spec(spec)
@@ -258,8 +258,8 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     (a ``fatal`` event said it), else None. ``instruments``: the launch counter, the compile clock,
     the stopwatch that splits the tests' time into parts, and the run-time checks of every call."""
     launches, compile_clock, stopwatch, watch = instruments
-    from harness.checks.reference import ReferenceFault
-    from harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
+    from bbagent.harness.checks.reference import ReferenceFault
+    from bbagent.harness.suite.tiers import Classes, describe_class, failing_classes_first, first_tier_order
     passed: set[str] = set()
     failed, classes = False, Classes()
     planned, first_tier = first_tier_order([(name, target, case) for name, target, suite in suites
@@ -386,7 +386,7 @@ def _record_result(result: dict, name: str, case, left: int, device: str, send, 
         return "the judge changed"
     if device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
         import torch
-        from harness.sandbox.device_memory import give_back_cached_memory
+        from bbagent.harness.sandbox.device_memory import give_back_cached_memory
         with stopwatch.part("memory"):
             give_back_cached_memory(torch)
     if lost:
@@ -403,7 +403,7 @@ def _profiled(profile: bool, run, *args):
     """``run(*args)``; with ``profile``, under ``harness.sandbox.profiling``."""
     if not profile:
         return run(*args)
-    from harness.sandbox.profiling import profiled
+    from bbagent.harness.sandbox.profiling import profiled
     return profiled(run, *args)
 
 
@@ -414,7 +414,7 @@ def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_cl
     announced (a crash in it is then the test's). Returns the compilations under way
     (``Compiling``) and, per test number, the number of the call made for its layout. No call
     is made after the ``until`` instant (``time.perf_counter()``)."""
-    from harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
+    from bbagent.harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
     call_numbers: dict[tuple, int] = {}
     call_of: dict[int, int] = {}
 
@@ -433,7 +433,7 @@ def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_cl
 
 
 def _call_on_clones(kernel, case, send, stopwatch: Stopwatch) -> None:
-    from harness.inputs import clone_value
+    from bbagent.harness.inputs import clone_value
     send(events.AheadCall(id=case.id))
     with stopwatch.part("ahead_inputs"):
         args, kwargs = clone_value(case.inputs())
@@ -446,10 +446,10 @@ def _run_case(device: str, name: str, target, case, served: dict, launches, cand
     the kernel's out-of-bounds access. On a GPU, a test whose harness side (inputs, reference,
     checks) ran out of device memory runs again once memory is free (``device_memory``)."""
     import torch
-    from harness.checks.case import failed_result, run_case
-    from harness.checks.reference import is_cuda_error
-    from harness.checks.guards import AtenRecorder
-    from harness.sandbox.device_memory import retrying_out_of_memory
+    from bbagent.harness.checks.case import failed_result, run_case
+    from bbagent.harness.checks.reference import is_cuda_error
+    from bbagent.harness.checks.guards import AtenRecorder
+    from bbagent.harness.sandbox.device_memory import retrying_out_of_memory
 
     def run() -> dict:
         recorder = AtenRecorder(target, launches, candidate_file)
@@ -470,7 +470,7 @@ def _suites(job: Job) -> tuple[list, bool, str | None]:
     """The job's suites: loaded from ``job.suite_file`` with this evaluation's values, else built
     (and saved to ``job.save_suite`` when asked, with the saved bytes' digest). Also whether they
     were reused, and that digest."""
-    from harness.suite import cache
+    from bbagent.harness.suite import cache
     if job.suite_file:
         try:
             with open(job.suite_file, "rb") as handle:
@@ -501,8 +501,8 @@ def _suites(job: Job) -> tuple[list, bool, str | None]:
 def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, object, object]]:
     """(name, overload, Suite) for every overload the job tests, ``job.op`` first. Test ids of
     the other overloads carry the overload's name (``relu_.default/opinfo-3``)."""
-    from harness.ops import resolve_op
-    from harness.suite.build import build_suite
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.build import build_suite
     suites = []
     for name in [job.op] + [n for n in (job.overloads or []) if n != job.op]:
         target = resolve_op(name)

@@ -18,17 +18,17 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.suite.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
-from harness.suite.edge_cases import derive_edge_cases, reference_accepts
-from harness.suite.promotion import derive_promotion_cases
-from harness.inputs import clone_value, describe_call, map_tensors, materialize, spread, tensors_in
-from harness.gpu_pause import checkpoint
-from harness.opinfo_index import opinfos_reaching
-from harness.suite.index_args import make_index_args_valid
-from harness.ops import op_name, packet_name, resolve_op
-from harness.layouts import channels_last_call
-from harness.traces import TraceCall, TraceFormatError, load_calls, parse_call_line
-from harness.variants import functional_of, is_written, out_arguments, schema_arguments, with_out_tensors
+from bbagent.harness.suite.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
+from bbagent.harness.suite.edge_cases import derive_edge_cases, reference_accepts
+from bbagent.harness.suite.promotion import derive_promotion_cases
+from bbagent.harness.inputs import clone_value, describe_call, map_tensors, materialize, spread, tensors_in
+from bbagent.harness.gpu_pause import checkpoint
+from bbagent.harness.opinfo_index import opinfos_reaching
+from bbagent.harness.suite.index_args import make_index_args_valid
+from bbagent.harness.ops import op_name, packet_name, resolve_op
+from bbagent.harness.layouts import channels_last_call
+from bbagent.harness.traces import TraceCall, TraceFormatError, load_calls, parse_call_line
+from bbagent.harness.variants import functional_of, is_written, out_arguments, schema_arguments, with_out_tensors
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # OpInfo samples are drawn in these dtypes where the OpInfo says the op supports them.
@@ -168,7 +168,7 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
                             dtype=_leading_dtype(args, kwargs, dtype)))
                         per_dtype[dtype] = per_dtype.get(dtype, 0) + 1
     unique = _dedupe(cases)
-    from harness.suite.cache import probe_refresh
+    from bbagent.harness.suite.cache import probe_refresh
     for case in unique:
         checkpoint()
         case.refreshable = probe_refresh(op, case)

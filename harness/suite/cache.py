@@ -30,9 +30,9 @@ from pathlib import Path
 
 import torch
 
-from harness.fingerprint import harness_fingerprint, triton_version
-from harness.inputs import clone_value, map_tensors, memory_span, tensors_in
-from harness.traces import map_leaves
+from bbagent.harness.fingerprint import harness_fingerprint, triton_version
+from bbagent.harness.inputs import clone_value, map_tensors, memory_span, tensors_in
+from bbagent.harness.traces import map_leaves
 
 FORMAT = 1
 MAX_CACHED = 200  # suites kept; adopting one more removes the least recently used
@@ -48,7 +48,7 @@ def suite_key(overloads: list[str], device: str, options: dict) -> str:
 
 def dumps(suites: list[tuple[str, object, object]]) -> bytes:
     """``(name, overload, Suite)`` triples as bytes: tensors moved to the CPU, operator objects by name."""
-    from harness.ops import op_name
+    from bbagent.harness.ops import op_name
     portable = []
     for name, _, suite in suites:
         cases = [replace(case, args=_on_cpu(case.args), kwargs=_on_cpu(case.kwargs),
@@ -61,7 +61,7 @@ def dumps(suites: list[tuple[str, object, object]]) -> bytes:
 
 def loads(data: bytes, device: str) -> list[tuple[str, object, object]]:
     """The triples ``dumps`` saved, with tensors on ``device`` and operators resolved again."""
-    from harness.ops import resolve_op
+    from bbagent.harness.ops import resolve_op
     saved = torch.load(io.BytesIO(data), weights_only=False)  # written by a trusted child, digest checked
     if saved.get("format") != FORMAT:
         raise ValueError(f"suite file format {saved.get('format')}, expected {FORMAT}")

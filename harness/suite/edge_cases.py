@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import torch
 
-from harness.inputs import clone_value, describe_call, map_tensors, tensors_in
+from bbagent.harness.inputs import clone_value, describe_call, map_tensors, tensors_in
 
 SMALL_NUMEL = 4096
 LARGE_SCALE = {torch.float16: 1e3}   # other floating dtypes: 1e6

@@ -32,8 +32,8 @@ from typing import Any
 
 import torch
 
-from harness.inputs import memory_behind
-from harness.ops import packet_name
+from bbagent.harness.inputs import memory_behind
+from bbagent.harness.ops import packet_name
 
 _ALONG_DIM = ("self", "dim")
 INDEX_RULES: dict[str, list[tuple[str, tuple]]] = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.traces import TraceCall, TraceFormatError, load_calls, parse_call_line
+from bbagent.harness.traces import TraceCall, TraceFormatError, load_calls, parse_call_line
 
 COPIES_ALIVE = 8  # of the largest call's tensors, at the worst moment of its test
 CHILD_BASE_BYTES = 3 << 30  # the context, Triton's and torch's own, the allocator's cache kept

@@ -15,9 +15,9 @@ from typing import Any, Callable
 
 import torch
 
-from harness.inputs import describe_call, map_tensors, tensors_in
-from harness.ops import value_mode
-from harness.suite.edge_cases import SMALL_NUMEL
+from bbagent.harness.inputs import describe_call, map_tensors, tensors_in
+from bbagent.harness.ops import value_mode
+from bbagent.harness.suite.edge_cases import SMALL_NUMEL
 
 
 def _number_like(t: torch.Tensor) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from harness.inputs import tensors_in
+from bbagent.harness.inputs import tensors_in
 
 # seconds (compiling included) a candidate that failed in the first tier still gets for more tests,
 # its failing classes' tests first, so that its feedback shows more than one failure per class.

@@ -14,7 +14,7 @@ summary; it never counts as 1.0x.
 """
 from __future__ import annotations
 
-from harness.timing.metrics import fast_p, geomean, quantile
+from bbagent.harness.timing.metrics import fast_p, geomean, quantile
 
 ENGINES = ("eager", "inductor")
 # bbagent captures every side in a CUDA graph itself, so inductor's own CUDA graphs stay off.

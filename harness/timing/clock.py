@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 import triton
 
-from harness.checks.compare import same_tensors
+from bbagent.harness.checks.compare import same_tensors
 
 MIN_REPS, MAX_REPS = 10, 2000
 WARMUP_CALLS = 3

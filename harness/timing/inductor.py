@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import time
 
-from harness.checks.case import exception_line
-from harness.checks.float64_judge import Float64Run, judged
-from harness.events import Baseline, BaselineStart, Done, Environment
-from harness.inputs import clone_value
-from harness.ops import value_mode
-from harness.timing.baselines import INDUCTOR_MODES, cache_mode
-from harness.timing.clock import graphed, summarize, time_interleaved
+from bbagent.harness.checks.case import exception_line
+from bbagent.harness.checks.float64_judge import Float64Run, judged
+from bbagent.harness.events import Baseline, BaselineStart, Done, Environment
+from bbagent.harness.inputs import clone_value
+from bbagent.harness.ops import value_mode
+from bbagent.harness.timing.baselines import INDUCTOR_MODES, cache_mode
+from bbagent.harness.timing.clock import graphed, summarize, time_interleaved
 
 
 def _calling(op):
@@ -77,8 +77,8 @@ def run_baseline_job(job, send) -> int:
     asked-for shape (``job.baseline["shapes"]``: input description and timing mode)."""
     import torch
     from torch._inductor import config
-    from harness.ops import resolve_op
-    from harness.suite.build import build_suite
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.build import build_suite
     config.compile_threads = 1
     torch.zeros(1, device="cuda")
     send(Environment(device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__))

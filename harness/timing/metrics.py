@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from harness.ops import packet_name, resolve_op
+from bbagent.harness.ops import packet_name, resolve_op
 
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 # Ops whose time is arithmetic, not memory traffic, on the shapes models use.

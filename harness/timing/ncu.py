@@ -21,7 +21,7 @@ import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.events import NcuRange
+from bbagent.harness.events import NcuRange
 
 # (ncu metric, our name): the three the issue names, the kernel's time, and its launch shape
 METRICS = {"gpu__time_duration.sum": "time_us",
@@ -116,8 +116,8 @@ def profile_cases(op, cases, kernel, send) -> None:
     """In the child: per case, eager aten and the kernel each called once to warm up (compile,
     autotune), then once more between ``cudaProfilerStart`` and ``Stop`` inside its NVTX range."""
     import torch
-    from harness.checks.case import exception_line
-    from harness.inputs import clone_value
+    from bbagent.harness.checks.case import exception_line
+    from bbagent.harness.inputs import clone_value
     cuda = torch.cuda.is_available()
     for index, case in enumerate(cases):
         args, kwargs = case.inputs()

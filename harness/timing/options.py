@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.timing.reference_cache import ReferenceCache
+from bbagent.harness.timing.reference_cache import ReferenceCache
 
 
 @dataclass

@@ -27,14 +27,14 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from harness.inputs import clone_value, memory_behind, spread, tensors_in
-from harness.ops import value_mode
-from harness.checks.float64_judge import Float64Run, judged
-from harness.suite.build import TestCase
-from harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, l2_cache_bytes,
+from bbagent.harness.inputs import clone_value, memory_behind, spread, tensors_in
+from bbagent.harness.ops import value_mode
+from bbagent.harness.checks.float64_judge import Float64Run, judged
+from bbagent.harness.suite.build import TestCase
+from bbagent.harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, l2_cache_bytes,
                                   matmul_tflops, overhead_dominated, summarize, time_interleaved)
-from harness.timing.roofline import flops_of, roofline
-from harness.variants import is_written, out_arguments, schema_arguments
+from bbagent.harness.timing.roofline import flops_of, roofline
+from bbagent.harness.variants import is_written, out_arguments, schema_arguments
 
 # Other seeds for the values copied in after timing, and for aten's timed inputs (any offsets that
 # are not 0 and differ will do).
@@ -163,7 +163,7 @@ def implausible_call(median_ms: float, empty_ms: float, launched: bool, written:
 
 def shape_roofline(op, args: tuple, kwargs: dict, result, dtype: str, bytes_moved: int, device: dict) -> dict:
     """FLOPs of one call and the ceilings that apply (``harness.timing.roofline``), for its dtype."""
-    from harness.ops import packet_name
+    from bbagent.harness.ops import packet_name
     name = packet_name(op)
     transposed = bool(args[6]) if name in ("convolution", "_convolution") and len(args) > 6 else False
     shapes = [tuple(t.shape) for t in tensors_in((args, kwargs))]

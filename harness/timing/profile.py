@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 
-from harness.inputs import clone_value
+from bbagent.harness.inputs import clone_value
 
 DIRECTORY = "profiles"
 CALLS = 5  # profiled calls per side, after one warm-up call

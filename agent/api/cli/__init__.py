@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from agent.reports.console import pipe_safe
+    from bbagent.agent.reports.console import pipe_safe
     sys.stdout = pipe_safe(sys.stdout)
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what was given, not defaulted (batch --resume)

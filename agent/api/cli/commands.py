@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import bbagent as api
-from agent.errors import Terminated
-from agent.money import cost_text
+from bbagent.agent.errors import Terminated
+from bbagent.agent.money import cost_text
 from bbagent import UsageError
 from bbagent.cli.parser import build_parser
 
@@ -45,7 +45,7 @@ def _evaluation_options(args) -> dict:
 
 
 def _waiting(err, text: str):
-    from agent.reports.console import Waiting
+    from bbagent.agent.reports.console import Waiting
     return Waiting(err, text)
 
 
@@ -56,14 +56,14 @@ def cmd_eval(args, out, err) -> int:
     if args.json:
         print(verdict.model_dump_json(indent=2))
     else:
-        from agent.reports.console import print_verdict
+        from bbagent.agent.reports.console import print_verdict
         print_verdict(out, verdict)
     return EXIT_OK if verdict.passed else EXIT_FAIL
 
 
 def cmd_bench(args, out, err) -> int:
-    from agent.reports.bench import print_bench, summary_line
-    from agent.reports.console import print_verdict
+    from bbagent.agent.reports.bench import print_bench, summary_line
+    from bbagent.agent.reports.console import print_verdict
 
     def started(run_dir: Path) -> None:
         err.print(f"bbagent bench {args.op}: testing, then timing up to {args.max_shapes} trace shapes; run "
@@ -95,7 +95,7 @@ def cmd_bench(args, out, err) -> int:
 
 
 def cmd_ops(args, out, err) -> int:
-    from agent.families import families
+    from bbagent.agent.families import families
     if args.family and args.family not in families():
         err.print(f"[yellow]warning:[/yellow] no prompt family '{args.family}'; the families are: "
                   f"{', '.join(sorted(families()))}")
@@ -105,7 +105,7 @@ def cmd_ops(args, out, err) -> int:
     if args.json:
         print(json.dumps(shown, indent=1))
         return EXIT_OK
-    from agent.reports.console import print_ops
+    from bbagent.agent.reports.console import print_ops
     print_ops(out, shown, total=len(api.ops(args.suite)) if args.pattern or args.family else len(shown))
     return EXIT_OK
 
@@ -119,16 +119,16 @@ def cmd_kernels(args, out, err) -> int:
     if args.json:
         print(json.dumps(entries, indent=1, default=str))
         return EXIT_OK
-    from agent.reports.console import print_kernels
+    from bbagent.agent.reports.console import print_kernels
     print_kernels(out, entries)
     return EXIT_OK
 
 
 def cmd_logs(args, out, err) -> int:
-    from agent.providers.call_log import FILE_NAME, LLMLog
+    from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
     root = api.resolve_root(args.root)
     if args.op:
-        from agent.evaluation import check_op
+        from bbagent.agent.evaluation import check_op
         try:
             check_op(args.op)
         except UsageError as exc:
@@ -146,14 +146,14 @@ def cmd_logs(args, out, err) -> int:
     if args.json:
         print(json.dumps(calls, indent=1))
         return EXIT_OK
-    from agent.reports.console import print_calls
+    from bbagent.agent.reports.console import print_calls
     print_calls(out, calls)
     return EXIT_OK
 
 
 def cmd_schema(args, out, err) -> int:
     if args.document == "kernel-meta":
-        from agent.review.meta import kernel_meta_schema
+        from bbagent.agent.review.meta import kernel_meta_schema
         print(json.dumps(kernel_meta_schema(), indent=2))
     else:
         print(json.dumps(api.verdict_schema(), indent=2))
@@ -161,9 +161,9 @@ def cmd_schema(args, out, err) -> int:
 
 
 def cmd_prompt(args, out, err) -> int:
-    from agent.evaluation import what_to_ask_for
-    from agent.families import family_of
-    from agent.generate.prompting import render_feedback, render_performance_feedback, template_name
+    from bbagent.agent.evaluation import what_to_ask_for
+    from bbagent.agent.families import family_of
+    from bbagent.agent.generate.prompting import render_feedback, render_performance_feedback, template_name
     computation, serves = what_to_ask_for(args.op, args.exact_overload)
     if args.round_feedback is None:
         text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device,
@@ -180,7 +180,7 @@ def cmd_prompt(args, out, err) -> int:
     if computation != args.op:
         err.print(f"{args.op} is a calling convention of {computation}: this is the prompt for {computation}, "
                   "as generate sends it (--exact-overload asks for the overload itself)")
-    from agent.generate.testable import listed_without_tests
+    from bbagent.agent.generate.testable import listed_without_tests
     untested = listed_without_tests([computation, *serves])
     if untested:
         err.print(f"note: the shipped listing has no test for {computation} ({untested}); generate builds its "
@@ -197,7 +197,7 @@ def cmd_prompt(args, out, err) -> int:
 def _read_verdict(path: Path):
     from pydantic import ValidationError
 
-    from harness.verdict import Verdict
+    from bbagent.harness.verdict import Verdict
     try:
         return Verdict.model_validate_json(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:
@@ -212,7 +212,7 @@ def _read_verdict(path: Path):
 def _generate_options(args) -> dict:
     """The GenerateOptions fields, each read from its own flag by name (``agent.options.flag_of``: a
     batch's per-operator budgets are the run's); a ``--no-X`` flag turns field X off."""
-    from agent.options import GenerateOptions, flag_of
+    from bbagent.agent.options import GenerateOptions, flag_of
     batch = args.command == "batch"
     values = {}
     for field in GenerateOptions.model_fields:
@@ -244,8 +244,8 @@ def _sigterm_as_interrupt():
 def cmd_batch(args, out, err) -> int:
     from rich.markup import escape
 
-    from agent.batch.display import BatchDisplay
-    from agent.options import GenerateOptions
+    from bbagent.agent.batch.display import BatchDisplay
+    from bbagent.agent.options import GenerateOptions
     fields = _generate_options(args)
     plan = dict(jobs=args.jobs, gpus=args.gpus, evals_per_gpu=args.evals_per_gpu, llm_concurrency=args.llm_concurrency, force=args.force,
                 retry_failed=args.retry_failed,
@@ -284,7 +284,7 @@ def cmd_batch(args, out, err) -> int:
 
 
 def cmd_cache(args, out, err) -> int:
-    from agent.caches import caches, clear
+    from bbagent.agent.caches import caches, clear
     root = api.resolve_root(args.root)
     if args.action == "list":
         if args.names or args.dry_run:
@@ -369,7 +369,7 @@ def cmd_check_model(args, out, err) -> int:
     if args.json:
         print(json.dumps(result, indent=1))
     else:
-        from agent.reports.console import print_check_model
+        from bbagent.agent.reports.console import print_check_model
         print_check_model(out, result)
     if result.get("status") == "nothing_served":
         return EXIT_NOTHING_CHECKED
@@ -377,7 +377,7 @@ def cmd_check_model(args, out, err) -> int:
 
 
 def cmd_report(args, out, err) -> int:
-    from agent.reports.html import NO_MATPLOTLIB, can_draw
+    from bbagent.agent.reports.html import NO_MATPLOTLIB, can_draw
     with _waiting(err, "drawing the report"):
         path = api.report(args.ident, root=args.root, out=args.out)
     if not can_draw():
@@ -395,13 +395,13 @@ def cmd_review(args, out, err) -> int:
 def cmd_status(args, out, err) -> int:
     from rich.markup import escape
 
-    from agent.generate.failure import one_line
+    from bbagent.agent.generate.failure import one_line
     status = api.batch_status(args.batch_id, root=args.root)
     if args.json:
         print(json.dumps(status, default=str))
         return EXIT_OK
     c, alive = status["counts"], status["liveness"]
-    from agent.batch.ledger import LIVENESS
+    from bbagent.agent.batch.ledger import LIVENESS
     colour = dict(zip(LIVENESS, ("green", "red", "yellow", "bold")))[alive["state"]]  # a colour per state
     out.print(f"{status['batch_id']}: [{colour}]{alive['state']}[/{colour}]"
               + (f" ({escape(alive['reason'])})" if alive["reason"] else ""))
@@ -409,12 +409,12 @@ def cmd_status(args, out, err) -> int:
     out.print(f"{c['accepted']} accepted, {c['failed']} failed, {c['running']} {was}, {c['pending']} pending, "
               f"{c['skipped']} skipped, {c['interrupted']} interrupted of {c['total']}")
     if status["activity"]:
-        from agent.batch.display import panel
+        from bbagent.agent.batch.display import panel
         age = time.time() - status["activity"]["at"]
         out.print(f"as of {age:.0f} s ago:")
         out.print(panel(status["activity"]))
     elif (status.get("last_activity") or {}).get("gpus"):  # a batch no longer running: its last session's GPUs
-        from agent.batch.display import gpu_line
+        from bbagent.agent.batch.display import gpu_line
         for gpu in status["last_activity"]["gpus"]:
             out.print(escape(gpu_line(gpu)))
     for row in status["ops"]:
@@ -428,7 +428,7 @@ def cmd_status(args, out, err) -> int:
 def cmd_generate(args, out, err) -> int:
     from rich.markup import escape
 
-    from agent.reports.console import round_reporter
+    from bbagent.agent.reports.console import round_reporter
     report = round_reporter(err)
     try:  # a provider that cannot be set up raises ProviderError before any round: exit 3 in main()
         outcome = api.generate(args.op, root=args.root, report=report, **_generate_options(args))

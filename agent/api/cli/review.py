@@ -9,9 +9,9 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 import bbagent as api
-from agent.reports.console import widen
-from agent.money import cost_text
-from harness.verdict import count_text, short_count
+from bbagent.agent.reports.console import widen
+from bbagent.agent.money import cost_text
+from bbagent.harness.verdict import count_text, short_count
 from bbagent import UsageError
 
 STATUS_STYLE = {"approved": "green", "rejected": "red", "needs_review": "yellow", "stale": "magenta"}
