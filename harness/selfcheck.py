@@ -24,7 +24,7 @@ from bbagent.harness.verdict import Verdict
 from bbagent.harness.sandbox.watch import Limits
 from bbagent.harness.timing.options import TimingOptions
 
-CORPUS = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "corpus.json"
+CORPUS = PROJECT_ROOT / "tests" / "kernels" / "corpus.json"  # in a checkout; an installed wheel has no tests/
 
 
 CORPUS_DEFAULTS = ("static_check", "after_each")
@@ -171,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
+    if not args.corpus.is_file():
+        print(f"selfcheck: no corpus at {args.corpus}: run it in a checkout of bbagent (tests/kernels/corpus.json) "
+              "or give --corpus FILE", file=sys.stderr)
+        return 2
     entries = load_corpus(args.corpus)
     if args.only:
         entries = [e for e in entries if entry_id(e) in args.only or Path(e["kernel"]).stem in args.only]

@@ -1,4 +1,5 @@
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -6,6 +7,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "tests" / "kernels"
+# a subprocess's PYTHONPATH: the checkout (for tests.*), then what this process had (where bbagent is
+# installed, on a machine with no editable install)
+PYTHONPATH = os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 

@@ -117,8 +117,8 @@ def test_the_examples_read_a_channels_last_input_in_place(example, op, args):
     import subprocess
     import sys
     from bbagent.agent.generate.prompting import PROMPTS_DIR
-    from conftest import ROOT
+    from conftest import PYTHONPATH
     done = subprocess.run([sys.executable, "-c", LAYOUT_CHECK, str(PROMPTS_DIR / "examples" / f"{example}.py"), op, args],
                           capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)})
+                          env={**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": PYTHONPATH})
     assert done.returncode == 0 and "same values, same layout" in done.stdout, done.stderr[-2000:]

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import PYTHONPATH, ROOT
 
 SCRIPT = r'''
 import functools, json, signal, sys, threading
@@ -87,7 +87,7 @@ print(json.dumps({"background": background, "early": early, "late": late,
 
 
 def run_script(device: str, tmp_path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "TRITON_CACHE_DIR": str(tmp_path / "triton")}
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     script = tmp_path / "compile_ahead_script.py"  # Triton reads a @triton.jit function's source from its file

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import ROOT
+from conftest import PYTHONPATH
 
 SCRIPT = r'''
 import json, os, signal, sys, threading
@@ -85,7 +85,7 @@ print(json.dumps(result))
 def test_compile_processes_fill_tritons_cache_and_fall_back_on_what_they_cannot_compile(tmp_path):
     script = tmp_path / "compile_processes_script.py"  # Triton reads a @triton.jit function's source from its file
     script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "TRITON_CACHE_DIR": str(tmp_path / "triton"),
            "TRITON_DEFAULT_FP_FUSION": "1"}
     env.pop("TRITON_INTERPRET", None)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env,
@@ -123,7 +123,7 @@ def test_the_audit_hook_lets_only_the_compile_processes_module_fork(tmp_path):
     script = tmp_path / "guard_script.py"
     script.write_text(GUARD_SCRIPT)
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+                          env={**os.environ, "PYTHONPATH": PYTHONPATH}, cwd=tmp_path)
     lines = [json.loads(line) for line in done.stdout.strip().splitlines()]
     assert lines[0] == ["forked", 1]
     assert lines[1][0] == "process_spawn" and "candidate line 2" in lines[1][1]

@@ -3,7 +3,7 @@ relu, add (functional, in-place, out=), sum, softmax, mm, gather and index_selec
 cheating and faulty ones fail with the failure kinds the manifest allows.
 
 Runs on the default device: the Triton interpreter here, the GPU on a GPU machine
-(`python -m pytest tests/test_corpus.py` there, or `python -m harness.selfcheck` for a table).
+(`python -m pytest tests/test_corpus.py` there, or `python -m bbagent.harness.selfcheck` for a table).
 The seed is fixed for reproducibility; set BBAGENT_CORPUS_SEED to draw other inputs.
 """
 import os
@@ -14,7 +14,7 @@ from conftest import KERNELS
 from bbagent.harness.evaluate import default_device
 from bbagent.harness.selfcheck import entry_id, expected_kinds, load_corpus, run_entry
 
-ENTRIES = load_corpus()
+ENTRIES = load_corpus(KERNELS / "corpus.json")
 SEED = int(os.environ.get("BBAGENT_CORPUS_SEED", "1234"))
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from bbagent.agent.review import lifecycle
+from conftest import PYTHONPATH
 from tests.test_review import install, run_meta
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +22,7 @@ FAMILY = [RELU, "aten.relu_.default", "aten.relu.out"]
 
 def in_fresh_process(script: str, root: Path, interpret: bool = True) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(ROOT), **({"TRITON_INTERPRET": "1"} if interpret else {}))
+    env.update(PYTHONPATH=PYTHONPATH, **({"TRITON_INTERPRET": "1"} if interpret else {}))
     done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, cwd=root,
                           env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -82,7 +83,7 @@ def test_unreviewed_and_slower_overloads_are_left_to_aten_unless_asked(tmp_path)
               "print(json.dumps(a))\n")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
-                          cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
+                          cwd=tmp_path, env={**env, "PYTHONPATH": PYTHONPATH}, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     served, skipped, slower = json.loads(done.stdout.strip().splitlines()[-1])
     assert served == [] and slower == sorted(FAMILY)  # nothing registered: no CUDA kernel needed here

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bbagent.agent.batch.ledger import Ledger
-from conftest import ROOT
+from conftest import PYTHONPATH, ROOT
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[dev]' (or '.[ray]') installs it")
 pytestmark = pytest.mark.slow
@@ -47,7 +47,7 @@ class Node:
         # Ray >= 2.5x turns on token authentication when ~/.ray/auth_token exists (any earlier local
         # ray.init() writes one): this test cluster is explicitly without, whatever the home holds.
         env.update(RAY_AUTH_MODE="disabled", RAY_health_check_period_ms="500", RAY_health_check_failure_threshold="4",
-                   RAY_health_check_initial_delay_ms="0", PYTHONPATH=str(ROOT))
+                   RAY_health_check_initial_delay_ms="0", PYTHONPATH=PYTHONPATH)
         env.update(extra_env or {})
         self.log = log.open("w")
         self.process = subprocess.Popen([RAY, "start", "--block", "--disable-usage-stats",
