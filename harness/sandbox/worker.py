@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import functools
 import importlib.util
 import os
 import platform
@@ -25,6 +24,7 @@ import sys
 import time
 
 from bbagent.harness import events, gpu_pause
+from bbagent.harness.sandbox.ahead_groups import AheadGroups
 from bbagent.harness.stopwatch import Stopwatch
 from bbagent.harness.sandbox.job import Job
 from bbagent.harness.sandbox.timing_phase import profile_under_ncu, timing_phase
@@ -266,7 +266,7 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
                                             for case in suite.cases], classes)
     failing_classes: dict[tuple, None] = {}
     extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
-    ahead = _AheadGroups(planned, served, compile_clock, job.device, send, stopwatch)
+    ahead = AheadGroups(planned, served, compile_clock, job.device, send, stopwatch)
     try:
         for number, (name, target, case) in enumerate(planned):
             gpu_pause.checkpoint()  # between tests: another evaluation's timing may want the GPU alone
@@ -324,57 +324,6 @@ def _after_the_tests(op, job: Job, suites, passed: set[str], failed: bool, serve
     return None
 
 
-class _AheadGroups:
-    """The compilations ahead of the tests, one group of tests at a time (the first tier, then
-    the rest or the failing classes): started when the tests reach a group's first, waited for
-    by each test for its own call, reported (``CompiledAhead``) when the group's tests have run."""
-
-    def __init__(self, planned: list, served: dict, compile_clock, device: str, send, stopwatch: Stopwatch):
-        self.planned, self.served, self.compile_clock, self.device = planned, served, compile_clock, device
-        self.send, self.stopwatch = send, stopwatch
-        self.compiling = None  # the group's compilations under way (each test waits for its own)
-        self.call_of: dict[int, int] = {}  # test number -> the number of the call made for its layout
-        self.group_end = 0  # the tests before this one had their kernels compiled ahead
-
-    def due(self, number: int) -> bool:
-        """This test is the first after the last group."""
-        return number == self.group_end
-
-    def finish_if_done(self, number: int) -> None:
-        """At test ``number``: the group's tests all ran if it is the group's end."""
-        if number == self.group_end:
-            self.finish()
-
-    def finish(self) -> None:
-        """The group's compilations reported, all done."""
-        if self.compiling is not None:
-            with self.stopwatch.part("ahead"):
-                self.send(events.CompiledAhead(**self.compiling.finish()))
-            self.compiling = None
-
-    def start(self, number: int, end: int, until: float | None = None) -> None:
-        self.group_end = end
-        with self.stopwatch.part("ahead"):
-            self.compiling, self.call_of = _compile_ahead(self.planned, number, end, self.served, self.compile_clock,
-                                                          self.device, self.send, self.stopwatch, until)
-
-    def wait_for(self, number: int, timeout: float | None) -> bool:
-        """This test's own call's kernels compiled (all of the group's, where it made none); False
-        where ``timeout`` passed first."""
-        if self.compiling is None:
-            return True
-        with self.stopwatch.part("ahead"):
-            return self.compiling.wait_for_call(self.call_of.get(number, len(self.planned)), timeout=timeout)
-
-    def drop(self, report: bool) -> None:
-        """What no test will wait for is abandoned (and, ``report``, said)."""
-        if self.compiling is not None:
-            abandoned = self.compiling.abandon()
-            if report:
-                self.send(events.CompiledAhead(**abandoned))
-            self.compiling = None
-
-
 def _record_result(result: dict, name: str, case, left: int, device: str, send, stopwatch) -> str | None:
     """Send one test's result; why the run ends here (the judge changed, the CUDA context is lost),
     else None. On a GPU, a trace input's cached memory is given back before the next test."""
@@ -405,39 +354,6 @@ def _profiled(profile: bool, run, *args):
         return run(*args)
     from bbagent.harness.sandbox.profiling import profiled
     return profiled(run, *args)
-
-
-def _compile_ahead(planned: list, start: int, end: int, served: dict, compile_clock, device: str, send,
-                   stopwatch: Stopwatch, until: float | None = None):
-    """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``start`` to ``end`` of the run
-    order: one call per input layout and autotuner configs held (``CompileClock.rotate``), each
-    announced (a crash in it is then the test's). Returns the compilations under way
-    (``Compiling``) and, per test number, the number of the call made for its layout. No call
-    is made after the ``until`` instant (``time.perf_counter()``)."""
-    from bbagent.harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
-    call_numbers: dict[tuple, int] = {}
-    call_of: dict[int, int] = {}
-
-    def calls():
-        for number in range(start, end):
-            if until is not None and time.perf_counter() >= until:
-                return
-            name, _, case = planned[number]
-            compile_clock.rotate(number)
-            key = (layout_key(name, case), compile_clock.held_configs())
-            new = key not in call_numbers
-            call_of[number] = call_numbers.setdefault(key, len(call_numbers))
-            if new:
-                yield functools.partial(_call_on_clones, served[name], case, send, stopwatch)
-    return start_compiling_ahead(calls(), device, compile_clock.paused), call_of
-
-
-def _call_on_clones(kernel, case, send, stopwatch: Stopwatch) -> None:
-    from bbagent.harness.inputs import clone_value
-    send(events.AheadCall(id=case.id))
-    with stopwatch.part("ahead_inputs"):
-        args, kwargs = clone_value(case.inputs())
-    kernel(*args, **kwargs)
 
 
 def _run_case(device: str, name: str, target, case, served: dict, launches, candidate_file: str, send,
