@@ -28,7 +28,9 @@ def test_a_wheel_installed_in_a_fresh_virtualenv_works_from_an_empty_directory(t
     # one installed name: everything under bbagent/, nothing else at the top of site-packages (a stale build/
     # folder of an earlier layout in the checkout would add its packages here: remove it)
     with zipfile.ZipFile(wheel) as archive:
-        assert {name.split("/")[0] for name in archive.namelist()} == {"bbagent", wheel.name.split("-py")[0] + ".dist-info"}
+        top = {name.split("/")[0] for name in archive.namelist()}
+    assert top == {"bbagent", wheel.name.split("-py")[0] + ".dist-info"}, \
+        f"the wheel installs {sorted(top)}; a build/ folder left in the checkout by an older layout adds its packages"
     venv = tmp_path / "venv"
     assert _run([sys.executable, "-m", "venv", venv], cwd=tmp_path).returncode == 0
     # the torch already installed here (a CPU build from this machine's local file), then the wheel
