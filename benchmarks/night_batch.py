@@ -191,7 +191,7 @@ def run_batch(checkout: Path | None, replays: Path, ops: list[str], args, keep: 
         save(keep, row)
     if args.alone:
         row["alone"] = []
-        time_alone(checkout, root, env, runs, args,
+        time_alone(root, env, runs, args,
                    lambda timed: (row["alone"].append(timed), keep is not None and save(keep, row)))
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
@@ -206,7 +206,7 @@ def save(out: Path, row: dict) -> None:
     (out / "result.json").write_text(json.dumps(row, indent=1) + "\n")
 
 
-def time_alone(checkout: Path, root: Path, env: dict, runs: list[dict], args, timed) -> None:
+def time_alone(root: Path, env: dict, runs: list[dict], args, timed) -> None:
     """Each accepted, timed kernel (those of ``--alone-ops`` where given) timed again ``--alone-repeats``
     times, with eager aten, with nothing else on the GPU (``bbagent bench --no-cache``), handed to
     ``timed`` as soon as it is measured. Repeats show how far two runs alone differ."""

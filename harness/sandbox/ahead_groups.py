@@ -39,10 +39,28 @@ class AheadGroups:
             self.compiling = None
 
     def start(self, number: int, end: int, until: float | None = None) -> None:
+        """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``number`` to ``end`` of the
+        run order: one call per input layout and autotuner configs held (``CompileClock.rotate``),
+        each announced (a crash in it is then the test's); no call after the ``until`` instant
+        (``time.perf_counter()``). ``call_of`` records, per test, the number of its layout's call."""
+        from bbagent.harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
         self.group_end = end
+        call_numbers: dict[tuple, int] = {}
+        self.call_of = {}
+
+        def calls():
+            for test in range(number, end):
+                if until is not None and time.perf_counter() >= until:
+                    return
+                name, _, case = self.planned[test]
+                self.compile_clock.rotate(test)
+                key = (layout_key(name, case), self.compile_clock.held_configs())
+                new = key not in call_numbers
+                self.call_of[test] = call_numbers.setdefault(key, len(call_numbers))
+                if new:
+                    yield functools.partial(_call_on_clones, self.served[name], case, self.send, self.stopwatch)
         with self.stopwatch.part("ahead"):
-            self.compiling, self.call_of = _compile_group(self.planned, number, end, self.served, self.compile_clock,
-                                                          self.device, self.send, self.stopwatch, until)
+            self.compiling = start_compiling_ahead(calls(), self.device, self.compile_clock.paused)
 
     def wait_for(self, number: int, timeout: float | None) -> bool:
         """This test's own call's kernels compiled (all of the group's, where it made none); False
@@ -59,31 +77,6 @@ class AheadGroups:
             if report:
                 self.send(events.CompiledAhead(**abandoned))
             self.compiling = None
-
-
-def _compile_group(planned: list, start: int, end: int, served: dict, compile_clock, device: str, send,
-                   stopwatch: Stopwatch, until: float | None = None):
-    """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``start`` to ``end`` of the run
-    order: one call per input layout and autotuner configs held (``CompileClock.rotate``), each
-    announced (a crash in it is then the test's). Returns the compilations under way
-    (``Compiling``) and, per test number, the number of the call made for its layout. No call
-    is made after the ``until`` instant (``time.perf_counter()``)."""
-    from bbagent.harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
-    call_numbers: dict[tuple, int] = {}
-    call_of: dict[int, int] = {}
-
-    def calls():
-        for number in range(start, end):
-            if until is not None and time.perf_counter() >= until:
-                return
-            name, _, case = planned[number]
-            compile_clock.rotate(number)
-            key = (layout_key(name, case), compile_clock.held_configs())
-            new = key not in call_numbers
-            call_of[number] = call_numbers.setdefault(key, len(call_numbers))
-            if new:
-                yield functools.partial(_call_on_clones, served[name], case, send, stopwatch)
-    return start_compiling_ahead(calls(), device, compile_clock.paused), call_of
 
 
 def _call_on_clones(kernel, case, send, stopwatch: Stopwatch) -> None:

@@ -54,8 +54,8 @@ def base_env(device: str, gpu: int | None = None) -> dict:
     if gpu is not None and device != "cpu":
         env["CUDA_VISIBLE_DEVICES"] = physical_gpu(gpu)
     # Where bbagent is installed first; then whatever the parent had (e.g. a --target site dir on a GPU box).
-    env["PYTHONPATH"] = os.pathsep.join([str(IMPORT_ROOT)] * (IMPORT_ROOT is not None)
-                                        + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    installed = [str(IMPORT_ROOT)] if IMPORT_ROOT is not None else []
+    env["PYTHONPATH"] = os.pathsep.join(installed + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env["TRITON_CACHE_DIR"] = str(triton_cache_dir())
