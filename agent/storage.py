@@ -100,22 +100,6 @@ class RunDir:
         return target
 
 
-def mark_interrupted(run_dir: Path, message: str) -> bool:
-    """A run whose process is being stopped while it runs: its run.json says so (True if it did
-    say ``running``). Used by a batch on Ctrl-C, whose worker threads cannot finish their runs."""
-    path = Path(run_dir) / "run.json"
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return False
-    if state.get("status") != "running":
-        return False
-    state.update(status="interrupted", message=message,
-                 finished_at=time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()))
-    write_json(path, state)
-    return True
-
-
 def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: str) -> Path:
     """Install the accepted kernel as ``generated_kernels/<op>/``, replacing the files there whole
     (the caller keeps an earlier version first: ``agent.review.lifecycle.archive_current``); the

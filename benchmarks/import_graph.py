@@ -30,6 +30,7 @@ LAYERS = (
     ("agent.generate", "agent.bench", "agent.serving"),
     ("agent.evaluation", "agent.providers"),
     ("agent.review",),
+    ("agent.run_record",),
     ("agent.caches", "agent.families", "agent.machine", "agent.money", "agent.options", "agent.storage"),
     ("agent.errors",),
     # harness/, below agent/: evaluate over the sandbox over timing over checks over suite over the leaves

@@ -235,6 +235,12 @@ def test_a_six_operator_batch_killed_in_the_middle_resumes_and_does_each_operato
     events = [json.loads(line) for line in (tmp_path / "runs" / batch_id / "events.jsonl").read_text().splitlines()]
     lost, = [e for e in events if e["event"] == "coordinator_lost"]
     assert lost["coordinator"]["pid"] == first.pid and set(lost["running"]) == in_flight
+    marked, = [e for e in events if e["event"] == "runs_interrupted"]  # their run.json no longer says running
+    assert sorted(marked["runs"]) == sorted(e["id"] for e in killed_runs)
+    for entry in killed_runs:
+        record = json.loads((Path(entry["path"]) / "run.json").read_text())
+        assert record["status"] == "interrupted" and record["stopped_because"] == "interrupted", record
+        assert record["batch_id"] == batch_id and "its process died" in record["message"]
     rows = {r["op"]: r for r in _ledger_rows(tmp_path)}
     assert all(rows[op]["state"] == "accepted" and rows[op]["attempts"] == 1 for op in OPS), rows
     events = [json.loads(line) for line in (tmp_path / "runs" / batch_id / "events.jsonl").read_text().splitlines()]

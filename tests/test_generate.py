@@ -308,22 +308,30 @@ def test_retries_are_announced_while_waiting(tmp_path, monkeypatch, no_keys, dem
 def test_why_a_run_failed_names_the_closest_kernel_its_error_kinds_and_the_answers_causes():
     """Issue 31: failures differ, and so does what is said about them."""
     from bbagent.agent.generate.failure import why_failed
-    near = {"round": 1, "outcome": "fail", "summary": {"passed": 97, "total": 98},
+    from bbagent.agent.run_record import RoundRecord
+
+    def tests(passed, total):
+        return {"planned": total, "not_run": 0, "total": total, "passed": passed, "failed": total - passed,
+                "reference_errors": 0, "skipped": 0}
+
+    def records(*rounds):
+        return [RoundRecord.model_validate(r) for r in rounds]
+    near = {"round": 1, "outcome": "fail", "summary": tests(97, 98),
             "failures": [{"error_kind": "mismatch", "count": 1, "first_test": "trace-12"}]}
-    broken = {"round": 2, "outcome": "fail", "summary": {"passed": 0, "total": 0}, "error_kind": "compile_error",
+    broken = {"round": 2, "outcome": "fail", "summary": tests(0, 0), "error_kind": "compile_error",
               "message": "CompilationError: at 3:4\nmore", "failures": []}
     silent = {"round": 3, "outcome": "no_code"}
-    assert why_failed([near, broken, silent]).text() == (
+    assert why_failed(records(near, broken, silent)).text() == (
         "no candidate passed in 3 round(s); closest: round 1, 97/98 tests passed (mismatch x1, first trace-12); "
         "no code block in the answer of round(s) 3")
-    assert why_failed([{**broken, "round": 1}]).text() == ("no candidate passed in 1 round(s); closest: round 1: compile_error: "
+    assert why_failed(records({**broken, "round": 1})).text() == ("no candidate passed in 1 round(s); closest: round 1: compile_error: "
                                            "CompilationError: at 3:4 more")  # every line, joined
-    everywhere = {"round": 1, "outcome": "fail", "summary": {"passed": 0, "total": 98},
+    everywhere = {"round": 1, "outcome": "fail", "summary": tests(0, 98),
                   "failures": [{"error_kind": "mismatch", "count": 98, "first_test": "opinfo-0"}]}
-    assert "0/98 tests passed (mismatch x98, first opinfo-0)" in why_failed([everywhere]).text()
+    assert "0/98 tests passed (mismatch x98, first opinfo-0)" in why_failed(records(everywhere)).text()
     picked = {"round": 1, "outcome": "provider_error", "candidates": [{"outcome": "provider_error"},
                                                                       {"outcome": "no_code"}]}
-    assert why_failed([picked]).text() == ("no candidate passed in 1 round(s); provider errors in round(s) 1")
+    assert why_failed(records(picked)).text() == ("no candidate passed in 1 round(s); provider errors in round(s) 1")
 
 
 def test_counts_agree_everywhere_and_say_what_the_cpu_did_not_run(tmp_path, capsys):
@@ -409,6 +417,6 @@ def test_progress_reaches_a_typed_listener_and_a_two_argument_one_alike(tmp_path
     assert [type(e).__name__ for e in typed] == ["Started", "Asking", "Evaluating", "RoundDone",
                                                  "Asking", "Evaluating", "RoundDone"]
     assert isinstance(typed[0], Started) and typed[0].run_dir.startswith(str(tmp_path / "a"))
-    assert [e.record["outcome"] for e in typed if isinstance(e, RoundDone)] == ["fail", "pass"]
+    assert [e.record.outcome for e in typed if isinstance(e, RoundDone)] == ["fail", "pass"]
     assert [name for name, _ in named] == [e.name for e in typed]
     assert named[0][1]["run_dir"].startswith(str(tmp_path / "b")) and named[-1][1]["record"]["outcome"] == "pass"

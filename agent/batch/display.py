@@ -67,6 +67,8 @@ def _op_end_line(data: dict) -> str:
 EVENT_LINES = {  # event -> its line (rich markup); events not here print none
     "resume": _resume_line,
     "coordinator_lost": lambda d: f"[yellow]the batch's last coordinator was lost: {escape(d['reason'])}[/yellow]",
+    "runs_interrupted": lambda d: (f"{len(d['runs'])} run(s) the lost coordinator left saying 'running' now say "
+                                   "'interrupted' in their run.json"),
     "batch_start": _batch_start_line,
     "dataset": _dataset_line,
     "op_start": lambda d: f"{d['op']}: started",

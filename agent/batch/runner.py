@@ -26,12 +26,11 @@ from typing import Callable
 
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from bbagent.agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
-from bbagent.agent.generate.loop import StoppedBecause
 from bbagent.agent.generate.progress import Progress, Started
 from bbagent.agent.generate.spending import Spent
 from bbagent.agent.money import cost_text
 from bbagent.agent.machine import process_state, this_process
-from bbagent.agent.storage import mark_interrupted
+from bbagent.agent.run_record import StoppedBecause, mark_interrupted
 
 LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
 INFRA_RETRIES = 8  # infrastructure failures of one operator before it may be marked failed ...

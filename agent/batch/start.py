@@ -25,6 +25,7 @@ from bbagent.agent.generate.progress import DatasetInputs
 from bbagent.agent.evaluation import (check_channels_last, check_evaluation, default_device, family_of_overload,
                               listed_ops)
 from bbagent.agent.options import GenerateOptions, positive
+from bbagent.agent.run_record import interrupt_lost_runs
 
 
 @dataclass
@@ -244,6 +245,9 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
         runner.event("coordinator_lost", coordinator=meta.get("coordinator"), last_heartbeat=heartbeat,
                      reason=alive["reason"], running=[r["op"] for r in ledger.rows() if r["state"] == "running"])
     runner.event("resume", **runner.ledger.reopen(key, coordinator_dead=dead, retry_failed=retry_failed))
+    lost = interrupt_lost_runs(path.parent, path.name, since=meta.get("created_at") or 0.0)
+    if lost:
+        runner.event("runs_interrupted", runs=lost)
     from bbagent.harness import workdirs
     left = workdirs.remove_orphaned()  # a killed coordinator's candidates' folders, among others
     if left["folders"]:

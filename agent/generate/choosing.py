@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bbagent.agent.generate.dispatch import Plan
+from bbagent.agent.run_record import CandidateRecord
 from bbagent.harness.verdict import Verdict
 
 
@@ -76,7 +77,7 @@ class Candidate:
     completion: object
     source: str | None
     verdict: Verdict | None
-    record: dict
+    record: CandidateRecord
 
 
 def choose(tried: list[Candidate]) -> Candidate:
@@ -96,7 +97,7 @@ def choose(tried: list[Candidate]) -> Candidate:
 
 def candidate_line(c: Candidate) -> str:
     if c.completion is None:
-        return f"no answer ({c.record['message'][:160]})"
+        return f"no answer ({(c.record.message or '')[:160]})"
     if c.verdict is None:
         return "no code block"
     s = c.verdict.summary

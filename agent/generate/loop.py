@@ -19,7 +19,6 @@ from __future__ import annotations
 import platform
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Callable
 
@@ -29,7 +28,7 @@ from bbagent.agent.generate.choosing import (Best, BestKernel, Candidate, beats,
                                      round_summary)
 from bbagent.agent.generate.dispatch import Plan
 from bbagent.agent.generate.extract import extract_code
-from bbagent.agent.generate.failure import WhyFailed, failure_groups_of, why_failed
+from bbagent.agent.generate.failure import failure_groups_of, why_failed
 from bbagent.agent.generate.merge import CannotMerge
 from bbagent.agent.generate.population import Population, Rival
 from bbagent.agent.generate.profile_feedback import profile_part, profiling_cost
@@ -42,33 +41,15 @@ from bbagent.agent.options import GenerateOptions
 from bbagent.agent.providers import Provider
 from bbagent.agent.review.lifecycle import install
 from bbagent.agent.review.record import now as _now, run_part
-from bbagent.agent.storage import RunDir, write_json
+from bbagent.agent.run_record import (CandidateRecord, DispatcherRecord, RoundRecord, RunConfig, RunRecord, StoppedBecause,
+                                       Usage, WhyFailed)
+from bbagent.agent.storage import RunDir
 from bbagent.harness.verdict import Verdict
 
 Evaluator = Callable[[str, Path], Verdict]
 HISTORY_ROUNDS = 3          # earlier rounds summarised in each feedback message
 FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyond this
 BEST_KERNEL_CHARS = 8000
-class StoppedBecause(str, Enum):
-    """Why a run stopped (run.json's ``stopped_because``; a str, so it is written and compared as
-    its value): optimisation reached a target, went ``--patience`` rounds without a better kernel,
-    or had nothing timed to improve; the rounds ran out; the run's budget, a batch's (``halt``),
-    the provider, Ctrl-C or an error ended it. ``RUNNING`` until one of them did."""
-    RUNNING = "running"
-    TARGET_SPEEDUP = "target_speedup"
-    TARGET_ROOF = "target_roof"
-    PATIENCE = "patience"
-    UNTIMED = "untimed"
-    ROUNDS = "rounds"
-    BUDGET = "budget"
-    BATCH_BUDGET = "batch_budget"
-    PROVIDER_ERROR = "provider_error"
-    INTERRUPTED = "interrupted"
-    ERROR = "error"
-
-    def __str__(self) -> str:  # printed as its value, as run.json has it (not "StoppedBecause.PATIENCE")
-        return self.value
-
 
 @dataclass
 class Outcome:
@@ -116,6 +97,7 @@ class Agent:
     serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
     halt: Callable[[], str | None] | None = None  # a budget beyond the run's own (a batch's), asked between rounds
     spent: Spent = field(default_factory=Spent)  # counted as each answer comes (a batch reads it while the run goes on)
+    batch_id: str | None = None  # the batch the run belongs to, named in run.json
 
     def __post_init__(self):
         o = self.options
@@ -125,22 +107,22 @@ class Agent:
         self.population = Population()  # the correct, timed kernels worth showing again
         self.dispatch_tried: set[tuple[int, int]] = set()  # pairs of rounds a dispatcher was considered for
         self.stopped_because = StoppedBecause.RUNNING
-        self.state = {
-            "run_id": self.run.path.name, "op": self.op, "status": "running", "started_at": _now(),
-            "finished_at": None, "config": {**o.model_dump(exclude={"replay"}),
-                                            "provider": self.provider.name, "model": self.provider.model},
-            "prompt_template": template_name(self.op), "serves": self.serves or [self.op],
-            "host": {"python": platform.python_version(), "platform": platform.platform()},
-            "process": this_process(),  # a run left "running" by a killed process reads as interrupted
-            "environment": None, **self.spent.run_fields(), "rounds": [], "dispatchers": [], "message": "",
-        }
+        self.record = RunRecord(
+            run_id=self.run.path.name, op=self.op, status="running", started_at=_now(), finished_at=None,
+            config=RunConfig(**{**o.model_dump(exclude={"replay"}), "provider": self.provider.name,
+                                "model": self.provider.model}),
+            batch_id=self.batch_id, prompt_template=template_name(self.op), serves=self.serves or [self.op],
+            host={"python": platform.python_version(), "platform": platform.platform()},
+            process=this_process(),  # a run left "running" by a killed process reads as interrupted
+            environment=None, **self.spent.run_fields(), rounds=[], dispatchers=[], message="")
         self.messages: list[dict] = []
         self.best: Best | None = None
         self.history: list[str] = []  # one line per round, the last HISTORY_ROUNDS go into the feedback
 
     def save(self) -> None:
-        self.state.update(self.spent.run_fields())
-        write_json(self.run.path / "run.json", self.state)
+        for name, value in self.spent.run_fields().items():
+            setattr(self.record, name, value)
+        self.record.write(self.run.path)
 
     def generate(self) -> Outcome:
         outcome = Outcome("failed", self.run.path)
@@ -199,23 +181,23 @@ class Agent:
         """Complete ``outcome`` (best kernel, why it failed, spend, why it stopped) and bring run.json
         up to date with it: after every ending, a crash or Ctrl-C included."""
         outcome.best = best_kernel_of(self.best)
-        if self.best is None and self.state["rounds"]:
-            outcome.why_failed = why_failed(self.state["rounds"])
-            self.state["why_failed"] = outcome.why_failed.model_dump()
+        record = self.record
+        if self.best is None and record.rounds:
+            outcome.why_failed = record.why_failed = why_failed(record.rounds)
         outcome.stopped_because = self.stopped_because
         outcome.spent = self.spent
         best = outcome.best
-        self.state.update(status=outcome.status, finished_at=_now(), message=outcome.message,
-                          stopped_because=self.stopped_because, rounds_used=outcome.rounds_used,
-                          accepted_dir=str(outcome.accepted_dir) if outcome.accepted_dir else None,
-                          best_round=best.round if best else None, best_speedup=best.speedup if best else None,
-                          best_fast_p=best.fast_p if best else None, best_gpu=best.gpu if best else None,
-                          best_baseline_speedups=best.baseline_speedups if best else None)
+        record.status, record.finished_at, record.message = outcome.status, _now(), outcome.message
+        record.stopped_because, record.rounds_used = self.stopped_because, outcome.rounds_used
+        record.accepted_dir = str(outcome.accepted_dir) if outcome.accepted_dir else None
+        record.best_round, record.best_speedup = (best.round, best.speedup) if best else (None, None)
+        record.best_fast_p, record.best_gpu = (best.fast_p, best.gpu) if best else (None, None)
+        record.best_baseline_speedups = best.baseline_speedups if best else None
         self.save()
 
     def record_why_failed(self) -> str:
         """Why no kernel passed, in one line (run.json keeps it whole as ``why_failed``)."""
-        return why_failed(self.state["rounds"]).text()
+        return why_failed(self.record.rounds).text()
 
     def over_budget(self) -> str | None:
         """Why the run's own budget allows no further call, or None. Checked between rounds (with a
@@ -251,39 +233,39 @@ class Agent:
         if (first.round, second.round) in self.dispatch_tried:
             return
         self.dispatch_tried.add((first.round, second.round))
-        record = {"after_round": n, "parts": [first.round, second.round]}
-        self.state["dispatchers"].append(record)
+        record = DispatcherRecord(after_round=n, parts=[first.round, second.round])
+        self.record.dispatchers.append(record)
         try:
             chosen = dispatch.plan(first, second)
             if chosen is None:
-                record.update(outcome="not_tried", reason=(
-                    f"the parts' own timings predict no rule {dispatch.MIN_GAIN:.0%} faster than the better part"))
+                record.outcome, record.reason = "not_tried", (
+                    f"the parts' own timings predict no rule {dispatch.MIN_GAIN:.0%} faster than the better part")
                 return
-            record.update(rules=[rule.text() for rule in chosen.rules], predicted_gain=round(chosen.predicted_gain, 4))
+            record.rules, record.predicted_gain = [rule.text() for rule in chosen.rules], round(chosen.predicted_gain, 4)
             try:
                 source = dispatch.compose(chosen, self.op, self.run.path.name)
             except CannotMerge as exc:
-                record.update(outcome="cannot_merge", reason=str(exc))
+                record.outcome, record.reason = "cannot_merge", str(exc)
                 return
             where = f"round-{n}/dispatcher"
             kernel_path = self.run.write(f"{where}/kernel.py", source)
-            record.update(outcome="evaluating", kernel=f"{where}/kernel.py")
+            record.outcome, record.kernel = "evaluating", f"{where}/kernel.py"
             self.save()
-            self.report(DispatcherTried(round=n, parts=record["parts"], rules=record["rules"]))
+            self.report(DispatcherTried(round=n, parts=record.parts, rules=record.rules))
             verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
             self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
-            record.update(outcome=verdict.verdict, speedup=verdict.geomean_speedup() if verdict.passed else None,
-                          message="" if verdict.passed else (verdict.message or verdict.error_kind or "")[:400])
+            record.outcome, record.speedup = verdict.verdict, verdict.geomean_speedup() if verdict.passed else None
+            record.message = "" if verdict.passed else (verdict.message or verdict.error_kind or "")[:400]
             if verdict.passed:
                 self.population.add(n, source, verdict, parts=chosen.rounds())
-                record["kept"] = self.consider(source, verdict, n, dispatcher=chosen)
-                if record["kept"]:
+                record.kept = self.consider(source, verdict, n, dispatcher=chosen)
+                if record.kept:
                     self.messages[-1]["content"] += (
                         f"\nbbagent then composed a dispatcher between your kernels of rounds {first.round} and "
-                        f"{second.round} ({'; '.join(record['rules'])}); at {verdict.geomean_speedup():.3g}x eager "
+                        f"{second.round} ({'; '.join(record.rules)}); at {verdict.geomean_speedup():.3g}x eager "
                         "(geomean) it is now the best kernel. A single kernel fast on every shape would beat it.\n")
         finally:
-            self.report(DispatcherDone(**record))
+            self.report(DispatcherDone(**record.model_dump(include=DispatcherRecord.model_fields.keys())))
             self.save()
 
     def stop_reason(self, n: int) -> tuple[StoppedBecause, str] | None:
@@ -341,8 +323,7 @@ class Agent:
         round's result (the fastest correct one, else the first correct, else the one passing most
         tests) and build the next prompt from it."""
         round_dir = f"round-{n}"
-        record = {"round": n, "outcome": "asking"}
-        self.state["rounds"].append(record)
+        self.record.rounds.append(RoundRecord(round=n, outcome="asking"))
         self.run.write(f"{round_dir}/prompt.md", self.messages[-1]["content"])
         self.run.write_json(f"{round_dir}/messages.json", self.messages)
         self.save()
@@ -354,9 +335,10 @@ class Agent:
                 tried.append(self.no_answer(n, k, where, answer) if isinstance(answer, ProviderError)
                              else self.try_candidate(n, k, where, answer))
             pick = choose(tried)
-            record.update(pick.record)
+            record = RoundRecord(round=n, **pick.record.model_dump(exclude_unset=True))
             if self.candidates > 1:
-                record.update(candidates=[c.record for c in tried], picked=pick.number + 1)
+                record.candidates, record.picked = [c.record for c in tried], pick.number + 1
+            self.record.rounds[-1] = record
             self.report(RoundDone(round=n, rounds=self.rounds, record=record))
             feedback = (render_feedback(None, no_code=True) if pick.verdict is None
                         else self.feedback(pick.verdict, n))
@@ -367,10 +349,10 @@ class Agent:
                              {"role": "user", "content": self.compose(feedback, tried, pick, n)}]
             return pick.verdict, pick.source
         except KeyboardInterrupt:
-            record["outcome"] = "interrupted"
+            self.record.rounds[-1].outcome = "interrupted"
             raise
         except ProviderError as exc:
-            record.update(outcome="provider_error", message=str(exc))
+            self.record.rounds[-1].outcome, self.record.rounds[-1].message = "provider_error", str(exc)
             raise
         finally:
             self.save()
@@ -397,7 +379,7 @@ class Agent:
     def no_answer(self, n: int, k: int, where: str, error: ProviderError) -> "Candidate":
         """A candidate whose call failed: recorded with its error, its index kept."""
         self.run.write(f"{where}/error.txt", f"{error}\n")
-        record = {"outcome": "provider_error", "message": str(error)}
+        record = CandidateRecord(outcome="provider_error", message=str(error))
         self.report(CandidateJudged(round=n, candidate=k + 1, record=record))
         return Candidate(k, None, None, None, record)
 
@@ -407,28 +389,26 @@ class Agent:
         usage = completion.model_dump(exclude={"text"})
         self.run.write_json(f"{where}/usage.json", usage)
         self.spent.count(completion)
-        record = {"usage": usage}
         source = extract_code(completion.text)
         if source is None:
-            record.update(outcome="no_code")
-            return Candidate(k, completion, None, None, record)
+            return Candidate(k, completion, None, None, CandidateRecord(outcome="no_code", usage=Usage(**usage)))
         kernel_path = self.run.write(f"{where}/kernel.py", source)
         self.save()
         self.report(Evaluating(round=n, candidate=k + 1, candidates=self.candidates))
         verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
         self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
-        self.state["environment"] = verdict.environment.model_dump()
+        self.record.environment = verdict.environment.model_dump()
         prepared = getattr(self.evaluate, "prepared", None)
-        if prepared is not None and "suite_ahead" not in self.state:  # built while the first answer was written
-            self.state["suite_ahead"] = prepared
-        record.update(outcome=verdict.verdict, summary=verdict.summary.model_dump(), error_kind=verdict.error_kind,
-                      message=verdict.message, failures=failure_groups_of(verdict),
-                      counts=verdict.test_counts().model_dump())
+        if prepared is not None and self.record.suite_ahead is None:  # built while the first answer was written
+            self.record.suite_ahead = prepared
+        record = CandidateRecord(outcome=verdict.verdict, usage=Usage(**usage), summary=verdict.summary,
+                                 error_kind=verdict.error_kind, message=verdict.message,
+                                 failures=failure_groups_of(verdict), counts=verdict.test_counts())
         if verdict.passed:
-            record["speedup"] = verdict.geomean_speedup()
+            record.speedup = verdict.geomean_speedup()
             profiling_s = profiling_cost(verdict)
             if profiling_s is not None:
-                record["profiling_s"] = profiling_s
+                record.profiling_s = profiling_s
         if self.candidates > 1:
             self.report(CandidateJudged(round=n, candidate=k + 1, record=record))
         return Candidate(k, completion, source, verdict, record)
@@ -470,7 +450,7 @@ class Agent:
     def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> None:
         totals = {key: value for key, value in self.spent.run_fields().items() if key != "cached_calls"}
         fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
-                          run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.state["rounds"],
+                          run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.record.rounds,
                           target_speedup=self.target_speedup, target_baseline=self.target_baseline)
         if dispatcher is not None:
             fields.update(dispatch.provenance(dispatcher, self.run.path.name, self.root))

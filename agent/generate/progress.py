@@ -9,8 +9,11 @@ its ``events.jsonl`` as ``run_<name>`` with ``fields()``. A listener written for
 from __future__ import annotations
 
 import inspect
-from dataclasses import asdict, dataclass
-from typing import Callable, ClassVar
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Callable, ClassVar
+
+if TYPE_CHECKING:  # pydantic models: imported by the loop, not by every listener that reads this module
+    from bbagent.agent.run_record import CandidateRecord, RoundRecord
 
 
 @dataclass(frozen=True)
@@ -19,7 +22,12 @@ class Progress:
     name: ClassVar[str] = ""
 
     def fields(self) -> dict:
-        return asdict(self)
+        """The event's fields as plain data (a round record as run.json writes it)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+
+def _plain(value):
+    return value.model_dump(mode="json", exclude_unset=True) if hasattr(value, "model_dump") else value
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,7 @@ class CandidateJudged(Progress):
     name: ClassVar[str] = "candidate"
     round: int
     candidate: int  # from 1
-    record: dict
+    record: CandidateRecord
 
 
 @dataclass(frozen=True)
@@ -79,7 +87,7 @@ class RoundDone(Progress):
     name: ClassVar[str] = "round"
     round: int
     rounds: int
-    record: dict
+    record: RoundRecord
 
 
 @dataclass(frozen=True)

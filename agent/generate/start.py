@@ -75,5 +75,5 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     agent = Agent(op=computation, serves=serves, provider=logged, evaluate=evaluate, run=run, root=root,
                   options=options.model_copy(update={"channels_last": channels_last,
                                                      "baseline": ",".join(timing.baselines)}),
-                  report=report, halt=halt, spent=spent if spent is not None else Spent())
+                  report=report, halt=halt, spent=spent if spent is not None else Spent(), batch_id=batch_id)
     return agent.generate()

@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from bbagent.agent.providers.base import Completion, ProviderError
+from bbagent.agent.run_record import RunRecord, UnreadableRun
 
 SHIPPED_REPLAYS = Path(__file__).resolve().parent / "replays"
 _LOCK = threading.Lock()
@@ -51,9 +52,10 @@ def _from_run_dir(source: Path) -> tuple[str, list[dict]]:
         raise ProviderError(f"replay source {source} holds no round-*/response.md or "
                             "round-*/candidate-*/response.md files: it is not a run directory")
     try:
-        model = json.loads((source / "run.json").read_text())["config"]["model"]
-    except (OSError, ValueError, KeyError, TypeError):
-        model = "replay"
+        config = RunRecord.read(source).config
+    except UnreadableRun:
+        config = None
+    model = (config.model if config is not None else None) or "replay"
     return model, exchanges
 
 

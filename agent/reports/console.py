@@ -191,13 +191,13 @@ class RoundReporter:
     def _candidate(self, event: CandidateJudged) -> None:
         self.stop_waiting()
         record, where = event.record, f"round {event.round}, candidate {event.candidate}"
-        if record["outcome"] == "provider_error":
-            self.console.print(f"{where}: [red]no answer[/red] ({escape(record['message'][:200])})")
-        elif record["outcome"] == "no_code":
+        if record.outcome == "provider_error":
+            self.console.print(f"{where}: [red]no answer[/red] ({escape((record.message or '')[:200])})")
+        elif record.outcome == "no_code":
             self.console.print(f"{where}: [red]no code block[/red]")
         else:
-            s = record["summary"]
-            self.console.print(f"{where}: {_status(record)} {s['passed']}/{s['total']} tests")
+            s = record.summary
+            self.console.print(f"{where}: {_status(record)} {s.passed}/{s.total} tests")
 
     def _best(self, event: NewBest) -> None:
         what = ("bbagent's dispatcher between rounds {} and {}".format(*event.dispatcher_of)
@@ -236,25 +236,24 @@ class RoundReporter:
     def _round(self, event: RoundDone) -> None:
         self.stop_waiting()
         record = event.record
-        usage = record.get("usage", {})
-        tokens = f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
-        if usage.get("cached"):
+        tokens = "{} in / {} out tokens".format(*record.tokens)
+        if record.usage is not None and record.usage.cached:
             tokens += ", the answer reused from the call log"
-        if record["outcome"] == "no_code":
+        if record.outcome == "no_code":
             self.console.print(f"round {event.round}: [red]no code block[/red] in the answer ({tokens})")
             return
-        s = record["summary"]
+        counts = (record.counts or record.summary).model_dump()
         from bbagent.harness.verdict import count_text  # pydantic: not at import, which every command pays before it starts
-        line = f"round {event.round}: {_status(record)} {count_text(record.get('counts') or s)} ({tokens})"
-        if record.get("speedup") is not None:
-            line += f", geomean speedup {record['speedup']:.3g}x over eager"
-        if record.get("message"):
-            line += f" - {escape(record['message'].splitlines()[0][:200])}"
+        line = f"round {event.round}: {_status(record)} {count_text(counts)} ({tokens})"
+        if record.speedup is not None:
+            line += f", geomean speedup {record.speedup:.3g}x over eager"
+        if record.message:
+            line += f" - {escape(record.message.splitlines()[0][:200])}"
         self.console.print(line)
 
 
-def _status(record: dict) -> str:
-    return "[green]PASS[/green]" if record["outcome"] == "pass" else "[red]FAIL[/red]"
+def _status(record) -> str:
+    return "[green]PASS[/green]" if record.outcome == "pass" else "[red]FAIL[/red]"
 
 
 def print_ops(console: Console, rows: list[dict], total: int) -> None:

@@ -19,7 +19,8 @@ from bbagent.agent.errors import ReportError
 from bbagent.agent.money import cost_text
 from bbagent.agent.review.lifecycle import status_of, version_folders
 from bbagent.agent.review.meta import PerformanceRecord, read_meta
-from bbagent.agent.reports.runs import read_json, run_id_of
+from bbagent.agent.reports.runs import read_run, run_id_of
+from bbagent.agent.run_record import RoundRecord, RunRecord
 
 MAX_SHAPE_LINES = 12
 
@@ -53,12 +54,11 @@ def collect(root: Path, ident: str | None) -> dict:
                 "meta": batch_metadata(ledger.meta()), "comparison": comparison(root, ident, ops),
                 "files": [where / name for name in ("summary.md", "summary.json", "ledger.sqlite", "events.jsonl",
                                                     "dataset.json") if (where / name).exists()]}
-    state = read_json(where / "run.json")
-    if not state:
+    record = read_run(where)
+    if record is None:
         raise ReportError(f"no batch or run '{ident}' under {runs} (`bbagent runs` lists them)")
-    op = _op_row(root, state["op"], state.get("status"), ident, state.get("rounds_used"), state.get("cost_usd"),
-                 "", state.get("message") or "")
-    return {"title": f"run {ident}", "ident": ident, "path": where, "ops": [op], "meta": run_metadata(state),
+    op = _op_row(root, record.op, record.status, ident, record.rounds_used, record.cost_usd, "", record.message)
+    return {"title": f"run {ident}", "ident": ident, "path": where, "ops": [op], "meta": run_metadata(record),
             "files": [where / "run.json", where]}
 
 
@@ -108,30 +108,31 @@ def _gpu_rows(sessions: list[dict]) -> list[tuple[str, str]]:
             for n, session in enumerate(sessions, 1) if session.get("gpus")]
 
 
-def run_metadata(state: dict) -> list[tuple[str, str]]:
+def run_metadata(record: RunRecord) -> list[tuple[str, str]]:
     import datetime
-    config, env = state.get("config") or {}, state.get("environment") or {}
+    config = record.config.model_dump() if record.config is not None else {}
+    env = record.environment or {}
     try:
-        took = (datetime.datetime.fromisoformat(state["finished_at"])
-                - datetime.datetime.fromisoformat(state["started_at"])).total_seconds()
-    except (KeyError, TypeError, ValueError):
+        took = (datetime.datetime.fromisoformat(record.finished_at)
+                - datetime.datetime.fromisoformat(record.started_at)).total_seconds()
+    except (TypeError, ValueError):
         took = None
     device = env.get("gpu") or (f"{env.get('device')} (Triton interpreter)" if env.get("interpreter")
                                 else env.get("device"))
-    return [("started", _when(state.get("started_at"))), ("running time", _duration(took)),
+    return [("started", _when(record.started_at)), ("running time", _duration(took)),
             ("evaluated on", device or "-"), ("torch / triton", f"{env.get('torch', '-')} / {env.get('triton', '-')}"),
             ("provider / model", f"{config.get('provider', '-')} / {config.get('model') or '-'}"),
-            ("options", _options_line(config)), ("outcome", f"{state.get('status')}: {state.get('message') or ''}")]
+            ("options", _options_line(config)), ("outcome", f"{record.status}: {record.message}")]
 
 
 def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, error_class: str, error: str) -> dict:
-    run = read_json(root / "runs" / run_id / "run.json") if run_id else {}
-    history = round_history(run)
+    run = read_run(root / "runs" / run_id) if run_id else None
+    history = round_history(run.rounds if run is not None else [])
     row = {"op": op, "state": state, "run_id": run_id, "rounds": rounds, "cost_usd": cost or 0.0,
-           "cost_known": run.get("cost_complete", True), "error_class": error_class, "error": error,
+           "cost_known": run is None or run.cost_complete, "error_class": error_class, "error": error,
            "speedup": None, "untimed": None, "shapes": [], "review": None, "kernel": None,
            "transcript": str(root / "runs" / run_id) if run_id else None, "history": history,
-           "tests": _tests_of(history, run.get("best_round")), "family": _family(op)}
+           "tests": _tests_of(history, run.best_round if run is not None else None), "family": _family(op)}
     if state != "accepted":
         return row
     folder = _kernel_folder(root, op, run_id)
@@ -150,18 +151,17 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
     return row
 
 
-def round_history(run: dict) -> list[dict]:
+def round_history(rounds: list[RoundRecord]) -> list[dict]:
     """Each round of a run as the report lists it: its outcome, tests passed of total, speedup, and
     what failed (from run.json's round records)."""
     from bbagent.harness.verdict import short_count
     history = []
-    for record in run.get("rounds") or []:
-        counts = record.get("counts") or record.get("summary")
-        history.append({"round": record.get("round"), "outcome": record.get("outcome") or "-",
-                        "tests": short_count(counts) if counts else "-",
-                        "passed": (counts or {}).get("passed"), "total": (counts or {}).get("total"),
-                        "speedup": record.get("speedup"),
-                        "message": " ".join((record.get("message") or "").split())[:300]})
+    for record in rounds:
+        counts = record.counts or record.summary
+        history.append({"round": record.round, "outcome": record.outcome or "-",
+                        "tests": short_count(counts.model_dump()) if counts else "-",
+                        "passed": counts and counts.passed, "total": counts and counts.total,
+                        "speedup": record.speedup, "message": " ".join((record.message or "").split())[:300]})
     return history
 
 

@@ -8,24 +8,17 @@ call log (``llm_calls.sqlite``) and the timing cache are never touched.
 """
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
 from pathlib import Path
 
 from bbagent.agent.machine import process_state
+from bbagent.agent.run_record import RunRecord, UnreadableRun
 
 RUN_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{4}$")
 BATCH_ID = re.compile(r"^batch-\d{8}-\d{6}-[0-9a-f]{4}$")
 RECENT_S = 6 * 3600  # a run "running" and written within this is taken to be alive
-
-
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def age_s(path: Path) -> float:
@@ -35,13 +28,23 @@ def age_s(path: Path) -> float:
     return time.time() - newest
 
 
-def run_status(state: dict) -> str | None:
-    """A run's status from its run.json; a run that says ``running`` but whose process is gone
-    (killed with the batch or the shell that ran it) is ``interrupted``."""
-    status = state.get("status")
-    if status == "running" and process_state(state.get("process")) == "dead":
+def read_run(run_dir: Path) -> RunRecord | None:
+    """The run's record, or None where its run.json is missing or is not a run record."""
+    try:
+        return RunRecord.read(run_dir)
+    except UnreadableRun:
+        return None
+
+
+def run_status(record: RunRecord | None) -> str:
+    """A run's status from its record; a run that says ``running`` but whose process is gone
+    (killed with the batch or the shell that ran it) is ``interrupted``; ``unreadable`` where its
+    run.json is not a run record."""
+    if record is None:
+        return "unreadable"
+    if record.status == "running" and process_state(record.process) == "dead":
         return "interrupted"
-    return status
+    return record.status
 
 
 def list_runs(runs_dir: Path) -> list[dict]:
@@ -52,11 +55,12 @@ def list_runs(runs_dir: Path) -> list[dict]:
         return entries
     for path in sorted(runs_dir.iterdir()):
         if path.is_dir() and RUN_ID.match(path.name) and (path / "run.json").is_file():
-            state = read_json(path / "run.json")
-            entries.append({"id": path.name, "kind": "run", "op": state.get("op"), "status": run_status(state),
-                            "started_at": state.get("started_at"), "rounds": state.get("rounds_used"),
-                            "cost_usd": state.get("cost_usd"), "cost_complete": state.get("cost_complete", True),
-                            "model": (state.get("config") or {}).get("model"),
+            record = read_run(path)
+            entries.append({"id": path.name, "kind": "run", "op": record and record.op, "status": run_status(record),
+                            "started_at": record and record.started_at, "rounds": record and record.rounds_used,
+                            "cost_usd": record and record.cost_usd,
+                            "cost_complete": record is None or record.cost_complete,
+                            "model": record and record.config and record.config.model,
                             "age_s": round(age_s(path)), "path": str(path)})
         elif path.is_dir() and BATCH_ID.match(path.name) and (path / FILE_NAME).is_file():
             ledger = Ledger(path / FILE_NAME)

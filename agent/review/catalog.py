@@ -10,6 +10,7 @@ from bbagent.agent.errors import ReviewError
 from bbagent.agent.families import family_of
 from bbagent.agent.review.lifecycle import SHOWN_STATUSES, changes, set_status, status_of, version_folders
 from bbagent.agent.review.meta import KernelMeta, read_meta
+from bbagent.agent.run_record import RunRecord, UnreadableRun
 
 SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
 NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)
@@ -96,15 +97,14 @@ def find(root: Path, op: str) -> Operator:
 def last_failure(root: Path, op: str) -> str:
     """Why the newest run for ``op`` under ``root/runs`` found no kernel, as a sentence to append
     (empty when there is no such run)."""
-    import json
     runs = sorted((root / "runs").glob(f"*-{op}-*/run.json"), reverse=True)
     for path in runs:
         try:
-            state = json.loads(path.read_text())
-        except (OSError, ValueError):
+            record = RunRecord.read(path.parent)
+        except UnreadableRun:
             continue
-        if state.get("status") in ("failed", "stopped", "error"):
-            return f". Its last run, {path.parent.name}, {state['status']}: {state.get('message') or '?'}"
+        if record.status in ("failed", "stopped", "error"):
+            return f". Its last run, {path.parent.name}, {record.status}: {record.message or '?'}"
         return ""
     return ""
 

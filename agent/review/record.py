@@ -7,6 +7,7 @@ import datetime as dt
 
 from bbagent.agent.review.meta import KernelMeta, PerformanceRecord
 from bbagent.agent.money import cost_text
+from bbagent.agent.run_record import RoundRecord
 from bbagent.harness.verdict import Verdict, count_text
 
 
@@ -35,19 +36,19 @@ def served_overloads(verdict: Verdict, op: str) -> list[str]:
     return [v.op for v in verdict.variants if v.ok] or [op]
 
 
-def guard_findings(rounds: list[dict]) -> list[dict]:
+def guard_findings(rounds: list[RoundRecord]) -> list[dict]:
     """Every guard failure of the run's rounds and candidates so far: a reviewer should know that
     the model tried to call aten, patch torch or read the harness before it got this kernel."""
     found = []
     for record in rounds:
-        for item in [record, *record.get("candidates", [])]:
-            if item.get("error_kind") == "guard":
-                found.append({"round": record.get("round"), "message": (item.get("message") or "")[:300]})
+        for item in [record, *(record.candidates or [])]:
+            if item.error_kind == "guard":
+                found.append({"round": record.round, "message": (item.message or "")[:300]})
     return found
 
 
 def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: str, accepted_round: int, totals: dict,
-             rounds: list[dict], target_speedup: float, target_baseline: str) -> dict:
+             rounds: list[RoundRecord], target_speedup: float, target_baseline: str) -> dict:
     """meta.json's fields from the run: the kernel's tests, speed, cost and who wrote it.
     ``totals``: the run's tokens, cost_usd and cost_complete so far; ``rounds``: its round records."""
     env = verdict.environment
@@ -62,7 +63,7 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
         "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter, "accepted_at": now(),
         "performance": performance_record(verdict), "target_speedup": target_speedup,
         "target_baseline": target_baseline,
-        "round_speedups": {str(r["round"]): r.get("speedup") for r in rounds if r.get("outcome") == "pass"},
+        "round_speedups": {str(r.round): r.speedup for r in rounds if r.outcome == "pass"},
         "dtypes": sorted({t.dtype for t in verdict.tests if t.passed and t.dtype}),
         "earlier_guard_findings": guard_findings(rounds),
         "tolerance_used_max": max((t.tolerance_used for t in verdict.tests if t.tolerance_used is not None),

@@ -395,7 +395,7 @@ def cmd_review(args, out, err) -> int:
 def cmd_status(args, out, err) -> int:
     from rich.markup import escape
 
-    from bbagent.agent.generate.failure import one_line
+    from bbagent.agent.run_record import one_line
     status = api.batch_status(args.batch_id, root=args.root)
     if args.json:
         print(json.dumps(status, default=str))
