@@ -183,7 +183,8 @@ def test_the_live_panel_shows_progress_gpus_llm_and_eta():
     assert "elapsed 0:05:00, ETA 0:10:00; 12345 tokens, $0.5000" in text  # 300 s for 3 ops, 6 left
     assert "1 of 8 calls in flight, 9 made, 2 rate limited, all calls paused 3 s (429)" in text
     assert "gpu-0  aten.mm.default  93%" in text and "gpu-1  -" in text
-    assert event_line("activity", snapshot) is None and "accepted" in event_line("op_end", {"op": "x", "state": "accepted"})
+    from bbagent.agent.batch.events import Activity, OpEnded
+    assert event_line(Activity(snapshot)) is None and "accepted" in event_line(OpEnded(op="x", state="accepted"))
 
 
 def _status(root) -> dict:
@@ -592,8 +593,9 @@ def test_a_deadline_says_the_moment_it_resolved_to():
     past = time.strftime("%H:%M", time.localtime(time.time() - 600))
     deadline = next_time_of_day(past)
     assert 23 * 3600 < deadline - time.time() < 24 * 3600
-    line = event_line("batch_start", {"counts": {"pending": 1, "skipped": 0, "accepted": 0}, "jobs": 1,
-                                      "deadline": deadline})
+    from bbagent.agent.batch.events import BatchStarted
+    line = event_line(BatchStarted(counts={"pending": 1, "skipped": 0, "accepted": 0}, jobs=1, session=1,
+                                   deadline=deadline))
     day = "today" if time.localtime(deadline).tm_yday == time.localtime().tm_yday else "tomorrow"  # (just after midnight)
     assert f"no new work after {time.strftime('%Y-%m-%d %H:%M', time.localtime(deadline))} ({day}, in 23:" in line
 

@@ -160,7 +160,10 @@ def test_a_dataset_batch_tests_the_dataset_inputs(tmp_path):
     assert used["ran"] == len({t["input"].split(" out=")[0] for t in dataset_tests})
     assert used["ran"] + used["not_run"] == 7
     assert used["not_run"] >= 1
-    line = event_line("run_dataset_inputs", used)
+    from bbagent.agent.batch.events import RunProgress
+    from bbagent.agent.generate.progress import DatasetInputs
+    line = event_line(RunProgress(op=used["op"], event=DatasetInputs(ran=used["ran"], not_run=used["not_run"],
+                                                                       why_not=used["why_not"])))
     assert f"aten.relu.default: {used['ran']} of the dataset's inputs ran as tests; {used['not_run']} did not" in line
     assert "CPU interpreter runs at most 5 trace inputs" in line
 

@@ -141,7 +141,7 @@ def _options(options, settings: dict, batch: bool = False):
 # --- batches -------------------------------------------------------------------------------------
 
 def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None = None, resume: str | None = None,
-          report: Callable[[str, dict], None] | None = None, **settings):
+          report: Callable | None = None, **settings):
     """Run ``generate`` for many operators, resumably, and return a ``BatchResult``. Which ones:
     ``ops``, or the keywords of ``agent.batch.start.Choice`` (ops_file, suite, family, dataset,
     include_synthetic). How: the keywords of ``agent.batch.start.Plan`` (jobs, gpus, evals_per_gpu,
@@ -150,7 +150,9 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
     options: ``options`` (a ``GenerateOptions``) or the keywords of one, where ``max_cost_per_op``
     and ``max_tokens_per_op`` are each operator's budgets. ``resume`` continues a batch by id with
     its own operators and options (options given again must agree). Recorded in
-    ``ROOT/runs/<batch>/`` (ledger, events, summary)."""
+    ``ROOT/runs/<batch>/`` (ledger, events, summary). ``report(event)`` hears the batch's events
+    one at a time (``agent.batch.events``: BatchStarted, OpStarted, OpEnded, ...; an operator's run's
+    as ``RunProgress``); a ``report(name, data)`` of two arguments gets each one's name and fields."""
     from dataclasses import fields
 
     from bbagent.agent.batch.start import Choice, Plan, run_batch

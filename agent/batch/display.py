@@ -13,85 +13,90 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from bbagent.agent.batch.events import (Activity, BatchStarted, BudgetSpent, CoordinatorLost, DatasetChosen, OpEnded,
+                                        OpInterrupted, OpRetried, OpStarted, Resumed, RunProgress, RunsInterrupted,
+                                        WorkdirsRemoved)
+from bbagent.agent.generate.progress import DatasetInputs, Progress, ReplacedApproved, RoundDone
 from bbagent.agent.money import cost_text
 
 
-def _resume_line(data: dict) -> str:
-    return (f"resuming: {len(data['interrupted'])} interrupted and {len(data['lease_expired'])} whose process "
-            "died run again" + (f"; {len(data['other_key'])} finished under another resume key (torch, triton, "
-                                "GPU model, prompts or model changed) run again" if data.get("other_key") else "")
-            + (f"; {len(data['failed'])} failed run again (--retry-failed)" if data.get("failed") else "")
-            + (f"; {len(data['still_leased'])} still leased elsewhere" if data["still_leased"] else ""))
+def _resume_line(e: Resumed) -> str:
+    return (f"resuming: {len(e.interrupted)} interrupted and {len(e.lease_expired)} whose process "
+            "died run again" + (f"; {len(e.other_key)} finished under another resume key (torch, triton, "
+                                "GPU model, prompts or model changed) run again" if e.other_key else "")
+            + (f"; {len(e.failed)} failed run again (--retry-failed)" if e.failed else "")
+            + (f"; {len(e.still_leased)} still leased elsewhere" if e.still_leased else ""))
 
 
-def _batch_start_line(data: dict) -> str:
-    c = data["counts"]
+def _batch_start_line(e: BatchStarted) -> str:
+    c = e.counts
     line = (f"batch: {c['pending']} to run, {c['skipped']} skipped, {c['accepted']} accepted earlier, "
-            f"{data['jobs']} at a time")
-    if data.get("deadline"):
-        at = time.localtime(data["deadline"])
+            f"{e.jobs} at a time")
+    if e.deadline:
+        at = time.localtime(e.deadline)
         day = "today" if at.tm_yday == time.localtime().tm_yday else "tomorrow"
         line += (f"; no new work after {time.strftime('%Y-%m-%d %H:%M', at)} ({day}, in "
-                 f"{duration(data['deadline'] - time.time())[:-3]})")
+                 f"{duration(e.deadline - time.time())[:-3]})")
     return line
 
 
-def _dataset_line(data: dict) -> str:
-    line = (f"dataset: {data['rows']} rows; {data['pairs_used']} inputs of {data['ops']} operator(s) used "
-            f"({data['canaries']} correctness-only)")
-    if data["skipped"]:
-        top = "; ".join(f"{n} {escape(why[:90])}" for why, n in list(data["reasons"].items())[:4])
-        line += f"; {data['skipped']} skipped: {top} (every one in {data['file']})"
+def _dataset_line(e: DatasetChosen) -> str:
+    line = (f"dataset: {e.rows} rows; {e.pairs_used} inputs of {e.ops} operator(s) used "
+            f"({e.canaries} correctness-only)")
+    if e.skipped:
+        top = "; ".join(f"{n} {escape(why[:90])}" for why, n in list(e.reasons.items())[:4])
+        line += f"; {e.skipped} skipped: {top} (every one in {e.file})"
     return line
 
 
-def _dataset_inputs_line(data: dict) -> str:
-    line = f"{data['op']}: {data['ran']} of the dataset's inputs ran as tests"
-    if data.get("not_run"):
-        line += f"; {data['not_run']} did not: {escape(data['why_not'])}"
-    return line
-
-
-def _op_end_line(data: dict) -> str:
-    if data["state"] != "accepted":
-        tail = f" ({data.get('error_class')})" + (f": {escape(str(data['error']))}" if data.get("error") else "")
+def _op_end_line(e: OpEnded) -> str:
+    if e.state != "accepted":
+        tail = f" ({e.error_class})" + (f": {escape(str(e.error))}" if e.error else "")
     else:
-        speedup = data.get("best_speedup")
-        rounds = data.get("rounds")
-        tail = " (" + ", ".join(([f"{speedup:.2f}x eager"] if speedup else [])
-                                + ([f"{rounds} round{'s' * (rounds != 1)}"] if rounds else [])) + ")"
-        tail = "" if tail == " ()" else tail
-    return f"{data['op']}: [bold]{data['state']}[/bold]{tail}"
+        parts = ([f"{e.best_speedup:.2f}x eager"] if e.best_speedup else []) + (
+            [f"{e.rounds} round{'s' * (e.rounds != 1)}"] if e.rounds else [])
+        tail = f" ({', '.join(parts)})" if parts else ""
+    return f"{e.op}: [bold]{e.state}[/bold]{tail}"
 
 
-EVENT_LINES = {  # event -> its line (rich markup); events not here print none
-    "resume": _resume_line,
-    "coordinator_lost": lambda d: f"[yellow]the batch's last coordinator was lost: {escape(d['reason'])}[/yellow]",
-    "runs_interrupted": lambda d: (f"{len(d['runs'])} run(s) the lost coordinator left saying 'running' now say "
-                                   "'interrupted' in their run.json"),
-    "batch_start": _batch_start_line,
-    "dataset": _dataset_line,
-    "op_start": lambda d: f"{d['op']}: started",
-    "workdirs_removed": lambda d: (f"removed {d['folders']} working folder(s) that ended bbagent processes left "
-                                   f"behind ({d['bytes'] / 2**20:.1f} MiB)"),
-    "run_dataset_inputs": _dataset_inputs_line,
-    "run_round": lambda d: f"{d['op']}: round {d.get('round')}: {d.get('outcome') or ''}",
-    "op_retry": lambda d: (f"[yellow]{d['op']}: {d['error_class']} failure, retried later (all workers pause "
-                           f"{d['pause_s']:g} s)[/yellow]: {escape(str(d['error'])[:200])}"),
-    "op_end": _op_end_line,
-    "run_replaced_approved": lambda d: (
-        f"[yellow]{d['op']}: the new kernel replaces approved version {d.get('version')} as the current one"
-        f"[/yellow]; that version stays in {d.get('where')}/ and enable() serves it until the new one is approved"),
-    "op_interrupted": lambda d: f"{d['op']}: interrupted",
-    "budget_spent": lambda d: (f"[yellow]{d['reason']}: nothing new starts; running operators stop before their "
-                               "next round[/yellow]"),
+def _run_line(e: RunProgress) -> str | None:
+    """The few events of an operator's run a batch prints (the rest are in events.jsonl)."""
+    inner, op = e.event, e.op
+    if isinstance(inner, DatasetInputs):
+        line = f"{op}: {inner.ran} of the dataset's inputs ran as tests"
+        return line + (f"; {inner.not_run} did not: {escape(inner.why_not)}" if inner.not_run else "")
+    if isinstance(inner, RoundDone):
+        return f"{op}: round {inner.round}: {inner.record.outcome or ''}"
+    if isinstance(inner, ReplacedApproved):
+        return (f"[yellow]{op}: the new kernel replaces approved version {inner.version} as the current one"
+                f"[/yellow]; that version stays in {inner.where}/ and enable() serves it until the new one is approved")
+    return None
+
+
+LINES = {  # event type -> its line (rich markup); events not here print none
+    Resumed: _resume_line,
+    CoordinatorLost: lambda e: f"[yellow]the batch's last coordinator was lost: {escape(e.reason)}[/yellow]",
+    RunsInterrupted: lambda e: (f"{len(e.runs)} run(s) the lost coordinator left saying 'running' now say "
+                                "'interrupted' in their run.json"),
+    BatchStarted: _batch_start_line,
+    DatasetChosen: _dataset_line,
+    OpStarted: lambda e: f"{e.op}: started",
+    WorkdirsRemoved: lambda e: (f"removed {e.folders} working folder(s) that ended bbagent processes left "
+                                f"behind ({e.bytes / 2**20:.1f} MiB)"),
+    RunProgress: _run_line,
+    OpRetried: lambda e: (f"[yellow]{e.op}: {e.error_class} failure, retried later (all workers pause "
+                          f"{e.pause_s:g} s)[/yellow]: {escape(str(e.error)[:200])}"),
+    OpEnded: _op_end_line,
+    OpInterrupted: lambda e: f"{e.op}: interrupted",
+    BudgetSpent: lambda e: (f"[yellow]{e.reason}: nothing new starts; running operators stop before their "
+                            "next round[/yellow]"),
 }
 
 
-def event_line(event: str, data: dict) -> str | None:
+def event_line(event: Progress) -> str | None:
     """The line an event prints (rich markup), or None for events that print none."""
-    line = EVENT_LINES.get(event)
-    return line(data) if line is not None else None
+    line = LINES.get(type(event))
+    return line(event) if line is not None else None
 
 
 def duration(seconds: float) -> str:
@@ -142,7 +147,7 @@ def gpu_line(gpu: dict) -> str:
 
 
 class BatchDisplay:
-    """``hear(event, data)`` for ``bbagent.batch(report=...)``; a context manager around the batch."""
+    """``hear(event)`` for ``bbagent.batch(report=...)``; a context manager around the batch."""
 
     def __init__(self, console: Console):
         self.console = console
@@ -158,11 +163,11 @@ class BatchDisplay:
         if self.live is not None:
             self.live.stop()
 
-    def hear(self, event: str, data: dict) -> None:
-        if event == "activity":
+    def hear(self, event: Progress) -> None:
+        if isinstance(event, Activity):
             if self.live is not None:
-                self.live.update(panel(data))
+                self.live.update(panel(event.snapshot))
             return
-        line = event_line(event, data)
+        line = event_line(event)
         if line is not None:
             self.console.print(line)

@@ -26,7 +26,9 @@ from typing import Callable
 
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from bbagent.agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
-from bbagent.agent.generate.progress import Progress, Started
+from bbagent.agent.batch.events import (Activity, BatchEnded, BatchStarted, BudgetSpent, OpEnded, OpInterrupted, OpRetried,
+                                        OpStarted, RunProgress)
+from bbagent.agent.generate.progress import Progress, Started, listener
 from bbagent.agent.generate.spending import Spent
 from bbagent.agent.money import cost_text
 from bbagent.agent.machine import process_state, this_process
@@ -78,7 +80,8 @@ class Budgets:
 class Batch:
     """``generate(op, report) -> Outcome`` runs the agent loop for one operator (``agent.batch.start``
     binds every other option), its ``report`` hearing the run's ``Progress`` events; the batch's own
-    ``report(event, data)`` hears every event the batch records (a run's as ``run_<name>``)."""
+    ``report(event)`` hears every event the batch records (``agent.batch.events``; a run's as
+    ``RunProgress``); a two-argument ``report(name, data)`` gets each one's name and fields."""
 
     def __init__(self, path: Path, generate: Callable, *, jobs: int = 2, report: Callable | None = None,
                  lease_s: float = LEASE_S, pause_s: tuple[float, float] = PAUSE_S, budgets: Budgets | None = None,
@@ -91,7 +94,7 @@ class Batch:
         self.done_at_start = 0  # operators accepted or failed before this session (for the ETA)
         self.ended_by: str | None = None
         self.ledger = Ledger(path / FILE_NAME)
-        self.report = report or (lambda event, data: None)
+        self.report = listener(report)
         self.events_lock = threading.Lock()
         self.running: set[str] = set()
         self.run_dirs: dict[str, str] = {}  # op -> its current run directory
@@ -101,11 +104,12 @@ class Batch:
         self.infra_since: dict[str, float] = {}  # op -> its first infrastructure failure this session
         self.stop = threading.Event()
 
-    def event(self, event: str, **data) -> None:
-        record = {"time": round(time.time(), 3), "event": event, **data}
+    def event(self, event: Progress) -> None:
+        """Log ``event`` in events.jsonl and tell the batch's listener."""
+        record = {"time": round(time.time(), 3), "event": event.name, **event.fields()}
         with self.events_lock, (self.path / "events.jsonl").open("a") as log:
             log.write(json.dumps(record, default=str) + "\n")
-        self.report(event, data)
+        self.report(event)
 
     # --- the coordinator -----------------------------------------------------------------------
 
@@ -118,8 +122,7 @@ class Batch:
         self.ledger.set_meta(ended_by=None, coordinator=coordinator, heartbeat=time.time(), sessions=sessions)
         counts = self.ledger.counts()
         self.done_at_start = counts["accepted"] + counts["failed"]
-        self.event("batch_start", counts=counts, jobs=self.jobs, session=len(sessions),
-                   deadline=self.budgets.deadline)
+        self.event(BatchStarted(counts=counts, jobs=self.jobs, session=len(sessions), deadline=self.budgets.deadline))
         for worker in workers:
             worker.start()
         interrupted = False
@@ -135,7 +138,7 @@ class Batch:
                 if time.monotonic() - noted > ACTIVITY_EVERY_S:  # for `bbagent status` and the live display
                     snapshot = self.activity()
                     self.ledger.set_meta(activity=snapshot, heartbeat=snapshot["at"])
-                    self.report("activity", snapshot)
+                    self.report(Activity(snapshot))
                     noted = time.monotonic()
         except KeyboardInterrupt as exc:
             interrupted = True
@@ -147,12 +150,12 @@ class Batch:
             for op in stopped:  # the rest die with this process, mid-step: their run.json says so
                 if self.run_dirs.get(op):
                     mark_interrupted(Path(self.run_dirs[op]), f"the batch was interrupted ({why})")
-                self.event("op_interrupted", op=op, run_dir=self.run_dirs.get(op))
+                self.event(OpInterrupted(op=op, run_dir=self.run_dirs.get(op)))
         counts = self.ledger.counts()
         self.end_session(f"interrupted ({why})" if interrupted else f"stopped: {self.ended_by}" if self.ended_by
                          else "finished")
         write_summary(self.path, self.ledger)
-        self.event("batch_end", counts=counts, interrupted=interrupted)
+        self.event(BatchEnded(counts=counts, interrupted=interrupted))
         return BatchResult(self.path.name, self.path, counts, interrupted, self.ended_by)
 
     def end_session(self, how: str) -> None:
@@ -196,7 +199,7 @@ class Batch:
             if op is None:
                 return
             self.running.add(op)
-            self.event("op_start", op=op)
+            self.event(OpStarted(op=op))
             try:
                 self._run_one(op)
             finally:
@@ -211,7 +214,7 @@ class Batch:
         if spent and self.ended_by is None:
             self.ended_by = spent
             self.ledger.set_meta(ended_by=spent)
-            self.event("budget_spent", reason=spent)
+            self.event(BudgetSpent(reason=spent))
         return spent
 
     def _run_one(self, op: str) -> None:
@@ -222,12 +225,12 @@ class Batch:
         except (ProviderError, UsageError) as exc:  # raised before any call: how the operator is asked for
             kind = "setup" if isinstance(exc, ProviderError) else "usage"
             self.ledger.finish(op, "failed", error_class=kind, error=str(exc))
-            return self.event("op_end", op=op, state="failed", error_class=kind, error=str(exc))
+            return self.event(OpEnded(op=op, state="failed", error_class=kind, error=str(exc)))
         except InfrastructureError as exc:  # the sandbox or its GPU failed, not the kernel
             return self._infrastructure(op, "sandbox", str(exc), self._spent_so_far(op))
         except Exception as exc:  # noqa: BLE001 - one operator's bug must not stop the batch
             self.ledger.finish(op, "failed", error_class="internal", error=f"{type(exc).__name__}: {exc}")
-            return self.event("op_end", op=op, state="failed", error_class="internal", error=str(exc))
+            return self.event(OpEnded(op=op, state="failed", error_class="internal", error=str(exc)))
         if self.stop.is_set():
             return  # Ctrl-C: the coordinator marked it interrupted
         spent = {**outcome.spent.ledger_fields(), "run_id": outcome.run_id, "rounds": outcome.rounds_used}
@@ -249,9 +252,9 @@ class Batch:
             why = outcome.why_failed.model_dump() if outcome.why_failed is not None else None
             self.ledger.finish(op, "failed", error_class=kind, error=outcome.message, why_failed=why, **spent)
         row = self.ledger.row(op)
-        self.event("op_end", op=op, state=row["state"], error_class=row["error_class"], rounds=row["rounds"],
-                   run_id=row["run_id"], best_speedup=row["best_speedup"],
-                   error=row["error"] if row["state"] != "accepted" else None)
+        self.event(OpEnded(op=op, state=row["state"], error_class=row["error_class"], rounds=row["rounds"],
+                           run_id=row["run_id"], best_speedup=row["best_speedup"],
+                           error=row["error"] if row["state"] != "accepted" else None))
 
     def spending(self, op: str) -> Spent:
         """The op's run's spend, counted into by its loop as each answer comes: what the batch's
@@ -271,7 +274,7 @@ class Batch:
             raise KeyboardInterrupt
         if isinstance(event, Started):
             self.run_dirs[op] = event.run_dir
-        self.event("run_" + event.name, op=op, **_small(event.fields()))
+        self.event(RunProgress(op=op, event=event))
 
     def _infrastructure(self, op: str, kind: str, message: str, spent: dict | None = None) -> None:
         """Not the operator's fault: pending again (not charged) and a shared pause for every worker,
@@ -286,9 +289,9 @@ class Batch:
         self.paused_until = max(self.paused_until, now + pause)
         if row["infra_retries"] + 1 >= INFRA_RETRIES and failing_for >= self.give_up_s:
             self.ledger.finish(op, "failed", error_class=kind, error=message, **(spent or {}))
-            return self.event("op_end", op=op, state="failed", error_class=kind, error=message)
+            return self.event(OpEnded(op=op, state="failed", error_class=kind, error=message))
         self.ledger.release(op, kind, message, **(spent or {}))
-        self.event("op_retry", op=op, error_class=kind, error=message, pause_s=round(pause, 1))
+        self.event(OpRetried(op=op, error_class=kind, error=message, pause_s=round(pause, 1)))
 
 
 def coordinator_state(meta: dict) -> str:
@@ -298,15 +301,6 @@ def coordinator_state(meta: dict) -> str:
     if coordinator.get("pid") == os.getpid() and coordinator.get("host") == socket.gethostname():
         return "dead"  # this process is resuming it: whatever ran before in it has ended
     return process_state(coordinator)
-
-
-def _small(data: dict) -> dict:
-    """An event's data without large values (prompts, verdicts) for the event log; ``op`` is the batch's."""
-    small = {k: v for k, v in data.items()
-             if k != "op" and isinstance(v, (str, int, float, bool, type(None))) and len(str(v)) < 500}
-    if isinstance(data.get("record"), dict):  # a round's record: its outcome is what the batch shows
-        small["outcome"] = data["record"].get("outcome")
-    return small
 
 
 def _when(moment: float | None) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.batch import selection as select
+from bbagent.agent.batch.events import CoordinatorLost, DatasetChosen, Resumed, RunsInterrupted, WorkdirsRemoved
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
 from bbagent.agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
 from bbagent.agent.errors import UsageError
@@ -205,9 +206,9 @@ def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Plan
     if chosen.dataset is not None:
         (path / "dataset.json").write_text(json.dumps(chosen.dataset, indent=1) + "\n")
         reasons = Counter(pair["why"] for pair in chosen.dataset["skipped_pairs"])
-        runner.event("dataset", **{k: v for k, v in chosen.dataset.items() if k != "skipped_pairs"},
-                     skipped=len(chosen.dataset["skipped_pairs"]), reasons=dict(reasons.most_common()),
-                     file=str(path / "dataset.json"))
+        runner.event(DatasetChosen(**{k: v for k, v in chosen.dataset.items() if k != "skipped_pairs"},
+                                   skipped=len(chosen.dataset["skipped_pairs"]), reasons=dict(reasons.most_common()),
+                                   file=str(path / "dataset.json")))
     return runner
 
 
@@ -242,16 +243,16 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
                        and began <= (row.get("updated_at") or 0.0))
         sessions[-1].update(ended_at=heartbeat, ended=f"lost: {alive['reason']}", finished_ops=finished)
         ledger.set_meta(sessions=sessions)
-        runner.event("coordinator_lost", coordinator=meta.get("coordinator"), last_heartbeat=heartbeat,
-                     reason=alive["reason"], running=[r["op"] for r in ledger.rows() if r["state"] == "running"])
-    runner.event("resume", **runner.ledger.reopen(key, coordinator_dead=dead, retry_failed=retry_failed))
+        runner.event(CoordinatorLost(coordinator=meta.get("coordinator"), last_heartbeat=heartbeat, reason=alive["reason"],
+                                     running=[r["op"] for r in ledger.rows() if r["state"] == "running"]))
+    runner.event(Resumed(**runner.ledger.reopen(key, coordinator_dead=dead, retry_failed=retry_failed)))
     lost = interrupt_lost_runs(path.parent, path.name, since=meta.get("created_at") or 0.0)
     if lost:
-        runner.event("runs_interrupted", runs=lost)
+        runner.event(RunsInterrupted(runs=lost))
     from bbagent.harness import workdirs
     left = workdirs.remove_orphaned()  # a killed coordinator's candidates' folders, among others
     if left["folders"]:
-        runner.event("workdirs_removed", folders=left["folders"], bytes=left["bytes"])
+        runner.event(WorkdirsRemoved(folders=left["folders"], bytes=left["bytes"]))
     return runner
 
 
@@ -262,7 +263,6 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
     and run it to its end. ``root`` exists and is writable."""
     from bbagent.agent.generate.start import require_price, run_generate
     from bbagent.agent.providers.limiter import RateLimiter
-    report = report or (lambda event, data: None)
     budgets = check_plan(plan)
     if plan.retry_failed and resume is None:
         raise UsageError("--retry-failed goes with --resume BATCH_ID")
