@@ -41,7 +41,7 @@ def _folder(name: str, path: Path, what: str, pattern: str = "*") -> Cache:
 def caches(root: Path) -> list[Cache]:
     """Every cache, with where it is, how many entries it holds and their bytes."""
     from bbagent.harness import workdirs
-    from bbagent.harness.sandbox.environment import triton_cache_dir
+    from bbagent.harness.sandbox.parent.environment import triton_cache_dir
     from bbagent.harness.suite.cache import cache_dir
     timing = _timing_file(root)
     orphans = workdirs.orphaned()

@@ -83,15 +83,33 @@ def family_of_overload(op: str) -> dict:
     return variant_family(resolve_op(op))
 
 
-def what_to_ask_for(op: str, exact_overload: bool = False) -> tuple[str, list[str]]:
-    """The overload to ask the model for and every overload its kernel is tested and served as:
-    the family's functional overload and the whole family, unless ``exact_overload`` (or the
-    overload has no functional sibling)."""
+@dataclass(frozen=True)
+class Operator:
+    """An operator as ``generate`` and a batch take it, resolved once from the name given
+    (``resolve_operator``) and handed down as it is: the overload the model is asked for
+    (``computation``), every overload its kernel is tested and served as (``serves``, computation
+    first) and the prompt family it belongs to."""
+    requested: str
+    computation: str
+    serves: tuple[str, ...]
+    family: str
+
+    @property
+    def also_serves(self) -> list[str]:
+        """The in-place and out= overloads served by the same kernel."""
+        return list(self.serves[1:])
+
+
+def resolve_operator(op: str, exact_overload: bool = False) -> Operator:
+    """``op`` resolved (a UsageError where no such overload exists): asked for as the family's
+    functional overload and served as the whole family, unless ``exact_overload`` (or the overload
+    has no functional sibling)."""
+    from bbagent.agent.families import family_of
     check_op(op)
-    family = family_of_overload(op)
-    if exact_overload or family["functional"] is None:
-        return op, [op]
-    return family["functional"], family["serves"]
+    overloads = family_of_overload(op)
+    if exact_overload or overloads["functional"] is None:
+        return Operator(op, op, (op,), family_of(op))
+    return Operator(op, overloads["functional"], tuple(overloads["serves"]), family_of(overloads["functional"]))
 
 
 def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:

@@ -1,5 +1,5 @@
 """How compiling ahead scales: one new candidate per run, its suite's calls compiled ahead with
-1, 4, 8 or 16 threads (``harness.sandbox.compile_ahead``), each compilation made first in a forked
+1, 4, 8 or 16 threads (``harness.sandbox.child.compile_ahead``), each compilation made first in a forked
 compile process or not (``--modes processes,threads``), in this process, no sandbox.
 
 For each run: the wall time of compiling ahead, the compilations made, and the sum of their
@@ -69,9 +69,9 @@ def main() -> int:
     from triton import knobs
     from bbagent.harness.inputs import clone_value
     from bbagent.harness.ops import resolve_op
-    from bbagent.harness.sandbox import compile_ahead
+    from bbagent.harness.sandbox.child import compile_ahead
     from bbagent.harness.suite.build import build_suite
-    from bbagent.harness.sandbox.worker import load_lazy_parts
+    from bbagent.harness.sandbox.child.worker import load_lazy_parts
     load_lazy_parts()
     torch.zeros(1, device="cuda")
     rows = []

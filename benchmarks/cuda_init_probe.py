@@ -1,7 +1,7 @@
 """Does the fork server's preload initialise CUDA? (It must not: forked children could not use it.)
 
 Prints the stack of every first call to ``torch.cuda._lazy_init`` during
-``harness.sandbox.forkserver.preload("cuda")``, then whether CUDA ended up initialised.
+``harness.sandbox.child.forkserver.preload("cuda")``, then whether CUDA ended up initialised.
 
     PYTORCH_NVML_BASED_CUDA_CHECK=1 python benchmarks/cuda_init_probe.py
 """
@@ -25,7 +25,7 @@ def spy():
 
 
 torch.cuda._lazy_init = spy
-from bbagent.harness.sandbox.forkserver import preload  # noqa: E402
+from bbagent.harness.sandbox.child.forkserver import preload  # noqa: E402
 
 try:
     preload("cuda")

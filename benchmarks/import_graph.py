@@ -8,7 +8,9 @@ does every spelling of one: relative imports, ``importlib.import_module`` and ``
 literal name (``imported_modules``).
 
 The rules (``rule_breaks``): no module outside agent/api/ imports the public API (``bbagent`` or
-``agent.api``); harness/ never imports agent/; no circle of modules; and the packages of agent/ and
+``agent.api``); harness/ never imports agent/; the sandbox's child side (harness/sandbox/child/, what
+the sandboxed process runs) and its parent side (harness/sandbox/parent/) never import each other,
+only what they share from harness/sandbox/; no circle of modules; and the packages of agent/ and
 of harness/ keep the layers of ``LAYERS``: a module imports only from its own package or from a
 lower layer, never from a sibling of its layer; a module in no layer is named.
 
@@ -22,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = "agent.api"  # installed as the package bbagent
+SANDBOX = "harness.sandbox"  # its child/ runs in the sandboxed process, its parent/ in the evaluating one
 # agent/'s packages and top modules, top layer first; harness/'s below them all
 LAYERS = (
     ("agent.api",),
@@ -221,11 +224,22 @@ def rule_breaks(edges: dict[str, set[str]]) -> list[str]:
                 found.append(f"{source} imports the public API {target} (bbagent): move what it needs below it")
             elif within(source, "harness") and within(target, "agent"):
                 found.append(f"{source} imports {target}: harness/ never imports agent/")
+            elif _other_side(source, target):
+                found.append(f"{source} imports {target}: {_other_side(source, target)}")
             elif source != "harness":  # the package's own __init__ is in no layer
                 found += _layer_break(source, target)
     for circle in cycles(set(edges), {(a, b) for a, targets in edges.items() for b in targets}):
         found.append("import circle: " + " <-> ".join(circle))
     return found
+
+
+def _other_side(source: str, target: str) -> str | None:
+    """Why ``source`` may not import ``target`` across the sandbox's process boundary, or None:
+    each side imports only what its own process runs, and what both share from harness.sandbox."""
+    for mine, theirs in (("child", "parent"), ("parent", "child")):
+        if within(source, f"{SANDBOX}.{mine}") and within(target, f"{SANDBOX}.{theirs}"):
+            return f"the sandbox's {mine} side never imports its {theirs} side"
+    return None
 
 
 def _layer_break(source: str, target: str) -> list[str]:

@@ -66,7 +66,7 @@ def dump():
     with open(os.environ["ONESHOT_TIMELINE"], "w") as f:
         json.dump({"started": started, "marks": marks, "samples": samples}, f)
 
-from bbagent.harness.sandbox import pool
+from bbagent.harness.sandbox.parent import pool
 spawn, await_ready = pool.WarmPool._spawn, pool.WarmPool._await_ready
 def marked_spawn(self):
     marks.setdefault("server_spawned", time.time())
@@ -142,11 +142,11 @@ def one_run(op: str, source: str, workdir: Path, device: str | None) -> dict:
 
 def server_imports(device: str, out) -> None:
     """The fork server's preload alone, under -X importtime, in the sandbox's environment."""
-    from bbagent.harness.sandbox.environment import base_env
+    from bbagent.harness.sandbox.parent.environment import base_env
     env = base_env(device)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-X", "importtime", "-c",
-                           f"from bbagent.harness.sandbox.forkserver import preload; preload({device!r})"],
+                           f"from bbagent.harness.sandbox.child.forkserver import preload; preload({device!r})"],
                           env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=300)
     took = time.perf_counter() - started
     rows = []

@@ -5,7 +5,7 @@ evaluation, its verdict, wall seconds and any error; exits 1 if one did not pass
     python3 benchmarks/shared_gpu.py --op mm --jobs 8 --json out.json
 
 The case it guards: each evaluation's allocator keeps memory cached between tests
-(``harness.sandbox.device_memory.give_back_cached_memory``); once the device runs short, each gives
+(``harness.sandbox.child.device_memory.give_back_cached_memory``); once the device runs short, each gives
 back what it holds above its share, so that no evaluation ends in the harness's own CUDA OOM.
 """
 from __future__ import annotations

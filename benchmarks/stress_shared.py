@@ -53,7 +53,7 @@ def main() -> int:
     args = parser.parse_args()
     from bbagent.agent.batch.executor import _total_memory
     from bbagent.harness.evaluate import TimingOptions, evaluate
-    from bbagent.harness.sandbox.gpu_share import GpuShare, overlaps
+    from bbagent.harness.sandbox.parent.gpu_share import GpuShare, overlaps
     share = None if args.no_share else GpuShare.for_gpu("gpu-0", _total_memory(0), len(CASES))
 
     def one(case) -> dict:

@@ -1,5 +1,5 @@
 """After an evaluation's tests and timing: what runs beside it and what its timing leaves behind.
-The inductor baseline and Nsight Compute each run in a child of their own (``harness.sandbox.run``),
+The inductor baseline and Nsight Compute each run in a child of their own (``harness.sandbox.parent.run``),
 the profiler's files move out of the child's directory, new measurements go into the timing cache,
 and a Verdict with no timing says why.
 """
@@ -13,8 +13,8 @@ from pathlib import Path
 from bbagent.harness.assemble import not_timed_reason
 from bbagent.harness.events import Baseline, Done, Event, Fatal, NcuRange, first, of_kind
 from bbagent.harness.sandbox.job import Job
-from bbagent.harness.sandbox.run import child_env, exit_cause, run_child
-from bbagent.harness.sandbox.watch import ChildOutcome, Limits
+from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child
+from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
 from bbagent.harness.timing import baselines, ncu
 from bbagent.harness.timing.options import TimingOptions
 from bbagent.harness.timing.profile import pick

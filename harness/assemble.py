@@ -1,5 +1,5 @@
 """The Verdict's document from what the child said (``harness.events``) and how it ended
-(``harness.sandbox.watch.ChildOutcome``), also for a child that died half-way: every test is
+(``harness.sandbox.parent.watch.ChildOutcome``), also for a child that died half-way: every test is
 announced before it runs, so the one it died in is known.
 """
 from __future__ import annotations
@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
                             Event, Fatal, Profile, ReferenceStart, Sealed, StoppedEarly, Suite, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
-from bbagent.harness.sandbox.compile_pauses import compile_totals
-from bbagent.harness.sandbox.run import exit_cause
-from bbagent.harness.sandbox.watch import ChildOutcome
+from bbagent.harness.sandbox.parent.compile_pauses import compile_totals
+from bbagent.harness.sandbox.parent.run import exit_cause
+from bbagent.harness.sandbox.parent.watch import ChildOutcome
 from bbagent.harness.timing.metrics import summarize_performance
 from bbagent.harness.verdict import SCHEMA_VERSION
 
@@ -167,7 +167,7 @@ def _last_side(events: list[Event], test_id: str) -> str | None:
 
 
 def _unfinished_ahead_call(events: list[Event]) -> str | None:
-    """The test whose call (compiling ahead, ``harness.sandbox.compile_ahead``) was under way when
+    """The test whose call (compiling ahead, ``harness.sandbox.child.compile_ahead``) was under way when
     the child ended, if one was."""
     for event in reversed(events):
         if isinstance(event, AheadCall):
@@ -228,7 +228,7 @@ def _ahead_totals(groups: list[CompiledAhead]) -> dict:
 
 def _environment(env: Environment | None, sealed: Sealed | None) -> dict:
     """What the child reported at its start, with the file view it sealed itself in before the
-    candidate was imported (``harness.sandbox.containment.seal``)."""
+    candidate was imported (``harness.sandbox.child.containment.seal``)."""
     environment = env.reported() if env else {}
     containment = environment.get("containment")
     if containment is not None and sealed is not None:

@@ -1,11 +1,11 @@
 """Evaluate a candidate kernel file in a sandboxed child process and return its Verdict.
 
 The parent never imports the candidate. The child is forked from a warm fork server
-(``harness.sandbox.pool``, ``harness.sandbox.forkserver``) or, with ``warm=False``, started as a fresh
+(``harness.sandbox.parent.pool``, ``harness.sandbox.child.forkserver``) or, with ``warm=False``, started as a fresh
 interpreter; either way it leads its own session in a private temporary directory, with
 an environment reduced to an allowlist (no API keys), and contains itself before the
-candidate is imported (``harness.sandbox.containment``: namespaces, rlimits, audit hook). The
-parent watches it (``harness.sandbox.watch``): wall-clock limit, host memory and process count of
+candidate is imported (``harness.sandbox.child.containment``: namespaces, rlimits, audit hook). The
+parent watches it (``harness.sandbox.parent.watch``): wall-clock limit, host memory and process count of
 its session, output size; breaking one kills the whole session's group. Results arrive as
 JSON lines on a dedicated pipe; stdout and stderr are kept as a bounded head and tail.
 """
@@ -21,11 +21,11 @@ from bbagent.harness.assemble import assemble
 from bbagent.harness.checks.static_check import check_source
 from bbagent.harness.events import Done, first
 from bbagent.harness.redact import Redactor, configured_secrets
-from bbagent.harness.sandbox.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
-from bbagent.harness.sandbox.gpu_share import ChildGate, GpuShare, Hold
+from bbagent.harness.sandbox.parent.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
+from bbagent.harness.sandbox.parent.gpu_share import ChildGate, GpuShare, Hold
 from bbagent.harness.sandbox.job import Job
-from bbagent.harness.sandbox.run import child_env, exit_cause, run_child, warn_once
-from bbagent.harness.sandbox.watch import ChildOutcome, Limits
+from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child, warn_once
+from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
 from bbagent.harness.suite.budget import CPU_MAX_NUMEL
 from bbagent.harness.suite.tiers import EXTRA_AFTER_FAILURE_S
 from bbagent.harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
@@ -76,9 +76,9 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     tested, and timed, first). An overload other than ``kernel_for`` is served through
     ``harness.adapters``: ``kernel_for`` must then be its family's functional overload.
 
-    ``warm`` forks the child from the fork server (``harness.sandbox.pool``), not a new interpreter.
+    ``warm`` forks the child from the fork server (``harness.sandbox.parent.pool``), not a new interpreter.
     ``static_check=False`` skips the source rules (to test the run-time containment on its own).
-    The child sees only what ``harness.sandbox.file_view`` allows; ``hidden`` paths stay out of its view even where they lie inside an allowed directory
+    The child sees only what ``harness.sandbox.child.file_view`` allows; ``hidden`` paths stay out of its view even where they lie inside an allowed directory
     (``runs/`` inside a virtual environment, say); ``namespaces=False`` leaves the file view and the
     network to the audit hook alone, as on an OS that gives no namespaces (for testing that layer).
     Every text of the Verdict is redacted (``harness.redact``) of the secret-named environment
@@ -90,7 +90,7 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
     tensor once more with it in channels-last layout. ``fail_fast_s``: a kernel failing one of the
     first tier's tests (one per class of tests, ``harness.suite.tiers``) runs this many seconds more
     of tests, then stops; None runs them all. ``profile`` runs the tests under cProfile and leaves
-    the costliest calls in ``stderr_tail``. ``share`` (``harness.sandbox.gpu_share.GpuShare``): the
+    the costliest calls in ``stderr_tail``. ``share`` (``harness.sandbox.parent.gpu_share.GpuShare``): the
     GPU is shared with other evaluations of this process; the tests wait for room and run beside
     theirs, the timing waits for the GPU alone, and a failure for want of memory there is run
     again alone."""

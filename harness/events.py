@@ -1,9 +1,9 @@
 """What the sandbox child tells its parent: one typed record per event kind, one JSON line each on
 the result channel (a pipe of its own, never stdout, which the candidate may print into).
 
-Both sides import this module: the child (``harness.sandbox.worker``, the timing phase, the
+Both sides import this module: the child (``harness.sandbox.child.worker``, the timing phase, the
 inductor and ncu children, the compile clock) sends events with ``Channel.send``; the parent reads
-them back with ``decode`` (``harness.sandbox.run``), stamped with its own clock in ``received_at``.
+them back with ``decode`` (``harness.sandbox.parent.run``), stamped with its own clock in ``received_at``.
 The standard library is all it needs. A test's, a timing's and a baseline's result travel as the
 plain record the Verdict's model validates in the parent (``harness.verdict``).
 """
@@ -66,13 +66,13 @@ class AheadCall(Event):
 @dataclass
 class CompiledAhead(Event):
     """Before a group of tests: the candidate called once per distinct input layout up to its first
-    launch, whose kernel compiled in a thread pool (``harness.sandbox.compile_ahead``)."""
+    launch, whose kernel compiled in a thread pool (``harness.sandbox.child.compile_ahead``)."""
     KIND: ClassVar[str] = "compiled_ahead"
     calls: int
     launches: int  # calls that reached a launch (the others raised, or launched nothing)
     seconds: float
     stopped: str = ""  # why it stopped before the last call, if it did
-    processes: int = 0  # compile processes forked (harness.sandbox.compile_processes)
+    processes: int = 0  # compile processes forked (harness.sandbox.child.compile_processes)
     warmed: int = 0  # compilations one of them made first (the rest compiled in the threads alone)
 
 
@@ -154,7 +154,7 @@ class Done(Event):
 @dataclass
 class ExclusiveWanted(Event):
     """Every test passed: the child waits for the GPU to itself before its timing phase
-    (``harness.sandbox.gpu_share``), until the parent writes to its grant pipe."""
+    (``harness.sandbox.parent.gpu_share``), until the parent writes to its grant pipe."""
     KIND: ClassVar[str] = "exclusive_wanted"
 
 

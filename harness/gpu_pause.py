@@ -1,5 +1,5 @@
 """A sandbox child's GPU work paused while another evaluation holds the GPU alone (the parent's
-side is ``harness.sandbox.gpu_share``).
+side is ``harness.sandbox.parent.gpu_share``).
 
 Each child sharing a GPU gets a page of shared memory (a memfd, ``Job.pause_fd``) holding two
 numbers. The parent writes a pause request, a generation number (0: none), in the first. At its

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bbagent.harness.evaluate import PROJECT_ROOT, default_device, evaluate
 from bbagent.harness.verdict import Verdict
-from bbagent.harness.sandbox.watch import Limits
+from bbagent.harness.sandbox.parent.watch import Limits
 from bbagent.harness.timing.options import TimingOptions
 
 CORPUS = PROJECT_ROOT / "tests" / "kernels" / "corpus.json"  # in a checkout; an installed wheel has no tests/

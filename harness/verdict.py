@@ -366,7 +366,7 @@ class Timings(_Strict):
     # modules first imported after the child was sealed, where an import costs far more (the audit
     # hook, the file view): the candidate's own, or a lazy import of torch or Triton to preload
     imported_sealed: list[str] = []
-    # compiling ahead (harness.sandbox.compile_ahead): calls made, those that reached a launch, seconds
+    # compiling ahead (harness.sandbox.child.compile_ahead): calls made, those that reached a launch, seconds
     # (part of tests_s; its compilations are in compiles and compile_s), why it stopped early if it did,
     # the most compile processes it forked at once and the compilations they made first
     ahead_calls: int = 0
@@ -376,7 +376,7 @@ class Timings(_Strict):
     ahead_processes: int = 0
     ahead_warmed: int = 0
     host_memory_peak_gib: float = 0.0  # the most the child's processes held at one of the watchdog's checks (0.1 s apart)
-    # a GPU shared by phase (harness.sandbox.gpu_share): the most device memory the child's allocator
+    # a GPU shared by phase (harness.sandbox.parent.gpu_share): the most device memory the child's allocator
     # held; the tests run again after the harness's own work ran out of it, and the pauses before them;
     # seconds waited to start and for the GPU alone; the pauses its child made at checkpoints while
     # another evaluation held the GPU alone, and their seconds; whether other evaluations ran beside
@@ -403,7 +403,7 @@ class ContainmentLimits(_Strict):
 
 
 class Containment(_Strict):
-    """What the sandbox had in force (``harness.sandbox.containment``). ``files``: how the
+    """What the sandbox had in force (``harness.sandbox.child.containment``). ``files``: how the
     file allow list was enforced, ``"mount_namespace"`` (a new root holding only the listed
     paths) or ``"audit_hook"`` (every open and listing checked); None if the child ended
     before the candidate was imported."""

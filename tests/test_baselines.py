@@ -203,8 +203,8 @@ def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
     reach a GPU and fails; every shape then carries why, and nothing counts as a speedup."""
     from bbagent.harness.after_tests import time_inductor as _time_inductor
     from bbagent.harness.evaluate import TimingOptions
-    from bbagent.harness.sandbox.environment import base_env
-    from bbagent.harness.sandbox.watch import Limits
+    from bbagent.harness.sandbox.parent.environment import base_env
+    from bbagent.harness.sandbox.parent.watch import Limits
     tests = [timed_test(0, 1.0), timed_test(1, 1.0, mode="eager")]
     verdict = {"verdict": "pass", "performance": {"gpu": GPU, "tests": tests, "summary": {"correct": True}}}
     from bbagent.harness.sandbox.job import Job

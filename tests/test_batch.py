@@ -494,7 +494,7 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
 
 
 def test_a_gpu_number_is_pinned_through_the_parents_visible_devices(monkeypatch):
-    from bbagent.harness.sandbox.environment import SetupError, base_env, physical_gpu
+    from bbagent.harness.sandbox.parent.environment import SetupError, base_env, physical_gpu
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert physical_gpu(1) == "1" and base_env("cuda", 1)["CUDA_VISIBLE_DEVICES"] == "1"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3, 5")

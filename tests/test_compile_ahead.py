@@ -4,7 +4,7 @@ call that raises is left to its test; one that does not reach a launch in time s
 the background, a launch made while the pool compiles runs its kernel, compiled there.
 The CPU twin runs under the Triton interpreter (in a process of its own: TRITON_INTERPRET is read
 when triton is imported); the GPU test also sees the kernels compiled, in the pool's threads,
-each made first by a forked compile process (``harness.sandbox.compile_processes``)."""
+each made first by a forked compile process (``harness.sandbox.child.compile_processes``)."""
 import json
 import os
 import subprocess
@@ -18,12 +18,12 @@ SCRIPT = r'''
 import functools, json, signal, sys, threading
 import torch, triton, triton.compiler
 import triton.language as tl
-from bbagent.harness.sandbox import compile_ahead as ahead
+from bbagent.harness.sandbox.child import compile_ahead as ahead
 
 device = sys.argv[1]
 ahead.CALL_LIMIT_S = 2.0  # a call's own first-time work (Triton's binder for the kernel) must fit
 ahead.processes_affordable = lambda: 8  # as on an idle machine (pytest runs GPU tests side by side)
-from bbagent.harness.sandbox.worker import load_lazy_parts
+from bbagent.harness.sandbox.child.worker import load_lazy_parts
 load_lazy_parts()  # as in the child: Triton's source hash computed and the device ready before compiling ahead
 torch.zeros(1, device=device)
 compiled_in = []
@@ -147,7 +147,7 @@ def test_a_test_waits_only_for_the_compilations_its_own_call_submitted():
     call was never made (``number`` past the last call) waits for everything submitted."""
     from concurrent.futures import Future
     from types import SimpleNamespace
-    from bbagent.harness.sandbox.compile_ahead import Compiling
+    from bbagent.harness.sandbox.child.compile_ahead import Compiling
     futures = [Future() for _ in range(4)]
     deferred = SimpleNamespace(queued=[(future, None) for future in futures], processes=None)
     parallel = SimpleNamespace(deferred=deferred, finish=lambda: None, abandon=lambda: None)

@@ -6,9 +6,9 @@ import pytest
 from functools import cached_property
 
 from bbagent.harness.events import CandidateStart, CaseResult, CaseStart, Compile, decode, encode
-from bbagent.harness.sandbox.compile_clock import CompileClock, time_once
-from bbagent.harness.sandbox.compile_pauses import compile_totals, paused_seconds
-from bbagent.harness.sandbox.run import running_test as _running_test
+from bbagent.harness.sandbox.child.compile_clock import CompileClock, time_once
+from bbagent.harness.sandbox.parent.compile_pauses import compile_totals, paused_seconds
+from bbagent.harness.sandbox.parent.run import running_test as _running_test
 
 
 class FakeTuner:
@@ -73,7 +73,7 @@ def test_autotuning_is_quick_during_the_tests_and_real_again_for_timing():
 CLOCKED_CANDIDATE = r'''
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from bbagent.harness.sandbox.compile_clock import CompileClock
+from bbagent.harness.sandbox.child.compile_clock import CompileClock
 events = []
 clock = CompileClock(events.append)
 clock.install()
@@ -113,7 +113,7 @@ def test_every_autotuner_holds_one_config_during_the_tests_and_all_of_them_for_t
 def test_a_spent_compile_budget_is_reported_as_such_with_its_figures():
     """Issue 32: compile time that runs out is not a test that hung."""
     from bbagent.harness.assemble import _stop_cause
-    from bbagent.harness.sandbox.watch import ChildOutcome
+    from bbagent.harness.sandbox.parent.watch import ChildOutcome
     from bbagent.harness.error_kinds import ERROR_KINDS
     outcome = ChildOutcome(limit="compile_budget", detail="compilation and autotuning took more than 240 s "
                                                           "(22 compilations, 3 autotuning runs so far)")
@@ -148,7 +148,7 @@ def test_every_config_runs_during_the_tests_and_none_is_benchmarked_until_timing
     import subprocess
     import sys
     from conftest import KERNELS, ROOT
-    from bbagent.harness.sandbox.compile_clock import TESTS_PER_CONFIG
+    from bbagent.harness.sandbox.child.compile_clock import TESTS_PER_CONFIG
     configs = {"relu_autotuned.py": 2, "relu_libtuner.py": 20}[kernel]
     tests = configs * TESTS_PER_CONFIG + 3
     done = subprocess.run([sys.executable, "-c", ROTATE_SCRIPT, str(ROOT), str(KERNELS / kernel), str(tests)],

@@ -18,7 +18,7 @@ import triton, triton.language as tl
 from triton import knobs
 from triton.compiler import ASTSource
 from triton.backends.compiler import GPUTarget
-from bbagent.harness.sandbox.compile_processes import CompileProcesses
+from bbagent.harness.sandbox.child.compile_processes import CompileProcesses
 
 
 @triton.jit
@@ -105,8 +105,8 @@ def test_compile_processes_fill_tritons_cache_and_fall_back_on_what_they_cannot_
 
 GUARD_SCRIPT = r'''
 import json, os, sys
-from bbagent.harness.sandbox.containment import AuditGuard
-from bbagent.harness.sandbox.compile_processes import CompileProcesses
+from bbagent.harness.sandbox.child.containment import AuditGuard
+from bbagent.harness.sandbox.child.compile_processes import CompileProcesses
 guard = AuditGuard(os.getcwd(), [], os.path.abspath("candidate.py"),
                    lambda kind, message: print(json.dumps([kind, message]), flush=True))
 guard.install()
@@ -131,7 +131,7 @@ def test_the_audit_hook_lets_only_the_compile_processes_module_fork(tmp_path):
 
 
 def test_the_watchdog_counts_pages_forked_processes_share_once(monkeypatch):
-    import bbagent.harness.sandbox.watch as watch
+    import bbagent.harness.sandbox.parent.watch as watch
     size = 256 << 20
     readings = []
     real_proportional = watch._proportional
@@ -208,7 +208,7 @@ def _session_members(session: int) -> list[int]:
 
 
 def test_compile_processes_are_forked_only_where_idle_cores_and_memory_allow(monkeypatch):
-    from bbagent.harness.sandbox import compile_ahead
+    from bbagent.harness.sandbox.child import compile_ahead
     monkeypatch.setattr(compile_ahead, "MAX_PROCESSES", 64)
     affordable = compile_ahead.processes_affordable()
     assert 0 <= affordable <= len(os.sched_getaffinity(0))  # never more than the cores
@@ -224,7 +224,7 @@ def test_a_compile_process_that_fails_never_fails_the_compilation():
     from concurrent.futures import Future
     from contextlib import nullcontext
     from types import SimpleNamespace
-    from bbagent.harness.sandbox.compile_ahead import _Deferred
+    from bbagent.harness.sandbox.child.compile_ahead import _Deferred
 
     def broken_warm(*args):
         raise RuntimeError("a compile process broke")

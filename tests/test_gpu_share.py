@@ -1,4 +1,4 @@
-"""Sharing a GPU by phase (harness.sandbox.gpu_share): admission by memory against a small
+"""Sharing a GPU by phase (harness.sandbox.parent.gpu_share): admission by memory against a small
 simulated device, the GPU alone for timing, and the harness's own out-of-memory retried. The
 evaluations here run on the CPU under the Triton interpreter; the child's request for the GPU alone
 is made there too (only the timing itself is GPU-only), so the phases are the real ones."""
@@ -14,7 +14,7 @@ import pytest
 
 from bbagent.harness import gpu_pause
 from bbagent.harness.gpu_pause import ChildPauses, PausePage
-from bbagent.harness.sandbox.gpu_share import GpuShare, overlaps
+from bbagent.harness.sandbox.parent.gpu_share import GpuShare, overlaps
 from tests.fake_runs import run_started
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -200,7 +200,7 @@ def test_what_an_evaluation_needs_is_learned_from_its_suite():
 def test_the_harness_out_of_memory_is_retried_after_a_pause(monkeypatch):
     import torch
 
-    from bbagent.harness.sandbox import device_memory
+    from bbagent.harness.sandbox.child import device_memory
     monkeypatch.setattr(device_memory, "OOM_WAITS_S", (0.01, 0.02))
     monkeypatch.setattr(device_memory, "RETRIES", device_memory.MemoryRetries())
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)

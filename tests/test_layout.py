@@ -96,7 +96,7 @@ def test_every_spelling_of_an_import_is_caught_in_agent_and_in_harness(tmp_path)
     plant("harness/ops.py", "def planted():\n    from .suite import build\n    return build")
     plant("harness/traces.py", "def planted():\n    import importlib\n"
                                "    return importlib.import_module('bbagent.harness.evaluate')")
-    plant("harness/checks/compare.py", "def planted():\n    return __import__('bbagent.harness.sandbox.worker')")
+    plant("harness/checks/compare.py", "def planted():\n    return __import__('bbagent.harness.sandbox.child.worker')")
     breaks = graph.rule_breaks(graph.module_graph(tmp_path))
     assert any(b.startswith("import circle:") and "agent.batch.ledger" in b and "agent.batch.runner" in b
                for b in breaks), breaks  # runner imports the ledger: the relative import back closes a circle
@@ -105,7 +105,29 @@ def test_every_spelling_of_an_import_is_caught_in_agent_and_in_harness(tmp_path)
                 "agent.families imports agent.batch.ledger, a layer above it",  # import_module relative, package=
                 "harness.ops imports harness.suite.build, a layer above it",  # relative, in harness/
                 "harness.traces imports harness.evaluate, a layer above it",
-                "harness.checks.compare imports harness.sandbox.worker, a layer above it")
+                "harness.checks.compare imports harness.sandbox.child.worker, a layer above it")
     for start in expected:
         assert any(b.startswith(start) for b in breaks), (start, breaks)
     assert graph.rule_breaks(graph.module_graph()) == []
+
+
+def test_the_sandbox_sides_import_only_what_their_own_process_runs(tmp_path):
+    """Issue 48 (point 4): the child side (harness/sandbox/child/, run in the sandboxed process) and
+    the parent side (harness/sandbox/parent/) share only harness/sandbox/'s own modules (the job,
+    process groups, paths); an import across, in either direction and however spelled, is reported."""
+    graph = load_import_graph()
+    edges = graph.module_graph()
+    child = {m for m in edges if m.startswith("harness.sandbox.child.")}
+    parent = {m for m in edges if m.startswith("harness.sandbox.parent.")}
+    assert {"harness.sandbox.child.worker", "harness.sandbox.child.forkserver"} <= child
+    assert {"harness.sandbox.parent.run", "harness.sandbox.parent.pool"} <= parent
+    assert not any(edges[m] & parent for m in child) and not any(edges[m] & child for m in parent)
+    plant = copy_of_the_tree(tmp_path)
+    plant("harness/sandbox/child/forkserver.py", "def planted():\n    from bbagent.harness.sandbox.parent.pool import Pool\n"
+                                                 "    return Pool")
+    plant("harness/sandbox/parent/run.py", "def planted():\n    from ..child import compile_clock\n    return compile_clock")
+    breaks = graph.rule_breaks(graph.module_graph(tmp_path))
+    assert ("harness.sandbox.child.forkserver imports harness.sandbox.parent.pool: the sandbox's child side never "
+            "imports its parent side") in breaks, breaks
+    assert ("harness.sandbox.parent.run imports harness.sandbox.child.compile_clock: the sandbox's parent side never "
+            "imports its child side") in breaks, breaks

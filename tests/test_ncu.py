@@ -106,10 +106,10 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
     from conftest import KERNELS
     from bbagent.harness.after_tests import collect_ncu as _collect_ncu
     from bbagent.harness.evaluate import TimingOptions
-    from bbagent.harness.sandbox.environment import base_env
+    from bbagent.harness.sandbox.parent.environment import base_env
     from bbagent.harness.sandbox.job import Job
     from bbagent.harness.ops import resolve_op
-    from bbagent.harness.sandbox.watch import Limits
+    from bbagent.harness.sandbox.parent.watch import Limits
     from bbagent.harness.suite.build import build_suite
     fake = tmp_path / "bin" / "ncu"
     fake.parent.mkdir()
@@ -153,9 +153,9 @@ def test_counters_closed_to_users_give_no_figures_and_the_fix(tmp_path, monkeypa
 def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
     from bbagent.harness.after_tests import collect_ncu as _collect_ncu
     from bbagent.harness.evaluate import TimingOptions
-    from bbagent.harness.sandbox.environment import base_env
+    from bbagent.harness.sandbox.parent.environment import base_env
     from bbagent.harness.sandbox.job import Job
-    from bbagent.harness.sandbox.watch import Limits
+    from bbagent.harness.sandbox.parent.watch import Limits
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\necho '==ERROR== ERR_NVGPUCTRPERM - no permission to the GPU performance counters'\n"
                     "exit 1\n")

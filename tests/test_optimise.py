@@ -6,6 +6,7 @@ import re
 import tempfile
 from pathlib import Path
 
+from bbagent.agent.evaluation import resolve_operator
 from bbagent.agent.generate.loop import Agent
 from bbagent.agent.generate.progress import NewBest
 from bbagent.agent.options import GenerateOptions
@@ -66,7 +67,7 @@ def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, t
     events = []
     options = GenerateOptions(provider="replay", rounds=rounds, target_speedup=target, target_baseline=target_baseline,
                               **options)
-    agent = Agent(op=OP, provider=ReplayProvider.from_path(replay), evaluate=scripted_verdict,
+    agent = Agent(operator=resolve_operator(OP, exact_overload=True), provider=ReplayProvider.from_path(replay), evaluate=scripted_verdict,
                   run=RunDir(tmp_path, "run-1"), root=tmp_path, options=options,
                   report=events.append)
     return agent.generate(), events

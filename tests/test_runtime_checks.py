@@ -181,15 +181,15 @@ def test_a_hang_while_the_tests_wait_for_kernels_compiled_ahead_is_the_compilers
     """The faulthandler dump shows the main thread only: waiting in compile_ahead for a compilation
     that never ends is a hang in Triton's compiler; a loop in the kernel's own code during its call
     ahead of the tests is the kernel's."""
-    from bbagent.harness.sandbox.run import _hang_site
+    from bbagent.harness.sandbox.parent.run import _hang_site
     waiting = ('Stack (most recent call first):\n'
                '  File "/usr/lib/python3.12/threading.py", line 355 in wait\n'
-               '  File "/work/main/harness/sandbox/compile_ahead.py", line 117 in wait_for_call\n'
-               '  File "/work/main/harness/sandbox/worker.py", line 315 in _run_tests\n')
+               '  File "/work/main/harness/sandbox/child/compile_ahead.py", line 117 in wait_for_call\n'
+               '  File "/work/main/harness/sandbox/child/worker.py", line 315 in _run_tests\n')
     assert _hang_site(waiting, "/tmp/candidate.py").startswith("in Triton's compiler")
     looping = ('Stack (most recent call first):\n'
                '  File "/tmp/candidate.py", line 7 in kernel\n'
-               '  File "/work/main/harness/sandbox/compile_ahead.py", line 80 in compile_ahead\n')
+               '  File "/work/main/harness/sandbox/child/compile_ahead.py", line 80 in compile_ahead\n')
     assert _hang_site(looping, "/tmp/candidate.py").startswith("in the kernel's code")
 
 

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from conftest import KERNELS, ROOT
-from bbagent.harness.sandbox.containment import enter_namespaces
-from bbagent.harness.sandbox.file_view import AllowList, build_view
+from bbagent.harness.sandbox.child.containment import enter_namespaces
+from bbagent.harness.sandbox.child.file_view import AllowList, build_view
 from bbagent.harness.evaluate import default_device, evaluate
 from bbagent.harness.selfcheck import entry_id, expected_kinds, load_corpus, messages, observed_kinds, run_entry
-from bbagent.harness.sandbox.watch import BoundedCapture
+from bbagent.harness.sandbox.parent.watch import BoundedCapture
 
 FAULTS = ROOT / "tests" / "faults"
 ENTRIES = load_corpus(FAULTS / "faults.json")
@@ -217,7 +217,7 @@ def test_an_interrupted_evaluation_leaves_no_child_running(monkeypatch):
     child leads its own session, so the terminal's SIGINT never reaches it."""
     import signal
     import time
-    import bbagent.harness.sandbox.run as ev
+    import bbagent.harness.sandbox.parent.run as ev
     from bbagent.harness.events import CandidateStart
     pids = []
     real_usage, real_running = ev.SessionMemory.usage, ev.running_test
@@ -283,10 +283,10 @@ def test_a_fork_server_started_early_serves_the_first_evaluation_and_exits_at_on
     importing (killed) or serving (it leaves without the interpreter's slow shutdown)."""
     import time
     from bbagent.harness.evaluate import evaluate
-    from bbagent.harness.sandbox.environment import base_env, start_early
-    from bbagent.harness.sandbox.pool import WarmPool, pool_for
+    from bbagent.harness.sandbox.parent.environment import base_env, start_early
+    from bbagent.harness.sandbox.parent.pool import WarmPool, pool_for
     monkeypatch.setenv("BBAGENT_TEST_POOL", "early")  # a pool of this test's own (the env is its key)
-    monkeypatch.setattr("bbagent.harness.sandbox.environment.ENV_ALLOWLIST",
+    monkeypatch.setattr("bbagent.harness.sandbox.parent.environment.ENV_ALLOWLIST",
                         ("PATH", "TMPDIR", "TRITON_CACHE_DIR", "BBAGENT_TEST_POOL"))
     pool = pool_for("cpu", base_env("cpu"))
     assert pool.server is None
@@ -306,7 +306,7 @@ def test_a_fork_server_started_early_serves_the_first_evaluation_and_exits_at_on
 
 
 def test_the_likely_device_needs_no_torch_import(monkeypatch):
-    from bbagent.harness.sandbox import environment
+    from bbagent.harness.sandbox.parent import environment
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.delitem(__import__("sys").modules, "torch")  # as before the caller imports it
     assert environment.likely_device() == "cpu"
@@ -318,7 +318,7 @@ def test_the_likely_device_needs_no_torch_import(monkeypatch):
 def test_the_audit_hook_resolves_paths_outside_the_tool_directory_on_disk(tmp_path):
     """Inside Triton's cache (a tool directory) the spelling is taken as the real path; a spelling
     that leaves it, or any path elsewhere, is resolved through its links."""
-    from bbagent.harness.sandbox.containment import AuditGuard
+    from bbagent.harness.sandbox.child.containment import AuditGuard
     work, tool, elsewhere = tmp_path / "work", tmp_path / "tool", tmp_path / "elsewhere"
     for d in (work, tool, elsewhere):
         d.mkdir()
@@ -336,8 +336,8 @@ def test_cached_memory_goes_back_only_when_the_device_runs_short(monkeypatch):
     """After a large test the child returns its allocator's cache only above a sixteenth of the
     device and while under a quarter of the device is free (emptying costs 140 ms a time on mm)."""
     from types import SimpleNamespace
-    from bbagent.harness.sandbox import device_memory
-    from bbagent.harness.sandbox.device_memory import give_back_cached_memory
+    from bbagent.harness.sandbox.child import device_memory
+    from bbagent.harness.sandbox.child.device_memory import give_back_cached_memory
     gib = 1 << 30
 
     def device(reserved: int, free: int) -> tuple[SimpleNamespace, list]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 # Importing bbagent imports nothing of agent/ or harness/: every process that runs bbagent's code
-# imports this package first (a sandbox child, `python -m bbagent.harness.sandbox.worker`, included),
+# imports this package first (a sandbox child, `python -m bbagent.harness.sandbox.child.worker`, included),
 # and a child must not load the agent side. The public types are imported when first asked for.
 _TYPES = {"UsageError": "bbagent.agent.errors", "ProviderError": "bbagent.agent.errors",
           "Verdict": "bbagent.harness.verdict", "Outcome": "bbagent.agent.generate.loop",
@@ -71,7 +71,7 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     """Test ``kernel`` (default: the accepted kernel serving ``op`` under ``root``) on ``op``'s tests,
     in a sandboxed child process; ``family`` tests every overload of its family; ``channels_last``
     runs the 4-d and 5-d trace inputs in that layout too. Returns the Verdict."""
-    from bbagent.harness.sandbox.environment import start_early
+    from bbagent.harness.sandbox.parent.environment import start_early
     start_early(device if device in ("cuda", "cpu") else None)  # the sandbox's start-up overlaps the checks below
     from bbagent.agent.evaluation import (check_channels_last, check_evaluation, check_op, evaluator, family_of_overload,
                                   kernel_to_evaluate)
@@ -109,11 +109,11 @@ def _refuse_unknown(what: str, given: dict, known, listing: str) -> None:
 
 def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False) -> str:
     """The first message ``generate`` sends for ``op`` with these options."""
-    from bbagent.agent.evaluation import check_channels_last, what_to_ask_for
+    from bbagent.agent.evaluation import check_channels_last, resolve_operator
     from bbagent.agent.generate.prompting import render_prompt
-    computation, serves = what_to_ask_for(op, exact_overload)
-    return render_prompt(computation, also_serves=serves[1:], device=device,
-                         channels_last=check_channels_last(computation, channels_last))
+    operator = resolve_operator(op, exact_overload)
+    return render_prompt(operator.computation, also_serves=operator.also_serves, device=device,
+                         channels_last=check_channels_last(operator.computation, channels_last))
 
 
 def generate(op: str, options=None, *, root: str | Path | None = None,

@@ -1,6 +1,6 @@
 """Where a batch's evaluations run. The agent loop asks an executor to evaluate a kernel file and
 waits for the Verdict; it never knows where the evaluation ran. ``LocalExecutor`` runs them on this
-machine, several per GPU sharing it by phase (``harness.sandbox.gpu_share``: tests side by side as
+machine, several per GPU sharing it by phase (``harness.sandbox.parent.gpu_share``: tests side by side as
 memory allows, a timing alone), each GPU with its own pinned sandbox pool; ``agent.batch.ray_executor.RayExecutor`` runs them on the GPUs of a Ray cluster. Both
 hand out their slots as ``SlotPool`` does: a free slot takes the next waiting candidate, first come
 first served, among the slots that candidate accepts.
@@ -192,7 +192,7 @@ MAX_PER_GPU = 8
 
 class LocalExecutor(SlotPool):
     """``per_gpu`` slots per GPU in ``gpus`` (device ``cuda``; default ``evaluations_per_gpu()``),
-    sharing it by phase (``harness.sandbox.gpu_share``: tests side by side as memory allows, timing
+    sharing it by phase (``harness.sandbox.parent.gpu_share``: tests side by side as memory allows, timing
     alone), or ``cpu_slots`` slots on the CPU."""
 
     def __init__(self, device: str, gpus: list[int] | None = None, cpu_slots: int | None = None,
@@ -209,8 +209,8 @@ class LocalExecutor(SlotPool):
         super().__init__([Slot(f"gpu-{gpu}" if per_gpu == 1 else f"gpu-{gpu}/{n}", gpu)
                           for gpu in gpus for n in range(per_gpu)])
         from bbagent.agent.batch.gpu_monitor import GpuMonitor
-        from bbagent.harness.sandbox.environment import physical_gpu
-        from bbagent.harness.sandbox.gpu_share import GpuShare
+        from bbagent.harness.sandbox.parent.environment import physical_gpu
+        from bbagent.harness.sandbox.parent.gpu_share import GpuShare
         for gpu in gpus:
             self.shares[gpu] = GpuShare.for_gpu(f"gpu-{gpu}", _total_memory(gpu), per_gpu)
         self.monitor = GpuMonitor({gpu: physical_gpu(gpu) for gpu in gpus})
@@ -261,14 +261,14 @@ class LocalExecutor(SlotPool):
 
     def close(self) -> None:
         if self.device != "cpu":
-            self.monitor.stop()  # the sandbox pools close at exit (harness.sandbox.pool)
+            self.monitor.stop()  # the sandbox pools close at exit (harness.sandbox.parent.pool)
 
 
 def _total_memory(gpu: int) -> int:
     """The GPU's memory in bytes, from the driver (NVML); 0 where it cannot say (evaluations are
     then admitted by count alone). Never through torch, which would hold a CUDA context here."""
     from bbagent.harness.nvml import NvmlUnavailable, open_gpu
-    from bbagent.harness.sandbox.environment import physical_gpu
+    from bbagent.harness.sandbox.parent.environment import physical_gpu
     try:
         return open_gpu(physical_gpu(gpu)).sample().memory_total
     except NvmlUnavailable:

@@ -24,7 +24,7 @@ from bbagent.agent.batch.runner import Batch, BatchResult, Budgets, coordinator_
 from bbagent.agent.errors import UsageError
 from bbagent.agent.generate.progress import DatasetInputs
 from bbagent.agent.evaluation import (check_channels_last, check_evaluation, default_device, family_of_overload,
-                              listed_ops)
+                                      listed_ops, resolve_operator)
 from bbagent.agent.options import GenerateOptions, positive
 from bbagent.agent.run_record import interrupt_lost_runs
 
@@ -291,10 +291,10 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
         extra = runner.ledger.meta().get("extra_traces") or {}
 
         def generate_one(op: str, hear):
-            serves = family_of_overload(op)["serves"] if not options.exact_overload else [op]
-            mine = {name: extra[name] for name in dict.fromkeys([op] + serves) if name in extra}
-            layout = check_channels_last(serves[0], options.channels_last, quiet=True)
-            outcome = run_generate(op, options.model_copy(update={"channels_last": layout}), root, report=hear,
+            operator = resolve_operator(op, options.exact_overload)
+            mine = {name: extra[name] for name in dict.fromkeys([op, *operator.serves]) if name in extra}
+            layout = check_channels_last(operator.computation, options.channels_last, quiet=True)
+            outcome = run_generate(operator, options.model_copy(update={"channels_last": layout}), root, report=hear,
                                    executor=evaluations, limiter=runner.limiter, extra_traces=mine or None,
                                    batch_id=runner.path.name, resumed=resume is not None, halt=runner.budget_spent,
                                    spent=runner.spending(op))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import InfrastructureError, ProviderError
+from bbagent.agent.evaluation import Operator
 from bbagent.agent.generate import dispatch
 from bbagent.agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
                                      round_summary)
@@ -87,14 +88,13 @@ def rival_part(rival: Rival, best_round: int, shown: int = 6) -> str:
 class Agent:
     """The loop for one operator. ``options`` are generate's (rounds, candidates, budgets, the
     target); the provider and the evaluator are set up already (``agent.generate.start``)."""
-    op: str
+    operator: Operator
     provider: Provider
     evaluate: Evaluator
     run: RunDir
     root: Path
     options: GenerateOptions = field(default_factory=lambda: GenerateOptions(provider="replay"))
     report: Listener = ignore  # hears each Progress event
-    serves: list[str] = field(default_factory=list)  # every overload the kernel is tested and served as (op first)
     halt: Callable[[], str | None] | None = None  # a budget beyond the run's own (a batch's), asked between rounds
     spent: Spent = field(default_factory=Spent)  # counted as each answer comes (a batch reads it while the run goes on)
     batch_id: str | None = None  # the batch the run belongs to, named in run.json
@@ -111,13 +111,18 @@ class Agent:
             run_id=self.run.path.name, op=self.op, status="running", started_at=_now(), finished_at=None,
             config=RunConfig(**{**o.model_dump(exclude={"replay"}), "provider": self.provider.name,
                                 "model": self.provider.model}),
-            batch_id=self.batch_id, prompt_template=template_name(self.op), serves=self.serves or [self.op],
+            batch_id=self.batch_id, prompt_template=template_name(self.op), serves=list(self.operator.serves),
             host={"python": platform.python_version(), "platform": platform.platform()},
             process=this_process(),  # a run left "running" by a killed process reads as interrupted
             environment=None, **self.spent.run_fields(), rounds=[], dispatchers=[], message="")
         self.messages: list[dict] = []
         self.best: Best | None = None
         self.history: list[str] = []  # one line per round, the last HISTORY_ROUNDS go into the feedback
+
+    @property
+    def op(self) -> str:
+        """The overload the model is asked for and its kernels are evaluated and installed as."""
+        return self.operator.computation
 
     def save(self) -> None:
         for name, value in self.spent.run_fields().items():
@@ -131,7 +136,7 @@ class Agent:
             prepare(self.op)
         try:
             self.messages = [{"role": "user", "content": render_prompt(
-                self.op, also_serves=self.serves[1:], device=self.options.device,
+                self.op, also_serves=self.operator.also_serves, device=self.options.device,
                 channels_last=self.options.channels_last)}]
             for n in range(1, self.rounds + 1):
                 over = self.over_budget()

@@ -21,7 +21,7 @@ from bbagent.harness.evaluate import default_device
 from bbagent.harness.ops import describe, op_name as op_name_of, packet_name, resolve_op, value_mode
 from bbagent.harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
 from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW
-from bbagent.harness.sandbox.watch import Limits
+from bbagent.harness.sandbox.parent.watch import Limits
 from bbagent.harness.traces import load_calls
 from bbagent.harness.variants import functional_of
 from bbagent.harness.verdict import Verdict

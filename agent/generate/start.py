@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.evaluation import check_channels_last, check_evaluation, evaluator, timing_options, what_to_ask_for
+from bbagent.agent.evaluation import (Operator, check_channels_last, check_evaluation, evaluator, resolve_operator,
+                                      timing_options)
 from bbagent.agent.generate.loop import Agent, Outcome
 from bbagent.agent.generate.progress import Retrying, Started, listener
 from bbagent.agent.generate.spending import Spent
@@ -27,11 +28,12 @@ def require_price(model: str | None) -> None:
                          "--max-cost-usd")
 
 
-def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, report: Callable | None = None, executor=None,
+def run_generate(op: str | Operator, options: GenerateOptions, root: str | Path | None, *, report: Callable | None = None, executor=None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
                  resumed: bool = False, halt: Callable[[], str | None] | None = None,
                  spent: Spent | None = None) -> Outcome:
-    """Ask for a kernel for ``op`` as ``options`` say, under ``root`` (``agent.storage.resolve_root``;
+    """Ask for a kernel for ``op`` (a name, or an ``Operator`` resolved already, as a batch's is) as
+    ``options`` say, under ``root`` (``agent.storage.resolve_root``;
     created once the checks passed), and return the run's Outcome. ``report(event)`` hears the
     progress, one ``agent.generate.progress`` event at a time (a two-argument ``report(name, data)``
     gets each one's name and fields). A batch's run names its ``batch_id``; in a ``resumed``
@@ -41,7 +43,8 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     from bbagent.agent.providers import RetryPolicy, make_provider
     from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
     from bbagent.agent.providers.logged import LoggedProvider
-    computation, serves = what_to_ask_for(op, options.exact_overload)
+    operator = op if isinstance(op, Operator) else resolve_operator(op, options.exact_overload)
+    computation, serves = operator.computation, list(operator.serves)
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     channels_last = check_channels_last(computation, options.channels_last)
     root = resolve_root(root, write=True)
@@ -68,11 +71,11 @@ def run_generate(op: str, options: GenerateOptions, root: str | Path | None, *, 
     logged = LoggedProvider(inner, log, run_id=run.path.name, op=computation, reuse=reuse, batch_id=batch_id,
                             params={"max_output_tokens": options.max_output_tokens,
                                     "temperature": options.temperature})
-    report(Started(op=op, computation=computation, serves=serves, provider=logged.name, model=logged.model,
+    report(Started(op=operator.requested, computation=computation, serves=serves, provider=logged.name, model=logged.model,
                    rounds=options.rounds, candidates=options.candidates, run_dir=str(run.path)))
     evaluate = evaluator(root, device=options.device, seed=options.seed, timeout_s=options.timeout_s, timing=timing,
                          overloads=serves, executor=executor, extra_traces=extra_traces, channels_last=channels_last)
-    agent = Agent(op=computation, serves=serves, provider=logged, evaluate=evaluate, run=run, root=root,
+    agent = Agent(operator=operator, provider=logged, evaluate=evaluate, run=run, root=root,
                   options=options.model_copy(update={"channels_last": channels_last,
                                                      "baseline": ",".join(timing.baselines)}),
                   report=report, halt=halt, spent=spent if spent is not None else Spent(), batch_id=batch_id)

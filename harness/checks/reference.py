@@ -28,7 +28,7 @@ def reference_refused(exc: Exception, what: str) -> None:
 
 def out_of_memory(exc: BaseException) -> bool:
     """CUDA ran out of device memory: on a shared GPU, often another evaluation's doing. Never read
-    as "the op refuses this input": the caller retries once memory is free (``harness.sandbox.device_memory``)."""
+    as "the op refuses this input": the caller retries once memory is free (``harness.sandbox.child.device_memory``)."""
     return isinstance(exc, torch.OutOfMemoryError)
 
 

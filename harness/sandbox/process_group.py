@@ -1,6 +1,6 @@
 """Ending a sandbox child's whole process group: what the parent does to a child it gives up on
-(``harness.sandbox.pool``) and what the fork server does to a child whose parent went away
-(``harness.sandbox.forkserver``), each in its own process. Standard library only."""
+(``harness.sandbox.parent.pool``) and what the fork server does to a child whose parent went away
+(``harness.sandbox.child.forkserver``), each in its own process. Standard library only."""
 from __future__ import annotations
 
 import os

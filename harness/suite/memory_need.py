@@ -1,5 +1,5 @@
 """What an evaluation is expected to need of a shared GPU's memory before its suite exists
-(``harness.sandbox.gpu_share`` admits evaluations by it; once a child of the operator has run, its
+(``harness.sandbox.parent.gpu_share`` admits evaluations by it; once a child of the operator has run, its
 measured peak replaces this guess).
 
 The suite's largest tensors are its trace inputs (OpInfo samples are small), and the traces say

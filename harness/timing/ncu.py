@@ -3,7 +3,7 @@ throughput and achieved occupancy of every kernel the candidate (and eager aten)
 largest timed shapes.
 
 ncu has to start the process it profiles, so this runs in a cold sandbox child of its own, started
-as ``ncu ... python -m harness.sandbox.worker`` after the kernel passed and was timed. Only the
+as ``ncu ... python -m harness.sandbox.child.worker`` after the kernel passed and was timed. Only the
 calls inside ``cudaProfilerStart``/``Stop`` are profiled (not the warm-up that compiles and
 autotunes), and each call sits in an NVTX range named ``bbagent-<side>-<n>``, by which ncu
 renames its kernels: that is how a CSV row finds its shape. That child has no network namespace:

@@ -161,10 +161,10 @@ def cmd_schema(args, out, err) -> int:
 
 
 def cmd_prompt(args, out, err) -> int:
-    from bbagent.agent.evaluation import what_to_ask_for
-    from bbagent.agent.families import family_of
+    from bbagent.agent.evaluation import resolve_operator
     from bbagent.agent.generate.prompting import render_feedback, render_performance_feedback, template_name
-    computation, serves = what_to_ask_for(args.op, args.exact_overload)
+    operator = resolve_operator(args.op, args.exact_overload)
+    computation, serves = operator.computation, list(operator.serves)
     if args.round_feedback is None:
         text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device,
                                     channels_last=args.channels_last), \
@@ -187,7 +187,7 @@ def cmd_prompt(args, out, err) -> int:
                   "suite before asking the model and refuses it if the suite is empty (`bbagent ops` lists what "
                   "can be tested)")
     if args.json:
-        print(json.dumps({"op": computation, "requested": args.op, "serves": serves, "family": family_of(computation),
+        print(json.dumps({"op": computation, "requested": args.op, "serves": serves, "family": operator.family,
                           "template": template, "prompt": text}, indent=2))
     else:
         sys.stdout.write(text)

@@ -4,7 +4,7 @@ Layers, each listed in the Verdict (``environment.containment``):
 
 * **Namespaces**, where the OS allows them: a network namespace (no interface is up, so every
   connection fails, 127.0.0.1 included) and a private mount namespace, in which ``seal`` builds
-  the child's file view (``harness.sandbox.file_view``: only the allow list exists). Where the OS
+  the child's file view (``harness.sandbox.child.file_view``: only the allow list exists). Where the OS
   refuses, the reason is recorded and the audit hook below is the only barrier.
 * **No capabilities** once sealed (``drop_capabilities``): root on a GPU machine, or the owner of
   the user namespace, can mount nothing, leave the view or make device nodes.
@@ -41,8 +41,9 @@ import sysconfig
 import threading
 import time
 
-from bbagent.harness.sandbox.file_view import AllowList, build_view
-from bbagent.harness.sandbox.os_layers import drop_capabilities, enter_namespaces, set_limits
+from bbagent.harness.sandbox.child.file_view import AllowList, build_view
+from bbagent.harness.sandbox.child.os_layers import drop_capabilities, enter_namespaces, set_limits
+from bbagent.harness.sandbox.paths import HARNESS_DIR
 
 VIOLATION_EXIT_CODE = 86
 # the one harness module that forks once the candidate is imported (the compile processes)
@@ -122,7 +123,7 @@ class AuditGuard:
         import torch
         import triton
         self.tool_package = os.path.realpath(os.path.dirname(triton.__file__))
-        harness_dir = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+        harness_dir = os.path.realpath(HARNESS_DIR)
         self.protected_roots = [self.stdlib, self.tool_package, os.path.realpath(os.path.dirname(torch.__file__)),
                                 harness_dir]
         self.judging = threading.local()  # per thread: Triton compiles in several at once (compile_ahead)

@@ -1,7 +1,7 @@
 """Compile ahead: before a group of tests runs, the candidate is called once per distinct input
 layout up to its first Triton launch, which submits its compilation instead of launching
 (Triton's ``AsyncCompileMode``); then those compilations run side by side, in threads, each made
-first by a forked compile process (``harness.sandbox.compile_processes``: much of Triton's
+first by a forked compile process (``harness.sandbox.child.compile_processes``: much of Triton's
 compiler holds the GIL); the tests then find those kernels compiled. ``start_compiling_ahead``
 returns while they compile: the tests start at once, each waiting only for what its own call
 submitted (``Compiling.wait_for_call``; the worker compiles each group of tests so: the first tier,
@@ -28,7 +28,7 @@ from typing import Callable, ContextManager, Iterable
 import torch
 
 from bbagent.harness.inputs import map_tensors
-from bbagent.harness.sandbox.compile_processes import CompileProcesses
+from bbagent.harness.sandbox.child.compile_processes import CompileProcesses
 
 MAX_THREADS = 16
 PROCESSES = True  # warm each compilation in a forked process (False: threads alone)
@@ -236,7 +236,7 @@ def processes_affordable() -> int:
 class _Deferred:
     """The executor given to Triton's asynchronous compile mode: it keeps each submitted
     compilation until ``start_all``, which forks the compile processes
-    (``harness.sandbox.compile_processes``) while no compile thread runs yet, then runs each
+    (``harness.sandbox.child.compile_processes``) while no compile thread runs yet, then runs each
     compilation in a thread, warmed in a process first; the time of each counts as compiling
     (``paused``)."""
 

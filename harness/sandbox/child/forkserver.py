@@ -1,14 +1,14 @@
 """The fork server: a process that has imported torch, triton and the harness (on CPU also the
 OpInfo database), but never initialised CUDA, and forks one fresh child per candidate.
 
-Started by ``harness.sandbox.pool.WarmPool`` as
-``python -m harness.sandbox.forkserver --socket PATH --device cpu|cuda`` with an environment
+Started by ``harness.sandbox.parent.pool.WarmPool`` as
+``python -m harness.sandbox.child.forkserver --socket PATH --device cpu|cuda`` with an environment
 already reduced to the allowlist (a forked child inherits the server's environment block,
 which ``/proc/self/environ`` shows). Protocol, one Unix-socket connection per candidate:
 
-* parent -> server: the ``harness.sandbox.worker.Job`` as one JSON line (plus ``env``), with three
+* parent -> server: the ``harness.sandbox.child.worker.Job`` as one JSON line (plus ``env``), with three
   file descriptors attached: the result channel, stdout and stderr; where the GPU is shared, a
-  fourth, the read end of the grant pipe (``Job.grant_fd``, ``harness.sandbox.gpu_share``), and a
+  fourth, the read end of the grant pipe (``Job.grant_fd``, ``harness.sandbox.parent.gpu_share``), and a
   fifth where the child can be paused, its pause page (``Job.pause_fd``, ``harness.gpu_pause``);
 * server -> parent: ``{"pid": N}`` once the child exists, then ``{"status": S}`` (the raw
   wait status) when it has ended. Closing the connection early kills the child's group.
@@ -44,11 +44,11 @@ def preload(device: str) -> None:
         # Not on CUDA: importing it asks for the device's capability (common_device_type, torch
         # 2.11), which initialises CUDA; each child imports it there (benchmarks/cuda_init_probe.py).
         from torch.testing._internal.common_methods_invocations import op_db  # noqa: F401
-    import bbagent.harness.sandbox.containment  # noqa: F401
+    import bbagent.harness.sandbox.child.containment  # noqa: F401
     import bbagent.harness.checks.guards  # noqa: F401
     import bbagent.harness.checks.case  # noqa: F401
     import bbagent.harness.suite.build  # noqa: F401
-    from bbagent.harness.sandbox.worker import load_lazy_parts
+    from bbagent.harness.sandbox.child.worker import load_lazy_parts
     load_lazy_parts()
     if torch.cuda.is_initialized():
         raise SystemExit("forkserver: CUDA was initialised while preloading; forked children could not use it")
@@ -80,7 +80,7 @@ def _child(job: dict, fds: list[int], inherited: list) -> None:
         os.chdir(job["workdir"])
         tempfile.tempdir = job["workdir"]
         from bbagent.harness.sandbox.job import Job
-        from bbagent.harness.sandbox.worker import run_job_reporting_errors
+        from bbagent.harness.sandbox.child.worker import run_job_reporting_errors
         code = run_job_reporting_errors(Job.from_wire(job), result_fd)
     except BaseException:  # noqa: BLE001 - reported on stderr, the parent reads its tail
         traceback.print_exc()
@@ -168,7 +168,7 @@ def _reap(children: dict[int, socket.socket]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bbagent.harness.sandbox.forkserver")
+    parser = argparse.ArgumentParser(prog="bbagent.harness.sandbox.child.forkserver")
     parser.add_argument("--socket", required=True)
     parser.add_argument("--device", required=True, choices=["cpu", "cuda"])
     args = parser.parse_args(argv)

@@ -7,9 +7,9 @@ library's own tuner). While the tests run, every autotuner keeps only its first 
 "start", its kind; ``harness.events``); when it ends, phase "end" with the running totals
 (compilations, autotuning runs, seconds of each). Nested calls (a config compiled while it is benchmarked) are
 counted but not reported apart, as are calls overlapping in several threads (compiling ahead,
-``harness.sandbox.compile_ahead``): the span is the time anything was compiling.
+``harness.sandbox.child.compile_ahead``): the span is the time anything was compiling.
 
-Parent side (``harness.sandbox.compile_pauses``): the time between start and end events, on the
+Parent side (``harness.sandbox.parent.compile_pauses``): the time between start and end events, on the
 parent's own clock, so that a child that dies mid-compile still has its pause counted up to now.
 """
 from __future__ import annotations
@@ -193,7 +193,7 @@ class CompileClock:
     @contextmanager
     def paused(self):
         """Time that counts as compiling without being a compilation itself (compiling ahead:
-        waiting for a compile process, ``harness.sandbox.compile_ahead``)."""
+        waiting for a compile process, ``harness.sandbox.child.compile_ahead``)."""
         self._enter("compile", counted=False)
         try:
             yield

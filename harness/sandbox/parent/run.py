@@ -16,11 +16,11 @@ from dataclasses import replace
 
 from bbagent.harness.events import (CandidateStart, CaseResult, Compile, Done, Event, ExclusiveWanted, Fatal, ReferenceStart,
                             Timing, TimingStart, decode)
-from bbagent.harness.sandbox.compile_pauses import compile_totals, paused_seconds
-from bbagent.harness.sandbox.gpu_share import ChildGate
+from bbagent.harness.sandbox.parent.compile_pauses import compile_totals, paused_seconds
+from bbagent.harness.sandbox.parent.gpu_share import ChildGate
 from bbagent.harness.sandbox.job import Job
-from bbagent.harness.sandbox.pool import ColdChild, PoolError, pool_for
-from bbagent.harness.sandbox.watch import BoundedCapture, ChildOutcome, Limits, SessionMemory
+from bbagent.harness.sandbox.parent.pool import ColdChild, PoolError, pool_for
+from bbagent.harness.sandbox.parent.watch import BoundedCapture, ChildOutcome, Limits, SessionMemory
 
 STDERR_TAIL_BYTES = 4000
 WATCH_INTERVAL_S = 0.1

@@ -8,7 +8,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent  # holds harness/: the checkout, or the installed bbagent/
+from bbagent.harness.sandbox import paths
+
+PROJECT_ROOT = Path(paths.PROJECT_ROOT).resolve()
 
 
 def _import_root() -> Path | None:
@@ -84,7 +86,7 @@ def start_early(device: str | None = None, gpu: int | None = None) -> None:
     """Start the fork server of ``device`` (default: the likely one) in the background, where none
     runs yet: its interpreter imports torch and Triton (seconds) while the caller does its own
     checks. The first evaluation waits for it; one that cannot start is reported there."""
-    from bbagent.harness.sandbox.pool import pool_for
+    from bbagent.harness.sandbox.parent.pool import pool_for
     try:
         device = device or likely_device()
         pool_for(device, base_env(device, gpu)).start_in_background()

@@ -1,4 +1,4 @@
-"""The sandbox child's timing phase (``harness.sandbox.worker`` runs it once every test passed):
+"""The sandbox child's timing phase (``harness.sandbox.child.worker`` runs it once every test passed):
 on a shared GPU it first waits for the GPU alone, then times eager aten and the candidate on the
 timed trace inputs (``harness.timing.phase``) and profiles the shapes asked for; or, under ncu, it
 runs the kernel and eager on the cases ncu profiles. Child side: imported in the sandbox only.

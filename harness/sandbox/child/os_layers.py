@@ -1,4 +1,4 @@
-"""The operating system's layers of the sandbox child's containment (``harness.sandbox.containment``
+"""The operating system's layers of the sandbox child's containment (``harness.sandbox.child.containment``
 applies them with the audit hook): a network and a private mount namespace where the OS allows
 them, no capabilities once sealed, and resource limits (no core dumps, a file-size limit, a
 process-count limit). Each returns what is in force, with the OS's reason where it is not.

@@ -2,7 +2,7 @@
 
 Two views, printed on stderr, whose tail the Verdict keeps: cProfile of the thread that runs the
 tests (its costliest calls, by own time and with what they call), and a sampler of every other
-thread (the compile threads of ``harness.sandbox.compile_ahead``, which cProfile does not see):
+thread (the compile threads of ``harness.sandbox.child.compile_ahead``, which cProfile does not see):
 how often each thread was found in each function, its innermost Python frame.
 """
 from __future__ import annotations

@@ -32,13 +32,13 @@ class PoolError(RuntimeError):
 
 
 class ColdChild:
-    """``python -m harness.sandbox.worker`` in a new session; ``prefix`` is a launcher in front of
+    """``python -m harness.sandbox.child.worker`` in a new session; ``prefix`` is a launcher in front of
     it (ncu), which then leads the session."""
 
     def __init__(self, job: Job, result_fd: int, out_fd: int, err_fd: int, env: dict, cwd: str,
                  prefix: list[str] | None = None):
         self.proc = subprocess.Popen(
-            [*(prefix or []), sys.executable, "-m", "bbagent.harness.sandbox.worker", "--job", job.to_wire(),
+            [*(prefix or []), sys.executable, "-m", "bbagent.harness.sandbox.child.worker", "--job", job.to_wire(),
              "--result-fd", str(result_fd)],
             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out_fd, stderr=err_fd,
             pass_fds=(result_fd,) + tuple(fd for fd in (job.grant_fd, job.pause_fd) if fd is not None),
@@ -129,7 +129,7 @@ class WarmPool:
         self.stderr_path = os.path.join(self.directory, "server.stderr")
         with open(self.stderr_path, "wb") as stderr:
             self.server = subprocess.Popen(
-                [sys.executable, "-m", "bbagent.harness.sandbox.forkserver", "--socket", self.socket_path, "--device", self.device],
+                [sys.executable, "-m", "bbagent.harness.sandbox.child.forkserver", "--socket", self.socket_path, "--device", self.device],
                 stdin=lifeline_read, stdout=subprocess.PIPE, stderr=stderr, env=self.env,
                 cwd=self.directory, start_new_session=True)
         os.close(lifeline_read)

@@ -1,8 +1,8 @@
 """The sandbox child: build the suite, import the candidate, run and check every test.
 
-Run by the fork server (``harness.sandbox.forkserver``) in a forked child, or cold as
-``python -m harness.sandbox.worker --job JSON --result-fd FD``. Needs only the standard
-library, torch, triton and numpy. It contains itself first (``harness.sandbox.containment``).
+Run by the fork server (``harness.sandbox.child.forkserver``) in a forked child, or cold as
+``python -m harness.sandbox.child.worker --job JSON --result-fd FD``. Needs only the standard
+library, torch, triton and numpy. It contains itself first (``harness.sandbox.child.containment``).
 Results go out as JSON lines on the file descriptor ``--result-fd`` (not stdout,
 which the candidate may print into); the parent turns them into a Verdict, also when this process dies
 half-way, because every test is announced before it runs.
@@ -24,15 +24,15 @@ import sys
 import time
 
 from bbagent.harness import events, gpu_pause
-from bbagent.harness.sandbox.ahead_groups import AheadGroups
+from bbagent.harness.sandbox.child.ahead_groups import AheadGroups
 from bbagent.harness.stopwatch import Stopwatch
 from bbagent.harness.sandbox.job import Job
-from bbagent.harness.sandbox.timing_phase import profile_under_ncu, timing_phase
+from bbagent.harness.sandbox.child.timing_phase import profile_under_ncu, timing_phase
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The cold path: a fresh interpreter runs one job (``python -m harness.sandbox.worker``)."""
-    parser = argparse.ArgumentParser(prog="bbagent.harness.sandbox.worker")
+    """The cold path: a fresh interpreter runs one job (``python -m harness.sandbox.child.worker``)."""
+    parser = argparse.ArgumentParser(prog="bbagent.harness.sandbox.child.worker")
     parser.add_argument("--job", required=True, help="the Job as JSON")
     parser.add_argument("--result-fd", type=int, required=True)
     args = parser.parse_args(argv)
@@ -89,7 +89,7 @@ def run_job(job: Job, send) -> int:
     mark = time.perf_counter()
     launches, compile_clock = _instrument(job.device, send)
     stopwatch = Stopwatch()
-    from bbagent.harness.sandbox.containment import seal
+    from bbagent.harness.sandbox.child.containment import seal
     send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
     phases["seal"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     written_for = resolve_op(job.kernel_for or job.op)
@@ -112,7 +112,7 @@ def run_job(job: Job, send) -> int:
                    candidate_file, send) is not None:
         return 0
     phases["tests"] = round(time.perf_counter() - mark, 3)
-    from bbagent.harness.sandbox.device_memory import RETRIES
+    from bbagent.harness.sandbox.child.device_memory import RETRIES
     send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported,
                      test_parts=stopwatch.rounded(), device_memory_peak=_device_memory_peak(job.device),
                      memory_retries=RETRIES.count, memory_wait_s=round(RETRIES.wait_s, 3),
@@ -135,9 +135,9 @@ def _device_memory_peak(device: str) -> int | None:
 
 
 def _contain(job: Job, candidate_file: str, send) -> tuple[dict, object]:
-    """Contain this process (``harness.sandbox.containment``), get the device ready and say so."""
+    """Contain this process (``harness.sandbox.child.containment``), get the device ready and say so."""
     started = time.perf_counter()
-    from bbagent.harness.sandbox.containment import contain
+    from bbagent.harness.sandbox.child.containment import contain
     containment, audit = contain(job.workdir, job.tool_write_dirs, candidate_file,
                                  report=lambda kind, message: send(events.Violation(error_kind=kind, message=message)),
                                  namespaces=job.namespaces, network_namespace=job.network_namespace)
@@ -195,17 +195,17 @@ def load_lazy_parts() -> None:
     import bbagent.harness.checks.random_ops  # noqa: F401
     import bbagent.harness.timing.phase  # noqa: F401
     import bbagent.harness.suite.tiers  # noqa: F401
-    import bbagent.harness.sandbox.compile_ahead  # noqa: F401
-    import bbagent.harness.sandbox.device_memory  # noqa: F401
+    import bbagent.harness.sandbox.child.compile_ahead  # noqa: F401
+    import bbagent.harness.sandbox.child.device_memory  # noqa: F401
     hashing.join()  # before any fork: a child must not inherit a thread half-way
     if failures:
         raise failures[0]
 
 
 def _instrument(device: str, send):
-    """Count launches and report compilation and autotuning (``harness.sandbox.compile_clock``)."""
+    """Count launches and report compilation and autotuning (``harness.sandbox.child.compile_clock``)."""
     from bbagent.harness.checks.guards import LaunchCounter
-    from bbagent.harness.sandbox.compile_clock import CompileClock
+    from bbagent.harness.sandbox.child.compile_clock import CompileClock
     launches = LaunchCounter()
     launches.install(device)
     compile_clock = CompileClock(send)
@@ -231,7 +231,7 @@ def _watch(candidate_file: str, device: str, ops: list, launches, compile_clock)
 def _import_candidate(candidate_file: str, send):
     """The candidate's ``kernel``, or None after a ``fatal`` event saying why there is none."""
     from bbagent.harness.checks.case import trimmed_traceback
-    from bbagent.harness.sandbox.containment import CANDIDATE_MODULE
+    from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
     try:
         spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, candidate_file)
         module = importlib.util.module_from_spec(spec)
@@ -335,7 +335,7 @@ def _record_result(result: dict, name: str, case, left: int, device: str, send, 
         return "the judge changed"
     if device == "cuda" and not lost and case.trace is not None:  # only trace inputs are large
         import torch
-        from bbagent.harness.sandbox.device_memory import give_back_cached_memory
+        from bbagent.harness.sandbox.child.device_memory import give_back_cached_memory
         with stopwatch.part("memory"):
             give_back_cached_memory(torch)
     if lost:
@@ -349,10 +349,10 @@ def _record_result(result: dict, name: str, case, left: int, device: str, send, 
 
 
 def _profiled(profile: bool, run, *args):
-    """``run(*args)``; with ``profile``, under ``harness.sandbox.profiling``."""
+    """``run(*args)``; with ``profile``, under ``harness.sandbox.child.profiling``."""
     if not profile:
         return run(*args)
-    from bbagent.harness.sandbox.profiling import profiled
+    from bbagent.harness.sandbox.child.profiling import profiled
     return profiled(run, *args)
 
 
@@ -365,7 +365,7 @@ def _run_case(device: str, name: str, target, case, served: dict, launches, cand
     from bbagent.harness.checks.case import failed_result, run_case
     from bbagent.harness.checks.reference import is_cuda_error
     from bbagent.harness.checks.guards import AtenRecorder
-    from bbagent.harness.sandbox.device_memory import retrying_out_of_memory
+    from bbagent.harness.sandbox.child.device_memory import retrying_out_of_memory
 
     def run() -> dict:
         recorder = AtenRecorder(target, launches, candidate_file)

@@ -18,7 +18,7 @@ What an evaluation needs is learned: each child reports the most device memory i
 (``Done.device_memory_peak``), kept per suite; an operator not seen yet is expected to need what its
 largest trace input suggests (``harness.suite.memory_need``), or ``FIRST_GUESS_SHARE`` of the GPU
 where no trace says. A guess too small costs a wait, not a verdict: the child retries
-its own work after an out-of-memory (``harness.sandbox.device_memory``) and an evaluation that
+its own work after an out-of-memory (``harness.sandbox.child.device_memory``) and an evaluation that
 failed for memory while sharing is run again alone (``harness.evaluate``).
 
 Every hold is logged (``intervals``) so that tests can check that no exclusive phase ever

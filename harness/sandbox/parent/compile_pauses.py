@@ -1,4 +1,4 @@
-"""The parent's side of the compile clock (``harness.sandbox.compile_clock`` is the child's): from the
+"""The parent's side of the compile clock (``harness.sandbox.child.compile_clock`` is the child's): from the
 child's ``Compile`` events, how long it compiled or autotuned, on the parent's own clock, so that a
 child that dies mid-compile still has its pause counted up to now. The per-test limit subtracts it;
 the evaluation's compile budget caps it; the evaluation's wall limit ignores it.

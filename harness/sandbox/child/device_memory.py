@@ -1,4 +1,4 @@
-"""The child's device memory on a GPU shared with other evaluations (``harness.sandbox.gpu_share``):
+"""The child's device memory on a GPU shared with other evaluations (``harness.sandbox.parent.gpu_share``):
 what its allocator keeps cached between large tests, and the harness's own work retried when the
 device ran out of memory for it (another evaluation held the memory at that moment).
 

@@ -1,4 +1,4 @@
-"""The compilations ahead of a child's tests, group by group (``harness.sandbox.compile_ahead``
+"""The compilations ahead of a child's tests, group by group (``harness.sandbox.child.compile_ahead``
 does the compiling): which tests each group holds, when it starts, what each test waits for, and
 what is reported of it (``events.CompiledAhead``)."""
 from __future__ import annotations
@@ -39,11 +39,11 @@ class AheadGroups:
             self.compiling = None
 
     def start(self, number: int, end: int, until: float | None = None) -> None:
-        """Compile ahead (``harness.sandbox.compile_ahead``) for tests ``number`` to ``end`` of the
+        """Compile ahead (``harness.sandbox.child.compile_ahead``) for tests ``number`` to ``end`` of the
         run order: one call per input layout and autotuner configs held (``CompileClock.rotate``),
         each announced (a crash in it is then the test's); no call after the ``until`` instant
         (``time.perf_counter()``). ``call_of`` records, per test, the number of its layout's call."""
-        from bbagent.harness.sandbox.compile_ahead import layout_key, start_compiling_ahead
+        from bbagent.harness.sandbox.child.compile_ahead import layout_key, start_compiling_ahead
         self.group_end = end
         call_numbers: dict[tuple, int] = {}
         self.call_of = {}

@@ -25,7 +25,7 @@ Two mechanisms enforce it, and the Verdict's ``environment.containment.files`` s
   holding bind mounts of the allowed paths at their own places), ``pivot_root`` into it and
   detaches the old root, so nothing else exists for the process or anything it runs;
 * ``audit_hook``: where the OS gives no mount namespace, the audit hook
-  (``harness.sandbox.containment``) checks every ``open``, ``os.open`` and directory listing
+  (``harness.sandbox.child.containment``) checks every ``open``, ``os.open`` and directory listing
   against the same list. It also runs inside the view, so a candidate that reaches for a file
   outside it is named the same way on every machine.
 """
@@ -38,6 +38,8 @@ import sys
 import sysconfig
 from dataclasses import dataclass, field
 
+from bbagent.harness.sandbox.paths import PROJECT_ROOT
+
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternatives", "localtime",
              "passwd", "group", "nsswitch.conf", "os-release", "mime.types", "gai.conf", "hosts")
@@ -49,7 +51,6 @@ DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc
              "stderr": "/proc/self/fd/2"}
 RUN_DIRS = ("/run/nvidia-persistenced",)
 PACKAGE_DIR_NAMES = ("site-packages", "dist-packages")
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds harness/
 SECRET_NAMES = frozenset({".env", ".netrc", ".git-credentials", ".pypirc", ".npmrc", "credentials", ".aws", ".ssh",
                           ".gnupg", ".docker", ".kube", "id_rsa", "id_ed25519", ".bash_history"})
 
