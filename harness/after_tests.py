@@ -1,7 +1,9 @@
 """After an evaluation's tests and timing: what runs beside it and what its timing leaves behind.
 The inductor baseline and Nsight Compute each run in a child of their own (``harness.sandbox.parent.run``),
 the profiler's files move out of the child's directory, new measurements go into the timing cache,
-and a Verdict with no timing says why.
+and a Verdict with no timing says why. Each step fills in its part of the Verdict's ``performance``
+as its own type; the timing modules' builders (``harness.timing.baselines``, ``ncu``) give data,
+checked here as it becomes a part.
 """
 from __future__ import annotations
 
@@ -18,18 +20,19 @@ from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
 from bbagent.harness.timing import baselines, ncu
 from bbagent.harness.timing.options import TimingOptions
 from bbagent.harness.timing.profile import pick
+from bbagent.harness.verdict import BaselineSummary, NcuReport, Performance, ProfileFiles, TimedTest, Verdict
 from bbagent.harness import workdirs
 
 
-def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: Job, base_env: dict, warm: bool,
-                   limits: Limits) -> None:
+def time_inductor(op: str, verdict: Verdict, timing: TimingOptions, job: Job, base_env: dict, warm: bool,
+                  limits: Limits) -> None:
     """The inductor baseline of every timed shape (``harness.timing.baselines``): from the cache, or
     measured now in a child of its own with no candidate in it."""
-    performance = verdict["performance"]
-    tests, gpu, mode = performance["tests"], performance["gpu"], timing.inductor_mode
-    if verdict["verdict"] != "pass":  # it went wrong while being timed: no speedup to compare
-        performance["baselines"] = {"inductor": baselines.not_measured(
-            "the kernel failed while being timed; a failing kernel is not compared", mode)}
+    performance = verdict.performance
+    tests, gpu, mode = [_data(t) for t in performance.tests], performance.gpu, timing.inductor_mode
+    if not verdict.passed:  # it went wrong while being timed: no speedup to compare
+        performance.baselines = {"inductor": BaselineSummary.model_validate(baselines.not_measured(
+            "the kernel failed while being timed; a failing kernel is not compared", mode))}
         return
     rows = timing.request(op)["reference"]
     missing = baselines.wanted(tests, rows, gpu, mode)
@@ -50,41 +53,50 @@ def time_inductor(op: str, verdict: dict, timing: TimingOptions, job: Job, base_
         if first(events, Done) is None:
             problem = side_child_problem("the inductor baseline's child", events, outcome)
     baselines.attach(tests, rows, measured, gpu, mode, missing_error=problem)
-    performance["baselines"] = {"inductor": baselines.summary(tests, performance["summary"]["correct"], mode)}
+    performance.tests = [TimedTest.model_validate(t) for t in tests]
+    summary = baselines.summary(tests, performance.summary is not None and performance.summary.correct, mode)
+    performance.baselines = {"inductor": BaselineSummary.model_validate(summary)}
 
 
-def keep_profiles(profiles: list[dict], workdir: Path, destination: Path | None) -> None:
+def _data(test: TimedTest) -> dict:
+    """A timed test as the timing modules' builders read it: the fields it was given (a test timed
+    without fault has no ``error_kind``)."""
+    return test.model_dump(exclude_unset=True)
+
+
+def keep_profiles(profiles: list[ProfileFiles], workdir: Path, destination: Path | None) -> None:
     """Move the child's profile files out of its working directory (removed next) into
     ``destination``, and name them there."""
     for entry in profiles:
         if destination is None:  # the kernel lists (launches) are what was asked for
-            entry.update(files=[], error=None if entry.get("launches") else "not kept: no profile directory was given")
+            entry.files = []
+            entry.error = None if entry.launches else "not kept: no profile directory was given"
             continue
         kept = []
-        for name in entry["files"]:
+        for name in entry.files:
             target = Path(destination) / name
             target.parent.mkdir(parents=True, exist_ok=True)
             try:
                 shutil.move(str(workdir / name), target)
             except OSError as exc:
-                entry["error"] = f"{name} could not be kept: {exc.strerror or exc}"
+                entry.error = f"{name} could not be kept: {exc.strerror or exc}"
                 continue
             kept.append(str(target))
-        entry["files"] = kept
+        entry.files = kept
 
 
-def collect_ncu(verdict: dict, timing: TimingOptions, job: Job, base_env: dict, limits: Limits) -> None:
+def collect_ncu(verdict: Verdict, timing: TimingOptions, job: Job, base_env: dict, limits: Limits) -> None:
     """Nsight Compute metrics of eager and the kernel on timed shapes (``timing.pick``), from a cold
     child of their own started by ncu (``harness.timing.ncu``); its CSV is kept in the run."""
-    performance = verdict["performance"]
-    if verdict["verdict"] != "pass":
-        performance["ncu"] = {"measured": False, "reason": "the kernel failed while being timed; it is not profiled"}
+    performance = verdict.performance
+    if not verdict.passed:
+        performance.ncu = NcuReport(measured=False, reason="the kernel failed while being timed; it is not profiled")
         return
     found = ncu.find_ncu()
     if found is None:
-        performance["ncu"] = {"measured": False, "reason": ncu.NOT_FOUND}
+        performance.ncu = NcuReport(measured=False, reason=ncu.NOT_FOUND)
         return
-    ids = pick(performance["tests"], timing.ncu, timing.pick)
+    ids = pick([_data(t) for t in performance.tests], timing.ncu, timing.pick)
     started = time.perf_counter()
     workdir = workdirs.make("ncu")
     log = workdirs.make("ncu-log") / "ncu.csv"  # out of the child's view
@@ -103,7 +115,7 @@ def collect_ncu(verdict: dict, timing: TimingOptions, job: Job, base_env: dict, 
             kept.parent.mkdir(parents=True, exist_ok=True)
             kept.write_text(text)
     except OSError as exc:  # ncu could not be started, or its output not kept
-        performance["ncu"] = {"measured": False, "reason": f"ncu ({found}): {exc.strerror or exc}"}
+        performance.ncu = NcuReport(measured=False, reason=f"ncu ({found}): {exc.strerror or exc}")
         return
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -116,9 +128,10 @@ def collect_ncu(verdict: dict, timing: TimingOptions, job: Job, base_env: dict, 
         notes = [f"ncu said: {said}"] if said else []
     notes += [ncu.COUNTERS_FIX] if "ERR_NVGPUCTRPERM" in said else []
     measured = any((shape.get(side) or {}).get("kernels") for shape in shapes for side in ncu.SIDES)
-    performance["ncu"] = {"measured": measured, "reason": None if measured else "; ".join(notes) or "ncu measured no kernel",
-                          "ncu": found, "csv": str(kept) if kept else None, "shapes": shapes, "notes": notes,
-                          "wall_s": round(time.perf_counter() - started, 2)}
+    performance.ncu = NcuReport.model_validate({
+        "measured": measured, "reason": None if measured else "; ".join(notes) or "ncu measured no kernel",
+        "ncu": found, "csv": str(kept) if kept else None, "shapes": shapes, "notes": notes,
+        "wall_s": round(time.perf_counter() - started, 2)})
 
 
 def side_child_problem(what: str, events: list[Event], outcome: ChildOutcome, said: str = "") -> str:
@@ -133,42 +146,41 @@ def side_child_problem(what: str, events: list[Event], outcome: ChildOutcome, sa
     return f"{what} {exit_cause(outcome.returncode)} {last[:300]}".strip()
 
 
-def finish_timing(timing: TimingOptions, op: str, verdict: dict) -> None:
+def finish_timing(timing: TimingOptions, op: str, verdict: Verdict) -> None:
     """After a timed evaluation: why it was not timed, or its new measurements into the cache and
     (unless ``keep_raw``) the raw times out of the Verdict. Safe to run again on the same Verdict."""
-    if verdict["performance"] is None:
+    if verdict.performance is None:
         reason = not_timed_reason(verdict)
-        verdict["performance"] = {"measured": False, "reason": reason}
-        on_cpu = verdict["environment"].get("interpreter")
+        on_cpu = verdict.environment.interpreter
+        performance = verdict.performance = Performance(measured=False, reason=reason)
         if "inductor" in timing.baselines:
             why = baselines.CPU_REASON if on_cpu else reason
-            verdict["performance"]["baselines"] = {"inductor": baselines.not_measured(why, timing.inductor_mode)}
+            performance.baselines = {"inductor": BaselineSummary.model_validate(
+                baselines.not_measured(why, timing.inductor_mode))}
         if timing.ncu:
-            verdict["performance"]["ncu"] = {"measured": False, "reason": ncu.CPU_REASON if on_cpu else reason}
-    elif verdict["performance"].get("measured") is not False:
-        if verdict["verdict"] == "pass":  # measured in a candidate's process: kept only where nothing was amiss
+            performance.ncu = NcuReport(measured=False, reason=ncu.CPU_REASON if on_cpu else reason)
+    elif verdict.performance.measured:
+        if verdict.passed:  # measured in a candidate's process: kept only where nothing was amiss
             store_measured(timing, op, verdict)
         if not timing.keep_raw:
-            for test in verdict["performance"]["tests"]:
-                test.pop("candidate_raw", None)
-                test.pop("aten_raw", None)
-                for entry in (test.get("baselines") or {}).values():
-                    entry.pop("raw", None)
+            for test in verdict.performance.tests:
+                test.candidate_raw = test.aten_raw = None
+                for entry in (test.baselines or {}).values():
+                    entry.raw = None
 
 
-def store_measured(timing: TimingOptions, op: str, verdict: dict) -> None:
+def store_measured(timing: TimingOptions, op: str, verdict: Verdict) -> None:
     """Put what the child measured (eager timings, device yardsticks) into the cache."""
     if timing.cache is None:
         return
-    performance = verdict["performance"]
-    env = verdict["environment"]
-    gpu = performance["gpu"]
-    if performance.get("device_measured"):
-        timing.cache.store_device(gpu, env["torch"], env["triton"], performance["device"])
-    eager = [{"mode": t["mode"], "input": t["input"], "timing": t["aten"]}
-             for t in performance["tests"] if t.get("aten_source") == "measured"]
-    inductor = [(t, t["baselines"]["inductor"]) for t in performance["tests"] if "inductor" in (t.get("baselines") or {})]
-    compiled = [{"mode": baselines.cache_mode(entry["compile_mode"], t["mode"]), "input": t["input"],
-                 "timing": {**entry["timing"], "eager_over_inductor": entry["eager_over_inductor"]}}
-                for t, entry in inductor if entry["source"] == "measured" and "timing" in entry]
-    timing.cache.store_reference(op, env["torch"], gpu, eager + compiled)
+    performance, env = verdict.performance, verdict.environment
+    gpu = performance.gpu
+    if performance.device_measured:
+        timing.cache.store_device(gpu, env.torch, env.triton, performance.device.model_dump(exclude_none=True))
+    eager = [{"mode": t.mode, "input": t.input, "timing": t.aten.model_dump()}
+             for t in performance.tests if t.aten_source == "measured"]
+    inductor = [(t, t.baselines["inductor"]) for t in performance.tests if "inductor" in (t.baselines or {})]
+    compiled = [{"mode": baselines.cache_mode(entry.compile_mode, t.mode), "input": t.input,
+                 "timing": {**entry.timing.model_dump(), "eager_over_inductor": entry.eager_over_inductor}}
+                for t, entry in inductor if entry.source == "measured" and entry.timing is not None]
+    timing.cache.store_reference(op, env.torch, gpu, eager + compiled)

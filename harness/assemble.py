@@ -1,6 +1,9 @@
-"""The Verdict's document from what the child said (``harness.events``) and how it ended
+"""The Verdict from what the child said (``harness.events``) and how it ended
 (``harness.sandbox.parent.watch.ChildOutcome``), also for a child that died half-way: every test is
-announced before it runs, so the one it died in is known.
+announced before it runs, so the one it died in is known. Each part is built as its own type (the
+tests, the summary, the failure groups, the overloads, the timings, the environment, the timing
+phase's measurements) and the Verdict from them; the steps after the tests
+(``harness.after_tests``) then fill in its ``performance``.
 """
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ from bbagent.harness.sandbox.parent.compile_pauses import compile_totals
 from bbagent.harness.sandbox.parent.run import exit_cause
 from bbagent.harness.sandbox.parent.watch import ChildOutcome
 from bbagent.harness.timing.metrics import summarize_performance
-from bbagent.harness.verdict import SCHEMA_VERSION
+from bbagent.harness.verdict import (SCHEMA_VERSION, Environment as EnvironmentPart, FailureGroup, GuardFinding, KernelFile,
+                                     Performance, ProfileFiles, Skipped, SuiteInfo, Summary, TestResult, Timings, Variant,
+                                     Verdict)
 
 # Kinds that are the candidate's doing even when no test was running (import time included).
 SANDBOX_KINDS = frozenset({"network", "forbidden_write", "forbidden_read", "secret_read", "process_spawn",
@@ -33,41 +38,41 @@ class Failure:
 
 
 def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event], outcome: ChildOutcome,
-             timeout_s: float, static_findings: list[dict] | None = None) -> dict:
-    """The Verdict (as data) of one evaluation."""
+             timeout_s: float, static_findings: list[dict] | None = None) -> Verdict:
+    """The Verdict of one evaluation (its secrets not yet redacted: ``harness.evaluate``)."""
     suite = first(events, Suite)
-    tests = [dict(e.record) for e in of_kind(events, CaseResult)]
-    timings = [dict(e.record) for e in of_kind(events, Timing)]
+    tests = [TestResult.model_validate(e.record) for e in of_kind(events, CaseResult)]
+    timings = [dict(e.record) for e in of_kind(events, Timing)]  # the timing phase's data, read by its metrics
     failure = _failure(op, events, suite, tests, timings, outcome, timeout_s, static_findings)
-    skipped = suite.skipped if suite else []
+    skipped = [Skipped.model_validate(s) for s in (suite.skipped if suite else [])]
     summary = summarize(tests, skipped, len(suite.cases) if suite else 0)
-    passed = failure.error_kind is None and summary["failed"] == 0 and summary["passed"] > 0
+    passed = failure.error_kind is None and summary.failed == 0 and summary.passed > 0
     stopped = first(events, StoppedEarly)
     if stopped is not None:
-        summary["not_run_reason"] = stopped_early_reason(stopped)
-        summary["failing_classes"] = stopped.failing_classes
-    if failure.error_kind is None and summary["failed"]:
+        summary.not_run_reason = stopped_early_reason(stopped)
+        summary.failing_classes = stopped.failing_classes
+    if failure.error_kind is None and summary.failed:
         failure.message = describe_failures(summary, tests)
         if stopped is not None:
-            failure.message += f"; {summary['not_run_reason']}"
-    profiles = [{"id": e.id, "input": e.input, "files": e.files, "launches": e.launches, "wall_s": e.wall_s,
-                 "error": e.error} for e in of_kind(events, Profile)]
-    return {
-        "schema_version": SCHEMA_VERSION, "op": op,
-        "kernel": {"path": str(kernel_path), "sha256": hashlib.sha256(source).hexdigest()},
-        "verdict": "pass" if passed else "fail", "error_kind": failure.error_kind, "message": failure.message,
-        "infrastructure": failure.infrastructure, "seed": seed, "summary": summary,
-        "failure_groups": group_failures(tests), "tests": tests, "skipped": skipped,
-        "guard_findings": list(static_findings or []) + [f for t in tests for f in t.get("guard_findings", [])],
-        "performance": _performance(op, first(events, TimingPlan), timings, passed, profiles),
-        "suite": {"notes": suite.notes if suite else [], "cases": len(suite.cases) if suite else 0},
-        "kernel_for": suite.kernel_for if suite else op,
-        "variants": _variant_summary(op, suite, tests),
-        "timings": _timings(events, suite, outcome),
-        "environment": _environment(first(events, Environment), first(events, Sealed)),
-        "exit": None if outcome.returncode == 0 else exit_cause(outcome.returncode),
-        "stderr_tail": outcome.stderr, "stdout_tail": outcome.stdout,
-    }
+            failure.message += f"; {summary.not_run_reason}"
+    profiles = [ProfileFiles(id=e.id, input=e.input, files=e.files, launches=e.launches, wall_s=e.wall_s, error=e.error)
+                for e in of_kind(events, Profile)]
+    findings = [GuardFinding.model_validate(f) for f in static_findings or []]
+    return Verdict(
+        schema_version=SCHEMA_VERSION, op=op,
+        kernel=KernelFile(path=str(kernel_path), sha256=hashlib.sha256(source).hexdigest()),
+        verdict="pass" if passed else "fail", error_kind=failure.error_kind, message=failure.message,
+        infrastructure=failure.infrastructure, seed=seed, summary=summary,
+        failure_groups=group_failures(tests), tests=tests, skipped=skipped,
+        guard_findings=findings + [f for t in tests for f in t.guard_findings],
+        performance=_performance(op, first(events, TimingPlan), timings, passed, profiles),
+        suite=SuiteInfo(notes=suite.notes if suite else [], cases=len(suite.cases) if suite else 0),
+        kernel_for=suite.kernel_for if suite else op,
+        variants=_variant_summary(op, suite, tests),
+        timings=_timings(events, suite, outcome),
+        environment=EnvironmentPart.model_validate(_environment(first(events, Environment), first(events, Sealed))),
+        exit=None if outcome.returncode == 0 else exit_cause(outcome.returncode),
+        stderr_tail=outcome.stderr, stdout_tail=outcome.stdout)
 
 
 def stopped_early_reason(stopped: StoppedEarly) -> str:
@@ -100,7 +105,7 @@ def outside_the_view(message: str) -> str:
             ".netrc, ...). Install it into site-packages, or put it in a directory of its own on PYTHONPATH.")
 
 
-def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[dict], timings: list[dict],
+def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[TestResult], timings: list[dict],
              outcome: ChildOutcome, timeout_s: float, static_findings: list[dict] | None) -> Failure:
     """The evaluation's own failure, if any (``tests`` gains the test the kernel died in)."""
     if static_findings:
@@ -115,18 +120,18 @@ def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[dict
     if timing_failure:
         return Failure(timing_failure["error_kind"],
                        f"test {timing_failure['id']} ({timing_failure['input']}): {timing_failure['message']}")
-    if not tests or all(t.get("passed") is None for t in tests):
+    if not tests or all(t.passed is None for t in tests):
         return Failure("no_tests", "no test could be run for this operator on this device")
     return Failure()
 
 
-def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[dict], outcome: ChildOutcome,
+def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[TestResult], outcome: ChildOutcome,
              timeout_s: float) -> Failure:
     """A child that ended before it said ``done``: where it was (a test, its timing, the import,
     the suite's building) and whose doing it was."""
     kind, cause = _stop_cause(events, outcome, timeout_s)
     cases = {c["id"]: c for c in (suite.cases if suite else [])}
-    finished = {t["id"] for t in tests}
+    finished = {t.id for t in tests}
     unfinished = [e.id for e in of_kind(events, CaseStart) if e.id not in finished]
     timed = {e.record.get("id") for e in of_kind(events, Timing)}
     unfinished_timing = [e.id for e in of_kind(events, TimingStart) if e.id not in timed]
@@ -140,9 +145,9 @@ def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[dict
         case = cases.get(test_id, {})
         when = ("while running this test" if unfinished else
                 "when called on this test's inputs to compile its kernels ahead of the tests")
-        tests.append({"id": test_id, "source": case.get("source"), "input": case.get("input"),
-                      "dtype": case.get("dtype"), "overload": case.get("overload", op), "passed": False,
-                      "error_kind": kind, "message": f"the kernel {cause} {when}"})
+        tests.append(TestResult(id=test_id, source=case.get("source"), input=case.get("input"), dtype=case.get("dtype"),
+                                overload=case.get("overload", op), passed=False, error_kind=kind,
+                                message=f"the kernel {cause} {when}"))
         return Failure(kind, f"test {test_id} ({case.get('input')}): the kernel {cause}")
     if unfinished_timing:
         case = cases.get(unfinished_timing[0], {})
@@ -199,23 +204,20 @@ def _stop_cause(events: list[Event], outcome: ChildOutcome, timeout_s: float) ->
     return "crash", f"crashed: its process was {exit_cause(outcome.returncode)}"
 
 
-def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) -> dict:
+def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) -> Timings:
     env, done = first(events, Environment), first(events, Done)
     ready_at = env.ready_at if env else None
-    return {"wall_s": round(outcome.wall_s, 3), "startup_s": env.startup_s if env else None,
-            "child_ready_s": round(ready_at - outcome.launched_at, 3) if ready_at else None,
-            "suite_build_s": suite.build_s if suite else None, "tests_s": done.total_s if done else None,
-            "phases": done.phases if done else {},
-            "test_parts": done.test_parts if done else {},
-            "imported_sealed": done.imported_sealed if done else [],
-            "host_memory_peak_gib": round(outcome.memory_peak / 2**30, 2),
-            "device_memory_peak_gib": round(done.device_memory_peak / 2**30, 2) if done and done.device_memory_peak else None,
-            "memory_retries": done.memory_retries if done else 0,
-            "memory_wait_s": done.memory_wait_s if done else 0.0,
-            "gpu_pauses": done.gpu_pauses if done else 0,
-            "gpu_paused_s": done.gpu_paused_s if done else 0.0,
-            **_ahead_totals(of_kind(events, CompiledAhead)),
-            **compile_totals(events)}
+    return Timings(
+        wall_s=round(outcome.wall_s, 3), startup_s=env.startup_s if env else None,
+        child_ready_s=round(ready_at - outcome.launched_at, 3) if ready_at else None,
+        suite_build_s=suite.build_s if suite else None, tests_s=done.total_s if done else None,
+        phases=done.phases if done else {}, test_parts=done.test_parts if done else {},
+        imported_sealed=done.imported_sealed if done else [],
+        host_memory_peak_gib=round(outcome.memory_peak / 2**30, 2),
+        device_memory_peak_gib=round(done.device_memory_peak / 2**30, 2) if done and done.device_memory_peak else None,
+        memory_retries=done.memory_retries if done else 0, memory_wait_s=done.memory_wait_s if done else 0.0,
+        gpu_pauses=done.gpu_pauses if done else 0, gpu_paused_s=done.gpu_paused_s if done else 0.0,
+        **_ahead_totals(of_kind(events, CompiledAhead)), **compile_totals(events))
 
 
 def _ahead_totals(groups: list[CompiledAhead]) -> dict:
@@ -238,7 +240,7 @@ def _environment(env: Environment | None, sealed: Sealed | None) -> dict:
     return environment
 
 
-def _variant_summary(op: str, suite: Suite | None, tests: list[dict]) -> list[dict]:
+def _variant_summary(op: str, suite: Suite | None, tests: list[TestResult]) -> list[Variant]:
     """Per tested overload: its calling convention, whether the kernel serves it directly or
     through bbagent's adapter, and its test counts (``passed`` True only when all of its own
     tests ran and passed)."""
@@ -248,52 +250,51 @@ def _variant_summary(op: str, suite: Suite | None, tests: list[dict]) -> list[di
     rows = []
     for name in (suite.overloads if suite else [op]):
         planned = sum(1 for c in (suite.cases if suite else []) if c.get("overload", op) == name)
-        mine = [t for t in tests if t.get("overload", op) == name]
-        passed = sum(1 for t in mine if t.get("passed") is True)
-        failed = sum(1 for t in mine if t.get("passed") is False)
-        unjudged = sum(1 for t in mine if t.get("passed") is None)
-        rows.append({"op": name, "convention": convention(resolve_op(name)),
-                     "served_by": "kernel" if name == kernel_for else "adapter", "planned": planned,
-                     "passed": passed, "failed": failed,
-                     "ok": failed == 0 and passed > 0 and passed + unjudged == planned})
+        mine = [t for t in tests if (t.overload or op) == name]
+        passed = sum(1 for t in mine if t.passed is True)
+        failed = sum(1 for t in mine if t.passed is False)
+        unjudged = sum(1 for t in mine if t.passed is None)
+        rows.append(Variant(op=name, convention=convention(resolve_op(name)),
+                            served_by="kernel" if name == kernel_for else "adapter", planned=planned,
+                            passed=passed, failed=failed, ok=failed == 0 and passed > 0 and passed + unjudged == planned))
     return rows
 
 
 def _performance(op: str, plan: TimingPlan | None, timings: list[dict], passed: bool,
-                 profiles: list[dict]) -> dict | None:
+                 profiles: list[ProfileFiles]) -> Performance | None:
     """The Verdict's ``performance``: what the timing phase measured, with its metrics."""
     if plan is None:
         return None
-    return {"measured": True, "gpu": plan.gpu, "device": plan.device, "device_measured": plan.device_measured,
-            "target_ms": plan.target_ms, "planned": len(plan.ids), "tests": timings,
-            "summary": summarize_performance(op, timings, plan.device, passed), "profiles": profiles or None}
+    return Performance.model_validate({
+        "measured": True, "gpu": plan.gpu, "device": plan.device, "device_measured": plan.device_measured,
+        "target_ms": plan.target_ms, "planned": len(plan.ids), "tests": timings,
+        "summary": summarize_performance(op, timings, plan.device, passed), "profiles": profiles or None})
 
 
-def not_timed_reason(verdict: dict) -> str:
+def not_timed_reason(verdict: Verdict) -> str:
     """Why a Verdict that was asked for timings has none."""
-    if verdict["environment"].get("interpreter"):
+    if verdict.environment.interpreter:
         return ("CPU (Triton interpreter): interpreter time says nothing about a GPU; only correctness "
                 "was checked")
-    if verdict["verdict"] != "pass":
+    if not verdict.passed:
         return "the kernel failed its tests; a failing kernel is not timed"
     return "no timing phase ran"
 
 
-def group_failures(tests: list[dict], limit: int = 10) -> list[dict]:
+def group_failures(tests: list[TestResult], limit: int = 10) -> list[FailureGroup]:
     """Merge failing tests with the same kind and message shape (numbers masked)."""
-    groups: dict[tuple[str, str], dict] = {}
+    groups: dict[tuple[str, str], FailureGroup] = {}
     for test in tests:
-        if test.get("passed") is not False:
+        if test.passed is not False:
             continue
-        message = test.get("message", "")
-        key = (test.get("error_kind", "?"), _message_shape(message))
+        key = (test.error_kind or "?", _message_shape(test.message))
         group = groups.get(key)
         if group is None:
-            groups[key] = {"error_kind": key[0], "count": 1, "tests": [test["id"]], "example": test}
+            groups[key] = FailureGroup(error_kind=key[0], count=1, tests=[test.id], example=test)
         else:
-            group["count"] += 1
-            group["tests"].append(test["id"])
-    ordered = sorted(groups.values(), key=lambda g: -g["count"])
+            group.count += 1
+            group.tests.append(test.id)
+    ordered = sorted(groups.values(), key=lambda g: -g.count)
     return ordered[:limit]
 
 
@@ -304,30 +305,25 @@ def _message_shape(message: str) -> str:
     return re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "#", first)
 
 
-def describe_failures(summary: dict, tests: list[dict]) -> str:
+def describe_failures(summary: Summary, tests: list[TestResult]) -> str:
     """One line: how many tests failed and how, e.g. '13 of 13 tests failed: mismatch x13'; with
     several overloads tested, the overloads that failed."""
     per_kind: dict[str, int] = {}
     failed_overloads: dict[str, int] = {}
     for test in tests:
-        if test.get("passed") is False:
-            per_kind[test.get("error_kind", "?")] = per_kind.get(test.get("error_kind", "?"), 0) + 1
-            if "overload" in test:
-                failed_overloads[test["overload"]] = failed_overloads.get(test["overload"], 0) + 1
+        if test.passed is False:
+            kind = test.error_kind or "?"
+            per_kind[kind] = per_kind.get(kind, 0) + 1
+            if test.overload is not None:
+                failed_overloads[test.overload] = failed_overloads.get(test.overload, 0) + 1
     where = ""
-    if len({t.get("overload") for t in tests}) > 1:
+    if len({t.overload for t in tests}) > 1:
         where = " (" + ", ".join(f"{name} x{count}" for name, count in failed_overloads.items()) + ")"
     kinds = ", ".join(f"{kind} x{count}" for kind, count in per_kind.items())
-    return f"{summary['failed']} of {summary['total']} tests failed: {kinds}{where}"
+    return f"{summary.failed} of {summary.total} tests failed: {kinds}{where}"
 
 
-def summarize(tests: list[dict], skipped: list[dict], planned: int) -> dict:
-    return {
-        "planned": planned,
-        "not_run": max(0, planned - len(tests)),
-        "total": len(tests),
-        "passed": sum(1 for t in tests if t.get("passed") is True),
-        "failed": sum(1 for t in tests if t.get("passed") is False),
-        "reference_errors": sum(1 for t in tests if t.get("passed") is None),
-        "skipped": len(skipped),
-    }
+def summarize(tests: list[TestResult], skipped: list[Skipped], planned: int) -> Summary:
+    return Summary(planned=planned, not_run=max(0, planned - len(tests)), total=len(tests),
+                   passed=sum(1 for t in tests if t.passed is True), failed=sum(1 for t in tests if t.passed is False),
+                   reference_errors=sum(1 for t in tests if t.passed is None), skipped=len(skipped))

@@ -137,8 +137,8 @@ class _Child:
     timing: TimingOptions | None
     workdir: Path
 
-    def run(self, share: GpuShare | None, hold: Hold | None = None) -> dict:
-        """The Verdict's data; on a shared GPU the child runs its tests under ``hold`` and asks
+    def run(self, share: GpuShare | None, hold: Hold | None = None) -> Verdict:
+        """The Verdict (its secrets not yet redacted); on a shared GPU the child runs its tests under ``hold`` and asks
         for the GPU alone before timing (unless the hold has it alone already)."""
         workdir = self.workdir
         reuse = cached_suite(self.key)
@@ -156,19 +156,20 @@ class _Child:
         if not reuse:
             _adopt_suite(events, workdir / "suite.pt", self.key)
         verdict = assemble(self.op, self.kernel_path, self.source, job.seed, events, outcome, self.timeout_s)
-        for note in (verdict["environment"].get("containment") or {}).get("notes", []):  # what the OS refused: said once
+        containment = verdict.environment.containment
+        for note in containment.notes if containment is not None else []:  # what the OS refused: said once
             warn_once(f"bbagent sandbox: {note}")
         if share is not None:
             done = first(events, Done)
             share.learn(self.key, done.device_memory_peak if done else None)
         if self.timing:
-            if share is not None and verdict["performance"] is not None:
+            if share is not None and verdict.performance is not None:
                 share.go_exclusive(hold)  # the baselines and Nsight Compute measure the GPU too
             _after_timing(self.op, verdict, self.timing, job, self.shared_env, self.warm, self.limits, workdir)
         return verdict
 
 
-def _on_shared_gpu(share: GpuShare, child: _Child) -> dict:
+def _on_shared_gpu(share: GpuShare, child: _Child) -> Verdict:
     """The child run under ``share``: admitted by memory, its tests beside other evaluations', its
     timing alone. A failure that sharing may have caused (the kernel or the harness out of device
     memory while others held it) is not believed: the evaluation runs again alone, and that run's
@@ -185,18 +186,18 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> dict:
             share.leave(hold)
             hold = share.alone(share.need_for(child.key, first_guess), child.op)
             verdict = child.run(share, hold)
-            verdict["timings"]["rerun_alone"] = doubt
+            verdict.timings.rerun_alone = doubt
     finally:
         share.leave(hold)
-    verdict["timings"].update(gpu_wait_s=round(waited + hold.waited_s, 3), gpu_shared=shared)
+    verdict.timings.gpu_wait_s, verdict.timings.gpu_shared = round(waited + hold.waited_s, 3), shared
     return verdict
 
 
-def _doubted_while_shared(verdict: dict) -> str | None:
+def _doubted_while_shared(verdict: Verdict) -> str | None:
     """Why a Verdict reached on a shared GPU cannot be believed, or None."""
-    if verdict["error_kind"] == "worker_error":
-        return f"the harness failed beside other evaluations: {verdict['message'][:200]}"
-    if verdict["error_kind"] == "cuda_oom" or any(t.get("error_kind") == "cuda_oom" for t in verdict["tests"]):
+    if verdict.error_kind == "worker_error":
+        return f"the harness failed beside other evaluations: {verdict.message[:200]}"
+    if verdict.error_kind == "cuda_oom" or any(t.error_kind == "cuda_oom" for t in verdict.tests):
         return "the kernel ran out of GPU memory while other evaluations held some of it"
     return None
 
@@ -278,35 +279,35 @@ def _triton_cache(base_env: dict) -> str:
     return where
 
 
-def _after_timing(op: str, verdict: dict, timing: TimingOptions, job: Job, base_env: dict, warm: bool,
+def _after_timing(op: str, verdict: Verdict, timing: TimingOptions, job: Job, base_env: dict, warm: bool,
                   limits: Limits, workdir: Path) -> None:
     """The profiles kept, the baselines and Nsight Compute run beside, the cache brought up to date."""
-    performance = verdict["performance"]
-    if (performance or {}).get("profiles"):  # out of the workdir before it is removed
-        keep_profiles(performance["profiles"], workdir, timing.profile_dir)
+    performance = verdict.performance
+    if performance is not None and performance.profiles:  # out of the workdir before it is removed
+        keep_profiles(performance.profiles, workdir, timing.profile_dir)
     if "inductor" in timing.baselines and performance is not None:
         time_inductor(op, verdict, timing, job, base_env, warm, limits)
-    if timing.ncu and performance is not None and performance.get("measured"):
+    if timing.ncu and performance is not None and performance.measured:
         collect_ncu(verdict, timing, job, base_env, limits)
     finish_timing(timing, op, verdict)
 
 
-def _redacted(verdict: dict, secrets: list[str] | None) -> Verdict:
+def _redacted(verdict: Verdict, secrets: list[str] | None) -> Verdict:
     """The Verdict, with every secret the parent knows replaced in all its texts (the count in
-    ``redactions``): nothing a candidate printed or raised carries one into storage or a prompt."""
-    verdict, count = Redactor(configured_secrets(secrets or [])).value(verdict)
-    verdict["redactions"] = count
-    return Verdict.model_validate(verdict)
+    ``redactions``, added to any made before): nothing a candidate printed or raised carries one
+    into storage or a prompt."""
+    data, count = Redactor(configured_secrets(secrets or [])).value(verdict.model_dump())
+    if not count:
+        return verdict
+    data["redactions"] = verdict.redactions + count
+    return Verdict.model_validate(data)
 
 
 def adopt_remote_verdict(op: str, verdict: dict, kernel_path: Path, timing: TimingOptions | None) -> Verdict:
     """A Verdict's data evaluated in another process or on another machine (a Ray supervisor) made
     this side's: the local kernel path, the timing brought into this side's cache, and this side's
     secrets redacted too (the count adds to the redactions made there)."""
-    verdict = {**verdict, "kernel": {**verdict["kernel"], "path": str(kernel_path)}}
+    result = Verdict.model_validate({**verdict, "kernel": {**verdict["kernel"], "path": str(kernel_path)}})
     if timing is not None:
-        finish_timing(timing, op, verdict)
-    made_there = verdict.get("redactions") or 0
-    result = _redacted(verdict, None)
-    result.redactions += made_there
-    return result
+        finish_timing(timing, op, result)
+    return _redacted(result, None)

@@ -44,3 +44,9 @@ def make_verdict(**fields):
     base = {"op": "aten.relu.default", "kernel": {"path": "kernel.py", "sha256": "0" * 64}, "verdict": "fail",
             "seed": 0, "summary": summary}
     return Verdict.model_validate({**base, **fields})
+
+
+def verdict_of(tests: list[dict], verdict: str = "pass", **performance):
+    """A Verdict whose performance holds ``tests`` (as the timing phase left them) and ``performance``'s fields."""
+    return make_verdict(verdict=verdict, performance={"measured": True, "tests": tests, **performance},
+                        environment={"torch": "2.11", "triton": "3.6"})

@@ -8,6 +8,7 @@ import pytest
 
 from bbagent.harness.timing import baselines
 from bbagent.harness.timing.metrics import summarize_performance
+from conftest import verdict_of
 
 GPU = "NVIDIA H200"
 
@@ -93,8 +94,7 @@ def test_measured_inductor_timings_go_to_the_cache_and_come_back(tmp_path):
     tests = [timed_test(0, 1.0)]
     baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(3.0),
                                   "eager_over_inductor": 1.5}], GPU, "default")
-    verdict = {"performance": {"gpu": GPU, "device_measured": False, "tests": tests},
-               "environment": {"torch": "2.11", "triton": "3.6"}}
+    verdict = verdict_of(tests, gpu=GPU, device_measured=False)
     timing = TimingOptions(cache=cache, baselines=("eager", "inductor"))
     _store_measured(timing, "aten.relu.default", verdict)
     rows = cache.reference_rows("aten.relu.default", "2.11")
@@ -180,6 +180,7 @@ def test_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):
 def test_profiles_of_the_largest_shapes_move_into_the_run_directory(tmp_path):
     from bbagent.harness.after_tests import keep_profiles as _keep_profiles
     from bbagent.harness.timing.profile import largest
+    from bbagent.harness.verdict import ProfileFiles
     results = [{"id": "a", "bytes": 10}, {"id": "b", "bytes": 30}, {"id": "c", "bytes": 20},
                {"id": "d", "error_kind": "timing_mismatch"}]
     assert largest(results, 2) == ["b", "c"]
@@ -187,15 +188,15 @@ def test_profiles_of_the_largest_shapes_move_into_the_run_directory(tmp_path):
     (workdir / "profiles").mkdir(parents=True)
     for side in ("eager", "kernel"):
         (workdir / "profiles" / f"b-{side}.trace.json").write_text('{"traceEvents": []}')
-    entries = [{"id": "b", "input": "x", "files": ["profiles/b-eager.trace.json", "profiles/b-kernel.trace.json"]},
-               {"id": "c", "input": "y", "files": ["profiles/c-eager.trace.json"]}]
+    entries = [ProfileFiles(id="b", input="x", files=["profiles/b-eager.trace.json", "profiles/b-kernel.trace.json"]),
+               ProfileFiles(id="c", input="y", files=["profiles/c-eager.trace.json"])]
     _keep_profiles(entries, workdir, tmp_path / "run")
-    assert entries[0]["files"] == [str(tmp_path / "run" / "profiles" / f"b-{s}.trace.json") for s in ("eager", "kernel")]
-    assert all(Path(name).is_file() for name in entries[0]["files"]) and "error" not in entries[0]
-    assert entries[1]["files"] == [] and "could not be kept" in entries[1]["error"]
-    lost = [{"id": "b", "input": "x", "files": ["profiles/b-eager.trace.json"]}]
+    assert entries[0].files == [str(tmp_path / "run" / "profiles" / f"b-{s}.trace.json") for s in ("eager", "kernel")]
+    assert all(Path(name).is_file() for name in entries[0].files) and entries[0].error is None
+    assert entries[1].files == [] and "could not be kept" in entries[1].error
+    lost = [ProfileFiles(id="b", input="x", files=["profiles/b-eager.trace.json"])]
     _keep_profiles(lost, workdir, None)
-    assert lost[0]["files"] == [] and "no profile directory" in lost[0]["error"]
+    assert lost[0].files == [] and "no profile directory" in lost[0].error
 
 
 def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
@@ -206,16 +207,17 @@ def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
     from bbagent.harness.sandbox.parent.environment import base_env
     from bbagent.harness.sandbox.parent.watch import Limits
     tests = [timed_test(0, 1.0), timed_test(1, 1.0, mode="eager")]
-    verdict = {"verdict": "pass", "performance": {"gpu": GPU, "tests": tests, "summary": {"correct": True}}}
+    device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.002}
+    verdict = verdict_of(tests, gpu=GPU, summary=summarize_performance("aten.relu.default", tests, device, correct=True))
     from bbagent.harness.sandbox.job import Job
     job = Job(op="aten.relu.default", kernel="", seed=3, device="cpu", workdir="", cpu_max_numel=1 << 16)
     _time_inductor("aten.relu.default", verdict, TimingOptions(baselines=("eager", "inductor")), job,
                    base_env("cpu"), True, Limits())
-    errors = {t["baselines"]["inductor"]["error"] for t in tests}
+    errors = {t.baselines["inductor"].error for t in verdict.performance.tests}
     [error] = errors  # the traceback's last line (the CPU build: "AssertionError: Torch not compiled with CUDA ...")
     assert error.startswith("the inductor baseline's child failed: ") and "Error" in error and "\n" not in error
-    summary = verdict["performance"]["baselines"]["inductor"]
-    assert summary["compared"] == 0 and summary["geomean_speedup"] is None and len(summary["compile_failures"]) == 2
+    summary = verdict.performance.baselines["inductor"]
+    assert summary.compared == 0 and summary.geomean_speedup is None and len(summary.compile_failures) == 2
 
 
 def test_a_compiled_result_that_differs_from_eager_is_named():

@@ -12,6 +12,7 @@ import pytest
 
 from bbagent.harness.events import NcuRange
 from bbagent.harness.timing import ncu
+from conftest import verdict_of
 
 SAMPLE = Path(__file__).parent / "data" / "ncu_details.csv"
 EAGER_0 = {"name", "block", "grid", "time_us", "dram_gbs", "dram_pct", "sm_pct", "occupancy_pct", "registers"}
@@ -123,9 +124,9 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
     job = Job(op="aten.relu.default", kernel=str(KERNELS / "relu_triton.py"), seed=3, device="cpu", workdir="",
               tool_write_dirs=[env["TRITON_CACHE_DIR"]], cpu_max_numel=1 << 16, kernel_for="aten.relu.default",
               overloads=["aten.relu.default"])
-    verdict = {"verdict": "pass", "performance": {"tests": tests}}
+    verdict = verdict_of(tests)
     _collect_ncu(verdict, TimingOptions(ncu=2, profile_dir=tmp_path / "run"), job, env, Limits())
-    return verdict["performance"]["ncu"], traces, fake
+    return verdict.performance.ncu.model_dump(), traces, fake
 
 
 def test_the_ncu_child_runs_behind_ncu_and_its_csv_is_kept(tmp_path, monkeypatch):
@@ -162,14 +163,14 @@ def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     job = Job(op="aten.relu.default", kernel=str(fake), seed=3, device="cpu", workdir="")
-    verdict = {"verdict": "pass", "performance": {"tests": [{"id": "trace-1", "input": "x", "bytes": 1}]}}
+    verdict = verdict_of([{"id": "trace-1", "input": "x", "bytes": 1}])
     _collect_ncu(verdict, TimingOptions(ncu=2), job, base_env("cpu"), Limits())
-    report = verdict["performance"]["ncu"]
-    assert report["measured"] is False and report["reason"].startswith("the ncu child exited with code 1")
-    assert "ERR_NVGPUCTRPERM" in report["reason"] and ncu.COUNTERS_FIX in report["notes"]
-    failed = {"verdict": "fail", "performance": {"tests": []}}
+    report = verdict.performance.ncu
+    assert report.measured is False and report.reason.startswith("the ncu child exited with code 1")
+    assert "ERR_NVGPUCTRPERM" in report.reason and ncu.COUNTERS_FIX in report.notes
+    failed = verdict_of([], verdict="fail")
     _collect_ncu(failed, TimingOptions(ncu=2), job, base_env("cpu"), Limits())
-    assert failed["performance"]["ncu"]["reason"] == "the kernel failed while being timed; it is not profiled"
+    assert failed.performance.ncu.reason == "the kernel failed while being timed; it is not profiled"
 
 
 def test_the_table_shows_each_side_and_where_the_csv_is():
