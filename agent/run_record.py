@@ -97,15 +97,15 @@ class WhyFailed(_Record):
 
 
 class Usage(_Record):
-    """One answer's tokens, time and price (``usage.json``; the provider's Completion less its text)."""
+    """One answer's tokens, time and price (``usage.json``; the provider's Completion is its text and this)."""
     input_tokens: int = 0
     output_tokens: int = 0
     latency_s: float = 0.0
     model: str = ""
     attempts: int = 1
     response_id: str | None = None
-    cached: bool = False
-    cost_usd: float | None = None
+    cached: bool = False  # answered from the call log, no network
+    cost_usd: float | None = None  # None: the model has no price (agent.providers.prices)
 
 
 class CandidateRecord(_Record):

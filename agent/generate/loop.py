@@ -270,7 +270,7 @@ class Agent:
                         f"{second.round} ({'; '.join(record.rules)}); at {verdict.geomean_speedup():.3g}x eager "
                         "(geomean) it is now the best kernel. A single kernel fast on every shape would beat it.\n")
         finally:
-            self.report(DispatcherDone(**record.model_dump(include=DispatcherRecord.model_fields.keys())))
+            self.report(DispatcherDone(record))
             self.save()
 
     def stop_reason(self, n: int) -> tuple[StoppedBecause, str] | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Callable, ClassVar
 
 if TYPE_CHECKING:  # pydantic models: imported by the loop, not by every listener that reads this module
-    from bbagent.agent.run_record import CandidateRecord, RoundRecord
+    from bbagent.agent.run_record import CandidateRecord, DispatcherRecord, RoundRecord
 
 
 @dataclass(frozen=True)
@@ -111,18 +111,13 @@ class DispatcherTried(Progress):
 
 @dataclass(frozen=True)
 class DispatcherDone(Progress):
-    """What came of a pair considered for a dispatcher (run.json's ``dispatchers`` entry)."""
+    """What came of a pair considered for a dispatcher: run.json's ``dispatchers`` entry, whose
+    fields are the event's fields."""
     name: ClassVar[str] = "dispatcher_done"
-    after_round: int
-    parts: list[int]
-    outcome: str | None = None  # not_tried, cannot_merge, evaluating, or the Verdict's
-    reason: str | None = None
-    rules: list[str] | None = None
-    predicted_gain: float | None = None
-    kernel: str | None = None
-    speedup: float | None = None
-    message: str | None = None
-    kept: bool | None = None
+    record: DispatcherRecord
+
+    def fields(self) -> dict:
+        return self.record.model_dump(mode="json")
 
 
 @dataclass(frozen=True)

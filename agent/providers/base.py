@@ -19,18 +19,13 @@ from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_expo
 
 from bbagent.agent.errors import ProviderError
 from bbagent.agent.providers.limiter import retry_after_s
+from bbagent.agent.run_record import Usage
 
 
-class Completion(BaseModel):
+class Completion(Usage):
+    """An answer: its text, and what it cost (``Usage``: tokens, time, attempts, price; run.json and
+    ``usage.json`` keep that part)."""
     text: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    latency_s: float = 0.0
-    model: str = ""
-    attempts: int = 1
-    response_id: str | None = None
-    cached: bool = False            # answered from the call log, no network
-    cost_usd: float | None = None   # None: the model has no price (agent.providers.prices)
 
 
 class Provider(Protocol):

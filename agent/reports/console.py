@@ -209,8 +209,9 @@ class RoundReporter:
         self.wait("round {}: evaluating a dispatcher between the kernels of rounds {} and {} ({})".format(
             event.round, *event.parts, "; ".join(event.rules)))
 
-    def _dispatcher_done(self, event: DispatcherDone) -> None:
+    def _dispatcher_done(self, done: DispatcherDone) -> None:
         self.stop_waiting()
+        event = done.record
         where, parts = f"round {event.after_round}", "rounds {} and {}".format(*event.parts)
         if event.outcome in ("not_tried", "cannot_merge"):
             self.console.print(f"{where}: no dispatcher between {parts}: {escape(event.reason or '')}")
