@@ -1,12 +1,24 @@
 """aten.cat.default: each input is copied by a Triton kernel into its slice of the output (a view
 from out.narrow), reading and writing through strides, so non-contiguous inputs need no copy in
-PyTorch; dtypes are promoted across inputs; legacy 1-d empty inputs are skipped. Up to 5
-dimensions."""
+PyTorch; dtypes are promoted across inputs; legacy 1-d empty inputs are skipped. The dimensions of
+each copy are first merged wherever source and destination both step through two as through one
+(`_collapse`): a slice of a contiguous output becomes [rows, cols], copied in 2-d tiles with no
+integer division (`_copy_2d`); what stays above 2 dimensions unravels a flat index (`_copy`, up to 5)."""
 import torch
 import triton
 import triton.language as tl
 
 RANK = 5
+
+
+@triton.jit
+def _copy_2d(src_ptr, dst_ptr, rows, cols, sr, sc, dr, dc, BR: tl.constexpr, BC: tl.constexpr):
+    col_blocks = tl.cdiv(cols, BC)  # one grid axis (the others allow 65535 programs): a division per program
+    r = (tl.program_id(0) // col_blocks).to(tl.int64) * BR + tl.arange(0, BR)[:, None]
+    c = (tl.program_id(0) % col_blocks).to(tl.int64) * BC + tl.arange(0, BC)[None, :]
+    mask = (r < rows) & (c < cols)
+    v = tl.load(src_ptr + r * sr + c * sc, mask=mask)
+    tl.store(dst_ptr + r * dr + c * dc, v.to(dst_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -21,8 +33,32 @@ def _copy(src_ptr, dst_ptr, n, s1, s2, s3, s4, a0, a1, a2, a3, a4, b0, b1, b2, b
     tl.store(dst_ptr + i0 * b0 + i1 * b1 + i2 * b2 + i3 * b3 + i4 * b4, v.to(dst_ptr.dtype.element_ty), mask=mask)
 
 
-def _padded(values, fill):
-    return [fill] * (RANK - len(values)) + list(values)
+def _collapse(shape, src_strides, dst_strides):
+    """[size, source stride, destination stride] per dimension, size-1 dimensions dropped and
+    neighbours merged where both step through them as through one."""
+    dims = []
+    for size, s, d in zip(shape, src_strides, dst_strides):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == s * size and dims[-1][2] == d * size:
+            dims[-1] = [dims[-1][0] * size, s, d]
+        else:
+            dims.append([size, s, d])
+    return dims or [[1, 0, 0]]
+
+
+def _copy_into(t, dst):
+    dims = _collapse(t.shape, t.stride(), dst.stride())
+    if len(dims) <= 2:  # [rows, cols] tiles of 4096 elements, a row of up to 1024 in each
+        (rows, sr, dr), (cols, sc, dc) = [[1, 0, 0]] * (2 - len(dims)) + dims
+        BC = min(triton.next_power_of_2(cols), 1024)
+        grid = (triton.cdiv(rows, 4096 // BC) * triton.cdiv(cols, BC),)
+        _copy_2d[grid](t, dst, rows, cols, sr, sc, dr, dc, BR=4096 // BC, BC=BC, num_warps=8)
+    elif len(dims) <= RANK:
+        sizes, src, out = zip(*([[1, 0, 0]] * (RANK - len(dims)) + dims))
+        _copy[(triton.cdiv(t.numel(), 1024),)](t, dst, t.numel(), *sizes[1:], *src, *out, BLOCK=1024)
+    else:
+        raise NotImplementedError(f"up to {RANK} dimensions once merged")
 
 
 def kernel(tensors, dim=0):
@@ -33,16 +69,11 @@ def kernel(tensors, dim=0):
     dim = dim % parts[0].dim()
     shape = list(parts[0].shape)
     shape[dim] = sum(t.shape[dim] for t in parts)
-    if len(shape) > RANK:
-        raise NotImplementedError(f"up to {RANK} dimensions")
     out = torch.empty(shape, dtype=dtype, device=tensors[0].device)
     offset = 0
     for t in parts:
         dst = out.narrow(dim, offset, t.shape[dim])  # a view: no data moves
         offset += t.shape[dim]
-        n = t.numel()
-        if n:
-            sizes = _padded(t.shape, 1)
-            _copy[(triton.cdiv(n, 1024),)](t, dst, n, *sizes[1:], *_padded(t.stride(), 0), *_padded(dst.stride(), 0),
-                                           BLOCK=1024)
+        if t.numel():
+            _copy_into(t, dst)
     return out
