@@ -84,7 +84,7 @@ def family_of_overload(op: str) -> dict:
 
 
 @dataclass(frozen=True)
-class Operator:
+class ResolvedOperator:
     """An operator as ``generate`` and a batch take it, resolved once from the name given
     (``resolve_operator``) and handed down as it is: the overload the model is asked for
     (``computation``), every overload its kernel is tested and served as (``serves``, computation
@@ -100,7 +100,7 @@ class Operator:
         return list(self.serves[1:])
 
 
-def resolve_operator(op: str, exact_overload: bool = False) -> Operator:
+def resolve_operator(op: str, exact_overload: bool = False) -> ResolvedOperator:
     """``op`` resolved (a UsageError where no such overload exists): asked for as the family's
     functional overload and served as the whole family, unless ``exact_overload`` (or the overload
     has no functional sibling)."""
@@ -108,8 +108,8 @@ def resolve_operator(op: str, exact_overload: bool = False) -> Operator:
     check_op(op)
     overloads = family_of_overload(op)
     if exact_overload or overloads["functional"] is None:
-        return Operator(op, op, (op,), family_of(op))
-    return Operator(op, overloads["functional"], tuple(overloads["serves"]), family_of(overloads["functional"]))
+        return ResolvedOperator(op, op, (op,), family_of(op))
+    return ResolvedOperator(op, overloads["functional"], tuple(overloads["serves"]), family_of(overloads["functional"]))
 
 
 def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:

@@ -237,15 +237,19 @@ def _first_error(exc: ValidationError) -> str:
     return f"{'.'.join(map(str, first['loc'])) or '(the whole file)'}: {first['msg'].lower()}"
 
 
-def mark_interrupted(run_dir: Path, message: str) -> bool:
-    """A run whose process is being stopped, or died, while it ran: its run.json says so (True if it
-    did say ``running``). Used by a batch on Ctrl-C, whose worker threads cannot finish their runs,
-    and on ``--resume`` for the runs of operators whose process died."""
+def read_run(run_dir: Path) -> RunRecord | None:
+    """The run's record, or None where its run.json is missing or is not a run record."""
     try:
-        record = RunRecord.read(run_dir)
+        return RunRecord.read(run_dir)
     except UnreadableRun:
-        return False
-    if not record.mark_interrupted(message):
+        return None
+
+
+def mark_interrupted(run_dir: Path, message: str) -> bool:
+    """A run whose process is being stopped while it runs: its run.json says so (True if it did say
+    ``running``). Used by a batch on Ctrl-C, whose worker threads cannot finish their runs."""
+    record = read_run(run_dir)
+    if record is None or not record.mark_interrupted(message):
         return False
     record.write(run_dir)
     return True
@@ -260,10 +264,10 @@ def interrupt_lost_runs(runs_dir: Path, batch_id: str, since: float) -> list[str
         try:
             if path.stat().st_mtime < since:
                 continue
-            record = RunRecord.read(path.parent)
-        except (OSError, UnreadableRun):
+        except OSError:  # removed meanwhile
             continue
-        if record.batch_id == batch_id and process_state(record.process) != "alive" and record.mark_interrupted(
+        record = read_run(path.parent)
+        if record is not None and record.batch_id == batch_id and process_state(record.process) != "alive" and record.mark_interrupted(
                 f"its process died with batch {batch_id}'s coordinator; --resume runs the operator again"):
             record.write(path.parent)
             lost.append(path.parent.name)

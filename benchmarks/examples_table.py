@@ -119,11 +119,13 @@ def bench_example(example: Path, args, root: Path) -> dict:
                                target_ms=args.target_ms, baseline="eager,inductor" if args.inductor else "eager",
                                profile=args.profile, ncu=args.ncu, timeout_s=args.timeout)
     except Exception as exc:  # noqa: BLE001 - one example that cannot be benched is a row, not the end of the table
-        return {"family": family, "op": op, "passed": False, "tests": "-", "timed": 0, "eager": None,
-                "inductor": None, "roof": None, "largest_copy_fraction": None, "largest": None,
-                "half_large_eager": None, "half_large_shapes": 0, "launches_per_call": None, "registers": None,
-                "message": f"{type(exc).__name__}: {str(exc)[:300]}", "wall_s": round(time.perf_counter() - started, 1),
-                "target": "correct", "met": False}
+        row = {"family": family, "op": op, "passed": False, "tests": "-", "timed": 0, "eager": None, "inductor": None,
+               "roof": None, "largest_copy_fraction": None, "largest": None, "half_large_eager": None,
+               "half_large_shapes": 0, "launches_per_call": None, "registers": None,
+               "message": f"{type(exc).__name__}: {str(exc)[:300]}", "wall_s": round(time.perf_counter() - started, 1),
+               "shapes": []}
+        row["target"], row["met"] = target_check(family, row)
+        return row
     return row_of(family, op, result.verdict, time.perf_counter() - started)
 
 

@@ -232,9 +232,9 @@ def test_an_overload_without_tests_of_its_own_is_not_served():
 
 
 def test_what_generate_asks_for():
-    from bbagent.agent.evaluation import Operator, resolve_operator
+    from bbagent.agent.evaluation import ResolvedOperator, resolve_operator
     family = ("aten.relu.default", "aten.relu_.default", "aten.relu.out")
-    assert resolve_operator("aten.relu.out") == Operator("aten.relu.out", "aten.relu.default", family, "elementwise_unary")
+    assert resolve_operator("aten.relu.out") == ResolvedOperator("aten.relu.out", "aten.relu.default", family, "elementwise_unary")
     asked = resolve_operator("aten.relu_.default", exact_overload=True)
     assert (asked.computation, asked.serves, asked.also_serves) == ("aten.relu_.default", ("aten.relu_.default",), [])
     # no functional sibling (it writes running statistics too): asked for and served as itself

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import InfrastructureError, ProviderError
-from bbagent.agent.evaluation import Operator
+from bbagent.agent.evaluation import ResolvedOperator
 from bbagent.agent.generate import dispatch
 from bbagent.agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
                                      round_summary)
@@ -88,7 +88,7 @@ def rival_part(rival: Rival, best_round: int, shown: int = 6) -> str:
 class Agent:
     """The loop for one operator. ``options`` are generate's (rounds, candidates, budgets, the
     target); the provider and the evaluator are set up already (``agent.generate.start``)."""
-    operator: Operator
+    operator: ResolvedOperator
     provider: Provider
     evaluate: Evaluator
     run: RunDir
@@ -106,9 +106,9 @@ class Agent:
         self.target_roof, self.patience = o.target_roof, o.patience
         self.population = Population()  # the correct, timed kernels worth showing again
         self.dispatch_tried: set[tuple[int, int]] = set()  # pairs of rounds a dispatcher was considered for
-        self.stopped_because = StoppedBecause.RUNNING
         self.record = RunRecord(
-            run_id=self.run.path.name, op=self.op, status="running", started_at=_now(), finished_at=None,
+            run_id=self.run.path.name, op=self.op, status="running", stopped_because=StoppedBecause.RUNNING,
+            started_at=_now(), finished_at=None,
             config=RunConfig(**{**o.model_dump(exclude={"replay"}), "provider": self.provider.name,
                                 "model": self.provider.model}),
             batch_id=self.batch_id, prompt_template=template_name(self.op), serves=list(self.operator.serves),
@@ -146,7 +146,7 @@ class Agent:
                         f"; {self.summary_of_best()}" if self.best else
                         "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else ""))
                     outcome.status = "accepted" if self.best else "stopped"
-                    self.stopped_because = StoppedBecause.BATCH_BUDGET if halted else StoppedBecause.BUDGET
+                    self.record.stopped_because = StoppedBecause.BATCH_BUDGET if halted else StoppedBecause.BUDGET
                     break
                 outcome.rounds_used = n
                 verdict, kernel_source = self.step(n)
@@ -157,24 +157,24 @@ class Agent:
                     self.try_dispatcher(n)
                 stop = self.stop_reason(n) if self.best is not None else None
                 if stop:
-                    self.stopped_because, outcome.message = stop
+                    self.record.stopped_because, outcome.message = stop
                     break
             else:
-                self.stopped_because = StoppedBecause.ROUNDS
+                self.record.stopped_because = StoppedBecause.ROUNDS
                 outcome.message = (self.summary_of_best() + f"; the {self.rounds} round(s) ran out" if self.best
                                    else self.record_why_failed())
         except ProviderError as exc:
-            self.stopped_because = StoppedBecause.PROVIDER_ERROR
+            self.record.stopped_because = StoppedBecause.PROVIDER_ERROR
             if self.best is None:
                 outcome.status, outcome.message, outcome.transient = "error", str(exc), exc.transient
             else:  # a correct kernel is already accepted: the provider only cut optimisation short
                 outcome.message = f"{self.summary_of_best()}; optimisation stopped by a provider error: {exc}"
         except KeyboardInterrupt:
             outcome.status, outcome.message = "interrupted", "interrupted by the user (Ctrl-C)"
-            self.stopped_because = StoppedBecause.INTERRUPTED
+            self.record.stopped_because = StoppedBecause.INTERRUPTED
             raise
         except Exception as exc:  # a harness or storage bug: recorded, then shown in full
-            self.stopped_because = StoppedBecause.ERROR
+            self.record.stopped_because = StoppedBecause.ERROR
             cause = "" if isinstance(exc, InfrastructureError) else "internal error: "  # e.g. a lost GPU
             outcome.status, outcome.message = "error", f"{cause}{type(exc).__name__}: {exc}"
             raise
@@ -189,11 +189,11 @@ class Agent:
         record = self.record
         if self.best is None and record.rounds:
             outcome.why_failed = record.why_failed = why_failed(record.rounds)
-        outcome.stopped_because = self.stopped_because
+        outcome.stopped_because = self.record.stopped_because
         outcome.spent = self.spent
         best = outcome.best
         record.status, record.finished_at, record.message = outcome.status, _now(), outcome.message
-        record.stopped_because, record.rounds_used = self.stopped_because, outcome.rounds_used
+        record.rounds_used = outcome.rounds_used
         record.accepted_dir = str(outcome.accepted_dir) if outcome.accepted_dir else None
         record.best_round, record.best_speedup = (best.round, best.speedup) if best else (None, None)
         record.best_fast_p, record.best_gpu = (best.fast_p, best.gpu) if best else (None, None)
@@ -391,12 +391,12 @@ class Agent:
     def try_candidate(self, n: int, k: int, where: str, completion) -> "Candidate":
         """Store one answer, extract its kernel and evaluate it."""
         self.run.write(f"{where}/response.md", completion.text)
-        usage = completion.model_dump(exclude={"text"})
-        self.run.write_json(f"{where}/usage.json", usage)
+        usage = Usage(**completion.model_dump(exclude={"text"}))
+        self.run.write_json(f"{where}/usage.json", usage.model_dump())
         self.spent.count(completion)
         source = extract_code(completion.text)
         if source is None:
-            return Candidate(k, completion, None, None, CandidateRecord(outcome="no_code", usage=Usage(**usage)))
+            return Candidate(k, completion, None, None, CandidateRecord(outcome="no_code", usage=usage))
         kernel_path = self.run.write(f"{where}/kernel.py", source)
         self.save()
         self.report(Evaluating(round=n, candidate=k + 1, candidates=self.candidates))
@@ -406,7 +406,7 @@ class Agent:
         prepared = getattr(self.evaluate, "prepared", None)
         if prepared is not None and self.record.suite_ahead is None:  # built while the first answer was written
             self.record.suite_ahead = prepared
-        record = CandidateRecord(outcome=verdict.verdict, usage=Usage(**usage), summary=verdict.summary,
+        record = CandidateRecord(outcome=verdict.verdict, usage=usage, summary=verdict.summary,
                                  error_kind=verdict.error_kind, message=verdict.message,
                                  failures=failure_groups_of(verdict), counts=verdict.test_counts())
         if verdict.passed:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.evaluation import (Operator, check_channels_last, check_evaluation, evaluator, resolve_operator,
+from bbagent.agent.evaluation import (ResolvedOperator, check_channels_last, check_evaluation, evaluator, resolve_operator,
                                       timing_options)
 from bbagent.agent.generate.loop import Agent, Outcome
 from bbagent.agent.generate.progress import Retrying, Started, listener
@@ -28,11 +28,11 @@ def require_price(model: str | None) -> None:
                          "--max-cost-usd")
 
 
-def run_generate(op: str | Operator, options: GenerateOptions, root: str | Path | None, *, report: Callable | None = None, executor=None,
+def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str | Path | None, *, report: Callable | None = None, executor=None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
                  resumed: bool = False, halt: Callable[[], str | None] | None = None,
                  spent: Spent | None = None) -> Outcome:
-    """Ask for a kernel for ``op`` (a name, or an ``Operator`` resolved already, as a batch's is) as
+    """Ask for a kernel for ``op`` (a name, or a ``ResolvedOperator`` a batch resolved) as
     ``options`` say, under ``root`` (``agent.storage.resolve_root``;
     created once the checks passed), and return the run's Outcome. ``report(event)`` hears the
     progress, one ``agent.generate.progress`` event at a time (a two-argument ``report(name, data)``
@@ -43,7 +43,7 @@ def run_generate(op: str | Operator, options: GenerateOptions, root: str | Path 
     from bbagent.agent.providers import RetryPolicy, make_provider
     from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
     from bbagent.agent.providers.logged import LoggedProvider
-    operator = op if isinstance(op, Operator) else resolve_operator(op, options.exact_overload)
+    operator = op if isinstance(op, ResolvedOperator) else resolve_operator(op, options.exact_overload)
     computation, serves = operator.computation, list(operator.serves)
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     channels_last = check_channels_last(computation, options.channels_last)

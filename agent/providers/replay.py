@@ -19,7 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from bbagent.agent.providers.base import Completion, ProviderError
-from bbagent.agent.run_record import RunRecord, UnreadableRun
+from bbagent.agent.run_record import read_run
 
 SHIPPED_REPLAYS = Path(__file__).resolve().parent / "replays"
 _LOCK = threading.Lock()
@@ -51,11 +51,8 @@ def _from_run_dir(source: Path) -> tuple[str, list[dict]]:
     if not exchanges:
         raise ProviderError(f"replay source {source} holds no round-*/response.md or "
                             "round-*/candidate-*/response.md files: it is not a run directory")
-    try:
-        config = RunRecord.read(source).config
-    except UnreadableRun:
-        config = None
-    model = (config.model if config is not None else None) or "replay"
+    record = read_run(source)
+    model = (record.config.model if record is not None and record.config is not None else None) or "replay"
     return model, exchanges
 
 

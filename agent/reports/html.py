@@ -19,8 +19,8 @@ from bbagent.agent.errors import ReportError
 from bbagent.agent.money import cost_text
 from bbagent.agent.review.lifecycle import status_of, version_folders
 from bbagent.agent.review.meta import PerformanceRecord, read_meta
-from bbagent.agent.reports.runs import read_run, run_id_of
-from bbagent.agent.run_record import RoundRecord, RunRecord
+from bbagent.agent.reports.runs import run_id_of
+from bbagent.agent.run_record import RoundRecord, RunRecord, read_run
 
 MAX_SHAPE_LINES = 12
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from bbagent.agent.machine import process_state
-from bbagent.agent.run_record import RunRecord, UnreadableRun
+from bbagent.agent.run_record import RunRecord, read_run
 
 RUN_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{4}$")
 BATCH_ID = re.compile(r"^batch-\d{8}-\d{6}-[0-9a-f]{4}$")
@@ -26,14 +26,6 @@ def age_s(path: Path) -> float:
     age comes from its ledger: opening a ledger writes its files.)"""
     newest = max((p.stat().st_mtime for p in [path, *path.iterdir()]), default=path.stat().st_mtime)
     return time.time() - newest
-
-
-def read_run(run_dir: Path) -> RunRecord | None:
-    """The run's record, or None where its run.json is missing or is not a run record."""
-    try:
-        return RunRecord.read(run_dir)
-    except UnreadableRun:
-        return None
 
 
 def run_status(record: RunRecord | None) -> str:

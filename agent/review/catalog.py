@@ -10,7 +10,7 @@ from bbagent.agent.errors import ReviewError
 from bbagent.agent.families import family_of
 from bbagent.agent.review.lifecycle import SHOWN_STATUSES, changes, set_status, status_of, version_folders
 from bbagent.agent.review.meta import KernelMeta, read_meta
-from bbagent.agent.run_record import RunRecord, UnreadableRun
+from bbagent.agent.run_record import read_run
 
 SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
 NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)
@@ -99,9 +99,8 @@ def last_failure(root: Path, op: str) -> str:
     (empty when there is no such run)."""
     runs = sorted((root / "runs").glob(f"*-{op}-*/run.json"), reverse=True)
     for path in runs:
-        try:
-            record = RunRecord.read(path.parent)
-        except UnreadableRun:
+        record = read_run(path.parent)
+        if record is None:
             continue
         if record.status in ("failed", "stopped", "error"):
             return f". Its last run, {path.parent.name}, {record.status}: {record.message or '?'}"
