@@ -50,7 +50,7 @@ LAYERS = (
     ("harness.events", "harness.fingerprint", "harness.gpu_pause", "harness.nvml", "harness.opinfo_index",
      "harness.ops", "harness.plain", "harness.redact", "harness.stopwatch", "harness.traces", "harness.verdict",
      "harness.workdirs"),
-    ("harness.error_kinds",),
+    ("harness.error_kinds", "harness.parse"),
 )
 
 

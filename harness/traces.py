@@ -26,6 +26,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from bbagent.harness.parse import parse
+
 SHIPPED_TRACES = Path(__file__).parent / "data" / "model_traces.txt"
 
 DTYPE_NAMES = {
@@ -220,7 +222,7 @@ def parse_call_line(op: str, line: str) -> TraceCall:
         raise TraceFormatError(f"expected 'cnt: N, (...)': {line[:80]}")
     count = int(head.split(":", 1)[1])
     try:
-        tree = ast.parse(rest.strip(), mode="eval").body
+        tree = parse(rest.strip(), mode="eval").body
     except SyntaxError as exc:
         raise TraceFormatError(f"cannot parse arguments: {exc}") from None
     value = _eval_node(tree)

@@ -18,6 +18,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from bbagent.harness.parse import parse
+
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n]*)$")
 _PYTHON_TAGS = {"", "python", "py", "python3", "py3"}
 _DEFINES_KERNEL = re.compile(r"^def kernel\s*\(", re.MULTILINE)
@@ -79,7 +81,7 @@ def _unfenced_module(answer: str) -> str | None:
 
 def _parses(source: str) -> bool:
     try:
-        ast.parse(source)
+        parse(source)
     except SyntaxError:
         return False
     return True
@@ -91,7 +93,7 @@ def _with_missing_definitions(chosen: str, blocks: list[str]) -> str:
     parsed = {}
     for index, block in enumerate(blocks):
         try:
-            parsed[index] = ast.parse(block)
+            parsed[index] = parse(block)
         except SyntaxError:
             continue
     start = next(i for i, b in enumerate(blocks) if b is chosen)

@@ -15,6 +15,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from bbagent.harness.parse import parse
+
 
 class CannotMerge(ValueError):
     pass
@@ -39,7 +41,7 @@ def merge(parts: list[Part], host_names: dict[str, tuple]) -> Merged:
     trees = []
     for part in parts:
         try:
-            trees.append(ast.parse(part.source))
+            trees.append(parse(part.source))
         except SyntaxError as exc:
             raise CannotMerge(f"a part does not parse: {exc}") from None
     bindings = [_top_level_bindings(tree) for tree in trees]
@@ -72,7 +74,7 @@ def _import_identity(node: ast.AST, alias: ast.alias) -> tuple:
 
 def import_identity(statement: str) -> dict[str, tuple]:
     """What the names of one import statement are bound to (for ``host_names``)."""
-    node = ast.parse(statement).body[0]
+    node = parse(statement).body[0]
     return {(alias.asname or alias.name.split(".")[0]): _import_identity(node, alias) for alias in node.names}
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 
 from bbagent.harness.checks.allowed import torch_functions
+from bbagent.harness.parse import parse
 
 FORBIDDEN_MODULES = frozenset({
     "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading",
@@ -301,7 +302,7 @@ def _is_torch_compute(name: str) -> bool:
 def check_source(source: str) -> list[dict]:
     """Findings for the candidate's source; a syntax error yields none (the import step reports it)."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return []
     checker = _Checker(tree)
