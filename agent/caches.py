@@ -1,7 +1,8 @@
 """What bbagent keeps between runs outside ``runs/`` and ``generated_kernels/``, listed and cleared
 (``bbagent cache``): the built suites (``harness.suite.cache``: up to 200, new keys after every
 harness change), the Triton kernels the candidates compiled, the timing cache of eager measurements
-(``ROOT/runs/reference_timings.sqlite``), and the working folders of processes that ended without
+(``ROOT/runs/reference_timings.sqlite``), the GPU's probed facts the prompts state
+(``agent.gpu_facts``), and the working folders of processes that ended without
 removing them (``harness.workdirs``: a ``kill -9``). Clearing never touches what a live process uses:
 a working folder is removed only once its process is gone.
 """
@@ -12,7 +13,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-CACHES = ("suites", "triton", "timing", "workdirs")
+CACHES = ("suites", "triton", "timing", "devices", "workdirs")
 
 
 @dataclass
@@ -40,6 +41,7 @@ def _folder(name: str, path: Path, what: str, pattern: str = "*") -> Cache:
 
 def caches(root: Path) -> list[Cache]:
     """Every cache, with where it is, how many entries it holds and their bytes."""
+    from bbagent.agent import gpu_facts
     from bbagent.harness import workdirs
     from bbagent.harness.sandbox.parent.environment import triton_cache_dir
     from bbagent.harness.suite.cache import cache_dir
@@ -51,6 +53,8 @@ def caches(root: Path) -> list[Cache]:
         _folder("triton", triton_cache_dir(), "the kernels the candidates compiled (Triton's own cache)"),
         Cache("timing", str(timing), 1 if timing.is_file() else 0, timing.stat().st_size if timing.is_file() else 0,
               "eager aten's timings and the GPU's yardsticks, reused by later runs (--no-cache ignores them)"),
+        _folder("devices", gpu_facts.cache_dir(), "the GPU's facts the first prompt states, probed once per GPU model, "
+                "torch and Triton", "*.json"),
         Cache("workdirs", tempfile.gettempdir(), len(orphans), sum(workdirs.size_of(p) for p in orphans),
               "working folders of bbagent processes that ended without removing them"),
     ]

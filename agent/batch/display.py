@@ -16,7 +16,7 @@ from rich.text import Text
 from bbagent.agent.batch.events import (Activity, BatchStarted, BudgetSpent, CoordinatorLost, DatasetChosen, OpEnded,
                                         OpInterrupted, OpRetried, OpStarted, Resumed, RunProgress, RunsInterrupted,
                                         WorkdirsRemoved)
-from bbagent.agent.generate.progress import DatasetInputs, Progress, ReplacedApproved, RoundDone
+from bbagent.agent.generate.progress import DatasetInputs, DeviceProbed, ProbingDevice, Progress, ReplacedApproved, RoundDone
 from bbagent.agent.money import cost_text
 
 
@@ -80,6 +80,8 @@ LINES = {  # event type -> its line (rich markup); events not here print none
                                 "'interrupted' in their run.json"),
     BatchStarted: _batch_start_line,
     DatasetChosen: _dataset_line,
+    ProbingDevice: lambda e: "probing the GPU for the prompts (once per GPU model, torch and Triton)",
+    DeviceProbed: lambda e: escape(e.line()),
     OpStarted: lambda e: f"{e.op}: started",
     WorkdirsRemoved: lambda e: (f"removed {e.folders} working folder(s) that ended bbagent processes left "
                                 f"behind ({e.bytes / 2**20:.1f} MiB)"),

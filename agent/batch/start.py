@@ -261,7 +261,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
     """Start a batch of ``choice`` with ``options`` (or, with ``resume``, continue the batch of that
     id with its own; ``given``: the options set for the resume, to be refused where they differ)
     and run it to its end. ``root`` exists and is writable."""
-    from bbagent.agent.generate.start import require_price, run_generate
+    from bbagent.agent.generate.start import probe_the_gpu, require_price, run_generate
     from bbagent.agent.providers.limiter import RateLimiter
     budgets = check_plan(plan)
     if plan.retry_failed and resume is None:
@@ -303,6 +303,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
                 hear(DatasetInputs(**used))
             return outcome
         runner.generate = generate_one
+        probe_the_gpu(options.device, runner.event)  # once, before the workers ask for their first prompts
         return runner.run()
     finally:
         evaluations.close()

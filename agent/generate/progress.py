@@ -142,6 +142,26 @@ class ReplacedApproved(Progress):
 
 
 @dataclass(frozen=True)
+class ProbingDevice(Progress):
+    """The GPU is being probed for the first prompt (``agent.gpu_facts``: once per GPU model and stack)."""
+    name: ClassVar[str] = "probing_device"
+
+
+@dataclass(frozen=True)
+class DeviceProbed(Progress):
+    """The probe ended: the GPU it described, or why it failed (the prompt then says nothing of the device)."""
+    name: ClassVar[str] = "device_probed"
+    gpu: str | None
+    seconds: float
+    failure: str | None = None
+
+    def line(self) -> str:
+        if self.gpu is not None:
+            return f"probed the GPU for the prompt in {self.seconds:g} s: {self.gpu}"
+        return f"the GPU could not be probed ({self.failure}); the prompt says nothing of the device"
+
+
+@dataclass(frozen=True)
 class DatasetInputs(Progress):
     """After a batch's run: how many of the dataset's inputs for the operator ran as tests, and why
     the others did not (told by the batch, through the run's listener)."""

@@ -14,6 +14,7 @@ import jinja2
 import torch
 
 from bbagent.agent.families import PROMPTS_DIR, family_map, family_of
+from bbagent.agent.gpu_facts import facts_for
 from bbagent.agent.generate.signature import parameters, signature
 from bbagent.harness import opinfo_index
 from bbagent.harness.checks.compare import TOLERANCES
@@ -87,6 +88,7 @@ def op_context(op_name: str, device: str | None = None, channels_last: bool = Fa
         "stack": {"triton": _triton_version(), "interpreter": device == "cpu"},
         "example": worked_example(family_of(op_name)),
         "channels_last": channels_last_examples(op, calls, device) if channels_last else None,
+        "facts": facts_for(device),  # the GPU's probed facts (prompts/device.j2); None on the CPU
     }
 
 

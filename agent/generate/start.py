@@ -6,6 +6,7 @@ its executor (where evaluations run), its shared rate limiter and a dataset's in
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -13,7 +14,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.evaluation import (ResolvedOperator, check_channels_last, check_evaluation, evaluator, resolve_operator,
                                       timing_options)
 from bbagent.agent.generate.loop import Agent, Outcome
-from bbagent.agent.generate.progress import Retrying, Started, listener
+from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retrying, Started, listener
 from bbagent.agent.generate.spending import Spent
 from bbagent.agent.generate.testable import refuse_untested
 from bbagent.agent.options import GenerateOptions
@@ -73,6 +74,7 @@ def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str
                                     "temperature": options.temperature})
     report(Started(op=operator.requested, computation=computation, serves=serves, provider=logged.name, model=logged.model,
                    rounds=options.rounds, candidates=options.candidates, run_dir=str(run.path)))
+    probe_the_gpu(options.device, report)
     evaluate = evaluator(root, device=options.device, seed=options.seed, timeout_s=options.timeout_s, timing=timing,
                          overloads=serves, executor=executor, extra_traces=extra_traces, channels_last=channels_last)
     agent = Agent(operator=operator, provider=logged, evaluate=evaluate, run=run, root=root,
@@ -80,3 +82,16 @@ def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str
                                                      "baseline": ",".join(timing.baselines)}),
                   report=report, halt=halt, spent=spent if spent is not None else Spent(), batch_id=batch_id)
     return agent.generate()
+
+
+def probe_the_gpu(device: str, report) -> None:
+    """Probe the GPU for the first prompt's section on it (``agent.gpu_facts``), telling the listener,
+    unless it was probed before (cached) or there is none."""
+    from bbagent.agent.gpu_facts import facts_for, probe_failure
+    if device != "cuda" or facts_for(device, probe=False) is not None or probe_failure(device):
+        return
+    started = time.monotonic()
+    report(ProbingDevice())
+    facts = facts_for(device)
+    report(DeviceProbed(gpu=facts.gpu.name if facts else None, seconds=round(time.monotonic() - started, 1),
+                        failure=probe_failure(device)))

@@ -9,8 +9,9 @@ import time
 from rich.console import Console
 from rich.markup import escape
 
-from bbagent.agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, NewBest,
-                                     Progress, ReplacedApproved, Retrying, RoundDone, SameKernel, Started)
+from bbagent.agent.generate.progress import (Asking, CandidateJudged, DeviceProbed, DispatcherDone, DispatcherTried,
+                                             Evaluating, NewBest, ProbingDevice, Progress, ReplacedApproved, Retrying,
+                                             RoundDone, SameKernel, Started)
 
 TABLE_WIDTH = 160
 MESSAGE_LINES = 30
@@ -151,7 +152,7 @@ class RoundReporter:
                          Evaluating: self._evaluating, CandidateJudged: self._candidate, NewBest: self._best,
                          DispatcherTried: self._dispatcher, DispatcherDone: self._dispatcher_done,
                          ReplacedApproved: self._replaced_approved, SameKernel: self._same_kernel,
-                         RoundDone: self._round}
+                         RoundDone: self._round, ProbingDevice: self._probing, DeviceProbed: self._probed}
 
     def __call__(self, event: Progress) -> None:
         handler = self.handlers.get(type(event))
@@ -175,6 +176,13 @@ class RoundReporter:
                            f"run directory {event.run_dir}")
         if len(event.serves) > 1:
             self.console.print(f"the kernel is tested and served as {', '.join(event.serves)}")
+
+    def _probing(self, event: ProbingDevice) -> None:
+        self.wait("probing the GPU for the prompt (once per GPU model, torch and Triton)")
+
+    def _probed(self, event: DeviceProbed) -> None:
+        self.stop_waiting()
+        self.console.print(escape(event.line()))
 
     def _asking(self, event: Asking) -> None:
         many = f" for {event.candidates} candidates" if event.candidates > 1 else ""

@@ -298,7 +298,7 @@ def cmd_cache(args, out, err) -> int:
                       markup=False)
         return EXIT_OK
     if not args.names:
-        raise UsageError("cache clear needs what to clear: suites, triton, timing, workdirs or all")
+        raise UsageError("cache clear needs what to clear: suites, triton, timing, devices, workdirs or all")
     removed = clear(root, args.names, dry_run=args.dry_run)
     if args.json:
         print(json.dumps([c.row() for c in removed]))

@@ -116,7 +116,7 @@ def _cache_command(sub) -> None:
                                     "(kill -9). `bbagent cache clear suites|triton|timing|workdirs|all` empties "
                                     "them; a working folder is removed only once its process is gone.")
     ca.add_argument("action", nargs="?", choices=["list", "clear"], default="list")
-    ca.add_argument("names", nargs="*", metavar="NAME", help="with clear: suites, triton, timing, workdirs or all")
+    ca.add_argument("names", nargs="*", metavar="NAME", help="with clear: suites, triton, timing, devices, workdirs or all")
     ca.add_argument("--dry-run", action="store_true", help="with clear: only say what would be removed")
     ca.add_argument("--json", action="store_true", help="print one JSON document")
     _add_root(ca)

@@ -1,0 +1,100 @@
+"""The facts of this machine's GPU that the first prompt states (``prompts/device.j2``): probed once
+per GPU model, torch and Triton in a process of its own (``python -m bbagent.harness.device_probe``,
+about 20 s; this process never initialises CUDA) and kept in a per-user cache. On the CPU, or where
+the probe fails, there are none and the prompt says nothing about the device.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from importlib import metadata
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from bbagent.agent.machine import visible_gpu
+from bbagent.harness.device_probe.facts import PROBE_FORMAT, DeviceFacts
+
+PROBE_TIMEOUT_S = 300
+_lock = threading.Lock()
+_failed: dict[str, str] = {}  # cache key -> why the probe failed, so a batch asks once per process
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BBAGENT_DEVICE_CACHE") or Path(tempfile.gettempdir()) / f"bbagent-devices-{os.getuid()}")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "none"
+
+
+def cache_file(gpu: str) -> Path:
+    key = "|".join((gpu, _version("torch"), _version("triton"), str(PROBE_FORMAT)))
+    return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+
+
+def cached_facts(gpu: str) -> DeviceFacts | None:
+    """The facts probed earlier for this GPU model and stack, or None (never probed, or unreadable)."""
+    try:
+        facts = DeviceFacts.model_validate_json(cache_file(gpu).read_text())
+    except (OSError, ValidationError):
+        return None
+    return facts if facts.gpu is not None else None
+
+
+def facts_for(device: str | None, probe: bool = True) -> DeviceFacts | None:
+    """The probed facts of the GPU that evaluations on ``device`` run on: cached, else probed now
+    (``probe``; one probe at a time across threads and processes); None on the CPU, where no NVIDIA
+    GPU is visible, or where the probe failed (``probe_failure`` says why)."""
+    if device != "cuda":
+        return None
+    gpu = visible_gpu()
+    if gpu is None:
+        return None
+    found = cached_facts(gpu)
+    if found is not None or not probe:
+        return found
+    path = cache_file(gpu)
+    with _lock:
+        if path.name in _failed:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another bbagent process may be probing it now
+            found = cached_facts(gpu)
+            if found is None:
+                found = _probe(path)
+    return found
+
+
+def probe_failure(device: str | None) -> str | None:
+    """Why the last probe of this process for ``device``'s GPU failed, or None."""
+    gpu = visible_gpu() if device == "cuda" else None
+    return _failed.get(cache_file(gpu).name) if gpu else None
+
+
+def _probe(path: Path) -> DeviceFacts | None:
+    try:
+        done = subprocess.run([sys.executable, "-m", "bbagent.harness.device_probe", "--device", "cuda"],
+                              capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError((done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1])
+        facts = DeviceFacts.model_validate_json(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, RuntimeError, ValidationError, IndexError) as exc:
+        _failed[path.name] = f"{type(exc).__name__}: {str(exc)[:300]}"
+        return None
+    if facts.gpu is None:
+        _failed[path.name] = "the probe found no GPU"
+        return None
+    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    temporary.write_text(facts.model_dump_json(indent=1))
+    os.replace(temporary, path)
+    return facts
