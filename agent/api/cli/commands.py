@@ -166,6 +166,10 @@ def cmd_prompt(args, out, err) -> int:
     operator = resolve_operator(args.op, args.exact_overload)
     computation, serves = operator.computation, list(operator.serves)
     if args.round_feedback is None:
+        from bbagent.agent.generate.start import probe_the_gpu
+        from bbagent.agent.reports.console import RoundReporter
+        from bbagent.harness.evaluate import default_device
+        probe_the_gpu(args.device or default_device(), RoundReporter(err))  # told on stderr, as generate tells it
         text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device,
                                     channels_last=args.channels_last), \
             template_name(computation)
