@@ -31,6 +31,11 @@ def test_a_wheel_installed_in_a_fresh_virtualenv_works_from_an_empty_directory(t
         top = {name.split("/")[0] for name in archive.namelist()}
     assert top == {"bbagent", wheel.name.split("-py")[0] + ".dist-info"}, \
         f"the wheel installs {sorted(top)}; a build/ folder left in the checkout by an older layout adds its packages"
+        shipped = {str(Path(name).parent) for name in archive.namelist() if name.endswith("/__init__.py")}
+    # every package of the checkout is in it (pyproject.toml lists them one by one)
+    wanted = {"bbagent/" + str(init.parent.relative_to(ROOT)) for place in ("agent", "harness")
+              for init in (ROOT / place).rglob("__init__.py") if "api" not in init.relative_to(ROOT).parts[1:2]}
+    assert wanted <= shipped, f"packages missing from the wheel (add them to pyproject.toml): {sorted(wanted - shipped)}"
     venv = tmp_path / "venv"
     assert _run([sys.executable, "-m", "venv", venv], cwd=tmp_path).returncode == 0
     # the torch already installed here (a CPU build from this machine's local file), then the wheel
@@ -57,6 +62,8 @@ def test_a_wheel_installed_in_a_fresh_virtualenv_works_from_an_empty_directory(t
     # nothing was written into the installed package or the checkout
     site = next((venv / "lib").glob("python*/site-packages"))
     assert not (site / "runs").exists() and not (site / "generated_kernels").exists()
+    probed = _run([venv / "bin" / "python", "-m", "bbagent.harness.device_probe", "--device", "cpu"], cwd=work)
+    assert probed.returncode == 0 and '"interpreter":true' in probed.stdout, probed.stderr
     api = _run([venv / "bin" / "python", "-c", "import bbagent; print(bbagent.__version__)"], cwd=work)
     assert api.returncode == 0 and api.stdout.strip() == version.stdout.split()[1], api.stderr
 
