@@ -92,7 +92,8 @@ def bench(op: str, kernel: str | Path | None = None, *, root: str | Path | None 
     trace shapes (GPU), and write one benchmark record per (input, engine) to
     ``root/runs/bench-<id>/bench.jsonl``; ``settings`` are ``agent.bench.run.BenchRequest``'s
     (kernel_for, device, seed, timeout_s, max_shapes, target_ms, no_cache, allow_no_opinfo,
-    baseline "eager,inductor", inductor_mode, channels_last, profile, ncu). ``on_start`` hears the
+    baseline "eager,inductor", inductor_mode, channels_last, profile, ncu, extra_traces: more inputs
+    per operator name as a dataset gives them, timed first). ``on_start`` hears the
     run directory before the evaluation starts. Returns a ``BenchResult``."""
     from bbagent.agent.bench.run import BenchRequest, run_bench
     known = list(BenchRequest.__dataclass_fields__)

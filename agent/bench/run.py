@@ -34,6 +34,7 @@ class BenchRequest:
     channels_last: bool = False
     profile: bool = False
     ncu: bool = False
+    extra_traces: dict | None = None  # more inputs per operator name, timed first ({"line", "timed"}: a dataset's form)
 
 
 @dataclass
@@ -60,7 +61,8 @@ def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Pa
     if on_start is not None:
         on_start(run.path)
     verdict = evaluator(root, device=request.device, seed=request.seed, timeout_s=request.timeout_s, timing=timing,
-                        kernel_for=written_for, channels_last=check_channels_last(op, request.channels_last))(op, kernel)
+                        kernel_for=written_for, channels_last=check_channels_last(op, request.channels_last),
+                        extra_traces=request.extra_traces)(op, kernel)
     run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
     bench_file, records = write_bench(run.path, verdict)
     if request.kernel is None and verdict.passed and verdict.geomean_speedup() is not None:

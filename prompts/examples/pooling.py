@@ -12,8 +12,9 @@ import triton.language as tl
 @triton.jit
 def _max_pool(x_ptr, out_ptr, idx_ptr, N, C, H, W, OH, OW, s_n, s_c, s_h, s_w,
               KH, KW, SH, SW, PH, PW, DH, DW, LOWEST: tl.constexpr, CHANNELS_LAST: tl.constexpr,
-              BLOCK: tl.constexpr):
-    offsets = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+              BLOCK: tl.constexpr, INDEX: tl.constexpr):
+    # int32 index arithmetic (divisions are several times faster) unless a tensor is too large for it
+    offsets = tl.program_id(0).to(INDEX) * BLOCK + tl.arange(0, BLOCK)
     valid = offsets < N * C * OH * OW
     if CHANNELS_LAST:  # the output's memory order: n, oh, ow, c
         c, rest = offsets % C, offsets // C
@@ -66,9 +67,11 @@ def kernel(self, kernel_size, stride=[], padding=[0, 0], dilation=[1, 1], ceil_m
     if n:
         lowest = float("-inf") if self.dtype.is_floating_point else torch.iinfo(self.dtype).min
         BLOCK = 256
+        big = max(n, x.numel(), max(s * (d - 1) for s, d in zip(x.stride(), x.shape)) + 1) >= 2**31
         _max_pool[(triton.cdiv(n, BLOCK),)](x, out, idx, N, C, H, W, OH, OW, *x.stride(),
                                             KH, KW, SH, SW, PH, PW, DH, DW, LOWEST=lowest,
-                                            CHANNELS_LAST=channels_last, BLOCK=BLOCK)
+                                            CHANNELS_LAST=channels_last, BLOCK=BLOCK,
+                                            INDEX=tl.int64 if big else tl.int32)
     if self.dim() == 3:
         out, idx = out.squeeze(0), idx.squeeze(0)
     return out, idx
