@@ -43,7 +43,7 @@ def extra_inputs(op: str) -> dict | None:
     target, for ``aten.mm.default`` (as a dataset's rows: timed first)."""
     if op != "aten.mm.default":
         return None
-    return {op: [{"line": f"((T([{m}, {k}], {dtype}), T([{k}, {n}], {dtype})), {{}})", "timed": True}
+    return {op: [{"line": f"cnt: 1, ((T([{m}, {k}], {dtype}), T([{k}, {n}], {dtype})), {{}})", "timed": True}
                  for m, k, n, dtype in MATMUL_SHAPES]}
 
 

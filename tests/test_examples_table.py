@@ -65,3 +65,16 @@ def test_one_example_benched_on_the_cpu_gives_its_row(tmp_path):
     wrong = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "examples_table.py"), "--families", "nope"],
                            capture_output=True, text=True, timeout=120)
     assert wrong.returncode == 2 and "no example for nope" in wrong.stderr
+
+
+def test_the_matmul_targets_shapes_are_valid_inputs_and_a_bad_one_is_refused():
+    from bbagent.agent.bench.run import check_extra_traces
+    from bbagent.agent.errors import UsageError
+    examples_table = load_table()
+    extra = examples_table.extra_inputs("aten.mm.default")
+    check_extra_traces(extra)  # every line parses
+    assert len(extra["aten.mm.default"]) == len(examples_table.MATMUL_SHAPES)
+    assert all(min(examples_table._dims(e["line"])) >= examples_table.MATMUL_MIN_DIM for e in extra["aten.mm.default"])
+    assert examples_table.extra_inputs("aten.relu.default") is None
+    with pytest.raises(UsageError, match="not an input of the traces' form"):
+        check_extra_traces({"aten.mm.default": [{"line": "((T([2, 2], f16), T([2, 2], f16)), {})"}]})

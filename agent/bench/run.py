@@ -50,6 +50,7 @@ def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Pa
     evaluation starts. An accepted kernel timed as served records its speed in its meta.json."""
     check_op(op)
     check_evaluation(request.device, request.timeout_s, request.allow_no_opinfo)
+    check_extra_traces(request.extra_traces)
     timing = timing_options(root, max_shapes=request.max_shapes, target_ms=request.target_ms,
                             no_cache=request.no_cache, keep_raw=True,
                             engines=engines_of(request.baseline, request.inductor_mode),
@@ -68,6 +69,20 @@ def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Pa
     if request.kernel is None and verdict.passed and verdict.geomean_speedup() is not None:
         record_overload_speed(kernel.parent, op, verdict, run.path.name)
     return BenchResult(verdict, run.path, bench_file, records)
+
+
+def check_extra_traces(extra: dict | None) -> None:
+    """A UsageError naming the first input of ``extra`` that is not a trace line (the suite would
+    leave it out without a word)."""
+    from bbagent.agent.errors import UsageError
+    from bbagent.harness.traces import TraceFormatError, parse_call_line
+    for name, entries in (extra or {}).items():
+        for entry in entries:
+            try:
+                parse_call_line(name, entry["line"])
+            except (TraceFormatError, KeyError, TypeError) as exc:
+                raise UsageError(f"extra_traces[{name!r}]: {entry!r} is not an input of the traces' form "
+                                 f"({{'line': \"cnt: 1, ((T([2, 3], f16),), {{}})\", 'timed': True}}): {exc}") from None
 
 
 def record_overload_speed(folder: Path, op: str, verdict: Verdict, bench_run: str) -> None:

@@ -1,38 +1,104 @@
-"""aten.sum.dim_IntList: reduced dimensions moved last and made contiguous ([rows, length]), each
-program sums a block of rows in chunks; integers and bools accumulate in int64, float16/bfloat16
-in float32. (For a leading-dimension reduction the copy costs a full pass: indexing the input
-with its strides, a block of columns per program, avoids it.)"""
+"""aten.sum.dim_IntList: no copy of the input. Its dimensions are merged where their strides allow
+(`_groups`: kept dimensions in their order, reduced ones in any order, as a sum allows) into
+out[o, i] = sum over r of x[o * so + r * sr + i * si]. Without kept inner dimensions (I = 1: the
+reduced dimensions are the innermost) each program sums a block of rows in chunks (`_row_sum`);
+with them, each program takes one o and a block of i, looping over r, reading rows of i side by
+side (`_col_sum`: a leading-dimension reduction stays coalesced). Where the dimensions do not merge
+that far, the input is made contiguous first. Integers and bools accumulate in int64,
+float16/bfloat16 in float32."""
 import torch
 import triton
 import triton.language as tl
 
 
 @triton.jit
-def _row_sum(x_ptr, out_ptr, rows, length, ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def _row_sum(x_ptr, out_ptr, rows, length, so, sr, ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     acc = tl.zeros([ROWS, BLOCK], dtype=ACC)
     for start in range(0, length, BLOCK):
-        cols = start + tl.arange(0, BLOCK)
+        cols = start + tl.arange(0, BLOCK).to(tl.int64)
         mask = (row[:, None] < rows) & (cols[None, :] < length)
-        acc += tl.load(x_ptr + row[:, None] * length + cols[None, :], mask=mask, other=0).to(ACC)
+        acc += tl.load(x_ptr + row[:, None] * so + cols[None, :] * sr, mask=mask, other=0).to(ACC)
     tl.store(out_ptr + row, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty), mask=row < rows)
+
+
+@triton.jit
+def _col_sum(x_ptr, out_ptr, R, I, so, sr, si, CHUNK, splits, ACC: tl.constexpr, BR: tl.constexpr,
+             BI: tl.constexpr):
+    """out[o, s, i]: the sum over r in chunk s (of CHUNK) of x[o, r, i]; one chunk: the sum itself."""
+    i_blocks = tl.cdiv(I, BI)
+    i = (tl.program_id(0) % i_blocks).to(tl.int64) * BI + tl.arange(0, BI)
+    s = (tl.program_id(0) // i_blocks) % splits
+    o = (tl.program_id(0) // i_blocks // splits).to(tl.int64)
+    acc = tl.zeros([BR, BI], dtype=ACC)
+    for start in range(0, CHUNK, BR):
+        r = (s * CHUNK + start + tl.arange(0, BR)).to(tl.int64)
+        mask = (r[:, None] < R) & (start + tl.arange(0, BR)[:, None] < CHUNK) & (i[None, :] < I)
+        acc += tl.load(x_ptr + o * so + r[:, None] * sr + i[None, :] * si, mask=mask, other=0).to(ACC)
+    tl.store(out_ptr + (o * splits + s) * I + i, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=i < I)
+
+
+def _merged(pairs):
+    """[size, stride] pairs (outermost first) with size-1 ones dropped and neighbours merged where
+    one stride steps through both."""
+    merged = []
+    for size, stride in pairs:
+        if size == 1:
+            continue
+        if merged and merged[-1][1] == stride * size:
+            merged[-1] = [merged[-1][0] * size, stride]
+        else:
+            merged.append([size, stride])
+    return merged
+
+
+def _groups(x, dims):
+    """(O, so), (R, sr), (I, si) of ``x`` reduced over ``dims``, or None where they do not merge so."""
+    kept = _merged([(x.shape[d], x.stride(d)) for d in range(x.dim()) if d not in dims])
+    reduced = _merged(sorted(((x.shape[d], x.stride(d)) for d in dims), key=lambda p: -p[1]))
+    if len(reduced) > 1 or len(kept) > 2:
+        return None
+    r = reduced[0] if reduced else [1, 0]
+    if len(kept) == 2:
+        return kept[0], r, kept[1]
+    if kept and kept[0][1] < r[1]:  # the kept dimension lies inside the reduced ones
+        return [1, 0], r, kept[0]
+    return (kept[0] if kept else [1, 0]), r, [1, 0]
 
 
 def kernel(self, dim, keepdim=False, *, dtype=None):
     ndim = self.dim()
     dims = sorted({d % ndim for d in dim}) if dim and ndim else list(range(ndim))  # None or []: all
     out_dtype = dtype or (self.dtype if self.dtype.is_floating_point else torch.int64)
-    kept = [d for d in range(ndim) if d not in dims]
     x = self.to(out_dtype) if dtype is not None else self  # dtype= casts before reducing
-    x = x.permute(kept + dims).contiguous()
-    out = torch.empty([self.shape[d] for d in kept], dtype=out_dtype, device=self.device)
-    rows = out.numel()
-    length = x.numel() // rows if rows else 0
-    if rows:  # length 0 (an empty reduced dimension) sums to 0
-        acc = {torch.float64: tl.float64}.get(out_dtype, tl.float32 if out_dtype.is_floating_point else tl.int64)
-        BLOCK = min(1024, max(16, triton.next_power_of_2(length)))
-        ROWS = max(1, 4096 // BLOCK)
-        _row_sum[(triton.cdiv(rows, ROWS),)](x, out, rows, length, ACC=acc, ROWS=ROWS, BLOCK=BLOCK)
+    out = torch.empty([self.shape[d] for d in range(ndim) if d not in dims], dtype=out_dtype, device=self.device)
+    groups = _groups(x, dims) if out.numel() else None
+    if groups is None and out.numel():
+        x = x.permute([d for d in range(ndim) if d not in dims] + dims).contiguous()
+        groups = _groups(x, list(range(ndim - len(dims), ndim)))
+    if out.numel():  # an empty reduced dimension sums to 0
+        (O, so), (R, sr), (I, si) = groups
+        acc_dtype = out_dtype if out_dtype == torch.float64 else torch.float32 if out_dtype.is_floating_point else torch.int64
+        acc = {torch.float64: tl.float64, torch.float32: tl.float32, torch.int64: tl.int64}[acc_dtype]
+        if I == 1 and O >= 1024:  # many rows: blocks of whole rows
+            BLOCK = min(1024, max(16, triton.next_power_of_2(R)))
+            ROWS = max(1, 4096 // BLOCK)
+            _row_sum[(triton.cdiv(O, ROWS),)](x, out, O, R, so, sr, ACC=acc, ROWS=ROWS, BLOCK=BLOCK)
+        else:  # few outputs for the GPU: R is split in chunks summed apart, then their sums summed
+            BI = min(triton.next_power_of_2(I), 256)
+            BR = max(1, min(triton.next_power_of_2(R), 4096 // BI))
+            BI = min(triton.next_power_of_2(I), max(BI, 4096 // BR))  # a short R: wider blocks of i instead
+            programs = O * triton.cdiv(I, BI)
+            splits = max(1, min(triton.cdiv(R, BR), 1024 // programs))
+            chunk = max(BR, triton.cdiv(triton.cdiv(R, splits), BR) * BR)
+            splits = max(1, triton.cdiv(R, chunk))  # (R = 0, an empty reduced dimension: a sum of 0)
+            if splits == 1:
+                _col_sum[(programs,)](x, out, R, I, so, sr, si, chunk, 1, ACC=acc, BR=BR, BI=BI)
+            else:
+                part = torch.empty([O, splits, I], dtype=acc_dtype, device=self.device)
+                _col_sum[(programs * splits,)](x, part, R, I, so, sr, si, chunk, splits, ACC=acc, BR=BR, BI=BI)
+                BR2 = min(max(1, 4096 // BI), max(16, triton.next_power_of_2(splits)))
+                _col_sum[(programs,)](part, out, splits, I, splits * I, I, 1, splits, 1, ACC=acc, BR=BR2, BI=BI)
     if keepdim:
         out = out.reshape([1 if d in dims else self.shape[d] for d in range(ndim)])
     return out
