@@ -14,13 +14,11 @@ import triton.language as tl
 @triton.jit
 def _row_sum(x_ptr, out_ptr, rows, length, so, sr, ACC: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    cols = tl.arange(0, BLOCK)
-    ptrs = x_ptr + row[:, None] * so + cols[None, :].to(tl.int64) * sr  # advanced by BLOCK columns a step
     acc = tl.zeros([ROWS, BLOCK], dtype=ACC)
     for start in range(0, length, BLOCK):
-        mask = (row[:, None] < rows) & (start + cols[None, :] < length)
-        acc += tl.load(ptrs, mask=mask, other=0).to(ACC)
-        ptrs += BLOCK * sr
+        cols = start + tl.arange(0, BLOCK).to(tl.int64)
+        mask = (row[:, None] < rows) & (cols[None, :] < length)
+        acc += tl.load(x_ptr + row[:, None] * so + cols[None, :] * sr, mask=mask, other=0).to(ACC)
     tl.store(out_ptr + row, tl.sum(acc, axis=1).to(out_ptr.dtype.element_ty), mask=row < rows)
 
 
@@ -32,14 +30,11 @@ def _col_sum(x_ptr, out_ptr, R, I, so, sr, si, CHUNK, splits, ACC: tl.constexpr,
     i = (tl.program_id(0) % i_blocks).to(tl.int64) * BI + tl.arange(0, BI)
     s = (tl.program_id(0) // i_blocks) % splits
     o = (tl.program_id(0) // i_blocks // splits).to(tl.int64)
-    steps = tl.arange(0, BR)
-    r = s.to(tl.int64) * CHUNK + steps
-    ptrs = x_ptr + o * so + r[:, None] * sr + i[None, :] * si  # advanced by BR rows a step
     acc = tl.zeros([BR, BI], dtype=ACC)
     for start in range(0, CHUNK, BR):
-        mask = (r[:, None] + start < R) & (start + steps[:, None] < CHUNK) & (i[None, :] < I)
-        acc += tl.load(ptrs, mask=mask, other=0).to(ACC)
-        ptrs += BR * sr
+        r = (s * CHUNK + start + tl.arange(0, BR)).to(tl.int64)
+        mask = (r[:, None] < R) & (start + tl.arange(0, BR)[:, None] < CHUNK) & (i[None, :] < I)
+        acc += tl.load(x_ptr + o * so + r[:, None] * sr + i[None, :] * si, mask=mask, other=0).to(ACC)
     tl.store(out_ptr + (o * splits + s) * I + i, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=i < I)
 
 
@@ -94,7 +89,7 @@ def kernel(self, dim, keepdim=False, *, dtype=None):
             BR = max(1, min(triton.next_power_of_2(R), 4096 // BI))
             BI = min(triton.next_power_of_2(I), max(BI, 4096 // BR))  # a short R: wider blocks of i instead
             programs = O * triton.cdiv(I, BI)
-            splits = max(1, min(triton.cdiv(R, 4 * BR), 1024 // programs))  # chunks of 4 blocks or more
+            splits = max(1, min(triton.cdiv(R, BR), 1024 // programs))
             chunk = max(BR, triton.cdiv(triton.cdiv(R, splits), BR) * BR)
             splits = max(1, triton.cdiv(R, chunk))  # (R = 0, an empty reduced dimension: a sum of 0)
             if splits == 1:
