@@ -1,8 +1,9 @@
 """aten.cat.default: each input is copied by a Triton kernel into its slice of the output (a view
 from out.narrow), reading and writing through strides, so non-contiguous inputs need no copy in
 PyTorch; dtypes are promoted across inputs; legacy 1-d empty inputs are skipped. The dimensions of
-each copy are first merged wherever source and destination both step through two as through one
-(`_collapse`): a slice of a contiguous output becomes [rows, cols], copied in 2-d tiles with no
+each copy are first put in the output's memory order and merged wherever source and destination
+both step through two as through one (`_collapse`); the output is channels-last where every input
+is, as aten's is. A slice of a contiguous output becomes [rows, cols], copied in 2-d tiles with no
 integer division (`_copy_2d`); what stays above 2 dimensions unravels a flat index (`_copy`, up to 5)."""
 import torch
 import triton
@@ -48,7 +49,8 @@ def _collapse(shape, src_strides, dst_strides):
 
 
 def _copy_into(t, dst):
-    dims = _collapse(t.shape, t.stride(), dst.stride())
+    order = sorted(range(t.dim()), key=lambda d: -dst.stride(d))  # the destination's memory order
+    dims = _collapse([t.shape[d] for d in order], [t.stride(d) for d in order], [dst.stride(d) for d in order])
     if len(dims) <= 2:  # [rows, cols] tiles of 4096 elements, a row of up to 1024 in each
         (rows, sr, dr), (cols, sc, dc) = [[1, 0, 0]] * (2 - len(dims)) + dims
         BC = min(triton.next_power_of_2(cols), 1024)
@@ -69,7 +71,10 @@ def kernel(tensors, dim=0):
     dim = dim % parts[0].dim()
     shape = list(parts[0].shape)
     shape[dim] = sum(t.shape[dim] for t in parts)
-    out = torch.empty(shape, dtype=dtype, device=tensors[0].device)
+    # aten's layout: channels-last when every input is (a slice of it then copies in 2-d tiles too)
+    layout = torch.channels_last if all(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)
+                                        and not t.is_contiguous() for t in parts) else torch.contiguous_format
+    out = torch.empty(shape, dtype=dtype, device=tensors[0].device, memory_format=layout)
     offset = 0
     for t in parts:
         dst = out.narrow(dim, offset, t.shape[dim])  # a view: no data moves
