@@ -2,10 +2,20 @@
 spatial dimensions in front). A program computes [BLOCK_M output positions] x [BLOCK_N output
 channels of one group], looping over K = (input channel of the group, kd, kh, kw) and gathering
 the input elements each output position reads; direct and transposed convolutions differ only
-in that gather and in the weight's layout. Floats use tl.dot, integers multiply and sum."""
+in that gather and in the weight's layout. Floats use tl.dot on tiles an autotune set picks per
+shape (large ones, pipelined over K, where there is work for them); integers multiply and sum
+on small tiles (the same kernel, its block sizes given)."""
 import torch
 import triton
 import triton.language as tl
+
+
+CONFIGS = [
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 32}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 16}, num_warps=4, num_stages=2),
+]
 
 
 @triton.jit
@@ -56,6 +66,10 @@ def _conv(x_ptr, w_ptr, b_ptr, out_ptr, N, D, H, W, OD, OH, OW, C_in_g, C_out_g,
              mask=(m[:, None] < N * OD * OH * OW) & (co[None, :] < C_out_g))
 
 
+# the float path, autotuned; the integer path calls _conv itself with its small block sizes
+_conv_tuned = triton.autotune(configs=CONFIGS, key=["N", "OD", "OH", "OW", "C_in_g", "C_out_g", "KD", "KH", "KW"])(_conv)
+
+
 def kernel(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     spatial = input.dim() - 2
     x, w = input, weight
@@ -79,12 +93,15 @@ def kernel(input, weight, bias, stride, padding, dilation, transposed, output_pa
     if M and C_out:
         use_dot = input.dtype in (torch.float16, torch.bfloat16, torch.float32)
         acc = tl.float32 if use_dot else (tl.float64 if input.dtype == torch.float64 else tl.int64)
-        BLOCK_M, BLOCK_N, BLOCK_K = (32, 32, 16) if use_dot else (16, 16, 16)
         C_out_g = C_out // groups
-        grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(C_out_g, BLOCK_N), groups)
-        _conv[grid](x, w, bias if bias is not None else x, out, N, D, H, W, *size, C_in // groups, C_out_g, KD, KH, KW,
-                    *x.stride(), swg, swo, swi, *w.stride()[2:], bias.stride(0) if bias is not None else 0,
-                    *out.stride(), *st, *pa, *di,
-                    TRANSPOSED=bool(transposed), HAS_BIAS=bias is not None, USE_DOT=use_dot, ACC=acc,
-                    BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K)
+        args = (x, w, bias if bias is not None else x, out, N, D, H, W, *size, C_in // groups, C_out_g, KD, KH, KW,
+                *x.stride(), swg, swo, swi, *w.stride()[2:], bias.stride(0) if bias is not None else 0,
+                *out.stride(), *st, *pa, *di)
+        flags = dict(TRANSPOSED=bool(transposed), HAS_BIAS=bias is not None, USE_DOT=use_dot, ACC=acc)
+        if use_dot:
+            grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]), triton.cdiv(C_out_g, meta["BLOCK_N"]), groups)  # noqa: E731
+            _conv_tuned[grid](*args, **flags)
+        else:
+            _conv[(triton.cdiv(M, 16), triton.cdiv(C_out_g, 16), groups)](*args, **flags, BLOCK_M=16, BLOCK_N=16,
+                                                                          BLOCK_K=16)
     return out.view(out.shape[:2] + out.shape[5 - spatial:])
