@@ -1,10 +1,11 @@
 """aten.sum.dim_IntList: no copy of the input. Its dimensions are merged where their strides allow
 (`_groups`: kept dimensions in their order, reduced ones in any order, as a sum allows) into
-out[o, i] = sum over r of x[o * so + r * sr + i * si]. Without kept inner dimensions (I = 1: the
-reduced dimensions are the innermost) each program sums a block of rows in chunks (`_row_sum`);
-with them, each program takes one o and a block of i, looping over r, reading rows of i side by
-side (`_col_sum`: a leading-dimension reduction stays coalesced). Where the dimensions do not merge
-that far, the input is made contiguous first. Integers and bools accumulate in int64,
+out[o, i] = sum over r of x[o * so + r * sr + i_offset(i)], i_offset unravelling i over up to two
+kept groups (i1, i2). Without kept inner dimensions (I = 1: the reduced dimensions are the
+innermost) each program sums a block of rows in chunks (`_row_sum`); with them, each program takes
+one o and a block of i, looping over r, reading rows of i side by side (`_col_sum`: a
+leading-dimension reduction stays coalesced). Where the dimensions do not merge that far (the
+reduced ones into one group, the kept ones into three), the input is made contiguous first. Integers and bools accumulate in int64,
 float16/bfloat16 in float32."""
 import torch
 import triton
@@ -23,18 +24,19 @@ def _row_sum(x_ptr, out_ptr, rows, length, so, sr, ACC: tl.constexpr, ROWS: tl.c
 
 
 @triton.jit
-def _col_sum(x_ptr, out_ptr, R, I, so, sr, si, CHUNK, splits, ACC: tl.constexpr, BR: tl.constexpr,
+def _col_sum(x_ptr, out_ptr, R, I, I2, so, sr, si1, si2, CHUNK, splits, ACC: tl.constexpr, BR: tl.constexpr,
              BI: tl.constexpr):
     """out[o, s, i]: the sum over r in chunk s (of CHUNK) of x[o, r, i]; one chunk: the sum itself."""
     i_blocks = tl.cdiv(I, BI)
     i = (tl.program_id(0) % i_blocks).to(tl.int64) * BI + tl.arange(0, BI)
+    i_offset = (i // I2) * si1 + (i % I2) * si2  # once per program, not per step
     s = (tl.program_id(0) // i_blocks) % splits
     o = (tl.program_id(0) // i_blocks // splits).to(tl.int64)
     acc = tl.zeros([BR, BI], dtype=ACC)
     for start in range(0, CHUNK, BR):
         r = (s * CHUNK + start + tl.arange(0, BR)).to(tl.int64)
         mask = (r[:, None] < R) & (start + tl.arange(0, BR)[:, None] < CHUNK) & (i[None, :] < I)
-        acc += tl.load(x_ptr + o * so + r[:, None] * sr + i[None, :] * si, mask=mask, other=0).to(ACC)
+        acc += tl.load(x_ptr + o * so + r[:, None] * sr + i_offset[None, :], mask=mask, other=0).to(ACC)
     tl.store(out_ptr + (o * splits + s) * I + i, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=i < I)
 
 
@@ -53,17 +55,18 @@ def _merged(pairs):
 
 
 def _groups(x, dims):
-    """(O, so), (R, sr), (I, si) of ``x`` reduced over ``dims``, or None where they do not merge so."""
+    """(O, so), (R, sr), (I1, si1), (I2, si2) of ``x`` reduced over ``dims``, or None where they do not
+    merge so."""
     kept = _merged([(x.shape[d], x.stride(d)) for d in range(x.dim()) if d not in dims])
     reduced = _merged(sorted(((x.shape[d], x.stride(d)) for d in dims), key=lambda p: -p[1]))
-    if len(reduced) > 1 or len(kept) > 2:
+    if len(reduced) > 1 or len(kept) > 3:
         return None
-    r = reduced[0] if reduced else [1, 0]
-    if len(kept) == 2:
-        return kept[0], r, kept[1]
+    r, one = (reduced[0] if reduced else [1, 0]), [1, 0]
+    if len(kept) >= 2:
+        return kept[0], r, (kept[1] if len(kept) == 3 else one), kept[-1]
     if kept and kept[0][1] < r[1]:  # the kept dimension lies inside the reduced ones
-        return [1, 0], r, kept[0]
-    return (kept[0] if kept else [1, 0]), r, [1, 0]
+        return one, r, one, kept[0]
+    return (kept[0] if kept else one), r, one, one
 
 
 def kernel(self, dim, keepdim=False, *, dtype=None):
@@ -77,7 +80,10 @@ def kernel(self, dim, keepdim=False, *, dtype=None):
         x = x.permute([d for d in range(ndim) if d not in dims] + dims).contiguous()
         groups = _groups(x, list(range(ndim - len(dims), ndim)))
     if out.numel():  # an empty reduced dimension sums to 0
-        (O, so), (R, sr), (I, si) = groups
+        (O, so), (R, sr), (I1, si1), (I2, si2) = groups
+        if I1 == 1 and 1 < I2 < 256 and O > 1:  # narrow columns: the outer index joins them (more work a program)
+            (I1, si1), (O, so) = (O, so), (1, 0)
+        I = I1 * I2
         acc_dtype = out_dtype if out_dtype == torch.float64 else torch.float32 if out_dtype.is_floating_point else torch.int64
         acc = {torch.float64: tl.float64, torch.float32: tl.float32, torch.int64: tl.int64}[acc_dtype]
         if I == 1 and O >= 1024:  # many rows: blocks of whole rows
@@ -93,12 +99,13 @@ def kernel(self, dim, keepdim=False, *, dtype=None):
             chunk = max(BR, triton.cdiv(triton.cdiv(R, splits), BR) * BR)
             splits = max(1, triton.cdiv(R, chunk))  # (R = 0, an empty reduced dimension: a sum of 0)
             if splits == 1:
-                _col_sum[(programs,)](x, out, R, I, so, sr, si, chunk, 1, ACC=acc, BR=BR, BI=BI)
+                _col_sum[(programs,)](x, out, R, I, I2, so, sr, si1, si2, chunk, 1, ACC=acc, BR=BR, BI=BI)
             else:
                 part = torch.empty([O, splits, I], dtype=acc_dtype, device=self.device)
-                _col_sum[(programs * splits,)](x, part, R, I, so, sr, si, chunk, splits, ACC=acc, BR=BR, BI=BI)
+                _col_sum[(programs * splits,)](x, part, R, I, I2, so, sr, si1, si2, chunk, splits, ACC=acc, BR=BR,
+                                               BI=BI)
                 BR2 = min(max(1, 4096 // BI), max(16, triton.next_power_of_2(splits)))
-                _col_sum[(programs,)](part, out, splits, I, splits * I, I, 1, splits, 1, ACC=acc, BR=BR2, BI=BI)
+                _col_sum[(programs,)](part, out, splits, I, I, splits * I, I, 0, 1, splits, 1, ACC=acc, BR=BR2, BI=BI)
     if keepdim:
         out = out.reshape([1 if d in dims else self.shape[d] for d in range(ndim)])
     return out
