@@ -25,11 +25,14 @@ def _row_sum(x_ptr, out_ptr, rows, length, so, sr, ACC: tl.constexpr, ROWS: tl.c
 
 @triton.jit
 def _col_sum(x_ptr, out_ptr, R, I, I2, so, sr, si1, si2, CHUNK, splits, ACC: tl.constexpr, BR: tl.constexpr,
-             BI: tl.constexpr):
+             BI: tl.constexpr, UNRAVEL: tl.constexpr):
     """out[o, s, i]: the sum over r in chunk s (of CHUNK) of x[o, r, i]; one chunk: the sum itself."""
     i_blocks = tl.cdiv(I, BI)
     i = (tl.program_id(0) % i_blocks).to(tl.int64) * BI + tl.arange(0, BI)
-    i_offset = (i // I2) * si1 + (i % I2) * si2  # once per program, not per step
+    if UNRAVEL:  # two kept groups: once per program, not per step
+        i_offset = (i // I2) * si1 + (i % I2) * si2
+    else:  # one: Triton sees the offsets contiguous where si2 == 1 and vectorises the loads
+        i_offset = i * si2
     s = (tl.program_id(0) // i_blocks) % splits
     o = (tl.program_id(0) // i_blocks // splits).to(tl.int64)
     acc = tl.zeros([BR, BI], dtype=ACC)
@@ -99,13 +102,15 @@ def kernel(self, dim, keepdim=False, *, dtype=None):
             chunk = max(BR, triton.cdiv(triton.cdiv(R, splits), BR) * BR)
             splits = max(1, triton.cdiv(R, chunk))  # (R = 0, an empty reduced dimension: a sum of 0)
             if splits == 1:
-                _col_sum[(programs,)](x, out, R, I, I2, so, sr, si1, si2, chunk, 1, ACC=acc, BR=BR, BI=BI)
+                _col_sum[(programs,)](x, out, R, I, I2, so, sr, si1, si2, chunk, 1, ACC=acc, BR=BR, BI=BI,
+                                      UNRAVEL=I1 > 1)
             else:
                 part = torch.empty([O, splits, I], dtype=acc_dtype, device=self.device)
                 _col_sum[(programs * splits,)](x, part, R, I, I2, so, sr, si1, si2, chunk, splits, ACC=acc, BR=BR,
-                                               BI=BI)
+                                               BI=BI, UNRAVEL=I1 > 1)
                 BR2 = min(max(1, 4096 // BI), max(16, triton.next_power_of_2(splits)))
-                _col_sum[(programs,)](part, out, splits, I, I, splits * I, I, 0, 1, splits, 1, ACC=acc, BR=BR2, BI=BI)
+                _col_sum[(programs,)](part, out, splits, I, I, splits * I, I, 0, 1, splits, 1, ACC=acc, BR=BR2, BI=BI,
+                                      UNRAVEL=False)
     if keepdim:
         out = out.reshape([1 if d in dims else self.shape[d] for d in range(ndim)])
     return out
