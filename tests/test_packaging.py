@@ -29,9 +29,9 @@ def test_a_wheel_installed_in_a_fresh_virtualenv_works_from_an_empty_directory(t
     # folder of an earlier layout in the checkout would add its packages here: remove it)
     with zipfile.ZipFile(wheel) as archive:
         top = {name.split("/")[0] for name in archive.namelist()}
+        shipped = {str(Path(name).parent) for name in archive.namelist() if name.endswith("/__init__.py")}
     assert top == {"bbagent", wheel.name.split("-py")[0] + ".dist-info"}, \
         f"the wheel installs {sorted(top)}; a build/ folder left in the checkout by an older layout adds its packages"
-        shipped = {str(Path(name).parent) for name in archive.namelist() if name.endswith("/__init__.py")}
     # every package of the checkout is in it (pyproject.toml lists them one by one)
     wanted = {"bbagent/" + str(init.parent.relative_to(ROOT)) for place in ("agent", "harness")
               for init in (ROOT / place).rglob("__init__.py") if "api" not in init.relative_to(ROOT).parts[1:2]}
