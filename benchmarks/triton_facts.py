@@ -23,6 +23,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 from triton.language.extra import libdevice  # noqa: E402
 
+from bbagent.harness.device_probe.kernels import dot_block as _dot  # noqa: E402  (the probe's own)
+
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
@@ -97,17 +99,6 @@ def _sort(x_ptr, out_ptr, N: tl.constexpr, DESCENDING: tl.constexpr):
 def _sort_dim0(x_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr):
     offs = tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :]
     tl.store(out_ptr + offs, tl.sort(tl.load(x_ptr + offs), dim=0))
-
-
-@triton.jit
-def _dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, IEEE: tl.constexpr):
-    a = tl.load(a_ptr + tl.arange(0, M)[:, None] * K + tl.arange(0, K)[None, :])
-    b = tl.load(b_ptr + tl.arange(0, K)[:, None] * N + tl.arange(0, N)[None, :])
-    if IEEE:
-        c = tl.dot(a, b, input_precision="ieee")
-    else:
-        c = tl.dot(a, b)
-    tl.store(c_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], c)
 
 
 @triton.jit
