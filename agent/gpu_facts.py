@@ -23,6 +23,7 @@ from bbagent.harness.device_probe.facts import PROBE_FORMAT, DeviceFacts
 PROBE_TIMEOUT_S = 300
 _lock = threading.Lock()
 _failed: dict[str, str] = {}  # cache key -> why the probe failed, so a batch asks once per process
+_uncached: dict[str, DeviceFacts | None] = {}  # facts probed where the cache folder cannot be written
 
 
 def cache_dir() -> Path:
@@ -66,8 +67,15 @@ def facts_for(device: str | None, probe: bool = True) -> DeviceFacts | None:
     with _lock:
         if path.name in _failed:
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path.with_suffix(".lock"), "w") as lock:
+        if path.name in _uncached:
+            return _uncached[path.name]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(path.with_suffix(".lock"), "w")
+        except OSError:  # a cache folder that cannot be written: probe, and keep the facts in this process
+            _uncached[path.name] = _probe(path, keep=False)
+            return _uncached[path.name]
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another bbagent process may be probing it now
             found = cached_facts(gpu)
             if found is None:
@@ -81,7 +89,7 @@ def probe_failure(device: str | None) -> str | None:
     return _failed.get(cache_file(gpu).name) if gpu else None
 
 
-def _probe(path: Path) -> DeviceFacts | None:
+def _probe(path: Path, keep: bool = True) -> DeviceFacts | None:
     try:
         done = subprocess.run([sys.executable, "-m", "bbagent.harness.device_probe", "--device", "cuda"],
                               capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
@@ -94,7 +102,11 @@ def _probe(path: Path) -> DeviceFacts | None:
     if facts.gpu is None:
         _failed[path.name] = "the probe found no GPU"
         return None
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
-    temporary.write_text(facts.model_dump_json(indent=1))
-    os.replace(temporary, path)
+    if keep:
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            temporary.write_text(facts.model_dump_json(indent=1))
+            os.replace(temporary, path)
+        except OSError:  # a full or read-only disk: the facts serve this process only
+            _uncached[path.name] = facts
     return facts

@@ -53,8 +53,10 @@ H100 = DeviceFacts(
 def device_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BBAGENT_DEVICE_CACHE", str(tmp_path))
     gpu_facts._failed.clear()
+    gpu_facts._uncached.clear()
     yield tmp_path
     gpu_facts._failed.clear()
+    gpu_facts._uncached.clear()
 
 
 def test_the_prompt_states_the_probed_gpu(device_cache, monkeypatch):
@@ -124,3 +126,19 @@ def test_a_failed_probe_is_told_once_and_the_run_goes_on(device_cache, monkeypat
     probe_the_gpu("cuda", heard.append)  # the failure is remembered: no second probe, nothing told
     probe_the_gpu("cpu", heard.append)
     assert len(heard) == 2
+
+
+def test_a_cache_folder_that_cannot_be_written_still_gets_the_facts(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("BBAGENT_DEVICE_CACHE", str(blocker / "cache"))  # under a file: mkdir fails
+    monkeypatch.setattr(gpu_facts, "visible_gpu", lambda: H100.gpu.name)
+    probed = []
+    monkeypatch.setattr(gpu_facts, "_probe", lambda path, keep=True: probed.append(keep) or H100)
+    gpu_facts._failed.clear()
+    gpu_facts._uncached.clear()
+    try:
+        assert gpu_facts.facts_for("cuda") == H100 and gpu_facts.facts_for("cuda") == H100
+        assert probed == [False]  # probed once, kept in this process
+    finally:
+        gpu_facts._uncached.clear()
