@@ -42,11 +42,41 @@ def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool
             raise UsageError("--device cuda: this machine has no usable CUDA device (torch "
                              f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use --device cpu "
                              "to run under the Triton interpreter")
+    if device == "cpu" or device is None and default_device() == "cpu":
+        broken = interpreter_problem()
+        if broken:
+            raise UsageError(broken)
     problem = None if allow_no_opinfo else opinfo_problem()
     if problem:
         raise UsageError(f"PyTorch's OpInfo test database cannot be imported ({problem}), so every OpInfo test "
                          "would be missing. Install it with: pip install expecttest (or pass --allow-no-opinfo "
                          "to test on traces and edge cases alone)")
+
+
+def interpreter_problem(versions: dict[str, str] | None = None) -> str | None:
+    """Why Triton's interpreter cannot judge kernels on this stack, or None. Triton 3.6 and earlier
+    (3.5.1 and 3.6.0 checked; 3.7.1, 3.8.0 and 3.9.0 work) turn a loop bound into a Python int with
+    ``int()`` of a one-element array, which numpy 2.4 and later refuse: every kernel with a ``for``
+    over a run-time bound would fail to compile under it, correct or not. ``versions``: the installed
+    ones (a test gives its own)."""
+    from importlib import metadata
+    if versions is None:
+        try:
+            versions = {name: metadata.version(name) for name in ("triton", "numpy")}
+        except metadata.PackageNotFoundError:
+            return None
+    if _release(versions["triton"]) < (3, 7) and _release(versions["numpy"]) >= (2, 4):
+        return (f"Triton's interpreter (triton {versions['triton']}) cannot run a `for` loop over a run-time bound "
+                f"with numpy {versions['numpy']} (\"TypeError: only 0-dimensional arrays can be converted to Python "
+                "scalars\"), so correct kernels would fail under it. Install numpy below 2.4 (pip install "
+                "'numpy<2.4') or triton 3.7 or later, or evaluate on a GPU (--device cuda)")
+    return None
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """(3, 6) of "3.6.0", (2, 4) of "2.4.6rc1": the first two numbers of a version."""
+    import re
+    return tuple(int(n) for n in re.findall(r"\d+", version)[:2])
 
 
 def opinfo_problem() -> str | None:

@@ -79,6 +79,19 @@ def test_opinfo_missing_is_a_usage_error_unless_allowed(monkeypatch, capsys):
     assert verdict["verdict"] == "pass"
 
 
+def test_an_interpreter_that_cannot_run_loops_is_refused_on_the_cpu(monkeypatch, capsys):
+    """Triton 3.6's interpreter with numpy 2.4 fails every loop over a run-time bound (checked with
+    triton 3.5.1 and 3.6.0; 3.7.1 to 3.9.0 run it): the user is told the fix, no kernel is judged."""
+    assert evaluation.interpreter_problem({"triton": "3.6.0", "numpy": "2.5.2"}) is not None
+    assert evaluation.interpreter_problem({"triton": "3.5.1", "numpy": "2.4.0"}) is not None
+    for fine in ({"triton": "3.6.0", "numpy": "2.3.5"}, {"triton": "3.7.1", "numpy": "2.4.6"},
+                 {"triton": "3.9.0", "numpy": "2.5.2"}, {"triton": "3.10.0rc1", "numpy": "3.0.0"}):
+        assert evaluation.interpreter_problem(fine) is None, fine
+    monkeypatch.setattr(evaluation, "interpreter_problem", lambda: "Triton's interpreter (triton 3.6.0) cannot ...")
+    assert main(["eval", "--op", "aten.relu.default", "--kernel", RELU, "--device", "cpu"]) == 2
+    assert "Triton's interpreter (triton 3.6.0)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("kernel, words", [
     ("syntax_error.py", ["SyntaxError: expected ':'", "^"]),
     ("no_entry_point.py", ["defines no top-level 'kernel'"]),
