@@ -71,6 +71,13 @@ def test_report_is_one_offline_page_with_charts_links_and_failures(batch, capsys
     assert "every round failed: values differ" in page
     assert main(["report", "batch-nope", "--root", str(batch)]) == 2
     assert "no batch or run 'batch-nope'" in capsys.readouterr().err
+    broken = batch / "runs" / "aten.relu.default-20261123-020000-dead"
+    broken.mkdir()
+    (broken / "run.json").write_text('{"op": 3}')  # there, but not a run record
+    assert main(["report", broken.name, "--root", str(batch)]) == 2
+    err = capsys.readouterr().err
+    assert f"run '{broken.name}' cannot be reported" in err and "is not a bbagent run record" in err, err
+    assert "Traceback" not in err
 
 
 def test_without_matplotlib_the_report_has_its_tables_and_says_how_to_get_the_charts(batch, capsys, monkeypatch):

@@ -20,7 +20,7 @@ from bbagent.agent.money import cost_text
 from bbagent.agent.review.lifecycle import status_of, version_folders
 from bbagent.agent.review.meta import PerformanceRecord, read_meta
 from bbagent.agent.reports.runs import run_id_of
-from bbagent.agent.run_record import RoundRecord, RunRecord, read_run
+from bbagent.agent.run_record import RoundRecord, RunRecord, UnreadableRun, read_run
 
 MAX_SHAPE_LINES = 12
 
@@ -54,9 +54,12 @@ def collect(root: Path, ident: str | None) -> dict:
                 "meta": batch_metadata(ledger.meta()), "comparison": comparison(root, ident, ops),
                 "files": [where / name for name in ("summary.md", "summary.json", "ledger.sqlite", "events.jsonl",
                                                     "dataset.json") if (where / name).exists()]}
-    record = read_run(where)
-    if record is None:
+    if not (where / "run.json").is_file():
         raise ReportError(f"no batch or run '{ident}' under {runs} (`bbagent runs` lists them)")
+    try:
+        record = RunRecord.read(where)
+    except UnreadableRun as exc:  # there, but not a run record this version reads
+        raise ReportError(f"run '{ident}' cannot be reported: {exc}") from None
     op = _op_row(root, record.op, record.status, ident, record.rounds_used, record.cost_usd, "", record.message)
     return {"title": f"run {ident}", "ident": ident, "path": where, "ops": [op], "meta": run_metadata(record),
             "files": [where / "run.json", where]}
