@@ -60,10 +60,10 @@ def facts_for(device: str | None, probe: bool = True) -> DeviceFacts | None:
     gpu = visible_gpu()
     if gpu is None:
         return None
-    found = cached_facts(gpu)
+    path = cache_file(gpu)
+    found = cached_facts(gpu) or _uncached.get(path.name)
     if found is not None or not probe:
         return found
-    path = cache_file(gpu)
     with _lock:
         if path.name in _failed:
             return None

@@ -140,5 +140,6 @@ def test_a_cache_folder_that_cannot_be_written_still_gets_the_facts(tmp_path, mo
     try:
         assert gpu_facts.facts_for("cuda") == H100 and gpu_facts.facts_for("cuda") == H100
         assert probed == [False]  # probed once, kept in this process
+        assert gpu_facts.facts_for("cuda", probe=False) == H100  # so a run's probe step has nothing to tell
     finally:
         gpu_facts._uncached.clear()
