@@ -24,6 +24,7 @@ import triton.language as tl  # noqa: E402
 from triton.language.extra import libdevice  # noqa: E402
 
 from bbagent.harness.device_probe.kernels import dot_block as _dot  # noqa: E402  (the probe's own)
+from bbagent.harness.device_probe.probe import error_text  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -125,12 +126,11 @@ def _rand_loaded_seed(seed_ptr, out_ptr, N: tl.constexpr):
 
 
 def _try(fn):
-    """fn()'s result, or the error it raised (type and first line)."""
+    """fn()'s result, or the error it raised (type and the message's last line)."""
     try:
         return {"ok": True, "value": fn()}
     except Exception as exc:  # noqa: BLE001 - the point is to record it
-        text = str(exc).strip().splitlines()
-        return {"ok": False, "error": f"{type(exc).__name__}: {text[-1][:200] if text else ''}"}
+        return {"ok": False, "error": error_text(exc)}
 
 
 def _values(t: torch.Tensor) -> list:

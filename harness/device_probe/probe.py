@@ -47,13 +47,11 @@ def triton_facts(device: str) -> TritonFacts:
         try:
             return fn()
         except Exception as exc:  # noqa: BLE001 - what failed is itself a finding
-            lines = str(exc).strip().splitlines()
-            errors[name] = f"{type(exc).__name__}: {lines[-1][:200] if lines else ''}"
+            errors[name] = error_text(exc)
             return None
 
     gen = torch.Generator(device=device).manual_seed(0)
-    min_k = {name: _smallest_k(kernels, device, dtype, gen, lambda k, name=name: f"dot {name} K={k}", attempt)
-             for name, dtype in DOT_DTYPES.items()}
+    min_k = {name: _smallest_k(kernels, device, name, dtype, gen, attempt) for name, dtype in DOT_DTYPES.items()}
     return TritonFacts(
         dot_min_k=min_k,
         exp_error_at_56=attempt("tl.exp", lambda: _exp_error(kernels, device, libdevice=False)),
@@ -64,11 +62,18 @@ def triton_facts(device: str) -> TritonFacts:
         errors=errors)
 
 
-def _smallest_k(kernels, device: str, dtype, gen, name, attempt) -> int | None:
+def error_text(exc: BaseException) -> str:
+    """``Type: last line of the message`` (200 characters at most): a Triton compile error says what
+    it refused on its last line."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1][:200] if lines else ''}"
+
+
+def _smallest_k(kernels, device: str, name: str, dtype, gen, attempt) -> int | None:
     """The smallest K of ``DOT_K`` with which a 16 x 16 x K block product compiles and is exact
     enough (the wrong answer of a K the hardware cannot do counts as failing)."""
     for k in DOT_K:
-        if attempt(name(k), lambda k=k: _dot_right(kernels, device, dtype, k, gen)):
+        if attempt(f"dot {name} K={k}", lambda k=k: _dot_right(kernels, device, dtype, k, gen)):
             return k
     return None
 
