@@ -60,10 +60,12 @@ def interpreter_problem(versions: dict[str, str] | None = None) -> str | None:
     over a run-time bound would fail to compile under it, correct or not. ``versions``: the installed
     ones (a test gives its own)."""
     from importlib import metadata
+
+    from bbagent.harness.fingerprint import triton_version
     if versions is None:
-        try:
-            versions = {name: metadata.version(name) for name in ("triton", "numpy")}
-        except metadata.PackageNotFoundError:
+        try:  # triton as the harness reads it: a pytorch-triton distribution counts
+            versions = {"triton": triton_version(), "numpy": metadata.version("numpy")}
+        except (metadata.PackageNotFoundError, ImportError):
             return None
     if _release(versions["triton"]) < (3, 7) and _release(versions["numpy"]) >= (2, 4):
         return (f"Triton's interpreter (triton {versions['triton']}) cannot run a `for` loop over a run-time bound "

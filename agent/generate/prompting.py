@@ -8,7 +8,6 @@ value the code does not provide fails loudly instead of printing nothing.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import metadata
 
 import jinja2
 import torch
@@ -19,6 +18,7 @@ from bbagent.agent.generate.signature import parameters, signature
 from bbagent.harness import opinfo_index
 from bbagent.harness.checks.compare import TOLERANCES
 from bbagent.harness.evaluate import default_device
+from bbagent.harness.fingerprint import triton_version
 from bbagent.harness.ops import describe, op_name as op_name_of, packet_name, resolve_op, value_mode
 from bbagent.harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
 from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW
@@ -85,7 +85,7 @@ def op_context(op_name: str, device: str | None = None, channels_last: bool = Fa
         "tolerances": [{"dtype": str(d).removeprefix("torch."), "atol": f"{a:g}", "rtol": f"{r:g}"}
                        for d, (a, r) in TOLERANCES.items() if d in FLOAT_DTYPES],
         "allowed": ALLOWED + ((SEED_DRAW,) if mode == "distribution" else ()),
-        "stack": {"triton": _triton_version(), "interpreter": device == "cpu"},
+        "stack": {"triton": triton_version(), "interpreter": device == "cpu"},
         "example": worked_example(family_of(op_name)),
         "channels_last": channels_last_examples(op, calls, device) if channels_last else None,
         "facts": facts_for(device),  # the GPU's probed facts (prompts/device.j2); None on the CPU
@@ -157,14 +157,6 @@ def tested_dtypes(name: str, calls: list) -> list[str]:
     order = [str(d).removeprefix("torch.") for d in SAMPLE_DTYPES]
     found = drawn | traced
     return [d for d in order if d in found] + sorted(found - set(order))
-
-
-@lru_cache(maxsize=1)
-def _triton_version() -> str:
-    try:
-        return metadata.version("triton")
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 def render_prompt(op_name: str, also_serves: list[str] | tuple = (), device: str | None = None,
