@@ -12,13 +12,14 @@ import subprocess
 import sys
 import tempfile
 import threading
-from importlib import metadata
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from bbagent.agent.machine import visible_gpu
 from bbagent.harness.device_probe.facts import PROBE_FORMAT, DeviceFacts
+from bbagent.harness.fingerprint import triton_version
 
 PROBE_TIMEOUT_S = 300
 _lock = threading.Lock()
@@ -30,15 +31,16 @@ def cache_dir() -> Path:
     return Path(os.environ.get("BBAGENT_DEVICE_CACHE") or Path(tempfile.gettempdir()) / f"bbagent-devices-{os.getuid()}")
 
 
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "none"
+@lru_cache(maxsize=1)
+def _gpu() -> str | None:
+    """The model of the GPU evaluations run on, asked of the driver once per process (``nvidia-smi``
+    is a process of its own, and every run and prompt asks)."""
+    return visible_gpu()
 
 
 def cache_file(gpu: str) -> Path:
-    key = "|".join((gpu, _version("torch"), _version("triton"), str(PROBE_FORMAT)))
+    import torch
+    key = "|".join((gpu, torch.__version__, triton_version(), str(PROBE_FORMAT)))
     return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
@@ -57,7 +59,7 @@ def facts_for(device: str | None, probe: bool = True) -> DeviceFacts | None:
     GPU is visible, or where the probe failed (``probe_failure`` says why)."""
     if device != "cuda":
         return None
-    gpu = visible_gpu()
+    gpu = _gpu()
     if gpu is None:
         return None
     path = cache_file(gpu)
@@ -85,7 +87,7 @@ def facts_for(device: str | None, probe: bool = True) -> DeviceFacts | None:
 
 def probe_failure(device: str | None) -> str | None:
     """Why the last probe of this process for ``device``'s GPU failed, or None."""
-    gpu = visible_gpu() if device == "cuda" else None
+    gpu = _gpu() if device == "cuda" else None
     return _failed.get(cache_file(gpu).name) if gpu else None
 
 

@@ -49,6 +49,14 @@ H100 = DeviceFacts(
                              max_drops_nan=True))
 
 
+@pytest.fixture(autouse=True)
+def gpu_asked_afresh():
+    """Each test's own visible GPU: the model is asked once per process (``gpu_facts._gpu``)."""
+    gpu_facts._gpu.cache_clear()
+    yield
+    gpu_facts._gpu.cache_clear()
+
+
 @pytest.fixture
 def device_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("BBAGENT_DEVICE_CACHE", str(tmp_path))
