@@ -12,14 +12,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                         help="cuda: the first visible GPU; cpu: Triton's interpreter (no GPU facts)")
     args = parser.parse_args(argv)
-    if args.device == "cpu":
+    try:
+        return _probe_and_print(args.device)
+    except KeyboardInterrupt:
+        print("interrupted: nothing probed", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader went away (`| head`): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _probe_and_print(device: str) -> int:
+    if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"  # before any kernel is decorated
     import torch
-    if args.device == "cuda" and not torch.cuda.is_available():
+    if device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device is visible to torch", file=sys.stderr)
         return 1
     from bbagent.harness.device_probe.probe import probe
-    print(probe(args.device).model_dump_json())
+    print(probe(device).model_dump_json(), flush=True)
     return 0
 
 
