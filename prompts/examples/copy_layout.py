@@ -4,22 +4,27 @@ PyTorch; dtypes are promoted across inputs; legacy 1-d empty inputs are skipped.
 each copy are first put in the output's memory order and merged wherever source and destination
 both step through two as through one (`_collapse`); the output is channels-last where every input
 is, as aten's is. A slice of a contiguous output becomes [rows, cols], copied in 2-d tiles with no
-integer division (`_copy_2d`); what stays above 2 dimensions unravels a flat index (`_copy`, up to 5)."""
+integer division (`_copy_2d`), up to 16 inputs in one launch (tuples of pointers and sizes: a cat of
+many small inputs is launch-bound); what stays above 2 dimensions unravels a flat index (`_copy`)."""
 import torch
 import triton
 import triton.language as tl
 
 RANK = 5
+MAXN = 16  # copies a launch at most (each is compiled in; the launch costs more than a small copy)
 
 
 @triton.jit
-def _copy_2d(src_ptr, dst_ptr, rows, cols, sr, sc, dr, dc, BR: tl.constexpr, BC: tl.constexpr):
-    col_blocks = tl.cdiv(cols, BC)  # one grid axis (the others allow 65535 programs): a division per program
-    r = (tl.program_id(0) // col_blocks).to(tl.int64) * BR + tl.arange(0, BR)[:, None]
-    c = (tl.program_id(0) % col_blocks).to(tl.int64) * BC + tl.arange(0, BC)[None, :]
-    mask = (r < rows) & (c < cols)
-    v = tl.load(src_ptr + r * sr + c * sc, mask=mask)
-    tl.store(dst_ptr + r * dr + c * dc, v.to(dst_ptr.dtype.element_ty), mask=mask)
+def _copy_2d(srcs, dsts, rows, cols, srs, scs, drs, dcs, N: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr):
+    """N copies in one launch (tuples of N pointers and sizes): the program's second index picks its copy."""
+    for k in tl.static_range(N):
+        if tl.program_id(1) == k:
+            col_blocks = tl.cdiv(cols[k], BC)  # the tiles on grid axis 0 (the others allow 65535): a division a program
+            r = (tl.program_id(0) // col_blocks).to(tl.int64) * BR + tl.arange(0, BR)[:, None]
+            c = (tl.program_id(0) % col_blocks).to(tl.int64) * BC + tl.arange(0, BC)[None, :]
+            mask = (r < rows[k]) & (c < cols[k])
+            v = tl.load(srcs[k] + r * srs[k] + c * scs[k], mask=mask)
+            tl.store(dsts[k] + r * drs[k] + c * dcs[k], v.to(dsts[k].dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -48,19 +53,27 @@ def _collapse(shape, src_strides, dst_strides):
     return dims or [[1, 0, 0]]
 
 
-def _copy_into(t, dst):
+def _plan(t, dst, tiled):
+    """Copies ``t`` into ``dst`` now with a flat index, or adds it to ``tiled`` (copies in 2-d tiles, by width)."""
     order = sorted(range(t.dim()), key=lambda d: -dst.stride(d))  # the destination's memory order
     dims = _collapse([t.shape[d] for d in order], [t.stride(d) for d in order], [dst.stride(d) for d in order])
     if len(dims) <= 2:  # [rows, cols] tiles of 4096 elements, a row of up to 1024 in each
         (rows, sr, dr), (cols, sc, dc) = [[1, 0, 0]] * (2 - len(dims)) + dims
-        BC = min(triton.next_power_of_2(cols), 1024)
-        grid = (triton.cdiv(rows, 4096 // BC) * triton.cdiv(cols, BC),)
-        _copy_2d[grid](t, dst, rows, cols, sr, sc, dr, dc, BR=4096 // BC, BC=BC, num_warps=8)
+        tiled.setdefault(min(triton.next_power_of_2(cols), 1024), []).append((t, dst, rows, cols, sr, sc, dr, dc))
     elif len(dims) <= RANK:
         sizes, src, out = zip(*([[1, 0, 0]] * (RANK - len(dims)) + dims))
         _copy[(triton.cdiv(t.numel(), 1024),)](t, dst, t.numel(), *sizes[1:], *src, *out, BLOCK=1024)
     else:
         raise NotImplementedError(f"up to {RANK} dimensions once merged")
+
+
+def _copy_tiled(tiled):
+    """The 2-d copies, those of one tile width together, MAXN a launch."""
+    for BC, copies in tiled.items():
+        for start in range(0, len(copies), MAXN):
+            batch = copies[start:start + MAXN]
+            grid = (max(triton.cdiv(rows, 4096 // BC) * triton.cdiv(cols, BC) for _, _, rows, cols, *_ in batch), len(batch))
+            _copy_2d[grid](*zip(*batch), N=len(batch), BR=4096 // BC, BC=BC, num_warps=8)
 
 
 def kernel(tensors, dim=0):
@@ -75,10 +88,11 @@ def kernel(tensors, dim=0):
     layout = torch.channels_last if all(t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)
                                         and not t.is_contiguous() for t in parts) else torch.contiguous_format
     out = torch.empty(shape, dtype=dtype, device=tensors[0].device, memory_format=layout)
-    offset = 0
+    offset, tiled = 0, {}
     for t in parts:
         dst = out.narrow(dim, offset, t.shape[dim])  # a view: no data moves
         offset += t.shape[dim]
         if t.numel():
-            _copy_into(t, dst)
+            _plan(t, dst, tiled)
+    _copy_tiled(tiled)
     return out
