@@ -5,7 +5,8 @@ with its family's target beside it; exit 1 where an example misses its target.
 The targets (issue 49): the memory-bound families at a geomean of at least 1.0x eager over their
 timed shapes and at least 80% of the device's copy bandwidth on the largest one; matmul at least
 0.8x eager (cuBLAS) in float16/bfloat16 on shapes whose every dimension is 2048 or more (the traces
-have none: ``MATMUL_SHAPES`` are added to the matmul example's inputs and timed first);
+have none: ``MATMUL_SHAPES`` are added to the matmul example's inputs and timed first, as
+``LARGE_SHAPES`` are where an operator's largest trace shape is too small to judge bandwidth on);
 convolution at least 0.5x eager. Families without one (linalg, random, scan_sort) are listed.
 Per example: tests passed, geomean speedup over eager and over inductor, the roofline fraction
 (geomean over the counted shapes), the largest shape's share of copy bandwidth, and with
@@ -38,13 +39,24 @@ MATMUL_SHAPES = [(2048, 2048, 2048, "f16"), (4096, 4096, 4096, "f16"), (4096, 40
                  (8192, 4096, 2048, "bf16"), (2048, 8192, 4096, "f16")]
 
 
+# the copy-bandwidth target's shapes where the traces' largest is small (a 0.7 MB sigmoid measures the
+# launch, not the kernel): about 200 MB each, timed first on a GPU
+LARGE_SHAPES = {
+    "aten.sigmoid.default": ["(T([32, 64, 224, 224], f16),)"],
+    "aten.index_select.default": ["(T([131072, 1024], f16), 0, T([65536], i64))"],
+    "aten.native_layer_norm.default": ["(T([16384, 4096], f16), [4096], T([4096], f16), T([4096], f16), 1e-05)"],
+    "aten.mse_loss.default": ["(T([32, 64, 224, 224], f16), T([32, 64, 224, 224], f16))"],
+}
+
+
 def extra_inputs(op: str) -> dict | None:
-    """Inputs the example is timed on beyond its operator's traces: the large matmuls of the matmul
-    target, for ``aten.mm.default`` (as a dataset's rows: timed first)."""
-    if op != "aten.mm.default":
-        return None
-    return {op: [{"line": f"cnt: 1, ((T([{m}, {k}], {dtype}), T([{k}, {n}], {dtype})), {{}})", "timed": True}
-                 for m, k, n, dtype in MATMUL_SHAPES]}
+    """Inputs the example is timed on beyond its operator's traces (as a dataset's rows: timed first):
+    the large matmuls of the matmul target for ``aten.mm.default``, ``LARGE_SHAPES`` for the others."""
+    if op == "aten.mm.default":
+        args = [f"(T([{m}, {k}], {dtype}), T([{k}, {n}], {dtype}))" for m, k, n, dtype in MATMUL_SHAPES]
+    else:
+        args = LARGE_SHAPES.get(op, [])
+    return {op: [{"line": f"cnt: 1, ({text}, {{}})", "timed": True} for text in args]} if args else None
 
 
 def operator_of(example: Path) -> str:
@@ -131,7 +143,7 @@ def bench_example(example: Path, args, root: Path) -> dict:
         result = bbagent.bench(op, kernel=example, root=root, device=args.device, max_shapes=args.max_shapes,
                                target_ms=args.target_ms, baseline="eager,inductor" if args.inductor else "eager",
                                profile=args.profile, ncu=args.ncu, timeout_s=args.timeout,
-                               extra_traces=extra_inputs(op))
+                               extra_traces=extra_inputs(op) if args.device != "cpu" else None)
     except Exception as exc:  # noqa: BLE001 - one example that cannot be benched is a row, not the end of the table
         row = {"family": family, "op": op, "passed": False, "tests": "-", "timed": 0, "eager": None, "inductor": None,
                "roof": None, "largest_copy_fraction": None, "largest": None, "half_large_eager": None,

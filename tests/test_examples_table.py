@@ -2,6 +2,8 @@
 target judged from a row, and the table it prints; one example benched for real (the CPU: tests
 only, nothing to judge)."""
 import importlib.util
+import math
+import re
 import subprocess
 import sys
 
@@ -76,5 +78,9 @@ def test_the_matmul_targets_shapes_are_valid_inputs_and_a_bad_one_is_refused():
     assert len(extra["aten.mm.default"]) == len(examples_table.MATMUL_SHAPES)
     assert all(min(examples_table._dims(e["line"])) >= examples_table.MATMUL_MIN_DIM for e in extra["aten.mm.default"])
     assert examples_table.extra_inputs("aten.relu.default") is None
+    for op in examples_table.LARGE_SHAPES:  # the copy-bandwidth target's large shapes: valid, about 200 MB
+        check_extra_traces(examples_table.extra_inputs(op))
+        first = re.search(r"T\(\[([\d, ]*)\]", examples_table.LARGE_SHAPES[op][0]).group(1)
+        assert math.prod(int(d) for d in first.split(",")) >= 1 << 25
     with pytest.raises(UsageError, match="not an input of the traces' form"):
         check_extra_traces({"aten.mm.default": [{"line": "((T([2, 2], f16), T([2, 2], f16)), {})"}]})
