@@ -101,7 +101,7 @@ def row_of(family: str, op: str, verdict, seconds: float) -> dict:
     measured = performance is not None and performance.measured
     largest = performance.summary.largest if measured and performance.summary is not None else None
     tests = performance.counted_tests() if measured else []
-    half_large = [t.speedup for t in tests if t.dtype in ("float16", "bfloat16") and t.speedup
+    half_large = [t.speedup for t in tests if family == "matmul" and t.dtype in ("float16", "bfloat16") and t.speedup
                   and _dims(t.input) and min(_dims(t.input)) >= MATMUL_MIN_DIM]
     row = {"family": family, "op": op, "passed": verdict.passed, "tests": verdict.test_counts().text(),
            "timed": len(tests), "eager": verdict.geomean_speedup(), "inductor": verdict.baseline_speedup("inductor"),
