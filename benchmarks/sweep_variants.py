@@ -1,0 +1,102 @@
+"""Time several versions of one kernel against eager on the same inputs, to choose between them
+(how the reduction and cat examples of issue 49 were tuned). Every version and eager are timed
+interleaved, each call as a CUDA-graph replay after an L2 flush (``harness.timing.clock``, as
+``bbagent bench`` times), on one process and one GPU, so their figures compare; each version's
+output is checked against eager's first (a wrong one is timed and marked "!").
+
+A version is a kernel file (``def kernel(...)``, as bbagent writes them), optionally with
+module-level names set first: ``red.py:TILE=8192,WARPS=8`` (the value keeps the type of the
+file's own). Inputs are the operator's trace shapes (the first ``--max-shapes``), or the lines of
+``--inputs FILE``: one call's arguments a line, in the traces' form (``(T([4096, 1024], f16), [0], True)``).
+
+    python benchmarks/sweep_variants.py aten.sum.dim_IntList prompts/examples/reduction.py new.py:TILE=8192
+        [--inputs FILE] [--max-shapes 12] [--target-ms 20]
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+
+def load_version(spec: str, index: int):
+    """The kernel module a version names, its settings applied."""
+    path, _, settings = spec.partition(":")
+    if not Path(path).is_file():
+        raise SystemExit(f"sweep_variants: no kernel file {path!r}")
+    module_spec = importlib.util.spec_from_file_location(f"version{index}", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    for setting in filter(None, settings.split(",")):
+        name, _, value = setting.partition("=")
+        if not hasattr(module, name):
+            raise SystemExit(f"sweep_variants: {path} has no module-level {name!r} to set")
+        setattr(module, name, type(getattr(module, name))(ast.literal_eval(value)))
+    return module
+
+
+def input_lines(op: str, inputs: Path | None, max_shapes: int) -> list[str]:
+    if inputs is not None:
+        return [line.strip() for line in inputs.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    from bbagent.harness.traces import describe_value, load_calls
+    return [describe_value(call.args) for call in load_calls(op)[:max_shapes]]
+
+
+def same(a, b) -> bool:
+    import torch
+    a, b = (a[0], b[0]) if isinstance(a, tuple) else (a, b)
+    return a.shape == b.shape and torch.allclose(a.float(), b.float(), atol=2e-2, rtol=2e-2, equal_nan=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("op", help="the aten overload, e.g. aten.sum.dim_IntList")
+    parser.add_argument("versions", nargs="+", help="FILE or FILE:NAME=VALUE,...")
+    parser.add_argument("--inputs", type=Path, help="argument lines in the traces' form (default: the op's traces)")
+    parser.add_argument("--max-shapes", type=int, default=12)
+    parser.add_argument("--target-ms", type=float, default=20.0, help="GPU time per version and input")
+    args = parser.parse_args()
+    import torch
+    if not torch.cuda.is_available():
+        print("sweep_variants: needs a CUDA GPU (it times on one)", file=sys.stderr)
+        return 2
+    from bbagent.harness.inputs import materialize
+    from bbagent.harness.timing.clock import graphed, time_interleaved
+    from bbagent.harness.traces import parse_call_line
+    package, _, overload = args.op.removeprefix("aten.").rpartition(".")
+    op = getattr(getattr(torch.ops.aten, package), overload)
+    versions = [load_version(spec, i) for i, spec in enumerate(args.versions)]
+    for i, spec in enumerate(args.versions):
+        print(f"v{i} = {spec}")
+    print("input".ljust(48), "eager_us", *[f"v{i}".rjust(13) for i in range(len(versions))], flush=True)
+    speedups: list[list[float]] = [[] for _ in versions]
+    for line in input_lines(args.op, args.inputs, args.max_shapes):
+        call = parse_call_line(args.op, f"cnt: 1, ({line}, {{}})")
+        inputs = materialize(call.args, "cuda", None)
+        expected = op(*inputs)
+        fns, wrong, cells = {"eager": lambda: op(*inputs)}, set(), {}
+        for i, module in enumerate(versions):
+            try:
+                if not same(module.kernel(*inputs), expected):
+                    wrong.add(i)
+                fns[f"v{i}"] = lambda module=module: module.kernel(*inputs)
+            except Exception as exc:  # noqa: BLE001 - a version that fails is a cell, not the end of the sweep
+                cells[i] = f"{type(exc).__name__}"[:13]
+        times = time_interleaved(graphed(fns) or fns, target_ms=args.target_ms)
+        eager = statistics.median(times["eager"])
+        for i in range(len(versions)):
+            if i not in cells:
+                ms = statistics.median(times[f"v{i}"])
+                speedups[i].append(eager / ms)
+                cells[i] = f"{ms * 1e3:6.1f}({eager / ms:4.2f}){'!' if i in wrong else ''}"
+        print(line[:48].ljust(48), f"{eager * 1e3:8.1f}", *[cells[i].rjust(13) for i in range(len(versions))], flush=True)
+    print("geomean x eager".ljust(57), *[f"{statistics.geometric_mean(s):.3f}".rjust(13) if s else "-".rjust(13)
+                                         for s in speedups])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

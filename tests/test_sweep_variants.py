@@ -1,0 +1,49 @@
+"""benchmarks/sweep_variants.py: the versions it loads (settings keep their type), the inputs it reads,
+and its refusals (no GPU, no such file, no such setting) without a traceback."""
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+SCRIPT = ROOT / "benchmarks" / "sweep_variants.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("sweep_variants", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_version_is_a_kernel_file_with_its_settings_applied_in_their_own_type(tmp_path):
+    sweep = load_script()
+    version = tmp_path / "k.py"
+    version.write_text("TILE, WIDE = 4096, False\n\ndef kernel(x):\n    return x * TILE\n")
+    module = sweep.load_version(f"{version}:TILE=8192,WIDE=True", 0)
+    assert module.TILE == 8192 and type(module.TILE) is int and module.WIDE is True
+    with pytest.raises(SystemExit, match="no module-level 'NOPE'"):
+        sweep.load_version(f"{version}:NOPE=1", 1)
+    with pytest.raises(SystemExit, match="no kernel file"):
+        sweep.load_version(str(tmp_path / "missing.py"), 2)
+
+
+def test_inputs_come_from_a_file_or_the_operators_traces(tmp_path):
+    from bbagent.harness.traces import parse_call_line
+    sweep = load_script()
+    given = tmp_path / "inputs.txt"
+    given.write_text("# a comment\n(T([4096, 1024], f16), [0], True)\n\n")
+    assert sweep.input_lines("aten.sum.dim_IntList", given, 12) == ["(T([4096, 1024], f16), [0], True)"]
+    traced = sweep.input_lines("aten.sum.dim_IntList", None, 3)
+    assert len(traced) == 3
+    for line in traced:  # each reads back as the call it came from
+        assert parse_call_line("aten.sum.dim_IntList", f"cnt: 1, ({line}, {{}})").args
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the refusal is for machines without a GPU")
+def test_without_a_gpu_it_says_so_and_exits_2():
+    done = subprocess.run([sys.executable, str(SCRIPT), "aten.sum.dim_IntList", str(ROOT / "prompts" / "examples" / "reduction.py")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "needs a CUDA GPU" in done.stderr and "Traceback" not in done.stderr
