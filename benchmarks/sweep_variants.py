@@ -22,24 +22,35 @@ import sys
 from pathlib import Path
 
 
+class WrongInput(Exception):
+    """What the command line asked for cannot be swept; said in one line, exit 2."""
+
+
 def load_version(spec: str, index: int):
     """The kernel module a version names, its settings applied."""
     path, _, settings = spec.partition(":")
     if not Path(path).is_file():
-        raise SystemExit(f"sweep_variants: no kernel file {path!r}")
+        raise WrongInput(f"no kernel file {path!r}")
     module_spec = importlib.util.spec_from_file_location(f"version{index}", path)
     module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as exc:  # noqa: BLE001 - a version that does not import is named, not a traceback
+        raise WrongInput(f"{path} does not import: {type(exc).__name__}: {exc}") from None
+    if not callable(getattr(module, "kernel", None)):
+        raise WrongInput(f"{path} defines no kernel(...) function")
     for setting in filter(None, settings.split(",")):
         name, _, value = setting.partition("=")
         if not hasattr(module, name):
-            raise SystemExit(f"sweep_variants: {path} has no module-level {name!r} to set")
+            raise WrongInput(f"{path} has no module-level {name!r} to set")
         setattr(module, name, type(getattr(module, name))(ast.literal_eval(value)))
     return module
 
 
 def input_lines(op: str, inputs: Path | None, max_shapes: int) -> list[str]:
     if inputs is not None:
+        if not inputs.is_file():
+            raise WrongInput(f"no inputs file {str(inputs)!r}")
         return [line.strip() for line in inputs.read_text().splitlines() if line.strip() and not line.startswith("#")]
     from bbagent.harness.traces import describe_value, load_calls
     return [describe_value(call.args) for call in load_calls(op)[:max_shapes]]
@@ -51,30 +62,39 @@ def same(a, b) -> bool:
     return a.shape == b.shape and torch.allclose(a.float(), b.float(), atol=2e-2, rtol=2e-2, equal_nan=True)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("op", help="the aten overload, e.g. aten.sum.dim_IntList")
     parser.add_argument("versions", nargs="+", help="FILE or FILE:NAME=VALUE,...")
     parser.add_argument("--inputs", type=Path, help="argument lines in the traces' form (default: the op's traces)")
     parser.add_argument("--max-shapes", type=int, default=12)
     parser.add_argument("--target-ms", type=float, default=20.0, help="GPU time per version and input")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import torch
+    from bbagent.harness.traces import TraceFormatError, parse_call_line
+    package, _, overload = args.op.removeprefix("aten.").rpartition(".")
+    try:
+        op = getattr(getattr(torch.ops.aten, package), overload)
+    except (AttributeError, RuntimeError):
+        print(f"sweep_variants: no operator {args.op!r} (name an overload: aten.sum.dim_IntList)", file=sys.stderr)
+        return 2
+    try:
+        versions = [load_version(spec, i) for i, spec in enumerate(args.versions)]
+        calls = [(line, parse_call_line(args.op, f"cnt: 1, ({line}, {{}})"))
+                 for line in input_lines(args.op, args.inputs, args.max_shapes)]
+    except (WrongInput, TraceFormatError) as exc:
+        print(f"sweep_variants: {'not an input line: ' if isinstance(exc, TraceFormatError) else ''}{exc}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("sweep_variants: needs a CUDA GPU (it times on one)", file=sys.stderr)
         return 2
     from bbagent.harness.inputs import materialize
     from bbagent.harness.timing.clock import graphed, time_interleaved
-    from bbagent.harness.traces import parse_call_line
-    package, _, overload = args.op.removeprefix("aten.").rpartition(".")
-    op = getattr(getattr(torch.ops.aten, package), overload)
-    versions = [load_version(spec, i) for i, spec in enumerate(args.versions)]
     for i, spec in enumerate(args.versions):
         print(f"v{i} = {spec}")
     print("input".ljust(48), "eager_us", *[f"v{i}".rjust(13) for i in range(len(versions))], flush=True)
     speedups: list[list[float]] = [[] for _ in versions]
-    for line in input_lines(args.op, args.inputs, args.max_shapes):
-        call = parse_call_line(args.op, f"cnt: 1, ({line}, {{}})")
+    for line, call in calls:
         inputs = materialize(call.args, "cuda", None)
         expected = op(*inputs)
         fns, wrong, cells = {"eager": lambda: op(*inputs)}, set(), {}
@@ -99,4 +119,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("sweep_variants: interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -24,9 +24,9 @@ def test_a_version_is_a_kernel_file_with_its_settings_applied_in_their_own_type(
     version.write_text("TILE, WIDE = 4096, False\n\ndef kernel(x):\n    return x * TILE\n")
     module = sweep.load_version(f"{version}:TILE=8192,WIDE=True", 0)
     assert module.TILE == 8192 and type(module.TILE) is int and module.WIDE is True
-    with pytest.raises(SystemExit, match="no module-level 'NOPE'"):
+    with pytest.raises(sweep.WrongInput, match="no module-level 'NOPE'"):
         sweep.load_version(f"{version}:NOPE=1", 1)
-    with pytest.raises(SystemExit, match="no kernel file"):
+    with pytest.raises(sweep.WrongInput, match="no kernel file"):
         sweep.load_version(str(tmp_path / "missing.py"), 2)
 
 
@@ -42,8 +42,26 @@ def test_inputs_come_from_a_file_or_the_operators_traces(tmp_path):
         assert parse_call_line("aten.sum.dim_IntList", f"cnt: 1, ({line}, {{}})").args
 
 
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def test_wrong_input_is_refused_in_words_before_any_gpu_is_needed(tmp_path, capsys):
+    sweep = load_script()
+    example = ROOT / "prompts" / "examples" / "reduction.py"
+    broken = tmp_path / "broken.py"
+    broken.write_text("import nothing_of_that_name\n")
+    bad_line = tmp_path / "inputs.txt"
+    bad_line.write_text("(T([4, 4], f16), [0]\n")
+    for args, words in [(("aten.nope.default", example), "no operator 'aten.nope.default'"),
+                        (("aten.sum.dim_IntList", broken), "does not import: ModuleNotFoundError"),
+                        (("aten.sum.dim_IntList", example, "--inputs", tmp_path / "missing.txt"), "no inputs file"),
+                        (("aten.sum.dim_IntList", example, "--inputs", bad_line), "not an input line")]:
+        assert sweep.main([str(a) for a in args]) == 2
+        assert words in capsys.readouterr().err, args
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the refusal is for machines without a GPU")
 def test_without_a_gpu_it_says_so_and_exits_2():
-    done = subprocess.run([sys.executable, str(SCRIPT), "aten.sum.dim_IntList", str(ROOT / "prompts" / "examples" / "reduction.py")],
-                          capture_output=True, text=True, timeout=120)
+    done = run("aten.sum.dim_IntList", ROOT / "prompts" / "examples" / "reduction.py")
     assert done.returncode == 2 and "needs a CUDA GPU" in done.stderr and "Traceback" not in done.stderr
