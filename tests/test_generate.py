@@ -183,13 +183,15 @@ def test_failed_calls_are_logged_and_a_refused_endpoint_is_named_quickly(tmp_pat
     those words after one quick second try, not after a minute of retries."""
     import socket
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    started = time.monotonic()
-    code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "gpt-5",
-                 "--base-url", f"http://127.0.0.1:{port}/v1", "--root", str(tmp_path), "--rounds", "1"])
-    took = time.monotonic() - started
+    # A port bound and held but not listening: connecting is refused, and no other test's server
+    # (pytest-xdist runs them side by side) can be given the port meanwhile, as it could once released.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        port = held.getsockname()[1]
+        started = time.monotonic()
+        code = main(["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "gpt-5",
+                     "--base-url", f"http://127.0.0.1:{port}/v1", "--root", str(tmp_path), "--rounds", "1"])
+        took = time.monotonic() - started
     err = capsys.readouterr().err
     assert code == 3 and f"connection refused at http://127.0.0.1:{port}/v1" in err and "nothing is listening" in err
     assert took < 15, took
