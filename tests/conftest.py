@@ -1,3 +1,4 @@
+import importlib.util
 import json
 import os
 import sys
@@ -12,6 +13,14 @@ KERNELS = ROOT / "tests" / "kernels"
 PYTHONPATH = os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+
+
+def load_benchmark(name: str):
+    """A script of ``benchmarks/`` (not a package) loaded as a module, for its functions."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 def pytest_collection_modifyitems(config, items):
     import torch

@@ -1,7 +1,6 @@
 """benchmarks/examples_table.py (issue 49): which operator each worked example is for, each family's
 target judged from a row, and the table it prints; one example benched for real (the CPU: tests
 only, nothing to judge)."""
-import importlib.util
 import math
 import re
 import subprocess
@@ -9,18 +8,11 @@ import sys
 
 import pytest
 
-from conftest import ROOT, verdict_of
-
-
-def load_table():
-    spec = importlib.util.spec_from_file_location("examples_table", ROOT / "benchmarks" / "examples_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import ROOT, load_benchmark, verdict_of
 
 
 def test_every_example_names_its_operator():
-    table = load_table()
+    table = load_benchmark("examples_table")
     ops = {example.stem: table.operator_of(example) for example in sorted(table.EXAMPLES.glob("*.py"))}
     assert ops["elementwise_binary"] == "aten.mul.Tensor" and ops["matmul"] == "aten.mm.default"
     assert all(op.startswith("aten.") for op in ops.values()) and len(ops) >= 15
@@ -43,11 +35,11 @@ def _row(**fields) -> dict:
     ("scan_sort", {"eager": 0.3}, None),  # no target
 ])
 def test_each_family_is_judged_by_its_own_target(family, fields, met):
-    assert load_table().target_check(family, _row(**fields))[1] is met
+    assert load_benchmark("examples_table").target_check(family, _row(**fields))[1] is met
 
 
 def test_a_row_reads_the_verdict_and_large_half_matmul_shapes_are_picked_out():
-    table = load_table()
+    table = load_benchmark("examples_table")
     shape = {"dtype": "float16", "mode": "graph", "speedup": 0.9, "overhead_dominated": False}
     tests = [{"id": "a", "input": "(T([4096, 2048], f16), T([2048, 4096], f16))", **shape},
              {"id": "b", "input": "(T([64, 2048], f16), T([2048, 4096], f16))", **shape, "speedup": 0.2},
@@ -72,7 +64,7 @@ def test_one_example_benched_on_the_cpu_gives_its_row(tmp_path):
 def test_the_matmul_targets_shapes_are_valid_inputs_and_a_bad_one_is_refused():
     from bbagent.agent.bench.run import check_extra_traces
     from bbagent.agent.errors import UsageError
-    examples_table = load_table()
+    examples_table = load_benchmark("examples_table")
     extra = examples_table.extra_inputs("aten.mm.default")
     check_extra_traces(extra)  # every line parses
     assert len(extra["aten.mm.default"]) == len(examples_table.MATMUL_SHAPES)

@@ -1,15 +1,7 @@
 """The code's places (harness/ modules and groups, agent/, benchmarks/) import one another without
 cycles, and the child side of the sandbox never imports what only the parent needs."""
-import importlib.util
 
-from conftest import ROOT
-
-
-def load_import_graph():
-    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "benchmarks" / "import_graph.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import ROOT, load_benchmark
 
 
 def copy_of_the_tree(where):
@@ -26,21 +18,21 @@ def copy_of_the_tree(where):
 
 
 def test_no_import_cycle_between_places():
-    graph = load_import_graph()
+    graph = load_benchmark("import_graph")
     places, arrows, _ = graph.graph()
     assert {"harness/sandbox", "harness/checks", "harness/suite", "harness/timing"} <= places
     assert graph.cycles(places, arrows) == []
 
 
 def test_cycle_finder_finds_a_cycle():
-    graph = load_import_graph()
+    graph = load_benchmark("import_graph")
     assert graph.cycles({"a", "b", "c"}, {("a", "b"), ("b", "a"), ("b", "c")}) == [["a", "b"]]
 
 
 def test_the_sandbox_reaches_neither_the_verdict_model_nor_agent():
     """The sandbox child needs only the standard library, torch, triton and numpy: the Verdict model
     (pydantic) and agent/ stay in the parent, so nothing the sandbox imports reaches them."""
-    graph = load_import_graph()
+    graph = load_benchmark("import_graph")
     _, arrows, _ = graph.graph()
     reached, todo = set(), ["harness/sandbox"]
     while todo:
@@ -57,7 +49,7 @@ def test_the_sandbox_reaches_neither_the_verdict_model_nor_agent():
 def test_every_import_in_agent_and_harness_keeps_the_rules():
     """No module below agent/api imports the public API, harness/ never imports agent/, no circle of
     modules, and agent/'s packages keep their layers (imports inside functions counted too)."""
-    graph = load_import_graph()
+    graph = load_benchmark("import_graph")
     edges = graph.module_graph()
     assert {"agent.api", "agent.batch.start", "agent.review.catalog", "harness.evaluate"} <= set(edges)
     assert graph.rule_breaks(edges) == []
@@ -66,7 +58,7 @@ def test_every_import_in_agent_and_harness_keeps_the_rules():
 def test_the_import_rules_catch_planted_breaks(tmp_path):
     """A copy of the tree with an upward import inside a function, harness importing agent, a layer
     broken and a circle: each is reported."""
-    graph = load_import_graph()
+    graph = load_benchmark("import_graph")
     plant = copy_of_the_tree(tmp_path)
     plant("agent/review/catalog.py", "def planted():\n    from bbagent import UsageError\n    return UsageError")
     plant("harness/ops.py", "def planted():\n    import bbagent.agent.storage\n    return bbagent.agent.storage")
@@ -85,7 +77,7 @@ def test_every_spelling_of_an_import_is_caught_in_agent_and_in_harness(tmp_path)
     """Issue 48 (point 5): a relative import, importlib.import_module and __import__ of a literal
     name passed the rules before, and harness/ had no layers. Each, planted in a copy of the tree,
     is reported; the real tree keeps the rules."""
-    graph = load_import_graph()
+    graph = load_benchmark("import_graph")
     plant = copy_of_the_tree(tmp_path)
     plant("agent/batch/ledger.py", "def planted():\n    from .runner import Batch\n    return Batch")  # a sibling
     plant("agent/review/meta.py", "def planted():\n    import importlib\n"
@@ -115,7 +107,7 @@ def test_the_sandbox_sides_import_only_what_their_own_process_runs(tmp_path):
     """Issue 48 (point 4): the child side (harness/sandbox/child/, run in the sandboxed process) and
     the parent side (harness/sandbox/parent/) share only harness/sandbox/'s own modules (the job,
     process groups, paths); an import across, in either direction and however spelled, is reported."""
-    graph = load_import_graph()
+    graph = load_benchmark("import_graph")
     edges = graph.module_graph()
     child = {m for m in edges if m.startswith("harness.sandbox.child.")}
     parent = {m for m in edges if m.startswith("harness.sandbox.parent.")}
