@@ -1,25 +1,17 @@
 """benchmarks/sweep_variants.py: the versions it loads (settings keep their type), the inputs it reads,
 and its refusals (no GPU, no such file, no such setting) without a traceback."""
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, load_benchmark
 
 SCRIPT = ROOT / "benchmarks" / "sweep_variants.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("sweep_variants", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_a_version_is_a_kernel_file_with_its_settings_applied_in_their_own_type(tmp_path):
-    sweep = load_script()
+    sweep = load_benchmark("sweep_variants")
     version = tmp_path / "k.py"
     version.write_text("TILE, WIDE = 4096, False\n\ndef kernel(x):\n    return x * TILE\n")
     module = sweep.load_version(f"{version}:TILE=8192,WIDE=True", 0)
@@ -30,9 +22,18 @@ def test_a_version_is_a_kernel_file_with_its_settings_applied_in_their_own_type(
         sweep.load_version(str(tmp_path / "missing.py"), 2)
 
 
+def test_an_output_is_checked_whole_the_second_tensor_too():
+    import torch
+    sweep = load_benchmark("sweep_variants")
+    values, indices = torch.tensor([1.0, 2.0]), torch.tensor([0, 1])
+    assert sweep.same((values, indices), (values + 1e-3, indices.clone()))
+    assert not sweep.same((values, indices), (values, torch.tensor([1, 0])))  # pooling's indices, say
+    assert not sweep.same((values, indices), (values,)) and not sweep.same(values, values[:1])
+
+
 def test_inputs_come_from_a_file_or_the_operators_traces(tmp_path):
     from bbagent.harness.traces import parse_call_line
-    sweep = load_script()
+    sweep = load_benchmark("sweep_variants")
     given = tmp_path / "inputs.txt"
     given.write_text("# a comment\n(T([4096, 1024], f16), [0], True)\n\n")
     assert sweep.input_lines("aten.sum.dim_IntList", given, 12) == ["(T([4096, 1024], f16), [0], True)"]
@@ -47,7 +48,7 @@ def run(*args):
 
 
 def test_wrong_input_is_refused_in_words_before_any_gpu_is_needed(tmp_path, capsys):
-    sweep = load_script()
+    sweep = load_benchmark("sweep_variants")
     example = ROOT / "prompts" / "examples" / "reduction.py"
     broken = tmp_path / "broken.py"
     broken.write_text("import nothing_of_that_name\n")
