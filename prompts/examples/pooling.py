@@ -1,9 +1,10 @@
 """aten.max_pool2d_with_indices.default: one program per BLOCK output elements, looping over the
-window; NaN wins and ties keep the first position, as in PyTorch; indices are flat positions
-h * W + w within each input plane. The input is read through its strides, never copied: a
-channels-last input gives a channels-last output, walked with the channel fastest so that
-neighbouring programs read neighbouring memory. Lists of one value apply to both dimensions, an
-empty stride means stride = kernel size."""
+window (its size a constexpr: the loop unrolls and the window's loads are in flight together);
+NaN wins and ties keep the first position, as in PyTorch; indices are flat positions h * W + w
+within each input plane. The input is read through its strides, never copied: a channels-last
+input gives a channels-last output, walked with the channel fastest so that neighbouring
+programs read neighbouring memory. Lists of one value apply to both dimensions, an empty stride
+means stride = kernel size."""
 import torch
 import triton
 import triton.language as tl
@@ -11,8 +12,8 @@ import triton.language as tl
 
 @triton.jit
 def _max_pool(x_ptr, out_ptr, idx_ptr, N, C, H, W, OH, OW, s_n, s_c, s_h, s_w,
-              KH, KW, SH, SW, PH, PW, DH, DW, LOWEST: tl.constexpr, CHANNELS_LAST: tl.constexpr,
-              BLOCK: tl.constexpr, INDEX: tl.constexpr):
+              SH, SW, PH, PW, DH, DW, KH: tl.constexpr, KW: tl.constexpr, LOWEST: tl.constexpr,
+              CHANNELS_LAST: tl.constexpr, BLOCK: tl.constexpr, INDEX: tl.constexpr):
     # int32 index arithmetic (divisions are several times faster) unless a tensor is too large for it
     offsets = tl.program_id(0).to(INDEX) * BLOCK + tl.arange(0, BLOCK)
     valid = offsets < N * C * OH * OW
@@ -31,8 +32,8 @@ def _max_pool(x_ptr, out_ptr, idx_ptr, N, C, H, W, OH, OW, s_n, s_c, s_h, s_w,
     first_w = w0 + ((-w0 + DW - 1) // DW) * DW * (w0 < 0)
     best = tl.full([BLOCK], LOWEST, dtype=x_ptr.dtype.element_ty)
     best_idx = first_h * W + first_w
-    for kh in range(KH):
-        for kw in range(KW):
+    for kh in tl.static_range(KH):  # unrolled: every load of the window is in flight at once
+        for kw in tl.static_range(KW):
             h, w = h0 + kh * DH, w0 + kw * DW
             inside = valid & (h >= 0) & (h < H) & (w >= 0) & (w < W)
             v = tl.load(x_ptr + plane + h * s_h + w * s_w, mask=inside, other=LOWEST)
@@ -69,7 +70,7 @@ def kernel(self, kernel_size, stride=[], padding=[0, 0], dilation=[1, 1], ceil_m
         BLOCK = 256
         big = max(n, x.numel(), max(s * (d - 1) for s, d in zip(x.stride(), x.shape)) + 1) >= 2**31
         _max_pool[(triton.cdiv(n, BLOCK),)](x, out, idx, N, C, H, W, OH, OW, *x.stride(),
-                                            KH, KW, SH, SW, PH, PW, DH, DW, LOWEST=lowest,
+                                            SH, SW, PH, PW, DH, DW, KH=KH, KW=KW, LOWEST=lowest,
                                             CHANNELS_LAST=channels_last, BLOCK=BLOCK,
                                             INDEX=tl.int64 if big else tl.int32)
     if self.dim() == 3:
