@@ -4,6 +4,7 @@ Triton interpreter; the GPU twin (marked gpu) runs the full suites, every trace 
 
 The example is extracted from the prompt of another operator of the family where there is one,
 so that what is checked is what a model reads."""
+import ast
 import json
 import re
 
@@ -49,6 +50,28 @@ def test_every_family_has_an_example_and_every_example_file_is_used():
     assert {p.stem for p in (PROMPTS_DIR / "examples").glob("*.py")} == families
     for family, op in EXAMPLES.items():
         assert family_of(op) == family, (family, op)
+
+
+def code_lines(source: str) -> int:
+    """Lines of code: neither blank, nor a comment, nor part of a docstring."""
+    docstrings = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.FunctionDef)) and ast.get_docstring(node) is not None:
+            docstrings.update(range(node.body[0].lineno, node.body[0].end_lineno + 1))
+    return sum(1 for number, line in enumerate(source.splitlines(), 1)
+               if line.strip() and not line.lstrip().startswith("#") and number not in docstrings)
+
+
+def test_code_lines_counts_code_alone():
+    source = '"""A\ndocstring."""\nimport torch\n\n# a comment\ndef f(x):\n    """Doc."""\n    return x  # trailing\n'
+    assert code_lines(source) == 3
+
+
+@pytest.mark.parametrize("family", sorted(EXAMPLES))
+def test_worked_example_stays_short(family):
+    """Issue 49: an example a model can read and adapt, about 100 lines at most; what a pattern needs
+    beyond that, the docstring and the family's prompt say in words."""
+    assert code_lines((PROMPTS_DIR / "examples" / f"{family}.py").read_text()) <= 105
 
 
 @pytest.mark.parametrize("family", sorted(EXAMPLES))

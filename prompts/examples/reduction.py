@@ -3,8 +3,8 @@
 out[o, i] = sum over r of x[o * so + r * sr + i_offset(i)], i_offset unravelling i over up to two
 kept groups. Without kept inner dimensions (I = 1) each program sums a block of rows (`_row_sum`);
 with them, each program takes one o and a block of i and loops down r with a [BR, BI] tile of 16 KB,
-two tiles in flight (`_col_sum`); where that leaves too few programs, R is split and the parts summed
-by a second launch. Reduced dimensions that do not merge are summed innermost group first (both
+two tiles in flight (`_col_sum`); where that leaves too few programs, the blocks of i narrow, then R
+is split and the parts summed by a second launch. Reduced dimensions that do not merge are summed innermost group first (both
 passes in place); kept ones that do not merge into three groups are copied first. Integers and bools
 accumulate in int64, float16/bfloat16 in float32."""
 import torch
@@ -105,6 +105,8 @@ def _sum(x, dims, out_dtype):
         return out
     tile = 16384 // x.element_size()  # 16 KB a step; a block of i of 1024 keeps each column's sum in one thread
     BI = min(triton.next_power_of_2(I), 1024)
+    while BI > 64 and O * triton.cdiv(I, BI) < 1024:  # too few programs: narrower blocks before splitting R
+        BI //= 2
     BR = max(1, min(triton.next_power_of_2(R), tile // BI))
     BI = min(triton.next_power_of_2(I), max(BI, tile // BR))  # a short R: wider blocks of i instead
     programs = O * triton.cdiv(I, BI)
