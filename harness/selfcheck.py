@@ -5,9 +5,10 @@ the failure kinds allowed (at least one must be seen, and no other), and optiona
 the verdict must contain. ``"timed": true`` asks for the timing phase (on a GPU), and
 ``"performance": {"geomean_speedup_below": x}`` what its counted speedup must stay under. The sandbox's fault corpus (``tests/faults/faults.json``) uses the
 same format, with the static check off and a correct kernel evaluated after each fault.
-Used by the tests and, on a GPU machine, as a report:
+The worked examples of the prompt families (``tests/kernels/examples.json``) are checked with the
+corpus by default: each must pass. Used by the tests and, on a GPU machine, as a report:
 
-    python -m harness.selfcheck [--corpus FILE] [--only NAME ...] [--jobs N] [--json FILE]
+    python -m harness.selfcheck [--corpus FILE ...] [--only NAME ...] [--jobs N] [--json FILE]
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from bbagent.harness.sandbox.parent.watch import Limits
 from bbagent.harness.timing.options import TimingOptions
 
 CORPUS = PROJECT_ROOT / "tests" / "kernels" / "corpus.json"  # in a checkout; an installed wheel has no tests/
+EXAMPLES = CORPUS.with_name("examples.json")  # the prompts' worked examples, each expected to pass
 
 
 CORPUS_DEFAULTS = ("static_check", "after_each")
@@ -165,17 +167,19 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--corpus", type=Path, nargs="+", default=[CORPUS, EXAMPLES],
+                        help="corpus files (default: the verdict's corpus and the worked examples)")
     parser.add_argument("--only", nargs="*", help="entry ids or kernel file stems")
     parser.add_argument("--jobs", type=int, default=1, help="evaluations run at once")
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args(argv)
-    if not args.corpus.is_file():
-        print(f"selfcheck: no corpus at {args.corpus}: run it in a checkout of bbagent (tests/kernels/corpus.json) "
+    missing = [str(path) for path in args.corpus if not path.is_file()]
+    if missing:
+        print(f"selfcheck: no corpus at {', '.join(missing)}: run it in a checkout of bbagent (tests/kernels/) "
               "or give --corpus FILE", file=sys.stderr)
         return 2
-    entries = load_corpus(args.corpus)
+    entries = [{**entry, "corpus_dir": path.parent} for path in args.corpus for entry in load_corpus(path)]
     if args.only:
         entries = [e for e in entries if entry_id(e) in args.only or Path(e["kernel"]).stem in args.only]
     device = default_device()
@@ -185,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
           f"seed {args.seed}", flush=True)
     rows = []
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_entry, e, args.corpus.parent, args.seed, device) for e in entries]
+        futures = [pool.submit(run_entry, e, e["corpus_dir"], args.seed, device) for e in entries]
         for future in as_completed(futures):
             row = future.result()
             rows.append(row)

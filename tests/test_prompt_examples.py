@@ -89,3 +89,23 @@ def test_worked_example_passes_its_operators_tests_on_gpu(family, tmp_path):
     verdict = evaluate(op, path, device="cuda", seed=11, timeout_s=900)
     check_passes(verdict)
     assert verdict.skipped == []
+
+
+def test_selfcheck_corpus_of_examples_lists_every_example():
+    """`python -m bbagent.harness.selfcheck` checks the worked examples with its corpus: the
+    examples' corpus names each family's example file and operator, expected to pass."""
+    from bbagent.harness.selfcheck import EXAMPLES as EXAMPLES_CORPUS, load_corpus
+    entries = load_corpus(EXAMPLES_CORPUS)
+    listed = {(EXAMPLES_CORPUS.parent / e["kernel"]).resolve(): e["op"] for e in entries}
+    assert listed == {(PROMPTS_DIR / "examples" / f"{family}.py").resolve(): op for family, op in EXAMPLES.items()}
+    assert {e["expect"] for e in entries} == {"pass"}
+
+
+def test_selfcheck_runs_an_example_and_names_a_missing_corpus(tmp_path, capsys):
+    from bbagent.harness.selfcheck import EXAMPLES as EXAMPLES_CORPUS, main
+    rows = tmp_path / "rows.json"
+    assert main(["--corpus", str(EXAMPLES_CORPUS), "--only", "backward", "--json", str(rows)]) == 0
+    [row] = json.loads(rows.read_text())["rows"]
+    assert row["ok"] and row["id"] == f"backward@{EXAMPLES['backward']}" and row["passed"] > 0
+    assert main(["--corpus", str(tmp_path / "none.json")]) == 2
+    assert "no corpus at" in capsys.readouterr().err
