@@ -50,8 +50,9 @@ def kernel(self, dim, half_to_float):
     acc = tl.float64 if self.dtype == torch.float64 else tl.float32
     if inner == 1:
         rows = out.numel() // length
-        ROWS = max(1, 4096 // BLOCK)
-        _softmax_rows[(triton.cdiv(rows, ROWS),)](x, out, rows, length, ACC=acc, ROWS=ROWS, BLOCK=BLOCK)
+        ROWS = max(1, 1024 // BLOCK)  # small programs, many of them: 1024 elements, 2 warps (more for long rows)
+        _softmax_rows[(triton.cdiv(rows, ROWS),)](x, out, rows, length, ACC=acc, ROWS=ROWS, BLOCK=BLOCK,
+                                                  num_warps=min(16, max(2, BLOCK // 1024)))
     else:
         BLOCK_I = max(1, min(triton.next_power_of_2(inner), 4096 // BLOCK))
         outer = out.numel() // (length * inner)
