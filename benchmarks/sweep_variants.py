@@ -67,6 +67,19 @@ def same(expected, actual) -> bool:
         for w, g in zip(want, got))
 
 
+def draw_inputs(op_name: str, call, device: str) -> list:
+    """Seeded values for one call's arguments, index arguments redrawn so that the operator accepts
+    them (as the verdict's suite draws them: an index_select index within its dimension)."""
+    import torch
+    from bbagent.harness.inputs import materialize
+    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.suite.index_args import make_index_args_valid
+    gen = torch.Generator(device=device).manual_seed(0)
+    inputs = list(materialize(call.args, device, gen))
+    make_index_args_valid(resolve_op(op_name), inputs, {}, gen)
+    return inputs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("op", help="the aten overload, e.g. aten.sum.dim_IntList")
@@ -93,14 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("sweep_variants: needs a CUDA GPU (it times on one)", file=sys.stderr)
         return 2
-    from bbagent.harness.inputs import materialize
     from bbagent.harness.timing.clock import graphed, time_interleaved
     for i, spec in enumerate(args.versions):
         print(f"v{i} = {spec}")
     print("input".ljust(48), "eager_us", *[f"v{i}".rjust(13) for i in range(len(versions))], flush=True)
     speedups: list[list[float]] = [[] for _ in versions]
     for line, call in calls:
-        inputs = materialize(call.args, "cuda", None)
+        inputs = draw_inputs(args.op, call, "cuda")
         expected = op(*inputs)
         fns, wrong, cells = {"eager": lambda: op(*inputs)}, set(), {}
         for i, module in enumerate(versions):

@@ -43,6 +43,16 @@ def test_inputs_come_from_a_file_or_the_operators_traces(tmp_path):
         assert parse_call_line("aten.sum.dim_IntList", f"cnt: 1, ({line}, {{}})").args
 
 
+def test_index_arguments_are_drawn_so_the_operator_accepts_them():
+    import torch
+    from bbagent.harness.traces import parse_call_line
+    sweep = load_benchmark("sweep_variants")
+    call = parse_call_line("aten.index_select.default", "cnt: 1, ((T([4, 5, 3], f16), 1, T([64], i64)), {})")
+    x, dim, index = sweep.draw_inputs("aten.index_select.default", call, "cpu")
+    assert index.shape == (64,) and int(index.min()) >= 0 and int(index.max()) < 5
+    assert torch.index_select(x, dim, index).shape == (4, 64, 3)
+
+
 def run(*args):
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120)
 
