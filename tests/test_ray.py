@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import random
 import signal
 import socket
 import subprocess
@@ -34,9 +35,17 @@ def _answer(op: str) -> str:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now and below the ephemeral range (32768 and up on Linux), from which the OS hands
+    out ports to bind(0) calls: another xdist worker's fake server cannot be given it between this
+    check and Ray binding it."""
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 20000-32000")
 
 
 class Node:
