@@ -22,7 +22,7 @@ import time
 
 from bbagent.harness import workdirs
 from bbagent.harness.sandbox.job import Job
-from bbagent.harness.sandbox.process_group import kill_group
+from bbagent.harness.sandbox.process_group import Reaper, kill_group
 
 SERVER_START_TIMEOUT_S = 180.0
 
@@ -44,6 +44,10 @@ class ColdChild:
             pass_fds=(result_fd,) + tuple(fd for fd in (job.grant_fd, job.pause_fd) if fd is not None),
             start_new_session=True)
         self.pid = self.proc.pid
+        try:
+            self.reaper: Reaper | None = Reaper(self.pid)  # a warm child has the fork server for this
+        except OSError:
+            self.reaper = None
 
     def wait(self, timeout: float) -> int | None:
         try:
@@ -53,6 +57,8 @@ class ColdChild:
 
     def kill(self) -> None:
         kill_group(self.pid)
+        if self.reaper is not None:
+            self.reaper.release()
 
 
 class WarmChild:
