@@ -67,16 +67,16 @@ def same(expected, actual) -> bool:
         for w, g in zip(want, got))
 
 
-def draw_inputs(op_name: str, call, device: str) -> list:
-    """Seeded values for one call's arguments, index arguments redrawn so that the operator accepts
-    them (as the verdict's suite draws them: an index_select index within its dimension)."""
+def draw_inputs(op, call, device: str) -> list:
+    """Seeded values for one call's arguments, index arguments redrawn so that the operator (an
+    OpOverload) accepts them (as the verdict's suite draws them: an index_select index within its
+    dimension)."""
     import torch
     from bbagent.harness.inputs import materialize
-    from bbagent.harness.ops import resolve_op
     from bbagent.harness.suite.index_args import make_index_args_valid
     gen = torch.Generator(device=device).manual_seed(0)
     inputs = list(materialize(call.args, device, gen))
-    make_index_args_valid(resolve_op(op_name), inputs, {}, gen)
+    make_index_args_valid(op, inputs, {}, gen)
     return inputs
 
 
@@ -89,12 +89,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target-ms", type=float, default=20.0, help="GPU time per version and input")
     args = parser.parse_args(argv)
     import torch
+    from bbagent.harness.ops import UnknownOpError, resolve_op
     from bbagent.harness.traces import TraceFormatError, parse_call_line
-    package, _, overload = args.op.removeprefix("aten.").rpartition(".")
     try:
-        op = getattr(getattr(torch.ops.aten, package), overload)
-    except (AttributeError, RuntimeError):
-        print(f"sweep_variants: no operator {args.op!r} (name an overload: aten.sum.dim_IntList)", file=sys.stderr)
+        op = resolve_op(args.op)
+    except UnknownOpError as exc:
+        print(f"sweep_variants: no operator {args.op!r} ({exc})", file=sys.stderr)
         return 2
     try:
         versions = [load_version(spec, i) for i, spec in enumerate(args.versions)]
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     print("input".ljust(48), "eager_us", *[f"v{i}".rjust(13) for i in range(len(versions))], flush=True)
     speedups: list[list[float]] = [[] for _ in versions]
     for line, call in calls:
-        inputs = draw_inputs(args.op, call, "cuda")
+        inputs = draw_inputs(op, call, "cuda")
         expected = op(*inputs)
         fns, wrong, cells = {"eager": lambda: op(*inputs)}, set(), {}
         for i, module in enumerate(versions):

@@ -45,10 +45,11 @@ def test_inputs_come_from_a_file_or_the_operators_traces(tmp_path):
 
 def test_index_arguments_are_drawn_so_the_operator_accepts_them():
     import torch
+    from bbagent.harness.ops import resolve_op
     from bbagent.harness.traces import parse_call_line
     sweep = load_benchmark("sweep_variants")
     call = parse_call_line("aten.index_select.default", "cnt: 1, ((T([4, 5, 3], f16), 1, T([64], i64)), {})")
-    x, dim, index = sweep.draw_inputs("aten.index_select.default", call, "cpu")
+    x, dim, index = sweep.draw_inputs(resolve_op("aten.index_select.default"), call, "cpu")
     assert index.shape == (64,) and int(index.min()) >= 0 and int(index.max()) < 5
     assert torch.index_select(x, dim, index).shape == (4, 64, 3)
 
