@@ -14,13 +14,21 @@ PYTHONPATH = os.pathsep.join([str(ROOT), *filter(None, os.environ.get("PYTHONPAT
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
-
 def load_benchmark(name: str):
     """A script of ``benchmarks/`` (not a package) loaded as a module, for its functions."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def process_state(pid: int) -> str:
+    """The process's state letter from /proc ("T" stopped, "Z" a zombie; "" once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
 
 def pytest_collection_modifyitems(config, items):
     import torch

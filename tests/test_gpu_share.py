@@ -15,6 +15,7 @@ import pytest
 from bbagent.harness import gpu_pause
 from bbagent.harness.gpu_pause import ChildPauses, PausePage
 from bbagent.harness.sandbox.parent.gpu_share import GpuShare, overlaps
+from conftest import process_state
 from tests.fake_runs import run_started
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -399,7 +400,7 @@ def test_a_real_child_pauses_between_tests_while_another_holds_the_gpu_alone(tmp
     assert time.monotonic() - asked < 20  # its next checkpoint, not the end of its run
     other, = [h for h in share.holds.values() if h is not timer]
     time.sleep(1.0)
-    state = Path(f"/proc/{other.process_group}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    state = process_state(other.process_group)
     assert other.stopped_since is not None and state == "T"  # stopped while the timer holds the GPU
     share.leave(timer)
     running.join(180)

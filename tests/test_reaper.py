@@ -7,17 +7,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
-from conftest import ROOT
-
-
-def _state(pid: int) -> str:
-    """The process's state letter ("" once it is gone)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return ""
+from conftest import ROOT, process_state
 
 
 def test_a_stopped_child_dies_with_a_parent_killed_outright():
@@ -35,9 +26,9 @@ def test_a_stopped_child_dies_with_a_parent_killed_outright():
     assert done.returncode == -signal.SIGKILL, done.stderr
     child = int(done.stdout.split()[0])
     deadline = time.monotonic() + 10
-    while _state(child) not in ("", "Z") and time.monotonic() < deadline:
+    while process_state(child) not in ("", "Z") and time.monotonic() < deadline:
         time.sleep(0.05)
-    state = _state(child)
+    state = process_state(child)
     if state not in ("", "Z"):
         os.killpg(child, signal.SIGKILL)
     assert state in ("", "Z"), f"the stopped child {child} outlived its parent (state {state})"
