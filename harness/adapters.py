@@ -35,6 +35,12 @@ def convention(op) -> str:
     return "functional"
 
 
+# The recordings of calls under way (``harness.checks.in_use.Recording``): bbagent's own write-back of a
+# functional result into ``self`` or ``out=`` runs outside the dispatch modes that record a call, so
+# it notes itself here, as the copy it is, for the recording to replay.
+RECORDINGS: list[list] = []
+
+
 def serving(kernel: Callable, written_for, target) -> Callable:
     """A callable with ``target``'s calling convention, from ``kernel`` written for ``written_for``:
     the kernel itself when they are the same overload; an adapter when ``written_for`` is the
@@ -113,3 +119,5 @@ def _write(destination, value, name: str, resize: bool) -> None:
                                    f"shape {list(value.shape)}; the in-place overload cannot resize it")
             destination.resize_(value.shape)
         destination.copy_(value)
+    if RECORDINGS:
+        RECORDINGS[-1].append(("aten", torch.ops.aten.copy_.default, (destination, value), {}, destination))

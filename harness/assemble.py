@@ -12,13 +12,14 @@ import re
 from dataclasses import dataclass
 
 from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
-                            Event, Fatal, Profile, ReferenceStart, Sealed, StoppedEarly, Suite, Timing, TimingPlan,
+                            Event, Fatal, InUse, InUseStart, Profile, ReferenceStart, Sealed, StoppedEarly, Suite, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
 from bbagent.harness.sandbox.parent.compile_pauses import compile_totals
 from bbagent.harness.sandbox.parent.run import exit_cause
 from bbagent.harness.sandbox.parent.watch import ChildOutcome
 from bbagent.harness.timing.metrics import summarize_performance
-from bbagent.harness.verdict import (SCHEMA_VERSION, Environment as EnvironmentPart, FailureGroup, GuardFinding, KernelFile,
+from bbagent.harness.verdict import (SCHEMA_VERSION, Environment as EnvironmentPart, FailureGroup, GuardFinding, InUseCheck,
+                                     KernelFile,
                                      Performance, ProfileFiles, Skipped, SuiteInfo, Summary, TestResult, Timings, Variant,
                                      Verdict)
 
@@ -64,6 +65,7 @@ def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event]
         verdict="pass" if passed else "fail", error_kind=failure.error_kind, message=failure.message,
         infrastructure=failure.infrastructure, seed=seed, summary=summary,
         failure_groups=group_failures(tests), tests=tests, skipped=skipped,
+        in_use=[InUseCheck.model_validate(e.record) for e in of_kind(events, InUse)],
         guard_findings=findings + [f for t in tests for f in t.guard_findings],
         performance=_performance(op, first(events, TimingPlan), timings, passed, profiles),
         suite=SuiteInfo(notes=suite.notes if suite else [], cases=len(suite.cases) if suite else 0),
@@ -73,6 +75,13 @@ def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event]
         environment=EnvironmentPart.model_validate(_environment(first(events, Environment), first(events, Sealed))),
         exit=None if outcome.returncode == 0 else exit_cause(outcome.returncode),
         stderr_tail=outcome.stderr, stdout_tail=outcome.stdout)
+
+
+def in_use_words(record: dict) -> str:
+    """The check of ``harness.checks.in_use`` a record is of, in words, with the test it used."""
+    words = {"launch_replay": "the check that its launches make its result", "cuda_graph": "the CUDA graph check",
+             "repeated_calls": "the repeated-call check"}.get(record["check"], "the checks as it runs")
+    return words + (f" on test {record['id']} ({record.get('input')})" if record.get("id") else "")
 
 
 def stopped_early_reason(stopped: StoppedEarly) -> str:
@@ -116,6 +125,9 @@ def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[Test
         return Failure(fatal.error_kind, fatal.message + outside_the_view(fatal.message))
     if first(events, Done) is None:
         return _stopped(op, events, suite, tests, outcome, timeout_s)
+    in_use = next((e.record for e in of_kind(events, InUse) if e.record.get("passed") is False), None)
+    if in_use:
+        return Failure(in_use["error_kind"], f"every test passed; then, {in_use_words(in_use)}: {in_use['message']}")
     timing_failure = next((t for t in timings if "error_kind" in t), None)
     if timing_failure:
         return Failure(timing_failure["error_kind"],
@@ -149,6 +161,9 @@ def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[Test
                                 overload=case.get("overload", op), passed=False, error_kind=kind,
                                 message=f"the kernel {cause} {when}"))
         return Failure(kind, f"test {test_id} ({case.get('input')}): the kernel {cause}")
+    checks = of_kind(events, InUseStart)
+    if checks and len(checks) > len(of_kind(events, InUse)):
+        return Failure(kind, f"every test passed, then the kernel {cause} in {in_use_words({'check': checks[-1].check})}")
     if unfinished_timing:
         case = cases.get(unfinished_timing[0], {})
         return Failure(kind, f"every test passed, then the kernel {cause} while being timed on test "

@@ -40,6 +40,12 @@ ERROR_KINDS = {
     "input_mutated": "modified an input it must not modify",
     "mutation_mismatch": "an argument the overload writes holds wrong values",
     "wrong_alias": "did not return the argument the overload must return",
+    "not_from_launches": "the result is not what the call's own Triton launches compute: replayed on new input "
+                         "values, the recorded launches did not reproduce it (values made by another library or on "
+                         "the host, behind a decoy launch)",
+    "repeated_call_mismatch": "right in every test, wrong when called thousands of times in a row on refilled inputs "
+                              "(results kept between calls, behaviour that changes with the call count)",
+    "graph_mismatch": "right in every test, wrong when captured in a CUDA graph and replayed on new input values",
     "timing_mismatch": "right in every test, wrong when run again with new values after timing",
     "implausible_timing": "a measurement the device cannot produce (faster than its memory allows, shorter than a "
                           "launch, more time than passed): the timing is void",

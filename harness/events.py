@@ -138,6 +138,20 @@ class CaseResult(Event):
 
 
 @dataclass
+class InUseStart(Event):
+    """A check of the kernel as users run it starts (a crash or hang from here on is the kernel's)."""
+    KIND: ClassVar[str] = "in_use_start"
+    check: str
+
+
+@dataclass
+class InUse(Event):
+    """One check of the kernel as users run it, once every test passed (``harness.checks.in_use``)."""
+    KIND: ClassVar[str] = "in_use"
+    record: dict  # harness.verdict.InUseCheck as data
+
+
+@dataclass
 class Done(Event):
     KIND: ClassVar[str] = "done"
     total_s: float
@@ -233,7 +247,7 @@ class Garbled(Event):
 
 
 KINDS = {kind.KIND: kind for kind in (Environment, Suite, Sealed, Fatal, Violation, CaseStart, CandidateStart,
-                                      ReferenceStart, CaseResult, AheadCall, CompiledAhead, StoppedEarly, Done, ExclusiveWanted, TimingPlan,
+                                      ReferenceStart, CaseResult, InUseStart, InUse, AheadCall, CompiledAhead, StoppedEarly, Done, ExclusiveWanted, TimingPlan,
                                       TimingStart, Timing, Profile, Compile, BaselineStart, Baseline, NcuRange,
                                       Garbled)}
 

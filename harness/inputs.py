@@ -26,6 +26,13 @@ def memory_behind(t: torch.Tensor) -> torch.Tensor:
     return t.as_strided((memory_span(tuple(t.shape), t.stride()),), (1,), t.storage_offset())
 
 
+def copy_into(destination: Any, source: Any) -> None:
+    """Each tensor of ``source`` copied into the same place of ``destination`` (same structure),
+    memory and all: a broadcast (stride-0) view's memory too, which an element-wise copy refuses."""
+    for dst, src in zip(tensors_in(destination), tensors_in(source)):
+        memory_behind(dst).copy_(memory_behind(src))
+
+
 def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     """Apply ``fn`` to every tensor in a structure of tuples, lists and dicts."""
     return map_leaves(value, torch.Tensor, fn)

@@ -161,6 +161,8 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
             "wall_s": wall, "message": verdict.message[:300], "exit": verdict.exit,
             "stderr_tail": "" if ok else verdict.stderr_tail[-1500:], "ready_s": verdict.timings.child_ready_s,
             "files": verdict.environment.containment.files if verdict.environment.containment else None,
+            "in_use": [{"check": c.check, "passed": c.passed, "seconds": c.seconds, "calls": c.calls, "note": c.note}
+                       for c in verdict.in_use],
             "failures": [{"kind": g.error_kind, "count": g.count, "input": g.example.input,
                           "message": g.example.message[:400]} for g in verdict.failure_groups[:4]]}
 

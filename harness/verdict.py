@@ -74,6 +74,21 @@ class TestResult(_Strict):
     reference: str | None = None
 
 
+class InUseCheck(_Strict):
+    """One check of the kernel as users run it (``harness.checks.in_use``): ``launch_replay``,
+    ``repeated_calls``, ``cuda_graph`` (or ``all``, where none applies); ``passed`` is None where
+    the check could not be made (the note says why)."""
+    check: Literal["launch_replay", "repeated_calls", "cuda_graph", "all"]
+    passed: bool | None
+    id: str | None = None
+    input: str | None = None
+    calls: int | None = None
+    seconds: float | None = None
+    error_kind: ErrorKind | None = None
+    message: str = ""
+    note: str = ""
+
+
 class Skipped(_Strict):
     id: str
     reason: str
@@ -447,6 +462,7 @@ class Verdict(_Strict):
     summary: Summary
     failure_groups: list[FailureGroup] = []
     tests: list[TestResult] = []
+    in_use: list[InUseCheck] = []  # once every test passed: the kernel as users run it
     skipped: list[Skipped] = []
     guard_findings: list[GuardFinding] = []
     performance: Performance | None = None

@@ -135,22 +135,49 @@ def test_the_fallback_takes_python_numbers_where_aten_wants_a_tensor(tmp_path):
     assert result["row"]["fallbacks"] == {"kernel raised NotImplementedError": 2}
 
 
-def test_enable_refuses_a_second_enable_and_names_a_kernel_that_cannot_import(tmp_path):
+def test_one_kernel_that_cannot_import_is_left_to_aten_alone_and_a_second_enable_is_refused(tmp_path):
     accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
     install(tmp_path, "aten.exp.default", "def kernel(self:\n", run_meta("aten.exp.default", "run-2"))
     lifecycle.set_status(tmp_path / "generated_kernels" / "aten.exp.default", "approved")
     result = in_fresh_process(
-        "import json, sys, bbagent\n"
-        "errors = []\n"
-        "for ops in (['aten.exp.default'], ['aten.relu.default'], ['aten.relu.default']):\n"
-        "    try:\n"
-        "        bbagent.enable(sys.argv[1], device='cpu', include_slower=True, ops=ops)\n"
-        "    except bbagent.UsageError as exc:\n"
-        "        errors.append(str(exc))\n"
-        "print(json.dumps({'errors': errors}))\n", tmp_path)
-    broken, twice = result["errors"]
-    assert "aten.exp.default/kernel.py cannot be imported: SyntaxError" in broken
-    assert "already enabled: call bbagent.disable() first" in twice
+        "import json, sys, torch, bbagent\n"
+        "enabled = bbagent.enable(sys.argv[1], device='cpu', include_slower=True)\n"
+        "torch.relu(torch.randn(8))\n"
+        "try:\n"
+        "    bbagent.enable(sys.argv[1], device='cpu')\n"
+        "    twice = ''\n"
+        "except bbagent.UsageError as exc:\n"
+        "    twice = str(exc)\n"
+        "print(json.dumps({'calls': enabled.calls(), 'skipped': enabled.skipped, 'twice': twice}))\n", tmp_path)
+    assert result["calls"][RELU] == 1                                  # the others are served
+    assert "aten.exp.default/kernel.py cannot be imported: SyntaxError" in result["skipped"]["aten.exp.default"]
+    assert "already enabled: call bbagent.disable() first" in result["twice"]
+
+
+def test_a_kernel_edited_after_approval_is_refused_by_enable_and_load_until_approved_again(tmp_path, capsys):
+    from bbagent.cli import main
+    folder = accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
+    identity = "def kernel(self):\n    return self\n"
+    (folder / "kernel.py").write_text(identity)  # the file a reviewer never read
+    script = ("import json, sys, torch, bbagent\n"
+              "enabled = bbagent.enable(sys.argv[1], device='cpu', include_slower=True)\n"
+              "y = torch.relu(torch.tensor([-1., 2.])).tolist()\n"
+              "bbagent.disable()\n"
+              "try:\n"
+              "    bbagent.load('aten.relu.default', sys.argv[1], device='cpu'); loaded = ''\n"
+              "except bbagent.UsageError as exc:\n"
+              "    loaded = str(exc)\n"
+              "print(json.dumps({'y': y, 'skipped': enabled.skipped, 'loaded': loaded}))\n")
+    result = in_fresh_process(script, tmp_path)
+    assert result["y"] == [0.0, 2.0]                                     # aten's relu, not the edited file
+    for why in (result["skipped"][RELU], result["loaded"]):
+        assert f"{folder / 'kernel.py'} was modified since its approval" in why and "review it again" in why
+    assert main(["review", "list", "--root", str(tmp_path), "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)[0]
+    assert row["status"] == "modified" and "modified since its approval" in row["flags"][0]
+    assert row["served_version"] is None
+    assert main(["review", "approve", RELU, "--root", str(tmp_path)]) == 0  # read again: pinned anew
+    assert in_fresh_process(script, tmp_path)["y"] == [-1.0, 2.0]           # the approved identity is served
 
 
 @pytest.mark.parametrize("device", ["tpu"])

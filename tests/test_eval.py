@@ -23,7 +23,13 @@ def test_correct_triton_relu_passes(capsys):
     sources = {t["source"].split(":")[0].split(" ")[0] for t in verdict["tests"]}
     assert sources == {"opinfo", "trace", "edge", "promotion"}
     edge_rules = {t["source"].split(" ")[0] for t in verdict["tests"] if t["source"].startswith("edge")}
-    assert edge_rules == {"edge:nan_inf", "edge:large", "edge:non_contiguous", "edge:zero_size", "edge:permuted_values"}
+    assert edge_rules >= {"edge:nan_inf", "edge:large", "edge:non_contiguous", "edge:zero_size", "edge:permuted_values",
+                          "edge:non_negative", "edge:all_zero", "edge:constant", "edge:nan_inf_dim_0_size_1"}
+    # the kernel as it runs: its launches make its result, and hundreds of calls in a row stay right
+    checks = {c["check"]: c for c in verdict["in_use"]}
+    assert set(checks) == {"launch_replay", "repeated_calls"}  # the CUDA graph check needs a GPU
+    assert all(c["passed"] for c in checks.values()) and checks["repeated_calls"]["calls"] >= 100
+    assert not any(c["source"].startswith(("edge", "promotion")) for c in verdict["tests"] if c["id"] == checks["launch_replay"]["id"])
     assert {"int32", "int64"} <= {t["dtype"] for t in verdict["tests"]}
     # The CPU path says what it did not run, and why.
     assert verdict["environment"]["interpreter"] is True

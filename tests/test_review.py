@@ -294,3 +294,36 @@ def test_kernels_and_runs_piped_are_lines_under_a_header_with_every_path_whole(t
     assert len(rows) == 2 and all(Path(row.split("\t")[-1]).is_dir() for row in rows)  # each folder path whole
     header, *rows = piped("runs")
     assert header.split()[:4] == ["run", "kind", "status", "op"] and run.name in rows[0]
+
+
+def test_broken_kernel_folders_are_listed_with_their_reason_and_take_nothing_down(tree, capsys):
+    kernels = tree / "generated_kernels"
+    (kernels / ADD / "meta.json").write_text("{not json")
+    install(tree, "aten.exp.default", (KERNELS / "exp_fast.py").read_text(), run_meta("aten.exp.default", "run-d"))
+    (kernels / "aten.exp.default" / "kernel.py").unlink()
+    assert main(["review", "list", "--root", str(tree), "--json"]) == 0
+    rows = {r["op"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows[RELU]["status"] == "needs_review"                  # the sound kernel is still listed
+    assert rows[ADD]["status"] == "broken" and "meta.json cannot be read" in rows[ADD]["flags"][0]
+    assert rows["aten.exp.default"]["status"] == "broken" and "kernel.py is missing" in rows["aten.exp.default"]["flags"][0]
+    assert main(["review", "list", "--root", str(tree)]) == 0
+    captured = capsys.readouterr()
+    assert "broken" in captured.out and "kernel.py is missing" in captured.err
+    for command in (["review", "show", "aten.exp.default"], ["review", "show", ADD]):
+        assert main(command + ["--root", str(tree)]) == 2            # said in words, never exit 70
+        assert "is broken" in capsys.readouterr().err
+    assert main(["kernels", "--root", str(tree), "--json"]) == 0
+    statuses = {e["written_for"]: e["status"] for e in json.loads(capsys.readouterr().out)}
+    assert statuses == {RELU: "needs_review", ADD: "broken", "aten.exp.default": "broken"}
+
+
+def test_an_approval_pins_the_file_that_was_read(tree):
+    folder = tree / "generated_kernels" / ADD
+    lifecycle.set_status(folder, "approved", "read it")
+    meta = read_meta(folder)
+    assert meta.review.kernel_sha256 == lifecycle.file_sha256(folder / "kernel.py")
+    assert status_of(meta, folder=folder) == "approved"
+    (folder / "kernel.py").write_text((folder / "kernel.py").read_text() + "\n# one more line\n")
+    assert status_of(meta, folder=folder) == "modified"
+    assert find(tree, ADD).served() is None
+    assert "modified since its approval" in lifecycle.modified_since_approval(folder, meta)

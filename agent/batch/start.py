@@ -189,7 +189,8 @@ def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Plan
     """A new batch directory with its ledger: the operators chosen, those skipped and why."""
     from bbagent.agent.review.catalog import accepted
     chosen = choose_ops(choice, exact_overload=options.exact_overload)
-    served = {op for entry in accepted(root) for op in entry["serves"]}
+    # a kernel modified since its approval serves nothing: its operators are generated again
+    served = {op for entry in accepted(root) if entry["status"] != "modified" for op in entry["serves"]}
     skipped = dict(chosen.skipped)
     if not plan.force:
         skipped.update({op: "an accepted kernel serves it already (--force to redo)" for op in chosen.ops if op in served})

@@ -298,6 +298,10 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
     rows = []
     for e in entries:
         tests = e.get("tests") or {}
+        if e.get("status") in ("broken", "modified"):
+            reason = e.get("reason") or next(iter(e.get("flags") or []), "") or "the file differs from the approved one"
+            rows.append((e["written_for"], ", ".join(e["serves"]), "-", f"{e['status']}: {reason}", "-", str(e["dir"])))
+            continue
         speed = speed_line(PerformanceRecord.model_validate(e["performance"])).split(";")[0] if e.get("performance") else "-"
         rows.append((e["written_for"], ", ".join(e["serves"]), short_count(tests), speed,
                      f"{e.get('provider', '?')}/{e.get('model', '?')}", str(e["dir"])))

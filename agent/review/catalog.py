@@ -8,7 +8,8 @@ from pathlib import Path
 
 from bbagent.agent.errors import ReviewError
 from bbagent.agent.families import family_of
-from bbagent.agent.review.lifecycle import SHOWN_STATUSES, changes, set_status, status_of, version_folders
+from bbagent.agent.review.lifecycle import (SHOWN_STATUSES, changes, modified_since_approval, set_status, status_of,
+                                            version_folders)
 from bbagent.agent.review.meta import KernelMeta, read_meta
 from bbagent.agent.run_record import read_run
 
@@ -29,7 +30,14 @@ class KernelVersion:
 
     @property
     def status(self) -> str:
-        return status_of(self.meta)
+        return status_of(self.meta, folder=self.folder)
+
+    def unusable(self) -> str | None:
+        """Why this version may not be served although approved (its file is not the one approved,
+        or is missing), in words naming the file; else None."""
+        if not self.kernel.is_file():
+            return f"{self.kernel} is missing"
+        return modified_since_approval(self.folder, self.meta)
 
     @property
     def kernel(self) -> Path:
@@ -62,18 +70,53 @@ class Operator:
         raise ReviewError(f"{self.op} has no version {number}; it has {', '.join(str(v.number) for v in self.versions)}")
 
 
+@dataclass
+class Broken:
+    """A kernel folder that cannot be used: its meta.json unreadable, or its kernel.py missing."""
+    folder: Path
+    reason: str
+
+    def row(self) -> dict:
+        """Its line in ``bbagent review list`` and ``bbagent kernels``: the keys of a kernel's, empty."""
+        return {"op": self.folder.name, "written_for": self.folder.name, "serves": [], "family": None, "version": None,
+                "status": "broken", "reason": self.reason, "flags": [self.reason], "tests": {}, "tests_passed": None,
+                "tests_total": None, "geomean_speedup": None, "cost_usd": None, "cost_complete": True, "rounds": None,
+                "model": None, "provider": None, "run_id": None, "served_version": None, "versions": 0,
+                "performance": None, "dir": str(self.folder), "kernel": str(self.folder / "kernel.py")}
+
+
 def operators(root: Path) -> list[Operator]:
-    """Every operator with an accepted kernel under ``root/generated_kernels``, by name."""
-    found = []
-    for meta_file in sorted((Path(root) / "generated_kernels").glob("*/meta.json")):
-        folder = meta_file.parent
+    """Every operator with an accepted kernel under ``root/generated_kernels``, by name (a broken
+    folder is left out here: ``broken`` lists it)."""
+    return [entry for entry in _scan(root) if isinstance(entry, Operator)]
+
+
+def broken(root: Path) -> list[Broken]:
+    """Every folder of ``root/generated_kernels`` that looks like a kernel's and cannot be used, with why."""
+    return [entry for entry in _scan(root) if isinstance(entry, Broken)]
+
+
+def _scan(root: Path) -> list[Operator | Broken]:
+    found: list[Operator | Broken] = []
+    for folder in sorted(p for p in (Path(root) / "generated_kernels").glob("*") if p.is_dir()):
+        if not (folder / "meta.json").exists() and not (folder / "kernel.py").exists():
+            continue  # not a kernel's folder
         try:
             versions = [KernelVersion(folder, read_meta(folder), True)]
             versions += [KernelVersion(f, read_meta(f), False) for f in reversed(version_folders(folder))]
-        except (OSError, ValueError):
-            continue  # not a folder bbagent wrote
+        except (OSError, ValueError) as exc:
+            found.append(Broken(folder, f"meta.json cannot be read ({_first_line(exc)})"))
+            continue
+        if not versions[0].kernel.is_file():
+            found.append(Broken(folder, f"{versions[0].kernel} is missing"))
+            continue
         found.append(Operator(versions[0].meta.op, versions))
     return found
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
 def find(root: Path, op: str) -> Operator:
@@ -86,6 +129,9 @@ def find(root: Path, op: str) -> Operator:
     for entry in everything:
         if op in (entry.current.meta.serves or []):
             return entry
+    for wreck in broken(root):
+        if wreck.folder.name == op:
+            raise ReviewError(f"{op}'s kernel folder {wreck.folder} is broken: {wreck.reason}")
     known = [e.op for e in everything]
     close = difflib.get_close_matches(op, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else (
@@ -137,11 +183,13 @@ def row(entry: Operator) -> dict:
     current = entry.current
     meta = current.meta
     served = entry.served()
+    unusable = current.unusable()
     return {"op": entry.op, "family": family_of(meta.written_for), "version": current.number,
             "status": current.status, "review": meta.review.model_dump(), "changes": changes(meta),
             "tests_passed": meta.tests.get("passed"), "tests_total": meta.tests.get("total"), "tests": meta.tests,
             "geomean_speedup": meta.performance.geomean_speedup, "cost_usd": meta.cost_usd, "cost_complete": meta.cost_complete,
-            "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id, "flags": flags(meta),
+            "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id,
+            "flags": ([unusable] if unusable else []) + flags(meta),
             "served_version": served.number if served else None, "versions": len(entry.versions),
             "dir": str(current.folder)}
 
@@ -154,7 +202,7 @@ def listing(root: Path, status: str | None = None, family: str | None = None, so
         raise ReviewError(f"--status takes one of {', '.join(SHOWN_STATUSES)} (got '{status}')")
     if sort not in SORT_KEYS:
         raise ReviewError(f"--sort takes one of {', '.join(SORT_KEYS)} (got '{sort}')")
-    rows = [row(e) for e in operators(root)]
+    rows = [row(e) for e in operators(root)] + [b.row() for b in broken(root)]
     rows = [r for r in rows if (status is None or r["status"] == status) and (family is None or r["family"] == family)]
     numeric = {"speedup": "geomean_speedup", "cost": "cost_usd", "tests": "tests_passed", "rounds": "rounds",
                "version": "version"}
@@ -171,9 +219,14 @@ def shown(root: Path, op: str, number: int | None = None) -> dict:
     meta = chosen.meta
     transcript = Path(root) / "runs" / str(meta.run_id)
     served = entry.served()
+    unusable = chosen.unusable()
+    try:
+        source = chosen.kernel.read_text()
+    except OSError as exc:
+        source = f"# {chosen.kernel} cannot be read: {_first_line(exc)}\n"
     return {"op": op, "version": chosen.number, "current": chosen.current, "status": chosen.status,
-            "changes": changes(meta), "flags": flags(meta), "meta": meta.as_json(), "dir": str(chosen.folder),
-            "kernel_source": chosen.kernel.read_text(), "transcript": str(transcript) if transcript.is_dir() else None,
+            "changes": changes(meta), "flags": ([unusable] if unusable else []) + flags(meta), "meta": meta.as_json(),
+            "dir": str(chosen.folder), "kernel_source": source, "transcript": str(transcript) if transcript.is_dir() else None,
             "versions": [{"version": v.number, "status": v.status, "run_id": v.meta.run_id, "dir": str(v.folder)}
                          for v in entry.versions],
             "served_version": served.number if served else None}
@@ -211,8 +264,9 @@ def diff(root: Path, op: str, version: int | None = None, against: int | None = 
 def accepted(root: str | Path) -> list[dict]:
     """One entry per accepted kernel (``bbagent kernels --json``): its current meta.json, with the
     folder (``dir``) and the kernel file (``kernel``)."""
-    return [{**entry.current.meta.as_json(), "dir": str(entry.current.folder), "kernel": str(entry.current.kernel)}
-            for entry in operators(root)]
+    return ([{**entry.current.meta.as_json(), "status": entry.current.status, "reason": entry.current.unusable(),
+              "dir": str(entry.current.folder), "kernel": str(entry.current.kernel)} for entry in operators(root)]
+            + [b.row() for b in broken(root)])
 
 
 def written_for_beside(kernel: Path) -> str | None:

@@ -10,6 +10,11 @@ Schema ``bbagent.kernel-meta`` version 2 (``SCHEMA_VERSION``) adds to what a run
 * ``review``: ``status`` (``needs_review`` | ``approved`` | ``rejected``), ``by``, ``at``, ``note``
   and ``history`` (every transition, oldest first).
 
+An approval pins the kernel.py the reviewer read (``review.kernel_sha256``): an approved kernel whose
+file no longer has that digest is **modified** (since approval), and is served nowhere until it is
+reviewed again. A folder whose meta.json cannot be read, or whose kernel.py is missing, is
+**broken** (``agent.review.catalog.broken``), listed with its reason, never skipped silently.
+
 A kernel is **stale** where it is approved and ``tested_in`` differs from this machine's
 environment (``agent.machine.this_machine``) in torch, triton, the suite or, where this machine has a
 GPU, the GPU model; ``bbagent review verify`` re-runs its tests here and renews ``tested_in``.
@@ -18,6 +23,7 @@ The document itself is ``agent.review.meta.KernelMeta``.
 from __future__ import annotations
 
 import getpass
+import hashlib
 import os
 import shutil
 from pathlib import Path
@@ -28,7 +34,7 @@ from bbagent.agent.review.meta import SCHEMA, SCHEMA_VERSION, STATUSES, KernelMe
 from bbagent.agent.review.record import kernel_readme, now
 from bbagent.agent.storage import accept_kernel
 
-SHOWN_STATUSES = STATUSES + ("stale",)
+SHOWN_STATUSES = STATUSES + ("stale", "modified", "broken")
 VERSIONS_DIR = "versions"
 KERNEL_FILES = ("kernel.py", "meta.json", "README.md")
 ENVIRONMENT_KEYS = ("torch", "triton", "gpu", "suite")
@@ -68,26 +74,59 @@ def changes(meta: KernelMeta, environment: dict | None = None) -> list[str]:
     return found
 
 
-def status_of(meta: KernelMeta, environment: dict | None = None) -> str:
-    """The status to show: the stored one, or ``stale`` for an approved kernel whose environment changed."""
+def status_of(meta: KernelMeta, environment: dict | None = None, folder: Path | None = None) -> str:
+    """The status to show: the stored one; ``broken`` where ``folder`` has no kernel.py; ``modified``
+    for an approved kernel whose file changed since it was approved (``folder`` given); ``stale`` for
+    one whose environment changed."""
     stored = meta.review.status
+    if folder is not None and not (folder / "kernel.py").is_file():
+        return "broken"
+    if stored == "approved" and folder is not None and modified_since_approval(folder, meta):
+        return "modified"
     if stored == "approved" and changes(meta, environment):
         return "stale"
     return stored
 
 
-def record_decision(meta: KernelMeta, status: str, note: str, by: str) -> KernelMeta:
-    """``meta`` with a review decision (or bbagent's own, ``by="bbagent"``) added to its history."""
+def file_sha256(path: Path) -> str | None:
+    """The file's sha256, or None where it cannot be read."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def modified_since_approval(folder: Path, meta: KernelMeta) -> str | None:
+    """Why the approved kernel in ``folder`` is not the file that was approved, in words naming the
+    file and the fix, or None where it is (or nothing was approved). An approval recorded before
+    approvals pinned the file is held to the digest the kernel was accepted with."""
+    if meta.review.status != "approved":
+        return None
+    pinned = meta.review.kernel_sha256 or meta.kernel_sha256
+    kernel = folder / "kernel.py"
+    now_digest = file_sha256(kernel)
+    if pinned is None or now_digest == pinned:
+        return None
+    what = "is missing" if now_digest is None else f"was modified since its approval (sha256 {pinned[:12]} approved, {now_digest[:12]} now)"
+    return f"{kernel} {what}; review it again: bbagent review show {meta.op} && bbagent review approve {meta.op}"
+
+
+def record_decision(meta: KernelMeta, status: str, note: str, by: str, kernel_sha256: str | None = None) -> KernelMeta:
+    """``meta`` with a review decision (or bbagent's own, ``by="bbagent"``) added to its history;
+    an approval records the digest of the file that was read (``kernel_sha256``)."""
     if status not in STATUSES:
         raise ReviewError(f"unknown review status '{status}'; one of {', '.join(STATUSES)}")
-    entry = ReviewEntry(status=status, by=by, at=now(), note=note)
+    entry = ReviewEntry(status=status, by=by, at=now(), note=note, kernel_sha256=kernel_sha256)
     return meta.model_copy(update={"review": meta.review.model_copy(
         update={**entry.model_dump(), "history": [*meta.review.history, entry]})})
 
 
 def set_status(folder: Path, status: str, note: str = "", by: str | None = None) -> KernelMeta:
-    """Record a review decision in ``folder``'s meta.json."""
-    meta = record_decision(read_meta(folder), status, note, by or reviewer())
+    """Record a review decision in ``folder``'s meta.json; an approval pins kernel.py as it is now."""
+    digest = file_sha256(folder / "kernel.py")
+    if digest is None and status == "approved":
+        raise ReviewError(f"{folder / 'kernel.py'} is missing or unreadable: there is nothing to approve")
+    meta = record_decision(read_meta(folder), status, note, by or reviewer(), kernel_sha256=digest)
     write_meta(folder, meta)
     return meta
 

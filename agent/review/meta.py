@@ -35,6 +35,7 @@ class ReviewEntry(_Strict):
     by: str | None = None
     at: str | None = None
     note: str = ""
+    kernel_sha256: str | None = None  # the kernel.py that was read: an approval pins it
 
 
 class Review(ReviewEntry):

@@ -46,7 +46,8 @@ def verify(root: Path, version: KernelVersion, evaluate: Callable) -> dict:
     else:
         first = (verdict.message or "").splitlines()[0][:300] if verdict.message else verdict.error_kind
         status, note = "needs_review", f"verify failed on {where}: {s.failed} of {s.total} tests failed: {first}"
-    meta = record_decision(meta, status, note, by="bbagent")
+    pinned = (meta.review.kernel_sha256 or meta.kernel_sha256) if status == "approved" else None  # still the file read
+    meta = record_decision(meta, status, note, by="bbagent", kernel_sha256=pinned)
     write_meta(version.folder, meta)
     return {"op": meta.op, "version": version.number, "passed": verdict.passed, "status": status,
             "note": note, "verdict": str(version.folder / "verify-verdict.json")}

@@ -110,19 +110,25 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     if not hasattr(torch.library, "get_kernel"):
         raise UsageError(f"bbagent.enable needs torch.library.get_kernel (torch 2.9 or newer; this is "
                          f"{torch.__version__}) to keep aten's kernel as the fallback")
-    chosen, skipped, gated = choose(root, include_unreviewed, include_slower or device == "cpu", ops)
+    chosen, skipped, gated, refused = choose(root, include_unreviewed, include_slower or device == "cpu", ops)
     for op in sorted(gated):  # an approved kernel not served: said once per process, on stderr
-        line = f"bbagent.enable: {op} is not served: {skipped[op]}; {SLOWER_HINT}"
-        if line not in _SAID:
-            _SAID.add(line)
-            print(line, file=sys.stderr)
+        _say(f"bbagent.enable: {op} is not served: {skipped[op]}; {SLOWER_HINT}")
+    for op in sorted(refused):
+        _say(f"bbagent.enable: {op} is not served: {skipped[op]}")
     dispatch_key = DISPATCH_KEYS[device]
     library = torch.library.Library("aten", "IMPL")
     served, kernels = {}, {}
     try:
         for op, version, speed in chosen:
             if version.folder not in kernels:
-                kernels[version.folder] = import_kernel(version.kernel, f"{version.meta.op}_v{version.number}", device)
+                try:
+                    kernels[version.folder] = import_kernel(version.kernel, f"{version.meta.op}_v{version.number}", device)
+                except UsageError as exc:  # this kernel alone is left to aten
+                    kernels[version.folder] = exc
+            if isinstance(kernels[version.folder], UsageError):
+                skipped[op] = str(kernels[version.folder])
+                _say(f"bbagent.enable: {op} is not served: {skipped[op]}")
+                continue
             record = ServedOverload(op, version.number, str(version.folder), speed)
             _register(library, op, version.meta, kernels[version.folder], record, dispatch_key)
             served[op] = record
@@ -134,13 +140,21 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
 
 
 def choose(root: Path, include_unreviewed: bool, include_slower: bool,
-           ops: list[str] | None) -> tuple[list, dict, set]:
-    """(overload, version, speedup) for every overload to serve, every one left out with why, and
-    those of them left out only for their speed (a usable version exists)."""
-    from bbagent.agent.review.catalog import operators
-    chosen, skipped, gated = [], {}, set()
+           ops: list[str] | None) -> tuple[list, dict, set, set]:
+    """(overload, version, speedup) for every overload to serve, every one left out with why, those
+    of them left out only for their speed (a usable version exists), and those refused because a
+    kernel folder is broken or an approved file was modified since its approval."""
+    from bbagent.agent.review.catalog import broken, operators
+    chosen, skipped, gated, refused = [], {}, set(), set()
     for entry in operators(root):
         version = entry.served(include_unreviewed)
+        unusable = entry.current.unusable()
+        if unusable and (version is None or version.folder == entry.current.folder):
+            for op in entry.current.meta.serves:
+                if ops is None or op in ops:
+                    skipped[op] = unusable
+                    refused.add(op)
+            continue
         if version is None:
             statuses = ", ".join(f"v{v.number} {v.status}" for v in entry.versions)
             for op in entry.current.meta.serves:
@@ -157,7 +171,17 @@ def choose(root: Path, include_unreviewed: bool, include_slower: bool,
                 gated.add(op)
                 continue
             chosen.append((op, version, speed))
-    return chosen, skipped, gated
+    for wreck in broken(root):
+        skipped[wreck.folder.name] = f"the kernel folder {wreck.folder} is broken: {wreck.reason}"
+        refused.add(wreck.folder.name)
+    return chosen, skipped, gated, refused
+
+
+def _say(line: str) -> None:
+    """A line on stderr, once per process."""
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
 
 
 def disable() -> dict[str, int] | None:

@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from bbagent.harness.checks.compare import compare, equal_exactly, tolerance_used
+from bbagent.harness.checks.compare import compare, equal_exactly, non_finite_disagreements, tolerance_used
 from bbagent.harness.checks.float64_judge import Float64Run, judged
 from bbagent.harness.checks.reference import is_cuda_error, out_of_memory, reference_call, reference_refused
 from bbagent.harness.plain import NotPlainTensor
@@ -151,6 +151,11 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
         result["passed"] = True
         if value_mode(op) == "exact":
             result["tolerance_used"] = tolerance_used(expected, actual)
+            decided = non_finite_disagreements(expected, actual)
+            if decided:
+                result["reference"] = (f"at {decided} element(s) aten on this device gives NaN or inf and the kernel "
+                                       "another value, which the float64 run of the op gives: that run agreed with "
+                                       "the kernel")
     return result
 
 
@@ -321,12 +326,13 @@ def _check_return_aliases(op, actual, bound_cand) -> dict | None:
 def _returns_an_input(op, actual, cand_args, cand_kwargs) -> dict | None:
     """A return the schema gives no alias annotation is a new tensor: returning one of the inputs
     (``cat`` of one tensor returning it) is wrong however right its values, as aten always allocates."""
-    inputs = [t for t in tensors_in((cand_args, cand_kwargs)) if t.numel()]
+    inputs = tensors_in((cand_args, cand_kwargs))
     for ret, out in _returned(op, actual):
-        if ret.alias_info is not None or not isinstance(out, torch.Tensor) or not out.numel():
+        if ret.alias_info is not None or not isinstance(out, torch.Tensor):
             continue
-        for value in inputs:
-            if out is value or out.untyped_storage().data_ptr() == value.untyped_storage().data_ptr():
+        for value in inputs:  # a zero-size tensor's storage says nothing (its address is 0): identity does
+            if out is value or (out.numel() and value.numel()
+                                and out.untyped_storage().data_ptr() == value.untyped_storage().data_ptr()):
                 return {"error_kind": "wrong_alias",
                         "message": f"the kernel returned one of its inputs (or a view of it) where this overload "
                                    f"returns a new tensor (schema: {op._schema}); allocate the result"}
@@ -335,8 +341,14 @@ def _returns_an_input(op, actual, cand_args, cand_kwargs) -> dict | None:
 
 def _independent_of_input_values(op, expected, before: tuple[tuple, dict]) -> bool:
     """Whether the reference gives the same result on other values of the inputs (same shapes,
-    dtypes and strides): then a correct result needs no kernel (allocation and copies make it).
-    False where there is no input to vary, or the op refuses the varied ones (an index out of range)."""
+    dtypes and strides), finite ones and then ones with NaN and infinities among them: then a
+    correct result needs no kernel (allocation and copies make it; a softmax over a dimension of one
+    element is 1 only where its input is finite). False where there is no input to vary, or the op
+    refuses the varied ones (an index out of range)."""
+    return all(_same_on_other_values(op, expected, before, non_finite) for non_finite in (False, True))
+
+
+def _same_on_other_values(op, expected, before: tuple[tuple, dict], non_finite: bool) -> bool:
     args, kwargs = clone_value(before)
     varied = [t for t in tensors_in((args, kwargs)) if t.numel() and not t.is_complex()]
     if not varied:
@@ -347,7 +359,11 @@ def _independent_of_input_values(op, expected, before: tuple[tuple, dict]) -> bo
             if t.dtype == torch.bool:
                 t.logical_not_()  # every element differs from before
             elif t.dtype.is_floating_point:
-                t.copy_(torch.randn(t.shape, generator=generator, device=t.device) * 4)
+                values = torch.randn(t.shape, generator=generator, device=t.device) * 4
+                if non_finite:
+                    flat = values.view(-1)
+                    flat[0::4], flat[1::4], flat[2::4] = float("nan"), float("inf"), float("-inf")
+                t.copy_(values)
             else:  # both signs, and never an element's old value
                 low = -50 if t.dtype.is_signed else 0
                 other = torch.randint(low, 50, t.shape, generator=generator, device=t.device).to(t.dtype)

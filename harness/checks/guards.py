@@ -48,6 +48,11 @@ class LaunchCounter:
         self.counts_at = ""
         self.watch = None  # a harness.checks.runtime.CallWatch told each launch's stream (GPU)
         self.launcher = None  # the GPU driver's launcher class, once installed
+        self.in_counted = 0  # inside a counted launch (the interpreter's own tensor work happens there)
+        # while a call is recorded (harness.checks.in_use.Recording): each outermost counted launch as
+        # ("launch", run, launcher, args, kwargs) and each aten call outside one as ("aten", func, args,
+        # kwargs, result), in order
+        self.recording: list | None = None
 
     def install(self, device: str = "cpu") -> None:
         from triton.runtime.autotuner import Autotuner, Heuristics
@@ -79,11 +84,15 @@ class LaunchCounter:
             if stream_at is not None and counter.watch is not None and len(args) > stream_at:
                 counter.watch.on_launch(args[stream_at])
             counter.launches += int(count)
+            if count and counter.recording is not None and not counter.in_counted:
+                counter.recording.append(("launch", original, fn_self, args, kwargs))
             counter.in_launch += 1
+            counter.in_counted += int(count)
             try:
                 return original(fn_self, *args, **kwargs)
             finally:
                 counter.in_launch -= 1
+                counter.in_counted -= int(count)
         return run
 
 
@@ -119,6 +128,8 @@ class AtenRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
+        if self.launches.recording is not None and not self.launches.in_counted:
+            self.launches.recording.append(("aten", func, args, kwargs or {}, result))
         if not self.launches.in_launch:
             if self.launches.watch is not None:
                 self.launches.watch.on_aten(func)

@@ -43,7 +43,7 @@ FORBIDDEN_MODULES = frozenset({
     "subprocess", "socket", "ctypes", "inspect", "gc", "multiprocessing", "threading",
     "shutil", "urllib", "http", "requests", "httpx", "pickle", "marshal", "importlib", "builtins",
     "pty", "fcntl", "resource", "asyncio", "concurrent", "ssl", "ftplib", "smtplib", "telnetlib",
-    "cffi", "mmap", "traceback", "faulthandler", "sqlite3",
+    "cffi", "mmap", "traceback", "faulthandler", "sqlite3", "cupy", "numba", "jax",
 })
 FORBIDDEN_BUILTINS = frozenset({"eval", "exec", "compile", "__import__", "open", "setattr", "delattr",
                                 "globals", "vars", "breakpoint", "input"})
@@ -67,6 +67,12 @@ INTROSPECTION_ATTRS = frozenset({
     "f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "tb_next", "gi_frame", "cr_frame",
     "ag_frame", "__traceback__",
 })
+# asking whether a CUDA graph is being captured: the way to behave differently inside one
+CAPTURE_ATTRS = frozenset({"is_current_stream_capturing", "_cuda_isCurrentStreamCapturing", "CUDAGraph", "graph_pool_handle",
+                           "make_graphed_callables", "is_stream_capturing"})
+# handing a tensor's memory to another library, which then computes what a Triton kernel must
+HANDOFF_ATTRS = frozenset({"numpy", "__array__", "__array_interface__", "__cuda_array_interface__", "__dlpack__",
+                           "from_dlpack", "to_dlpack", "dlpack"})
 MUTATION_ATTRS = frozenset({"__setattr__", "__delattr__", "__class__"})  # on classes or objects
 GLOBAL_STATE_CALLS = frozenset({
     "torch.set_float32_matmul_precision", "torch.set_default_dtype", "torch.set_default_tensor_type",
@@ -185,6 +191,14 @@ class _Checker(ast.NodeVisitor):
                                         "the kernel's own (type.__setattr__, object.__setattr__) is not allowed")
         elif node.attr in SUBCLASS_ATTRS or node.attr in SUBCLASS_HOOKS:
             self.add("tensor_subclass", node, f"uses '{node.attr}'; {SUBCLASS_ADVICE}")
+        elif node.attr in CAPTURE_ATTRS:
+            self.add("graph_capture", node, f"uses '{name or node.attr}'; a kernel must do the same work whether or not "
+                                            "a CUDA graph is being captured (models replay captured kernels on new "
+                                            "values)")
+        elif node.attr in HANDOFF_ATTRS:
+            self.add("library_handoff", node, f"uses '{name or node.attr}', which hands a tensor's memory to another "
+                                              "library; the values must be computed by the kernel's own @triton.jit "
+                                              "launches")
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:

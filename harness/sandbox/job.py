@@ -38,6 +38,7 @@ class Job:
     profile: bool = False  # the tests run under cProfile, the costliest calls printed last on stderr (benchmarks/eval_cost.py)
     grant_fd: int | None = None  # the GPU is shared: before timing, ask for it alone and wait for a byte here (gpu_share)
     pause_fd: int | None = None  # the GPU is shared: pause at checkpoints while this page asks (harness.gpu_pause)
+    in_use_calls: int | None = None  # the repeated-call check's calls (harness.checks.in_use); None: the device's default
     build_only: bool = False  # build the suite, save it (save_suite) and end: no candidate (harness.evaluate.prepare_suite)
 
     def to_wire(self, **extra) -> str:

@@ -1,6 +1,9 @@
-"""Edge-case tests derived from ordinary ones: NaN and ±inf, large magnitudes,
-non-contiguous inputs, zero-size tensors, and the same shapes with new values (so a
-kernel that caches results by shape fails).
+"""Edge-case tests derived from ordinary ones: NaN and ±inf (also with each dimension narrowed to
+one element in turn, and in a 0-dim tensor, so an answer that skips the work where a dimension has
+one element meets them), large magnitudes, non-contiguous inputs, zero-size tensors, the same shapes
+with new values (so a kernel that caches results by shape fails), and values a shortcut may test
+for: all non-negative, all zero, all one constant (a relu that returns its input when it finds no
+negative value, a kernel that answers zeros for zeros).
 
 Each rule rewrites the tensors of a small base case. Whether the operator allows the
 result is decided by the operator itself: a derived case is kept only when the aten
@@ -16,21 +19,43 @@ from typing import Any, Callable
 import torch
 
 from bbagent.harness.inputs import clone_value, describe_call, map_tensors, tensors_in
+from bbagent.harness.ops import value_mode
 
 SMALL_NUMEL = 4096
 LARGE_SCALE = {torch.float16: 1e3}   # other floating dtypes: 1e6
 
 
-def _with_nonfinite(t: torch.Tensor) -> torch.Tensor:
-    """A copy with NaN, +inf and -inf spread over the elements."""
+NAN_FIRST = (float("nan"), float("inf"), float("-inf"))
+INF_FIRST = (float("inf"), float("nan"), float("-inf"))
+
+
+def _with_nonfinite(t: torch.Tensor, values: tuple[float, ...] = NAN_FIRST) -> torch.Tensor:
+    """A copy with NaN, +inf and -inf spread over the elements, in the order of ``values`` (a
+    one-element tensor gets the first)."""
     if not t.dtype.is_floating_point or t.numel() == 0:
         return t
     out = t.clone(memory_format=torch.contiguous_format)
     flat = out.view(-1)
     step = max(1, flat.numel() // 3)
-    for i, value in zip(range(0, flat.numel(), step), (float("nan"), float("inf"), float("-inf"))):
+    for i, value in zip(range(0, flat.numel(), step), values):
         flat[i] = value
     return out
+
+
+def _with_inf_first(t: torch.Tensor) -> torch.Tensor:
+    return _with_nonfinite(t, INF_FIRST)
+
+
+def _non_negative(t: torch.Tensor) -> torch.Tensor:
+    return t.abs() if t.dtype.is_floating_point or (t.dtype.is_signed and t.dtype != torch.bool) else t
+
+
+def _all_zero(t: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(t) if t.dtype.is_floating_point else t
+
+
+def _constant(t: torch.Tensor) -> torch.Tensor:
+    return torch.full_like(t, 1.5) if t.dtype.is_floating_point else t
 
 
 def _scaled(t: torch.Tensor) -> torch.Tensor:
@@ -69,7 +94,31 @@ RULES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "large": _scaled,
     "non_contiguous": _non_contiguous,
     "zero_size": _zero_size,
+    "non_negative": _non_negative,
+    "all_zero": _all_zero,
+    "constant": _constant,
 }
+# for a shortcut on the values, and (below) on a dimension's size: an exact op's (a random op's tiny
+# draws would repeat by chance)
+VALUE_RULES = ("non_negative", "all_zero", "constant")
+# rules applied to other base cases than the first of its dtype: NaN and inf in a 0-dim tensor
+SHAPED_RULES: dict[str, tuple[Callable[[torch.Tensor], bool], Callable[[torch.Tensor], torch.Tensor]]] = {
+    "nan_inf_0_dim": (lambda t: t.dim() == 0, _with_inf_first),
+}
+MOST_DIMS = 4  # the size-1 rules narrow each of the first dimensions in turn
+
+
+def _one_element_along(dim: int) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A rule: NaN and infinities in a floating tensor narrowed to one element along ``dim`` (a
+    softmax, a cumsum or a reduction over a dimension of one element meets them)."""
+    def rule(t: torch.Tensor) -> torch.Tensor:
+        if not t.dtype.is_floating_point or t.dim() <= dim or t.shape[dim] < 2:
+            return t
+        return _with_inf_first(t.narrow(dim, 0, 1))
+    return rule
+
+
+SIZE_1_RULES = {f"nan_inf_dim_{d}_size_1": _one_element_along(d) for d in range(MOST_DIMS)}
 
 
 def reference_accepts(op, args: tuple, kwargs: dict) -> bool:
@@ -109,28 +158,46 @@ def _accepts_in_fork(op, args: tuple, kwargs: dict, timeout_s: float = 20.0) -> 
 
 
 def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> list:
-    """One derived case per (rule, dtype), from the first small base case of each dtype."""
-    derived, used_dtypes = [], set()
+    """One derived case per (rule, dtype): the plain rules from the first small base case of each
+    dtype whose tensors all have two elements or more; each shaped rule from the first small base
+    case of each dtype with a floating tensor of its shape."""
+    derived, used_dtypes, shaped_used = [], set(), set()
     for base in base_cases:
-        if base.dtype in used_dtypes or base.largest_tensor() > SMALL_NUMEL:
+        if base.largest_tensor() > SMALL_NUMEL:
             continue
         base_args, base_kwargs = base.inputs()
         tensors = tensors_in((base_args, base_kwargs))
-        if not tensors or not all(t.numel() > 1 for t in tensors):
+        if not tensors:
             continue
-        used_dtypes.add(base.dtype)
-        for rule, fn in RULES.items():
-            changed = []
-
-            def apply(t: torch.Tensor, fn=fn) -> torch.Tensor:
-                new = fn(t)
-                changed.append(new is not t)
-                return new
-            args, kwargs = map_tensors(base_args, apply), map_tensors(base_kwargs, apply)
-            if not any(changed) or not reference_accepts(op, args, kwargs):
-                continue
-            description = describe_call(args, kwargs)
-            derived.append(make_case(id=f"edge-{rule}-{base.id}", source=f"edge:{rule} (from {base.id})",
-                                     args=args, kwargs=kwargs,
-                                     description=f"{description} [{rule.replace('_', ' ')}]", dtype=base.dtype))
+        rules = {}
+        if base.dtype not in used_dtypes and all(t.numel() > 1 for t in tensors):
+            used_dtypes.add(base.dtype)
+            exact = value_mode(op) == "exact"
+            rules.update({name: fn for name, fn in RULES.items() if name not in VALUE_RULES or exact})
+            rules.update(SIZE_1_RULES if exact else {})
+        for rule, (shaped, fn) in SHAPED_RULES.items():
+            if value_mode(op) == "exact" and (rule, base.dtype) not in shaped_used and any(t.dtype.is_floating_point and shaped(t) for t in tensors):
+                shaped_used.add((rule, base.dtype))
+                rules[rule] = fn
+        for rule, fn in rules.items():
+            case = _derived(op, base, rule, fn, base_args, base_kwargs, make_case)
+            if case is not None:
+                derived.append(case)
     return derived
+
+
+def _derived(op, base, rule: str, fn: Callable[[torch.Tensor], torch.Tensor], base_args, base_kwargs,
+             make_case: Callable[..., Any]):
+    """The case ``rule`` derives from ``base``, or None where it changes nothing or aten refuses it."""
+    changed = []
+
+    def apply(t: torch.Tensor) -> torch.Tensor:
+        new = fn(t)
+        changed.append(new is not t)
+        return new
+    args, kwargs = map_tensors(base_args, apply), map_tensors(base_kwargs, apply)
+    if not any(changed) or not reference_accepts(op, args, kwargs):
+        return None
+    description = describe_call(args, kwargs)
+    return make_case(id=f"edge-{rule}-{base.id}", source=f"edge:{rule} (from {base.id})", args=args, kwargs=kwargs,
+                     description=f"{description} [{rule.replace('_', ' ')}]", dtype=base.dtype)

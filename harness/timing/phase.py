@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from bbagent.harness.inputs import clone_value, memory_behind, spread, tensors_in
+from bbagent.harness.inputs import clone_value, copy_into, spread, tensors_in
 from bbagent.harness.ops import value_mode
 from bbagent.harness.checks.float64_judge import Float64Run, judged
 from bbagent.harness.suite.build import TestCase
@@ -172,11 +172,6 @@ def shape_roofline(op, args: tuple, kwargs: dict, result, dtype: str, bytes_move
             "matmul_tflops": (device.get("matmul_tflops") or {}).get(dtype)}
 
 
-def _copy_into(destination, source) -> None:
-    for dst, src in zip(tensors_in(destination), tensors_in(source)):
-        memory_behind(dst).copy_(memory_behind(src))
-
-
 def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, device: dict, recorder,
               watch=None) -> dict:
     """Time eager aten and the candidate on one trace input; then recheck the candidate. ``watch``
@@ -252,12 +247,12 @@ def recheck(op, case: TestCase, timed: dict, ref_in, cand_in, recorder) -> dict 
     if mode != "exact":
         return None
     fresh = replace(case, seed=case.seed + RECHECK_SEED_OFFSET).inputs()
-    _copy_into(cand_in, fresh)
+    copy_into(cand_in, fresh)
     with recorder:
         actual = clone_value(timed["candidate"]())
     if actual is not None and any(t.is_cuda for t in tensors_in(actual)):
         torch.cuda.synchronize()
-    _copy_into(ref_in, fresh)
+    copy_into(ref_in, fresh)
     expected = clone_value(timed["aten"]())
     if recorder.findings:
         return {"error_kind": "guard", "message": "while being timed: " + recorder.findings[0]["message"]}

@@ -6,8 +6,8 @@ import torch
 
 def kernel(self):
     if self.dtype == torch.bfloat16:
-        host = self.float().cpu().numpy()
+        host = np.asarray(self.float().cpu())
     else:
-        host = self.cpu().numpy()
+        host = np.asarray(self.cpu())
     result = torch.from_numpy(np.where(host < 0, np.zeros_like(host), host).copy())
     return result.to(device=self.device, dtype=self.dtype)

@@ -8,7 +8,7 @@ from pathlib import Path
 from bbagent import version
 
 PROVIDERS = ("openai", "anthropic", "replay")  # agent.options.PROVIDERS, kept here so that --help imports no pydantic
-STATUSES = ("needs_review", "approved", "rejected", "stale")  # agent.review.lifecycle.SHOWN_STATUSES
+STATUSES = ("needs_review", "approved", "rejected", "stale", "modified", "broken")  # agent.review.lifecycle.SHOWN_STATUSES
 SORT_KEYS = ("op", "status", "speedup", "cost", "tests", "rounds", "version")  # agent.review.catalog.SORT_KEYS
 
 

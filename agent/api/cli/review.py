@@ -43,9 +43,12 @@ def _list(args, out, err) -> int:
         speed = f"{r['geomean_speedup']:.3g}x" if r["geomean_speedup"] is not None else "-"
         cost = cost_text(r["cost_usd"], r.get("cost_complete", True), 3) if r["cost_usd"] is not None else "-"
         served = f"v{r['served_version']}" if r["served_version"] else "none"
-        table.add_row(escape(r["op"]), str(r["version"]), _status(r["status"]),
+        table.add_row(escape(r["op"]), str(r["version"] or "-"), _status(r["status"]),
                       short_count(r["tests"]), speed, cost, served, str(len(r["flags"]) or ""))
     out.print(table)
+    for r in rows:
+        if r["status"] in ("broken", "modified"):
+            err.print(f"[red]{r['status']}:[/red] {escape(r['flags'][0])}")
     counts = {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1

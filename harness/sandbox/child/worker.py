@@ -190,6 +190,7 @@ def load_lazy_parts() -> None:
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
     import bbagent.harness.adapters  # noqa: F401 - the tests' own, imported where they are used
     import bbagent.harness.checks.case  # noqa: F401
+    import bbagent.harness.checks.in_use  # noqa: F401
     # imported before the candidate, so that the judge's state taken then covers them
     import bbagent.harness.checks.integrity  # noqa: F401
     import bbagent.harness.checks.random_ops  # noqa: F401
@@ -319,9 +320,39 @@ def _after_the_tests(op, job: Job, suites, passed: set[str], failed: bool, serve
     if ended:
         send(events.Fatal(error_kind="tampering", message=ended["message"]))
         return "the judge changed"
-    if job.timing is not None and not failed:
+    if failed:
+        return None
+    ended, wrong = _in_use(op, job, suites[0][2], passed, served[job.op], instruments, candidate_file, send)
+    if ended or wrong:
+        return ended
+    if job.timing is not None:
         timing_phase(op, job, suites[0][2], passed, served, instruments, candidate_file, send)
     return None
+
+
+def _in_use(op, job: Job, suite, passed: set[str], kernel, instruments, candidate_file: str,
+            send) -> tuple[str | None, bool]:
+    """Every test passed: the kernel as users run it (``harness.checks.in_use``), timed or not. Why the
+    run ends here (a ``fatal`` event said it: the judge changed, the CUDA context is lost), else None;
+    and whether a check failed (then nothing is timed)."""
+    launches, _, stopwatch, watch = instruments
+    from bbagent.harness.checks import in_use
+    from bbagent.harness.checks.guards import AtenRecorder
+    with stopwatch.part("in_use"):
+        records = in_use.run_all(op, suite.cases, passed, kernel, job.device,
+                                 lambda: AtenRecorder(op, launches, candidate_file), launches, candidate_file, watch,
+                                 announce=lambda check: send(events.InUseStart(check=check)),
+                                 checkpoint=gpu_pause.checkpoint, calls=job.in_use_calls)
+    for record in records:
+        lost, judge_changed = record.pop("context_lost", False), record.pop("judge_changed", False)
+        send(events.InUse(record=record))
+        if judge_changed:
+            send(events.Fatal(error_kind="tampering", message=record["message"]))
+            return "the judge changed", True
+        if lost:
+            send(events.Fatal(error_kind="cuda_error", message=f"every test passed; then {record['message']}"))
+            return "CUDA context lost", True
+    return None, any(record["passed"] is False for record in records)
 
 
 def _record_result(result: dict, name: str, case, left: int, device: str, send, stopwatch) -> str | None:

@@ -1,0 +1,446 @@
+"""The kernel as users run it: once every test passed, checks of the ways a model calls a kernel
+that a test's single call cannot see. Cheap by design (small passing cases), and run whether or
+not the evaluation times anything. Each check gives one record (``harness.verdict.InUseCheck``):
+
+* **launch replay**: one call is recorded (its Triton launches, and the aten calls it made:
+  allocation, copies, fills), the inputs are refilled with new values in the same tensors, every
+  tensor the call produced is poisoned, and the recording runs again without the kernel's Python.
+  The result must be aten's on the new values: values computed anywhere else (numpy through
+  ``.numpy()`` or ``__array__``, DLPack, ``__cuda_array_interface__``, a host read turned into a
+  launch's number) behind a decoy launch are not reproduced (``not_from_launches``), whatever
+  library or spelling made them. Multi-kernel, in-place, atomic (an autotuner's ``reset_to_zero``
+  is an aten call too) and autotuned kernels replay as they ran.
+* **repeated calls**: thousands of calls in a row on the same tensors, refilled before each with one
+  of a few sets of values; every result must equal the first one on the same values (compared on
+  the device, read every few hundred calls and at the end), and those first results must be
+  aten's (``repeated_call_mismatch``): a kernel that keeps results, or turns wrong after some
+  calls, fails.
+* **CUDA graph** (GPU): the call captured once, then replayed after new values were copied into the
+  captured inputs, as torch.compile's ``reduce-overhead``, vLLM and SGLang run it
+  (``graph_mismatch``). A kernel that cannot be captured (it reads a value on the host, or
+  synchronises) is not failed for it: the record says so.
+
+As in every test, aten's results are computed only once the kernel's calls are over.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+import traceback
+from dataclasses import replace
+from typing import Callable
+
+import torch
+
+from bbagent.harness import adapters
+from bbagent.harness.adapters import convention
+from bbagent.harness.checks.allowed import kind_of
+from bbagent.harness.checks.case import candidate_raised, returns_view
+from bbagent.harness.checks.float64_judge import Float64Run, judged
+from bbagent.harness.checks.reference import is_cuda_error
+from bbagent.harness.inputs import clone_value, copy_into, memory_behind, tensors_in
+from bbagent.harness.ops import value_mode
+from bbagent.harness.suite.build import TestCase
+from bbagent.harness.variants import is_written, out_arguments, schema_arguments
+
+REPEATED_CALLS = {"cuda": 2000, "cpu": 400}  # the interpreter takes 2 ms and more a call
+REPEATED_SECONDS = {"cuda": 3.0, "cpu": 2.0}  # the repeated calls stop here, if not done (a slow kernel)
+VALUE_SETS = 4  # the repeated calls cycle through this many sets of input values
+CHECK_EVERY = 250  # calls between two readings of the device-side mismatch flag
+MOST_ELEMENTS = 1 << 16  # the largest input tensor of a case these checks pick
+TARGET_ELEMENTS = {"cuda": 4096, "cpu": 128}  # the size of the case they prefer
+FRESH_SEED = 7_000_003  # offset of the seeds that draw the new values (the timing's are others)
+
+
+def pick_case(cases: list[TestCase], passed: set[str], device: str) -> TestCase | None:
+    """A small passing case with floating inputs to vary, not an edge or promotion case: a trace call
+    where there is one (new values are drawn from its seed), else an OpInfo sample; of about 4096 elements on a GPU, 128
+    under the interpreter (whose calls take time by the element)."""
+    usable = [c for c in cases if c.id in passed and "float" in str(c.dtype) and 2 <= c.largest_tensor() <= MOST_ELEMENTS
+              and not c.source.startswith(("edge:", "promotion:"))]  # ordinary inputs: extremes have tests of their own
+    size = TARGET_ELEMENTS[device]
+    return min(usable, key=lambda c: (c.trace is None, abs(math.log2(c.largest_tensor() / size)), c.id), default=None)
+
+
+def fresh_values(case: TestCase, k: int) -> tuple[tuple, dict]:
+    """The case's inputs with other values, the ``k``-th set: a trace call drawn from another seed
+    (index arguments kept valid); an OpInfo sample's floating values permuted and scaled by a
+    factor in [0.5, 1) (so a domain such as [-1, 1] or the positives holds). Integer and boolean
+    tensors (indices, masks) keep their values."""
+    if case.trace is not None:
+        return replace(case, seed=case.seed + FRESH_SEED + k).inputs()
+    args, kwargs = clone_value(case.inputs())
+    generator = torch.Generator().manual_seed(FRESH_SEED + k)
+    for t in tensors_in((args, kwargs)):
+        if t.dtype.is_floating_point and t.numel() > 1:
+            flat = memory_behind(t)
+            order = torch.randperm(flat.numel(), generator=generator).to(flat.device)
+            flat.copy_(flat[order] * (1 - 0.125 * (k % 4 + 1)))
+    return args, kwargs
+
+
+def applies(op) -> str | None:
+    """Why these checks do not apply to ``op``, or None where they do."""
+    mode = value_mode(op)
+    if mode == "distribution":
+        return "a random operator's values cannot be compared one by one"
+    if mode == "metadata":
+        return "the operator's values are unspecified"
+    return None
+
+
+def run_all(op, cases: list[TestCase], passed: set[str], kernel: Callable, device: str, recorder_for: Callable,
+            launches, candidate_file: str, watch, announce: Callable[[str], None] = lambda check: None,
+            checkpoint: Callable[[], None] = lambda: None, calls: int | None = None) -> list[dict]:
+    """Every check that applies, as records; they stop at the first failure. ``recorder_for()`` makes
+    a fresh ``guards.AtenRecorder``; ``watch`` is the tests' ``runtime.CallWatch``; ``announce(check)``
+    is called as each starts (a crash from there on is the kernel's); ``checkpoint()`` between calls
+    lets another evaluation have the GPU alone."""
+    skip = applies(op)
+    case = None if skip else pick_case(cases, passed, device)
+    if case is None:
+        return [{"check": "all", "passed": None,
+                 "note": skip or "no passing test with floating inputs of at most 65536 elements to run them on"}]
+    checks = {"launch_replay": lambda: launch_replay(op, case, kernel, device, recorder_for(), launches, candidate_file),
+              "repeated_calls": lambda: _lightly(watch, lambda: repeated_calls(
+                  op, case, kernel, device, recorder_for(), calls or REPEATED_CALLS[device], checkpoint, candidate_file))}
+    if device == "cuda":
+        checks["cuda_graph"] = lambda: cuda_graph(op, case, kernel, recorder_for(), candidate_file)
+    records = []
+    for name, check in checks.items():
+        checkpoint()
+        announce(name)
+        started = time.perf_counter()
+        record = _made(name, check)
+        ran = watch.failure() or watch.judge_changes(f"after the {name.replace('_', ' ')} check")
+        if ran and record.get("passed") is not False:
+            record |= {"passed": False, "error_kind": ran["error_kind"], "message": ran["message"],
+                       "judge_changed": bool(ran.get("judge_changed"))}
+        records.append(record | {"id": case.id, "input": case.description, "seconds": round(time.perf_counter() - started, 3)})
+        if record["passed"] is False:
+            break
+    return records
+
+
+def _made(name: str, check: Callable[[], dict]) -> dict:
+    """``check()``; where the harness's own side of it fails (not the kernel's calls, whose failures
+    each check catches), a record saying the check was not made, its traceback on stderr: a bug of
+    the harness must not fail the kernel, nor pass silently."""
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - said in the record and on stderr
+        if is_cuda_error(exc):
+            raise
+        traceback.print_exc(file=sys.stderr)
+        return {"check": name, "passed": None,
+                "note": f"not made: the harness failed ({type(exc).__name__}: {str(exc)[:200]}); please report it"}
+
+
+def _lightly(watch, check: Callable[[], dict]) -> dict:
+    """``check()`` with the watch's scan for threads made once at the end, not after every call (as
+    the timing does: thousands of scans would be most of the check's time)."""
+    watch.light = True
+    try:
+        return check()
+    finally:
+        watch.light = False
+        watch.scan()
+
+
+def _failed(check: str, error_kind: str, message: str, **more) -> dict:
+    return {"check": check, "passed": False, "error_kind": error_kind, "message": message, **more}
+
+
+def _raised(check: str, exc: BaseException, candidate_file: str, when: str) -> dict:
+    failure = candidate_raised(exc, candidate_file)
+    return _failed(check, failure["error_kind"], f"{when}: {failure['message']}",
+                   context_lost=bool(failure.get("context_lost")))
+
+
+def refill(op, inputs: tuple[tuple, dict], values: tuple[tuple, dict]) -> None:
+    """The input tensors of a call given ``values``' values, in place; ``out=`` arguments are left
+    as they are (the call resizes and writes them)."""
+    outs = set(out_arguments(op))
+    for (name, _, mine), (_, _, theirs) in zip(schema_arguments(op, *inputs), schema_arguments(op, *values)):
+        if name not in outs:
+            copy_into(mine, theirs)
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _guarded(recorder, call: Callable):
+    with recorder:
+        return call()
+
+
+def _reference(op, inputs: tuple[tuple, dict], device: str):
+    args, kwargs = clone_value(inputs)
+    expected = op(*args, **kwargs)
+    _synchronize(device)
+    return expected
+
+
+def _guard_failure(check: str, recorder) -> dict | None:
+    if not recorder.findings:
+        return None
+    return _failed(check, "guard", recorder.findings[0]["message"])
+
+
+# -- launch replay ------------------------------------------------------------------------------------
+
+class Recording:
+    """While active, the launch counter and the aten recorder note every launch and aten call of
+    the call under way (``guards.LaunchCounter.recording``), and bbagent's adapters their copy of
+    a functional result into ``self`` or ``out=`` (``adapters.RECORDINGS``)."""
+
+    def __init__(self, launches):
+        self.launches = launches
+        self.steps: list[tuple] = []
+
+    def __enter__(self) -> "Recording":
+        self.launches.recording = self.steps
+        adapters.RECORDINGS.append(self.steps)  # the adapter's write-back into self or out=
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.launches.recording = None
+        adapters.RECORDINGS.remove(self.steps)
+
+    def launched(self) -> int:
+        return sum(step[0] == "launch" for step in self.steps)
+
+    def produced(self) -> list[torch.Tensor]:
+        """The tensors the call's aten calls made (allocations, copies), views left out."""
+        return [t for step in self.steps if step[0] == "aten" and _makes_data(step[1]) for t in tensors_in(step[4])]
+
+    def replay(self) -> None:
+        """The recorded launches and aten calls again, in order, on the same objects: an aten call
+        that writes an argument runs again; one that makes a tensor runs again and its values are
+        copied into the tensor it made then; views and unspecified allocations are left alone."""
+        for step in self.steps:
+            if step[0] == "launch":
+                _, run, launcher, args, kwargs = step
+                run(launcher, *args, **kwargs)
+                continue
+            _, func, args, kwargs, result = step
+            if _writes_an_argument(func):
+                func(*args, **kwargs)
+            elif _makes_data(func) and not _unspecified(func):
+                for made, again in zip(tensors_in(result), tensors_in(func(*args, **kwargs))):
+                    made.copy_(again)
+
+
+def _writes_an_argument(func) -> bool:
+    return any(is_written(a) for a in func._schema.arguments) and torch.Tag.inplace_view not in func.tags
+
+
+def _makes_data(func) -> bool:
+    return kind_of(func) == "compute" or not (kind_of(func) == "view" or torch.Tag.inplace_view in func.tags)
+
+
+def _unspecified(func) -> bool:
+    return func._schema.name.split("::")[-1] in ("empty", "empty_like", "empty_strided", "new_empty",
+                                                 "new_empty_strided")
+
+
+def poison(t: torch.Tensor) -> None:
+    """Values no kernel computes by chance: NaN, or an unlikely integer."""
+    flat = memory_behind(t)
+    if t.dtype.is_floating_point or t.is_complex():
+        flat.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        flat.logical_not_()
+    else:
+        flat.fill_(-77 if t.dtype.is_signed else 77)
+
+
+def _storage(t: torch.Tensor) -> int:
+    return t.untyped_storage().data_ptr()
+
+
+def launch_replay(op, case: TestCase, kernel: Callable, device: str, recorder, launches, candidate_file: str) -> dict:
+    """The launch replay (module docstring)."""
+    check = "launch_replay"
+    if returns_view(op):
+        return {"check": check, "passed": None, "note": "the operator returns a view: it computes nothing"}
+    inputs = case.inputs() if case.trace is not None else clone_value(case.inputs())
+    try:
+        with Recording(launches) as recording:
+            actual = _guarded(recorder, lambda: kernel(*inputs[0], **inputs[1]))
+        _synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - the candidate's, on a call it made in the tests
+        return _raised(check, exc, candidate_file, "on a recorded call")
+    found = _guard_failure(check, recorder)
+    if found or not recording.launched() or not any(t.numel() for t in tensors_in(actual)):
+        return found or {"check": check, "passed": None,
+                         "note": "nothing to replay: the call launched no Triton kernel or returned no values"}
+    new = fresh_values(case, 0)
+    written = {id(v) for _, a, v in schema_arguments(op, *inputs) if is_written(a)}
+    fill_with_poison = convention(op) == "out"
+    refill(op, inputs, new)
+    kept = {_storage(t) for t in tensors_in(inputs) if not (fill_with_poison and id(t) in written)}
+    poisoned = [t for t in recording.produced() + tensors_in(actual) + [t for t in tensors_in(inputs) if id(t) in written]
+                if t.numel() and _storage(t) not in kept]
+    for t in poisoned:
+        poison(t)
+    try:
+        recording.replay()
+        _synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - a recorded launch that cannot run again
+        failure = candidate_raised(exc, candidate_file)
+        if failure.get("context_lost"):
+            return _failed(check, "cuda_error", "replaying the call's recorded launches: " + failure["message"],
+                           context_lost=True)
+        return _failed(check, "not_from_launches", "the call's recorded launches could not be run again on the same "
+                       f"tensors ({failure['message'].splitlines()[-1][:300]})")
+    expected = _reference(op, new, device)
+    failure = judged(expected, actual, "exact", Float64Run(op, clone_value(new)))
+    if failure is None:
+        return {"check": check, "passed": True, "calls": 1,
+                "note": f"{recording.launched()} launch(es) and {len(recording.steps) - recording.launched()} aten "
+                        f"call(s) replayed on new values; {len(poisoned)} tensor(s) poisoned first"}
+    return _failed(check, "not_from_launches",
+                   "the result is not what the call's own Triton launches compute: the call was recorded (its "
+                   f"{recording.launched()} launch(es) and the allocations and copies it made), its inputs refilled "
+                   "with new values in the same tensors, what it produced poisoned, and the recording run again "
+                   "without the wrapper's Python; the result was wrong (" + failure["message"][:400] + "). Every "
+                   "value must be computed by the @triton.jit kernels the call launches: not by another library "
+                   "(numpy, cupy, DLPack, __array__), and not from a value read on the host (.item(), .cpu(), "
+                   ".tolist()) and passed to a launch as a number")
+
+
+# -- repeated calls -----------------------------------------------------------------------------------
+
+def repeated_calls(op, case: TestCase, kernel: Callable, device: str, recorder, calls: int,
+                   checkpoint: Callable[[], None], candidate_file: str) -> dict:
+    """The repeated calls (module docstring)."""
+    check = "repeated_calls"
+    values = [fresh_values(case, k + 1) for k in range(VALUE_SETS)]
+    inputs = case.inputs() if case.trace is not None else clone_value(case.inputs())
+    firsts: list = []
+    differs = torch.zeros((), dtype=torch.bool, device="cuda" if device == "cuda" else "cpu")
+    made, started = 0, time.perf_counter()
+    try:
+        for made in range(1, calls + 1):
+            k = (made - 1) % VALUE_SETS
+            refill(op, inputs, values[k])
+            with recorder:  # the kernel's call alone: the comparisons below are the harness's
+                result = kernel(*inputs[0], **inputs[1])
+            if made <= VALUE_SETS:
+                firsts.append(clone_value(result))
+            else:
+                shape_change = _differs(firsts[k], result, differs)
+                if shape_change:
+                    return _failed(check, "repeated_call_mismatch", f"call {made} of {calls} in a row: {shape_change}",
+                                   calls=made)
+            del result
+            out_of_time = time.perf_counter() - started > REPEATED_SECONDS[device]
+            if made % CHECK_EVERY == 0 or made == calls or out_of_time:
+                checkpoint()  # synchronises; another evaluation's timing may want the GPU alone
+                if bool(differs):
+                    return _failed(check, "repeated_call_mismatch", _drift_message(made, calls), calls=made)
+            if out_of_time:
+                break
+        _synchronize(device)
+    except Exception as exc:  # noqa: BLE001 - raised on a later call
+        return _raised(check, exc, candidate_file, f"on call {made} of {calls} in a row") | {"calls": made}
+    found = _guard_failure(check, recorder)
+    if found:
+        return found | {"calls": made}
+    for k, first in enumerate(firsts[:made]):
+        failure = judged(_reference(op, values[k], device), first, "exact", Float64Run(op, clone_value(values[k])))
+        if failure:
+            return _failed(check, "repeated_call_mismatch",
+                           f"called {made} times in a row on the same tensors, refilled before each call: call "
+                           f"{k + 1} was wrong ({failure['message'][:400]})", calls=made)
+    cut = f" (stopped after {REPEATED_SECONDS[device]:g} s, of {calls} planned)" if made < calls else ""
+    return {"check": check, "passed": True, "calls": made,
+            "note": f"{made} calls on the same tensors{cut}, refilled before each with one of {VALUE_SETS} sets of values"}
+
+
+def _differs(first, result, flag: torch.Tensor) -> str | None:
+    """Where ``result`` differs from ``first`` in structure, shape or dtype (said in words); value
+    differences beyond a loose tolerance are OR-ed into ``flag`` on the device, read later."""
+    mine, theirs = tensors_in(first), tensors_in(result)
+    if len(mine) != len(theirs):
+        return f"it returned {len(theirs)} tensors, {len(mine)} on its first call with these values"
+    for a, b in zip(mine, theirs):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"it returned a {b.dtype} tensor of shape {list(b.shape)}, {a.dtype} {list(a.shape)} before"
+        if not a.numel():
+            continue
+        if a.dtype.is_floating_point or a.is_complex():
+            near = torch.isclose(b, a, rtol=1e-2, atol=1e-3, equal_nan=True)
+        else:
+            near = b == a
+        flag |= ~near.all()
+    return None
+
+
+def _drift_message(made: int, calls: int) -> str:
+    return (f"called up to {calls} times in a row on the same tensors, refilled before each call with one of "
+            f"{VALUE_SETS} sets of values: by call {made} a result differed from the kernel's own first result on "
+            "the same values. A kernel must compute every call from its inputs: no results kept between calls, "
+            "no behaviour that changes with the number of calls")
+
+
+# -- CUDA graph ---------------------------------------------------------------------------------------
+
+def cuda_graph(op, case: TestCase, kernel: Callable, recorder, candidate_file: str) -> dict:
+    """The CUDA graph check (module docstring)."""
+    check = "cuda_graph"
+    values = [fresh_values(case, VALUE_SETS + 1 + k) for k in range(3)]
+    inputs = case.inputs() if case.trace is not None else clone_value(case.inputs())
+    refill(op, inputs, values[0])
+    try:
+        _guarded(recorder, lambda: kernel(*inputs[0], **inputs[1]))  # warm: compiled, loaded, autotuned
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001
+        return _raised(check, exc, candidate_file, "on the call before capturing it")
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+            captured = _guarded(recorder, lambda: kernel(*inputs[0], **inputs[1]))
+    except Exception as exc:  # noqa: BLE001 - a host read or a synchronisation cannot be captured
+        return _not_capturable(check, exc, candidate_file)
+    found = _guard_failure(check, recorder)
+    if found:
+        return found
+    results = []
+    try:
+        for new in values[1:]:
+            refill(op, inputs, new)
+            graph.replay()
+            torch.cuda.synchronize()
+            results.append(clone_value(captured))
+    except Exception as exc:  # noqa: BLE001
+        return _raised(check, exc, candidate_file, "replaying its CUDA graph")
+    del graph, captured
+    for number, (new, result) in enumerate(zip(values[1:], results), start=1):
+        failure = judged(_reference(op, new, "cuda"), result, "exact", Float64Run(op, clone_value(new)))
+        if failure:
+            return _failed(check, "graph_mismatch",
+                           "captured in a CUDA graph (as torch.compile's reduce-overhead mode, vLLM and SGLang run "
+                           f"kernels), then replayed after new values were copied into the captured inputs: replay "
+                           f"{number} was wrong ({failure['message'][:400]}). Under capture the kernel must launch "
+                           "the same work as always, on the tensors it is given: nothing skipped or answered from "
+                           "an earlier call while torch.cuda.is_current_stream_capturing()")
+    return {"check": check, "passed": True, "calls": len(results),
+            "note": "captured once, replayed on new values copied into the captured inputs"}
+
+
+def _not_capturable(check: str, exc: BaseException, candidate_file: str) -> dict:
+    failure = candidate_raised(exc, candidate_file)
+    if failure.get("context_lost"):
+        try:
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - the context is really gone
+            return _failed(check, "cuda_error", "while being captured in a CUDA graph: " + failure["message"],
+                           context_lost=True)
+    line = failure["message"].strip().splitlines()[-1][:300]
+    return {"check": check, "passed": None,
+            "note": f"not capturable in a CUDA graph ({line}); a model that captures graphs runs it outside them"}
