@@ -47,7 +47,7 @@ def _with_inf_first(t: torch.Tensor) -> torch.Tensor:
 
 
 def _non_negative(t: torch.Tensor) -> torch.Tensor:
-    return t.abs() if t.dtype.is_floating_point or (t.dtype.is_signed and t.dtype != torch.bool) else t
+    return t.abs() if t.dtype.is_floating_point else t
 
 
 def _all_zero(t: torch.Tensor) -> torch.Tensor:
@@ -99,7 +99,7 @@ RULES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "constant": _constant,
 }
 # for a shortcut on the values, and (below) on a dimension's size: an exact op's (a random op's tiny
-# draws would repeat by chance)
+# draws would repeat by chance) whose inputs are all floating
 VALUE_RULES = ("non_negative", "all_zero", "constant")
 # rules applied to other base cases than the first of its dtype: NaN and inf in a 0-dim tensor
 SHAPED_RULES: dict[str, tuple[Callable[[torch.Tensor], bool], Callable[[torch.Tensor], torch.Tensor]]] = {
@@ -159,9 +159,10 @@ def _accepts_in_fork(op, args: tuple, kwargs: dict, timeout_s: float = 20.0) -> 
 
 def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> list:
     """One derived case per (rule, dtype): the plain rules from the first small base case of each
-    dtype whose tensors all have two elements or more; each shaped rule from the first small base
-    case of each dtype with a floating tensor of its shape."""
-    derived, used_dtypes, shaped_used = [], set(), set()
+    dtype whose tensors all have two elements or more (the size-1 rules from the first such case
+    alone); each shaped rule from the first small base case of each dtype with a floating tensor of
+    its shape."""
+    derived, used_dtypes, shaped_used, narrowed = [], set(), set(), False
     for base in base_cases:
         if base.largest_tensor() > SMALL_NUMEL:
             continue
@@ -172,9 +173,13 @@ def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> li
         rules = {}
         if base.dtype not in used_dtypes and all(t.numel() > 1 for t in tensors):
             used_dtypes.add(base.dtype)
-            exact = value_mode(op) == "exact"
-            rules.update({name: fn for name, fn in RULES.items() if name not in VALUE_RULES or exact})
-            rules.update(SIZE_1_RULES if exact else {})
+            # the new values and shapes stay valid for every input: no index or mask among them (an
+            # index out of range of a narrowed dimension is a device-side assert on a GPU)
+            free = value_mode(op) == "exact" and all(t.dtype.is_floating_point for t in tensors)
+            rules.update({name: fn for name, fn in RULES.items() if name not in VALUE_RULES or free})
+            if free and not narrowed:  # new shapes are new compilations: once per operator, not per dtype
+                narrowed = True
+                rules.update(SIZE_1_RULES)
         for rule, (shaped, fn) in SHAPED_RULES.items():
             if value_mode(op) == "exact" and (rule, base.dtype) not in shaped_used and any(t.dtype.is_floating_point and shaped(t) for t in tensors):
                 shaped_used.add((rule, base.dtype))

