@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from bbagent.agent.errors import ReviewError
@@ -28,10 +29,12 @@ class KernelVersion:
     def number(self) -> int:
         return self.meta.version
 
-    @property
+    @cached_property
     def status(self) -> str:
+        """Read once (the file's digest is compared with the approved one): a listing asks often."""
         return status_of(self.meta, folder=self.folder)
 
+    @cached_property
     def unusable(self) -> str | None:
         """Why this version may not be served although approved (its file is not the one approved,
         or is missing), in words naming the file; else None."""
@@ -87,13 +90,15 @@ class Broken:
 
 def operators(root: Path) -> list[Operator]:
     """Every operator with an accepted kernel under ``root/generated_kernels``, by name (a broken
-    folder is left out here: ``broken`` lists it)."""
-    return [entry for entry in _scan(root) if isinstance(entry, Operator)]
+    folder is left out here: ``catalogue`` lists it too)."""
+    return catalogue(root)[0]
 
 
-def broken(root: Path) -> list[Broken]:
-    """Every folder of ``root/generated_kernels`` that looks like a kernel's and cannot be used, with why."""
-    return [entry for entry in _scan(root) if isinstance(entry, Broken)]
+def catalogue(root: Path) -> tuple[list[Operator], list[Broken]]:
+    """Every folder of ``root/generated_kernels`` that looks like a kernel's, read once: the
+    operators with their versions, and the folders that cannot be used, with why."""
+    found = _scan(root)
+    return ([e for e in found if isinstance(e, Operator)], [e for e in found if isinstance(e, Broken)])
 
 
 def _scan(root: Path) -> list[Operator | Broken]:
@@ -122,14 +127,14 @@ def _first_line(exc: Exception) -> str:
 def find(root: Path, op: str) -> Operator:
     """The operator's kernels: by the name it was accepted under, or by any overload its current
     kernel serves (``aten.relu_.default`` finds relu's kernel)."""
-    everything = operators(root)
+    everything, wrecks = catalogue(root)
     for entry in everything:
         if entry.op == op:
             return entry
     for entry in everything:
         if op in (entry.current.meta.serves or []):
             return entry
-    for wreck in broken(root):
+    for wreck in wrecks:
         if wreck.folder.name == op:
             raise ReviewError(f"{op}'s kernel folder {wreck.folder} is broken: {wreck.reason}")
     known = [e.op for e in everything]
@@ -178,18 +183,21 @@ def flags(meta: KernelMeta) -> list[str]:
     return found
 
 
+def version_flags(version: KernelVersion) -> list[str]:
+    """``flags`` of a version's meta.json, after why it may not be served where it may not."""
+    return ([version.unusable] if version.unusable else []) + flags(version.meta)
+
+
 def row(entry: Operator) -> dict:
     """One line of ``bbagent review list`` (its ``--json`` row)."""
     current = entry.current
     meta = current.meta
     served = entry.served()
-    unusable = current.unusable()
     return {"op": entry.op, "family": family_of(meta.written_for), "version": current.number,
             "status": current.status, "review": meta.review.model_dump(), "changes": changes(meta),
             "tests_passed": meta.tests.get("passed"), "tests_total": meta.tests.get("total"), "tests": meta.tests,
             "geomean_speedup": meta.performance.geomean_speedup, "cost_usd": meta.cost_usd, "cost_complete": meta.cost_complete,
-            "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id,
-            "flags": ([unusable] if unusable else []) + flags(meta),
+            "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id, "flags": version_flags(current),
             "served_version": served.number if served else None, "versions": len(entry.versions),
             "dir": str(current.folder)}
 
@@ -202,7 +210,8 @@ def listing(root: Path, status: str | None = None, family: str | None = None, so
         raise ReviewError(f"--status takes one of {', '.join(SHOWN_STATUSES)} (got '{status}')")
     if sort not in SORT_KEYS:
         raise ReviewError(f"--sort takes one of {', '.join(SORT_KEYS)} (got '{sort}')")
-    rows = [row(e) for e in operators(root)] + [b.row() for b in broken(root)]
+    kernels, wrecks = catalogue(root)
+    rows = [row(e) for e in kernels] + [b.row() for b in wrecks]
     rows = [r for r in rows if (status is None or r["status"] == status) and (family is None or r["family"] == family)]
     numeric = {"speedup": "geomean_speedup", "cost": "cost_usd", "tests": "tests_passed", "rounds": "rounds",
                "version": "version"}
@@ -219,13 +228,12 @@ def shown(root: Path, op: str, number: int | None = None) -> dict:
     meta = chosen.meta
     transcript = Path(root) / "runs" / str(meta.run_id)
     served = entry.served()
-    unusable = chosen.unusable()
     try:
         source = chosen.kernel.read_text()
     except OSError as exc:
         source = f"# {chosen.kernel} cannot be read: {_first_line(exc)}\n"
     return {"op": op, "version": chosen.number, "current": chosen.current, "status": chosen.status,
-            "changes": changes(meta), "flags": ([unusable] if unusable else []) + flags(meta), "meta": meta.as_json(),
+            "changes": changes(meta), "flags": version_flags(chosen), "meta": meta.as_json(),
             "dir": str(chosen.folder), "kernel_source": source, "transcript": str(transcript) if transcript.is_dir() else None,
             "versions": [{"version": v.number, "status": v.status, "run_id": v.meta.run_id, "dir": str(v.folder)}
                          for v in entry.versions],
@@ -264,9 +272,10 @@ def diff(root: Path, op: str, version: int | None = None, against: int | None = 
 def accepted(root: str | Path) -> list[dict]:
     """One entry per accepted kernel (``bbagent kernels --json``): its current meta.json, with the
     folder (``dir``) and the kernel file (``kernel``)."""
-    return ([{**entry.current.meta.as_json(), "status": entry.current.status, "reason": entry.current.unusable(),
-              "dir": str(entry.current.folder), "kernel": str(entry.current.kernel)} for entry in operators(root)]
-            + [b.row() for b in broken(root)])
+    kernels, wrecks = catalogue(root)
+    return ([{**entry.current.meta.as_json(), "status": entry.current.status, "reason": entry.current.unusable,
+              "dir": str(entry.current.folder), "kernel": str(entry.current.kernel)} for entry in kernels]
+            + [b.row() for b in wrecks])
 
 
 def written_for_beside(kernel: Path) -> str | None:

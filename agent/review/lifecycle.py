@@ -13,7 +13,7 @@ Schema ``bbagent.kernel-meta`` version 2 (``SCHEMA_VERSION``) adds to what a run
 An approval pins the kernel.py the reviewer read (``review.kernel_sha256``): an approved kernel whose
 file no longer has that digest is **modified** (since approval), and is served nowhere until it is
 reviewed again. A folder whose meta.json cannot be read, or whose kernel.py is missing, is
-**broken** (``agent.review.catalog.broken``), listed with its reason, never skipped silently.
+**broken** (``agent.review.catalog.catalogue``), listed with its reason, never skipped silently.
 
 A kernel is **stale** where it is approved and ``tested_in`` differs from this machine's
 environment (``agent.machine.this_machine``) in torch, triton, the suite or, where this machine has a

@@ -144,11 +144,12 @@ def choose(root: Path, include_unreviewed: bool, include_slower: bool,
     """(overload, version, speedup) for every overload to serve, every one left out with why, those
     of them left out only for their speed (a usable version exists), and those refused because a
     kernel folder is broken or an approved file was modified since its approval."""
-    from bbagent.agent.review.catalog import broken, operators
+    from bbagent.agent.review.catalog import catalogue
     chosen, skipped, gated, refused = [], {}, set(), set()
-    for entry in operators(root):
+    kernels, wrecks = catalogue(root)
+    for entry in kernels:
         version = entry.served(include_unreviewed)
-        unusable = entry.current.unusable()
+        unusable = entry.current.unusable
         if unusable and (version is None or version.folder == entry.current.folder):
             for op in entry.current.meta.serves:
                 if ops is None or op in ops:
@@ -171,7 +172,7 @@ def choose(root: Path, include_unreviewed: bool, include_slower: bool,
                 gated.add(op)
                 continue
             chosen.append((op, version, speed))
-    for wreck in broken(root):
+    for wreck in wrecks:
         skipped[wreck.folder.name] = f"the kernel folder {wreck.folder} is broken: {wreck.reason}"
         refused.add(wreck.folder.name)
     return chosen, skipped, gated, refused

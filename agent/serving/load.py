@@ -45,7 +45,7 @@ def load(root: str | Path, op: str, device: str | None = None) -> Callable:
     if entry is None:
         raise UsageError(f"no accepted kernel serves {op} under {Path(root) / 'generated_kernels'}: "
                          f"run 'bbagent generate --op {op}' first")
-    unusable = entry.unusable()
+    unusable = entry.unusable
     if unusable:
         raise UsageError(f"the kernel serving {op} cannot be loaded: {unusable}")
     kernel = import_kernel(entry.kernel, entry.folder.name, device)

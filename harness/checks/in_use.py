@@ -92,11 +92,10 @@ def consistent(reference, result) -> str | None:
     words; None where it is, to a tolerance loose enough for atomics' summation order (a wrong
     answer, kept from other values or never written, is off by far more)."""
     mine, theirs = tensors_in(reference), tensors_in(result)
-    if len(mine) != len(theirs):
-        return f"{len(theirs)} tensors where the kernel's own call returns {len(mine)}"
+    unlike = _unlike(mine, theirs, "the kernel's own call returns")
+    if unlike:
+        return unlike
     for number, (a, b) in enumerate(zip(mine, theirs)):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return f"a {b.dtype} tensor of shape {list(b.shape)} where the kernel's own call returns {a.dtype} {list(a.shape)}"
         if not a.numel():
             continue
         if a.dtype.is_floating_point or a.is_complex():
@@ -109,6 +108,17 @@ def consistent(reference, result) -> str | None:
             where = int((~near).flatten().nonzero()[0])
             return (f"output {number}: {int((~near).sum())} of {a.numel()} elements differ, first at flat index {where}: "
                     f"{b.flatten()[where].item()} where the kernel's own call gives {a.flatten()[where].item()}")
+    return None
+
+
+def _unlike(mine: list[torch.Tensor], theirs: list[torch.Tensor], reference: str) -> str | None:
+    """Where ``theirs`` differs from ``mine`` in how many tensors, their shapes or dtypes, in words
+    (``reference`` says where ``mine`` came from); else None."""
+    if len(mine) != len(theirs):
+        return f"{len(theirs)} tensors where {reference} {len(mine)}"
+    for a, b in zip(mine, theirs):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"a {b.dtype} tensor of shape {list(b.shape)} where {reference} {a.dtype} {list(a.shape)}"
     return None
 
 
@@ -279,7 +289,7 @@ def _writes_an_argument(func) -> bool:
 
 
 def _makes_data(func) -> bool:
-    return kind_of(func) == "compute" or not (kind_of(func) == "view" or torch.Tag.inplace_view in func.tags)
+    return kind_of(func) != "view"  # an inplace_view-tagged op is a view too
 
 
 def _unspecified(func) -> bool:
@@ -369,7 +379,7 @@ def repeated_calls(op, case: TestCase, kernel: Callable, device: str, recorder, 
     """The repeated calls (module docstring)."""
     check = "repeated_calls"
     values = [fresh_values(case, k) for k in range(VALUE_SETS)]
-    inputs = fresh_values(case, 0)
+    inputs = clone_value(values[0])
     firsts: list = []
     differs = torch.zeros((), dtype=torch.bool, device="cuda" if device == "cuda" else "cpu")
     made, started = 0, time.perf_counter()
@@ -400,7 +410,7 @@ def repeated_calls(op, case: TestCase, kernel: Callable, device: str, recorder, 
     found = _guard_failure(check, recorder)
     if found:
         return found | {"calls": made}
-    failure = judged(_reference(op, values[0], device), firsts[0], "exact", Float64Run(op, clone_value(values[0])))
+    failure = judged(_reference(op, values[0], device), firsts[0], "exact", Float64Run(op, values[0]))
     if failure:  # the test's own values: every call on them matched this first one
         return _failed(check, "repeated_call_mismatch",
                        f"called {made} times in a row on the same tensors, refilled before each call: call 1, on this "
@@ -414,11 +424,10 @@ def _differs(first, result, flag: torch.Tensor) -> str | None:
     """Where ``result`` differs from ``first`` in structure, shape or dtype (said in words); value
     differences beyond a loose tolerance are OR-ed into ``flag`` on the device, read later."""
     mine, theirs = tensors_in(first), tensors_in(result)
-    if len(mine) != len(theirs):
-        return f"it returned {len(theirs)} tensors, {len(mine)} on its first call with these values"
+    unlike = _unlike(mine, theirs, "its first call on these values returned")
+    if unlike:
+        return "it returned " + unlike
     for a, b in zip(mine, theirs):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return f"it returned a {b.dtype} tensor of shape {list(b.shape)}, {a.dtype} {list(a.shape)} before"
         if not a.numel():
             continue
         if a.dtype.is_floating_point or a.is_complex():
@@ -441,9 +450,8 @@ def _drift_message(made: int, calls: int) -> str:
 def cuda_graph(op, case: TestCase, kernel: Callable, recorder, candidate_file: str) -> dict:
     """The CUDA graph check (module docstring)."""
     check = "cuda_graph"
-    capture_values, new = fresh_values(case, VALUE_SETS + 1), fresh_values(case, VALUE_SETS + 2)
-    inputs = fresh_values(case, 0)
-    refill(op, inputs, capture_values)
+    own, new = fresh_values(case, 0), fresh_values(case, VALUE_SETS + 2)
+    inputs = fresh_values(case, VALUE_SETS + 1)  # captured on values of its own
     try:
         _guarded(recorder, lambda: kernel(*inputs[0], **inputs[1]))  # warm: compiled, loaded, autotuned
         torch.cuda.synchronize()
@@ -460,7 +468,7 @@ def cuda_graph(op, case: TestCase, kernel: Callable, recorder, candidate_file: s
         return found
     results = []
     try:
-        for values in (fresh_values(case, 0), new):  # the test's own values, then new ones
+        for values in (own, new):  # the test's own values, then new ones
             refill(op, inputs, values)
             graph.replay()
             torch.cuda.synchronize()
@@ -469,8 +477,7 @@ def cuda_graph(op, case: TestCase, kernel: Callable, recorder, candidate_file: s
     except Exception as exc:  # noqa: BLE001
         return _raised(check, exc, candidate_file, "replaying its CUDA graph")
     del graph, captured
-    own = fresh_values(case, 0)
-    failure = judged(_reference(op, own, "cuda"), results[0], "exact", Float64Run(op, clone_value(own)))
+    failure = judged(_reference(op, own, "cuda"), results[0], "exact", Float64Run(op, own))
     wrong = (f"replayed on this test's own values, {failure['message'][:400]}" if failure else None) or (
         f"replayed on new values, {differs}" if (differs := consistent(direct, results[1])) else None)
     if wrong:

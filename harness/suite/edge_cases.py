@@ -163,9 +163,11 @@ def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> li
     alone); each shaped rule from the first small base case of each dtype with a floating tensor of
     its shape."""
     derived, used_dtypes, shaped_used, narrowed = [], set(), set(), False
+    exact = value_mode(op) == "exact"
     for base in base_cases:
-        if base.largest_tensor() > SMALL_NUMEL:
-            continue
+        wanted_shaped = {rule for rule in SHAPED_RULES if exact and (rule, base.dtype) not in shaped_used}
+        if base.largest_tensor() > SMALL_NUMEL or (base.dtype in used_dtypes and not wanted_shaped):
+            continue  # nothing left for this dtype: its inputs are not drawn
         base_args, base_kwargs = base.inputs()
         tensors = tensors_in((base_args, base_kwargs))
         if not tensors:
@@ -175,13 +177,14 @@ def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> li
             used_dtypes.add(base.dtype)
             # the new values and shapes stay valid for every input: no index or mask among them (an
             # index out of range of a narrowed dimension is a device-side assert on a GPU)
-            free = value_mode(op) == "exact" and all(t.dtype.is_floating_point for t in tensors)
+            free = exact and all(t.dtype.is_floating_point for t in tensors)
             rules.update({name: fn for name, fn in RULES.items() if name not in VALUE_RULES or free})
             if free and not narrowed:  # new shapes are new compilations: once per operator, not per dtype
                 narrowed = True
                 rules.update(SIZE_1_RULES)
-        for rule, (shaped, fn) in SHAPED_RULES.items():
-            if value_mode(op) == "exact" and (rule, base.dtype) not in shaped_used and any(t.dtype.is_floating_point and shaped(t) for t in tensors):
+        for rule in wanted_shaped:
+            shaped, fn = SHAPED_RULES[rule]
+            if any(t.dtype.is_floating_point and shaped(t) for t in tensors):
                 shaped_used.add((rule, base.dtype))
                 rules[rule] = fn
         for rule, fn in rules.items():
