@@ -29,12 +29,12 @@ class Cache:
 
 
 def _timing_file(root: Path) -> Path:
-    from bbagent.harness.timing.reference_cache import FILE_NAME
+    from bbagent.harness.interface import TIMING_CACHE_FILE as FILE_NAME
     return root / "runs" / FILE_NAME
 
 
 def _folder(name: str, path: Path, what: str, pattern: str = "*") -> Cache:
-    from bbagent.harness.workdirs import size_of
+    from bbagent.harness.interface import size_of
     entries = list(path.glob(pattern)) if path.is_dir() else []
     return Cache(name, str(path), len(entries), size_of(path) if path.is_dir() else 0, what)
 
@@ -42,11 +42,11 @@ def _folder(name: str, path: Path, what: str, pattern: str = "*") -> Cache:
 def caches(root: Path) -> list[Cache]:
     """Every cache, with where it is, how many entries it holds and their bytes."""
     from bbagent.agent import gpu_facts
-    from bbagent.harness import workdirs
-    from bbagent.harness.sandbox.parent.environment import triton_cache_dir
-    from bbagent.harness.suite.cache import cache_dir
+    from bbagent.harness.interface import orphaned_workdirs, size_of
+    from bbagent.harness.interface import triton_cache_dir
+    from bbagent.harness.interface import cache_dir
     timing = _timing_file(root)
-    orphans = workdirs.orphaned()
+    orphans = orphaned_workdirs()
     return [
         _folder("suites", cache_dir(), "each operator's tests, built once per operator, options, torch, triton "
                 "and harness", "*.pt"),
@@ -55,14 +55,14 @@ def caches(root: Path) -> list[Cache]:
               "eager aten's timings and the GPU's yardsticks, reused by later runs (--no-cache ignores them)"),
         _folder("devices", gpu_facts.cache_dir(), "the GPU's facts the first prompt states, probed once per GPU model, "
                 "torch and Triton", "*.json"),
-        Cache("workdirs", tempfile.gettempdir(), len(orphans), sum(workdirs.size_of(p) for p in orphans),
+        Cache("workdirs", tempfile.gettempdir(), len(orphans), sum(size_of(p) for p in orphans),
               "working folders of bbagent processes that ended without removing them"),
     ]
 
 
 def clear(root: Path, which: list[str], dry_run: bool = False) -> list[Cache]:
     """Empty the caches named (``CACHES``, or "all"); what was (or would be) removed."""
-    from bbagent.harness import workdirs
+    from bbagent.harness.interface import remove_orphaned_workdirs
     names = list(CACHES) if "all" in which else which
     unknown = [n for n in names if n not in CACHES]
     if unknown:
@@ -76,7 +76,7 @@ def clear(root: Path, which: list[str], dry_run: bool = False) -> list[Cache]:
         if dry_run:
             continue
         if cache.name == "workdirs":
-            workdirs.remove_orphaned()
+            remove_orphaned_workdirs()
         elif cache.name == "timing":
             Path(cache.path).unlink(missing_ok=True)
         else:

@@ -5,7 +5,6 @@ Every problem found here is the caller's to fix and raised as a ``UsageError`` n
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -17,16 +16,36 @@ from bbagent.agent.options import engines_of, positive
 PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each for eager and the kernel
 
 
-def check_op(op: str) -> None:
-    from bbagent.harness.ops import UnknownOpError, resolve_op
+def problem_of(name: str, *, exact_overload: bool = False, to_test: bool = False, family: bool = False):
+    """The harness's problem for ``name`` (``harness.problem``): ``generate``'s (``exact_overload``)
+    or, ``to_test``, a given kernel file's (``family``: every overload of its family; ``written_as``
+    names the overload the file is written for). A name that is no overload is a UsageError."""
+    from bbagent.harness.interface import AdapterError, UnknownOpError, operator_problem, problem_to_test
     try:
-        resolve_op(op)
-    except UnknownOpError as exc:
+        if to_test:
+            return problem_to_test(name, family=family)
+        return operator_problem(name, exact_overload=exact_overload)
+    except (UnknownOpError, AdapterError) as exc:
         raise UsageError(str(exc)) from None
 
 
+def written_as(problem, written_for: str):
+    """``problem`` for a kernel file written for ``written_for`` (``OperatorProblem.written_as``);
+    a name that is no overload, or a kernel that cannot serve one, is a UsageError."""
+    from bbagent.harness.interface import AdapterError, UnknownOpError
+    try:
+        return problem.written_as(written_for)
+    except (UnknownOpError, AdapterError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def check_op(op: str) -> None:
+    """A UsageError unless ``op`` names an aten overload."""
+    problem_of(op, exact_overload=True)
+
+
 def default_device() -> str:
-    from bbagent.harness.evaluate import default_device as harness_default
+    from bbagent.harness.interface import default_device as harness_default
     return harness_default()
 
 
@@ -61,7 +80,7 @@ def interpreter_problem(versions: dict[str, str] | None = None) -> str | None:
     ones (a test gives its own)."""
     from importlib import metadata
 
-    from bbagent.harness.fingerprint import triton_version
+    from bbagent.harness.interface import triton_version
     if versions is None:
         try:  # triton as the harness reads it: a pytorch-triton distribution counts
             versions = {"triton": triton_version(), "numpy": metadata.version("numpy")}
@@ -99,7 +118,7 @@ def listed_ops(suite: str = "all", family: str | None = None, pattern: str | Non
     """The overloads bbagent can test (``bbagent ops --json`` rows) of ``suite``, by prompt family
     and a substring of the name."""
     from bbagent.agent.families import family_of
-    from bbagent.harness.coverage import SUITES, list_ops
+    from bbagent.harness.interface import SUITES, list_ops
     if suite not in SUITES:
         raise UsageError(f"unknown suite '{suite}'; choose one of {', '.join(SUITES)}")
     rows = list_ops(suite)
@@ -109,27 +128,35 @@ def listed_ops(suite: str = "all", family: str | None = None, pattern: str | Non
 
 
 def family_of_overload(op: str) -> dict:
-    """The overloads computing what ``op`` computes (``harness.variants.variant_family``)."""
-    from bbagent.harness.ops import resolve_op
-    from bbagent.harness.variants import variant_family
-    return variant_family(resolve_op(op))
+    """The overloads computing what ``op`` computes (``harness.variants.variant_family``), by name."""
+    from bbagent.harness.interface import variant_family
+    return variant_family(problem_of(op, exact_overload=True).computation)
 
 
 @dataclass(frozen=True)
 class ResolvedOperator:
     """An operator as ``generate`` and a batch take it, resolved once from the name given
-    (``resolve_operator``) and handed down as it is: the overload the model is asked for
-    (``computation``), every overload its kernel is tested and served as (``serves``, computation
-    first) and the prompt family it belongs to."""
-    requested: str
-    computation: str
-    serves: tuple[str, ...]
+    (``resolve_operator``) and handed down as it is: the harness's problem (the overload the model
+    is asked for, every overload its kernel is tested and served as) and the prompt family."""
+    problem: object  # harness.problem.OperatorProblem
     family: str
+
+    @property
+    def requested(self) -> str:
+        return self.problem.requested
+
+    @property
+    def computation(self) -> str:
+        return self.problem.name
+
+    @property
+    def serves(self) -> tuple[str, ...]:
+        return tuple(self.problem.names)
 
     @property
     def also_serves(self) -> list[str]:
         """The in-place and out= overloads served by the same kernel."""
-        return list(self.serves[1:])
+        return self.problem.also_serves
 
 
 def resolve_operator(op: str, exact_overload: bool = False) -> ResolvedOperator:
@@ -137,11 +164,8 @@ def resolve_operator(op: str, exact_overload: bool = False) -> ResolvedOperator:
     functional overload and served as the whole family, unless ``exact_overload`` (or the overload
     has no functional sibling)."""
     from bbagent.agent.families import family_of
-    check_op(op)
-    overloads = family_of_overload(op)
-    if exact_overload or overloads["functional"] is None:
-        return ResolvedOperator(op, op, (op,), family_of(op))
-    return ResolvedOperator(op, overloads["functional"], tuple(overloads["serves"]), family_of(overloads["functional"]))
+    problem = problem_of(op, exact_overload=exact_overload)
+    return ResolvedOperator(problem, family_of(problem.name))
 
 
 def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:
@@ -151,7 +175,7 @@ def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:
     if not wanted:
         return False
     from bbagent.agent.families import family_of
-    from bbagent.harness.layouts import CHANNELS_LAST_FAMILIES
+    from bbagent.harness.interface import CHANNELS_LAST_FAMILIES
     family = family_of(op)
     if family in CHANNELS_LAST_FAMILIES:
         return True
@@ -171,80 +195,61 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
         if not kernel.is_file():
             raise UsageError(f"--kernel {kernel}: no such file" if not kernel.exists()
                              else f"--kernel {kernel} is not a file")
-        written_for = kernel_for or written_for_beside(kernel) or op
-    else:
-        entry = kernel_serving(root, op)
-        if entry is None:
-            raise UsageError(f"no accepted kernel serves {op} under {root / 'generated_kernels'}: run "
-                             f"'bbagent generate --op {op}' first or pass --kernel FILE")
-        kernel, written_for = entry.kernel, kernel_for or entry.meta.written_for
-    check_op(written_for)
-    return kernel, written_for
+        return kernel, kernel_for or written_for_beside(kernel) or op
+    entry = kernel_serving(root, op)
+    if entry is None:
+        raise UsageError(f"no accepted kernel serves {op} under {root / 'generated_kernels'}: run "
+                         f"'bbagent generate --op {op}' first or pass --kernel FILE")
+    return entry.kernel, kernel_for or entry.meta.written_for
 
 
-def evaluator(root: Path, *, device: str | None, seed: int | None, timeout_s: float, timing=None,
-              kernel_for: str | None = None, overloads: list[str] | None = None, executor=None,
-              extra_traces: dict | None = None, channels_last: bool = False) -> "Evaluator":
-    """``(op, kernel_file, profile=True) -> Verdict`` with these settings; ``root`` (runs, kernels)
-    never shown to the candidate, even where it lies inside a directory the sandbox shows.
-    ``executor`` (a batch's ``agent.batch.executor.Executor``) decides where it runs; without one,
-    here. ``profile=False`` leaves out the timing's profiles (no later round would read them)."""
-    return Evaluator(root=root, device=device, seed=seed, timeout_s=timeout_s, timing=timing, kernel_for=kernel_for,
-                     overloads=overloads, executor=executor, extra_traces=extra_traces, channels_last=channels_last)
+def evaluation_request(problem, root: Path, *, device: str | None, seed: int | None, timeout_s: float,
+                       timing=None, extra_traces: dict | None = None, channels_last: bool = False):
+    """The harness's request for ``problem`` with these settings; ``root`` (runs, kernels) is never
+    shown to the candidate, even where it lies inside a directory the sandbox shows."""
+    from bbagent.harness.interface import EvaluationRequest
+    return EvaluationRequest.of(problem, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
+                                hidden=[root], extra_traces=extra_traces or {}, channels_last=channels_last)
 
 
 @dataclass
-class Evaluator:
-    """An evaluator (``evaluator``); ``prepare(op)`` builds the operator's suite in a thread of its own
-    while the model writes the first answer, and the first evaluation waits for it, then loads it."""
-    root: Path
-    device: str | None
-    seed: int | None
-    timeout_s: float
-    timing: object = None
-    kernel_for: str | None = None
-    overloads: list[str] | None = None
-    executor: object = None
-    extra_traces: dict | None = None
-    channels_last: bool = False
+class Evaluations:
+    """The evaluations of one run: its request, and where they run (``evaluator``: this machine,
+    or a batch's executor). ``prepare()`` builds the suite in a thread of its own while the model
+    writes the first answer; the first evaluation waits for it, then loads it."""
+    request: object  # harness.request.EvaluationRequest
+    evaluator: object = None  # a harness.interface.Evaluator; None: this machine's (HERE)
     preparing: threading.Thread | None = None
     prepared: dict | None = None  # outcome (cached, built, why not), seconds, started_at
 
-    def prepare(self, op: str) -> None:
-        """Start building the suite of ``op`` (nothing where the executor cannot: a Ray cluster)."""
-        if self.executor is not None and not hasattr(self.executor, "prepare_suite"):
-            return
-        self.preparing = threading.Thread(target=self._prepare, args=(op,), name="bbagent-suite-ahead", daemon=True)
+    def __post_init__(self):
+        if self.evaluator is None:
+            from bbagent.harness.interface import HERE
+            self.evaluator = HERE
+
+    def prepare(self) -> None:
+        """Start building the suite."""
+        self.preparing = threading.Thread(target=self._prepare, name="bbagent-suite-ahead", daemon=True)
         self.preparing.start()
 
-    def _prepare(self, op: str) -> None:
-        from bbagent.harness.evaluate import prepare_suite
+    def _prepare(self) -> None:
         started = time.time()
-        options = dict(overloads=self.overloads, extra_traces=self.extra_traces, channels_last=self.channels_last,
-                       timeout_s=self.timeout_s, hidden=[self.root])
         try:
-            outcome = (self.executor.prepare_suite(op, **options) if self.executor is not None
-                       else prepare_suite(op, device=self.device, **options))
+            outcome = self.evaluator.prepare(self.request)
         except Exception as exc:  # noqa: BLE001 - a saving only: the first evaluation builds the suite then
             outcome = f"not built ({type(exc).__name__}: {exc})"
         self.prepared = {"outcome": outcome, "seconds": round(time.time() - started, 3), "started_at": round(started, 3)}
 
-    def __call__(self, op: str, kernel: Path, profile: bool = True):
-        from bbagent.harness.adapters import AdapterError
-        from bbagent.harness.evaluate import KernelFileError, SetupError, evaluate as run_evaluation
+    def evaluate(self, kernel: Path, profile: bool = True):
+        """The kernel's Verdict; ``profile=False`` leaves out the timing's profiles (no later round
+        would read them). The caller's inputs or setup at fault: a UsageError."""
+        from bbagent.harness.interface import AdapterError, KernelFileError, SetupError
         if self.preparing is not None:
             self.preparing.join()
-        timing = self.timing
-        if not profile and timing is not None:
-            timing = dataclasses.replace(timing, profile=0, ncu=0)
-        options = dict(seed=self.seed, timeout_s=self.timeout_s, hidden=[self.root], timing=timing,
-                       kernel_for=self.kernel_for, overloads=self.overloads, extra_traces=self.extra_traces,
-                       channels_last=self.channels_last)
+        request = self.request if profile else self.request.without_profiles()
         try:
-            if self.executor is not None:
-                return self.executor.evaluate(op, kernel, **options)
-            return run_evaluation(op, kernel, device=self.device, **options)
-        except (KernelFileError, AdapterError, SetupError) as exc:  # the caller's inputs or setup
+            return self.evaluator.evaluate(request, kernel)
+        except (KernelFileError, AdapterError, SetupError) as exc:
             raise UsageError(str(exc)) from None
 
 
@@ -256,12 +261,11 @@ def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: b
     ``profile_feedback`` (generate's optimisation rounds): every timed kernel is also profiled,
     with eager, on the ``FEEDBACK_PROFILED_SHAPES`` shapes furthest from their roofline: by Nsight
     Compute where ncu is found, else by the torch profiler (launches and times only)."""
-    from bbagent.harness.evaluate import TimingOptions
-    from bbagent.harness.timing.reference_cache import FILE_NAME, ReferenceCache
+    from bbagent.harness.interface import TIMING_CACHE_FILE, ReferenceCache, TimingOptions
     positive("--max-shapes", max_shapes, minimum=1)
     positive("--target-ms", target_ms)
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
-                         cache=ReferenceCache(root / "runs" / FILE_NAME), keep_raw=keep_raw,
+                         cache=ReferenceCache(root / "runs" / TIMING_CACHE_FILE), keep_raw=keep_raw,
                          baselines=engines_of(",".join(engines), inductor_mode), inductor_mode=inductor_mode,
                          **{"profile": profile, "ncu": ncu, **(_feedback_profiles() if profile_feedback else {})})
 
@@ -270,6 +274,6 @@ FEEDBACK_PROFILED_SHAPES = 2
 
 
 def _feedback_profiles() -> dict:
-    from bbagent.harness.timing.ncu import find_ncu
+    from bbagent.harness.interface import find_ncu
     how = "ncu" if find_ncu() else "profile"
     return {how: FEEDBACK_PROFILED_SHAPES, "pick": "furthest"}

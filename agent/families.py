@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from bbagent.harness.variants import out_arguments, overloads
+from bbagent.harness.interface import out_arguments, overloads
 
 
 def _prompts_dir() -> Path:

@@ -18,8 +18,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bbagent.agent.machine import visible_gpu
-from bbagent.harness.device_probe.facts import PROBE_FORMAT, DeviceFacts
-from bbagent.harness.fingerprint import triton_version
+from bbagent.harness.interface import PROBE_FORMAT, DeviceFacts
+from bbagent.harness.interface import triton_version
 
 PROBE_TIMEOUT_S = 300
 _lock = threading.Lock()

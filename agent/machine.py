@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from bbagent.harness.fingerprint import harness_fingerprint, triton_version  # noqa: F401  (agent.machine.harness_fingerprint, as before)
+from bbagent.harness.interface import harness_fingerprint, triton_version  # noqa: F401  (agent.machine.harness_fingerprint, as before)
 
 UNKNOWN_GPU = "unknown GPU"
 

@@ -35,7 +35,7 @@ def positive(name: str, value, minimum=None) -> None:
 
 def engines_of(baseline: str, inductor_mode: str = "default") -> tuple[str, ...]:
     """The engines named by ``--baseline`` ("eager,inductor"); a UsageError for an unknown one or mode."""
-    from bbagent.harness.timing.baselines import INDUCTOR_MODES, parse_engines
+    from bbagent.harness.interface import INDUCTOR_MODES, parse_engines
     try:
         engines = parse_engines(baseline)
     except ValueError as exc:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bbagent.agent.machine import process_state
 from bbagent.agent.storage import write_json
-from bbagent.harness.verdict import Summary, TestCounts
+from bbagent.harness.interface import Summary, TestCounts
 
 FILE_NAME = "run.json"
 RunStatus = Literal["running", "accepted", "failed", "stopped", "error", "interrupted"]

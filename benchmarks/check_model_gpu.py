@@ -61,7 +61,7 @@ def main() -> int:
     bbagent(args.out, "review-list", "review", "list", "--root", str(root))
     bbagent(args.out, "review-list-json", "review", "list", "--json", "--root", str(root))
     for name, options in CHECKS:
-        done = bbagent(args.out, f"check-{name}", "check-model", *options, "--root", str(root))
+        bbagent(args.out, f"check-{name}", "check-model", *options, "--root", str(root))
         json_done = bbagent(args.out, f"check-{name}-json", "check-model", *options, "--json", "--repeats", "3",
                             "--root", str(root))
         if json_done.stdout.strip():

@@ -40,7 +40,7 @@ def time_inductor(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
     if missing:
         workdir = workdirs.make("baseline")
         shapes = [{"input": t["input"], "mode": t["mode"]} for t in missing]
-        child_job = Job(op=job.op, seed=job.seed, device=job.device, cpu_max_numel=job.cpu_max_numel,
+        child_job = Job(problem=job.problem, seed=job.seed, device=job.device, cpu_max_numel=job.cpu_max_numel,
                         extra_traces=job.extra_traces, channels_last=job.channels_last, kernel="", workdir=str(workdir),
                         baseline={"compile_mode": mode, "target_ms": timing.target_ms, "shapes": shapes})
         per_shape_s = 180 if mode != "default" else 60

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
                             Event, Fatal, InUse, InUseStart, Profile, ReferenceStart, Sealed, StoppedEarly, Suite, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
+from bbagent.harness.problem import OperatorProblem
 from bbagent.harness.sandbox.parent.compile_pauses import compile_totals
 from bbagent.harness.sandbox.parent.run import exit_cause
 from bbagent.harness.sandbox.parent.watch import ChildOutcome
@@ -38,9 +39,10 @@ class Failure:
     infrastructure: str | None = None
 
 
-def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event], outcome: ChildOutcome,
-             timeout_s: float, static_findings: list[dict] | None = None) -> Verdict:
-    """The Verdict of one evaluation (its secrets not yet redacted: ``harness.evaluate``)."""
+def assemble(problem: OperatorProblem, kernel_path, source: bytes, seed: int, events: list[Event],
+             outcome: ChildOutcome, timeout_s: float, static_findings: list[dict] | None = None) -> Verdict:
+    """The Verdict of one evaluation of ``problem`` (its secrets not yet redacted: ``harness.evaluate``)."""
+    op = problem.name
     suite = first(events, Suite)
     tests = [TestResult.model_validate(e.record) for e in of_kind(events, CaseResult)]
     timings = [dict(e.record) for e in of_kind(events, Timing)]  # the timing phase's data, read by its metrics
@@ -70,7 +72,7 @@ def assemble(op: str, kernel_path, source: bytes, seed: int, events: list[Event]
         performance=_performance(op, first(events, TimingPlan), timings, passed, profiles),
         suite=SuiteInfo(notes=suite.notes if suite else [], cases=len(suite.cases) if suite else 0),
         kernel_for=suite.kernel_for if suite else op,
-        variants=_variant_summary(op, suite, tests),
+        variants=_variant_summary(problem, suite, tests),
         timings=_timings(events, suite, outcome),
         environment=EnvironmentPart.model_validate(_environment(first(events, Environment), first(events, Sealed))),
         exit=None if outcome.returncode == 0 else exit_cause(outcome.returncode),
@@ -255,12 +257,13 @@ def _environment(env: Environment | None, sealed: Sealed | None) -> dict:
     return environment
 
 
-def _variant_summary(op: str, suite: Suite | None, tests: list[TestResult]) -> list[Variant]:
+def _variant_summary(problem: OperatorProblem, suite: Suite | None, tests: list[TestResult]) -> list[Variant]:
     """Per tested overload: its calling convention, whether the kernel serves it directly or
     through bbagent's adapter, and its test counts (``passed`` True only when all of its own
     tests ran and passed)."""
     from bbagent.harness.adapters import convention
-    from bbagent.harness.ops import resolve_op
+    op = problem.name
+    overload = dict(zip(problem.names, problem.serves))
     kernel_for = suite.kernel_for if suite else op
     rows = []
     for name in (suite.overloads if suite else [op]):
@@ -269,7 +272,7 @@ def _variant_summary(op: str, suite: Suite | None, tests: list[TestResult]) -> l
         passed = sum(1 for t in mine if t.passed is True)
         failed = sum(1 for t in mine if t.passed is False)
         unjudged = sum(1 for t in mine if t.passed is None)
-        rows.append(Variant(op=name, convention=convention(resolve_op(name)),
+        rows.append(Variant(op=name, convention=convention(overload[name]),
                             served_by="kernel" if name == kernel_for else "adapter", planned=planned,
                             passed=passed, failed=failed, ok=failed == 0 and passed > 0 and passed + unjudged == planned))
     return rows

@@ -11,7 +11,6 @@ JSON lines on a dedicated pipe; stdout and stderr are kept as a bounded head and
 """
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,98 +25,54 @@ from bbagent.harness.sandbox.parent.gpu_share import ChildGate, GpuShare, Hold
 from bbagent.harness.sandbox.job import Job
 from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child, warn_once
 from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
-from bbagent.harness.suite.budget import CPU_MAX_NUMEL
-from bbagent.harness.suite.tiers import EXTRA_AFTER_FAILURE_S
+from bbagent.harness.request import EvaluationRequest, default_device, fresh_seed
 from bbagent.harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from bbagent.harness.suite.memory_need import expected_need
 from bbagent.harness.timing.options import TimingOptions
 from bbagent.harness.verdict import Verdict
 from bbagent.harness import workdirs
 
-__all__ = ["TimingOptions", "KernelFileError", "SetupError", "evaluate", "prepare_suite", "default_device",
-           "adopt_remote_verdict", "physical_gpu"]
+__all__ = ["PROJECT_ROOT", "EvaluationRequest", "TimingOptions", "KernelFileError", "SetupError", "evaluate", "prepare_suite",
+           "default_device", "adopt_remote_verdict", "physical_gpu"]
 
 
 class KernelFileError(ValueError):
     """The kernel file is missing or unreadable (a usage error, not a failing verdict)."""
 
 
-def check_servable(kernel_for: str, overloads: list[str]) -> None:
-    """Raise ``AdapterError`` (a usage error) unless a kernel written for ``kernel_for`` can serve
-    every overload: itself, or, from the functional overload, its in-place and out= siblings."""
-    from bbagent.harness.adapters import AdapterError, check_serves
-    from bbagent.harness.ops import UnknownOpError, resolve_op
-    try:
-        written_for = resolve_op(kernel_for)
-        for name in overloads:
-            check_serves(written_for, resolve_op(name))
-    except UnknownOpError as exc:
-        raise AdapterError(str(exc)) from None
-
-
-def default_device() -> str:
-    import torch  # the parent may import torch; it never imports the candidate
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, seed: int | None = None,
-             timeout_s: float = 300.0, cpu_max_numel: int = CPU_MAX_NUMEL, warm: bool = True,
-             static_check: bool = True, limits: Limits | None = None,
-             hidden: list[str | Path] | None = None, timing: TimingOptions | None = None,
-             kernel_for: str | None = None, overloads: list[str] | None = None,
-             namespaces: bool = True, secrets: list[str] | None = None, gpu: int | None = None,
-             extra_traces: dict[str, list[dict]] | None = None, channels_last: bool = False,
-             fail_fast_s: float | None = EXTRA_AFTER_FAILURE_S, profile: bool = False,
+def evaluate(request: EvaluationRequest, kernel_path: str | Path, *, gpu: int | None = None,
              share: GpuShare | None = None) -> Verdict:
-    """Run every test of ``op`` against the kernel file and return its Verdict.
+    """Run every test of the request's problem against the kernel file and return its Verdict.
 
-    ``kernel_for`` is the overload whose calling convention the file's ``kernel`` has (default
-    ``op``); ``overloads`` are the overloads to test (default ``op`` alone; ``op`` is always
-    tested, and timed, first). An overload other than ``kernel_for`` is served through
-    ``harness.adapters``: ``kernel_for`` must then be its family's functional overload.
-
-    ``warm`` forks the child from the fork server (``harness.sandbox.parent.pool``), not a new interpreter.
-    ``static_check=False`` skips the source rules (to test the run-time containment on its own).
-    The child sees only what ``harness.sandbox.child.file_view`` allows; ``hidden`` paths stay out of its view even where they lie inside an allowed directory
-    (``runs/`` inside a virtual environment, say); ``namespaces=False`` leaves the file view and the
-    network to the audit hook alone, as on an OS that gives no namespaces (for testing that layer).
-    Every text of the Verdict is redacted (``harness.redact``) of the secret-named environment
-    variables' values and of ``secrets``. ``timing`` asks for the timing phase; its results are the
-    Verdict's ``performance``. ``gpu`` pins the child to that GPU (numbered as this process sees
-    them). ``extra_traces`` adds trace inputs to the tests: per operator name (``aten.add.Tensor``),
-    ``{"line": "cnt: N, ((...), {})", "timed": bool}`` (a dataset's inputs; untimed ones are
-    correctness canaries). ``channels_last`` runs each trace input with a contiguous 4-d or 5-d
-    tensor once more with it in channels-last layout. ``fail_fast_s``: a kernel failing one of the
-    first tier's tests (one per class of tests, ``harness.suite.tiers``) runs this many seconds more
-    of tests, then stops; None runs them all. ``profile`` runs the tests under cProfile and leaves
-    the costliest calls in ``stderr_tail``. ``share`` (``harness.sandbox.parent.gpu_share.GpuShare``): the
-    GPU is shared with other evaluations of this process; the tests wait for room and run beside
-    theirs, the timing waits for the GPU alone, and a failure for want of memory there is run
-    again alone."""
+    The problem's computation is tested (and timed) first; its other overloads are served through
+    ``harness.adapters`` from the overload the kernel is written for. The child is forked from the
+    fork server (``harness.sandbox.parent.pool``) unless ``request.warm`` is off; it sees only what
+    ``harness.sandbox.child.file_view`` allows, never the request's ``hidden`` paths. Every text of
+    the Verdict is redacted (``harness.redact``) of the secret-named environment variables' values
+    and of the request's ``secrets``; the timing's results are its ``performance``. ``gpu`` pins
+    the child to that GPU (numbered as this process sees them). ``share``
+    (``harness.sandbox.parent.gpu_share.GpuShare``): the GPU is shared with other evaluations of
+    this process; the tests wait for room and run beside theirs, the timing waits for the GPU
+    alone, and a failure for want of memory there is run again alone."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
-    overloads = [op] + [name for name in (overloads or []) if name != op]
-    check_servable(kernel_for or op, overloads)
     source = kernel_path.read_bytes()
-    device, limits = device or default_device(), limits or Limits()
-    seed = seed if seed is not None else _fresh_seed()
-    findings = check_source(source.decode("utf-8", "replace")) if static_check else []
+    op = request.op
+    findings = check_source(source.decode("utf-8", "replace")) if request.static_check else []
     if findings:  # rejected before any of its code runs
-        return _redacted(assemble(op, kernel_path, source, seed, [], ChildOutcome(returncode=0), timeout_s,
-                                  static_findings=findings), secrets)
+        return _redacted(assemble(request.problem, kernel_path, source, request.fresh_seed(), [],
+                                  ChildOutcome(returncode=0), request.timeout_s, static_findings=findings),
+                         request.secrets)
     workdir = workdirs.make("cand")
     try:
         (workdir / "candidate.py").write_bytes(source)
-        shared_env = base_env(device, gpu)
-        options = _suite_options(cpu_max_numel, extra_traces, channels_last)
-        job = replace(_child_job(op, overloads, device, seed, workdir, hidden, shared_env, options),
-                      timing=timing.request(op) if timing else None, kernel_for=kernel_for or op,
-                      namespaces=namespaces, fail_fast_s=fail_fast_s, profile=profile)
-        key = suite_key(overloads, device, options)
-        child = _Child(op, kernel_path, source, job, key, shared_env, warm, timeout_s, limits, timing, workdir)
+        shared_env = base_env(request.device, gpu)
+        job = request.job(workdir, [_triton_cache(shared_env)])
+        key = suite_key(request.problem.names, request.device, request.suite_options())
+        child = _Child(op, request, kernel_path, source, job, key, shared_env, workdir)
         verdict = child.run(None) if share is None else _on_shared_gpu(share, child)
-        return _redacted(verdict, secrets)
+        return _redacted(verdict, request.secrets)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -126,21 +81,18 @@ def evaluate(op: str, kernel_path: str | Path, *, device: str | None = None, see
 class _Child:
     """One evaluation's child, as ``evaluate`` set it up; ``run`` starts it (again, where asked)."""
     op: str
+    request: EvaluationRequest
     kernel_path: Path
     source: bytes
     job: Job
     key: str
     shared_env: dict
-    warm: bool
-    timeout_s: float
-    limits: Limits
-    timing: TimingOptions | None
     workdir: Path
 
     def run(self, share: GpuShare | None, hold: Hold | None = None) -> Verdict:
         """The Verdict (its secrets not yet redacted); on a shared GPU the child runs its tests under ``hold`` and asks
         for the GPU alone before timing (unless the hold has it alone already)."""
-        workdir = self.workdir
+        workdir, request = self.workdir, self.request
         reuse = cached_suite(self.key)
         if reuse:
             touch(reuse)
@@ -148,24 +100,25 @@ class _Child:
                else replace(self.job, save_suite=str(workdir / "suite.pt")))
         gate = ChildGate(share, hold) if share is not None and hold.phase == "shared" else None
         try:
-            events, outcome = run_child(job, child_env(self.shared_env, workdir), self.shared_env, self.warm,
-                                        self.timeout_s, self.limits, gate=gate)
+            events, outcome = run_child(job, child_env(self.shared_env, workdir), self.shared_env, request.warm,
+                                        request.timeout_s, request.limits, gate=gate)
         finally:
             if gate is not None:
                 gate.close()
         if not reuse:
             _adopt_suite(events, workdir / "suite.pt", self.key)
-        verdict = assemble(self.op, self.kernel_path, self.source, job.seed, events, outcome, self.timeout_s)
+        verdict = assemble(request.problem, self.kernel_path, self.source, job.seed, events, outcome, request.timeout_s)
         containment = verdict.environment.containment
         for note in containment.notes if containment is not None else []:  # what the OS refused: said once
             warn_once(f"bbagent sandbox: {note}")
         if share is not None:
             done = first(events, Done)
             share.learn(self.key, done.device_memory_peak if done else None)
-        if self.timing:
+        if request.timing:
             if share is not None and verdict.performance is not None:
                 share.go_exclusive(hold)  # the baselines and Nsight Compute measure the GPU too
-            _after_timing(self.op, verdict, self.timing, job, self.shared_env, self.warm, self.limits, workdir)
+            _after_timing(self.op, verdict, request.timing, job, self.shared_env, request.warm, request.limits,
+                          workdir)
         return verdict
 
 
@@ -174,7 +127,7 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> Verdict:
     timing alone. A failure that sharing may have caused (the kernel or the harness out of device
     memory while others held it) is not believed: the evaluation runs again alone, and that run's
     Verdict is the one returned."""
-    first_guess = expected_need(child.job.overloads, child.job.extra_traces)
+    first_guess = expected_need(child.request.problem.names, child.request.extra_traces)
     hold = share.enter(share.need_for(child.key, first_guess), child.op)
     waited = 0.0
     try:
@@ -202,32 +155,26 @@ def _doubted_while_shared(verdict: Verdict) -> str | None:
     return None
 
 
-def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | None = None,
-                  extra_traces: dict[str, list[dict]] | None = None, channels_last: bool = False,
-                  cpu_max_numel: int = CPU_MAX_NUMEL, gpu: int | None = None, share: GpuShare | None = None,
-                  timeout_s: float = 300.0, warm: bool = True, limits: Limits | None = None,
-                  hidden: list[str | Path] | None = None) -> str:
-    """Build the suite ``evaluate`` would build for these settings, before any candidate exists
+def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: GpuShare | None = None) -> str:
+    """Build the suite ``evaluate`` would build for this request, before any candidate exists
     (while the model writes the first one), and keep it in the suite cache, so that the first
     evaluation loads it. Returns "cached" (it was there), "built", or why it was not built; a
     failure here costs nothing but the saving (the evaluation builds it then)."""
-    overloads = [op] + [name for name in (overloads or []) if name != op]
-    device = device or default_device()
-    options = _suite_options(cpu_max_numel, extra_traces, channels_last)
-    key = suite_key(overloads, device, options)
+    names = request.problem.names
+    key = suite_key(names, request.device, request.suite_options())
     if cached_suite(key):
         return "cached"
     workdir = workdirs.make("suite")
     try:
         (workdir / "candidate.py").write_bytes(b"")  # never imported: the child ends once the suite is saved
-        shared_env = base_env(device, gpu)
-        job = replace(_child_job(op, overloads, device, _fresh_seed(), workdir, hidden, shared_env, options),
+        shared_env = base_env(request.device, gpu)
+        job = replace(request.job(workdir, [_triton_cache(shared_env)], seed=fresh_seed()), timing=None,
                       build_only=True, save_suite=str(workdir / "suite.pt"))
-        hold = share.enter(share.need_for(key, expected_need(overloads, extra_traces)), op) if share else None
+        hold = share.enter(share.need_for(key, expected_need(names, request.extra_traces)), request.op) if share else None
         gate = ChildGate(share, hold) if share is not None else None  # it pauses for another's timing
         try:
-            events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, warm, timeout_s,
-                                        limits or Limits(), gate=gate)
+            events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, request.warm,
+                                        request.timeout_s, request.limits, gate=gate)
         finally:
             if gate is not None:
                 gate.close()
@@ -239,24 +186,6 @@ def prepare_suite(op: str, *, device: str | None = None, overloads: list[str] | 
         return f"not built ({exit_cause(outcome.returncode) if outcome.returncode else outcome.limit or 'no suite'})"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _fresh_seed() -> int:
-    return int.from_bytes(os.urandom(4), "little") % (2**31)
-
-
-def _suite_options(cpu_max_numel: int, extra_traces: dict | None, channels_last: bool) -> dict:
-    """The job's fields that shape its suite: with the overloads and the device, a cached suite's key."""
-    return {"cpu_max_numel": cpu_max_numel, "extra_traces": extra_traces or {}, "channels_last": channels_last}
-
-
-def _child_job(op: str, overloads: list[str], device: str, seed: int, workdir: Path, hidden, shared_env: dict,
-               suite_options: dict) -> Job:
-    """What every child of ``op`` is told (an evaluation's, or a suite built ahead): its files, what
-    it may not see, where Triton writes, and the options that shape its suite."""
-    return Job(op=op, kernel=str(workdir / "candidate.py"), seed=seed, device=device, workdir=str(workdir),
-               hidden=[str(Path(p).resolve()) for p in hidden or []], tool_write_dirs=[_triton_cache(shared_env)],
-               overloads=overloads, **suite_options)
 
 
 def _adopt_suite(events: list, saved: Path, key: str) -> None:
@@ -292,22 +221,22 @@ def _after_timing(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
     finish_timing(timing, op, verdict)
 
 
-def _redacted(verdict: Verdict, secrets: list[str] | None) -> Verdict:
+def _redacted(verdict: Verdict, secrets: tuple[str, ...]) -> Verdict:
     """The Verdict, with every secret the parent knows replaced in all its texts (the count in
     ``redactions``, added to any made before): nothing a candidate printed or raised carries one
     into storage or a prompt."""
-    data, count = Redactor(configured_secrets(secrets or [])).value(verdict.model_dump())
+    data, count = Redactor(configured_secrets(list(secrets))).value(verdict.model_dump())
     if not count:
         return verdict
     data["redactions"] = verdict.redactions + count
     return Verdict.model_validate(data)
 
 
-def adopt_remote_verdict(op: str, verdict: dict, kernel_path: Path, timing: TimingOptions | None) -> Verdict:
+def adopt_remote_verdict(request: EvaluationRequest, verdict: dict, kernel_path: Path) -> Verdict:
     """A Verdict's data evaluated in another process or on another machine (a Ray supervisor) made
     this side's: the local kernel path, the timing brought into this side's cache, and this side's
     secrets redacted too (the count adds to the redactions made there)."""
     result = Verdict.model_validate({**verdict, "kernel": {**verdict["kernel"], "path": str(kernel_path)}})
-    if timing is not None:
-        finish_timing(timing, op, result)
-    return _redacted(result, None)
+    if request.timing is not None:
+        finish_timing(request.timing, request.op, result)
+    return _redacted(result, request.secrets)

@@ -33,7 +33,7 @@ def _all_overload_names(namespace: str = "aten") -> list[str]:
         try:
             packet = getattr(ns, packet_name)
             overloads = packet.overloads()
-        except Exception:  # not an op packet (module attributes, helpers)
+        except Exception:  # noqa: BLE001 - not an op packet (module attributes, helpers)
             continue
         names.extend(f"{namespace}.{packet_name}.{o}" for o in overloads)
     return names

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from bbagent.harness.evaluate import PROJECT_ROOT, default_device, evaluate
+from bbagent.harness.evaluate import PROJECT_ROOT, EvaluationRequest, default_device, evaluate
 from bbagent.harness.verdict import Verdict
 from bbagent.harness.sandbox.parent.watch import Limits
 from bbagent.harness.timing.options import TimingOptions
@@ -53,16 +53,6 @@ def entry_id(entry: dict) -> str:
     hook_only = "" if entry.get("namespaces", True) else "+audit_hook"
     family = "+family" if entry.get("family") else ""
     return f"{Path(entry['kernel']).stem}@{entry['op']}{family}{hook_only}"
-
-
-def family_overloads(entry: dict) -> list[str] | None:
-    """With ``"family": true``, every overload of the op's variant family (as generate tests them)."""
-    if not entry.get("family"):
-        return None
-    from bbagent.harness.ops import resolve_op
-    from bbagent.harness.variants import variant_family
-    family = variant_family(resolve_op(entry["op"]))
-    return list(dict.fromkeys([entry["op"], *family["serves"]]))
 
 
 def observed_kinds(verdict: Verdict) -> set[str]:
@@ -140,17 +130,19 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
         limits.test_seconds = entry["test_timeout_s"]
     timing = TimingOptions(target_ms=TIMED_TARGET_MS, max_cases=TIMED_CASES) if entry.get("timed") else None
     with planted(entry.get("plant", {})):
-        verdict = evaluate(entry["op"], corpus_dir / entry["kernel"], device=device, seed=seed,
-                           timeout_s=entry.get("timeout_s", 300), static_check=entry.get("static_check", True),
-                           limits=limits, namespaces=entry.get("namespaces", True), secrets=entry.get("secrets"),
-                           overloads=family_overloads(entry), timing=timing)
+        request = EvaluationRequest.of(entry["op"], family=bool(entry.get("family")), device=device, seed=seed,
+                                       timeout_s=entry.get("timeout_s", 300),
+                                       static_check=entry.get("static_check", True), limits=limits,
+                                       namespaces=entry.get("namespaces", True),
+                                       secrets=tuple(entry.get("secrets") or ()), timing=timing)
+        verdict = evaluate(request, corpus_dir / entry["kernel"])
     ok, seen = judge(entry, verdict, device)
     fast_enough, measured = judge_performance(entry, verdict, device)
     ok, seen = ok and fast_enough, seen + (f" ({measured})" if measured else "")
     wall = round(time.perf_counter() - started, 1)
     after = entry.get("after_each")
     if after:
-        follow = evaluate(after["op"], corpus_dir / after["kernel"], device=device, seed=seed)
+        follow = evaluate(EvaluationRequest.of(after["op"], device=device, seed=seed), corpus_dir / after["kernel"])
         after_ok = follow.passed
         ok = ok and after_ok
         seen += f"; then {Path(after['kernel']).stem}: {follow.verdict}" + (

@@ -99,18 +99,29 @@ def functional_of(op):
                  if not _writes(c) and _signature(c._schema.arguments) == wanted), None)
 
 
-def variant_family(op) -> dict:
-    """The calling conventions of one computation, from the schemas: the functional overload,
+def family_members(op) -> tuple:
+    """(functional, members) of ``op``'s computation, from the schemas: its functional overload
+    (None where it has none) and every overload computing the same, the functional first, then
     its in-place twin (``name_`` with the same arguments, ``self`` written) and its ``out=``
-    overloads (the same arguments plus written keyword-only outputs)."""
-    from bbagent.harness.ops import op_name
+    overloads (the same arguments plus written keyword-only outputs); ``(None, (op,))`` where
+    there is no functional overload."""
     functional = functional_of(op)
     if functional is None:
-        return {"functional": None, "inplace": None, "out": [], "serves": [op_name(op)]}
+        return None, (op,)
     wanted = _signature(functional._schema.arguments)
     name = packet_name(functional)
     inplace = next((c for c in overloads(name + "_") if _signature(c._schema.arguments) == wanted), None)
     outs = [c for c in overloads(name) if out_arguments(c) and functional_sibling(c) is functional]
-    members = [functional] + ([inplace] if inplace is not None else []) + outs
-    return {"functional": op_name(functional), "inplace": op_name(inplace) if inplace is not None else None,
-            "out": [op_name(c) for c in outs], "serves": [op_name(c) for c in members]}
+    return functional, (functional,) + ((inplace,) if inplace is not None else ()) + tuple(outs)
+
+
+def variant_family(op) -> dict:
+    """The calling conventions of one computation by name (``family_members``): ``functional``,
+    ``inplace`` (or None), ``out`` and ``serves`` (every member, the functional first)."""
+    from bbagent.harness.ops import op_name
+    functional, members = family_members(op)
+    if functional is None:
+        return {"functional": None, "inplace": None, "out": [], "serves": [op_name(op)]}
+    inplace = [c for c in members[1:] if not out_arguments(c)]
+    return {"functional": op_name(functional), "inplace": op_name(inplace[0]) if inplace else None,
+            "out": [op_name(c) for c in members[1:] if out_arguments(c)], "serves": [op_name(c) for c in members]}

@@ -465,14 +465,14 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
     from bbagent.agent.generate.loop import Outcome
     lost = "evaluation exited with code 1 before the tests were built"
 
-    def evaluate(op, kernel_path, *, device, gpu, **options):  # GPU 1 fell off the bus
+    def evaluate(request, kernel_path, *, gpu, **options):  # GPU 1 fell off the bus
         return SimpleNamespace(error_kind="worker_error" if gpu == 1 else None, infrastructure=lost if gpu == 1 else None,
                                message=lost if gpu == 1 else "", passed=gpu != 1)
     executor = LocalExecutor("cuda", gpus=[0, 1], evaluate=evaluate)
 
     def generate(op, hear):
         hear(run_started(op, tmp_path / op))
-        executor.evaluate(op, tmp_path / "kernel.py")
+        executor.evaluate(SimpleNamespace(op=op), tmp_path / "kernel.py")
         return Outcome(status="accepted", run_dir=tmp_path / op, rounds_used=1)
     batch_dir = tmp_path / "batch"
     batch_dir.mkdir()
@@ -490,7 +490,7 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
     assert [e["error_class"] for e in events if e["event"] == "op_retry"] == ["sandbox"] * 3
     executor.slots[0].retired = "gone too"
     with pytest.raises(InfrastructureError, match="every evaluation slot is out of service"):
-        executor.evaluate("a", tmp_path / "kernel.py")
+        executor.evaluate(SimpleNamespace(op="a"), tmp_path / "kernel.py")
 
 
 def test_a_gpu_number_is_pinned_through_the_parents_visible_devices(monkeypatch):

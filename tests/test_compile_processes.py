@@ -175,7 +175,7 @@ def _session_of_copies(size: int) -> tuple[int, int]:
         code = 1
         try:
             os.setsid()
-            block = bytearray(os.urandom(1 << 20)) * (size >> 20)  # resident, every page written
+            block = bytearray(os.urandom(1 << 20)) * (size >> 20)  # noqa: F841 - held: resident, every page written
             copies = []
             for _ in range(3):
                 pid = os.fork()

@@ -8,6 +8,7 @@ import sys
 import pytest
 import torch
 
+from bbagent.harness.problem import operator_problem
 from bbagent.agent import gpu_facts
 from bbagent.agent.generate.prompting import render_prompt
 from bbagent.harness.device_probe.facts import DeviceFacts, GpuFacts, TritonFacts
@@ -71,7 +72,7 @@ def test_the_prompt_states_the_probed_gpu(device_cache, monkeypatch):
     monkeypatch.setattr(gpu_facts, "visible_gpu", lambda: H100.gpu.name)
     gpu_facts.cache_file(H100.gpu.name).parent.mkdir(parents=True, exist_ok=True)
     gpu_facts.cache_file(H100.gpu.name).write_text(H100.model_dump_json())
-    prompt = render_prompt("aten.relu.default", device="cuda")
+    prompt = render_prompt(problem("aten.relu.default"), device="cuda")
     section = prompt[prompt.index(SECTION):prompt.index("## Triton traps")]
     for said in ("NVIDIA H100 80GB HBM3 (compute capability 9.0), probed by bbagent with triton 3.6.0",
                  "132 multiprocessors", "50 MiB of L2", "227 KiB of shared memory per block", "copy bandwidth 2950 GB/s",
@@ -83,7 +84,7 @@ def test_the_prompt_states_the_probed_gpu(device_cache, monkeypatch):
     assert "on this GPU 2.1e-06 at x = 56, beyond float32's rtol" in traps
     assert "named under \"The GPU your kernel is judged on\"" in traps
     # the CPU's prompt never describes a GPU, even on a machine that has one probed
-    assert SECTION not in render_prompt("aten.relu.default", device="cpu")
+    assert SECTION not in render_prompt(problem("aten.relu.default"), device="cpu")
 
 
 def test_a_device_never_probed_gets_no_section(device_cache, monkeypatch):
@@ -91,7 +92,7 @@ def test_a_device_never_probed_gets_no_section(device_cache, monkeypatch):
     if torch.cuda.is_available():  # where a GPU is there, the probe would succeed: ask for the cache only
         assert gpu_facts.facts_for("cuda", probe=False) is None
         return
-    prompt = render_prompt("aten.relu.default", device="cuda")  # the probe runs, and fails without CUDA
+    prompt = render_prompt(problem("aten.relu.default"), device="cuda")  # the probe runs, and fails without CUDA
     assert SECTION not in prompt
     assert "no CUDA device" in gpu_facts.probe_failure("cuda")
     traps = prompt[prompt.index("## Triton traps"):]
@@ -117,7 +118,7 @@ def test_the_gpu_is_probed_once_and_its_facts_are_sane(device_cache):
     assert facts.triton_facts.dot_min_k["float16"] in (8, 16, 32) and facts.triton_facts.max_drops_nan is not None
     assert facts.triton_facts.dot_float32_ieee_error < 1e-5
     assert gpu_facts.cached_facts(gpu_facts.visible_gpu()) == facts
-    assert SECTION in render_prompt("aten.relu.default", device="cuda")
+    assert SECTION in render_prompt(problem("aten.relu.default"), device="cuda")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a failing probe; the GPU test probes one that succeeds")
@@ -151,3 +152,8 @@ def test_a_cache_folder_that_cannot_be_written_still_gets_the_facts(tmp_path, mo
         assert gpu_facts.facts_for("cuda", probe=False) == H100  # so a run's probe step has nothing to tell
     finally:
         gpu_facts._uncached.clear()
+
+
+def problem(name: str):
+    """The problem of ``name`` alone (as ``generate --exact-overload`` asks for it)."""
+    return operator_problem(name, exact_overload=True)

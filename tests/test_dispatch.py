@@ -3,7 +3,6 @@ fitted from the parts' timings, the dispatcher evaluated by the real harness (CP
 interpreter), and the loop composing, evaluating and keeping one (scripted provider and timings)."""
 import json
 import re
-import sys
 import types
 
 import pytest
@@ -129,7 +128,7 @@ def test_a_composed_dispatcher_passes_the_suite_when_both_parts_do(tmp_path, pas
     4 KiB going to the first: passes with two correct parts, every test run; with a wrong second
     part (negatives kept) it fails, and only on calls larger than the threshold, so both parts
     really serve."""
-    from bbagent.harness.evaluate import evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate
     second = (KERNELS / "relu_autotuned.py").read_text()
     if not passes:
         second = second.replace("tl.where(x < 0, tl.zeros_like(x), x)", "x")
@@ -139,8 +138,8 @@ def test_a_composed_dispatcher_passes_the_suite_when_both_parts_do(tmp_path, pas
     source = compose(Plan(parts, (Rule(None, 4096, 1, 2),), 1.5), "aten.relu.default", "run-x")
     kernel_file = tmp_path / "kernel.py"
     kernel_file.write_text(source)
-    verdict = evaluate("aten.relu.default", kernel_file, device="cpu", seed=0)
-    alone = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu", seed=0)
+    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=0), kernel_file)
+    alone = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=0), KERNELS / "relu_triton.py")
     assert verdict.passed is passes, verdict.message
     if passes:
         assert verdict.summary.total == alone.summary.total and verdict.summary.not_run == 0

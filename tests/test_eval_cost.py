@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from conftest import KERNELS
-from bbagent.harness.evaluate import evaluate
+from bbagent.harness.problem import operator_problem
+from bbagent.harness.evaluate import EvaluationRequest, evaluate
 from bbagent.harness.ops import resolve_op
 from bbagent.harness.suite import cache
 from bbagent.harness.suite.build import build_suite
@@ -23,9 +24,9 @@ def suite_cache(tmp_path, monkeypatch):
 
 
 def test_the_suite_is_built_once_across_two_candidates(suite_cache):
-    first = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu")
+    first = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu"), KERNELS / "relu_triton.py")
     saved = list(suite_cache.glob("*.pt"))
-    second = evaluate("aten.relu.default", KERNELS / "relu_strided.py", device="cpu")
+    second = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu"), KERNELS / "relu_strided.py")
     assert first.passed and second.passed
     assert len(saved) == 1 and list(suite_cache.glob("*.pt")) == saved  # built by the first, reused by the second
     assert not any("suite reused" in note for note in first.suite.notes)
@@ -37,10 +38,11 @@ def test_the_suite_is_built_once_across_two_candidates(suite_cache):
 
 
 def test_a_reused_suite_draws_fresh_values_for_every_evaluation():
+    ADD = operator_problem("aten.add.Tensor", exact_overload=True)
     op = resolve_op("aten.add.Tensor")
     data = cache.dumps([("aten.add.Tensor", op, build_suite(op, "cpu", 7, interpreter=True))])
-    one, _ = cache.refreshed(cache.loads(data, "cpu"), seed=1)
-    two, fresh = cache.refreshed(cache.loads(data, "cpu"), seed=2)
+    one, _ = cache.refreshed(cache.loads(data, "cpu", ADD), seed=1)
+    two, fresh = cache.refreshed(cache.loads(data, "cpu", ADD), seed=2)
     pairs = list(zip(one[0][2].cases, two[0][2].cases))
     refreshable = [(a, b) for a, b in pairs if a.refreshable]
     assert refreshable and fresh >= len(refreshable)
@@ -66,10 +68,11 @@ def test_a_saved_suite_keeps_every_input_layout_and_a_redraw_keeps_signs():
     op = resolve_op("aten.relu.default")
     from bbagent.harness.suite.build import Suite
     data = cache.dumps([("aten.relu.default", op, Suite(cases=[case]))])
-    loaded = cache.loads(data, "cpu")[0][2].cases[0].args[0]
+    relu = operator_problem("aten.relu.default", exact_overload=True)
+    loaded = cache.loads(data, "cpu", relu)[0][2].cases[0].args[0]
     assert (loaded.shape, loaded.stride(), loaded.storage_offset()) == (view.shape, view.stride(), view.storage_offset())
     assert torch.equal(loaded, view) and loaded.untyped_storage().data_ptr() != base.untyped_storage().data_ptr()
-    elsewhere = cache.loads(data, "meta")[0][2].cases[0].args[0]  # another device, as on a GPU
+    elsewhere = cache.loads(data, "meta", relu)[0][2].cases[0].args[0]  # another device, as on a GPU
     assert (elsewhere.stride(), elsewhere.storage_offset()) == (view.stride(), view.storage_offset())
     fresh = cache.redrawn(loaded, torch.Generator().manual_seed(3))
     assert (fresh.stride(), fresh.storage_offset()) == (view.stride(), view.storage_offset())
@@ -160,8 +163,8 @@ def test_a_tests_class_is_worked_out_once_and_contiguity_read_as_torch_reads_it(
 def test_a_wrong_kernel_stops_after_the_first_tier_and_names_its_failing_classes(suite_cache):
     """add_ignores_alpha is wrong only where alpha is given: the first tier holds a test of that
     class, so the evaluation stops there with its feedback, and says the rest did not run."""
-    fast = evaluate("aten.add.Tensor", KERNELS / "add_ignores_alpha.py", device="cpu", fail_fast_s=0)
-    full = evaluate("aten.add.Tensor", KERNELS / "add_ignores_alpha.py", device="cpu", fail_fast_s=None)
+    fast = evaluate(EvaluationRequest.of("aten.add.Tensor", device="cpu", fail_fast_s=0), KERNELS / "add_ignores_alpha.py")
+    full = evaluate(EvaluationRequest.of("aten.add.Tensor", device="cpu", fail_fast_s=None), KERNELS / "add_ignores_alpha.py")
     assert not fast.passed and not full.passed
     assert len(list(suite_cache.glob("*.pt"))) == 1  # fail_fast_s does not shape the suite: one build serves both
     assert fast.summary.not_run > 0 and fast.summary.total + fast.summary.not_run == fast.summary.planned
@@ -181,7 +184,7 @@ def test_a_sealed_child_imports_only_what_the_candidate_imports(tmp_path):
         "def kernel(self):", "def kernel(self):\n    import tabnanny  # noqa: F401 - loaded by no one else\n"
                              "    torch.broadcast_shapes(self.shape, self.shape)  # imports sympy on first use\n"))
     for warm in (True, True, False):  # builds the suite, then reuses it (less is loaded before the seal); cold
-        verdict = evaluate("aten.relu.default", candidate, device="cpu", warm=warm)
+        verdict = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", warm=warm), candidate)
         assert verdict.passed, verdict.message
         assert verdict.timings.imported_sealed == ["tabnanny"]
 

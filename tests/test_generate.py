@@ -397,10 +397,11 @@ def test_an_operator_with_no_test_is_refused_before_any_request(tmp_path, monkey
         assert "aten._foreach_add.List has no test here" in err and "`bbagent ops`" in err
         assert "nothing was asked of the model" in err
     from bbagent.agent.generate.testable import listed_without_tests, refuse_untested
-    from bbagent.agent.evaluation import evaluator
+    from bbagent.agent.evaluation import Evaluations, evaluation_request, problem_of
     assert listed_without_tests(["aten.gcd.default"])  # float32 samples never reach it: the suite decides
+    gcd = problem_of("aten.gcd.default", exact_overload=True)
     refuse_untested("aten.gcd.default", ["aten.gcd.default"],
-                    evaluator(tmp_path, device="cpu", seed=1, timeout_s=300, overloads=["aten.gcd.default"]))
+                    Evaluations(evaluation_request(gcd, tmp_path, device="cpu", seed=1, timeout_s=300)))
     assert listed_without_tests(["aten._foreach_add.List"], {"aten._foreach_add.List": [{"line": "x"}]}) is None
     assert main(["prompt", "--op", "aten._foreach_add.List"]) == 0
     assert "the shipped listing has no test for aten._foreach_add.List" in " ".join(capsys.readouterr().err.split())

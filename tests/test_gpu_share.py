@@ -264,12 +264,11 @@ def test_timing_never_overlaps_another_evaluations_tests(tmp_path):
     """Four real evaluations through one share with room for three: the tests run side by side, each
     child asks for the GPU alone when its tests passed, and no exclusive phase overlaps any other
     evaluation's hold."""
-    from bbagent.harness.evaluate import TimingOptions, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate
     share = GpuShare(name="sim", capacity=12 * GIB, max_shared=3)  # relu's traces suggest 3.6 GiB each
 
     def one(seed: int):
-        return evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu", seed=seed, share=share,
-                        timing=TimingOptions(reuse=False))
+        return evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=seed, timing=TimingOptions(reuse=False)), KERNELS / "relu_triton.py", share=share)
     with ThreadPoolExecutor(4) as pool:
         verdicts = list(pool.map(one, range(4)))
     assert all(v.passed for v in verdicts), [v.message for v in verdicts]
@@ -309,7 +308,7 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
     from bbagent.agent.batch.runner import Batch
     from bbagent.agent.generate.loop import Outcome
 
-    def evaluate(op, kernel_path, *, device, gpu, share, **options):
+    def evaluate(request, kernel_path, *, gpu, share):
         hold = share.enter(GIB)
         time.sleep(0.05)
         share.leave(hold)
@@ -320,7 +319,7 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
 
     def generate(op, hear):
         hear(run_started(op, tmp_path / op))
-        executor.evaluate(op, tmp_path / "kernel.py")
+        executor.evaluate(SimpleNamespace(op=op), tmp_path / "kernel.py")
         return Outcome(status="accepted", run_dir=tmp_path / op, rounds_used=1)
     batch_dir = tmp_path / "batch"
     batch_dir.mkdir()
@@ -351,10 +350,9 @@ def test_the_first_guess_comes_from_the_largest_trace_input():
 
 def test_a_cold_child_gets_its_grant_pipe_too(tmp_path):
     """Started as a fresh interpreter (no fork server), the child still asks for the GPU alone."""
-    from bbagent.harness.evaluate import TimingOptions, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate
     share = GpuShare(name="sim", capacity=0, max_shared=2)
-    verdict = evaluate("aten.relu.default", KERNELS / "relu_triton.py", device="cpu", seed=1, share=share,
-                       warm=False, timing=TimingOptions(reuse=False))
+    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=1, warm=False, timing=TimingOptions(reuse=False)), KERNELS / "relu_triton.py", share=share)
     assert verdict.passed, verdict.message
     assert [i.phase for i in share.intervals] == ["shared", "exclusive"]
 
@@ -366,15 +364,15 @@ def test_a_lost_gpu_takes_every_slot_sharing_it_out_at_once(tmp_path):
     from bbagent.agent.errors import InfrastructureError
     lost = "evaluation exited with code 1 before the tests were built"
 
-    def evaluate(op, kernel_path, *, device, gpu, share, **options):
+    def evaluate(request, kernel_path, *, gpu, share):
         return SimpleNamespace(infrastructure=lost, error_kind="worker_error", message=lost, passed=False)
     executor = LocalExecutor("cuda", gpus=[0], evaluate=evaluate, per_gpu=4)
     for _ in range(RETIRE_AFTER):
         with pytest.raises(InfrastructureError):
-            executor.evaluate("aten.relu.default", tmp_path / "kernel.py")
+            executor.evaluate(SimpleNamespace(op="aten.relu.default"), tmp_path / "kernel.py")
     assert all(s.retired and s.retired.startswith("3 sandbox failures in a row") for s in executor.slots)
     with pytest.raises(InfrastructureError, match="every evaluation slot is out of service"):
-        executor.evaluate("aten.relu.default", tmp_path / "kernel.py")
+        executor.evaluate(SimpleNamespace(op="aten.relu.default"), tmp_path / "kernel.py")
 
 
 def test_a_real_child_pauses_between_tests_while_another_holds_the_gpu_alone(tmp_path):
@@ -382,14 +380,13 @@ def test_a_real_child_pauses_between_tests_while_another_holds_the_gpu_alone(tmp
     alone for a second half-way through its run: its child pauses at a checkpoint within a
     test's length, is stopped (SIGSTOP) and let go on, says how long it paused, and still passes;
     the second is not counted against its time limit."""
-    from bbagent.harness.evaluate import evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate
     slow = tmp_path / "slow_relu.py"  # a correct relu whose every call takes 0.1 s: its run lasts seconds
     slow.write_text((KERNELS / "relu_triton.py").read_text() + "\n\nimport time as _time\n_fast = kernel\n\n\n"
                     "def kernel(*args, **kwargs):\n    _time.sleep(0.1)\n    return _fast(*args, **kwargs)\n")
     share = GpuShare(name="sim", capacity=0, max_shared=4)
     verdicts = []
-    running = in_thread(lambda: verdicts.append(evaluate("aten.relu.default", slow, device="cpu", seed=3,
-                                                         share=share)))
+    running = in_thread(lambda: verdicts.append(evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=3), slow, share=share)))
     deadline = time.monotonic() + 120
     while not any(h.process_group for h in list(share.holds.values())) and time.monotonic() < deadline:
         time.sleep(0.01)

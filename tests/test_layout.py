@@ -123,3 +123,25 @@ def test_the_sandbox_sides_import_only_what_their_own_process_runs(tmp_path):
             "imports its parent side") in breaks, breaks
     assert ("harness.sandbox.parent.run imports harness.sandbox.child.compile_clock: the sandbox's parent side never "
             "imports its child side") in breaks, breaks
+
+
+def test_agent_reaches_the_harness_through_its_one_door(tmp_path):
+    """Issue 61: agent/ imports exactly one module of harness/, harness.interface, whose table of
+    names counts as its imports; a direct import of another, planted, is reported."""
+    graph = load_benchmark("import_graph")
+    edges = graph.module_graph()
+    reached = {t for m, targets in edges.items() if m.startswith("agent") for t in targets if t.startswith("harness")}
+    assert reached == {"harness.interface"}
+    assert {"harness.evaluate", "harness.verdict", "harness.problem"} <= edges["harness.interface"]
+    plant = copy_of_the_tree(tmp_path)
+    plant("agent/storage.py", "def planted():\n    from bbagent.harness.verdict import Verdict\n    return Verdict")
+    breaks = graph.rule_breaks(graph.module_graph(tmp_path))
+    assert breaks == ["agent.storage imports harness.verdict: agent/ imports harness/ only through harness.interface"]
+
+
+def test_docs_layout_is_the_generated_one():
+    """docs/layout.md is written by `python benchmarks/import_graph.py --write-layout`: every module
+    of agent/ and harness/, in its layer, with its docstring's first sentence."""
+    graph = load_benchmark("import_graph")
+    assert (ROOT / "docs" / "layout.md").read_text() == graph.layout_text(), \
+        "docs/layout.md is out of step: run python benchmarks/import_graph.py --write-layout"

@@ -101,6 +101,9 @@ sys.exit(code)
 """
 
 
+RELU_PROBLEM = {"kind": "operator", "serves": ["aten.relu.default"], "written_for": "aten.relu.default"}  # harness.problem's wire form
+
+
 def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dict, list, Path]:
     """The parent's side and the child's, for real, behind a stand-in for ncu: the report, the
     relu trace cases the timed tests were made of, and the stand-in."""
@@ -121,9 +124,8 @@ def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dic
               if c.trace is not None][:3]
     tests = [{"id": c.id, "input": c.description, "bytes": size} for c, size in zip(traces, (10, 30, 20))]
     env = base_env("cpu")
-    job = Job(op="aten.relu.default", kernel=str(KERNELS / "relu_triton.py"), seed=3, device="cpu", workdir="",
-              tool_write_dirs=[env["TRITON_CACHE_DIR"]], cpu_max_numel=1 << 16, kernel_for="aten.relu.default",
-              overloads=["aten.relu.default"])
+    job = Job(problem=RELU_PROBLEM, kernel=str(KERNELS / "relu_triton.py"), seed=3, device="cpu", workdir="",
+              tool_write_dirs=[env["TRITON_CACHE_DIR"]], cpu_max_numel=1 << 16)
     verdict = verdict_of(tests)
     _collect_ncu(verdict, TimingOptions(ncu=2, profile_dir=tmp_path / "run"), job, env, Limits())
     return verdict.performance.ncu.model_dump(), traces, fake
@@ -162,7 +164,7 @@ def test_a_failing_launcher_is_reported_not_raised(tmp_path, monkeypatch):
                     "exit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-    job = Job(op="aten.relu.default", kernel=str(fake), seed=3, device="cpu", workdir="")
+    job = Job(problem=RELU_PROBLEM, kernel=str(fake), seed=3, device="cpu", workdir="")
     verdict = verdict_of([{"id": "trace-1", "input": "x", "bytes": 1}])
     _collect_ncu(verdict, TimingOptions(ncu=2), job, base_env("cpu"), Limits())
     report = verdict.performance.ncu

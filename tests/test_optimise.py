@@ -6,13 +6,14 @@ import re
 import tempfile
 from pathlib import Path
 
-from bbagent.agent.evaluation import resolve_operator
+from bbagent.agent.evaluation import Evaluations, evaluation_request, resolve_operator
 from bbagent.agent.generate.loop import Agent
 from bbagent.agent.generate.progress import NewBest
 from bbagent.agent.options import GenerateOptions
 from bbagent.agent.providers.replay import ReplayProvider
 from bbagent.agent.storage import RunDir
 from bbagent.harness.timing.metrics import summarize_performance
+from bbagent.harness.timing.options import TimingOptions
 from bbagent.harness.verdict import Verdict
 
 OP = "aten.relu.default"
@@ -60,6 +61,17 @@ def scripted_verdict(op: str, kernel_path, profile: bool = True):
         "summary": {"planned": 4, "passed": 4, "total": 4, "skipped": 0, "not_run": 0, "failed": 0, "reference_errors": 0}})
 
 
+class Scripted:
+    """The harness's Evaluator protocol, answered by ``scripted_verdict`` (looked up at each call,
+    so that a test may replace it); ``profile`` is whether the request still asks for profiles."""
+
+    def prepare(self, request) -> str:
+        return "cached"
+
+    def evaluate(self, request, kernel_path):
+        return scripted_verdict(request.op, kernel_path, profile=bool(request.timing.profile or request.timing.ncu))
+
+
 def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, target_baseline: str = "eager",
               **options):
     replay = tmp_path / "answers.json"
@@ -67,7 +79,11 @@ def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, t
     events = []
     options = GenerateOptions(provider="replay", rounds=rounds, target_speedup=target, target_baseline=target_baseline,
                               **options)
-    agent = Agent(operator=resolve_operator(OP, exact_overload=True), provider=ReplayProvider.from_path(replay), evaluate=scripted_verdict,
+    operator = resolve_operator(OP, exact_overload=True)
+    request = evaluation_request(operator.problem, tmp_path, device="cpu", seed=0, timeout_s=60,
+                                 timing=TimingOptions(profile=2))
+    agent = Agent(operator=operator, provider=ReplayProvider.from_path(replay),
+                  evaluations=Evaluations(request, Scripted()),
                   run=RunDir(tmp_path, "run-1"), root=tmp_path, options=options,
                   report=events.append)
     return agent.generate(), events

@@ -125,15 +125,17 @@ def test_the_optimisation_prompt_carries_the_figures_and_the_round_their_cost(tm
 
 
 def test_the_evaluator_leaves_the_profiles_out_where_asked(tmp_path):
-    from bbagent.agent.evaluation import evaluator, timing_options
+    from bbagent.agent.evaluation import Evaluations, evaluation_request, problem_of, timing_options
     seen = []
 
     class Executor:
-        def evaluate(self, op, kernel, **options):
-            seen.append(options["timing"])
+        def evaluate(self, request, kernel):
+            seen.append(request.timing)
     timing = timing_options(tmp_path, max_shapes=4, target_ms=10, no_cache=True, profile=2, ncu=2)
-    run = evaluator(tmp_path, device="cuda", seed=0, timeout_s=60, timing=timing, executor=Executor())
-    run("aten.relu.default", tmp_path / "k.py")
-    run("aten.relu.default", tmp_path / "k.py", profile=False)
+    problem = problem_of("aten.relu.default", exact_overload=True)
+    run = Evaluations(evaluation_request(problem, tmp_path, device="cuda", seed=0, timeout_s=60, timing=timing),
+                      Executor())
+    run.evaluate(tmp_path / "k.py")
+    run.evaluate(tmp_path / "k.py", profile=False)
     assert (seen[0].profile, seen[0].ncu) == (2, 2) and (seen[1].profile, seen[1].ncu) == (0, 0)
     assert seen[1].cache is timing.cache and seen[1].max_cases == 4

@@ -10,10 +10,11 @@ import re
 
 import pytest
 
+from bbagent.harness.problem import operator_problem
 from bbagent.agent.generate.extract import extract_code
 from bbagent.agent.generate.prompting import PROMPTS_DIR, family_of, render_prompt
 from bbagent.harness.coverage import list_ops
-from bbagent.harness.evaluate import evaluate
+from bbagent.harness.evaluate import EvaluationRequest, evaluate
 
 EXAMPLES = json.loads((PROMPTS_DIR / "families.json").read_text())["examples"]
 HEADING = re.compile(r"^## Worked example: `(?P<op>[^`]+)`$", re.MULTILINE)
@@ -27,7 +28,7 @@ def _other_member(family: str, op: str) -> str:
 
 def example_from_prompt(family: str, device: str, tmp_path) -> tuple[str, object]:
     """The operator and file of the worked example in a rendered prompt of ``family``."""
-    prompt = render_prompt(_other_member(family, EXAMPLES[family]), device=device)
+    prompt = render_prompt(problem(_other_member(family, EXAMPLES[family])), device=device)
     heading = HEADING.search(prompt)
     assert heading, f"no worked example in the {family} prompt"
     code = extract_code(prompt[heading.end():])
@@ -78,7 +79,7 @@ def test_worked_example_stays_short(family):
 def test_worked_example_passes_its_operators_tests(family, tmp_path):
     op, path = example_from_prompt(family, "cpu", tmp_path)
     assert op == EXAMPLES[family]
-    check_passes(evaluate(op, path, device="cpu", seed=11, timeout_s=600))
+    check_passes(evaluate(EvaluationRequest.of(op, device="cpu", seed=11, timeout_s=600), path))
 
 
 @pytest.mark.gpu
@@ -86,7 +87,7 @@ def test_worked_example_passes_its_operators_tests(family, tmp_path):
 @pytest.mark.parametrize("family", sorted(EXAMPLES))
 def test_worked_example_passes_its_operators_tests_on_gpu(family, tmp_path):
     op, path = example_from_prompt(family, "cuda", tmp_path)
-    verdict = evaluate(op, path, device="cuda", seed=11, timeout_s=900)
+    verdict = evaluate(EvaluationRequest.of(op, device="cuda", seed=11, timeout_s=900), path)
     check_passes(verdict)
     assert verdict.skipped == []
 
@@ -109,3 +110,8 @@ def test_selfcheck_runs_an_example_and_names_a_missing_corpus(tmp_path, capsys):
     assert row["ok"] and row["id"] == f"backward@{EXAMPLES['backward']}" and row["passed"] > 0
     assert main(["--corpus", str(tmp_path / "none.json")]) == 2
     assert "no corpus at" in capsys.readouterr().err
+
+
+def problem(name: str):
+    """The problem of ``name`` alone (as ``generate --exact-overload`` asks for it)."""
+    return operator_problem(name, exact_overload=True)

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import bbagent.harness.suite.build as suite_module
+from bbagent.harness.problem import operator_problem
 from bbagent.agent.generate.prompting import render_prompt
 from bbagent.agent.generate.signature import parameters
 from bbagent.harness.coverage import list_ops
@@ -94,7 +95,7 @@ def _check_signatures(names: list[str]) -> tuple[list[str], int]:
     problems, calls = [], 0
     for name in names:
         op = resolve_op(name)
-        prompt = render_prompt(name)
+        prompt = render_prompt(problem(name))
         line = re.search(r"^ *def kernel\((.*)\):$", prompt, re.MULTILINE)
         assert line, f"{name}: no 'def kernel(...):' line in the prompt"
         namespace = {}
@@ -120,3 +121,8 @@ def _check_signatures(names: list[str]) -> tuple[list[str], int]:
                 problems.append(f"{name} {case.id}: `{p.name}` arrives as {value!r}; the prompt says "
                                 f"{p.arrives_as!r}")
     return problems, calls
+
+
+def problem(name: str):
+    """The problem of ``name`` alone (as ``generate --exact-overload`` asks for it)."""
+    return operator_problem(name, exact_overload=True)

@@ -2,13 +2,14 @@ import re
 
 import pytest
 
+from bbagent.harness.problem import operator_problem
 from bbagent.agent.generate.extract import extract_code
 from conftest import make_verdict
 from bbagent.agent.generate.prompting import elide, render_feedback, render_prompt, template_name
 
 
 def test_relu_prompt_carries_schema_semantics_dtypes_shapes_and_contract():
-    prompt = render_prompt("aten.relu.default")
+    prompt = render_prompt(problem("aten.relu.default"))
     assert template_name("aten.relu.default") == "ops/aten.relu.default.j2"
     for needle in ("aten::relu(Tensor self) -> Tensor", "max(x, 0)", "float16", "bfloat16",
                    "97x `(T([16, 128, 512], f16),)`", "kernel(self)", "@triton.jit", "```python"):
@@ -21,7 +22,7 @@ def test_relu_prompt_carries_schema_semantics_dtypes_shapes_and_contract():
     ("aten.add.Tensor", "kernel(self, other, *, alpha=1)"),
 ])
 def test_prompts_for_other_overloads_state_their_calling_convention(op, words):
-    assert words in render_prompt(op)
+    assert words in render_prompt(problem(op))
 
 
 def test_feedback_lists_failures_with_numbers():
@@ -113,7 +114,7 @@ def test_every_listed_operator_has_a_family_and_a_prompt():
             resolve_op(row["op"])
         except UnknownOpError:  # listed for its missing tests (gone from this torch): no prompt
             continue
-        prompt = render_prompt(row["op"])
+        prompt = render_prompt(problem(row["op"]))
         assert describe(resolve_op(row["op"])).schema in prompt, row["op"]
         calls = load_calls(row["op"])
         if calls:
@@ -145,7 +146,7 @@ def test_every_listed_operator_has_a_family_and_a_prompt():
 def test_family_templates_carry_their_guidance(op, family, words):
     from bbagent.agent.generate.prompting import family_of
     assert family_of(op) == family
-    assert words in render_prompt(op)
+    assert words in render_prompt(problem(op))
 
 
 def test_prompt_command_prints_without_calling_a_model(capsys, tmp_path):
@@ -203,7 +204,7 @@ def test_every_triton_and_torch_name_in_the_prompts_exists():
         if not row["why_none"]:
             by_family.setdefault(family_of(row["op"]), row["op"])
     for family, op in by_family.items():
-        texts[f"rendered {op}"] = render_prompt(op, device="cpu") + render_prompt(op, device="cuda")
+        texts[f"rendered {op}"] = render_prompt(problem(op), device="cpu") + render_prompt(problem(op), device="cuda")
     missing = set()
     for where, text in texts.items():
         for root, path in NAME.findall(text):
@@ -225,3 +226,8 @@ def test_feedback_says_when_compilation_and_autotuning_made_the_evaluation_slow(
     assert "Compilation and autotuning took 122 s of this 200 s evaluation" in text and "725 autotuning runs" in text
     quick = make_verdict(timings={"wall_s": 20.0, "compiles": 3, "compile_s": 4.0}, error_kind="timeout", message="x")
     assert "autotuning took" not in render_feedback(quick)
+
+
+def problem(name: str):
+    """The problem of ``name`` alone (as ``generate --exact-overload`` asks for it)."""
+    return operator_problem(name, exact_overload=True)

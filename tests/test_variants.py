@@ -13,7 +13,7 @@ import torch
 
 from bbagent.cli import main
 from bbagent.harness.adapters import AdapterError, serving
-from bbagent.harness.evaluate import evaluate
+from bbagent.harness.evaluate import EvaluationRequest, evaluate
 from bbagent.harness.ops import resolve_op
 from bbagent.harness.suite.build import build_suite
 
@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def family_verdict(functional: str, kernel: str, members: list[str], device: str = "cpu"):
-    return evaluate(functional, KERNELS / kernel, device=device, seed=7, overloads=members)
+    from bbagent.harness.problem import served_problem
+    return evaluate(EvaluationRequest.of(served_problem(functional, [functional, *members]), device=device, seed=7),
+                    KERNELS / kernel)
 
 
 FAMILIES = [
@@ -60,7 +62,7 @@ def check_family_verdict(verdict, functional: str, members: list[str]) -> None:
 
 
 def test_inplace_kernel_returning_a_new_tensor_fails_on_the_inplace_overload():
-    verdict = evaluate("aten.add_.Tensor", KERNELS / "add_inplace_returns_new.py", device="cpu", seed=7)
+    verdict = evaluate(EvaluationRequest.of("aten.add_.Tensor", device="cpu", seed=7), KERNELS / "add_inplace_returns_new.py")
     assert verdict.verdict == "fail"
     failed = [t for t in verdict.tests if t.passed is False]
     assert failed and {t.overload for t in failed} == {"aten.add_.Tensor"}
@@ -71,7 +73,7 @@ def test_inplace_kernel_returning_a_new_tensor_fails_on_the_inplace_overload():
 
 
 def test_out_kernel_ignoring_out_fails_on_the_out_overload():
-    verdict = evaluate("aten.add.out", KERNELS / "add_out_ignores_out.py", device="cpu", seed=7)
+    verdict = evaluate(EvaluationRequest.of("aten.add.out", device="cpu", seed=7), KERNELS / "add_out_ignores_out.py")
     assert verdict.verdict == "fail"
     failed = [t for t in verdict.tests if t.passed is False]
     assert {t.overload for t in failed} == {"aten.add.out"}
@@ -232,9 +234,11 @@ def test_an_overload_without_tests_of_its_own_is_not_served():
 
 
 def test_what_generate_asks_for():
-    from bbagent.agent.evaluation import ResolvedOperator, resolve_operator
+    from bbagent.agent.evaluation import resolve_operator
     family = ("aten.relu.default", "aten.relu_.default", "aten.relu.out")
-    assert resolve_operator("aten.relu.out") == ResolvedOperator("aten.relu.out", "aten.relu.default", family, "elementwise_unary")
+    asked = resolve_operator("aten.relu.out")
+    assert (asked.requested, asked.computation, asked.serves, asked.family) == \
+        ("aten.relu.out", "aten.relu.default", family, "elementwise_unary")
     asked = resolve_operator("aten.relu_.default", exact_overload=True)
     assert (asked.computation, asked.serves, asked.also_serves) == ("aten.relu_.default", ("aten.relu_.default",), [])
     # no functional sibling (it writes running statistics too): asked for and served as itself

@@ -23,7 +23,7 @@ from typing import Callable
 # imports this package first (a sandbox child, `python -m bbagent.harness.sandbox.child.worker`, included),
 # and a child must not load the agent side. The public types are imported when first asked for.
 _TYPES = {"UsageError": "bbagent.agent.errors", "ProviderError": "bbagent.agent.errors",
-          "Verdict": "bbagent.harness.verdict", "Outcome": "bbagent.agent.generate.loop",
+          "Verdict": "bbagent.harness.interface", "Outcome": "bbagent.agent.generate.loop",
           "BenchResult": "bbagent.agent.bench.run", "GenerateOptions": "bbagent.agent.options"}
 
 
@@ -71,19 +71,18 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     """Test ``kernel`` (default: the accepted kernel serving ``op`` under ``root``) on ``op``'s tests,
     in a sandboxed child process; ``family`` tests every overload of its family; ``channels_last``
     runs the 4-d and 5-d trace inputs in that layout too. Returns the Verdict."""
-    from bbagent.harness.sandbox.parent.environment import start_early
+    from bbagent.harness.interface import start_early
     start_early(device if device in ("cuda", "cpu") else None)  # the sandbox's start-up overlaps the checks below
-    from bbagent.agent.evaluation import (check_channels_last, check_evaluation, check_op, evaluator, family_of_overload,
-                                  kernel_to_evaluate)
-    check_op(op)
+    from bbagent.agent.evaluation import (Evaluations, check_channels_last, check_evaluation, evaluation_request,
+                                          kernel_to_evaluate, problem_of, written_as)
+    problem = problem_of(op, to_test=True, family=family)  # an unknown name is said before anything else
     check_evaluation(device, timeout_s, allow_no_opinfo)
     channels_last = check_channels_last(op, channels_last)
     where = resolve_root(root)
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
-    overloads = family_of_overload(op)["serves"] if family else [op]
-    first = written_for if written_for in overloads else op  # the kernel's own overload is tested first
-    return evaluator(where, device=device, seed=seed, timeout_s=timeout_s, kernel_for=written_for,
-                     overloads=overloads, channels_last=channels_last)(first, kernel)
+    problem = written_as(problem, written_for)
+    return Evaluations(evaluation_request(problem, where, device=device, seed=seed, timeout_s=timeout_s,
+                                          channels_last=channels_last)).evaluate(kernel)
 
 
 def bench(op: str, kernel: str | Path | None = None, *, root: str | Path | None = None,
@@ -113,7 +112,7 @@ def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, 
     from bbagent.agent.evaluation import check_channels_last, resolve_operator
     from bbagent.agent.generate.prompting import render_prompt
     operator = resolve_operator(op, exact_overload)
-    return render_prompt(operator.computation, also_serves=operator.also_serves, device=device,
+    return render_prompt(operator.problem, device=device,
                          channels_last=check_channels_last(operator.computation, channels_last))
 
 
@@ -200,11 +199,11 @@ def prune_runs(older_than_days: float, root: str | Path | None = None, dry_run: 
     that ended without removing them (``workdirs``; ``harness.workdirs``); ``dry_run`` only says
     what would go."""
     from bbagent.agent.reports.runs import prune
-    from bbagent.harness import workdirs
+    from bbagent.harness.interface import remove_orphaned_workdirs
     if older_than_days < 0:
         raise _usage_error(f"--older-than takes days, 0 or more (got {older_than_days})")
     pruned = prune(resolve_root(root, write=not dry_run), older_than_days * 86400, dry_run=dry_run)
-    return {**pruned, "workdirs": workdirs.remove_orphaned(dry_run=dry_run)}
+    return {**pruned, "workdirs": remove_orphaned_workdirs(dry_run=dry_run)}
 
 
 def ops(suite: str = "all", pattern: str | None = None, family: str | None = None) -> list[dict]:
@@ -276,7 +275,7 @@ def report(ident: str | None = None, *, root: str | Path | None = None, out: str
 
 def verdict_schema() -> dict:
     """The JSON schema of the Verdict (``bbagent schema verdict``)."""
-    from bbagent.harness.verdict import Verdict
+    from bbagent.harness.interface import Verdict
     return Verdict.model_json_schema()
 
 
@@ -319,8 +318,9 @@ def review_verify(op: str | None = None, *, root: str | Path | None = None, forc
                   on_start: Callable[[str, int], None] | None = None) -> list[dict]:
     """Re-test every stale approved kernel (of ``op``, or of all), timed where there is a GPU;
     ``force`` re-tests every approved one. Returns one outcome per version tested."""
-    from bbagent.agent.evaluation import check_evaluation, default_device, evaluator, timing_options
+    from bbagent.agent.evaluation import Evaluations, check_evaluation, default_device, evaluation_request, timing_options
     from bbagent.agent.review.verify import stale_versions, verify
+    from bbagent.harness.interface import served_problem
     check_evaluation(device, timeout_s, allow_no_opinfo)
     where = resolve_root(root, write=True)
     timing = (timing_options(where, max_shapes=64, target_ms=100.0, no_cache=False)
@@ -329,7 +329,8 @@ def review_verify(op: str | None = None, *, root: str | Path | None = None, forc
     for name, kernel_version in stale_versions(where, op, force):
         if on_start is not None:
             on_start(name, kernel_version.number)
-        run = evaluator(where, device=device, seed=None, timeout_s=timeout_s, timing=timing,
-                        kernel_for=kernel_version.meta.written_for, overloads=kernel_version.meta.serves)
-        results.append(verify(where, kernel_version, lambda o, k, _overloads: run(o, k)))
+        problem = served_problem(kernel_version.meta.written_for, kernel_version.meta.serves)
+        run = Evaluations(evaluation_request(problem, where, device=device, seed=None, timeout_s=timeout_s,
+                                             timing=timing))
+        results.append(verify(where, kernel_version, run.evaluate))
     return results

@@ -17,8 +17,13 @@ from bbagent.agent.errors import InfrastructureError
 
 
 class Executor(Protocol):
-    def evaluate(self, op: str, kernel_path: Path, **options):
-        """The Verdict of ``harness.evaluate.evaluate(op, kernel_path, **options)``."""
+    """A batch's ``harness.interface.Evaluator`` (prepare, evaluate), with its slots' accounts."""
+
+    def prepare(self, request) -> str:
+        """Build the request's suite ahead of its first evaluation: "cached", "built", or why not."""
+
+    def evaluate(self, request, kernel_path: Path):
+        """The Verdict of the kernel file under the request (a ``harness.request.EvaluationRequest``)."""
 
     def activity(self) -> list[dict]:
         """Per slot (a GPU, or a CPU worker): name, busy (the op it evaluates, or None),
@@ -74,7 +79,7 @@ class SlotPool:
         self.condition = threading.Condition()
         self.started = time.time()
 
-    def _run_on(self, slot: Slot, op: str, kernel_path: Path, options: dict):
+    def _run_on(self, slot: Slot, request, kernel_path: Path):
         raise NotImplementedError
 
     def _accepts(self, op: str) -> Callable[[Slot], bool]:
@@ -124,10 +129,11 @@ class SlotPool:
             self.free.append(slot)
             self.condition.notify_all()
 
-    def evaluate(self, op: str, kernel_path: Path, **options):
+    def evaluate(self, request, kernel_path: Path):
         """The Verdict; InfrastructureError when the sandbox failed before the kernel ran. A slot (with
         the slots sharing its GPU) that fails so RETIRE_AFTER times in a row takes no more work (the
         batch goes on without it)."""
+        op = request.op
         while True:
             asked = time.time()
             slot = self._take(self._accepts(op))
@@ -135,7 +141,7 @@ class SlotPool:
             slot.waited_s += slot.busy_since - asked  # for a slot; the GPU's own gate adds its waits below
             failure = None
             try:
-                verdict = self._run_on(slot, op, kernel_path, options)
+                verdict = self._run_on(slot, request, kernel_path)
                 failure = verdict.infrastructure
                 slot.waited_s += getattr(getattr(verdict, "timings", None), "gpu_wait_s", 0.0) or 0.0
                 slot.model = slot.model or getattr(getattr(verdict, "environment", None), "gpu", None)
@@ -198,7 +204,7 @@ class LocalExecutor(SlotPool):
     def __init__(self, device: str, gpus: list[int] | None = None, cpu_slots: int | None = None,
                  evaluate=None, per_gpu: int | None = None):
         self.device = device
-        self.run_evaluation = evaluate  # harness.evaluate.evaluate unless a test gives another
+        self.run_evaluation = evaluate  # harness.interface.evaluate unless a test gives another
         self.shares: dict[int, object] = {}  # GPU -> its GpuShare
         if device == "cpu":
             count = cpu_slots or os.cpu_count() or 1
@@ -209,8 +215,7 @@ class LocalExecutor(SlotPool):
         super().__init__([Slot(f"gpu-{gpu}" if per_gpu == 1 else f"gpu-{gpu}/{n}", gpu)
                           for gpu in gpus for n in range(per_gpu)])
         from bbagent.agent.batch.gpu_monitor import GpuMonitor
-        from bbagent.harness.sandbox.parent.environment import physical_gpu
-        from bbagent.harness.sandbox.parent.gpu_share import GpuShare
+        from bbagent.harness.interface import GpuShare, physical_gpu
         for gpu in gpus:
             self.shares[gpu] = GpuShare.for_gpu(f"gpu-{gpu}", _total_memory(gpu), per_gpu)
         self.monitor = GpuMonitor({gpu: physical_gpu(gpu) for gpu in gpus})
@@ -230,11 +235,11 @@ class LocalExecutor(SlotPool):
                          "nvml": self.monitor.unavailable, **measured.get(gpu, {})})
         return rows
 
-    def _run_on(self, slot: Slot, op: str, kernel_path: Path, options: dict):
+    def _run_on(self, slot: Slot, request, kernel_path: Path):
         if self.run_evaluation is None:
-            from bbagent.harness.evaluate import evaluate as run_evaluation
-            self.run_evaluation = run_evaluation
-        return self.run_evaluation(op, kernel_path, device=self.device, gpu=slot.gpu, **self._share_of(slot), **options)
+            from bbagent.harness.interface import evaluate
+            self.run_evaluation = evaluate
+        return self.run_evaluation(request, kernel_path, gpu=slot.gpu, **self._share_of(slot))
 
     def _share_of(self, slot: Slot) -> dict:
         """``share=`` the slot's GPU's gate, for the harness; nothing on the CPU."""
@@ -243,13 +248,13 @@ class LocalExecutor(SlotPool):
     def _same_device(self, slot: Slot) -> list[Slot]:
         return [s for s in self.slots if s.gpu == slot.gpu] if slot.gpu is not None else [slot]
 
-    def prepare_suite(self, op: str, **options) -> str:
-        """``harness.evaluate.prepare_suite`` on a slot of its own (the build runs references on
+    def prepare(self, request) -> str:
+        """``harness.interface.prepare_suite`` on a slot of its own (the build runs references on
         the GPU), so that the operator's first evaluation loads the suite."""
-        from bbagent.harness.evaluate import prepare_suite
-        slot = self._take(self._accepts(op))
+        from bbagent.harness.interface import prepare_suite
+        slot = self._take(self._accepts(request.op))
         try:
-            return prepare_suite(op, device=self.device, gpu=slot.gpu, **self._share_of(slot), **options)
+            return prepare_suite(request, gpu=slot.gpu, **self._share_of(slot))
         finally:
             self._give(slot)
 
@@ -267,8 +272,7 @@ class LocalExecutor(SlotPool):
 def _total_memory(gpu: int) -> int:
     """The GPU's memory in bytes, from the driver (NVML); 0 where it cannot say (evaluations are
     then admitted by count alone). Never through torch, which would hold a CUDA context here."""
-    from bbagent.harness.nvml import NvmlUnavailable, open_gpu
-    from bbagent.harness.sandbox.parent.environment import physical_gpu
+    from bbagent.harness.interface import NvmlUnavailable, open_gpu, physical_gpu
     try:
         return open_gpu(physical_gpu(gpu)).sample().memory_total
     except NvmlUnavailable:

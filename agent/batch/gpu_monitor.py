@@ -43,7 +43,7 @@ class GpuMonitor:
 
     def __init__(self, visible: dict[int, str], every_s: float = SAMPLE_EVERY_S, open_gpu=None):
         if open_gpu is None:
-            from bbagent.harness.nvml import open_gpu
+            from bbagent.harness.interface import open_gpu
         self.uses = {gpu: GpuUse() for gpu in visible}
         self.unavailable: str | None = None
         self.handles = {}

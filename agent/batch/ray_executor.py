@@ -70,14 +70,15 @@ class EvaluationSupervisor:
                 "torch": torch.__version__, "triton": triton_version(), "suite": harness_fingerprint(),
                 "secret_env_names": sorted(name for name in os.environ if SECRET_NAME.search(name))}
 
-    def evaluate(self, op: str, file_name: str, source: bytes, options: dict) -> dict:
-        from bbagent.harness.evaluate import TimingOptions, evaluate
+    def evaluate(self, request: dict, file_name: str, source: bytes) -> dict:
+        """The Verdict, as data, of the kernel's source under the request sent as data
+        (``EvaluationRequest.to_wire``), evaluated on this node's GPU."""
+        from bbagent.harness.interface import EvaluationRequest, evaluate
         with tempfile.TemporaryDirectory(prefix="bbagent-ray-") as where:
             kernel = Path(where) / file_name
             kernel.write_bytes(source)
-            timing = options.pop("timing", None)
-            verdict = evaluate(op, kernel, device=self.device, gpu=0 if self.physical is not None else None,
-                               timing=TimingOptions(**timing) if timing else None, **options)
+            verdict = evaluate(EvaluationRequest.from_wire(request, self.device), kernel,
+                               gpu=0 if self.physical is not None else None)
         return verdict.model_dump(mode="json")
 
 
@@ -162,32 +163,35 @@ class RayExecutor(SlotPool):
 
     # --- one evaluation ------------------------------------------------------------------------
 
-    def _run_on(self, slot: Slot, op: str, kernel_path: Path, options: dict):
+    def prepare(self, request) -> str:
+        """Nothing ahead on a cluster: a node builds the suite in the operator's first evaluation."""
+        return "not built (a Ray node builds the suite in the operator's first evaluation)"
+
+    def _run_on(self, slot: Slot, request, kernel_path: Path):
         from ray.exceptions import RayError, RayTaskError
-        from bbagent.harness.evaluate import KernelFileError
+        from bbagent.harness.interface import KernelFileError
+        op = request.op
         if time.time() - self.last_refresh > REFRESH_EVERY_S:
             self._refresh()
         kernel_path = Path(kernel_path)
         if not kernel_path.is_file():
             raise KernelFileError(f"kernel file not found: {kernel_path}")
-        timing = options.get("timing")
-        sent = {**options, "timing": timing.remote(op, slot.info["torch"]) if timing else None,
-                "hidden": [str(p) for p in options.get("hidden") or []]}
+        sent = request.to_wire(slot.info["torch"])
         try:
-            verdict = self.ray.get(slot.actor.evaluate.remote(op, kernel_path.name, kernel_path.read_bytes(), sent))
+            verdict = self.ray.get(slot.actor.evaluate.remote(sent, kernel_path.name, kernel_path.read_bytes()))
         except RayTaskError as exc:  # the harness raised there: the same error here
             raise (exc.cause if isinstance(exc.cause, Exception) else exc) from None
         except RayError as exc:  # its process died (lost with its node, or restarted by Ray), or it is unplaceable
             if not self._node_alive(slot.node_id):
                 raise SlotLost(f"node lost while evaluating {op} ({type(exc).__name__})", retire=True) from None
             raise SlotLost(f"the supervisor died while evaluating {op}; Ray restarts it") from None
-        return self._received(op, kernel_path, verdict, timing)
+        return self._received(request, kernel_path, verdict)
 
-    def _received(self, op: str, kernel_path: Path, verdict: dict, timing):
+    def _received(self, request, kernel_path: Path, verdict: dict):
         """The supervisor's Verdict as this side's: its kernel path, the cache, this side's secrets."""
-        from bbagent.harness.evaluate import adopt_remote_verdict
-        result = adopt_remote_verdict(op, verdict, kernel_path, timing)
-        self.model_of.setdefault(op, result.environment.gpu or "unknown GPU")
+        from bbagent.harness.interface import adopt_remote_verdict
+        result = adopt_remote_verdict(request, verdict, kernel_path)
+        self.model_of.setdefault(request.op, result.environment.gpu or "unknown GPU")
         return result
 
     def gpu_label(self) -> str:

@@ -30,7 +30,7 @@ class Selection:
 
 
 def by_name(names: list[str]) -> Selection:
-    from bbagent.harness.ops import UnknownOpError, resolve_op
+    from bbagent.harness.interface import UnknownOpError, resolve_op
     names = list(dict.fromkeys(n.strip() for n in names if n and n.strip()))
     for name in names:
         try:
@@ -179,8 +179,8 @@ def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
     correctness canary (tested, never timed); a pair whose arguments are not in the trace format
     is skipped and listed. A usable pair naming an operator this torch does not have stops the
     selection (``SelectionError``, with the rows' uuids): a misspelled name is the dataset's error."""
-    from bbagent.harness.ops import UnknownOpError, resolve_op
-    from bbagent.harness.traces import TraceFormatError, parse_call_line
+    from bbagent.harness.interface import UnknownOpError, resolve_op
+    from bbagent.harness.interface import TraceFormatError, parse_call_line
     selection = Selection()
     skipped_pairs, per_op, uuids = [], {}, {}
     for row in rows:

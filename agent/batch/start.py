@@ -250,8 +250,8 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
     lost = interrupt_lost_runs(path.parent, path.name, since=meta.get("created_at") or 0.0)
     if lost:
         runner.event(RunsInterrupted(runs=lost))
-    from bbagent.harness import workdirs
-    left = workdirs.remove_orphaned()  # a killed coordinator's candidates' folders, among others
+    from bbagent.harness.interface import remove_orphaned_workdirs
+    left = remove_orphaned_workdirs()  # a killed coordinator's candidates' folders, among others
     if left["folders"]:
         runner.event(WorkdirsRemoved(folders=left["folders"], bytes=left["bytes"]))
     return runner

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bbagent.agent.bench.schema import BenchRecord, append_records, hardware_config, make_record
-from bbagent.harness.verdict import NcuReport, Verdict
+from bbagent.harness.interface import NcuReport, Verdict
 
 
 def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.bench.records import BenchRecord, write_bench
-from bbagent.agent.evaluation import (PROFILED_SHAPES, check_channels_last, check_evaluation, check_op, evaluator,
-                              kernel_to_evaluate, timing_options)
+from bbagent.agent.evaluation import (PROFILED_SHAPES, Evaluations, check_channels_last, check_evaluation,
+                                      evaluation_request, kernel_to_evaluate, problem_of, timing_options, written_as)
 from bbagent.agent.options import engines_of
 from bbagent.agent.review.meta import OverloadSpeed, read_meta, write_meta
 from bbagent.agent.review.record import now
 from bbagent.agent.storage import RunDir, new_run_id
-from bbagent.harness.verdict import Verdict
+from bbagent.harness.interface import Verdict
 
 
 @dataclass
@@ -48,7 +48,7 @@ class BenchResult:
 def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Path], None] | None = None) -> BenchResult:
     """Bench ``op`` under ``root`` (writable); ``on_start`` hears the run directory before the
     evaluation starts. An accepted kernel timed as served records its speed in its meta.json."""
-    check_op(op)
+    problem = problem_of(op, to_test=True)
     check_evaluation(request.device, request.timeout_s, request.allow_no_opinfo)
     check_extra_traces(request.extra_traces)
     timing = timing_options(root, max_shapes=request.max_shapes, target_ms=request.target_ms,
@@ -61,9 +61,10 @@ def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Pa
     timing.profile_dir = run.path
     if on_start is not None:
         on_start(run.path)
-    verdict = evaluator(root, device=request.device, seed=request.seed, timeout_s=request.timeout_s, timing=timing,
-                        kernel_for=written_for, channels_last=check_channels_last(op, request.channels_last),
-                        extra_traces=request.extra_traces)(op, kernel)
+    evaluations = Evaluations(evaluation_request(
+        written_as(problem, written_for), root, device=request.device, seed=request.seed, timeout_s=request.timeout_s,
+        timing=timing, channels_last=check_channels_last(op, request.channels_last), extra_traces=request.extra_traces))
+    verdict = evaluations.evaluate(kernel)
     run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
     bench_file, records = write_bench(run.path, verdict)
     if request.kernel is None and verdict.passed and verdict.geomean_speedup() is not None:
@@ -75,7 +76,7 @@ def check_extra_traces(extra: dict | None) -> None:
     """A UsageError naming the first input of ``extra`` that is not a trace line (the suite would
     leave it out without a word)."""
     from bbagent.agent.errors import UsageError
-    from bbagent.harness.traces import TraceFormatError, parse_call_line
+    from bbagent.harness.interface import TraceFormatError, parse_call_line
     for name, entries in (extra or {}).items():
         for entry in entries:
             try:

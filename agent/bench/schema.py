@@ -57,7 +57,7 @@ class BenchRecord(BaseModel):
 @lru_cache(maxsize=1)
 def software_config() -> dict[str, Any]:
     """Versions (and the driver, via NVML): the same for every record of a process, read once."""
-    from bbagent.harness.fingerprint import triton_version
+    from bbagent.harness.interface import triton_version
     config = {"python": platform.python_version(), "torch": torch.__version__,
               "triton": triton_version(), "cuda": torch.version.cuda}
     if torch.cuda.is_available():
@@ -70,7 +70,7 @@ def _driver_version() -> str | None:
         import pynvml  # nvidia-ml-py, optional: without it the driver is left out
         pynvml.nvmlInit()
         return pynvml.nvmlSystemGetDriverVersion()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any NVML failure: the driver is left out of the record
         return None
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from bbagent.agent.generate.dispatch import Plan
 from bbagent.agent.run_record import CandidateRecord
-from bbagent.harness.verdict import Verdict
+from bbagent.harness.interface import Verdict
 
 
 @dataclass

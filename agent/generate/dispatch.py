@@ -19,7 +19,7 @@ from pathlib import Path
 
 from bbagent.agent.generate.merge import CannotMerge, Part, import_identity, merge
 from bbagent.agent.generate.population import Member
-from bbagent.harness.traces import DTYPE_NAMES
+from bbagent.harness.interface import DTYPE_NAMES
 
 MIN_GAIN = 0.03
 HOST_NAMES = ("kernel", "DISPATCH_PARTS", "DISPATCH_RULES", "call_size")

@@ -18,7 +18,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from bbagent.harness.parse import parse
+from bbagent.harness.interface import parse
 
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n]*)$")
 _PYTHON_TAGS = {"", "python", "py", "python3", "py3"}

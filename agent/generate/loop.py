@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import InfrastructureError, ProviderError
-from bbagent.agent.evaluation import ResolvedOperator
+from bbagent.agent.evaluation import Evaluations, ResolvedOperator
 from bbagent.agent.generate import dispatch
 from bbagent.agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
                                      round_summary)
@@ -45,9 +45,8 @@ from bbagent.agent.review.record import now as _now, run_part
 from bbagent.agent.run_record import (CandidateRecord, DispatcherRecord, RoundRecord, RunConfig, RunRecord, StoppedBecause,
                                        Usage, WhyFailed)
 from bbagent.agent.storage import RunDir
-from bbagent.harness.verdict import Verdict
+from bbagent.harness.interface import Verdict
 
-Evaluator = Callable[[str, Path], Verdict]
 HISTORY_ROUNDS = 3          # earlier rounds summarised in each feedback message
 FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyond this
 BEST_KERNEL_CHARS = 8000
@@ -90,7 +89,7 @@ class Agent:
     target); the provider and the evaluator are set up already (``agent.generate.start``)."""
     operator: ResolvedOperator
     provider: Provider
-    evaluate: Evaluator
+    evaluations: Evaluations  # the run's request, where it runs, the suite built ahead
     run: RunDir
     root: Path
     options: GenerateOptions = field(default_factory=lambda: GenerateOptions(provider="replay"))
@@ -131,12 +130,10 @@ class Agent:
 
     def generate(self) -> Outcome:
         outcome = Outcome("failed", self.run.path)
-        prepare = getattr(self.evaluate, "prepare", None)
-        if prepare is not None:  # the suite is built while the model writes its first answer
-            prepare(self.op)
+        self.evaluations.prepare()  # the suite is built while the model writes its first answer
         try:
             self.messages = [{"role": "user", "content": render_prompt(
-                self.op, also_serves=self.operator.also_serves, device=self.options.device,
+                self.operator.problem, device=self.options.device,
                 channels_last=self.options.channels_last)}]
             for n in range(1, self.rounds + 1):
                 over = self.over_budget()
@@ -257,7 +254,7 @@ class Agent:
             record.outcome, record.kernel = "evaluating", f"{where}/kernel.py"
             self.save()
             self.report(DispatcherTried(round=n, parts=record.parts, rules=record.rules))
-            verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
+            verdict = self.evaluations.evaluate(kernel_path, profile=self.profiles_read_after(n))
             self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
             record.outcome, record.speedup = verdict.verdict, verdict.geomean_speedup() if verdict.passed else None
             record.message = "" if verdict.passed else (verdict.message or verdict.error_kind or "")[:400]
@@ -400,10 +397,10 @@ class Agent:
         kernel_path = self.run.write(f"{where}/kernel.py", source)
         self.save()
         self.report(Evaluating(round=n, candidate=k + 1, candidates=self.candidates))
-        verdict = self.evaluate(self.op, kernel_path, profile=self.profiles_read_after(n))
+        verdict = self.evaluations.evaluate(kernel_path, profile=self.profiles_read_after(n))
         self.run.write(f"{where}/verdict.json", verdict.model_dump_json(indent=2) + "\n")
         self.record.environment = verdict.environment.model_dump()
-        prepared = getattr(self.evaluate, "prepared", None)
+        prepared = self.evaluations.prepared
         if prepared is not None and self.record.suite_ahead is None:  # built while the first answer was written
             self.record.suite_ahead = prepared
         record = CandidateRecord(outcome=verdict.verdict, usage=usage, summary=verdict.summary,

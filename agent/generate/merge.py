@@ -15,7 +15,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from bbagent.harness.parse import parse
+from bbagent.harness.interface import parse
 
 
 class CannotMerge(ValueError):

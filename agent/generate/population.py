@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bbagent.harness.verdict import Verdict
+from bbagent.harness.interface import Verdict
 
 KEPT_BY_GEOMEAN = 3  # besides these, every kernel that is the fastest on some shape is kept
 WIN_MARGIN = 0.95  # a shape counts as won where the rival takes at most this share of the best's time

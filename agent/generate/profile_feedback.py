@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from bbagent.harness.verdict import Launch, NcuSide, Performance
+from bbagent.harness.interface import Launch, NcuSide, Performance
 
 NAME_CHARS = 70
 MEMORY_NEAR_PEAK_PCT = 70.0  # DRAM throughput at or above this share of peak: memory-bound near peak

@@ -15,17 +15,15 @@ import torch
 from bbagent.agent.families import PROMPTS_DIR, family_map, family_of
 from bbagent.agent.gpu_facts import facts_for
 from bbagent.agent.generate.signature import parameters, signature
-from bbagent.harness import opinfo_index
-from bbagent.harness.checks.compare import TOLERANCES
-from bbagent.harness.evaluate import default_device
-from bbagent.harness.fingerprint import triton_version
-from bbagent.harness.ops import describe, op_name as op_name_of, packet_name, resolve_op, value_mode
-from bbagent.harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
-from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW
-from bbagent.harness.sandbox.parent.watch import Limits
-from bbagent.harness.traces import load_calls
-from bbagent.harness.variants import functional_of
-from bbagent.harness.verdict import Verdict
+from bbagent.harness.interface import TOLERANCES
+from bbagent.harness.interface import triton_version
+from bbagent.harness.interface import default_device, describe, op_name as op_name_of, opinfo_listing, packet_name, value_mode
+from bbagent.harness.interface import FLOAT_DTYPES, SAMPLE_DTYPES
+from bbagent.harness.interface import ALLOWED, SEED_DRAW
+from bbagent.harness.interface import Limits
+from bbagent.harness.interface import load_calls
+from bbagent.harness.interface import functional_of
+from bbagent.harness.interface import Verdict
 
 
 TRACE_SHAPES_IN_PROMPT = 5
@@ -59,12 +57,13 @@ def template_name(op: str) -> str:
     return f"families/{family_of(op)}.j2"
 
 
-def op_context(op_name: str, device: str | None = None, channels_last: bool = False) -> dict:
-    """Everything the templates read about ``op_name``, for tests run on ``device`` (default: the
-    evaluation's default, CUDA where there is a GPU, else the CPU under the Triton interpreter);
-    ``channels_last``: its trace inputs are also tested in that layout."""
+def op_context(op, device: str | None = None, channels_last: bool = False) -> dict:
+    """Everything the templates read about the overload ``op`` (resolved: an OpOverload), for
+    tests run on ``device`` (default: the evaluation's default, CUDA where there is a GPU, else the
+    CPU under the Triton interpreter); ``channels_last``: its trace inputs are also tested in that
+    layout."""
     device = device or default_device()
-    op = resolve_op(op_name)
+    op_name = op_name_of(op)
     summary = describe(op)
     calls = load_calls(op_name)
     functional = functional_of(op)
@@ -101,8 +100,8 @@ def channels_last_examples(op, calls: list, device: str) -> list[dict]:
     picks depends on the device (a convolution on CUDA follows cuDNN's choice), which meta
     tensors, having none, do not show."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from bbagent.harness.inputs import materialize, tensors_in
-    from bbagent.harness.layouts import channels_last_call
+    from bbagent.harness.interface import materialize, tensors_in
+    from bbagent.harness.interface import channels_last_call
     examples = []
     for call in calls:
         changed = channels_last_call(call)
@@ -151,7 +150,7 @@ def torch_spellings(name: str) -> list[str]:
 def tested_dtypes(name: str, calls: list) -> list[str]:
     """The dtypes of the tests: OpInfo samples in the dtypes bbagent draws that the op's OpInfos
     support, and the traces' dtypes; in the order of ``SAMPLE_DTYPES``, others after them."""
-    supported = set(opinfo_index.load()["ops"].get(name, {}).get("dtypes", []))
+    supported = set(opinfo_listing()["ops"].get(name, {}).get("dtypes", []))
     drawn = {str(d).removeprefix("torch.") for d in SAMPLE_DTYPES} & supported
     traced = {spec.dtype for call in calls for spec in call.tensor_specs()}
     order = [str(d).removeprefix("torch.") for d in SAMPLE_DTYPES]
@@ -159,13 +158,13 @@ def tested_dtypes(name: str, calls: list) -> list[str]:
     return [d for d in order if d in found] + sorted(found - set(order))
 
 
-def render_prompt(op_name: str, also_serves: list[str] | tuple = (), device: str | None = None,
-                  channels_last: bool = False) -> str:
-    """The first prompt for ``op_name``, whose tests run on ``device`` ("cuda" or "cpu": the CPU
-    runs them under the Triton interpreter; default as the evaluation's). ``also_serves``: the
-    in-place and out= overloads that bbagent will serve with the same kernel (and test)."""
-    context = {**op_context(op_name, device, channels_last), "also_serves": list(also_serves)}
-    return _environment().get_template(template_name(op_name)).render(**context).strip() + "\n"
+def render_prompt(problem, device: str | None = None, channels_last: bool = False) -> str:
+    """The first prompt for ``problem`` (a ``harness.problem.OperatorProblem``), whose tests run on
+    ``device`` ("cuda" or "cpu": the CPU runs them under the Triton interpreter; default as the
+    evaluation's); it names the in-place and out= overloads bbagent serves (and tests) with the
+    same kernel."""
+    context = {**op_context(problem.computation, device, channels_last), "also_serves": problem.also_serves}
+    return _environment().get_template(template_name(problem.name)).render(**context).strip() + "\n"
 
 
 def render_feedback(verdict: Verdict | None, *, no_code: bool = False, max_groups: int = 4, best=None) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from bbagent.harness.traces import TensorSpec, TraceCall
+from bbagent.harness.interface import TensorSpec, TraceCall
 
 # c10::ScalarType codes, as a schema default spells a dtype (``ScalarType? dtype=4``).
 _SCALAR_TYPES = {0: "torch.uint8", 1: "torch.int8", 2: "torch.int16", 3: "torch.int32", 4: "torch.int64",

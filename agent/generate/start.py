@@ -6,13 +6,14 @@ its executor (where evaluations run), its shared rate limiter and a dataset's in
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.evaluation import (ResolvedOperator, check_channels_last, check_evaluation, evaluator, resolve_operator,
-                                      timing_options)
+from bbagent.agent.evaluation import (Evaluations, ResolvedOperator, check_channels_last, check_evaluation,
+                                      evaluation_request, resolve_operator, timing_options)
 from bbagent.agent.generate.loop import Agent, Outcome
 from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retrying, Started, listener
 from bbagent.agent.generate.spending import Spent
@@ -29,7 +30,8 @@ def require_price(model: str | None) -> None:
                          "--max-cost-usd")
 
 
-def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str | Path | None, *, report: Callable | None = None, executor=None,
+def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str | Path | None, *,
+                 report: Callable | None = None, executor=None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
                  resumed: bool = False, halt: Callable[[], str | None] | None = None,
                  spent: Spent | None = None) -> Outcome:
@@ -49,9 +51,9 @@ def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     channels_last = check_channels_last(computation, options.channels_last)
     root = resolve_root(root, write=True)
-    refuse_untested(computation, serves, evaluator(root, device=options.device, seed=options.seed,
-                                                   timeout_s=options.timeout_s, overloads=serves, executor=executor,
-                                                   extra_traces=extra_traces), extra_traces)
+    untimed = evaluation_request(operator.problem, root, device=options.device, seed=options.seed,
+                                 timeout_s=options.timeout_s, extra_traces=extra_traces)
+    refuse_untested(computation, serves, Evaluations(untimed, executor), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
                             no_cache=options.no_cache, engines=options.engines, inductor_mode=options.inductor_mode,
                             profile_feedback=options.profile_feedback)
@@ -75,9 +77,8 @@ def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str
     report(Started(op=operator.requested, computation=computation, serves=serves, provider=logged.name, model=logged.model,
                    rounds=options.rounds, candidates=options.candidates, run_dir=str(run.path)))
     probe_the_gpu(options.device, report)
-    evaluate = evaluator(root, device=options.device, seed=options.seed, timeout_s=options.timeout_s, timing=timing,
-                         overloads=serves, executor=executor, extra_traces=extra_traces, channels_last=channels_last)
-    agent = Agent(operator=operator, provider=logged, evaluate=evaluate, run=run, root=root,
+    request = dataclasses.replace(untimed, timing=timing, channels_last=channels_last)
+    agent = Agent(operator=operator, provider=logged, evaluations=Evaluations(request, executor), run=run, root=root,
                   options=options.model_copy(update={"channels_last": channels_last,
                                                      "baseline": ",".join(timing.baselines)}),
                   report=report, halt=halt, spent=spent if spent is not None else Spent(), batch_id=batch_id)

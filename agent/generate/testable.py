@@ -22,7 +22,7 @@ NOTHING_IMPLEMENTED = "def kernel(*args, **kwargs):\n    raise NotImplementedErr
 @functools.lru_cache(maxsize=1)
 def _listed() -> dict[str, str]:
     """Overload -> why it has no tests ('' where it has some), for every listed overload."""
-    from bbagent.harness.coverage import list_ops
+    from bbagent.harness.interface import list_ops
     return {row["op"]: row["why_none"] for row in list_ops("all")}
 
 
@@ -38,18 +38,19 @@ def listed_without_tests(overloads: list[str], extra_traces: dict | None = None)
     return reasons[0] if reasons else "no OpInfo sample reaches it and no real-model trace calls it"
 
 
-def refuse_untested(op: str, overloads: list[str], evaluate, extra_traces: dict | None = None) -> None:
-    """Raise ``UsageError`` (exit 2) where ``op`` has no test here. ``evaluate(op, kernel_file)`` is the
-    run's own evaluator (a batch's goes through its slots); it runs only where the listing says none."""
+def refuse_untested(op: str, overloads: list[str], evaluations, extra_traces: dict | None = None) -> None:
+    """Raise ``UsageError`` (exit 2) where ``op`` has no test here. ``evaluations``
+    (``agent.evaluation.Evaluations``, untimed) are the run's own (a batch's go through its slots);
+    one runs only where the listing says none."""
     why = listed_without_tests(overloads, extra_traces)
     if why is None:
         return
-    from bbagent.harness import workdirs
-    scratch = workdirs.make("testable")
+    from bbagent.harness.interface import make_workdir
+    scratch = make_workdir("testable")
     try:
         stub = scratch / "kernel.py"
         stub.write_text(NOTHING_IMPLEMENTED)
-        verdict = evaluate(op, stub)
+        verdict = evaluations.evaluate(stub)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if verdict.infrastructure or verdict.summary.planned or verdict.summary.total:

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bbagent.agent.reports.console import widen
-from bbagent.harness.verdict import NcuReport, Performance, Verdict
+from bbagent.harness.interface import NcuReport, Performance, Verdict
 
 
 def print_bench(console: Console, verdict: Verdict) -> None:

@@ -104,7 +104,7 @@ def verdict_line(verdict) -> str:
             text += f" (of {verdict.op} alone; --family tests all {len(family)} overloads, as generate does)"
     lines = verdict.message.strip().splitlines()
     if verdict.error_kind and len(lines) > 1:  # the whole message follows (print_verdict)
-        from bbagent.harness.error_kinds import ERROR_KINDS
+        from bbagent.harness.interface import ERROR_KINDS
         text += f" - {verdict.error_kind}: {ERROR_KINDS[verdict.error_kind]}"
     elif lines:
         text += f" - {escape(lines[0][:200])}"
@@ -252,7 +252,7 @@ class RoundReporter:
             self.console.print(f"round {event.round}: [red]no code block[/red] in the answer ({tokens})")
             return
         counts = (record.counts or record.summary).model_dump()
-        from bbagent.harness.verdict import count_text  # pydantic: not at import, which every command pays before it starts
+        from bbagent.harness.interface import count_text  # pydantic: not at import, which every command pays before it starts
         line = f"round {event.round}: {_status(record)} {count_text(counts)} ({tokens})"
         if record.speedup is not None:
             line += f", geomean speedup {record.speedup:.3g}x over eager"
@@ -275,7 +275,7 @@ def print_ops(console: Console, rows: list[dict], total: int) -> None:
         console.print(f"{row['op']:<{width}}  {row['family']:<18} {row['opinfo_samples']:>6} "
                       f"{row['trace_tests']:>6}  {note}", markup=False, overflow="ignore", crop=False)
     tested = sum(1 for r in rows if not r["why_none"])
-    from bbagent.harness.coverage import variant_counts
+    from bbagent.harness.interface import variant_counts
     counts = variant_counts(rows)
     shown = f"{len(rows)} of {total} overloads" if len(rows) != total else f"{total} overloads"
     console.print(f"{shown}, {tested} with tests; in-place: {counts['inplace']['tested']} of "
@@ -294,7 +294,7 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
     from rich.table import Table
     from bbagent.agent.review.meta import PerformanceRecord
     from bbagent.agent.review.record import speed_line
-    from bbagent.harness.verdict import short_count
+    from bbagent.harness.interface import short_count
     rows = []
     for e in entries:
         tests = e.get("tests") or {}

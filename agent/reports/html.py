@@ -157,7 +157,7 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
 def round_history(rounds: list[RoundRecord]) -> list[dict]:
     """Each round of a run as the report lists it: its outcome, tests passed of total, speedup, and
     what failed (from run.json's round records)."""
-    from bbagent.harness.verdict import short_count
+    from bbagent.harness.interface import short_count
     history = []
     for record in rounds:
         counts = record.counts or record.summary
@@ -240,7 +240,7 @@ def _kernel_folder(root: Path, op: str, run_id: str | None) -> Path | None:
 
 def _best_performance(run_dir: Path) -> PerformanceRecord:
     from bbagent.agent.review.record import performance_record
-    from bbagent.harness.verdict import Verdict
+    from bbagent.harness.interface import Verdict
     best = None
     for path in run_dir.glob("round-*/**/verdict.json"):
         verdict = Verdict.model_validate_json(path.read_text())

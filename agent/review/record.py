@@ -8,7 +8,7 @@ import datetime as dt
 from bbagent.agent.review.meta import KernelMeta, PerformanceRecord
 from bbagent.agent.money import cost_text
 from bbagent.agent.run_record import RoundRecord
-from bbagent.harness.verdict import Verdict, count_text
+from bbagent.harness.interface import Verdict, count_text
 
 
 def now() -> str:

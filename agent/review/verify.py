@@ -26,11 +26,11 @@ def stale_versions(root: Path, op: str | None, force: bool = False) -> list[tupl
 
 
 def verify(root: Path, version: KernelVersion, evaluate: Callable) -> dict:
-    """Test one version again with ``evaluate(op, kernel_file, overloads) -> Verdict`` and record
-    the outcome in its meta.json; returns what happened."""
+    """Test one version again with ``evaluate(kernel_file) -> Verdict`` (its whole family, written
+    for its own overload) and record the outcome in its meta.json; returns what happened."""
     meta = version.meta
     was = changes(meta)
-    verdict = evaluate(meta.written_for, version.kernel, meta.serves)
+    verdict = evaluate(version.kernel)
     write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
     meta = read_meta(version.folder)
     env = verdict.environment

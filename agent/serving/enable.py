@@ -196,10 +196,10 @@ def disable() -> dict[str, int] | None:
 
 def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload, dispatch_key: str) -> None:
     import torch
-    from bbagent.harness.adapters import serving
-    from bbagent.harness.checks.reference import is_cuda_error
-    from bbagent.harness.inputs import tensors_in
-    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.interface import serving
+    from bbagent.harness.interface import is_cuda_error
+    from bbagent.harness.interface import tensors_in
+    from bbagent.harness.interface import resolve_op
     overload = resolve_op(op)
     function = serving(kernel, resolve_op(meta.written_for), overload)
     original = torch.library.get_kernel(overload, dispatch_key)

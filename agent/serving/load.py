@@ -39,8 +39,8 @@ def load(root: str | Path, op: str, device: str | None = None) -> Callable:
     device = device_or_default(device)
     if device == "cpu":
         interpret_triton()  # before anything here imports triton
-    from bbagent.harness.adapters import serving
-    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.interface import serving
+    from bbagent.harness.interface import resolve_op
     entry = kernel_serving(root, op)
     if entry is None:
         raise UsageError(f"no accepted kernel serves {op} under {Path(root) / 'generated_kernels'}: "

@@ -68,7 +68,7 @@ class Float64Run:
         self.ran = True
         try:
             self.values, self.args, self.kwargs = self._run_on(lambda t: t.to(torch.float64, copy=True))
-        except Exception as exc:  # the op has no float64 version here: nothing is loosened
+        except Exception as exc:  # noqa: BLE001 - the op has no float64 version here: nothing is loosened
             self.ran = not out_of_memory(exc)  # asked again after the retry
             reference_refused(exc, f"the float64 reference of {self.op}")
             self.unavailable = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160] if str(exc).strip() else ''}"

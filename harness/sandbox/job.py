@@ -1,5 +1,5 @@
 """One evaluation's child, as the parent asks for it: the one job type both sides of the process
-boundary use. The parent builds a ``Job`` (``harness.evaluate``, ``harness.after_tests``: a
+boundary use. The parent derives a ``Job`` from its request (``harness.request``, ``harness.after_tests``: a
 candidate's tests, a suite built ahead, a compiled baseline, an ncu run), the sandbox sends it as
 JSON (``to_wire``) to the fork server or on a cold child's command line, and the child reads it
 back (``from_wire``). Standard library only: both processes import it before torch.
@@ -14,8 +14,8 @@ from bbagent.harness.suite.budget import CPU_MAX_NUMEL
 
 @dataclass
 class Job:
-    """One evaluation, as the parent asks for it."""
-    op: str
+    """One evaluation, as the parent asks for it (``harness.request.EvaluationRequest.job``)."""
+    problem: dict  # a harness.problem.OperatorProblem's wire form: the child resolves it once (from_wire)
     kernel: str
     seed: int
     device: str
@@ -25,8 +25,6 @@ class Job:
     namespaces: bool = True
     cpu_max_numel: int = CPU_MAX_NUMEL
     timing: dict | None = None  # a harness.timing.phase.TimingRequest as a dict; GPU only, after every test passed
-    kernel_for: str | None = None  # the overload whose calling convention the file's kernel has (default: op)
-    overloads: list[str] | None = None  # every overload to test, op first (default: op alone)
     extra_traces: dict = field(default_factory=dict)  # a dataset's inputs per operator name (harness.suite.build)
     baseline: dict | None = None  # no candidate: time a compiled baseline instead (harness.timing.inductor)
     channels_last: bool = False  # trace inputs also in channels-last layout (harness.layouts)
@@ -40,6 +38,11 @@ class Job:
     pause_fd: int | None = None  # the GPU is shared: pause at checkpoints while this page asks (harness.gpu_pause)
     in_use_calls: int | None = None  # the repeated-call check's calls (harness.checks.in_use); None: the device's default
     build_only: bool = False  # build the suite, save it (save_suite) and end: no candidate (harness.evaluate.prepare_suite)
+
+    @property
+    def op(self) -> str:
+        """The name of the overload tested and timed first."""
+        return self.problem["serves"][0]
 
     def to_wire(self, **extra) -> str:
         """As JSON, with ``extra`` fields the receiving side takes off first (the fork server's ``env``)."""

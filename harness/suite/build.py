@@ -25,7 +25,7 @@ from bbagent.harness.inputs import clone_value, describe_call, map_tensors, mate
 from bbagent.harness.gpu_pause import checkpoint
 from bbagent.harness.opinfo_index import opinfos_reaching
 from bbagent.harness.suite.index_args import make_index_args_valid
-from bbagent.harness.ops import op_name, packet_name, resolve_op
+from bbagent.harness.ops import op_name, packet_name
 from bbagent.harness.layouts import channels_last_call
 from bbagent.harness.traces import TraceCall, TraceFormatError, load_calls, parse_call_line
 from bbagent.harness.variants import functional_of, is_written, out_arguments, schema_arguments, with_out_tensors
@@ -50,6 +50,7 @@ class TestCase:
     args: tuple | None = None
     kwargs: dict | None = None
     trace: TraceCall | None = None
+    trace_op: Any = None     # for a trace case: the overload its trace was recorded at (index arguments follow it)
     seed: int = 0
     device: str = "cpu"
     out_of: Any = None       # for an out= overload: the functional overload whose result shapes `out`
@@ -76,7 +77,7 @@ class TestCase:
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
         args = materialize(self.trace.args, self.device, gen)
         kwargs = materialize(self.trace.kwargs, self.device, gen)
-        make_index_args_valid(resolve_op(self.trace.op), args, kwargs, gen)
+        make_index_args_valid(self.trace_op, args, kwargs, gen)
         return args, kwargs
 
     def largest_tensor(self) -> int:
@@ -133,6 +134,21 @@ def _matching_opinfos(op) -> list:
     return list(unique.values())[:MAX_OPINFOS]
 
 
+def refused_note(refused: dict[str, int], shown: int = 3) -> str:
+    """The suite's note on OpInfo samples left out because the OpInfo's own call raised on them."""
+    kinds = sorted(refused.items(), key=lambda kv: -kv[1])
+    said = "; ".join(f"{count}x {text}" for text, count in kinds[:shown])
+    more = f"; and {len(kinds) - shown} other error(s)" if len(kinds) > shown else ""
+    return (f"{sum(refused.values())} OpInfo sample(s) left out: the OpInfo's own call raised on them "
+            f"({said}{more})")
+
+
+def _first_line(exc: BaseException) -> str:
+    """``TypeError: ...``: an exception as a note names it, its message's first line cut short."""
+    text = str(exc).splitlines()[0][:160] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list[TestCase], list[str]]:
     notes = []
     try:
@@ -143,6 +159,7 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
         notes.append("no OpInfo entry reaches this operator; OpInfo tests: none")
     cases: list[TestCase] = []
     per_dtype: dict[torch.dtype, int] = {}
+    refused: dict[str, int] = {}  # what the OpInfo's variants raised on samples left out, and how often
     for info in infos:
         supported = info.supported_dtypes(torch.device(device).type)
         variants = [v for v in (info.op, info.inplace_variant) if v is not None]
@@ -159,14 +176,17 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
                         with capture:
                             variant(clone_value(sample.input), *clone_value(sample.args),
                                     **clone_value(sample.kwargs))
-                    except Exception:
-                        continue  # a sample this variant does not accept
+                    except Exception as exc:  # noqa: BLE001 - a sample this variant refuses: counted, said below
+                        refused[_first_line(exc)] = refused.get(_first_line(exc), 0) + 1
+                        continue
                     for args, kwargs in capture.calls:
                         cases.append(TestCase(
                             id=f"opinfo-{len(cases)}", source=f"opinfo:{info.name}", args=args,
                             kwargs=kwargs, description=describe_call(args, kwargs),
                             dtype=_leading_dtype(args, kwargs, dtype)))
                         per_dtype[dtype] = per_dtype.get(dtype, 0) + 1
+    if refused:
+        notes.append(refused_note(refused))
     unique = _dedupe(cases)
     from bbagent.harness.suite.cache import probe_refresh
     for case in unique:
@@ -198,7 +218,7 @@ def _output_numel(op, call: TraceCall) -> int:
     index_select of 54,760 rows from a small table writes far more than it reads."""
     try:
         result = op(*materialize(call.args, "meta", None), **materialize(call.kwargs, "meta", None))
-    except Exception:  # no meta kernel: the inputs' size is all we know
+    except Exception:  # noqa: BLE001 - no meta kernel: the inputs' size is all we know
         return 0
     return sum(t.numel() for t in tensors_in(result))
 
@@ -286,11 +306,11 @@ def _inplace_refusal(op, functional, case: TestCase) -> str | None:
     args, kwargs = case.meta_inputs()
     try:
         functional(*clone_value(args), **clone_value(kwargs))
-    except Exception:
+    except Exception:  # noqa: BLE001 - no meta kernel: the run itself will tell
         return None  # no meta kernel: the run itself will tell
     try:
         op(*args, **kwargs)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - what aten raises is the reason returned
         return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
     written = [value for _, schema_arg, value in schema_arguments(op, args, kwargs) if is_written(schema_arg)]
     if any(torch._debug_has_internal_overlap(t) == 1 for t in tensors_in(written)):  # not checked on meta
@@ -304,7 +324,7 @@ def _can_stride_result(functional, case: TestCase) -> bool:
     try:
         args, kwargs = case.meta_inputs()
         results = tensors_in(functional(*args, **kwargs))
-    except Exception:
+    except Exception:  # noqa: BLE001 - no meta kernel: no strided out= layout
         return False
     return bool(results) and all(t.dim() > 0 and t.shape[-1] > 1 for t in results)
 
@@ -375,7 +395,8 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
             f"dataset (cnt {call.count}{layout}{'' if timed else ', correctness only'})"
         trace_cases.append(TestCase(
             id=trace_id, source=source, description=description,
-            dtype=specs[0].dtype if specs else "none", trace=call, seed=seed + i, device=device, timed=timed))
+            dtype=specs[0].dtype if specs else "none", trace=call, trace_op=op, seed=seed + i, device=device,
+            timed=timed))
     if interpreter:
         suite.notes.append("Triton interpreter (no CUDA): nothing is timed; an autotuner runs each config on some "
                            "tests, none benchmarked")

@@ -52,27 +52,36 @@ def dumps(suites: list[tuple[str, object, object]]) -> bytes:
     portable = []
     for name, _, suite in suites:
         cases = [replace(case, args=_on_cpu(case.args), kwargs=_on_cpu(case.kwargs),
-                         out_of=None if case.out_of is None else op_name(case.out_of)) for case in suite.cases]
+                         out_of=None if case.out_of is None else op_name(case.out_of),
+                         trace_op=None if case.trace_op is None else op_name(case.trace_op)) for case in suite.cases]
         portable.append((name, replace(suite, cases=cases)))
     buffer = io.BytesIO()
     torch.save({"format": FORMAT, "suites": portable}, buffer)
     return buffer.getvalue()
 
 
-def loads(data: bytes, device: str) -> list[tuple[str, object, object]]:
-    """The triples ``dumps`` saved, with tensors on ``device`` and operators resolved again."""
-    from bbagent.harness.ops import resolve_op
+def loads(data: bytes, device: str, problem) -> list[tuple[str, object, object]]:
+    """The triples ``dumps`` saved, with tensors on ``device`` and operators taken from ``problem``
+    (``harness.problem``: the overloads it was saved for) and their schemas, never looked up by name."""
+    from bbagent.harness.ops import op_name
+    from bbagent.harness.variants import functional_of
     saved = torch.load(io.BytesIO(data), weights_only=False)  # written by a trusted child, digest checked
     if saved.get("format") != FORMAT:
         raise ValueError(f"suite file format {saved.get('format')}, expected {FORMAT}")
+    overloads = dict(zip(problem.names, problem.serves))
     suites = []
     for name, suite in saved["suites"]:
+        target = overloads[name]
+        functional = functional_of(target)
+        near = {op_name(op): op for op in (target, functional) if op is not None}
         for case in suite.cases:
             case.args, case.kwargs = _on(case.args, device), _on(case.kwargs, device)
             case.device = device
             if isinstance(case.out_of, str):
-                case.out_of = resolve_op(case.out_of)
-        suites.append((name, resolve_op(name), suite))
+                case.out_of = near[case.out_of]
+            if isinstance(case.trace_op, str):
+                case.trace_op = near[case.trace_op]
+        suites.append((name, target, suite))
     return suites
 
 
@@ -158,7 +167,7 @@ def probe_refresh(op, case) -> bool:
         after = _non_finite(op(*args, **kwargs))
         if torch.cuda.is_available() and case.device != "cpu":
             torch.cuda.synchronize()
-    except Exception:
+    except Exception:  # noqa: BLE001 - the reference refusing redrawn values: the sample keeps its own
         return False
     return after <= before
 

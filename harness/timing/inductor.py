@@ -77,12 +77,12 @@ def run_baseline_job(job, send) -> int:
     asked-for shape (``job.baseline["shapes"]``: input description and timing mode)."""
     import torch
     from torch._inductor import config
-    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.problem import OperatorProblem
     from bbagent.harness.suite.build import build_suite
     config.compile_threads = 1
     torch.zeros(1, device="cuda")
     send(Environment(device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__))
-    op = resolve_op(job.op)
+    op = OperatorProblem.from_wire(job.problem).computation
     suite = build_suite(op, "cuda", job.seed, interpreter=False, cpu_max_numel=job.cpu_max_numel,
                         extra_traces=job.extra_traces, channels_last=job.channels_last)
     by_input = {case.description: case for case in suite.cases if case.trace is not None}

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import math
 
-from bbagent.harness.ops import packet_name, resolve_op
-
 FAST_P = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 # Ops whose time is arithmetic, not memory traffic, on the shapes models use.
 COMPUTE_BOUND = frozenset({"mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "matmul", "dot", "vdot",
@@ -41,7 +39,8 @@ def quantile(values: list[float], q: float) -> float | None:
 
 
 def is_memory_bound(op_name: str) -> bool:
-    return packet_name(resolve_op(op_name)) not in COMPUTE_BOUND
+    """Whether the overload named ``aten.<packet>.<overload>`` moves memory more than it computes."""
+    return op_name.split(".")[1] not in COMPUTE_BOUND
 
 
 def fast_p(speedups: list[float], total: int, correct: bool) -> dict[str, float]:

@@ -168,7 +168,7 @@ def cmd_prompt(args, out, err) -> int:
     if args.round_feedback is None:
         from bbagent.agent.generate.start import probe_the_gpu
         from bbagent.agent.reports.console import RoundReporter
-        from bbagent.harness.evaluate import default_device
+        from bbagent.harness.interface import default_device
         probe_the_gpu(args.device or default_device(), RoundReporter(err))  # told on stderr, as generate tells it
         text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device,
                                     channels_last=args.channels_last), \
@@ -201,7 +201,7 @@ def cmd_prompt(args, out, err) -> int:
 def _read_verdict(path: Path):
     from pydantic import ValidationError
 
-    from bbagent.harness.verdict import Verdict
+    from bbagent.harness.interface import Verdict
     try:
         return Verdict.model_validate_json(path.read_text())
     except (OSError, UnicodeDecodeError) as exc:

@@ -135,7 +135,7 @@ def _prompt_command(sub) -> None:
 
 
 def _eval_command(sub) -> None:
-    from bbagent.harness.checks.policy import TOLERANCE_POLICY
+    from bbagent.harness.interface import TOLERANCE_POLICY
     ev = sub.add_parser("eval", help="test one kernel file against an operator",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Run the kernel in FILE against OP's tests in a separate process and print "

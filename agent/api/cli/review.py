@@ -11,7 +11,7 @@ from rich.table import Table
 import bbagent as api
 from bbagent.agent.reports.console import widen
 from bbagent.agent.money import cost_text
-from bbagent.harness.verdict import count_text, short_count
+from bbagent.harness.interface import count_text, short_count
 from bbagent import UsageError
 
 STATUS_STYLE = {"approved": "green", "rejected": "red", "needs_review": "yellow", "stale": "magenta"}

@@ -51,7 +51,7 @@ def run_job_reporting_errors(job: Job, result_fd: int) -> int:
             from bbagent.harness.timing.inductor import run_baseline_job
             return run_baseline_job(job, send)
         return run_job(job, send)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a harness failure becomes a worker_error with its traceback
         import traceback
         text = traceback.format_exc()
         print(text, file=sys.stderr)
@@ -69,17 +69,18 @@ def run_job(job: Job, send) -> int:
     candidate_file = os.path.abspath(job.kernel)
     gpu_pause.install(job.pause_fd, job.grant_fd, _synchronize)
     containment, audit = _contain(job, candidate_file, send)
-    from bbagent.harness.ops import resolve_op
+    from bbagent.harness.problem import OperatorProblem
     suite_started = time.perf_counter()
-    op = resolve_op(job.op)
+    problem = OperatorProblem.from_wire(job.problem)  # the one look-up of the names on this side
+    op = problem.computation
     gpu_pause.checkpoint()
-    suites, reused, saved = _suites(job)
+    suites, reused, saved = _suites(job, problem)
     send(events.Suite(cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype,
                               "overload": name} for name, _, suite in suites for c in suite.cases],
                       skipped=[{**skip, "overload": name} for name, _, suite in suites for skip in suite.skipped],
                       notes=[note if name == job.op else f"{name}: {note}" for name, _, suite in suites
                              for note in suite.notes],
-                      overloads=[name for name, _, _ in suites], kernel_for=job.kernel_for or job.op,
+                      overloads=[name for name, _, _ in suites], kernel_for=problem.written_for_name,
                       build_s=round(time.perf_counter() - suite_started, 3), reused=reused, saved_sha256=saved))
     phases = {"start": round(suite_started - started, 3), "suite": round(time.perf_counter() - suite_started, 3)}
     if job.build_only:
@@ -92,7 +93,7 @@ def run_job(job: Job, send) -> int:
     from bbagent.harness.sandbox.child.containment import seal
     send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
     phases["seal"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
-    written_for = resolve_op(job.kernel_for or job.op)
+    written_for = problem.written_for
     watch = _watch(candidate_file, job.device, [written_for] + [target for _, target, _ in suites], launches,
                    compile_clock)
     kernel = _import_candidate(candidate_file, send)
@@ -413,7 +414,7 @@ def _run_case(device: str, name: str, target, case, served: dict, launches, cand
                                      "checking the kernel's result: the kernel made an out-of-bounds access)")
 
 
-def _suites(job: Job) -> tuple[list, bool, str | None]:
+def _suites(job: Job, problem) -> tuple[list, bool, str | None]:
     """The job's suites: loaded from ``job.suite_file`` with this evaluation's values, else built
     (and saved to ``job.save_suite`` when asked, with the saved bytes' digest). Also whether they
     were reused, and that digest."""
@@ -421,7 +422,7 @@ def _suites(job: Job) -> tuple[list, bool, str | None]:
     if job.suite_file:
         try:
             with open(job.suite_file, "rb") as handle:
-                suites = cache.loads(handle.read(), job.device)
+                suites = cache.loads(handle.read(), job.device, problem)
             suites, fresh = cache.refreshed(suites, job.seed)
             total = sum(len(suite.cases) for _, _, suite in suites)
             suites[0][2].notes.append(
@@ -431,7 +432,7 @@ def _suites(job: Job) -> tuple[list, bool, str | None]:
             return suites, True, None
         except Exception as exc:  # noqa: BLE001 - a stale or damaged file: build instead, and say why
             print(f"bbagent: the cached suite {job.suite_file} could not be used ({exc}); building it", file=sys.stderr)
-    suites = _build_suites(job, job.device, job.device == "cpu")
+    suites = _build_suites(job, problem, job.device == "cpu")
     if not job.save_suite:
         return suites, False, None
     import hashlib
@@ -445,17 +446,15 @@ def _suites(job: Job) -> tuple[list, bool, str | None]:
     return suites, False, hashlib.sha256(data).hexdigest()
 
 
-def _build_suites(job: Job, device: str, interpreter: bool) -> list[tuple[str, object, object]]:
-    """(name, overload, Suite) for every overload the job tests, ``job.op`` first. Test ids of
-    the other overloads carry the overload's name (``relu_.default/opinfo-3``)."""
-    from bbagent.harness.ops import resolve_op
+def _build_suites(job: Job, problem, interpreter: bool) -> list[tuple[str, object, object]]:
+    """(name, overload, Suite) for every overload the problem serves, its computation first. Test
+    ids of the other overloads carry the overload's name (``relu_.default/opinfo-3``)."""
     from bbagent.harness.suite.build import build_suite
     suites = []
-    for name in [job.op] + [n for n in (job.overloads or []) if n != job.op]:
-        target = resolve_op(name)
-        suite = build_suite(target, device, job.seed, interpreter=interpreter, cpu_max_numel=job.cpu_max_numel,
+    for name, target in zip(problem.names, problem.serves):
+        suite = build_suite(target, job.device, job.seed, interpreter=interpreter, cpu_max_numel=job.cpu_max_numel,
                             extra_traces=job.extra_traces, channels_last=job.channels_last)
-        if name != job.op:
+        if target is not problem.computation:
             prefix = name.removeprefix("aten.") + "/"
             for case in suite.cases:
                 case.id = prefix + case.id

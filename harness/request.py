@@ -1,0 +1,116 @@
+"""One evaluation as its caller asks for it: the ``EvaluationRequest``, frozen, made once and passed.
+
+It holds everything that decides what the sandboxed child does and how the parent watches it: the
+problem (``harness.problem``), the device, the seed, the limits, the timing settings and the
+suite's shape. ``harness.evaluate`` takes it with a kernel file; ``job`` derives the child's
+``Job`` (the wire form) from it, so that no setting is relayed as a keyword through the layers.
+Where an evaluation runs (a GPU of a batch's executor, a shared GPU) is the executor's, not the
+request's.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bbagent.harness.problem import OperatorProblem, problem_to_test
+from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.parent.watch import Limits
+from bbagent.harness.suite.budget import CPU_MAX_NUMEL
+from bbagent.harness.suite.tiers import EXTRA_AFTER_FAILURE_S
+from bbagent.harness.timing.options import TimingOptions
+
+
+def default_device() -> str:
+    """``cuda`` where torch sees a CUDA device, else ``cpu`` (the Triton interpreter)."""
+    import torch  # the parent may import torch; it never imports the candidate
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """What to evaluate and how. ``seed`` None draws a fresh one per evaluation; ``timing`` asks for
+    the timing phase (GPU, after every test passed); ``hidden`` paths stay out of the child's view
+    even inside an allowed directory; ``extra_traces``: more trace inputs per operator name
+    (``{"line": ..., "timed": bool}``, a dataset's); ``channels_last`` runs 4-d and 5-d trace inputs
+    in that layout too; ``fail_fast_s``: seconds of tests after a failing first tier (None: all);
+    ``namespaces``/``static_check``/``warm`` off only to test one layer of the sandbox alone;
+    ``secrets`` are redacted from the Verdict besides the environment's; ``profile`` runs the tests
+    under cProfile; ``in_use_calls``: the repeated-call check's calls (None: the device's default)."""
+    problem: OperatorProblem
+    device: str
+    seed: int | None = None
+    timeout_s: float = 300.0
+    limits: Limits = field(default_factory=Limits)
+    timing: TimingOptions | None = None
+    hidden: tuple[str, ...] = ()
+    extra_traces: dict = field(default_factory=dict)
+    channels_last: bool = False
+    cpu_max_numel: int = CPU_MAX_NUMEL
+    fail_fast_s: float | None = EXTRA_AFTER_FAILURE_S
+    namespaces: bool = True
+    static_check: bool = True
+    warm: bool = True
+    secrets: tuple[str, ...] = ()
+    profile: bool = False
+    in_use_calls: int | None = None
+
+    @classmethod
+    def of(cls, op: str | OperatorProblem, *, device: str | None = None, kernel_for: str | None = None,
+           family: bool = False, hidden=(), **settings) -> "EvaluationRequest":
+        """A request for ``op`` (a name: ``problem_to_test`` with ``kernel_for`` and ``family``; or
+        a problem made already) on ``device`` (default: ``default_device``), with these settings."""
+        problem = (op if isinstance(op, OperatorProblem)
+                   else problem_to_test(op, family=family).written_as(kernel_for or op))
+        return cls(problem=problem, device=device or default_device(),
+                   hidden=tuple(str(Path(p).resolve()) for p in hidden), **settings)
+
+    @property
+    def op(self) -> str:
+        """The name of the overload tested and timed first."""
+        return self.problem.name
+
+    def without_profiles(self) -> "EvaluationRequest":
+        """The same request with no profiler or Nsight Compute run (nothing would read them)."""
+        if self.timing is None or not (self.timing.profile or self.timing.ncu):
+            return self
+        return dataclasses.replace(self, timing=dataclasses.replace(self.timing, profile=0, ncu=0))
+
+    def suite_options(self) -> dict:
+        """The fields that shape the suite: with the overloads and the device, a cached suite's key."""
+        return {"cpu_max_numel": self.cpu_max_numel, "extra_traces": self.extra_traces,
+                "channels_last": self.channels_last}
+
+    def job(self, workdir: Path, tool_write_dirs: list[str], seed: int | None = None) -> Job:
+        """What the child of this request is told: its files, what it may not see, where Triton
+        writes, its problem and the settings that shape its suite and its tests."""
+        return Job(problem=self.problem.to_wire(), kernel=str(workdir / "candidate.py"),
+                   seed=seed if seed is not None else self.fresh_seed(), device=self.device, workdir=str(workdir),
+                   hidden=list(self.hidden), tool_write_dirs=tool_write_dirs, namespaces=self.namespaces,
+                   fail_fast_s=self.fail_fast_s, profile=self.profile, in_use_calls=self.in_use_calls,
+                   timing=self.timing.request(self.op) if self.timing else None, **self.suite_options())
+
+    def fresh_seed(self) -> int:
+        """The request's seed, or a new one where it has none."""
+        return self.seed if self.seed is not None else fresh_seed()
+
+    def to_wire(self, torch_version: str) -> dict:
+        """Plain data for an evaluation on another machine, whose torch is ``torch_version``
+        (``from_wire`` there): the problem by name, the timing cache's rows, not the cache."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {**fields, "problem": self.problem.to_wire(), "limits": dataclasses.asdict(self.limits),
+                "timing": self.timing.remote(self.op, torch_version) if self.timing else None}
+
+    @classmethod
+    def from_wire(cls, data: dict, device: str) -> "EvaluationRequest":
+        """A request ``to_wire`` sent, to run on this machine's ``device``."""
+        return cls(**{**data, "problem": OperatorProblem.from_wire(data["problem"]), "device": device,
+                      "limits": Limits(**data["limits"]), "hidden": tuple(data["hidden"]),
+                      "secrets": tuple(data["secrets"]),
+                      "timing": TimingOptions(**data["timing"]) if data["timing"] else None})
+
+
+def fresh_seed() -> int:
+    """A new seed for an evaluation that was given none."""
+    return int.from_bytes(os.urandom(4), "little") % (2**31)

@@ -1,0 +1,119 @@
+"""The Problem and the EvaluationRequest: an operator's name is resolved once on each side of the
+process boundary (issue 61), and what crosses it is the problem's wire form."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import KERNELS
+from bbagent.harness import ops
+from bbagent.harness.problem import OperatorProblem, operator_problem, problem_to_test, served_problem
+from bbagent.harness.request import EvaluationRequest
+
+RELU_FAMILY = ["aten.relu.default", "aten.relu_.default", "aten.relu.out"]
+
+
+def test_generate_asks_for_the_functional_overload_and_serves_the_family():
+    problem = operator_problem("aten.relu_.default")
+    assert (problem.name, problem.names, problem.written_for_name) == ("aten.relu.default", RELU_FAMILY,
+                                                                       "aten.relu.default")
+    assert problem.requested == "aten.relu_.default" and problem.also_serves == RELU_FAMILY[1:]
+    exact = operator_problem("aten.relu_.default", exact_overload=True)
+    assert exact.names == ["aten.relu_.default"] and exact.written_for is exact.computation
+
+
+def test_a_given_kernel_is_tested_first_on_its_own_overload():
+    problem = problem_to_test("aten.relu_.default", family=True).written_as("aten.relu.default")
+    assert problem.names == RELU_FAMILY and problem.written_for_name == "aten.relu.default"
+    inplace = problem_to_test("aten.relu_.default", family=True)  # written for itself until said otherwise
+    assert inplace.names[0] == inplace.written_for_name == "aten.relu_.default"
+    alone = problem_to_test("aten.relu.out")
+    assert alone.names == ["aten.relu.out"] and alone.written_for_name == "aten.relu.out"
+    from bbagent.harness.adapters import AdapterError
+    with pytest.raises(AdapterError):  # an in-place kernel cannot serve the functional overload
+        inplace.written_as("aten.relu_.default")
+    with pytest.raises(ops.UnknownOpError, match="did you mean"):
+        problem_to_test("aten.relu.defualt")
+
+
+def test_the_wire_form_is_plain_data_and_comes_back_the_same():
+    problem = operator_problem("aten.add.Tensor")
+    wire = json.loads(json.dumps(problem.to_wire()))
+    assert wire == {"kind": "operator", "serves": ["aten.add.Tensor", "aten.add_.Tensor", "aten.add.out"],
+                    "written_for": "aten.add.Tensor", "requested": "aten.add.Tensor"}
+    assert OperatorProblem.from_wire(wire) == problem
+    assert served_problem("aten.add.Tensor", wire["serves"]) == problem
+    with pytest.raises(ValueError, match="not an operator problem"):
+        OperatorProblem.from_wire({**wire, "kind": "program"})
+    request = EvaluationRequest.of(problem, device="cpu", seed=3)
+    again = EvaluationRequest.from_wire(json.loads(json.dumps(request.to_wire("2.13.0"))), "cpu")
+    assert again == request
+
+
+class Counted:
+    """``ops.resolve_op`` counted per name, wherever a module bound it."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[str] = []
+        original = ops.resolve_op
+
+        def counting(name: str):
+            self.calls.append(name)
+            return original(name)
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").startswith("bbagent") and getattr(module, "resolve_op", None) is original:
+                monkeypatch.setattr(module, "resolve_op", counting)
+
+
+def test_generate_resolves_the_operators_name_once_in_the_parent(tmp_path, monkeypatch, no_keys):
+    """From ``bbagent generate --op`` to the accepted kernel (two rounds, two Verdicts), the parent
+    resolves the name given once; the overloads it serves come from the schemas. (The shipped
+    listing, ``bbagent ops``, resolves every overload it lists once per process: read first.)"""
+    from bbagent.agent.api.cli import main
+    from bbagent.agent.generate.testable import listed_without_tests
+    listed_without_tests(["aten.relu.default"])  # the catalogue, read once per process
+    counted = Counted(monkeypatch)
+    assert main(["generate", "--op", "aten.relu_.default", "--provider", "replay", "--root", str(tmp_path)]) == 0
+    assert counted.calls == ["aten.relu_.default"]
+
+
+CHILD = textwrap.dedent("""
+    import sys
+    from bbagent.harness import ops
+    calls, original = [], ops.resolve_op
+    def counting(name):
+        calls.append(name)
+        return original(name)
+    ops.resolve_op = counting
+    from bbagent.harness.sandbox.child.worker import main
+    code = main(sys.argv[1:])
+    print("resolved:", ",".join(calls), file=sys.stderr)
+    sys.exit(code)
+""")
+
+
+def test_the_child_resolves_its_problem_once(tmp_path):
+    """A cold child (the worker run as a fresh interpreter, as the sandbox starts one) reads the
+    problem's wire form and resolves the computation's name alone, before its first test."""
+    from bbagent.harness import events
+    from bbagent.harness.sandbox.parent.environment import base_env, triton_cache_dir
+    from bbagent.harness.sandbox.parent.run import child_env
+    request = EvaluationRequest.of(operator_problem("aten.relu_.default"), device="cpu", seed=1)
+    (tmp_path / "candidate.py").write_text((KERNELS / "relu_triton.py").read_text())
+    job = request.job(tmp_path, [str(triton_cache_dir())])
+    read, write = os.pipe()
+    env = child_env(base_env("cpu"), tmp_path)
+    child = subprocess.Popen([sys.executable, "-c", CHILD, "--job", job.to_wire(), "--result-fd", str(write)],
+                             env=env, pass_fds=(write,), stderr=subprocess.PIPE, cwd=tmp_path, text=True)
+    os.close(write)
+    with os.fdopen(read) as channel:
+        received = [events.decode(line) for line in channel if line.strip()]
+    _, stderr = child.communicate(timeout=600)
+    assert child.returncode == 0, stderr[-2000:]
+    results = [e for e in received if isinstance(e, events.CaseResult)]
+    assert results and all(e.record["passed"] for e in results)
+    assert events.first(received, events.Done) is not None
+    assert "resolved: aten.relu.default\n" in stderr
