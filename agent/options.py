@@ -8,13 +8,17 @@ batch was started takes its default, as the batch ran with it). Checks that depe
 """
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from dataclasses import dataclass
+from typing import get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bbagent.agent.errors import UsageError
 
 PROVIDERS = ("openai", "anthropic", "replay")
 DEVICES = ("cuda", "cpu")
 TARGET_BASELINES = ("eager", "inductor")
+INDUCTOR_MODES = ("default", "max-autotune")  # harness.timing.baselines.INDUCTOR_MODES, checked by engines_of
 # The command-line flag of a field, where it is not --<field-with-dashes>
 FLAGS = {"timeout_s": "--timeout"}
 BATCH_FLAGS = {**FLAGS, "max_cost_usd": "--max-cost-per-op", "max_tokens": "--max-tokens-per-op"}
@@ -45,39 +49,80 @@ def engines_of(baseline: str, inductor_mode: str = "default") -> tuple[str, ...]
     return engines
 
 
+def _option(default, help: str, **extra):
+    """A field of GenerateOptions with its command-line help (``option_flags``); ``extra``:
+    ``choices``, ``metavar``, ``batch_help`` (a batch's help, where its flag means another thing)."""
+    return Field(default, description=help, json_schema_extra=extra or None)
+
+
 class GenerateOptions(BaseModel):
-    """Every option of ``bbagent generate`` (and of each operator of a batch); the README lists them."""
+    """Every option of ``bbagent generate`` (and of each operator of a batch); the command line's
+    flags, their defaults and their help are made from these fields (``option_flags``)."""
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    provider: str = "openai"
-    model: str | None = None
-    base_url: str | None = None
-    replay: str | None = None
-    rounds: int = 5
-    candidates: int = 1
-    retries: int = 5
-    max_output_tokens: int = 8192
-    temperature: float | None = None
-    max_cost_usd: float | None = None  # the run's budget (a batch: each operator's)
-    max_tokens: int | None = None
-    target_speedup: float | None = None  # optimisation ends once the best kernel reaches it (None: no such target)
-    target_baseline: str = "eager"
-    target_roof: float = 0.9  # ... or once its geomean roof fraction reaches this (0: no such target)
-    patience: int = 2  # ... or once this many rounds in a row did not improve it
-    dispatch: bool = True  # compose a per-shape dispatcher where two correct kernels win on different shapes
-    profile_feedback: bool = True  # profile each timed kernel (ncu, else the torch profiler) for the speed feedback
-    exact_overload: bool = False
-    device: str | None = None  # None: cuda where there is one, else cpu (the Triton interpreter)
-    timeout_s: float = 300.0
-    seed: int | None = None
-    allow_no_opinfo: bool = False
-    channels_last: bool = False
-    max_shapes: int = 24
-    target_ms: float = 25.0
-    no_cache: bool = False  # measure eager aten again instead of reading the timing cache
-    cache: bool = False  # answer a request identical to an earlier one from the call log (default: ask afresh)
-    baseline: str = "eager"
-    inductor_mode: str = "default"
+    provider: str = _option("openai", "LLM provider", choices=PROVIDERS)
+    model: str | None = _option(None, "model name, e.g. gpt-5 or claude-sonnet-4-5 (required for openai/anthropic)")
+    base_url: str | None = _option(None, "OpenAI-compatible server URL (vLLM, Ollama); default OPENAI_BASE_URL")
+    replay: str | None = _option(None, "replay source for --provider replay: a JSON file, a runs/<id> directory or a "
+                                       "run id (default: the one shipped for OP)")
+    rounds: int = _option(5, "most rounds to try")
+    candidates: int = _option(1, "answers asked per round, in parallel; all are evaluated and the best moves on")
+    retries: int = _option(5, "attempts per LLM call on 429/5xx/timeouts")
+    max_output_tokens: int = _option(8192, "most tokens an answer may have")
+    temperature: float | None = _option(None, "sampling temperature (default: the provider's)")
+    max_cost_usd: float | None = _option(
+        None, "stop between rounds once the run's LLM calls cost this much (prices: the shipped list, overlaid by "
+              "~/.config/bbagent/prices.json or $BBAGENT_PRICES)",
+        batch_help="each operator's run stops between rounds at this cost")
+    max_tokens: int | None = _option(None, "stop between rounds once the run used this many tokens (in + out)",
+                                     batch_help="each operator's run stops between rounds at this many tokens")
+    target_speedup: float | None = _option(
+        None, "once a kernel is correct, optimisation ends when the best reaches this geomean speedup over eager on "
+              "the GPU (default: no such target; 0 accepts the first correct kernel)")
+    target_baseline: str = _option(
+        "eager", "what --target-speedup is measured against: eager, or torch.compile's inductor (timed on the GPU; "
+                 "implies --baseline eager,inductor; where inductor compiles no shape the target holds against "
+                 "eager)", choices=TARGET_BASELINES)
+    target_roof: float = _option(0.9, "... or when the best reaches this fraction of the roofline, as a geomean over "
+                                      "its timed shapes (0: no such target)")
+    patience: int = _option(2, "... or when this many rounds in a row did not improve the best; run.json's "
+                               "stopped_because says which ended it")
+    dispatch: bool = _option(True, "compose per-shape dispatchers: where two correct kernels of a run are each faster "
+                                   "on some timed shapes, bbagent composes a kernel that calls each where it is "
+                                   "faster, evaluates it, and keeps it when it beats both")
+    profile_feedback: bool = _option(True, "profile correct kernels for the speed feedback: each one, with eager, on "
+                                           "the 2 timed shapes furthest from their roofline (Nsight Compute where ncu "
+                                           "is found, else the torch profiler); the next prompt states the figures "
+                                           "and a diagnosis")
+    exact_overload: bool = _option(False, "ask for OP's own calling convention and test OP alone; by default an "
+                                          "in-place or out= overload asks for its functional overload's computation "
+                                          "once, and the kernel is tested and served as every overload of the family "
+                                          "(functional, in-place, out=)")
+    device: str | None = _option(None, "where candidates run (default: cuda if available, else cpu, the Triton "
+                                       "interpreter)", choices=DEVICES)
+    timeout_s: float = _option(300.0, "wall-clock seconds per evaluation", metavar="SECONDS")
+    seed: int | None = _option(None, "input seed (default: fresh per evaluation; recorded in the Verdict)")
+    allow_no_opinfo: bool = _option(False, "evaluate even where PyTorch's OpInfo database cannot be imported "
+                                           "(expecttest missing): the tests are then the real-model traces and edge "
+                                           "cases only")
+    channels_last: bool = _option(False, "also run every trace input with a contiguous 4-d or 5-d tensor with those "
+                                         "tensors in channels-last layout (NHWC; NDHWC), as models using "
+                                         "torch.channels_last pass them; for convolution, pooling, normalization and "
+                                         "elementwise operators (a batch applies it to those among its operators)")
+    max_shapes: int = _option(24, "most trace shapes to time, spread from smallest to largest")
+    target_ms: float = _option(25.0, "GPU time per function and shape, the L2 flush before each call included, in ms")
+    no_cache: bool = _option(False, "measure eager aten again instead of reading ROOT/runs/reference_timings.sqlite "
+                                    "(the new numbers replace the cached ones)")
+    cache: bool = _option(False, "answer a request identical to an earlier one (same provider, model, endpoint, "
+                                 "messages) from ROOT/runs/llm_calls.sqlite instead of asking again (default: every "
+                                 "request is asked afresh; a batch's --resume reuses the answers that batch already "
+                                 "paid for)")
+    baseline: str = _option("eager", "what to compare the kernel with, comma-separated: eager (always) and inductor "
+                                     "(the op compiled by torch.compile, timed on the GPU in a child of its own after "
+                                     "the kernel passed; cached like eager)", metavar="ENGINES")
+    inductor_mode: str = _option("default", "torch.compile mode of the inductor baseline (max-autotune without "
+                                            "inductor's own CUDA graphs: bbagent captures every side in a CUDA graph "
+                                            "itself)", choices=INDUCTOR_MODES)
 
     @classmethod
     def of(cls, batch: bool = False, **values) -> "GenerateOptions":
@@ -133,3 +178,47 @@ def problem_of(exc: ValidationError, batch: bool = False) -> str:
     if first["type"] == "extra_forbidden":
         return f"unknown option '{field}'; the options are: {', '.join(GenerateOptions.model_fields)}"
     return f"{flag_of(field, batch)}: {first['msg'].lower()} (got {first.get('input')!r})"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag of a GenerateOptions field: ``add_argument(name, **arguments)``."""
+    field: str
+    name: str
+    arguments: dict
+
+
+def option_flags(batch: bool = False, fields=None, defaults: dict | None = None) -> list[Flag]:
+    """The flags of GenerateOptions' fields (``fields``: those alone), named by ``flag_of`` (a
+    field on by default is turned off by ``--no-<field>``), their help from the field's, with its
+    default. Without ``defaults`` each flag's value is None unless given (GenerateOptions.of then
+    takes the field's default), so that what was given can be told from what was not; with
+    ``defaults`` (a command that passes the values on itself) each takes the field's default, or
+    the one ``defaults`` gives it (bench times more shapes)."""
+    flags = []
+    for name, info in GenerateOptions.model_fields.items():
+        if fields is not None and name not in fields:
+            continue
+        extra = info.json_schema_extra or {}
+        help_text = extra.get("batch_help") if batch and "batch_help" in extra else info.description
+        default = (defaults or {}).get(name, info.default)
+        kind = next((t for t in get_args(info.annotation) if t is not type(None)), info.annotation)
+        flag = flag_of(name, batch)
+        arguments = {"dest": flag.removeprefix("--").replace("-", "_"),
+                     "default": None if defaults is None else default}
+        if kind is bool and info.default:
+            flag = "--no-" + flag.removeprefix("--")
+            arguments.update(action="store_false", help=f"do not {help_text}")
+        elif kind is bool:
+            arguments.update(action="store_true", help=help_text)
+        else:
+            arguments.update(type=kind, help=help_text + _default_said(name, default))
+            arguments.update({key: extra[key] for key in ("choices", "metavar") if key in extra})
+        flags.append(Flag(name, flag, arguments))
+    return flags
+
+
+def _default_said(name: str, default) -> str:
+    if default is None or name == "replay":  # its help says what None means
+        return ""
+    return f" (default {default:g})" if isinstance(default, float) else f" (default {default})"

@@ -147,11 +147,13 @@ def test_executor_ray_without_ray_says_how_to_install_it(tmp_path):
 def test_the_parsers_own_choices_agree_with_the_modules_they_stand_for():
     """The parser names providers, review statuses and sort keys itself (so that --help imports no
     torch); they must be the ones the code accepts."""
-    from bbagent.agent.options import PROVIDERS
+    from bbagent.agent.options import PROVIDERS, option_flags
     from bbagent.agent.review.catalog import SORT_KEYS
     from bbagent.agent.review.lifecycle import SHOWN_STATUSES
     from bbagent.cli import parser
-    assert (parser.PROVIDERS, parser.STATUSES, parser.SORT_KEYS) == (PROVIDERS, SHOWN_STATUSES, SORT_KEYS)
+    provider = next(f for f in option_flags() if f.field == "provider")  # generate's flags come from the options
+    assert (tuple(provider.arguments["choices"]), parser.STATUSES, parser.SORT_KEYS) == (PROVIDERS, SHOWN_STATUSES,
+                                                                                          SORT_KEYS)
 
 
 def test_the_command_line_ends_after_every_exit_handler_without_the_teardown():
@@ -192,3 +194,33 @@ def test_a_kernel_that_does_not_import_reads_no_test_ran(tmp_path):
                            "--device", "cpu"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr[-2000:]
     assert "FAIL no test ran" in done.stdout and "0/0" not in done.stdout and "import_error" in done.stdout
+
+
+def test_generate_and_batch_flags_are_made_from_generate_options():
+    """Issue 61: every GenerateOptions field has its flag on generate, prompt and batch, with the
+    field's default in its help, and nothing read back from argparse's private parts: a flag not
+    given is None (the field's default applies), so a batch's --resume tells what was given."""
+    import argparse
+
+    from bbagent.agent.api.cli.commands import _generate_options
+    from bbagent.agent.options import GenerateOptions, flag_of, option_flags
+    from bbagent.cli.parser import build_parser
+    for batch, command in ((False, ["generate", "--op", "aten.relu.default"]), (True, ["batch"])):
+        flags = {flag.field: flag for flag in option_flags(batch=batch)}
+        assert set(flags) == set(GenerateOptions.model_fields)
+        for field, flag in flags.items():
+            default = GenerateOptions.model_fields[field].default
+            if isinstance(default, bool):
+                assert flag.name == (f"--no-{field.replace('_', '-')}" if default else flag_of(field, batch))
+            elif default is not None and field != "replay":
+                assert f"(default {default:g})" in flag.arguments["help"] if isinstance(default, float) \
+                    else f"(default {default})" in flag.arguments["help"], (field, flag.arguments["help"])
+        args = build_parser().parse_args(command)
+        assert all(value is None for value in _generate_options(args).values())  # nothing given
+        given = _generate_options(build_parser().parse_args(command + ["--rounds", "5", "--no-dispatch", "--timeout",
+                                                                      "9"]))
+        assert {k: v for k, v in given.items() if v is not None} == {"rounds": 5, "dispatch": False, "timeout_s": 9.0}
+        assert GenerateOptions.of(**{**given, "provider": "replay"}).rounds == 5
+    assert not hasattr(argparse.ArgumentParser, "_given")  # nothing of ours on argparse itself
+    batch = _generate_options(build_parser().parse_args(["batch", "--max-cost-per-op", "2", "--max-cost-usd", "9"]))
+    assert batch["max_cost_usd"] == 2.0  # each operator's budget; the batch's own is the plan's

@@ -32,7 +32,6 @@ def main(argv: list[str] | None = None) -> int:
     from bbagent.agent.reports.console import pipe_safe
     sys.stdout = pipe_safe(sys.stdout)
     args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # what was given, not defaulted (batch --resume)
     out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
     err = Console(stderr=True, soft_wrap=True, highlight=False)
     try:

@@ -19,26 +19,10 @@ import bbagent as api
 from bbagent.agent.errors import Terminated
 from bbagent.agent.money import cost_text
 from bbagent import UsageError
-from bbagent.cli.parser import build_parser
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
 EXIT_NOTHING_CHECKED = 4  # check-model: no generated kernel served a call, so nothing was checked
 PER_OP = {"max_cost_usd": "max_cost_per_op", "max_tokens": "max_tokens_per_op"}  # a batch's per-operator budgets
-# a batch's GenerateOptions field -> the parser destination of its flag, where the names differ
-FIELD_FLAGS = {**PER_OP, "dispatch": "no_dispatch", "profile_feedback": "no_profile_feedback", "timeout_s": "timeout"}
-
-
-def _given_dests(argv: list[str]) -> set[str]:
-    """The parser destinations of the options ``argv`` gives explicitly to ``batch``, whatever their
-    values (the batch parser parses it again with no defaults, so only what was given is set)."""
-    import argparse
-    parser = build_parser()
-    batch = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices["batch"]
-    for action in batch._actions:
-        action.default = argparse.SUPPRESS
-    return set(vars(parser.parse_args(argv)))
-
-
 def _evaluation_options(args) -> dict:
     return {"device": args.device, "seed": args.seed, "timeout_s": args.timeout,
             "allow_no_opinfo": args.allow_no_opinfo, "channels_last": args.channels_last}
@@ -163,22 +147,23 @@ def cmd_schema(args, out, err) -> int:
 def cmd_prompt(args, out, err) -> int:
     from bbagent.agent.evaluation import resolve_operator
     from bbagent.agent.generate.prompting import render_feedback, render_performance_feedback, template_name
-    operator = resolve_operator(args.op, args.exact_overload)
+    options = _generate_options(args, with_defaults=True)
+    operator = resolve_operator(args.op, options["exact_overload"])
     computation, serves = operator.computation, list(operator.serves)
     if args.round_feedback is None:
         from bbagent.agent.generate.start import probe_the_gpu
         from bbagent.agent.reports.console import RoundReporter
         from bbagent.harness.interface import default_device
         probe_the_gpu(args.device or default_device(), RoundReporter(err))  # told on stderr, as generate tells it
-        text, template = api.prompt(args.op, exact_overload=args.exact_overload, device=args.device,
-                                    channels_last=args.channels_last), \
+        text, template = api.prompt(args.op, exact_overload=options["exact_overload"], device=args.device,
+                                    channels_last=options["channels_last"]), \
             template_name(computation)
     else:
         verdict = _read_verdict(args.round_feedback)
         if verdict.passed and verdict.geomean_speedup() is not None:
-            text, template = render_performance_feedback(verdict, target=args.target_speedup,
-                                                         target_baseline=args.target_baseline,
-                                                         target_roof=args.target_roof), "performance.j2"
+            text, template = render_performance_feedback(verdict, target=options["target_speedup"],
+                                                         target_baseline=options["target_baseline"],
+                                                         target_roof=options["target_roof"]), "performance.j2"
         else:
             text, template = render_feedback(verdict), "feedback.j2"
     if computation != args.op:
@@ -213,18 +198,16 @@ def _read_verdict(path: Path):
                          "pass a verdict.json from a run or `bbagent eval --json` output") from None
 
 
-def _generate_options(args) -> dict:
-    """The GenerateOptions fields, each read from its own flag by name (``agent.options.flag_of``: a
-    batch's per-operator budgets are the run's); a ``--no-X`` flag turns field X off."""
+def _generate_options(args, with_defaults: bool = False) -> dict:
+    """The GenerateOptions fields given on the command line, each read from its own flag
+    (``agent.options.option_flags``; a batch's per-operator budgets are the run's); a field not
+    given is None, or with ``with_defaults`` its default."""
     from bbagent.agent.options import GenerateOptions, flag_of
     batch = args.command == "batch"
     values = {}
-    for field in GenerateOptions.model_fields:
-        dest = flag_of(field, batch).removeprefix("--").replace("-", "_")
-        if hasattr(args, dest):
-            values[field] = getattr(args, dest)
-        elif hasattr(args, "no_" + dest):
-            values[field] = not getattr(args, "no_" + dest)
+    for field, info in GenerateOptions.model_fields.items():
+        value = getattr(args, flag_of(field, batch).removeprefix("--").replace("-", "_"))
+        values[field] = info.default if value is None and with_defaults else value
     return values
 
 
@@ -257,10 +240,7 @@ def cmd_batch(args, out, err) -> int:
                 executor=args.executor, ray_address=args.ray_address, ray_resource=args.ray_resource)
     with BatchDisplay(err) as display, _sigterm_as_interrupt():
         if args.resume:  # the batch's own options; only those given here are passed, to be refused where they differ
-            defaults = _generate_options(build_parser().parse_args(["batch"]))
-            explicit = _given_dests(args.argv)  # a flag given at its default value is given too
-            given = {PER_OP.get(k, k): v for k, v in fields.items()
-                     if v != defaults[k] or FIELD_FLAGS.get(k, k) in explicit}
+            given = {PER_OP.get(k, k): v for k, v in fields.items() if v is not None}
             result = api.batch(root=args.root, resume=args.resume, report=display.hear, **plan, **given)
         else:
             result = api.batch(args.ops, GenerateOptions.of(batch=True, **fields), root=args.root, ops_file=args.ops_file,

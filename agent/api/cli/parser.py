@@ -1,5 +1,6 @@
-"""``bbagent``'s command line, declared: one function per command adds its parser. Building it
-imports neither torch nor the SDKs, so ``bbagent --help`` and ``--version`` stay fast."""
+"""``bbagent``'s command line, declared: one function per command adds its parser; generate's
+flags (and batch's and prompt's) are made from ``GenerateOptions``' fields. Building it imports
+neither torch nor the SDKs, so ``bbagent --help`` and ``--version`` stay fast."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,6 @@ from pathlib import Path
 
 from bbagent import version
 
-PROVIDERS = ("openai", "anthropic", "replay")  # agent.options.PROVIDERS, kept here so that --help imports no pydantic
 STATUSES = ("needs_review", "approved", "rejected", "stale", "modified", "broken")  # agent.review.lifecycle.SHOWN_STATUSES
 SORT_KEYS = ("op", "status", "speedup", "cost", "tests", "rounds", "version")  # agent.review.catalog.SORT_KEYS
 
@@ -303,63 +303,20 @@ def _gpu_list(text: str) -> list[int]:
 
 
 def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> None:
-    """What generate takes; prompt takes the same, so that it shows what generate would send
-    (batch too, less --op)."""
+    """What generate takes, one flag per ``GenerateOptions`` field (``agent.options.option_flags``:
+    its help and default are the field's); prompt takes the same, so that it shows what generate
+    would send (batch too, less --op, with each operator's budgets as --max-cost-per-op and
+    --max-tokens-per-op beside the batch's own)."""
+    from bbagent.agent.options import option_flags
     if one_op:
         p.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
-    p.add_argument("--rounds", type=int, default=5, help="most rounds to try (default 5)")
-    p.add_argument("--provider", default="openai", choices=PROVIDERS, help="LLM provider (default openai)")
-    p.add_argument("--model", help="model name, e.g. gpt-5 or claude-sonnet-4-5 (required for openai/anthropic)")
-    p.add_argument("--base-url", help="OpenAI-compatible server URL (vLLM, Ollama); default OPENAI_BASE_URL")
-    p.add_argument("--replay", help="replay source for --provider replay: a JSON file, a runs/<id> directory or a "
-                                    "run id (default: the one shipped for OP)")
-    p.add_argument("--max-output-tokens", type=int, default=8192)
-    p.add_argument("--temperature", type=float)
-    p.add_argument("--retries", type=int, default=5, help="attempts per LLM call on 429/5xx/timeouts (default 5)")
-    p.add_argument("--cache", action="store_true",
-                   help="answer a request identical to an earlier one (same provider, model, endpoint, messages) "
-                        "from ROOT/runs/llm_calls.sqlite instead of asking again (default: every request is asked "
-                        "afresh; a batch's --resume reuses the answers that batch already paid for)")
-    p.add_argument("--candidates", type=int, default=1,
-                   help="answers asked per round, in parallel; all are evaluated and the best moves on (default 1)")
-    if one_op:
-        p.add_argument("--max-cost-usd", type=float,
-                       help="stop between rounds once the run's LLM calls cost this much (prices: the shipped list, overlaid by ~/.config/bbagent/prices.json or $BBAGENT_PRICES)")
-        p.add_argument("--max-tokens", type=int, help="stop between rounds once the run used this many tokens (in + out)")
-    else:  # a batch: its own budgets, and each operator's
+    else:  # a batch: its own budgets, besides each operator's
         p.add_argument("--max-cost-usd", type=float, help="start nothing new once the batch's calls cost this much")
         p.add_argument("--max-tokens", type=int, help="start nothing new once the batch used this many tokens")
         p.add_argument("--deadline", metavar="HH:MM", help="start nothing new after this local time (the next one)")
-        p.add_argument("--max-cost-per-op", type=float, help="each operator's run stops between rounds at this cost")
-        p.add_argument("--max-tokens-per-op", type=int, help="each operator's run stops between rounds at this many tokens")
-    p.add_argument("--target-speedup", type=float,
-                   help="once a kernel is correct, optimisation ends when the best reaches this geomean speedup "
-                        "over eager on the GPU (default: no such target; 0 accepts the first correct kernel)")
-    p.add_argument("--target-roof", type=float, default=0.9,
-                   help="... or when the best reaches this fraction of the roofline, as a geomean over its timed "
-                        "shapes (default 0.9; 0: no such target)")
-    p.add_argument("--patience", type=int, default=2,
-                   help="... or when this many rounds in a row did not improve the best (default 2); "
-                        "run.json's stopped_because says which ended it")
-    p.add_argument("--no-profile-feedback", action="store_true",
-                   help="do not profile correct kernels for the speed feedback: by default each one is profiled, "
-                        "with eager, on the 2 timed shapes furthest from their roofline (Nsight Compute where ncu "
-                        "is found, else the torch profiler), and the next prompt states the figures and a diagnosis")
-    p.add_argument("--no-dispatch", action="store_true",
-                   help="do not compose per-shape dispatchers: by default, where two correct kernels of a run are "
-                        "each faster on some timed shapes, bbagent composes a kernel that calls each where it is "
-                        "faster, evaluates it, and keeps it when it beats both")
-    p.add_argument("--target-baseline", choices=("eager", "inductor"), default="eager",
-                   help="what --target-speedup is measured against: eager (default), or torch.compile's inductor "
-                        "(timed on the GPU; implies --baseline eager,inductor; where inductor compiles no shape the "
-                        "target holds against eager)")
-    p.add_argument("--exact-overload", action="store_true",
-                   help="ask for OP's own calling convention and test OP alone; by default an in-place or out= "
-                        "overload asks for its functional overload's computation once, and the kernel is tested "
-                        "and served as every overload of the family (functional, in-place, out=)")
+    for flag in option_flags(batch=not one_op):
+        p.add_argument(flag.name, **flag.arguments)
     _add_root(p)
-    _add_eval_options(p)
-    _add_timing_options(p, target_ms=25.0, max_shapes=24)
 
 
 def _add_kernel_options(p: argparse.ArgumentParser, default_note: str = "") -> None:
@@ -372,18 +329,15 @@ def _add_kernel_options(p: argparse.ArgumentParser, default_note: str = "") -> N
                         "served as OP through bbagent's adapter")
 
 
+EVALUATION_FIELDS = ("device", "timeout_s", "seed", "channels_last", "allow_no_opinfo")
+TIMING_FIELDS = ("no_cache", "max_shapes", "target_ms", "baseline", "inductor_mode")
+
+
 def _add_eval_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu (Triton interpreter)")
-    p.add_argument("--timeout", type=float, default=300.0, help="wall-clock seconds per evaluation (default 300)")
-    p.add_argument("--seed", type=int, help="input seed (default: fresh per evaluation; recorded in the Verdict)")
-    p.add_argument("--channels-last", action="store_true",
-                   help="also run every trace input with a contiguous 4-d or 5-d tensor with those tensors in "
-                        "channels-last layout (NHWC; NDHWC), as models using torch.channels_last pass them; for "
-                        "convolution, pooling, normalization and elementwise operators (a batch applies it to "
-                        "those among its operators)")
-    p.add_argument("--allow-no-opinfo", action="store_true",
-                   help="evaluate even where PyTorch's OpInfo database cannot be imported (expecttest missing): the "
-                        "tests are then the real-model traces and edge cases only")
+    """How a kernel is evaluated: GenerateOptions' fields of it, with their defaults."""
+    from bbagent.agent.options import option_flags
+    for flag in option_flags(fields=EVALUATION_FIELDS, defaults={}):
+        p.add_argument(flag.name, **flag.arguments)
 
 
 def _add_root(p: argparse.ArgumentParser) -> None:
@@ -393,17 +347,7 @@ def _add_root(p: argparse.ArgumentParser) -> None:
 
 
 def _add_timing_options(p: argparse.ArgumentParser, target_ms: float, max_shapes: int) -> None:
-    p.add_argument("--no-cache", action="store_true",
-                   help="measure eager aten again instead of reading ROOT/runs/reference_timings.sqlite (the new "
-                        "numbers replace the cached ones)")
-    p.add_argument("--max-shapes", type=int, default=max_shapes,
-                   help=f"most trace shapes to time, spread from smallest to largest (default {max_shapes})")
-    p.add_argument("--target-ms", type=float, default=target_ms,
-                   help=f"GPU time per function and shape, the L2 flush before each call included, in ms (default {target_ms:g})")
-    p.add_argument("--baseline", default="eager", metavar="ENGINES",
-                   help="what to compare the kernel with, comma-separated: eager (always) and inductor (the op "
-                        "compiled by torch.compile, timed on the GPU in a child of its own after the kernel "
-                        "passed; cached like eager). Default eager")
-    p.add_argument("--inductor-mode", default="default", choices=("default", "max-autotune"),
-                   help="torch.compile mode of the inductor baseline (max-autotune without inductor's own CUDA "
-                        "graphs: bbagent captures every side in a CUDA graph itself)")
+    """How a kernel is timed: GenerateOptions' fields of it, with these defaults for the shapes."""
+    from bbagent.agent.options import option_flags
+    for flag in option_flags(fields=TIMING_FIELDS, defaults={"target_ms": target_ms, "max_shapes": max_shapes}):
+        p.add_argument(flag.name, **flag.arguments)
