@@ -133,7 +133,7 @@ class GenerateOptions(BaseModel):
         try:
             return cls(**given)
         except ValidationError as exc:
-            raise UsageError(problem_of(exc, batch)) from None
+            raise UsageError(validation_message(exc, batch)) from None
 
     @model_validator(mode="after")
     def _check(self) -> "GenerateOptions":
@@ -169,7 +169,7 @@ class GenerateOptions(BaseModel):
                 if value is not None and value != getattr(self, key)]
 
 
-def problem_of(exc: ValidationError, batch: bool = False) -> str:
+def validation_message(exc: ValidationError, batch: bool = False) -> str:
     """The first problem of a ValidationError in the words of the command line."""
     first = exc.errors()[0]
     if first["type"] == "value_error":  # ours: the message says it all

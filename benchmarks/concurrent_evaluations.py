@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bbagent.harness.evaluate import EvaluationRequest, evaluate
+from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
 
 
 def main() -> int:
@@ -25,7 +25,7 @@ def main() -> int:
     args = parser.parse_args()
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        verdicts = list(pool.map(lambda n: evaluate(EvaluationRequest.of(args.op, seed=n, timeout_s=args.timeout), args.kernel),
+        verdicts = list(pool.map(lambda n: evaluate_kernel(EvaluationRequest.of(args.op, seed=n, timeout_s=args.timeout), args.kernel),
                                  range(args.jobs)))
     rows = [{"seed": n, "verdict": v.verdict, "error_kind": v.error_kind, "message": v.message[:300],
              "passed": v.summary.passed, "total": v.summary.total, **v.timings.model_dump()}

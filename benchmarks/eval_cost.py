@@ -97,9 +97,9 @@ def row_of(name: str, kind: str, mode: str, verdict: dict, wall_s: float) -> dic
 
 
 def evaluate_warm(op: str, path: Path, device: str, timeout_s: float, profile: bool = False) -> tuple[dict, float]:
-    from bbagent.harness.evaluate import EvaluationRequest, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
     started = time.perf_counter()
-    verdict = evaluate(EvaluationRequest.of(op, device=device, timeout_s=timeout_s, warm=True, profile=profile), path)
+    verdict = evaluate_kernel(EvaluationRequest.of(op, device=device, timeout_s=timeout_s, warm=True, profile=profile), path)
     return json.loads(verdict.model_dump_json()), time.perf_counter() - started
 
 

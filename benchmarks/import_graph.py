@@ -36,7 +36,7 @@ LAYERS = (
     ("agent.reports",),
     ("agent.batch",),
     ("agent.generate", "agent.bench", "agent.serving"),
-    ("agent.evaluation", "agent.providers"),
+    ("agent.judging", "agent.providers"),
     ("agent.review",),
     ("agent.caches",),
     ("agent.run_record", "agent.gpu_facts"),

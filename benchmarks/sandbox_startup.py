@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bbagent.harness.evaluate import EvaluationRequest, default_device, evaluate  # noqa: E402
+from bbagent.harness.evaluate import EvaluationRequest, default_device, evaluate_kernel  # noqa: E402
 
 RELU = ROOT / "tests" / "kernels" / "relu_triton.py"
 
@@ -42,7 +42,7 @@ def cold_process(device: str) -> float:
 def evaluation(warm: bool, device: str, seed: int, namespaces: bool = True) -> tuple[float, float, dict]:
     """(child ready seconds, whole evaluation seconds, the containment in force)."""
     started = time.perf_counter()
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device=device, seed=seed, warm=warm, namespaces=namespaces), RELU)
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=device, seed=seed, warm=warm, namespaces=namespaces), RELU)
     total = time.perf_counter() - started
     if not verdict.passed:
         raise SystemExit(f"the correct relu failed: {verdict.error_kind}: {verdict.message[:300]}")

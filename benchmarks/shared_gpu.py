@@ -34,7 +34,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.op not in CANDIDATES:
         parser.error(f"--op must be one of {', '.join(CANDIDATES)}")
-    from bbagent.harness.evaluate import EvaluationRequest, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
     op_name, correct, _ = CANDIDATES[args.op]
     scratch = Path(tempfile.mkdtemp(prefix="bbagent-shared-gpu-"))
     paths = []
@@ -45,7 +45,7 @@ def main() -> int:
 
     def one(path: Path) -> dict:
         started = time.perf_counter()
-        verdict = evaluate(EvaluationRequest.of(op_name, device="cuda", timeout_s=args.timeout), path)
+        verdict = evaluate_kernel(EvaluationRequest.of(op_name, device="cuda", timeout_s=args.timeout), path)
         return {"candidate": path.name, "verdict": verdict.verdict, "error_kind": verdict.error_kind,
                 "message": verdict.message[:3000], "tests": verdict.summary.total,
                 "wall_s": round(time.perf_counter() - started, 2)}

@@ -52,14 +52,14 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     from bbagent.agent.batch.executor import _total_memory
-    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate_kernel
     from bbagent.harness.sandbox.parent.gpu_share import GpuShare, overlaps
     share = None if args.no_share else GpuShare.for_gpu("gpu-0", _total_memory(0), len(CASES))
 
     def one(case) -> dict:
         op, kernel, expected = case
         started = time.perf_counter()
-        verdict = evaluate(EvaluationRequest.of(op, device="cuda", timeout_s=args.timeout, timing=TimingOptions(max_cases=args.max_shapes, reuse=False)), kernel, share=share)
+        verdict = evaluate_kernel(EvaluationRequest.of(op, device="cuda", timeout_s=args.timeout, timing=TimingOptions(max_cases=args.max_shapes, reuse=False)), kernel, share=share)
         kinds = {verdict.error_kind} | {t.error_kind for t in verdict.tests if t.error_kind}
         kinds.discard(None)
         ok = verdict.passed if expected == PASS else (not verdict.passed and bool(kinds & expected)

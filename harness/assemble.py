@@ -11,8 +11,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, Environment,
-                            Event, Fatal, InUse, InUseStart, Profile, ReferenceStart, Sealed, StoppedEarly, Suite, Timing, TimingPlan,
+from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, ChildEnvironment,
+                            Event, Fatal, InUse, InUseStart, Profile, ReferenceStart, Sealed, StoppedEarly, SuiteBuilt, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
 from bbagent.harness.problem import OperatorProblem
 from bbagent.harness.sandbox.parent.compile_pauses import compile_totals
@@ -43,7 +43,7 @@ def assemble(problem: OperatorProblem, kernel_path, source: bytes, seed: int, ev
              outcome: ChildOutcome, timeout_s: float, static_findings: list[dict] | None = None) -> Verdict:
     """The Verdict of one evaluation of ``problem`` (its secrets not yet redacted: ``harness.evaluate``)."""
     op = problem.name
-    suite = first(events, Suite)
+    suite = first(events, SuiteBuilt)
     tests = [TestResult.model_validate(e.record) for e in of_kind(events, CaseResult)]
     timings = [dict(e.record) for e in of_kind(events, Timing)]  # the timing phase's data, read by its metrics
     failure = _failure(op, events, suite, tests, timings, outcome, timeout_s, static_findings)
@@ -74,7 +74,7 @@ def assemble(problem: OperatorProblem, kernel_path, source: bytes, seed: int, ev
         kernel_for=suite.kernel_for if suite else op,
         variants=_variant_summary(problem, suite, tests),
         timings=_timings(events, suite, outcome),
-        environment=EnvironmentPart.model_validate(_environment(first(events, Environment), first(events, Sealed))),
+        environment=EnvironmentPart.model_validate(_environment(first(events, ChildEnvironment), first(events, Sealed))),
         exit=None if outcome.returncode == 0 else exit_cause(outcome.returncode),
         stderr_tail=outcome.stderr, stdout_tail=outcome.stdout)
 
@@ -116,7 +116,7 @@ def outside_the_view(message: str) -> str:
             ".netrc, ...). Install it into site-packages, or put it in a directory of its own on PYTHONPATH.")
 
 
-def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[TestResult], timings: list[dict],
+def _failure(op: str, events: list[Event], suite: SuiteBuilt | None, tests: list[TestResult], timings: list[dict],
              outcome: ChildOutcome, timeout_s: float, static_findings: list[dict] | None) -> Failure:
     """The evaluation's own failure, if any (``tests`` gains the test the kernel died in)."""
     if static_findings:
@@ -139,7 +139,7 @@ def _failure(op: str, events: list[Event], suite: Suite | None, tests: list[Test
     return Failure()
 
 
-def _stopped(op: str, events: list[Event], suite: Suite | None, tests: list[TestResult], outcome: ChildOutcome,
+def _stopped(op: str, events: list[Event], suite: SuiteBuilt | None, tests: list[TestResult], outcome: ChildOutcome,
              timeout_s: float) -> Failure:
     """A child that ended before it said ``done``: where it was (a test, its timing, the import,
     the suite's building) and whose doing it was."""
@@ -221,8 +221,8 @@ def _stop_cause(events: list[Event], outcome: ChildOutcome, timeout_s: float) ->
     return "crash", f"crashed: its process was {exit_cause(outcome.returncode)}"
 
 
-def _timings(events: list[Event], suite: Suite | None, outcome: ChildOutcome) -> Timings:
-    env, done = first(events, Environment), first(events, Done)
+def _timings(events: list[Event], suite: SuiteBuilt | None, outcome: ChildOutcome) -> Timings:
+    env, done = first(events, ChildEnvironment), first(events, Done)
     ready_at = env.ready_at if env else None
     return Timings(
         wall_s=round(outcome.wall_s, 3), startup_s=env.startup_s if env else None,
@@ -245,7 +245,7 @@ def _ahead_totals(groups: list[CompiledAhead]) -> dict:
             "ahead_warmed": sum(g.warmed for g in groups)}
 
 
-def _environment(env: Environment | None, sealed: Sealed | None) -> dict:
+def _environment(env: ChildEnvironment | None, sealed: Sealed | None) -> dict:
     """What the child reported at its start, with the file view it sealed itself in before the
     candidate was imported (``harness.sandbox.child.containment.seal``)."""
     environment = env.reported() if env else {}
@@ -257,7 +257,7 @@ def _environment(env: Environment | None, sealed: Sealed | None) -> dict:
     return environment
 
 
-def _variant_summary(problem: OperatorProblem, suite: Suite | None, tests: list[TestResult]) -> list[Variant]:
+def _variant_summary(problem: OperatorProblem, suite: SuiteBuilt | None, tests: list[TestResult]) -> list[Variant]:
     """Per tested overload: its calling convention, whether the kernel serves it directly or
     through bbagent's adapter, and its test counts (``passed`` True only when all of its own
     tests ran and passed)."""

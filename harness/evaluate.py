@@ -32,7 +32,7 @@ from bbagent.harness.timing.options import TimingOptions
 from bbagent.harness.verdict import Verdict
 from bbagent.harness import workdirs
 
-__all__ = ["PROJECT_ROOT", "EvaluationRequest", "TimingOptions", "KernelFileError", "SetupError", "evaluate", "prepare_suite",
+__all__ = ["PROJECT_ROOT", "EvaluationRequest", "TimingOptions", "KernelFileError", "SetupError", "evaluate_kernel", "prepare_suite",
            "default_device", "adopt_remote_verdict", "physical_gpu"]
 
 
@@ -40,7 +40,7 @@ class KernelFileError(ValueError):
     """The kernel file is missing or unreadable (a usage error, not a failing verdict)."""
 
 
-def evaluate(request: EvaluationRequest, kernel_path: str | Path, *, gpu: int | None = None,
+def evaluate_kernel(request: EvaluationRequest, kernel_path: str | Path, *, gpu: int | None = None,
              share: GpuShare | None = None) -> Verdict:
     """Run every test of the request's problem against the kernel file and return its Verdict.
 
@@ -191,8 +191,8 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
 def _adopt_suite(events: list, saved: Path, key: str) -> None:
     """Keep the suite this child built for the next evaluation of the same operator, if the file
     still holds what the child announced before its candidate ran."""
-    from bbagent.harness.events import Suite
-    announced = first(events, Suite)
+    from bbagent.harness.events import SuiteBuilt
+    announced = first(events, SuiteBuilt)
     if announced is not None and announced.saved_sha256:
         adopt(saved, announced.saved_sha256, key)
 

@@ -22,7 +22,7 @@ class Event:
 
 
 @dataclass
-class Environment(Event):
+class ChildEnvironment(Event):
     """The child is ready: where it runs and what with."""
     KIND: ClassVar[str] = "environment"
     device: str
@@ -43,7 +43,7 @@ class Environment(Event):
 
 
 @dataclass
-class Suite(Event):
+class SuiteBuilt(Event):
     """The tests about to run: every case (id, source, input, dtype, overload), those skipped with why."""
     KIND: ClassVar[str] = "suite"
     cases: list[dict]
@@ -246,7 +246,7 @@ class Garbled(Event):
     line: str
 
 
-KINDS = {kind.KIND: kind for kind in (Environment, Suite, Sealed, Fatal, Violation, CaseStart, CandidateStart,
+KINDS = {kind.KIND: kind for kind in (ChildEnvironment, SuiteBuilt, Sealed, Fatal, Violation, CaseStart, CandidateStart,
                                       ReferenceStart, CaseResult, InUseStart, InUse, AheadCall, CompiledAhead, StoppedEarly, Done, ExclusiveWanted, TimingPlan,
                                       TimingStart, Timing, Profile, Compile, BaselineStart, Baseline, NcuRange,
                                       Garbled)}

@@ -7,7 +7,7 @@ first used, so that importing this module costs nothing: every command pays for 
   ``UnknownOpError``, ``AdapterError``; ``EvaluationRequest``, ``TimingOptions``, ``Limits``,
   ``default_device``;
 * evaluating: the ``Evaluator`` protocol (prepare, evaluate) and ``HERE``, the one that runs on
-  this machine; ``evaluate``, ``prepare_suite``, ``adopt_remote_verdict``; the errors that are
+  this machine; ``evaluate_kernel``, ``prepare_suite``, ``adopt_remote_verdict``; the errors that are
   the caller's (``KernelFileError``, ``SetupError``); the GPU share and pinning (``GpuShare``,
   ``physical_gpu``, ``open_gpu``, ``NvmlUnavailable``, ``start_early``);
 * the Verdict and its parts, and how they read (``count_text``, ``short_count``, ``ERROR_KINDS``);
@@ -24,7 +24,7 @@ from typing import Protocol
 _HOMES = {
     "bbagent.harness.problem": ("OperatorProblem", "operator_problem", "problem_to_test", "served_problem"),
     "bbagent.harness.request": ("EvaluationRequest", "default_device"),
-    "bbagent.harness.evaluate": ("evaluate", "prepare_suite", "adopt_remote_verdict", "KernelFileError"),
+    "bbagent.harness.evaluate": ("evaluate_kernel", "prepare_suite", "adopt_remote_verdict", "KernelFileError"),
     "bbagent.harness.timing.options": ("TimingOptions",),
     "bbagent.harness.sandbox.parent.watch": ("Limits",),
     "bbagent.harness.sandbox.parent.environment": ("SetupError", "physical_gpu", "start_early", "triton_cache_dir"),
@@ -93,8 +93,8 @@ class _Here:
         return prepare_suite(request)
 
     def evaluate(self, request, kernel_path: Path):
-        from bbagent.harness.evaluate import evaluate
-        return evaluate(request, kernel_path)
+        from bbagent.harness.evaluate import evaluate_kernel
+        return evaluate_kernel(request, kernel_path)
 
 
 HERE: Evaluator = _Here()

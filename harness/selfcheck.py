@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from bbagent.harness.evaluate import PROJECT_ROOT, EvaluationRequest, default_device, evaluate
+from bbagent.harness.evaluate import PROJECT_ROOT, EvaluationRequest, default_device, evaluate_kernel
 from bbagent.harness.verdict import Verdict
 from bbagent.harness.sandbox.parent.watch import Limits
 from bbagent.harness.timing.options import TimingOptions
@@ -135,14 +135,14 @@ def run_entry(entry: dict, corpus_dir: Path, seed: int, device: str | None = Non
                                        static_check=entry.get("static_check", True), limits=limits,
                                        namespaces=entry.get("namespaces", True),
                                        secrets=tuple(entry.get("secrets") or ()), timing=timing)
-        verdict = evaluate(request, corpus_dir / entry["kernel"])
+        verdict = evaluate_kernel(request, corpus_dir / entry["kernel"])
     ok, seen = judge(entry, verdict, device)
     fast_enough, measured = judge_performance(entry, verdict, device)
     ok, seen = ok and fast_enough, seen + (f" ({measured})" if measured else "")
     wall = round(time.perf_counter() - started, 1)
     after = entry.get("after_each")
     if after:
-        follow = evaluate(EvaluationRequest.of(after["op"], device=device, seed=seed), corpus_dir / after["kernel"])
+        follow = evaluate_kernel(EvaluationRequest.of(after["op"], device=device, seed=seed), corpus_dir / after["kernel"])
         after_ok = follow.passed
         ok = ok and after_ok
         seen += f"; then {Path(after['kernel']).stem}: {follow.verdict}" + (

@@ -57,8 +57,8 @@ def test_the_suite_adds_channels_last_cases_whose_inputs_are_channels_last():
 
 def test_eval_runs_both_layouts_and_a_kernel_ignoring_strides_fails_the_channels_last_ones():
     from conftest import KERNELS
-    from bbagent.harness.evaluate import EvaluationRequest, evaluate
-    verdicts = {kernel: evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=11, extra_traces=SMALL, channels_last=True), KERNELS / kernel)
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
+    verdicts = {kernel: evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", seed=11, extra_traces=SMALL, channels_last=True), KERNELS / kernel)
                 for kernel in ("relu_triton.py", "relu_ignores_strides.py")}
     good = verdicts["relu_triton.py"]
     layered = [t for t in good.tests if "channels-last" in (t.source or "")]

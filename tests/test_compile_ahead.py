@@ -132,8 +132,8 @@ def test_compile_ahead_compiles_in_threads_and_runs_nothing(tmp_path):
 
 
 def test_a_process_ending_while_compiling_ahead_is_blamed_on_that_tests_call():
-    from bbagent.harness.evaluate import EvaluationRequest, evaluate
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", static_check=False), ROOT / "tests" / "faults" / "calls_os_exit.py")
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", static_check=False), ROOT / "tests" / "faults" / "calls_os_exit.py")
     assert verdict.error_kind == "exit"
     failed = [t for t in verdict.tests if t.passed is False]
     assert len(failed) == 1 and verdict.message.startswith(f"test {failed[0].id} (")

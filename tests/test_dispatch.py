@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from bbagent.agent.generate.dispatch import Plan, Rule, compose, description_bytes, plan
+from bbagent.agent.generate.dispatch import DispatchPlan, Rule, compose, description_bytes, plan
 from bbagent.agent.generate.merge import CannotMerge, Part, import_identity, merge
 from bbagent.agent.generate.population import Member
 from bbagent.agent.generate.progress import NewBest
@@ -128,18 +128,18 @@ def test_a_composed_dispatcher_passes_the_suite_when_both_parts_do(tmp_path, pas
     4 KiB going to the first: passes with two correct parts, every test run; with a wrong second
     part (negatives kept) it fails, and only on calls larger than the threshold, so both parts
     really serve."""
-    from bbagent.harness.evaluate import EvaluationRequest, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
     second = (KERNELS / "relu_autotuned.py").read_text()
     if not passes:
         second = second.replace("tl.where(x < 0, tl.zeros_like(x), x)", "x")
         assert "tl.store(y_ptr + offsets, x, mask=mask)" in second
     (tmp_path / "second.py").write_text(second)
     parts = (_correct_part(1, KERNELS / "relu_triton.py"), _correct_part(2, tmp_path / "second.py"))
-    source = compose(Plan(parts, (Rule(None, 4096, 1, 2),), 1.5), "aten.relu.default", "run-x")
+    source = compose(DispatchPlan(parts, (Rule(None, 4096, 1, 2),), 1.5), "aten.relu.default", "run-x")
     kernel_file = tmp_path / "kernel.py"
     kernel_file.write_text(source)
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=0), kernel_file)
-    alone = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=0), KERNELS / "relu_triton.py")
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", seed=0), kernel_file)
+    alone = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", seed=0), KERNELS / "relu_triton.py")
     assert verdict.passed is passes, verdict.message
     if passes:
         assert verdict.summary.total == alone.summary.total and verdict.summary.not_run == 0

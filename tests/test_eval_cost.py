@@ -9,7 +9,7 @@ import torch
 
 from conftest import KERNELS
 from bbagent.harness.problem import operator_problem
-from bbagent.harness.evaluate import EvaluationRequest, evaluate
+from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
 from bbagent.harness.ops import resolve_op
 from bbagent.harness.suite import cache
 from bbagent.harness.suite.build import build_suite
@@ -24,9 +24,9 @@ def suite_cache(tmp_path, monkeypatch):
 
 
 def test_the_suite_is_built_once_across_two_candidates(suite_cache):
-    first = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu"), KERNELS / "relu_triton.py")
+    first = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu"), KERNELS / "relu_triton.py")
     saved = list(suite_cache.glob("*.pt"))
-    second = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu"), KERNELS / "relu_strided.py")
+    second = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu"), KERNELS / "relu_strided.py")
     assert first.passed and second.passed
     assert len(saved) == 1 and list(suite_cache.glob("*.pt")) == saved  # built by the first, reused by the second
     assert not any("suite reused" in note for note in first.suite.notes)
@@ -163,8 +163,8 @@ def test_a_tests_class_is_worked_out_once_and_contiguity_read_as_torch_reads_it(
 def test_a_wrong_kernel_stops_after_the_first_tier_and_names_its_failing_classes(suite_cache):
     """add_ignores_alpha is wrong only where alpha is given: the first tier holds a test of that
     class, so the evaluation stops there with its feedback, and says the rest did not run."""
-    fast = evaluate(EvaluationRequest.of("aten.add.Tensor", device="cpu", fail_fast_s=0), KERNELS / "add_ignores_alpha.py")
-    full = evaluate(EvaluationRequest.of("aten.add.Tensor", device="cpu", fail_fast_s=None), KERNELS / "add_ignores_alpha.py")
+    fast = evaluate_kernel(EvaluationRequest.of("aten.add.Tensor", device="cpu", fail_fast_s=0), KERNELS / "add_ignores_alpha.py")
+    full = evaluate_kernel(EvaluationRequest.of("aten.add.Tensor", device="cpu", fail_fast_s=None), KERNELS / "add_ignores_alpha.py")
     assert not fast.passed and not full.passed
     assert len(list(suite_cache.glob("*.pt"))) == 1  # fail_fast_s does not shape the suite: one build serves both
     assert fast.summary.not_run > 0 and fast.summary.total + fast.summary.not_run == fast.summary.planned
@@ -184,7 +184,7 @@ def test_a_sealed_child_imports_only_what_the_candidate_imports(tmp_path):
         "def kernel(self):", "def kernel(self):\n    import tabnanny  # noqa: F401 - loaded by no one else\n"
                              "    torch.broadcast_shapes(self.shape, self.shape)  # imports sympy on first use\n"))
     for warm in (True, True, False):  # builds the suite, then reuses it (less is loaded before the seal); cold
-        verdict = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", warm=warm), candidate)
+        verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", warm=warm), candidate)
         assert verdict.passed, verdict.message
         assert verdict.timings.imported_sealed == ["tabnanny"]
 

@@ -397,7 +397,7 @@ def test_an_operator_with_no_test_is_refused_before_any_request(tmp_path, monkey
         assert "aten._foreach_add.List has no test here" in err and "`bbagent ops`" in err
         assert "nothing was asked of the model" in err
     from bbagent.agent.generate.testable import listed_without_tests, refuse_untested
-    from bbagent.agent.evaluation import Evaluations, evaluation_request, problem_of
+    from bbagent.agent.judging import Evaluations, evaluation_request, problem_of
     assert listed_without_tests(["aten.gcd.default"])  # float32 samples never reach it: the suite decides
     gcd = problem_of("aten.gcd.default", exact_overload=True)
     refuse_untested("aten.gcd.default", ["aten.gcd.default"],

@@ -38,10 +38,10 @@ def test_replay_demo_on_gpu(tmp_path, capsys):
 
 
 def test_timing_phase_times_the_kernel_and_caches_eager(tmp_path):
-    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate_kernel
     from bbagent.harness.timing.reference_cache import ReferenceCache
     options = TimingOptions(target_ms=10, max_cases=6, cache=ReferenceCache(tmp_path / "ref.sqlite"))
-    first = evaluate(EvaluationRequest.of("aten.relu.default", timing=options), KERNELS / "relu_triton.py")
+    first = evaluate_kernel(EvaluationRequest.of("aten.relu.default", timing=options), KERNELS / "relu_triton.py")
     assert first.passed, first.message
     performance = first.performance
     assert performance.measured and performance.planned == len(performance.tests) == 6
@@ -50,14 +50,14 @@ def test_timing_phase_times_the_kernel_and_caches_eager(tmp_path):
     assert performance.device.copy_gbs > 500 and performance.device.empty_launch_ms > 0
     summary = performance.summary
     assert summary.correct and summary.counted + summary.overhead_dominated.count == 6
-    second = evaluate(EvaluationRequest.of("aten.relu.default", timing=options), KERNELS / "relu_triton.py")
+    second = evaluate_kernel(EvaluationRequest.of("aten.relu.default", timing=options), KERNELS / "relu_triton.py")
     assert {t.aten_source for t in second.performance.tests} == {"cache"}
     assert second.performance.device_measured is False
 
 
 def test_a_kernel_that_keeps_results_between_calls_fails_after_timing():
-    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", timing=TimingOptions(target_ms=5, max_cases=3)), KERNELS / "relu_keeps_results.py")
+    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate_kernel
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", timing=TimingOptions(target_ms=5, max_cases=3)), KERNELS / "relu_keeps_results.py")
     assert verdict.summary.failed == 0  # every test passed; the timing phase caught it
     assert verdict.verdict == "fail" and verdict.error_kind == "timing_mismatch", verdict.message
 
@@ -188,8 +188,8 @@ def test_one_functional_kernel_serves_every_variant_on_gpu(functional, kernel, m
 @pytest.mark.parametrize("op, kernel", [("aten.add_.Tensor", "add_inplace_returns_new.py"),
                                         ("aten.add.out", "add_out_ignores_out.py")])
 def test_wrong_convention_fails_on_its_overload_on_gpu(op, kernel):
-    from bbagent.harness.evaluate import EvaluationRequest, evaluate
-    verdict = evaluate(EvaluationRequest.of(op, seed=7), KERNELS / kernel)
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
+    verdict = evaluate_kernel(EvaluationRequest.of(op, seed=7), KERNELS / kernel)
     failed = [t for t in verdict.tests if t.passed is False]
     assert verdict.verdict == "fail" and {t.overload for t in failed} == {op}
     assert verdict.failure_groups[0].error_kind == "mutation_mismatch"

@@ -264,11 +264,11 @@ def test_timing_never_overlaps_another_evaluations_tests(tmp_path):
     """Four real evaluations through one share with room for three: the tests run side by side, each
     child asks for the GPU alone when its tests passed, and no exclusive phase overlaps any other
     evaluation's hold."""
-    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate_kernel
     share = GpuShare(name="sim", capacity=12 * GIB, max_shared=3)  # relu's traces suggest 3.6 GiB each
 
     def one(seed: int):
-        return evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=seed, timing=TimingOptions(reuse=False)), KERNELS / "relu_triton.py", share=share)
+        return evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", seed=seed, timing=TimingOptions(reuse=False)), KERNELS / "relu_triton.py", share=share)
     with ThreadPoolExecutor(4) as pool:
         verdicts = list(pool.map(one, range(4)))
     assert all(v.passed for v in verdicts), [v.message for v in verdicts]
@@ -350,9 +350,9 @@ def test_the_first_guess_comes_from_the_largest_trace_input():
 
 def test_a_cold_child_gets_its_grant_pipe_too(tmp_path):
     """Started as a fresh interpreter (no fork server), the child still asks for the GPU alone."""
-    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate_kernel
     share = GpuShare(name="sim", capacity=0, max_shared=2)
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=1, warm=False, timing=TimingOptions(reuse=False)), KERNELS / "relu_triton.py", share=share)
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", seed=1, warm=False, timing=TimingOptions(reuse=False)), KERNELS / "relu_triton.py", share=share)
     assert verdict.passed, verdict.message
     assert [i.phase for i in share.intervals] == ["shared", "exclusive"]
 
@@ -380,13 +380,13 @@ def test_a_real_child_pauses_between_tests_while_another_holds_the_gpu_alone(tmp
     alone for a second half-way through its run: its child pauses at a checkpoint within a
     test's length, is stopped (SIGSTOP) and let go on, says how long it paused, and still passes;
     the second is not counted against its time limit."""
-    from bbagent.harness.evaluate import EvaluationRequest, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
     slow = tmp_path / "slow_relu.py"  # a correct relu whose every call takes 0.1 s: its run lasts seconds
     slow.write_text((KERNELS / "relu_triton.py").read_text() + "\n\nimport time as _time\n_fast = kernel\n\n\n"
                     "def kernel(*args, **kwargs):\n    _time.sleep(0.1)\n    return _fast(*args, **kwargs)\n")
     share = GpuShare(name="sim", capacity=0, max_shared=4)
     verdicts = []
-    running = in_thread(lambda: verdicts.append(evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", seed=3), slow, share=share)))
+    running = in_thread(lambda: verdicts.append(evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", seed=3), slow, share=share)))
     deadline = time.monotonic() + 120
     while not any(h.process_group for h in list(share.holds.values())) and time.monotonic() < deadline:
         time.sleep(0.01)

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from conftest import KERNELS
-from bbagent.harness.evaluate import EvaluationRequest, evaluate
+from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
 from bbagent.harness.checks.static_check import check_source
 from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW
 
@@ -17,7 +17,7 @@ from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW
 ])
 def test_static_guards_reject_before_running(kernel, guard, line, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", timeout_s=60), KERNELS / kernel)
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", timeout_s=60), KERNELS / kernel)
     assert verdict.verdict == "fail" and verdict.error_kind == "guard"
     assert any(f.guard == guard and f.line == line for f in verdict.guard_findings), verdict.guard_findings
     assert f"line {line}:" in verdict.message

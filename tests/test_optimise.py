@@ -6,7 +6,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from bbagent.agent.evaluation import Evaluations, evaluation_request, resolve_operator
+from bbagent.agent.judging import Evaluations, evaluation_request, resolve_operator
 from bbagent.agent.generate.loop import Agent
 from bbagent.agent.generate.progress import NewBest
 from bbagent.agent.options import GenerateOptions

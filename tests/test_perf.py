@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate
+from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate_kernel
 from bbagent.harness.ops import resolve_op
 from bbagent.harness.timing.phase import bytes_moved, recheck, timed_cases
 from bbagent.harness.timing.metrics import fast_p, geomean, quantile, summarize_performance
@@ -124,7 +124,7 @@ def test_reference_cache_round_trip(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU twin: on a GPU machine the kernel is timed")
 def test_cpu_evaluation_asked_for_timing_says_why_there_is_none(tmp_path):
     cache = ReferenceCache(tmp_path / "cache.sqlite")
-    verdict = evaluate(EvaluationRequest.of(RELU, device="cpu", seed=1, timing=TimingOptions(cache=cache)), KERNELS / "relu_triton.py")
+    verdict = evaluate_kernel(EvaluationRequest.of(RELU, device="cpu", seed=1, timing=TimingOptions(cache=cache)), KERNELS / "relu_triton.py")
     assert verdict.passed
     assert verdict.performance.measured is False
     assert "interpreter time says nothing about a GPU" in verdict.performance.reason

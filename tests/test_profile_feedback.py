@@ -125,7 +125,7 @@ def test_the_optimisation_prompt_carries_the_figures_and_the_round_their_cost(tm
 
 
 def test_the_evaluator_leaves_the_profiles_out_where_asked(tmp_path):
-    from bbagent.agent.evaluation import Evaluations, evaluation_request, problem_of, timing_options
+    from bbagent.agent.judging import Evaluations, evaluation_request, problem_of, timing_options
     seen = []
 
     class Executor:

@@ -14,7 +14,7 @@ from bbagent.harness.problem import operator_problem
 from bbagent.agent.generate.extract import extract_code
 from bbagent.agent.generate.prompting import PROMPTS_DIR, family_of, render_prompt
 from bbagent.harness.coverage import list_ops
-from bbagent.harness.evaluate import EvaluationRequest, evaluate
+from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
 
 EXAMPLES = json.loads((PROMPTS_DIR / "families.json").read_text())["examples"]
 HEADING = re.compile(r"^## Worked example: `(?P<op>[^`]+)`$", re.MULTILINE)
@@ -79,7 +79,7 @@ def test_worked_example_stays_short(family):
 def test_worked_example_passes_its_operators_tests(family, tmp_path):
     op, path = example_from_prompt(family, "cpu", tmp_path)
     assert op == EXAMPLES[family]
-    check_passes(evaluate(EvaluationRequest.of(op, device="cpu", seed=11, timeout_s=600), path))
+    check_passes(evaluate_kernel(EvaluationRequest.of(op, device="cpu", seed=11, timeout_s=600), path))
 
 
 @pytest.mark.gpu
@@ -87,7 +87,7 @@ def test_worked_example_passes_its_operators_tests(family, tmp_path):
 @pytest.mark.parametrize("family", sorted(EXAMPLES))
 def test_worked_example_passes_its_operators_tests_on_gpu(family, tmp_path):
     op, path = example_from_prompt(family, "cuda", tmp_path)
-    verdict = evaluate(EvaluationRequest.of(op, device="cuda", seed=11, timeout_s=900), path)
+    verdict = evaluate_kernel(EvaluationRequest.of(op, device="cuda", seed=11, timeout_s=900), path)
     check_passes(verdict)
     assert verdict.skipped == []
 

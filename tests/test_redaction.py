@@ -98,11 +98,11 @@ def test_a_run_whose_kernel_prints_the_keys_stores_and_sends_none_of_them(tmp_pa
 def test_a_verdict_made_on_another_machine_is_redacted_here_too(tmp_path, monkeypatch):
     """A Ray supervisor redacts its own machine's secrets; this side's (here an API key only this
     process has) are redacted when the Verdict arrives, and both counts are kept."""
-    from bbagent.harness.evaluate import EvaluationRequest, adopt_remote_verdict, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, adopt_remote_verdict, evaluate_kernel
     kernel = tmp_path / "kernel.py"
     kernel.write_text("import subprocess\n\ndef kernel(x):\n    return subprocess.run(['true'])\n")
     request = EvaluationRequest.of("aten.relu.default", device="cpu")
-    there = evaluate(request, kernel).model_dump(mode="json")  # refused by its source
+    there = evaluate_kernel(request, kernel).model_dump(mode="json")  # refused by its source
     assert there["verdict"] == "fail" and there["redactions"] == 0
     there.update(message=f"{there['message']} (printed {OPENAI_KEY})", redactions=2)
     there["kernel"]["path"] = "/on/the/supervisor/kernel.py"

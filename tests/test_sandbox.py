@@ -18,7 +18,7 @@ import torch
 from conftest import KERNELS, ROOT
 from bbagent.harness.sandbox.child.containment import enter_namespaces
 from bbagent.harness.sandbox.child.file_view import AllowList, build_view
-from bbagent.harness.evaluate import EvaluationRequest, default_device, evaluate
+from bbagent.harness.evaluate import EvaluationRequest, default_device, evaluate_kernel
 from bbagent.harness.selfcheck import entry_id, expected_kinds, load_corpus, messages, observed_kinds, run_entry
 from bbagent.harness.sandbox.parent.watch import BoundedCapture
 
@@ -48,12 +48,12 @@ def test_fault_corpus_covers_every_fault_the_sandbox_names():
 def test_api_keys_in_the_parent_are_invisible_to_the_candidate(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-parent-secret")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-parent-secret")
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=1, static_check=False), FAULTS / "env_probe.py")
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=1, static_check=False), FAULTS / "env_probe.py")
     assert observed_kinds(verdict) == {"exception"}
     assert "secret-looking variables visible: []" in messages(verdict)
     assert "parent-secret" not in verdict.model_dump_json()
     # with the source check on, reading the environment is refused before the kernel runs
-    assert evaluate(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=1), FAULTS / "env_probe.py").error_kind == "guard"
+    assert evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=1), FAULTS / "env_probe.py").error_kind == "guard"
 
 
 def test_a_socket_to_localhost_fails(tmp_path):
@@ -77,7 +77,7 @@ def test_a_socket_to_localhost_fails(tmp_path):
     candidate.write_text((FAULTS / "connects_to_localhost.py").read_text().replace('("127.0.0.1", 9)',
                                                                                    f'("127.0.0.1", {port})'))
     try:
-        verdict = evaluate(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=1, static_check=False), candidate)
+        verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=1, static_check=False), candidate)
     finally:
         stop.set()
         thread.join()
@@ -159,8 +159,8 @@ def test_the_file_view_shows_only_the_allow_list(tmp_path):
 
 
 def test_cold_start_gives_the_same_verdict_as_the_warm_pool():
-    warm = evaluate(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=5), KERNELS / "relu_triton.py")
-    cold = evaluate(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=5, warm=False), KERNELS / "relu_triton.py")
+    warm = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=5), KERNELS / "relu_triton.py")
+    cold = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=5, warm=False), KERNELS / "relu_triton.py")
     assert warm.verdict == cold.verdict == "pass"
     assert warm.summary == cold.summary
     assert warm.environment.containment.audit_hook and cold.environment.containment.audit_hook
@@ -175,7 +175,7 @@ def test_the_candidate_holds_no_capability(tmp_path, namespaces):
     probe.write_text("def kernel(self):\n"
                      "    status = open('/proc/self/status').read().splitlines()\n"
                      "    raise RuntimeError('; '.join(l for l in status if l.startswith(('Cap', 'NoNewPrivs'))))\n")
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=1, static_check=False, namespaces=namespaces), probe)
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=1, static_check=False, namespaces=namespaces), probe)
     said = messages(verdict)
     assert verdict.error_kind is None and "RuntimeError" in said, said
     for field in ("CapPrm", "CapEff", "CapBnd", "CapAmb"):
@@ -198,7 +198,7 @@ def test_captured_output_keeps_head_and_tail_and_says_what_was_cut():
 def test_the_audit_hook_alone_lets_a_legitimate_kernel_import_what_it_needs():
     """As on an OS that gives no mount namespace: lazy imports of the standard library, numpy
     and Triton's helpers still work (the hook's allow list is the view's)."""
-    verdict = evaluate(EvaluationRequest.of("aten.exp.default", device=DEVICE, seed=3, namespaces=False), KERNELS / "exp_imports_helpers.py")
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.exp.default", device=DEVICE, seed=3, namespaces=False), KERNELS / "exp_imports_helpers.py")
     assert verdict.passed, verdict.message
     assert verdict.environment.containment.files == "audit_hook"
 
@@ -229,7 +229,7 @@ def test_an_interrupted_evaluation_leaves_no_child_running(monkeypatch):
         return real_running(events)
     monkeypatch.setattr(ev, "running_test", running_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        evaluate(EvaluationRequest.of("aten.relu.default", device="cpu", warm=False, timeout_s=120), FAULTS / "loop_forever.py")
+        evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu", warm=False, timeout_s=120), FAULTS / "loop_forever.py")
     try:
         deadline = time.monotonic() + 5
         while not _gone(pids[0]) and time.monotonic() < deadline:
@@ -282,7 +282,7 @@ def test_a_fork_server_started_early_serves_the_first_evaluation_and_exits_at_on
     checks); the first evaluation waits for it and uses it; closing it is quick whether it is still
     importing (killed) or serving (it leaves without the interpreter's slow shutdown)."""
     import time
-    from bbagent.harness.evaluate import EvaluationRequest, evaluate
+    from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
     from bbagent.harness.sandbox.parent.environment import base_env, start_early
     from bbagent.harness.sandbox.parent.pool import WarmPool, pool_for
     monkeypatch.setenv("BBAGENT_TEST_POOL", "early")  # a pool of this test's own (the env is its key)
@@ -293,7 +293,7 @@ def test_a_fork_server_started_early_serves_the_first_evaluation_and_exits_at_on
     start_early("cpu")
     server = pool.server
     assert server is not None and not pool.ready  # spawned, not waited for
-    verdict = evaluate(EvaluationRequest.of("aten.relu.default", device="cpu"), KERNELS / "relu_triton.py")
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device="cpu"), KERNELS / "relu_triton.py")
     assert verdict.passed and pool.server is server and pool.ready  # the early server ran it
     started = time.monotonic()
     pool.close()

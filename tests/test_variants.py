@@ -13,7 +13,7 @@ import torch
 
 from bbagent.cli import main
 from bbagent.harness.adapters import AdapterError, serving
-from bbagent.harness.evaluate import EvaluationRequest, evaluate
+from bbagent.harness.evaluate import EvaluationRequest, evaluate_kernel
 from bbagent.harness.ops import resolve_op
 from bbagent.harness.suite.build import build_suite
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def family_verdict(functional: str, kernel: str, members: list[str], device: str = "cpu"):
     from bbagent.harness.problem import served_problem
-    return evaluate(EvaluationRequest.of(served_problem(functional, [functional, *members]), device=device, seed=7),
+    return evaluate_kernel(EvaluationRequest.of(served_problem(functional, [functional, *members]), device=device, seed=7),
                     KERNELS / kernel)
 
 
@@ -62,7 +62,7 @@ def check_family_verdict(verdict, functional: str, members: list[str]) -> None:
 
 
 def test_inplace_kernel_returning_a_new_tensor_fails_on_the_inplace_overload():
-    verdict = evaluate(EvaluationRequest.of("aten.add_.Tensor", device="cpu", seed=7), KERNELS / "add_inplace_returns_new.py")
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.add_.Tensor", device="cpu", seed=7), KERNELS / "add_inplace_returns_new.py")
     assert verdict.verdict == "fail"
     failed = [t for t in verdict.tests if t.passed is False]
     assert failed and {t.overload for t in failed} == {"aten.add_.Tensor"}
@@ -73,7 +73,7 @@ def test_inplace_kernel_returning_a_new_tensor_fails_on_the_inplace_overload():
 
 
 def test_out_kernel_ignoring_out_fails_on_the_out_overload():
-    verdict = evaluate(EvaluationRequest.of("aten.add.out", device="cpu", seed=7), KERNELS / "add_out_ignores_out.py")
+    verdict = evaluate_kernel(EvaluationRequest.of("aten.add.out", device="cpu", seed=7), KERNELS / "add_out_ignores_out.py")
     assert verdict.verdict == "fail"
     failed = [t for t in verdict.tests if t.passed is False]
     assert {t.overload for t in failed} == {"aten.add.out"}
@@ -234,7 +234,7 @@ def test_an_overload_without_tests_of_its_own_is_not_served():
 
 
 def test_what_generate_asks_for():
-    from bbagent.agent.evaluation import resolve_operator
+    from bbagent.agent.judging import resolve_operator
     family = ("aten.relu.default", "aten.relu_.default", "aten.relu.out")
     asked = resolve_operator("aten.relu.out")
     assert (asked.requested, asked.computation, asked.serves, asked.family) == \

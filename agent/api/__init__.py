@@ -73,7 +73,7 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     runs the 4-d and 5-d trace inputs in that layout too. Returns the Verdict."""
     from bbagent.harness.interface import start_early
     start_early(device if device in ("cuda", "cpu") else None)  # the sandbox's start-up overlaps the checks below
-    from bbagent.agent.evaluation import (Evaluations, check_channels_last, check_evaluation, evaluation_request,
+    from bbagent.agent.judging import (Evaluations, check_channels_last, check_evaluation, evaluation_request,
                                           kernel_to_evaluate, problem_of, written_as)
     problem = problem_of(op, to_test=True, family=family)  # an unknown name is said before anything else
     check_evaluation(device, timeout_s, allow_no_opinfo)
@@ -109,7 +109,7 @@ def _refuse_unknown(what: str, given: dict, known, listing: str) -> None:
 
 def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False) -> str:
     """The first message ``generate`` sends for ``op`` with these options."""
-    from bbagent.agent.evaluation import check_channels_last, resolve_operator
+    from bbagent.agent.judging import check_channels_last, resolve_operator
     from bbagent.agent.generate.prompting import render_prompt
     operator = resolve_operator(op, exact_overload)
     return render_prompt(operator.problem, device=device,
@@ -144,7 +144,7 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
           report: Callable | None = None, **settings):
     """Run ``generate`` for many operators, resumably, and return a ``BatchResult``. Which ones:
     ``ops``, or the keywords of ``agent.batch.start.Choice`` (ops_file, suite, family, dataset,
-    include_synthetic). How: the keywords of ``agent.batch.start.Plan`` (jobs, gpus, evals_per_gpu,
+    include_synthetic). How: the keywords of ``agent.batch.start.BatchPlan`` (jobs, gpus, evals_per_gpu,
     llm_concurrency, force, retry_failed (with resume), lease_s, the batch's max_cost_usd / max_tokens / deadline "HH:MM",
     infra_pause_s, executor "local" or "ray", ray_address, ray_resource). Each operator's generate
     options: ``options`` (a ``GenerateOptions``) or the keywords of one, where ``max_cost_per_op``
@@ -155,18 +155,18 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
     as ``RunProgress``); a ``report(name, data)`` of two arguments gets each one's name and fields."""
     from dataclasses import fields
 
-    from bbagent.agent.batch.start import Choice, Plan, run_batch
+    from bbagent.agent.batch.start import Choice, BatchPlan, run_batch
     from bbagent.agent.options import GenerateOptions
-    picked = {kind: {f.name: settings.pop(f.name) for f in fields(kind) if f.name in settings} for kind in (Choice, Plan)}
+    picked = {kind: {f.name: settings.pop(f.name) for f in fields(kind) if f.name in settings} for kind in (Choice, BatchPlan)}
     for per_op, field in (("max_cost_per_op", "max_cost_usd"), ("max_tokens_per_op", "max_tokens")):
         if per_op in settings:
             settings[field] = settings.pop(per_op)
     _refuse_unknown("batch", settings, GenerateOptions.model_fields,
-                    f"those of Choice ({', '.join(f.name for f in fields(Choice))}), Plan "
-                    f"({', '.join(f.name for f in fields(Plan))}) and GenerateOptions "
+                    f"those of Choice ({', '.join(f.name for f in fields(Choice))}), BatchPlan "
+                    f"({', '.join(f.name for f in fields(BatchPlan))}) and GenerateOptions "
                     f"({', '.join(GenerateOptions.model_fields)}; max_cost_per_op and max_tokens_per_op for each "
                     "operator's budgets)")
-    choice, plan = Choice(ops=list(ops or []), **picked[Choice]), Plan(**picked[Plan])
+    choice, plan = Choice(ops=list(ops or []), **picked[Choice]), BatchPlan(**picked[BatchPlan])
     if resume is not None:
         if ops or any(picked[Choice].values()):
             raise _usage_error("--resume continues a batch with its own operators: drop --ops, --ops-file, --suite, "
@@ -209,7 +209,7 @@ def prune_runs(older_than_days: float, root: str | Path | None = None, dry_run: 
 def ops(suite: str = "all", pattern: str | None = None, family: str | None = None) -> list[dict]:
     """The overloads bbagent can test (``bbagent ops --json`` rows), filtered by a substring of
     the name and by prompt family."""
-    from bbagent.agent.evaluation import listed_ops
+    from bbagent.agent.judging import listed_ops
     return listed_ops(suite, family=family, pattern=pattern)
 
 
@@ -223,7 +223,7 @@ def load(op: str, root: str | Path | None = None, device: str | None = None) -> 
     """A callable with ``op``'s calling convention, from the accepted kernel that serves it, for
     tensors on ``device`` (default CUDA where there is a GPU, else the CPU, under Triton's
     interpreter). The kernel is imported into this process: use it for reviewed kernels."""
-    from bbagent.agent.evaluation import check_op
+    from bbagent.agent.judging import check_op
     from bbagent.agent.serving.load import load as load_kernel
     check_op(op)
     return load_kernel(resolve_root(root), op, device)
@@ -237,7 +237,7 @@ def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, 
     current one unless rejected), and only overloads measured at least as fast as eager
     (``include_slower``: all). Returns an ``Enabled`` (a context manager: ``with bbagent.enable():
     ...``) with ``calls()``, ``report()``, ``served`` and ``skipped``."""
-    from bbagent.agent.evaluation import check_op
+    from bbagent.agent.judging import check_op
     from bbagent.agent.serving.enable import enable as enable_kernels
     for op in ops or []:
         check_op(op)
@@ -257,7 +257,7 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
     child process; returns the comparison, the overloads served with their call counts, the timing
     and, on a mismatch, the culprit overloads. ``settings``: dtype, include_unreviewed,
     include_slower, atol, rtol, repeats, iterations, seed (``agent.serving.check_model.ModelCheck``)."""
-    from bbagent.agent.evaluation import check_op
+    from bbagent.agent.judging import check_op
     from bbagent.agent.serving.check_model import ModelCheck, checked, run_check
     for op in ops or []:
         check_op(op)
@@ -318,7 +318,8 @@ def review_verify(op: str | None = None, *, root: str | Path | None = None, forc
                   on_start: Callable[[str, int], None] | None = None) -> list[dict]:
     """Re-test every stale approved kernel (of ``op``, or of all), timed where there is a GPU;
     ``force`` re-tests every approved one. Returns one outcome per version tested."""
-    from bbagent.agent.evaluation import Evaluations, check_evaluation, default_device, evaluation_request, timing_options
+    from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, timing_options
+    from bbagent.harness.interface import default_device
     from bbagent.agent.review.verify import stale_versions, verify
     from bbagent.harness.interface import served_problem
     check_evaluation(device, timeout_s, allow_no_opinfo)

@@ -237,8 +237,8 @@ class LocalExecutor(SlotPool):
 
     def _run_on(self, slot: Slot, request, kernel_path: Path):
         if self.run_evaluation is None:
-            from bbagent.harness.interface import evaluate
-            self.run_evaluation = evaluate
+            from bbagent.harness.interface import evaluate_kernel
+            self.run_evaluation = evaluate_kernel
         return self.run_evaluation(request, kernel_path, gpu=slot.gpu, **self._share_of(slot))
 
     def _share_of(self, slot: Slot) -> dict:

@@ -73,11 +73,11 @@ class EvaluationSupervisor:
     def evaluate(self, request: dict, file_name: str, source: bytes) -> dict:
         """The Verdict, as data, of the kernel's source under the request sent as data
         (``EvaluationRequest.to_wire``), evaluated on this node's GPU."""
-        from bbagent.harness.interface import EvaluationRequest, evaluate
+        from bbagent.harness.interface import EvaluationRequest, evaluate_kernel
         with tempfile.TemporaryDirectory(prefix="bbagent-ray-") as where:
             kernel = Path(where) / file_name
             kernel.write_bytes(source)
-            verdict = evaluate(EvaluationRequest.from_wire(request, self.device), kernel,
+            verdict = evaluate_kernel(EvaluationRequest.from_wire(request, self.device), kernel,
                                gpu=0 if self.physical is not None else None)
         return verdict.model_dump(mode="json")
 

@@ -23,7 +23,7 @@ from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
 from bbagent.agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
 from bbagent.agent.errors import UsageError
 from bbagent.agent.generate.progress import DatasetInputs
-from bbagent.agent.evaluation import (check_channels_last, check_evaluation, default_device, family_of_overload,
+from bbagent.agent.judging import (check_channels_last, check_evaluation, family_of_overload,
                                       listed_ops, resolve_operator)
 from bbagent.agent.options import GenerateOptions, positive
 from bbagent.agent.run_record import interrupt_lost_runs
@@ -42,7 +42,7 @@ class Choice:
 
 
 @dataclass
-class Plan:
+class BatchPlan:
     """How a batch runs, beside each operator's ``GenerateOptions``."""
     jobs: int | None = None  # agent loops at once (default twice the evaluation slots, at least 4)
     gpus: list[int] | None = None
@@ -110,7 +110,7 @@ def next_time_of_day(text: str) -> float:
     return moment.timestamp()
 
 
-def check_plan(plan: Plan) -> Budgets:
+def check_plan(plan: BatchPlan) -> Budgets:
     positive("--jobs", plan.jobs, minimum=1)
     positive("--evals-per-gpu", plan.evals_per_gpu, minimum=1)
     positive("--llm-concurrency", plan.llm_concurrency, minimum=1)
@@ -153,7 +153,7 @@ def check_gpus(gpus: list[int] | None, device: str) -> list[int] | None:
     return list(gpus)
 
 
-def make_executor(plan: Plan, options: GenerateOptions):
+def make_executor(plan: BatchPlan, options: GenerateOptions):
     """Where the batch's evaluations run: this machine's GPUs (or CPU workers), or a Ray cluster's.
     With Ray the device defaults to ``cuda`` for the GPU resource and to ``cpu`` for a custom one;
     this machine (the driver) needs no GPU of its own, so CUDA is not checked here. OpInfo is, as
@@ -167,6 +167,7 @@ def make_executor(plan: Plan, options: GenerateOptions):
         check_evaluation(None if device == "cuda" else device, options.timeout_s, options.allow_no_opinfo)
         return RayExecutor(device, address=plan.ray_address, resource=plan.ray_resource)
     from bbagent.agent.batch.executor import LocalExecutor
+    from bbagent.harness.interface import default_device
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     device = options.device or default_device()
     if device == "cpu" and plan.evals_per_gpu:
@@ -184,7 +185,7 @@ def resumed_options(ledger: Ledger, given: dict) -> GenerateOptions:
     return own
 
 
-def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Plan, runner_options: dict,
+def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: BatchPlan, runner_options: dict,
                 key: dict) -> Batch:
     """A new batch directory with its ledger: the operators chosen, those skipped and why."""
     from bbagent.agent.review.catalog import accepted
@@ -257,7 +258,7 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
     return runner
 
 
-def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None, plan: Plan, *,
+def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None, plan: BatchPlan, *,
               resume: str | None = None, given: dict | None = None, report: Callable | None = None) -> BatchResult:
     """Start a batch of ``choice`` with ``options`` (or, with ``resume``, continue the batch of that
     id with its own; ``given``: the options set for the resume, to be refused where they differ)

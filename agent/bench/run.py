@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.bench.records import BenchRecord, write_bench
-from bbagent.agent.evaluation import (PROFILED_SHAPES, Evaluations, check_channels_last, check_evaluation,
+from bbagent.agent.judging import (PROFILED_SHAPES, Evaluations, check_channels_last, check_evaluation,
                                       evaluation_request, kernel_to_evaluate, problem_of, timing_options, written_as)
 from bbagent.agent.options import engines_of
 from bbagent.agent.review.meta import OverloadSpeed, read_meta, write_meta

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bbagent.agent.generate.dispatch import Plan
+from bbagent.agent.generate.dispatch import DispatchPlan
 from bbagent.agent.run_record import CandidateRecord
 from bbagent.harness.interface import Verdict
 
@@ -29,7 +29,7 @@ class Best:
     source: str
     verdict: Verdict
     speedup: float | None
-    dispatcher: Plan | None = None
+    dispatcher: DispatchPlan | None = None
 
     @property
     def parts(self) -> tuple[int, int] | None:

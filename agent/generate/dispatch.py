@@ -48,7 +48,7 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class Plan:
+class DispatchPlan:
     parts: tuple[Member, Member]
     rules: tuple[Rule, ...]
     predicted_gain: float  # the better part's geomean time over the dispatcher's, from the parts' own times
@@ -69,7 +69,7 @@ def description_bytes(description: str) -> tuple[int, str | None]:
     return size, dtype
 
 
-def plan(first: Member, second: Member) -> Plan | None:
+def plan(first: Member, second: Member) -> DispatchPlan | None:
     """The dispatch rule between two correct kernels timed on the same GPU model, if it predicts
     a dispatcher ``MIN_GAIN`` faster than the better of them; else None."""
     if first.gpu != second.gpu or first.parts or second.parts:
@@ -98,7 +98,7 @@ def plan(first: Member, second: Member) -> Plan | None:
     gain = math.exp(better - dispatched)
     if gain < 1 + MIN_GAIN or all(r.small == r.large for r in rules):
         return None
-    return Plan((first, second), tuple(rules), gain)
+    return DispatchPlan((first, second), tuple(rules), gain)
 
 
 def _log_mean(values: list[float]) -> float:
@@ -124,7 +124,7 @@ def _fit(dtype: str | None, shapes: list[tuple], rounds: tuple[int, int]) -> Rul
     return Rule(dtype, cut, small, large)
 
 
-def compose(chosen: Plan, op: str, run_id: str) -> str:
+def compose(chosen: DispatchPlan, op: str, run_id: str) -> str:
     """The dispatcher's kernel file: both parts, renamed apart, and bbagent's ``kernel`` choosing
     between them. CannotMerge where the parts cannot be put together safely."""
     first, second = chosen.parts
@@ -185,7 +185,7 @@ def kernel(*args, **kwargs):
 '''
 
 
-def provenance(chosen: Plan, run_id: str, root: Path) -> dict:
+def provenance(chosen: DispatchPlan, run_id: str, root: Path) -> dict:
     """meta.json's fields for an accepted dispatcher: each part's own provenance (its round, file
     under the root, digest, speed, the GPU it was timed on) and the rules."""
     parts = []

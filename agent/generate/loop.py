@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import InfrastructureError, ProviderError
-from bbagent.agent.evaluation import Evaluations, ResolvedOperator
+from bbagent.agent.judging import Evaluations, ResolvedOperator
 from bbagent.agent.generate import dispatch
 from bbagent.agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
                                      round_summary)
-from bbagent.agent.generate.dispatch import Plan
+from bbagent.agent.generate.dispatch import DispatchPlan
 from bbagent.agent.generate.extract import extract_code
 from bbagent.agent.generate.failure import failure_groups_of, why_failed
 from bbagent.agent.generate.merge import CannotMerge
@@ -207,7 +207,7 @@ class Agent:
         complete."""
         return self.spent.over_budget(self.options.max_cost_usd, self.options.max_tokens)
 
-    def consider(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> bool:
+    def consider(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: DispatchPlan | None = None) -> bool:
         """Install a correct kernel if it is the first, or faster than the best so far (whether it was)."""
         if not beats(verdict, self.best):
             return False
@@ -449,7 +449,7 @@ class Agent:
                                                profiled=profile_part(verdict.performance))
         return render_feedback(verdict, best=self.best)
 
-    def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: Plan | None = None) -> None:
+    def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: DispatchPlan | None = None) -> None:
         totals = {key: value for key, value in self.spent.run_fields().items() if key != "cached_calls"}
         fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
                           run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.record.rounds,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.evaluation import (Evaluations, ResolvedOperator, check_channels_last, check_evaluation,
+from bbagent.agent.judging import (Evaluations, ResolvedOperator, check_channels_last, check_evaluation,
                                       evaluation_request, resolve_operator, timing_options)
 from bbagent.agent.generate.loop import Agent, Outcome
 from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retrying, Started, listener

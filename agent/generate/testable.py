@@ -40,7 +40,7 @@ def listed_without_tests(overloads: list[str], extra_traces: dict | None = None)
 
 def refuse_untested(op: str, overloads: list[str], evaluations, extra_traces: dict | None = None) -> None:
     """Raise ``UsageError`` (exit 2) where ``op`` has no test here. ``evaluations``
-    (``agent.evaluation.Evaluations``, untimed) are the run's own (a batch's go through its slots);
+    (``agent.judging.Evaluations``, untimed) are the run's own (a batch's go through its slots);
     one runs only where the listing says none."""
     why = listed_without_tests(overloads, extra_traces)
     if why is None:

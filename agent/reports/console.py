@@ -98,7 +98,7 @@ def verdict_line(verdict) -> str:
     counts = verdict.test_counts()
     text = f"{status} {counts.text()}"
     if counts.overloads == 1 and verdict.summary.total:
-        from bbagent.agent.evaluation import family_of_overload
+        from bbagent.agent.judging import family_of_overload
         family = family_of_overload(verdict.op)["serves"]
         if len(family) > 1:  # generate's count covers the family: say why this one is smaller
             text += f" (of {verdict.op} alone; --family tests all {len(family)} overloads, as generate does)"

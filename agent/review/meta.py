@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bbagent.agent.run_record import Tokens
 from bbagent.agent.storage import write_json
 
 SCHEMA = "bbagent.kernel-meta"
@@ -63,11 +64,6 @@ class OverloadSpeed(_Open):
     bench_run: str | None = None
 
 
-class Tokens(_Strict):
-    input: int = 0
-    output: int = 0
-
-
 class Versions(_Open):
     torch: str | None = None
     triton: str | None = None
@@ -100,7 +96,9 @@ class PerformanceRecord(_Open):
         return (self.summary or {}).get("geomean_speedup") if self.measured else None
 
 
-class GuardFinding(_Open):
+class EarlierGuardNote(_Open):
+    """A guard failure in a round of the run before its accepted kernel (the model called aten, patched torch or
+    read the harness): the round and the message, for the reviewer."""
     round: int | None = None
     message: str = ""
 
@@ -149,7 +147,7 @@ class KernelMeta(_Open):
     target_baseline: str | None = None
     round_speedups: dict[str, float | None] = {}
     dtypes: list[str] = []
-    earlier_guard_findings: list[GuardFinding] = []
+    earlier_guard_findings: list[EarlierGuardNote] = []
     tolerance_used_max: float | None = None
     overload_speedups: dict[str, OverloadSpeed] = {}
     replaced: Replaced | None = None

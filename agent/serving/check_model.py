@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.evaluation import default_device
 from bbagent.agent.options import positive
 
 DTYPES = ("float32", "float16", "bfloat16")
@@ -41,6 +40,7 @@ class ModelCheck:
 def checked(model: str, config: dict | None, device: str | None, **settings) -> ModelCheck:
     """The check asked for, with the model's full config; a UsageError naming what is wrong."""
     from bbagent.agent.serving.models import config_for
+    from bbagent.harness.interface import default_device
     device = device or default_device()
     if device == "cuda" and default_device() != "cuda":
         raise UsageError("--device cuda: no CUDA device is visible here")

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.evaluation import default_device
 from bbagent.agent.options import DEVICES
 from bbagent.agent.review.catalog import kernel_serving
 
 def device_or_default(device: str | None) -> str:
     """``device`` checked, or CUDA where this process sees a GPU, else the CPU."""
     if device is None:
+        from bbagent.harness.interface import default_device
         return default_device()
     if device not in DEVICES:
         raise UsageError(f"device must be one of {', '.join(DEVICES)} (got '{device}')")

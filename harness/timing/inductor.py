@@ -14,7 +14,7 @@ import time
 
 from bbagent.harness.checks.case import exception_line
 from bbagent.harness.checks.float64_judge import Float64Run, judged
-from bbagent.harness.events import Baseline, BaselineStart, Done, Environment
+from bbagent.harness.events import Baseline, BaselineStart, ChildEnvironment, Done
 from bbagent.harness.inputs import clone_value
 from bbagent.harness.ops import value_mode
 from bbagent.harness.timing.baselines import INDUCTOR_MODES, cache_mode
@@ -81,7 +81,7 @@ def run_baseline_job(job, send) -> int:
     from bbagent.harness.suite.build import build_suite
     config.compile_threads = 1
     torch.zeros(1, device="cuda")
-    send(Environment(device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__))
+    send(ChildEnvironment(device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__))
     op = OperatorProblem.from_wire(job.problem).computation
     suite = build_suite(op, "cuda", job.seed, interpreter=False, cpu_max_numel=job.cpu_max_numel,
                         extra_traces=job.extra_traces, channels_last=job.channels_last)

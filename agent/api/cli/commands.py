@@ -112,7 +112,7 @@ def cmd_logs(args, out, err) -> int:
     from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
     root = api.resolve_root(args.root)
     if args.op:
-        from bbagent.agent.evaluation import check_op
+        from bbagent.agent.judging import check_op
         try:
             check_op(args.op)
         except UsageError as exc:
@@ -145,7 +145,7 @@ def cmd_schema(args, out, err) -> int:
 
 
 def cmd_prompt(args, out, err) -> int:
-    from bbagent.agent.evaluation import resolve_operator
+    from bbagent.agent.judging import resolve_operator
     from bbagent.agent.generate.prompting import render_feedback, render_performance_feedback, template_name
     options = _generate_options(args, with_defaults=True)
     operator = resolve_operator(args.op, options["exact_overload"])

@@ -75,7 +75,7 @@ def run_job(job: Job, send) -> int:
     op = problem.computation
     gpu_pause.checkpoint()
     suites, reused, saved = _suites(job, problem)
-    send(events.Suite(cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype,
+    send(events.SuiteBuilt(cases=[{"id": c.id, "source": c.source, "input": c.description, "dtype": c.dtype,
                               "overload": name} for name, _, suite in suites for c in suite.cases],
                       skipped=[{**skip, "overload": name} for name, _, suite in suites for skip in suite.skipped],
                       notes=[note if name == job.op else f"{name}: {note}" for name, _, suite in suites
@@ -151,7 +151,7 @@ def _contain(job: Job, candidate_file: str, send) -> tuple[dict, object]:
         gpu_pause.checkpoint()  # not even a context while another evaluation is being timed
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
-    send(events.Environment(device=job.device, interpreter=not cuda, gpu=torch.cuda.get_device_name() if cuda else None,
+    send(events.ChildEnvironment(device=job.device, interpreter=not cuda, gpu=torch.cuda.get_device_name() if cuda else None,
                             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES") if cuda else None,
                             torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
                             cuda=torch.version.cuda, startup_s=round(time.perf_counter() - started, 3), ready_at=time.time(),

@@ -1,5 +1,6 @@
-"""The agent's way into the harness: what an evaluation needs checked before it starts, which
-kernel and overloads it tests, and an evaluator that runs it here or on a batch's executor.
+"""Judging, as the agent asks for it: the harness's problem for an operator's name, what an
+evaluation needs checked before it starts, the kernel file it tests, the run's request, and the
+run's ``Evaluations`` (here, or on a batch's executor).
 
 Every problem found here is the caller's to fix and raised as a ``UsageError`` naming the fix.
 """
@@ -44,11 +45,6 @@ def check_op(op: str) -> None:
     problem_of(op, exact_overload=True)
 
 
-def default_device() -> str:
-    from bbagent.harness.interface import default_device as harness_default
-    return harness_default()
-
-
 def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool) -> None:
     """What an evaluation needs before it starts: a positive time limit, CUDA where asked for,
     and OpInfo (unless the caller accepts tests without it)."""
@@ -61,6 +57,7 @@ def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool
             raise UsageError("--device cuda: this machine has no usable CUDA device (torch "
                              f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use --device cpu "
                              "to run under the Triton interpreter")
+    from bbagent.harness.interface import default_device
     if device == "cpu" or device is None and default_device() == "cpu":
         broken = interpreter_problem()
         if broken:
