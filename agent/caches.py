@@ -44,16 +44,16 @@ def caches(root: Path) -> list[Cache]:
     from bbagent.agent import gpu_facts
     from bbagent.harness.interface import orphaned_workdirs, size_of
     from bbagent.harness.interface import triton_cache_dir
-    from bbagent.harness.interface import cache_dir
+    from bbagent.harness.interface import suite_cache_dir
     timing = _timing_file(root)
     orphans = orphaned_workdirs()
     return [
-        _folder("suites", cache_dir(), "each operator's tests, built once per operator, options, torch, triton "
+        _folder("suites", suite_cache_dir(), "each operator's tests, built once per operator, options, torch, triton "
                 "and harness", "*.pt"),
         _folder("triton", triton_cache_dir(), "the kernels the candidates compiled (Triton's own cache)"),
         Cache("timing", str(timing), 1 if timing.is_file() else 0, timing.stat().st_size if timing.is_file() else 0,
               "eager aten's timings and the GPU's yardsticks, reused by later runs (--no-cache ignores them)"),
-        _folder("devices", gpu_facts.cache_dir(), "the GPU's facts the first prompt states, probed once per GPU model, "
+        _folder("devices", gpu_facts.facts_cache_dir(), "the GPU's facts the first prompt states, probed once per GPU model, "
                 "torch and Triton", "*.json"),
         Cache("workdirs", tempfile.gettempdir(), len(orphans), sum(size_of(p) for p in orphans),
               "working folders of bbagent processes that ended without removing them"),

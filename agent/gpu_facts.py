@@ -27,7 +27,7 @@ _failed: dict[str, str] = {}  # cache key -> why the probe failed, so a batch as
 _uncached: dict[str, DeviceFacts | None] = {}  # facts probed where the cache folder cannot be written
 
 
-def cache_dir() -> Path:
+def facts_cache_dir() -> Path:
     return Path(os.environ.get("BBAGENT_DEVICE_CACHE") or Path(tempfile.gettempdir()) / f"bbagent-devices-{os.getuid()}")
 
 
@@ -41,7 +41,7 @@ def _gpu() -> str | None:
 def cache_file(gpu: str) -> Path:
     import torch
     key = "|".join((gpu, torch.__version__, triton_version(), str(PROBE_FORMAT)))
-    return cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
+    return facts_cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:20]}.json"
 
 
 def cached_facts(gpu: str) -> DeviceFacts | None:

@@ -45,6 +45,18 @@ class StoppedBecause(str, Enum):
         return self.value
 
 
+class RunStopped(BaseException):
+    """A run's end, raised where its reason arises (a budget between rounds, a target reached,
+    the rounds run out, a batch that stops its runs) and caught in one place, ``Agent.generate``:
+    why (``because``), the run's message, and its status where the best kernel does not decide it
+    (None: "accepted" with a correct kernel, else "failed"). A BaseException, as KeyboardInterrupt
+    is: no ``except Exception`` on its way (a provider's retries, say) takes it for an error."""
+
+    def __init__(self, because: StoppedBecause, message: str, status: str | None = None, transient: bool = False):
+        super().__init__(message)
+        self.because, self.message, self.status, self.transient = because, message, status, transient
+
+
 def one_line(text: str | None, width: int = 600) -> str:
     """``text`` on one line: its non-blank lines joined (a message such as "its source breaks these
     rules:" keeps the rules that follow), cut to ``width`` with "..." (verdict.json has it whole)."""

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from bbagent.harness.inputs import materialize  # noqa: E402
 from bbagent.harness.ops import resolve_op  # noqa: E402
-from bbagent.harness.timing.clock import empty_launch_ms, graphed, overhead_dominated, summarize, time_interleaved  # noqa: E402
+from bbagent.harness.timing.clock import empty_launch_ms, graphed, overhead_dominated, timing_stats, time_interleaved  # noqa: E402
 from bbagent.harness.traces import load_calls  # noqa: E402
 
 OPS = ["aten.relu.default", "aten.add.Tensor", "aten.mul.Tensor", "aten.mm.default", "aten.bmm.default",
@@ -66,7 +66,7 @@ def plain_loop_ms(fn, reps: int = 200) -> float:
 
 
 def bbagent_ms(fn) -> float:
-    return summarize(time_interleaved({"f": fn})["f"])["median_ms"]
+    return timing_stats(time_interleaved({"f": fn})["f"])["median_ms"]
 
 
 def spread(times: list[float]) -> float:

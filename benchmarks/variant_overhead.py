@@ -30,7 +30,7 @@ from bbagent.harness.adapters import serving  # noqa: E402
 from bbagent.harness.inputs import materialize  # noqa: E402
 from bbagent.harness.ops import resolve_op  # noqa: E402
 from bbagent.harness.inputs import spread  # noqa: E402
-from bbagent.harness.timing.clock import graphed, summarize, time_interleaved  # noqa: E402
+from bbagent.harness.timing.clock import graphed, timing_stats, time_interleaved  # noqa: E402
 from bbagent.harness.traces import load_calls  # noqa: E402
 
 FAMILIES = [("aten.relu.default", "aten.relu_.default", "aten.relu.out", "relu_triton.py"),
@@ -64,7 +64,7 @@ def measure(functional: str, inplace: str, out: str, kernel_file: str, shapes: i
                "adapter_out": lambda: served_out(*args, **kwargs, out=out_adapter)}
         replays = graphed(fns)
         samples = time_interleaved(replays or fns, target_ms=target_ms)
-        medians = {name: summarize(values)["median_ms"] for name, values in samples.items()}
+        medians = {name: timing_stats(values)["median_ms"] for name, values in samples.items()}
         rows.append({"op": inplace, "input": call.describe(), "numel": call.numel(),
                      "mode": "graph" if replays else "eager", "median_ms": medians,
                      "adapter_inplace_over_aten": medians["adapter_inplace"] / medians["aten_inplace"],

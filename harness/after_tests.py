@@ -120,7 +120,7 @@ def collect_ncu(verdict: Verdict, timing: TimingOptions, job: Job, base_env: dic
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(log.parent, ignore_errors=True)
-    shapes = ncu.report(of_kind(events, NcuRange), ncu.parse_csv(text))
+    shapes = ncu.per_shape(of_kind(events, NcuRange), ncu.parse_csv(text))
     said = ncu.errors("\n".join([text, outcome.stdout or "", outcome.stderr or ""]))
     if first(events, Done) is None:
         notes = [side_child_problem("the ncu child", events, outcome, said)]

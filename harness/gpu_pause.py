@@ -115,7 +115,7 @@ class ChildPauses:
 _PAUSES: list[ChildPauses] = []
 
 
-def install(pause_fd: int | None, alive_fd: int | None, synchronize) -> None:
+def install_pauses(pause_fd: int | None, alive_fd: int | None, synchronize) -> None:
     """In the child, before anything touches the GPU: checkpoints pause from now on."""
     if pause_fd is not None:
         _PAUSES[:] = [ChildPauses(pause_fd, alive_fd, synchronize)]

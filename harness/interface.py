@@ -41,7 +41,7 @@ _HOMES = {
     "bbagent.harness.checks.allowed": ("ALLOWED", "SEED_DRAW"),
     "bbagent.harness.checks.reference": ("is_cuda_error",),
     "bbagent.harness.suite.build": ("FLOAT_DTYPES", "SAMPLE_DTYPES"),
-    "bbagent.harness.suite.cache": ("cache_dir",),
+    "bbagent.harness.suite.cache": ("suite_cache_dir",),
     "bbagent.harness.coverage": ("SUITES", "list_ops", "variant_counts"),
     "bbagent.harness.traces": ("DTYPE_NAMES", "TensorSpec", "TraceCall", "TraceFormatError", "parse_call_line",
                                "load_calls"),

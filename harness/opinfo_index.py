@@ -25,7 +25,7 @@ INDEX_PATH = Path(__file__).parent / "data" / "opinfo_index.json"
 SAMPLES_PER_OPINFO = 8
 
 
-def build() -> dict:
+def build_index() -> dict:
     import torch
     from torch.testing._internal.common_methods_invocations import op_db
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -91,7 +91,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m harness.opinfo_index build", file=sys.stderr)
         return 2
     started = time.perf_counter()
-    index = build()
+    index = build_index()
     INDEX_PATH.write_text(json.dumps(index, indent=1) + "\n")
     print(f"wrote {INDEX_PATH}: {len(index['ops'])} overloads in {time.perf_counter() - started:.0f} s")
     return 0

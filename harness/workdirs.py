@@ -14,15 +14,15 @@ import tempfile
 import time
 from pathlib import Path
 
-KINDS = ("cand", "suite", "baseline", "ncu", "ncu-log", "pool", "testable")
-_NAMED = re.compile(r"^bbagent-(" + "|".join(sorted(map(re.escape, KINDS), key=len, reverse=True))
+WORKDIR_KINDS = ("cand", "suite", "baseline", "ncu", "ncu-log", "pool", "testable")
+_NAMED = re.compile(r"^bbagent-(" + "|".join(sorted(map(re.escape, WORKDIR_KINDS), key=len, reverse=True))
                     + r")-(?:(\d+)-)?[a-z0-9_]+$")
 OLD_FORM_AGE_S = 86400.0  # a folder named before pids were in the names: left alone for a day
 
 
 def make(kind: str) -> Path:
-    """A new working folder of ``kind`` (``KINDS``) for this process."""
-    assert kind in KINDS, kind
+    """A new working folder of ``kind`` (``WORKDIR_KINDS``) for this process."""
+    assert kind in WORKDIR_KINDS, kind
     return Path(tempfile.mkdtemp(prefix=f"bbagent-{kind}-{os.getpid()}-")).resolve()
 
 

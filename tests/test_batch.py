@@ -463,6 +463,7 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
     from bbagent.agent.batch.runner import Batch
     from bbagent.agent.errors import InfrastructureError
     from bbagent.agent.generate.loop import Outcome
+    from bbagent.agent.run_record import RunRecord
     lost = "evaluation exited with code 1 before the tests were built"
 
     def evaluate(request, kernel_path, *, gpu, **options):  # GPU 1 fell off the bus
@@ -473,7 +474,7 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
     def generate(op, hear):
         hear(run_started(op, tmp_path / op))
         executor.evaluate(SimpleNamespace(op=op), tmp_path / "kernel.py")
-        return Outcome(status="accepted", run_dir=tmp_path / op, rounds_used=1)
+        return Outcome(RunRecord(op=op, status="accepted", rounds_used=1), run_dir=tmp_path / op)
     batch_dir = tmp_path / "batch"
     batch_dir.mkdir()
     runner = Batch(batch_dir, generate, jobs=1, pause_s=(0.01, 0.01), executor=executor)

@@ -307,6 +307,7 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
     from bbagent.agent.batch.executor import LocalExecutor
     from bbagent.agent.batch.runner import Batch
     from bbagent.agent.generate.loop import Outcome
+    from bbagent.agent.run_record import RunRecord
 
     def evaluate(request, kernel_path, *, gpu, share):
         hold = share.enter(GIB)
@@ -320,7 +321,7 @@ def test_a_batch_shows_each_gpu_its_evaluations_and_waits(tmp_path):
     def generate(op, hear):
         hear(run_started(op, tmp_path / op))
         executor.evaluate(SimpleNamespace(op=op), tmp_path / "kernel.py")
-        return Outcome(status="accepted", run_dir=tmp_path / op, rounds_used=1)
+        return Outcome(RunRecord(op=op, status="accepted", rounds_used=1), run_dir=tmp_path / op)
     batch_dir = tmp_path / "batch"
     batch_dir.mkdir()
     runner = Batch(batch_dir, generate, jobs=3, executor=executor)

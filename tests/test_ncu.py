@@ -58,7 +58,7 @@ def test_the_report_follows_the_child_and_says_what_is_missing():
               {"range": "bbagent-kernel-1", "id": "trace-2", "input": "(T([4]),)", "side": "kernel",
                "error": "RuntimeError: boom"},
               {"range": "bbagent-eager-2", "id": "trace-3", "input": "(T([2]),)", "side": "eager"}]]
-    shapes = ncu.report(ranges, ncu.parse_csv(SAMPLE.read_text()))
+    shapes = ncu.per_shape(ranges, ncu.parse_csv(SAMPLE.read_text()))
     assert [s["id"] for s in shapes] == ["trace-1", "trace-2", "trace-3"]
     assert shapes[0]["kernel"]["time_us"] == pytest.approx(31.424) and shapes[0]["kernel"]["error"] is None
     assert shapes[1]["kernel"]["error"] == "RuntimeError: boom"
@@ -182,7 +182,7 @@ def test_the_table_shows_each_side_and_where_the_csv_is():
     ranges = [NcuRange(range=f"bbagent-{side}-0", id="trace-1", input="(T([8]),)", side=side)
               for side in ("eager", "kernel")]
     report = NcuReport.model_validate({"measured": True, "csv": "/r/profiles/ncu.csv",
-                                       "shapes": ncu.report(ranges, ncu.parse_csv(SAMPLE.read_text()))})
+                                       "shapes": ncu.per_shape(ranges, ncu.parse_csv(SAMPLE.read_text()))})
     console = Console(record=True, width=200)
     print_ncu(console, report)
     shown = console.export_text()

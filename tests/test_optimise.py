@@ -73,7 +73,7 @@ class Scripted:
 
 
 def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, target_baseline: str = "eager",
-              **options):
+              listener=None, **options):
     replay = tmp_path / "answers.json"
     replay.write_text(json.dumps({"model": "scripted", "exchanges": [{"response": a} for a in answers]}))
     events = []
@@ -85,7 +85,7 @@ def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, t
     agent = Agent(operator=operator, provider=ReplayProvider.from_path(replay),
                   evaluations=Evaluations(request, Scripted()),
                   run=RunDir(tmp_path, "run-1"), root=tmp_path, options=options,
-                  report=events.append)
+                  report=listener or events.append)
     return agent.generate(), events
 
 
@@ -250,3 +250,24 @@ def test_why_a_run_stopped_reads_as_its_value_in_text_json_and_comparisons():
     assert str(why) == f"{why}" == "batch_budget" == why
     assert json.dumps({"stopped_because": why}) == '{"stopped_because": "batch_budget"}'
 
+
+
+def test_a_run_ends_through_one_door_whoever_stops_it(tmp_path):
+    """Issue 61: a target, the rounds running out and a listener that stops the run (a batch after
+    Ctrl-C) all end it by raising RunStopped, caught in one place: the outcome and run.json agree on
+    why, and a stopped run returns instead of raising."""
+    from bbagent.agent.generate.progress import Asking
+    from bbagent.agent.run_record import RunStopped, StoppedBecause
+
+    def stop_at_round_2(event):
+        if isinstance(event, Asking) and event.round == 2:
+            raise RunStopped(StoppedBecause.INTERRUPTED, "interrupted: the batch was stopped", status="interrupted")
+    outcome, _ = run_agent(tmp_path, [answer("speed 1.1"), answer("speed 1.2")], rounds=3, target=None,
+                           listener=stop_at_round_2)
+    run = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
+    assert (outcome.status, outcome.stopped_because, outcome.message) == (
+        "interrupted", StoppedBecause.INTERRUPTED, "interrupted: the batch was stopped")
+    assert (run["status"], run["stopped_because"], run["rounds"][-1]["outcome"]) == (
+        "interrupted", "interrupted", "interrupted")
+    ran_out, _ = run_agent(tmp_path / "again", [answer("broken")] * 2, rounds=2, target=None)
+    assert (ran_out.status, ran_out.stopped_because, ran_out.rounds_used) == ("failed", StoppedBecause.ROUNDS, 2)

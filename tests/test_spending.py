@@ -28,6 +28,7 @@ def test_the_run_budget_names_what_is_spent():
 def test_a_batch_budget_counts_what_a_running_operator_has_spent_so_far(tmp_path):
     from bbagent.agent.batch.runner import Batch, Budgets
     from bbagent.agent.generate.loop import Outcome
+    from bbagent.agent.run_record import RunRecord
     seen = []
 
     def generate(op, hear):  # as agent.batch.start's generate_one: the loop counts into runner.spending(op)
@@ -35,7 +36,7 @@ def test_a_batch_budget_counts_what_a_running_operator_has_spent_so_far(tmp_path
         spent = runner.spending(op)
         spent.count(Completion(text="answer", input_tokens=600, output_tokens=500, cost_usd=0.5))
         seen.append(runner.budget_spent())  # asked between rounds while the run goes on
-        return Outcome(status="failed", run_dir=tmp_path / f"run-{op}", rounds_used=1, spent=spent)
+        return Outcome(RunRecord(op=op, status="failed", rounds_used=1), run_dir=tmp_path / f"run-{op}", spent=spent)
     batch_dir = tmp_path / "batch"
     batch_dir.mkdir()
     runner = Batch(batch_dir, generate, jobs=1, budgets=Budgets(max_tokens=1000))

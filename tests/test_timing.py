@@ -2,16 +2,16 @@
 import pytest
 import torch
 
-from bbagent.harness.timing.clock import TimingUnavailable, overhead_dominated, summarize, time_interleaved
+from bbagent.harness.timing.clock import TimingUnavailable, overhead_dominated, timing_stats, time_interleaved
 
 
 def test_summary_statistics():
-    stats = summarize([4.0, 1.0, 3.0, 2.0, 5.0])
+    stats = timing_stats([4.0, 1.0, 3.0, 2.0, 5.0])
     assert stats["median_ms"] == 3.0 and stats["mean_ms"] == 3.0 and stats["min_ms"] == 1.0
     assert stats["p20_ms"] == 2.0 and stats["p80_ms"] == 4.0 and stats["reps"] == 5
     assert stats["std_ms"] == pytest.approx(2 ** 0.5)
     with pytest.raises(ValueError):
-        summarize([])
+        timing_stats([])
 
 
 def test_overhead_dominated_within_1_3x_of_an_empty_launch():
@@ -30,7 +30,7 @@ def test_interleaved_timing_on_gpu():
     x = torch.randn(1 << 24, device="cuda")
     samples = time_interleaved({"small": lambda: x[:1024].relu(), "large": lambda: x.relu()}, reps=50)
     assert len(samples["small"]) == len(samples["large"]) == 50
-    small, large = summarize(samples["small"])["median_ms"], summarize(samples["large"])["median_ms"]
+    small, large = timing_stats(samples["small"])["median_ms"], timing_stats(samples["large"])["median_ms"]
     assert 0 < small < large  # 16M elements take longer than 1024
 
 

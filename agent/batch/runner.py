@@ -32,7 +32,7 @@ from bbagent.agent.generate.progress import Progress, Started, listener
 from bbagent.agent.generate.spending import Spent
 from bbagent.agent.money import cost_text
 from bbagent.agent.machine import process_state, this_process
-from bbagent.agent.run_record import StoppedBecause, mark_interrupted
+from bbagent.agent.run_record import RunStopped, StoppedBecause, mark_interrupted
 
 LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
 INFRA_RETRIES = 8  # infrastructure failures of one operator before it may be marked failed ...
@@ -143,7 +143,7 @@ class Batch:
         except KeyboardInterrupt as exc:
             interrupted = True
             why = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
-            self.stop.set()  # a worker's next report raises KeyboardInterrupt in its run (run.json: interrupted)
+            self.stop.set()  # a worker's next report stops its run (RunStopped; run.json: interrupted)
             stopped = self.ledger.interrupt_running()
             for worker in workers:  # a moment for runs between two steps to record it themselves
                 worker.join(timeout=1.0 / len(workers))
@@ -220,7 +220,7 @@ class Batch:
     def _run_one(self, op: str) -> None:
         try:
             outcome = self.generate(op, lambda event: self._heard(op, event))
-        except KeyboardInterrupt:  # raised by _heard after Ctrl-C; the coordinator marks the op
+        except RunStopped:  # raised by _heard after Ctrl-C, before the run started its loop: the coordinator marks the op
             return
         except (ProviderError, UsageError) as exc:  # raised before any call: how the operator is asked for
             kind = "setup" if isinstance(exc, ProviderError) else "usage"
@@ -271,7 +271,8 @@ class Batch:
 
     def _heard(self, op: str, event: Progress) -> None:
         if self.stop.is_set():  # Ctrl-C: the run stops at its next step and records itself interrupted
-            raise KeyboardInterrupt
+            raise RunStopped(StoppedBecause.INTERRUPTED, "interrupted: the batch was stopped (Ctrl-C)",
+                             status="interrupted")
         if isinstance(event, Started):
             self.run_dirs[op] = event.run_dir
         self.event(RunProgress(op=op, event=event))

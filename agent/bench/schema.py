@@ -88,7 +88,7 @@ def make_record(op: str, engine: str, device: str, input_description: str, seed:
                 speedup: float | None = None, engine_version: str = "", execution: dict | None = None,
                 hardware: dict | None = None, metrics: dict | None = None, metadata: dict | None = None,
                 engine_config: dict | None = None, compilation_config: dict | None = None) -> BenchRecord:
-    """One record. ``timing`` is ``harness.timing.clock.summarize`` output (GPU only); ``metrics``
+    """One record. ``timing`` is ``harness.timing.clock.timing_stats`` output (GPU only); ``metrics``
     adds to the correctness, speedup and median; ``hardware`` saves asking the device again."""
     hardware = hardware or hardware_config(device)
     return BenchRecord(

@@ -42,8 +42,8 @@ from bbagent.agent.options import GenerateOptions
 from bbagent.agent.providers import Provider
 from bbagent.agent.review.lifecycle import install
 from bbagent.agent.review.record import now as _now, run_part
-from bbagent.agent.run_record import (CandidateRecord, DispatcherRecord, RoundRecord, RunConfig, RunRecord, StoppedBecause,
-                                       Usage, WhyFailed)
+from bbagent.agent.run_record import (CandidateRecord, DispatcherRecord, RoundRecord, RunConfig, RunRecord, RunStopped,
+                                       StoppedBecause, Usage, WhyFailed)
 from bbagent.agent.storage import RunDir
 from bbagent.harness.interface import Verdict
 
@@ -53,18 +53,39 @@ BEST_KERNEL_CHARS = 8000
 
 @dataclass
 class Outcome:
-    """How a run ended (status accepted, failed, stopped, error or interrupted), what it spent and
-    its best kernel: what ``generate`` returns and a batch reads. run.json holds the same, and more."""
-    status: str
+    """How a run ended: a view of its record (run.json; status accepted, failed, stopped, error or
+    interrupted, the message, why it stopped, why it failed), with what the record does not keep:
+    the spend as counted, the best kernel, and whether an error may pass (a provider outage or rate
+    limit). What ``generate`` returns and a batch reads."""
+    record: RunRecord
     run_dir: Path
-    rounds_used: int = 0
-    accepted_dir: Path | None = None
-    message: str = ""
-    transient: bool = False  # status "error" from a provider that may answer later (outage, rate limit)
     spent: Spent = field(default_factory=Spent)
     best: BestKernel | None = None
-    why_failed: WhyFailed | None = None  # a run that found no correct kernel: the closest one and the answers' causes
-    stopped_because: StoppedBecause = StoppedBecause.RUNNING
+    transient: bool = False
+
+    @property
+    def status(self) -> str:
+        return self.record.status
+
+    @property
+    def message(self) -> str:
+        return self.record.message
+
+    @property
+    def rounds_used(self) -> int:
+        return self.record.rounds_used or 0
+
+    @property
+    def accepted_dir(self) -> Path | None:
+        return Path(self.record.accepted_dir) if self.record.accepted_dir else None
+
+    @property
+    def why_failed(self) -> WhyFailed | None:
+        return self.record.why_failed
+
+    @property
+    def stopped_because(self) -> StoppedBecause:
+        return self.record.stopped_because
 
     @property
     def run_id(self) -> str:
@@ -129,69 +150,71 @@ class Agent:
         self.record.write(self.run.path)
 
     def generate(self) -> Outcome:
-        outcome = Outcome("failed", self.run.path)
+        outcome = Outcome(self.record, self.run.path, self.spent)
         self.evaluations.prepare()  # the suite is built while the model writes its first answer
         try:
             self.messages = [{"role": "user", "content": render_prompt(
                 self.operator.problem, device=self.options.device,
                 channels_last=self.options.channels_last)}]
             for n in range(1, self.rounds + 1):
-                over = self.over_budget()
-                halted = None if over else self.halt() if self.halt is not None else None
-                if over or halted:
-                    outcome.message = f"stopped before round {n}: {over or halted}" + (
-                        f"; {self.summary_of_best()}" if self.best else
-                        "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else ""))
-                    outcome.status = "accepted" if self.best else "stopped"
-                    self.record.stopped_because = StoppedBecause.BATCH_BUDGET if halted else StoppedBecause.BUDGET
-                    break
-                outcome.rounds_used = n
+                self.check_budgets(n)
+                self.record.rounds_used = n
                 verdict, kernel_source = self.step(n)
                 if verdict is not None and verdict.passed:
                     self.consider(kernel_source, verdict, n)
-                    outcome.status, outcome.accepted_dir = "accepted", self.root / "generated_kernels" / self.op
+                    self.record.accepted_dir = str(self.root / "generated_kernels" / self.op)
                 if self.options.dispatch:
                     self.try_dispatcher(n)
-                stop = self.stop_reason(n) if self.best is not None else None
-                if stop:
-                    self.record.stopped_because, outcome.message = stop
-                    break
-            else:
-                self.record.stopped_because = StoppedBecause.ROUNDS
-                outcome.message = (self.summary_of_best() + f"; the {self.rounds} round(s) ran out" if self.best
-                                   else self.record_why_failed())
+                if self.best is not None:
+                    self.check_targets(n)
+            raise RunStopped(StoppedBecause.ROUNDS, self.summary_of_best() + f"; the {self.rounds} round(s) ran out"
+                             if self.best else self.record_why_failed())
+        except RunStopped as stop:  # the one way a run ends on purpose
+            self.stopped(outcome, stop)
         except ProviderError as exc:
-            self.record.stopped_because = StoppedBecause.PROVIDER_ERROR
-            if self.best is None:
-                outcome.status, outcome.message, outcome.transient = "error", str(exc), exc.transient
-            else:  # a correct kernel is already accepted: the provider only cut optimisation short
-                outcome.message = f"{self.summary_of_best()}; optimisation stopped by a provider error: {exc}"
+            self.stopped(outcome, RunStopped(
+                StoppedBecause.PROVIDER_ERROR, str(exc), status="error", transient=exc.transient) if self.best is None
+                else RunStopped(StoppedBecause.PROVIDER_ERROR,  # the provider only cut optimisation short
+                                f"{self.summary_of_best()}; optimisation stopped by a provider error: {exc}"))
         except KeyboardInterrupt:
-            outcome.status, outcome.message = "interrupted", "interrupted by the user (Ctrl-C)"
-            self.record.stopped_because = StoppedBecause.INTERRUPTED
+            self.stopped(outcome, RunStopped(StoppedBecause.INTERRUPTED, "interrupted by the user (Ctrl-C)",
+                                             status="interrupted"))
             raise
         except Exception as exc:  # a harness or storage bug: recorded, then shown in full
-            self.record.stopped_because = StoppedBecause.ERROR
             cause = "" if isinstance(exc, InfrastructureError) else "internal error: "  # e.g. a lost GPU
-            outcome.status, outcome.message = "error", f"{cause}{type(exc).__name__}: {exc}"
+            self.stopped(outcome, RunStopped(StoppedBecause.ERROR, f"{cause}{type(exc).__name__}: {exc}",
+                                             status="error"))
             raise
         finally:
             self.finish(outcome)
         return outcome
 
+    def stopped(self, outcome: Outcome, stop: RunStopped) -> None:
+        """How the run ended, from the stop that ended it."""
+        record = self.record
+        record.stopped_because, record.message, outcome.transient = stop.because, stop.message, stop.transient
+        record.status = stop.status or ("accepted" if self.best else "failed")
+
+    def check_budgets(self, n: int) -> None:
+        """Before round ``n``: ``RunStopped`` where the run's own budget (``over_budget``) or a
+        batch's (``halt``) allows no further round."""
+        over = self.over_budget()
+        halted = None if over else self.halt() if self.halt is not None else None
+        if over or halted:
+            raise RunStopped(StoppedBecause.BATCH_BUDGET if halted else StoppedBecause.BUDGET,
+                             f"stopped before round {n}: {over or halted}" + (
+                                 f"; {self.summary_of_best()}" if self.best else
+                                 "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else "")),
+                             status=None if self.best else "stopped")
+
     def finish(self, outcome: Outcome) -> None:
-        """Complete ``outcome`` (best kernel, why it failed, spend, why it stopped) and bring run.json
-        up to date with it: after every ending, a crash or Ctrl-C included."""
-        outcome.best = best_kernel_of(self.best)
+        """Complete the record (best kernel, why it failed, when it ended) and bring run.json up to
+        date with it: after every ending, a crash or Ctrl-C included."""
+        outcome.best = best = best_kernel_of(self.best)
         record = self.record
         if self.best is None and record.rounds:
-            outcome.why_failed = record.why_failed = why_failed(record.rounds)
-        outcome.stopped_because = self.record.stopped_because
-        outcome.spent = self.spent
-        best = outcome.best
-        record.status, record.finished_at, record.message = outcome.status, _now(), outcome.message
-        record.rounds_used = outcome.rounds_used
-        record.accepted_dir = str(outcome.accepted_dir) if outcome.accepted_dir else None
+            record.why_failed = why_failed(record.rounds)
+        record.finished_at = _now()
         record.best_round, record.best_speedup = (best.round, best.speedup) if best else (None, None)
         record.best_fast_p, record.best_gpu = (best.fast_p, best.gpu) if best else (None, None)
         record.best_baseline_speedups = best.baseline_speedups if best else None
@@ -270,30 +293,29 @@ class Agent:
             self.report(DispatcherDone(record))
             self.save()
 
-    def stop_reason(self, n: int) -> tuple[StoppedBecause, str] | None:
-        """Whether optimisation ends after round ``n`` (a best kernel exists): why (one of
-        ``StoppedBecause``) and the run's message, or None to go on. It ends at once where nothing
-        was timed; else when the best reaches ``--target-speedup`` (if given), or
-        ``--target-roof`` of the roofline (geomean over its timed shapes), or when ``--patience``
+    def check_targets(self, n: int) -> None:
+        """After round ``n`` (a best kernel exists): ``RunStopped`` where optimisation ends. It ends
+        at once where nothing was timed; else when the best reaches ``--target-speedup`` (if given),
+        or ``--target-roof`` of the roofline (geomean over its timed shapes), or when ``--patience``
         rounds in a row did not improve it, whichever comes first."""
         best = self.best
         if best.speedup is None:
             performance = best.verdict.performance
             reason = (performance.reason if performance is not None else None) or "it was not timed"
-            return StoppedBecause.UNTIMED, f"{self.summary_of_best()}; no optimisation rounds: {reason}"
+            raise RunStopped(StoppedBecause.UNTIMED, f"{self.summary_of_best()}; no optimisation rounds: {reason}")
         if self.target_speedup is not None:
             reached = self._reached_target_speedup(best)
             if reached:
-                return StoppedBecause.TARGET_SPEEDUP, reached
+                raise RunStopped(StoppedBecause.TARGET_SPEEDUP, reached)
         roof = best.verdict.geomean_roof_fraction()
         if self.target_roof and roof is not None and roof >= self.target_roof:
-            return StoppedBecause.TARGET_ROOF, (f"{self.summary_of_best()}; reached {roof:.0%} of the roofline (geomean over its "
-                                   f"timed shapes; --target-roof {self.target_roof:g})")
+            raise RunStopped(StoppedBecause.TARGET_ROOF, f"{self.summary_of_best()}; reached {roof:.0%} of the roofline "
+                                                         f"(geomean over its timed shapes; --target-roof "
+                                                         f"{self.target_roof:g})")
         if n - best.round >= self.patience:
             near = f", {roof:.0%} of the roofline" if roof is not None else ""
-            return StoppedBecause.PATIENCE, (f"{self.summary_of_best()}{near}; no round improved it in the last "
-                                f"{self.patience} (--patience {self.patience})")
-        return None
+            raise RunStopped(StoppedBecause.PATIENCE, f"{self.summary_of_best()}{near}; no round improved it in the "
+                                                      f"last {self.patience} (--patience {self.patience})")
 
     def _reached_target_speedup(self, best: Best) -> str | None:
         if self.target_baseline != "eager":
@@ -350,7 +372,7 @@ class Agent:
             self.messages = [self.messages[0], {"role": "assistant", "content": pick.completion.text},
                              {"role": "user", "content": self.compose(feedback, tried, pick, n)}]
             return pick.verdict, pick.source
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RunStopped):  # Ctrl-C, or a batch stopping its runs
             self.record.rounds[-1].outcome = "interrupted"
             raise
         except ProviderError as exc:

@@ -47,7 +47,7 @@ def ops_run(model, inputs) -> dict[str, int]:
     return dict(counter.seen.most_common())
 
 
-def compare(expected, actual, atol: float, rtol: float) -> dict:
+def compare_outputs(expected, actual, atol: float, rtol: float) -> dict:
     import torch
     exp, act = expected.detach().double(), actual.detach().double()
     if exp.shape != act.shape:
@@ -77,9 +77,9 @@ def timed_ms(run, device: str, iterations: int) -> float:
 
 def check(spec: dict) -> dict:
     import torch
-    from bbagent.agent.serving.models import build
+    from bbagent.agent.serving.models import build_model
     device, dtype = spec["device"], getattr(torch, spec["dtype"])
-    model, inputs = build(spec["model"], spec["config"], device, dtype, spec["seed"])
+    model, inputs = build_model(spec["model"], spec["config"], device, dtype, spec["seed"])
     atol, rtol = spec["atol"], spec["rtol"]
     options = dict(include_unreviewed=spec["include_unreviewed"], include_slower=spec["include_slower"],
                    device=device)
@@ -92,7 +92,7 @@ def check(spec: dict) -> dict:
         slower = sorted(op for op in enabled.slower if op in ran)
     result = {"model": spec["model"], "config": spec["config"], "device": device, "dtype": spec["dtype"],
               "seed": spec["seed"], "tolerance": {"atol": atol, "rtol": rtol}, "ops_run": ran, "served": served,
-              "skipped_in_model": skipped, "slower_skipped": slower, **compare(eager, output, atol, rtol)}
+              "skipped_in_model": skipped, "slower_skipped": slower, **compare_outputs(eager, output, atol, rtol)}
     used = [op for op, r in served.items() if r["calls"]]
     result["status"] = ("mismatch" if not result["match"] else "match" if used else "nothing_served")
     if not used:
@@ -139,7 +139,7 @@ def bisect(model, inputs, eager, spec: dict, options: dict, ops: list[str]) -> t
         runs += 1
         with enable(Path(spec["root"]), ops=subset, **options):
             output = _forward(model, inputs)
-        return not compare(eager, output, spec["atol"], spec["rtol"])["match"]  # compared by aten alone
+        return not compare_outputs(eager, output, spec["atol"], spec["rtol"])["match"]  # compared by aten alone
 
     def narrow(subset: list[str]) -> list[str]:
         if len(subset) == 1 or runs >= MAX_BISECT_RUNS:

@@ -110,7 +110,7 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     if not hasattr(torch.library, "get_kernel"):
         raise UsageError(f"bbagent.enable needs torch.library.get_kernel (torch 2.9 or newer; this is "
                          f"{torch.__version__}) to keep aten's kernel as the fallback")
-    chosen, skipped, gated, refused = choose(root, include_unreviewed, include_slower or device == "cpu", ops)
+    chosen, skipped, gated, refused = to_serve(root, include_unreviewed, include_slower or device == "cpu", ops)
     for op in sorted(gated):  # an approved kernel not served: said once per process, on stderr
         _say(f"bbagent.enable: {op} is not served: {skipped[op]}; {SLOWER_HINT}")
     for op in sorted(refused):
@@ -139,7 +139,7 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     return _current
 
 
-def choose(root: Path, include_unreviewed: bool, include_slower: bool,
+def to_serve(root: Path, include_unreviewed: bool, include_slower: bool,
            ops: list[str] | None) -> tuple[list, dict, set, set]:
     """(overload, version, speedup) for every overload to serve, every one left out with why, those
     of them left out only for their speed (a usable version exists), and those refused because a

@@ -25,7 +25,7 @@ DEFAULT_CONFIGS = {
 }
 
 
-class Block(nn.Module):
+class TransformerBlock(nn.Module):
     def __init__(self, d_model: int, heads: int, d_ff: int, activation: str):
         super().__init__()
         self.heads = heads
@@ -50,7 +50,7 @@ class SmallTransformer(nn.Module):
     def __init__(self, vocab: int, d_model: int, heads: int, layers: int, d_ff: int, seq: int, activation: str):
         super().__init__()
         self.embed, self.position = nn.Embedding(vocab, d_model), nn.Embedding(seq, d_model)
-        self.blocks = nn.ModuleList(Block(d_model, heads, d_ff, activation) for _ in range(layers))
+        self.blocks = nn.ModuleList(TransformerBlock(d_model, heads, d_ff, activation) for _ in range(layers))
         self.norm, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, vocab)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -70,7 +70,7 @@ def config_for(name: str, overrides: dict | None = None) -> dict:
     return {**DEFAULT_CONFIGS[name], **(overrides or {})}
 
 
-def build(name: str, config: dict, device: str, dtype: torch.dtype, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
+def build_model(name: str, config: dict, device: str, dtype: torch.dtype, seed: int = 0) -> tuple[nn.Module, torch.Tensor]:
     """The model in eval mode and its input, both from ``seed``."""
     torch.manual_seed(seed)
     if name == "resnet18":

@@ -245,7 +245,7 @@ class JudgeState:
         return found
 
 
-def describe(changes: list[str], when: str) -> str:
+def tampering_message(changes: list[str], when: str) -> str:
     """The ``tampering`` message for these changes."""
     shown = ", ".join(changes[:6]) + (f" and {len(changes) - 6} more" if len(changes) > 6 else "")
     return (f"{when}, what the harness judges and times with had changed: {shown}. A kernel must not rewrite "

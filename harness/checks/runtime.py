@@ -27,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from bbagent.harness.checks.integrity import JudgeState, describe
+from bbagent.harness.checks.integrity import JudgeState, tampering_message
 
 STREAM_ADVICE = ("run all work on the current stream: Triton launches there by default; do not create, pick or "
                  "switch streams")
@@ -119,7 +119,7 @@ class CallWatch:
         changes = self.judge.changes(deep=deep)
         if not changes:
             return None
-        return {"error_kind": "tampering", "message": describe(changes, when), "judge_changed": True}
+        return {"error_kind": "tampering", "message": tampering_message(changes, when), "judge_changed": True}
 
 
 @contextmanager

@@ -181,14 +181,14 @@ def _non_finite(result) -> int:
                if t.dtype.is_floating_point or t.dtype.is_complex)
 
 
-def cache_dir() -> Path:
+def suite_cache_dir() -> Path:
     """Where adopted suites live: private to this user, outside every child's file view."""
     import tempfile
     return Path(os.environ.get("BBAGENT_SUITE_CACHE") or Path(tempfile.gettempdir()) / f"bbagent-suites-{os.getuid()}")
 
 
 def cached(key: str) -> Path | None:
-    path = cache_dir() / f"{key}.pt"
+    path = suite_cache_dir() / f"{key}.pt"
     return path if path.is_file() else None
 
 
@@ -201,7 +201,7 @@ def adopt(saved: Path, digest: str, key: str) -> Path | None:
         return None
     if hashlib.sha256(data).hexdigest() != digest:
         return None
-    where = cache_dir()
+    where = suite_cache_dir()
     where.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = where / f"{key}.pt"
     partial = where / f".{key}.{os.getpid()}.partial"

@@ -6,7 +6,7 @@ and a candidate) run in alternation, rep by rep, in an order that flips each rep
 boost, thermal drift and other load hit them alike. Each function is warmed up first (compiles,
 autotuning, allocator) and the number of repetitions is chosen from a first estimate so that
 each function gets about ``target_ms`` of GPU time, its flushes included. Results are per-repetition
-milliseconds; ``summarize`` gives median, mean, std and quantiles. ``graphed`` turns the
+milliseconds; ``timing_stats`` gives median, mean, std and quantiles. ``graphed`` turns the
 functions into CUDA-graph replays, which leave out the host's launch cost (an empty Triton
 launch measured 3.8 us on an H200; a wrapper that allocates and reshapes costs more), so small
 shapes measure the kernel rather than the Python that launches it.
@@ -197,7 +197,7 @@ def events_beyond_host(measured_ms: float, host_ms: float, reps: int) -> str | N
             "passed on the host's clock: the events or the clock were tampered with")
 
 
-def summarize(samples: list[float]) -> dict[str, float]:
+def timing_stats(samples: list[float]) -> dict[str, float]:
     """Median, mean, std, 20th/80th percentiles, min and count of per-repetition times (ms)."""
     if not samples:
         raise ValueError("no timing samples")
@@ -218,7 +218,7 @@ def empty_launch_ms(target_ms: float = 50.0, graph: bool = False) -> float:
     fn = lambda: _nothing[(1,)](x)  # noqa: E731
     if graph:
         fn = as_graph(fn) or fn
-    return summarize(time_interleaved({"empty": fn}, target_ms)["empty"])["median_ms"]
+    return timing_stats(time_interleaved({"empty": fn}, target_ms)["empty"])["median_ms"]
 
 
 def copy_bandwidth_gbs(target_ms: float = 50.0, max_bytes: int = 1 << 30) -> float:
@@ -228,7 +228,7 @@ def copy_bandwidth_gbs(target_ms: float = 50.0, max_bytes: int = 1 << 30) -> flo
     size = min(max_bytes, free // 4) // 4 * 4
     src = torch.empty(size // 4, dtype=torch.int32, device="cuda").fill_(1)
     dst = torch.empty_like(src)
-    median = summarize(time_interleaved({"copy": lambda: dst.copy_(src)}, target_ms)["copy"])["median_ms"]
+    median = timing_stats(time_interleaved({"copy": lambda: dst.copy_(src)}, target_ms)["copy"])["median_ms"]
     return 2 * size / (median * 1e-3) / 1e9
 
 
@@ -243,7 +243,7 @@ def matmul_tflops(size: int = 4096, target_ms: float = 50.0) -> dict[str, float]
     for dtype in MATMUL_DTYPES:
         a = torch.randn(size, size, device="cuda").to(dtype)
         b = torch.randn(size, size, device="cuda").to(dtype)
-        median = summarize(time_interleaved({"mm": functools.partial(torch.mm, a, b)}, target_ms)["mm"])["median_ms"]
+        median = timing_stats(time_interleaved({"mm": functools.partial(torch.mm, a, b)}, target_ms)["mm"])["median_ms"]
         result[str(dtype).removeprefix("torch.")] = 2 * size ** 3 / (median * 1e-3) / 1e12
         del a, b
     return result

@@ -18,7 +18,7 @@ from bbagent.harness.events import Baseline, BaselineStart, ChildEnvironment, Do
 from bbagent.harness.inputs import clone_value
 from bbagent.harness.ops import value_mode
 from bbagent.harness.timing.baselines import INDUCTOR_MODES, cache_mode
-from bbagent.harness.timing.clock import graphed, summarize, time_interleaved
+from bbagent.harness.timing.clock import graphed, timing_stats, time_interleaved
 
 
 def _calling(op):
@@ -41,7 +41,7 @@ def differs_from_eager(op, inputs: tuple[tuple, dict], actual) -> str | None:
     return failure["message"][:300] if failure else None
 
 
-def time_inductor(op, case, timing_mode: str, compile_mode: str, target_ms: float) -> dict:
+def time_compiled(op, case, timing_mode: str, compile_mode: str, target_ms: float) -> dict:
     """One shape: inductor's timing (and eager's, measured alongside) or why there is none."""
     import torch
     result = {"input": case.description, "mode": cache_mode(compile_mode, timing_mode)}
@@ -67,7 +67,7 @@ def time_inductor(op, case, timing_mode: str, compile_mode: str, target_ms: floa
         return {**result, "error": "inductor's compiled code could not be captured in a CUDA graph, as the kernel "
                                    "and eager were on this shape"}
     samples = time_interleaved(timed, target_ms)
-    inductor, eager = summarize(samples["inductor"]), summarize(samples["aten"])
+    inductor, eager = timing_stats(samples["inductor"]), timing_stats(samples["aten"])
     return {**result, "timing": inductor, "raw": [round(x, 6) for x in samples["inductor"]],
             "eager_over_inductor": eager["median_ms"] / inductor["median_ms"]}
 
@@ -95,7 +95,7 @@ def run_baseline_job(job, send) -> int:
                                   "error": "this input is not among the op's trace tests in this child"}))
             continue
         try:
-            send(Baseline(record=time_inductor(op, case, shape["mode"], asked["compile_mode"], asked["target_ms"])))
+            send(Baseline(record=time_compiled(op, case, shape["mode"], asked["compile_mode"], asked["target_ms"])))
         except Exception as exc:  # noqa: BLE001 - e.g. the compiled code raised while being timed
             send(Baseline(record={"input": shape["input"], "mode": cache_mode(asked["compile_mode"], shape["mode"]),
                                   "error": f"inductor failed while being timed: {exception_line(exc)}"}))

@@ -201,7 +201,7 @@ def errors(text: str) -> str:
                      if line.startswith("==ERROR=="))[:500]
 
 
-def report(ranges: list[NcuRange], by_range: dict[str, list[dict]]) -> list[dict]:
+def per_shape(ranges: list[NcuRange], by_range: dict[str, list[dict]]) -> list[dict]:
     """Per shape (in the order profiled): eager's and the kernel's totals and kernels. ``ranges``
     are the child's ``NcuRange`` events."""
     shapes: dict[str, dict] = {}

@@ -32,7 +32,7 @@ from bbagent.harness.ops import value_mode
 from bbagent.harness.checks.float64_judge import Float64Run, judged
 from bbagent.harness.suite.build import TestCase
 from bbagent.harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, l2_cache_bytes,
-                                  matmul_tflops, overhead_dominated, summarize, time_interleaved)
+                                  matmul_tflops, overhead_dominated, timing_stats, time_interleaved)
 from bbagent.harness.timing.roofline import flops_of, roofline
 from bbagent.harness.variants import is_written, out_arguments, schema_arguments
 
@@ -202,8 +202,8 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
     ran = watch.failure() if watch is not None else None
     if ran:
         return void_record(case, ran["error_kind"], ran["message"])
-    aten = cached or summarize(samples["aten"])
-    candidate = summarize(samples["candidate"])
+    aten = cached or timing_stats(samples["aten"])
+    candidate = timing_stats(samples["candidate"])
     moved, written = traffic(op, *cand_in, output)
     roof = shape_roofline(op, *cand_in, output, case.dtype, moved, device)
     del output

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from bbagent.harness.events import Compile
 
-KINDS = ("compile", "autotune")
+CLOCKED_KINDS = ("compile", "autotune")
 # while the tests run, each config of an autotuner runs this many tests (the first ones, which the
 # first tier makes one per class of test), then the first config runs the rest: every config is
 # compiled and run without benchmarking, and compilations stay near one per specialisation

@@ -67,7 +67,7 @@ def run_job(job: Job, send) -> int:
     ``send(event)`` writes one event on the result channel (``harness.events``)."""
     started = time.perf_counter()
     candidate_file = os.path.abspath(job.kernel)
-    gpu_pause.install(job.pause_fd, job.grant_fd, _synchronize)
+    gpu_pause.install_pauses(job.pause_fd, job.grant_fd, _synchronize)
     containment, audit = _contain(job, candidate_file, send)
     from bbagent.harness.problem import OperatorProblem
     suite_started = time.perf_counter()
