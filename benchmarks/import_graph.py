@@ -297,22 +297,22 @@ def summary_line(path: Path) -> str:
 def layout_text(root: Path = ROOT) -> str:
     """docs/layout.md: per layer, each package's modules with their docstrings' first sentences."""
     files = sorted(p for d in ("agent", "harness") for p in (root / d).rglob("*.py"))
+    modules = {path: module_name(path, root) for path in files}
+    said = {path: summary_line(path) for path in files}
     lines = [LAYOUT_HEAD]
     for number, packages in enumerate(LAYERS, start=1):
         lines.append(f"## Layer {number}: {', '.join(packages)}\n")
         for package in packages:
             for path in files:
-                module = module_name(path, root)
-                said = summary_line(path)
-                if path.name == "__init__.py" and not said:  # an empty package marker
+                if path.name == "__init__.py" and not said[path]:  # an empty package marker
                     continue
-                if within(module, package) and layer_of(module) == (number - 1, package):
-                    lines.append(f"- `{path.relative_to(root)}`" + (f": {said}" if said else ""))
+                if layer_of(modules[path]) == (number - 1, package):
+                    lines.append(f"- `{path.relative_to(root)}`" + (f": {said[path]}" if said[path] else ""))
         lines.append("")
-    unplaced = [p for p in files if layer_of(module_name(p, root)) is None]
+    unplaced = [p for p in files if layer_of(modules[p]) is None]
     if unplaced:
         lines.append("## In no layer\n")
-        lines += [f"- `{p.relative_to(root)}`: {summary_line(p)}".rstrip(": ") for p in unplaced]
+        lines += [f"- `{p.relative_to(root)}`: {said[p]}".rstrip(": ") for p in unplaced]
         lines.append("")
     return "\n".join(lines)
 

@@ -269,5 +269,6 @@ def test_a_run_ends_through_one_door_whoever_stops_it(tmp_path):
         "interrupted", StoppedBecause.INTERRUPTED, "interrupted: the batch was stopped")
     assert (run["status"], run["stopped_because"], run["rounds"][-1]["outcome"]) == (
         "interrupted", "interrupted", "interrupted")
+    (tmp_path / "again").mkdir()
     ran_out, _ = run_agent(tmp_path / "again", [answer("broken")] * 2, rounds=2, target=None)
     assert (ran_out.status, ran_out.stopped_because, ran_out.rounds_used) == ("failed", StoppedBecause.ROUNDS, 2)

@@ -351,8 +351,8 @@ class Agent:
         self.run.write(f"{round_dir}/prompt.md", self.messages[-1]["content"])
         self.run.write_json(f"{round_dir}/messages.json", self.messages)
         self.save()
-        self.report(Asking(round=n, rounds=self.rounds, candidates=self.candidates))
         try:
+            self.report(Asking(round=n, rounds=self.rounds, candidates=self.candidates))
             tried = []
             for k, answer in enumerate(self.ask(n)):
                 where = round_dir if self.candidates == 1 else f"{round_dir}/candidate-{k + 1}"
