@@ -6,6 +6,7 @@ Every problem found here is the caller's to fix and raised as a ``UsageError`` n
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -17,27 +18,33 @@ from bbagent.agent.options import engines_of, positive
 PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each for eager and the kernel
 
 
+@contextlib.contextmanager
+def callers_fault():
+    """The harness's errors that are the caller's to fix (a name that is no overload, a kernel that
+    cannot serve one, a kernel file missing, a setup that cannot run) raised as a UsageError."""
+    from bbagent.harness.interface import AdapterError, KernelFileError, SetupError, UnknownOpError
+    try:
+        yield
+    except (UnknownOpError, AdapterError, KernelFileError, SetupError) as exc:
+        raise UsageError(str(exc)) from None
+
+
 def problem_of(name: str, *, exact_overload: bool = False, to_test: bool = False, family: bool = False):
     """The harness's problem for ``name`` (``harness.problem``): ``generate``'s (``exact_overload``)
     or, ``to_test``, a given kernel file's (``family``: every overload of its family; ``written_as``
     names the overload the file is written for). A name that is no overload is a UsageError."""
-    from bbagent.harness.interface import AdapterError, UnknownOpError, operator_problem, problem_to_test
-    try:
+    from bbagent.harness.interface import operator_problem, problem_to_test
+    with callers_fault():
         if to_test:
             return problem_to_test(name, family=family)
         return operator_problem(name, exact_overload=exact_overload)
-    except (UnknownOpError, AdapterError) as exc:
-        raise UsageError(str(exc)) from None
 
 
 def written_as(problem, written_for: str):
     """``problem`` for a kernel file written for ``written_for`` (``OperatorProblem.written_as``);
     a name that is no overload, or a kernel that cannot serve one, is a UsageError."""
-    from bbagent.harness.interface import AdapterError, UnknownOpError
-    try:
+    with callers_fault():
         return problem.written_as(written_for)
-    except (UnknownOpError, AdapterError) as exc:
-        raise UsageError(str(exc)) from None
 
 
 def check_op(op: str) -> None:
@@ -240,14 +247,11 @@ class Evaluations:
     def evaluate(self, kernel: Path, profile: bool = True):
         """The kernel's Verdict; ``profile=False`` leaves out the timing's profiles (no later round
         would read them). The caller's inputs or setup at fault: a UsageError."""
-        from bbagent.harness.interface import AdapterError, KernelFileError, SetupError
         if self.preparing is not None:
             self.preparing.join()
         request = self.request if profile else self.request.without_profiles()
-        try:
+        with callers_fault():
             return self.evaluator.evaluate(request, kernel)
-        except (KernelFileError, AdapterError, SetupError) as exc:
-            raise UsageError(str(exc)) from None
 
 
 def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False,

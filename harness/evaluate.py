@@ -58,7 +58,6 @@ def evaluate_kernel(request: EvaluationRequest, kernel_path: str | Path, *, gpu:
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
     source = kernel_path.read_bytes()
-    op = request.op
     findings = check_source(source.decode("utf-8", "replace")) if request.static_check else []
     if findings:  # rejected before any of its code runs
         return _redacted(assemble(request.problem, kernel_path, source, request.fresh_seed(), [],
@@ -70,7 +69,7 @@ def evaluate_kernel(request: EvaluationRequest, kernel_path: str | Path, *, gpu:
         shared_env = base_env(request.device, gpu)
         job = request.job(workdir, [_triton_cache(shared_env)])
         key = suite_key(request.problem.names, request.device, request.suite_options())
-        child = _Child(op, request, kernel_path, source, job, key, shared_env, workdir)
+        child = _Child(request, kernel_path, source, job, key, shared_env, workdir)
         verdict = child.run(None) if share is None else _on_shared_gpu(share, child)
         return _redacted(verdict, request.secrets)
     finally:
@@ -79,8 +78,7 @@ def evaluate_kernel(request: EvaluationRequest, kernel_path: str | Path, *, gpu:
 
 @dataclass
 class _Child:
-    """One evaluation's child, as ``evaluate`` set it up; ``run`` starts it (again, where asked)."""
-    op: str
+    """One evaluation's child, as ``evaluate_kernel`` set it up; ``run`` starts it (again, where asked)."""
     request: EvaluationRequest
     kernel_path: Path
     source: bytes
@@ -88,6 +86,10 @@ class _Child:
     key: str
     shared_env: dict
     workdir: Path
+
+    @property
+    def op(self) -> str:
+        return self.request.op
 
     def run(self, share: GpuShare | None, hold: Hold | None = None) -> Verdict:
         """The Verdict (its secrets not yet redacted); on a shared GPU the child runs its tests under ``hold`` and asks
@@ -156,7 +158,7 @@ def _doubted_while_shared(verdict: Verdict) -> str | None:
 
 
 def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: GpuShare | None = None) -> str:
-    """Build the suite ``evaluate`` would build for this request, before any candidate exists
+    """Build the suite ``evaluate_kernel`` would build for this request, before any candidate exists
     (while the model writes the first one), and keep it in the suite cache, so that the first
     evaluation loads it. Returns "cached" (it was there), "built", or why it was not built; a
     failure here costs nothing but the saving (the evaluation builds it then)."""
@@ -168,8 +170,9 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
     try:
         (workdir / "candidate.py").write_bytes(b"")  # never imported: the child ends once the suite is saved
         shared_env = base_env(request.device, gpu)
-        job = replace(request.job(workdir, [_triton_cache(shared_env)], seed=fresh_seed()), timing=None,
-                      build_only=True, save_suite=str(workdir / "suite.pt"))
+        untimed = replace(request, timing=None)  # nothing is timed: the timing cache is not read
+        job = replace(untimed.job(workdir, [_triton_cache(shared_env)], seed=fresh_seed()), build_only=True,
+                      save_suite=str(workdir / "suite.pt"))
         hold = share.enter(share.need_for(key, expected_need(names, request.extra_traces)), request.op) if share else None
         gate = ChildGate(share, hold) if share is not None else None  # it pauses for another's timing
         try:

@@ -20,7 +20,7 @@ from bbagent.harness import ops
 @dataclass(frozen=True)
 class OperatorProblem:
     """An aten overload to write a kernel for. ``serves`` holds ``computation`` first."""
-    computation: object  # torch._ops.OpOverload (not imported here: the child reads this before torch)
+    computation: object  # a torch._ops.OpOverload, as are serves' and written_for
     serves: tuple
     written_for: object
     requested: str = ""  # the name as it was given, before the family's functional overload was chosen

@@ -202,12 +202,13 @@ def _generate_options(args, with_defaults: bool = False) -> dict:
     """The GenerateOptions fields given on the command line, each read from its own flag
     (``agent.options.option_flags``; a batch's per-operator budgets are the run's); a field not
     given is None, or with ``with_defaults`` its default."""
-    from bbagent.agent.options import GenerateOptions, flag_of
-    batch = args.command == "batch"
+    from bbagent.agent.options import GenerateOptions, option_flags
     values = {}
-    for field, info in GenerateOptions.model_fields.items():
-        value = getattr(args, flag_of(field, batch).removeprefix("--").replace("-", "_"))
-        values[field] = info.default if value is None and with_defaults else value
+    for flag in option_flags(batch=args.command == "batch"):
+        value = getattr(args, flag.arguments["dest"])
+        if value is None and with_defaults:
+            value = GenerateOptions.model_fields[flag.field].default
+        values[flag.field] = value
     return values
 
 
