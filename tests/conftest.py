@@ -63,6 +63,14 @@ def make_verdict(**fields):
     return Verdict.model_validate({**base, **fields})
 
 
+def speed_summary(geomean_speedup: float | None, counted: int = 3) -> dict:
+    """A timed kernel's ``PerformanceSummary`` as data, with the figures a test does not care about."""
+    return {"correct": True, "timed": counted, "counted": counted, "geomean_speedup": geomean_speedup,
+            "speedup_p20": geomean_speedup, "speedup_p50": geomean_speedup, "speedup_p80": geomean_speedup,
+            "fast_p": {}, "overhead_dominated": {"count": 0, "geomean_speedup": None}, "memory_bound": True,
+            "copy_gbs": None}
+
+
 def verdict_of(tests: list[dict], verdict: str = "pass", **performance):
     """A Verdict whose performance holds ``tests`` (as the timing phase left them) and ``performance``'s fields."""
     return make_verdict(verdict=verdict, performance={"measured": True, "tests": tests, **performance},

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bbagent.agent.review import lifecycle
-from conftest import PYTHONPATH
+from conftest import PYTHONPATH, speed_summary
 from tests.test_review import install, run_meta
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,7 +63,7 @@ def test_unreviewed_and_slower_overloads_are_left_to_aten_unless_asked(tmp_path)
     has; on a GPU only those measured at least as fast as eager, and each one left to aten is said
     once on stderr, with the option that serves it anyway."""
     accepted(tmp_path, (KERNELS / "relu_triton.py").read_text(), approve=False,
-             performance={"measured": True, "summary": {"geomean_speedup": 0.8}},
+             performance={"measured": True, "summary": speed_summary(0.8)},
              overload_speedups={"aten.relu_.default": {"geomean_speedup": 0.62}})
     result = in_fresh_process(
         "import json, sys, torch, bbagent\n"

@@ -12,6 +12,7 @@ from bbagent.agent.batch.ledger import Ledger
 from bbagent.cli import main
 from bbagent.agent.reports.html import collect, fast_p_curve, funnel
 from bbagent.agent.review import lifecycle
+from conftest import speed_summary
 from tests.test_review import KERNELS, install, run_meta
 
 SHOTS = os.environ.get("BBAGENT_REPORT_SCREENSHOT")  # where to keep the PNG (the note's screenshot)
@@ -20,7 +21,7 @@ SHOTS = os.environ.get("BBAGENT_REPORT_SCREENSHOT")  # where to keep the PNG (th
 def timed(speedup: float, sizes=(1e4, 1e6, 1e8)) -> dict:
     shapes = [{"input": f"T([{int(b / 4)}], f32)", "bytes": int(b), "speedup": speedup * (0.7 + 0.15 * i),
                "aten_ms": 0.01, "kernel_ms": 0.01} for i, b in enumerate(sizes)]
-    return {"measured": True, "gpu": "NVIDIA H200", "summary": {"geomean_speedup": speedup, "counted": len(shapes)},
+    return {"measured": True, "gpu": "NVIDIA H200", "summary": speed_summary(speedup, counted=len(shapes)),
             "shapes": shapes}
 
 

@@ -13,6 +13,7 @@ from bbagent.agent.review import lifecycle
 from bbagent.agent.review.catalog import find, flags, listing
 from bbagent.agent.review.lifecycle import install, status_of
 from bbagent.agent.review.meta import KernelMeta, read_meta, upgraded, write_meta
+from conftest import speed_summary
 
 KERNELS = Path(__file__).parent / "kernels"
 RELU, ADD = "aten.relu.default", "aten.add.Tensor"
@@ -24,7 +25,7 @@ def run_meta(op: str, run_id: str, **extra) -> dict:
     import triton
     return {"op": op, "written_for": op, "serves": [op], "provider": "replay", "model": "m", "run_id": run_id,
             "round": 1, "rounds_used": 1, "tokens": {"input": 10, "output": 20}, "cost_usd": 0.01,
-            "cost_complete": True, "tests": {"passed": 40, "total": 40, "skipped": 0},
+            "cost_complete": True, "tests": {"passed": 40, "total": 40},
             "versions": {"torch": torch.__version__, "triton": triton.__version__},
             "gpu": machine.this_machine().gpu, "device": "cpu",  # tested here: not stale here
             "accepted_at": "2026-11-20T00:00:00+00:00", "performance": {"measured": False, "reason": "CPU"},
@@ -40,7 +41,7 @@ def tree(tmp_path, monkeypatch):
     lifecycle.set_status(tmp_path / "generated_kernels" / RELU, "approved", "looked fine")
     install(tmp_path, RELU, (KERNELS / "relu_strided.py").read_text(), run_meta(RELU, "run-b"))
     performance = {"measured": True, "gpu": "NVIDIA H200",
-                   "summary": {"geomean_speedup": 12.5, "counted": 3},
+                   "summary": speed_summary(12.5),
                    "shapes": [{"input": "T([1024], f32)", "aten_ms": 0.01, "kernel_ms": 0.0008, "speedup": 12.5}]}
     install(tmp_path, ADD, (KERNELS / "add_broadcast.py").read_text(),
             run_meta(ADD, "run-c", serves=[ADD, "aten.add_.Tensor", "aten.add.out"], performance=performance,
@@ -151,6 +152,81 @@ def test_meta_json_follows_its_schema(tree, capsys):
     assert main(["schema", "kernel-meta"]) == 0
     schema = json.loads(capsys.readouterr().out)
     assert {"schema", "version", "review", "tested_in"} <= set(schema["required"])
+
+
+def accepted_verdict():
+    """A passing, timed Verdict serving relu's family, as the harness hands it to the run."""
+    from conftest import make_verdict
+    stats = {"median_ms": 0.01, "mean_ms": 0.01, "std_ms": 0.0, "p20_ms": 0.01, "p80_ms": 0.01, "min_ms": 0.01,
+             "reps": 10}
+    timed = {"id": "trace-0", "input": "(T([1024], f32),)", "mode": "graph", "speedup": 1.25, "bytes": 8192,
+             "overhead_dominated": False, "aten": stats, "candidate": {**stats, "median_ms": 0.008}}
+    variants = [{"op": op, "convention": convention, "served_by": by, "planned": 4, "passed": 4, "failed": 0, "ok": True}
+                for op, convention, by in ((RELU, "functional", "kernel"), ("aten.relu_.default", "inplace", "adapter"))]
+    return make_verdict(verdict="pass", summary={"planned": 8, "total": 8, "passed": 8}, variants=variants,
+                        environment={"torch": "2.11", "triton": "3.6", "gpu": "NVIDIA H200"},
+                        performance={"measured": True, "gpu": "NVIDIA H200", "tests": [timed],
+                                     "device": {"copy_gbs": 4000.0, "empty_launch_ms": 0.004,
+                                                "empty_graph_launch_ms": 0.005},
+                                     "summary": speed_summary(1.25, counted=1)})
+
+
+def test_meta_json_is_one_dump_of_the_verdicts_own_parts(tmp_path):
+    """The run's part of meta.json holds the Verdict's parts themselves (no dict between them and the
+    record), meta.json is one dump of the record, and reading it back validates to an equal record."""
+    from bbagent.agent.review.record import kernel_readme, run_part
+    verdict = accepted_verdict()
+    fields = run_part(RELU, verdict, provider="replay", model="m", run_id="run-a", accepted_round=1,
+                      totals={"tokens": {"input": 1, "output": 2}, "cost_usd": 0.0, "cost_complete": True},
+                      rounds=[], target_speedup=1.0, target_baseline="eager")
+    meta = install(tmp_path, RELU, (KERNELS / "relu_triton.py").read_text(), fields)
+    assert meta.summary is verdict.summary and meta.variants[1] is verdict.variants[1]
+    assert meta.performance.summary is verdict.performance.summary
+    assert meta.performance.device is verdict.performance.device
+    assert meta.tests == verdict.test_counts()
+    folder = tmp_path / "generated_kernels" / RELU
+    assert json.loads((folder / "meta.json").read_text()) == meta.as_json()
+    assert read_meta(folder) == meta
+    assert meta.serves == [RELU, "aten.relu_.default"] and meta.performance.geomean_speedup == 1.25
+    readme = kernel_readme(meta)
+    assert "8/8 tests passed" in readme and "adapter copies the functional result into self" in readme
+    assert "geomean 1.25x eager over 1 shapes" in readme
+
+
+def test_older_meta_json_files_read_in_the_current_shape_and_lose_nothing(tmp_path):
+    """Version 2 kept the Verdict's summary and counts in one ``tests`` dict and its parts as plain
+    dicts; a file from before the typed Verdict may hold a part no model reads now: it is kept whole."""
+    verdict = accepted_verdict()
+    version_2 = {**run_meta(RELU, "run-0"), "schema": "bbagent.kernel-meta", "schema_version": 2, "version": 1,
+                 "review": {"status": "approved", "by": "ada", "at": None, "note": "", "history": []},
+                 "tested_in": {"torch": "2.11", "triton": "3.6", "gpu": "NVIDIA H200", "suite": "abc"},
+                 "tests": {**verdict.summary.model_dump(), **verdict.test_counts().model_dump()},
+                 "variants": [v.model_dump() for v in verdict.variants],
+                 "performance": {"measured": True, "gpu": "NVIDIA H200",
+                                 "device": verdict.performance.device.model_dump(),
+                                 "summary": verdict.performance.summary.model_dump()}}
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "meta.json").write_text(json.dumps(version_2))
+    meta = read_meta(tmp_path / "v2")
+    assert meta.schema_version == 3 and meta.review.status == "approved" and meta.tested_in.suite == "abc"
+    assert meta.tests == verdict.test_counts() and meta.summary == verdict.summary
+    assert meta.variants == verdict.variants and meta.performance.geomean_speedup == 1.25
+    assert not [key for key in meta.as_json() if key.endswith("_as_recorded")]
+
+    older = {"op": RELU, "run_id": "run-0", "tests": {"passed": 5, "total": 6, "skipped": 1},
+             "variants": [{"op": RELU, "ok": True}],
+             "performance": {"measured": True, "summary": {"geomean": 2.0}}}
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v1" / "meta.json").write_text(json.dumps(older))
+    meta = read_meta(tmp_path / "v1")
+    assert (meta.version, meta.review.status) == (1, "needs_review")
+    assert meta.tests.text() == "5/6 tests passed, 1 skipped" and meta.summary is None
+    assert meta.variants == [] and meta.performance.measured is False
+    assert "performance_as_recorded" in meta.performance.reason
+    write_meta(tmp_path / "v1", meta)  # what a review decision does: the older parts stay in the file
+    again = json.loads((tmp_path / "v1" / "meta.json").read_text())
+    assert again["tests_as_recorded"] == older["tests"] and again["variants_as_recorded"] == older["variants"]
+    assert again["performance_as_recorded"] == older["performance"] and again["schema_version"] == 3
 
 
 def test_verify_retests_stale_kernels_and_records_the_outcome(tree, capsys):

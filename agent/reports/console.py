@@ -124,7 +124,7 @@ def print_verdict(console: Console, verdict) -> None:
         from bbagent.agent.review.record import served_how
         for v in variants:
             state = "[green]ok[/green]" if v.ok else "[red]FAIL[/red]"
-            console.print(f"  {state} {v.op} ({served_how(v.model_dump())}): {v.passed} passed, {v.failed} failed "
+            console.print(f"  {state} {v.op} ({served_how(v)}): {v.passed} passed, {v.failed} failed "
                           f"of {v.planned}")
     for group in verdict.failure_groups:
         example = group.example

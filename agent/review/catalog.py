@@ -195,7 +195,9 @@ def row(entry: Operator) -> dict:
     served = entry.served()
     return {"op": entry.op, "family": family_of(meta.written_for), "version": current.number,
             "status": current.status, "review": meta.review.model_dump(), "changes": changes(meta),
-            "tests_passed": meta.tests.get("passed"), "tests_total": meta.tests.get("total"), "tests": meta.tests,
+            "tests_passed": meta.tests.passed if meta.tests else None,
+            "tests_total": meta.tests.total if meta.tests else None,
+            "tests": meta.tests.model_dump() if meta.tests else {},
             "geomean_speedup": meta.performance.geomean_speedup, "cost_usd": meta.cost_usd, "cost_complete": meta.cost_complete,
             "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id, "flags": version_flags(current),
             "served_version": served.number if served else None, "versions": len(entry.versions),

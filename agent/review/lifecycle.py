@@ -1,6 +1,6 @@
 """The review lifecycle of an accepted kernel, kept in ``generated_kernels/<op>/meta.json``.
 
-Schema ``bbagent.kernel-meta`` version 2 (``SCHEMA_VERSION``) adds to what a run writes:
+Schema ``bbagent.kernel-meta`` (``SCHEMA_VERSION``, since version 2) adds to what a run writes:
 
 * ``version``: 1 for an operator's first accepted kernel, then 2, 3, ...; earlier versions move to
   ``generated_kernels/<op>/versions/<n>/`` (kernel.py, meta.json, README.md), each with its own

@@ -1,11 +1,17 @@
 """``generated_kernels/<op>/meta.json`` as one typed model, ``KernelMeta``: written only by
 ``write_meta`` and read only by ``read_meta`` (``bbagent schema kernel-meta`` prints its schema).
 
-Schema ``bbagent.kernel-meta`` version 2: what the run that accepted the kernel knew (who wrote
+Schema ``bbagent.kernel-meta`` version 3: what the run that accepted the kernel knew (who wrote
 it, its tests, speed and cost) and the review lifecycle (``version``, ``tested_in``, ``review``;
-``agent.review.lifecycle``). Folders written before version 2 read as version 1, needs_review,
-with ``tested_in`` from their recorded versions. Fields bbagent does not know (a newer bbagent's)
-are kept as they are.
+``agent.review.lifecycle``). The parts taken from the Verdict are the Verdict's own models
+(``variants``, ``tests``, ``summary``, ``performance.device``, ``performance.summary``), so meta.json is
+one dump of one typed record and reads back by validation.
+
+Older folders are read through :func:`upgraded`: before version 2 they read as version 1,
+needs_review, with ``tested_in`` from their recorded versions; version 2's ``tests`` (the Verdict's
+summary and counts in one dict) is split into ``tests`` and ``summary``. A part of an older file that
+the Verdict's models no longer read is kept whole under ``<name>_as_recorded`` and its field left
+empty, never dropped. Fields bbagent does not know (a newer bbagent's) are kept as they are.
 """
 from __future__ import annotations
 
@@ -13,13 +19,14 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from bbagent.agent.run_record import Tokens
 from bbagent.agent.storage import write_json
+from bbagent.harness.interface import DeviceYardsticks, PerformanceSummary, Summary, TestCounts, Variant
 
 SCHEMA = "bbagent.kernel-meta"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATUSES = ("needs_review", "approved", "rejected")
 
 
@@ -87,13 +94,13 @@ class PerformanceRecord(_Open):
     measured: bool = False
     reason: str | None = None
     gpu: str | None = None
-    device: dict | None = None
-    summary: dict | None = None  # harness.verdict.PerformanceSummary as data
+    device: DeviceYardsticks | None = None
+    summary: PerformanceSummary | None = None
     shapes: list[ShapeTiming] = []
 
     @property
     def geomean_speedup(self) -> float | None:
-        return (self.summary or {}).get("geomean_speedup") if self.measured else None
+        return self.summary.geomean_speedup if self.measured and self.summary is not None else None
 
 
 class EarlierGuardNote(_Open):
@@ -117,12 +124,12 @@ class KernelMeta(_Open):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     schema_name: Literal["bbagent.kernel-meta"] = Field(alias="schema")
-    schema_version: Literal[2]
+    schema_version: Literal[3]
     op: str
     written_for: str
     serves: list[str]
     not_served: list[str] = []
-    variants: list[dict] = []  # harness.verdict.Variant rows
+    variants: list[Variant] = []
     version: int
     review: Review
     tested_in: TestedIn
@@ -134,7 +141,8 @@ class KernelMeta(_Open):
     tokens: Tokens = Tokens()
     cost_usd: float | None = None
     cost_complete: bool = True
-    tests: dict = {}  # harness.verdict.Summary as data
+    tests: TestCounts | None = None  # None: not recorded (a folder older than the record of tests)
+    summary: Summary | None = None
     kernel_sha256: str | None = None
     seed: int | None = None
     versions: Versions = Versions()
@@ -171,9 +179,10 @@ class KernelMeta(_Open):
 
 
 def upgraded(document: dict, folder_name: str | None = None) -> dict:
-    """A meta.json document in the current schema's shape: older folders get version 1, needs_review,
-    a ``tested_in`` from their recorded versions (suite unknown, so an approval of them goes stale),
-    and, from before variants were served, ``written_for`` and ``serves`` from ``op``."""
+    """A meta.json document in the current schema's shape (see the module's docstring): from before
+    variants were served, ``written_for`` and ``serves`` come from ``op``; before version 2, version 1,
+    needs_review and a ``tested_in`` from the recorded versions (suite unknown, so an approval of them
+    goes stale); before version 3, ``tests`` split into the Verdict's counts and summary."""
     document = dict(document)
     op = document.get("op") or document.get("written_for") or folder_name
     document.setdefault("op", op)
@@ -181,14 +190,56 @@ def upgraded(document: dict, folder_name: str | None = None) -> dict:
     document["serves"] = document.get("serves") or [document["written_for"]]
     if document.get("schema_version") == SCHEMA_VERSION:
         return document
-    document.setdefault("version", 1)
-    document.setdefault("review", {"status": "needs_review", "by": None, "at": None, "note": "", "history": []})
+    if document.get("schema_version") != 2:
+        document.setdefault("version", 1)
+        document.setdefault("review", {"status": "needs_review", "by": None, "at": None, "note": "", "history": []})
     if "tested_in" not in document:
         versions = document.get("versions") or {}
         document["tested_in"] = {"torch": versions.get("torch"), "triton": versions.get("triton"),
                                  "gpu": document.get("gpu") or "cpu", "suite": None}
+    _split_tests(document)
+    _keep_unreadable(document, "tests", TestCounts, None)
+    _keep_unreadable(document, "variants", _VARIANTS, [])
+    _keep_unreadable(document, "performance", PerformanceRecord,
+                     {"reason": "recorded by an older bbagent in a form not read now (performance_as_recorded)"})
     document.update(schema=SCHEMA, schema_version=SCHEMA_VERSION)
     return document
+
+
+_VARIANTS = TypeAdapter(list[Variant])
+
+
+def _split_tests(document: dict) -> None:
+    """Version 2's ``tests`` held the Verdict's summary and counts in one dict (older ones the summary
+    alone): the counts go to ``tests`` (tests skipped there were not run), the summary to ``summary``;
+    where the summary is incomplete the dict is also kept as ``tests_as_recorded``."""
+    tests = document.get("tests")
+    if not isinstance(tests, dict) or set(tests) <= set(TestCounts.model_fields):
+        document["tests"] = tests or None
+        return
+    counts = {key: value for key, value in tests.items() if key in TestCounts.model_fields}
+    counts.setdefault("not_run_here", tests.get("skipped") or 0)
+    counts.setdefault("interpreter", bool(document.get("interpreter")))
+    document["tests"] = counts
+    summary = {key: value for key, value in tests.items() if key in Summary.model_fields}
+    try:
+        Summary.model_validate(summary)
+        document.setdefault("summary", summary)
+    except ValidationError:
+        document["tests_as_recorded"] = tests
+
+
+def _keep_unreadable(document: dict, name: str, model, empty) -> None:
+    """A part of an older file that ``model`` does not read: kept whole as ``<name>_as_recorded``
+    (a later write keeps it too) and replaced by ``empty``, so the folder still reads."""
+    value = document.get(name)
+    if value is None:
+        return
+    try:
+        (model.validate_python if isinstance(model, TypeAdapter) else model.model_validate)(value)
+    except ValidationError:
+        document[f"{name}_as_recorded"] = value
+        document[name] = empty
 
 
 def read_meta(folder: str | Path) -> KernelMeta:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from bbagent.agent.review.meta import KernelMeta, PerformanceRecord
+from bbagent.agent.review.meta import EarlierGuardNote, KernelMeta, PerformanceRecord, ShapeTiming
 from bbagent.agent.money import cost_text
 from bbagent.agent.run_record import RoundRecord
-from bbagent.harness.interface import Verdict, count_text
+from bbagent.harness.interface import Variant, Verdict
 
 
 def now() -> str:
@@ -22,12 +22,12 @@ def performance_record(verdict: Verdict) -> PerformanceRecord:
         return PerformanceRecord(reason="timing was not asked for")
     if not performance.measured:
         return PerformanceRecord(reason=performance.reason)
-    shapes = [{"input": t.input, "mode": t.mode, "aten_ms": t.aten.median_ms, "kernel_ms": t.candidate.median_ms,
-               "speedup": t.speedup, "bytes": t.bytes, "kernel_gbs": t.candidate_gbs,
-               "overhead_dominated": t.overhead_dominated}
+    shapes = [ShapeTiming(input=t.input, mode=t.mode, aten_ms=t.aten.median_ms, kernel_ms=t.candidate.median_ms,
+                          speedup=t.speedup, bytes=t.bytes, kernel_gbs=t.candidate_gbs,
+                          overhead_dominated=bool(t.overhead_dominated))
               for t in performance.tests]
-    return PerformanceRecord(measured=True, gpu=performance.gpu, device=performance.device.model_dump(),
-                             summary=performance.summary.model_dump(), shapes=shapes)
+    return PerformanceRecord(measured=True, gpu=performance.gpu, device=performance.device,
+                             summary=performance.summary, shapes=shapes)
 
 
 def served_overloads(verdict: Verdict, op: str) -> list[str]:
@@ -36,14 +36,14 @@ def served_overloads(verdict: Verdict, op: str) -> list[str]:
     return [v.op for v in verdict.variants if v.ok] or [op]
 
 
-def guard_findings(rounds: list[RoundRecord]) -> list[dict]:
+def guard_findings(rounds: list[RoundRecord]) -> list[EarlierGuardNote]:
     """Every guard failure of the run's rounds and candidates so far: a reviewer should know that
     the model tried to call aten, patch torch or read the harness before it got this kernel."""
     found = []
     for record in rounds:
         for item in [record, *(record.candidates or [])]:
             if item.error_kind == "guard":
-                found.append({"round": record.round, "message": (item.message or "")[:300]})
+                found.append(EarlierGuardNote(round=record.round, message=(item.message or "")[:300]))
     return found
 
 
@@ -55,10 +55,11 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
     return {
         "op": op, "written_for": op, "serves": served_overloads(verdict, op),
         "not_served": [v.op for v in verdict.variants if not v.ok],
-        "variants": [v.model_dump() for v in verdict.variants], "provider": provider, "model": model,
+        "variants": verdict.variants, "provider": provider, "model": model,
         "run_id": run_id, "round": accepted_round, "rounds_used": accepted_round, "tokens": dict(totals["tokens"]),
         "cost_usd": round(totals["cost_usd"], 6), "cost_complete": totals["cost_complete"],
-        "tests": {**verdict.summary.model_dump(), **verdict.test_counts().model_dump()}, "kernel_sha256": verdict.kernel.sha256, "seed": verdict.seed,
+        "tests": verdict.test_counts(), "summary": verdict.summary, "kernel_sha256": verdict.kernel.sha256,
+        "seed": verdict.seed,
         "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},
         "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter, "accepted_at": now(),
         "performance": performance_record(verdict), "target_speedup": target_speedup,
@@ -72,9 +73,10 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
 
 
 def kernel_readme(meta: KernelMeta) -> str:
-    s = meta.tests
     where = meta.gpu or ("CPU, Triton interpreter" if meta.interpreter else meta.device)
-    skipped = " (see the run's verdict.json for the tests not run and why)" if s.get("skipped") else ""
+    tests = meta.tests.text() if meta.tests is not None else "not recorded"
+    skipped = " (see the run's verdict.json for the tests not run and why)" if meta.tests and meta.tests.not_run_here \
+        else ""
     if meta.composed_of:
         parts = " and ".join(f"round {p.round} (`{p.file}`)" for p in meta.composed_of)
         author = (f"Per-shape dispatcher composed by bbagent in run `{meta.run_id}` from the kernels `{meta.provider}` / "
@@ -86,7 +88,7 @@ def kernel_readme(meta: KernelMeta) -> str:
             f"{author} {meta.accepted_at}: version {meta.version}, "
             f"review status `{meta.review.status}` (`bbagent review show {meta.op}`).\n"
             f"{_replaced_line(meta)}\n"
-            f"- tests: {count_text(s)} on {where}{skipped}\n"
+            f"- tests: {tests} on {where}{skipped}\n"
             f"{_serves_line(meta)}"
             f"- versions: torch {meta.versions.torch}, triton {meta.versions.triton}\n"
             f"- speed: {speed_line(meta.performance)}\n"
@@ -107,32 +109,32 @@ def _serves_line(meta: KernelMeta) -> str:
     """The overloads served, with each one's tests; empty for a kernel serving its own overload only."""
     if len(meta.variants) < 2:
         return ""
-    line = "- serves: " + "; ".join(f"`{v['op']}` ({served_how(v)}, {v['passed']} tests passed)"
-                                    for v in meta.variants if v["ok"]) + "\n"
+    line = "- serves: " + "; ".join(f"`{v.op}` ({served_how(v)}, {v.passed} tests passed)"
+                                    for v in meta.variants if v.ok) + "\n"
     if meta.not_served:
         line += f"- not served (no test of their own ran): {', '.join(meta.not_served)}\n"
     return line
 
 
-def served_how(variant: dict) -> str:
-    """How one overload is served, in words (a Verdict's ``variants`` row)."""
-    if variant["served_by"] == "kernel":
+def served_how(variant: Variant) -> str:
+    """How one overload is served, in words."""
+    if variant.served_by == "kernel":
         return "the kernel itself"
-    written = "self" if variant["convention"] == "inplace" else "out"
+    written = "self" if variant.convention == "inplace" else "out"
     return f"bbagent's adapter copies the functional result into {written}"
 
 
 def speed_line(performance: PerformanceRecord) -> str:
     if not performance.measured:
         return f"not measured ({performance.reason})"
-    summary = performance.summary or {}
-    if summary.get("geomean_speedup") is None:
+    summary = performance.summary
+    if summary is None or summary.geomean_speedup is None:
         return f"no shape above launch overhead on {performance.gpu}; per-shape numbers in meta.json"
-    line = f"geomean {summary['geomean_speedup']:.3g}x eager over {summary.get('counted')} shapes"
-    quantiles = [f"p{p} {summary[f'speedup_p{p}']:.3g}x" for p in (20, 50, 80)
-                 if summary.get(f"speedup_p{p}") is not None]
+    line = f"geomean {summary.geomean_speedup:.3g}x eager over {summary.counted} shapes"
+    quantiles = [f"p{p} {speedup:.3g}x" for p, speedup in
+                 ((20, summary.speedup_p20), (50, summary.speedup_p50), (80, summary.speedup_p80)) if speedup is not None]
     line += f" ({', '.join(quantiles)})" if quantiles else ""
     line += f" on {performance.gpu}"
-    if (summary.get("overhead_dominated") or {}).get("count"):
-        line += f"; {summary['overhead_dominated']['count']} overhead-dominated shapes reported apart"
+    if summary.overhead_dominated.count:
+        line += f"; {summary.overhead_dominated.count} overhead-dominated shapes reported apart"
     return line + "; per-shape numbers in meta.json"

@@ -38,6 +38,7 @@ def verify(root: Path, version: KernelVersion, evaluate: Callable) -> dict:
     s = verdict.summary
     if verdict.passed:
         update = {"tested_in": tested_in(env.torch, env.triton, env.gpu), "gpu": env.gpu,
+                  "interpreter": env.interpreter, "tests": verdict.test_counts(), "summary": verdict.summary,
                   "versions": meta.versions.model_copy(update={"torch": env.torch, "triton": env.triton})}
         if verdict.performance is not None and verdict.performance.measured:
             update["performance"] = performance_record(verdict)

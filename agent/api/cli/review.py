@@ -76,7 +76,7 @@ def _show(args, out, err) -> int:
     tests = meta.get("tests") or {}
     where = meta.get("gpu") or "CPU (Triton interpreter)"
     info.print(f"model {escape(str(meta.get('model')))} ({meta.get('provider')}), run {meta.get('run_id')}, round "
-               f"{meta.get('round')}; tests: {count_text(tests)} on {escape(where)}; "
+               f"{meta.get('round')}; tests: {count_text(tests) if tests else 'not recorded'} on {escape(where)}; "
                f"cost {cost_text(meta.get('cost_usd') or 0.0, meta.get('cost_complete', True))}; serves {', '.join(meta.get('serves') or [shown['op']])}")
     for flag in shown["flags"]:
         info.print(f"[yellow]flag:[/yellow] {escape(flag)}")
