@@ -22,10 +22,10 @@ PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each
 def callers_fault():
     """The harness's errors that are the caller's to fix (a name that is no overload, a kernel that
     cannot serve one, a kernel file missing, a setup that cannot run) raised as a UsageError."""
-    from bbagent.harness.interface import AdapterError, KernelFileError, SetupError, UnknownOpError
+    from bbagent.harness.interface import AdapterError, KernelFileError, ProblemError, SetupError, UnknownOpError
     try:
         yield
-    except (UnknownOpError, AdapterError, KernelFileError, SetupError) as exc:
+    except (UnknownOpError, AdapterError, KernelFileError, SetupError, ProblemError) as exc:
         raise UsageError(str(exc)) from None
 
 
@@ -38,6 +38,16 @@ def problem_of(name: str, *, exact_overload: bool = False, to_test: bool = False
         if to_test:
             return problem_to_test(name, family=family)
         return operator_problem(name, exact_overload=exact_overload)
+
+
+def program_of(path) -> tuple:
+    """The program problem in the file at ``path`` and what one shape-only run of it found
+    (``harness.program_facts``); a file that is no problem, or a program that cannot be set up, is
+    a UsageError."""
+    from bbagent.harness.interface import describe_program, program_problem
+    with callers_fault():
+        problem = program_problem(path)
+        return problem, describe_program(problem)
 
 
 def written_as(problem, written_for: str):

@@ -52,6 +52,7 @@ LAYERS = (
     ("harness.assemble",),
     ("harness.sandbox",),
     ("harness.timing",),
+    ("harness.program_facts",),
     ("harness.problem",),
     ("harness.checks", "harness.coverage"),
     ("harness.adapters", "harness.suite"),

@@ -4,7 +4,8 @@ What is here, by purpose (each name is defined in the module named beside it, im
 first used, so that importing this module costs nothing: every command pays for its imports):
 
 * the problem and the request: ``OperatorProblem``, ``operator_problem``, ``problem_to_test``,
-  ``UnknownOpError``, ``AdapterError``; ``EvaluationRequest``, ``TimingOptions``, ``Limits``,
+  ``UnknownOpError``, ``AdapterError``; a program's ``ProgramProblem``, ``program_problem``,
+  ``ProblemError`` and what it computes (``describe_program``, ``ProgramFacts``); ``EvaluationRequest``, ``TimingOptions``, ``Limits``,
   ``default_device``;
 * evaluating: the ``Evaluator`` protocol (prepare, evaluate) and ``HERE``, the one that runs on
   this machine; ``evaluate_kernel``, ``prepare_suite``, ``adopt_remote_verdict``; the errors that are
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Protocol
 
 _HOMES = {
-    "bbagent.harness.problem": ("OperatorProblem", "operator_problem", "problem_to_test", "served_problem"),
+    "bbagent.harness.problem": ("OperatorProblem", "operator_problem", "problem_to_test", "served_problem",
+                                "ProblemError", "ProgramProblem", "program_problem"),
     "bbagent.harness.request": ("EvaluationRequest", "default_device"),
     "bbagent.harness.evaluate": ("evaluate_kernel", "prepare_suite", "adopt_remote_verdict", "KernelFileError"),
     "bbagent.harness.timing.options": ("TimingOptions",),
@@ -33,6 +35,7 @@ _HOMES = {
     "bbagent.harness.ops": ("UnknownOpError", "resolve_op", "describe", "op_name", "packet_name", "value_mode"),
     "bbagent.harness.adapters": ("AdapterError", "serving"),
     "bbagent.harness.variants": ("functional_of", "out_arguments", "overloads", "variant_family"),
+    "bbagent.harness.program_facts": ("ProgramFacts", "describe_program"),
     "bbagent.harness.verdict": ("Verdict", "Summary", "TestCounts", "Variant", "Performance", "PerformanceSummary",
                                 "DeviceYardsticks", "NcuReport", "NcuSide", "Launch", "count_text", "short_count"),
     "bbagent.harness.error_kinds": ("ERROR_KINDS",),

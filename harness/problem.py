@@ -6,12 +6,20 @@ and timed first), every overload it is tested and served as (its variant family,
 kernel file has. The parent builds it from the names it was given (``operator_problem``, one
 ``resolve_op`` per name given; the family comes from the schemas, ``harness.variants``), the child
 from its wire form (``from_wire``, the computation's name resolved, its family from the schemas); both pass the resolved overloads
-on and never look a name up again. A PyTorch program will be a second kind with its own ``kind``
-on the wire.
+on and never look a name up again.
+
+The second kind, a PyTorch program in KernelBench's format (``ProgramProblem``): a file defining
+``Model`` (an ``nn.Module``), ``get_inputs()`` and ``get_init_inputs()``, answered by a module
+defining ``ModelNew``. ``program_problem`` checks the file's shape without running it; what it
+computes is found by running it (``harness.program_facts``).
 """
 from __future__ import annotations
 
+import ast
+import hashlib
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from bbagent.harness import ops
@@ -119,3 +127,84 @@ def _check_servable(written_for, serves: tuple) -> None:
     from bbagent.harness.adapters import check_serves
     for target in serves:
         check_serves(written_for, target)
+
+
+class ProblemError(ValueError):
+    """A file that is not a program problem, or one whose program cannot be set up: the caller's to fix."""
+
+
+PROGRAM_NAMES = ("Model", "get_inputs", "get_init_inputs")
+
+
+@dataclass(frozen=True)
+class ProgramProblem:
+    """A PyTorch program in KernelBench's format, read from ``path`` (absolute) whose text had
+    ``sha256`` when the problem was posed; ``level`` is KernelBench's, from a ``level<N>`` folder
+    above the file, None elsewhere."""
+    path: str
+    sha256: str
+    level: int | None = None
+    kind: ClassVar[str] = "program"
+
+    @property
+    def name(self) -> str:
+        """``19_ReLU``: the file's name without ``.py``."""
+        return Path(self.path).stem
+
+    @property
+    def source(self) -> str:
+        """The problem's text, as posed (``ProblemError`` where the file changed since)."""
+        text = _read_text(Path(self.path))
+        if hashlib.sha256(text.encode()).hexdigest() != self.sha256:
+            raise ProblemError(f"{self.path} changed since the problem was posed")
+        return text
+
+    def to_wire(self) -> dict:
+        return {"kind": self.kind, "path": self.path, "sha256": self.sha256, "level": self.level}
+
+    @classmethod
+    def from_wire(cls, data: dict) -> "ProgramProblem":
+        if data.get("kind") != cls.kind:
+            raise ValueError(f"not a program problem: kind {data.get('kind')!r}")
+        return cls(path=data["path"], sha256=data["sha256"], level=data.get("level"))
+
+
+def program_problem(path: str | Path) -> ProgramProblem:
+    """The problem the file at ``path`` poses, checked without running it: a Python file defining
+    a class ``Model`` and the functions ``get_inputs`` and ``get_init_inputs`` at its top level.
+    ``ProblemError``, in words, for anything else."""
+    path = Path(path).expanduser().absolute()
+    text = _read_text(path)
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise ProblemError(f"{path} is not a Python file a problem can be read from: {exc.msg} "
+                           f"(line {exc.lineno})") from None
+    defined = {node.name: node for node in tree.body
+               if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))}
+    wrong = [name for name, wanted in (("Model", ast.ClassDef), ("get_inputs", ast.FunctionDef),
+                                       ("get_init_inputs", ast.FunctionDef))
+             if not isinstance(defined.get(name), wanted)]
+    if wrong:
+        raise ProblemError(f"{path} is not a problem in KernelBench's format: it must define, at its top level, "
+                           f"class Model(nn.Module), def get_inputs() and def get_init_inputs(); it lacks "
+                           f"{', '.join(wrong)} (it defines: {', '.join(sorted(defined)) or 'nothing'})")
+    return ProgramProblem(path=str(path), sha256=hashlib.sha256(text.encode()).hexdigest(), level=_level(path))
+
+
+def _read_text(path: Path) -> str:
+    if not path.is_file():
+        raise ProblemError(f"{path}: no such file" if not path.exists() else f"{path} is not a file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProblemError(f"{path} cannot be read as text: {exc}") from None
+
+
+def _level(path: Path) -> int | None:
+    """KernelBench's level of a problem under a ``level<N>`` folder (``KernelBench/level2/...``)."""
+    for folder in path.parents:
+        found = re.fullmatch(r"level(\d+)", folder.name)
+        if found:
+            return int(found.group(1))
+    return None

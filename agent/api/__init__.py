@@ -116,6 +116,16 @@ def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, 
                          channels_last=check_channels_last(operator.computation, channels_last))
 
 
+def program_prompt(problem_file: str | Path, *, device: str | None = None, allow_library: str = "gemm") -> str:
+    """The first message for the program problem in ``problem_file`` (KernelBench's format: ``Model``,
+    ``get_inputs``, ``get_init_inputs``), judged on ``device``, with ``allow_library`` (none, gemm or
+    all) what the answer may leave to torch. A file that is no problem is a UsageError."""
+    from bbagent.agent.judging import program_of
+    from bbagent.agent.generate.program_prompting import render_program_prompt
+    problem, facts = program_of(problem_file)
+    return render_program_prompt(problem, facts, device=device, library=allow_library)
+
+
 def generate(op: str, options=None, *, root: str | Path | None = None,
              report: Callable | None = None, **settings):
     """Ask an LLM for a kernel for ``op`` and return the Outcome (status accepted, failed, stopped,

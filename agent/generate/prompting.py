@@ -51,6 +51,11 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def template(name: str) -> jinja2.Template:
+    """The template ``prompts/<name>``, rendered with StrictUndefined."""
+    return _environment().get_template(name)
+
+
 def template_name(op: str) -> str:
     if (PROMPTS_DIR / "ops" / f"{op}.j2").exists():
         return f"ops/{op}.j2"

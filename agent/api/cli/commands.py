@@ -145,6 +145,8 @@ def cmd_schema(args, out, err) -> int:
 
 
 def cmd_prompt(args, out, err) -> int:
+    if args.problem is not None:
+        return _program_prompt(args, err)
     from bbagent.agent.judging import resolve_operator
     from bbagent.agent.generate.prompting import render_feedback, render_performance_feedback, template_name
     options = _generate_options(args, with_defaults=True)
@@ -178,6 +180,32 @@ def cmd_prompt(args, out, err) -> int:
     if args.json:
         print(json.dumps({"op": computation, "requested": args.op, "serves": serves, "family": operator.family,
                           "template": template, "prompt": text}, indent=2))
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+def _program_prompt(args, err) -> int:
+    """``prompt --problem FILE``: the first message for a program problem."""
+    from bbagent.agent.judging import program_of
+    from bbagent.agent.generate.program_prompting import program_families, render_program_prompt
+    if args.round_feedback is not None:
+        raise UsageError("--round-feedback reads an operator's Verdict; a program's feedback comes with its verdict "
+                         "(bbagent eval --problem), which this bbagent does not have yet")
+    from bbagent.agent.generate.start import probe_the_gpu
+    from bbagent.agent.reports.console import RoundReporter
+    from bbagent.harness.interface import default_device
+    problem, facts = program_of(args.problem)
+    device = args.device or default_device()
+    probe_the_gpu(device, RoundReporter(err))  # told on stderr, as generate tells it
+    text = render_program_prompt(problem, facts, device=device, library=args.allow_library)
+    if facts.trace_error:
+        err.print(f"note: the shape-only run of {problem.name}'s forward stopped early ({facts.trace_error}); the "
+                  "prompt lists the operators found before it")
+    if args.json:
+        print(json.dumps({"problem": problem.name, "path": problem.path, "level": problem.level,
+                          "template": "program.j2", "families": program_families(facts),
+                          "facts": facts.model_dump(), "prompt": text}, indent=2))
     else:
         sys.stdout.write(text)
     return EXIT_OK

@@ -123,12 +123,17 @@ def _cache_command(sub) -> None:
 
 
 def _prompt_command(sub) -> None:
-    pr = sub.add_parser("prompt", help="print the prompt bbagent would send for an operator (no model call)",
+    pr = sub.add_parser("prompt", help="print the prompt bbagent would send for an operator or a program (no model call)",
                         description="Print the first message 'bbagent generate' would send with the same options "
                                     "(for an in-place or out= overload: its functional overload's prompt, unless "
                                     "--exact-overload), without calling any model. With --round-feedback, print "
-                                    "the feedback message that a round with that Verdict would send next.")
-    _add_generate_options(pr)
+                                    "the feedback message that a round with that Verdict would send next. With "
+                                    "--problem, the prompt for a PyTorch program in KernelBench's format (a file "
+                                    "defining Model, get_inputs and get_init_inputs), answered by a ModelNew.")
+    _add_generate_options(pr, problem=True)
+    pr.add_argument("--allow-library", choices=("none", "gemm", "all"), default="gemm",
+                    help="with --problem: what the answer may leave to torch (none; gemm: matrix products and "
+                         "convolutions, the default; all)")
     pr.add_argument("--round-feedback", type=Path, metavar="VERDICT.json",
                     help="a Verdict (runs/<run>/round-N/verdict.json or `bbagent eval --json` output)")
     pr.add_argument("--json", action="store_true", help="print op, family, template and text as one JSON object")
@@ -302,13 +307,18 @@ def _gpu_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected GPU numbers separated by commas, e.g. 0,1 (got '{text}')") from None
 
 
-def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True) -> None:
+def _add_generate_options(p: argparse.ArgumentParser, one_op: bool = True, problem: bool = False) -> None:
     """What generate takes, one flag per ``GenerateOptions`` field (``agent.options.option_flags``:
-    its help and default are the field's); prompt takes the same, so that it shows what generate
-    would send (batch too, less --op, with each operator's budgets as --max-cost-per-op and
+    its help and default are the field's); prompt takes the same (``problem``: --op or --problem),
+    so that it shows what generate would send (batch too, less --op, with each operator's budgets as --max-cost-per-op and
     --max-tokens-per-op beside the batch's own)."""
     from bbagent.agent.options import option_flags
-    if one_op:
+    if problem:  # an operator or a program, one of them
+        asked = p.add_mutually_exclusive_group(required=True)
+        asked.add_argument("--op", help="exact aten overload, e.g. aten.relu.default")
+        asked.add_argument("--problem", type=Path, metavar="FILE",
+                           help="a PyTorch program in KernelBench's format (Model, get_inputs, get_init_inputs)")
+    elif one_op:
         p.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
     else:  # a batch: its own budgets, besides each operator's
         p.add_argument("--max-cost-usd", type=float, help="start nothing new once the batch's calls cost this much")

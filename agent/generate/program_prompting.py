@@ -1,0 +1,57 @@
+"""The first prompt for a program problem (``prompts/program.j2``).
+
+It holds the program's source, what one shape-only run of it found (``harness.program_facts``:
+inputs, outputs, weights and the aten operators it calls), the GPU's facts and Triton's traps as
+operators' prompts have them, and, for the prompt families of the operators the program runs
+(views and copies aside), each family's Triton guidance and, for the first ones, its worked
+example.
+"""
+from __future__ import annotations
+
+from bbagent.agent.families import family_of
+from bbagent.agent.gpu_facts import facts_for
+from bbagent.agent.generate.prompting import template, worked_example
+from bbagent.harness.interface import ProgramFacts, ProgramProblem, default_device, triton_version
+
+LIBRARY_POLICIES = ("none", "gemm", "all")  # what the answer may leave to torch: nothing, GEMMs and convolutions, all
+NOT_COMPUTE_FAMILIES = ("copy_layout", "generic")  # views, copies and the unlisted: no guidance of their own
+EXAMPLES_IN_PROMPT = 2
+
+
+def program_families(facts: ProgramFacts) -> list[str]:
+    """The prompt families of the operators the program computes with, in the order of first use."""
+    found = dict.fromkeys(family_of(use.name) for use in facts.aten_ops)
+    return [family for family in found if family not in NOT_COMPUTE_FAMILIES]
+
+
+def family_guidance(family: str, context: dict) -> str:
+    """The ``guidance`` block of the family's template, rendered with ``context`` (empty where it has none)."""
+    family_template = template(f"families/{family}.j2")
+    block = family_template.blocks.get("guidance")
+    return "".join(block(family_template.new_context(context))).strip() if block else ""
+
+
+def render_program_prompt(problem: ProgramProblem, facts: ProgramFacts, device: str | None = None,
+                          library: str = "gemm") -> str:
+    """The first prompt for ``problem``, judged on ``device`` ("cuda", or "cpu" under the Triton
+    interpreter; default as the evaluation's), with ``library`` the policy on what may stay in torch."""
+    if library not in LIBRARY_POLICIES:
+        raise ValueError(f"library policy must be one of {', '.join(LIBRARY_POLICIES)} (got {library!r})")
+    device = device or default_device()
+    shared = {"stack": {"triton": triton_version(), "interpreter": device == "cpu"}, "facts": facts_for(device)}
+    families = program_families(facts)
+    examples = [example for example in map(worked_example, families) if example is not None][:EXAMPLES_IN_PROMPT]
+    guidance = [{"family": family, "text": text} for family in families
+                if (text := family_guidance(family, shared))]
+    context = {**shared, "problem": {"name": problem.name, "level": problem.level}, "source": problem.source,
+               "init_args": facts.init_args, "inputs": facts.inputs, "outputs": facts.outputs,
+               "input_size": _size(facts.input_bytes), "parameters": facts.parameters, "aten_ops": facts.aten_ops,
+               "trace_error": facts.trace_error, "library": library, "guidance": guidance, "examples": examples}
+    return template("program.j2").render(**context).strip() + "\n"
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"
