@@ -218,12 +218,14 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
 
 
 def evaluation_request(problem, root: Path, *, device: str | None, seed: int | None, timeout_s: float,
-                       timing=None, extra_traces: dict | None = None, channels_last: bool = False):
+                       timing=None, extra_traces: dict | None = None, channels_last: bool = False,
+                       allow_library: str = "gemm"):
     """The harness's request for ``problem`` with these settings; ``root`` (runs, kernels) is never
     shown to the candidate, even where it lies inside a directory the sandbox shows."""
     from bbagent.harness.interface import EvaluationRequest
     return EvaluationRequest.of(problem, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
-                                hidden=[root], extra_traces=extra_traces or {}, channels_last=channels_last)
+                                hidden=[root], extra_traces=extra_traces or {}, channels_last=channels_last,
+                                allow_library=allow_library)
 
 
 @dataclass

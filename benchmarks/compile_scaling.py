@@ -71,7 +71,7 @@ def main() -> int:
     from bbagent.harness.ops import resolve_op
     from bbagent.harness.sandbox.child import compile_ahead
     from bbagent.harness.suite.build import build_suite
-    from bbagent.harness.sandbox.child.worker import load_lazy_parts
+    from bbagent.harness.sandbox.child.preparation import load_lazy_parts
     load_lazy_parts()
     torch.zeros(1, device="cuda")
     rows = []

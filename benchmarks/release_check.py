@@ -5,7 +5,8 @@ fresh target folder (``--deps DIR``: wheels of the packages the machine lacks, i
 and from an empty directory, with nothing but that folder on ``PYTHONPATH`` (no checkout), runs:
 ``generate`` (replay), ``review approve/list/show``, a 2-operator ``batch`` (replay: the prompt
 examples of sigmoid and mul as the answers), ``status``, ``report``, ``bbagent.enable()`` serving
-``torch.relu`` on CUDA with ``calls()`` counting, and ``check-model --model transformer``. One line
+``torch.relu`` on CUDA with ``calls()`` counting, ``check-model --model transformer``, and a
+KernelBench-format program (``prompt --problem``, ``eval --problem`` of a right and a wrong answer). One line
 per step; the first failure ends it with exit 1. Every command's output goes to ``--log``.
 
     python3 benchmarks/release_check.py --deps .whl --log benchmarks/results/<issue>/release-check.log
@@ -26,6 +27,7 @@ from pathlib import Path
 
 CHECKOUT = Path(__file__).resolve().parent.parent
 RELU = "aten.relu.default"
+PROBLEMS = CHECKOUT / "tests" / "problems"  # KernelBench-format problems and answers written for the tests
 BATCH_OPS = {"aten.sigmoid.default": "elementwise_unary", "aten.mul.Tensor": "elementwise_binary"}
 ENABLE_SCRIPT = """
 import json, sys, torch, bbagent
@@ -163,8 +165,23 @@ def steps(check: Check) -> list[tuple[str, callable]]:
             raise StepFailed(f"match {result['match']}, relu calls served {served}")
         return f"match, relu served {served} call(s)"
 
+    def program():
+        problem = str(PROBLEMS / "level2" / "1_Gemm_ReLU_BiasAdd.py")
+        prompt = check.bbagent("prompt", "--problem", problem, *device).stdout
+        if "class ModelNew(torch.nn.Module)" not in prompt or "aten.mm.default" not in prompt:
+            raise StepFailed("prompt --problem lacks the contract or the program's operators")
+        right = json.loads(check.bbagent("eval", "--problem", problem, "--kernel",
+                                         str(PROBLEMS / "answers" / "gemm_relu_bias_right.py"), "--json", *device).stdout)
+        wrong = json.loads(check.bbagent("eval", "--problem", problem, "--kernel",
+                                         str(PROBLEMS / "answers" / "gemm_relu_bias_no_bias.py"), "--json", *device,
+                                         expect=1).stdout)
+        if wrong["tests"][-1]["error_kind"] != "mismatch":
+            raise StepFailed(f"the answer without its bias failed as {wrong['error_kind']}, not by its values")
+        return f"prompt, a right answer passed {right['summary']['passed']} draws, one without its bias failed"
+
     return [("installed", where_from), ("generate", generate), ("review", review), ("batch", batch),
-            ("status", status), ("report", report), ("enable", enable), ("check-model", check_model)]
+            ("status", status), ("report", report), ("enable", enable), ("check-model", check_model),
+            ("program", program)]
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, ChildEnvironment,
                             Event, Fatal, InUse, InUseStart, Profile, ReferenceStart, Sealed, StoppedEarly, SuiteBuilt, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
-from bbagent.harness.problem import OperatorProblem
+from bbagent.harness.problem import OperatorProblem, ProgramProblem
 from bbagent.harness.sandbox.parent.compile_pauses import compile_totals
 from bbagent.harness.sandbox.parent.run import exit_cause
 from bbagent.harness.sandbox.parent.watch import ChildOutcome
@@ -39,7 +39,7 @@ class Failure:
     infrastructure: str | None = None
 
 
-def assemble(problem: OperatorProblem, kernel_path, source: bytes, seed: int, events: list[Event],
+def assemble(problem: OperatorProblem | ProgramProblem, kernel_path, source: bytes, seed: int, events: list[Event],
              outcome: ChildOutcome, timeout_s: float, static_findings: list[dict] | None = None) -> Verdict:
     """The Verdict of one evaluation of ``problem`` (its secrets not yet redacted: ``harness.evaluate``)."""
     op = problem.name
@@ -62,7 +62,7 @@ def assemble(problem: OperatorProblem, kernel_path, source: bytes, seed: int, ev
                 for e in of_kind(events, Profile)]
     findings = [GuardFinding.model_validate(f) for f in static_findings or []]
     return Verdict(
-        schema_version=SCHEMA_VERSION, op=op,
+        schema_version=SCHEMA_VERSION, op=op, problem_kind=problem.kind,
         kernel=KernelFile(path=str(kernel_path), sha256=hashlib.sha256(source).hexdigest()),
         verdict="pass" if passed else "fail", error_kind=failure.error_kind, message=failure.message,
         infrastructure=failure.infrastructure, seed=seed, summary=summary,
@@ -257,11 +257,13 @@ def _environment(env: ChildEnvironment | None, sealed: Sealed | None) -> dict:
     return environment
 
 
-def _variant_summary(problem: OperatorProblem, suite: SuiteBuilt | None, tests: list[TestResult]) -> list[Variant]:
+def _variant_summary(problem: OperatorProblem | ProgramProblem, suite: SuiteBuilt | None, tests: list[TestResult]) -> list[Variant]:
     """Per tested overload: its calling convention, whether the kernel serves it directly or
     through bbagent's adapter, and its test counts (``passed`` True only when all of its own
     tests ran and passed)."""
     from bbagent.harness.adapters import convention
+    if problem.kind != "operator":  # a program: one problem, no overloads to serve
+        return []
     op = problem.name
     overload = dict(zip(problem.names, problem.serves))
     kernel_for = suite.kernel_for if suite else op

@@ -6,7 +6,8 @@ from typing import Literal
 
 ERROR_KINDS = {
     "import_error": "the kernel file raised while being imported (syntax error, bad import, ...)",
-    "missing_entry_point": "the kernel file defines no callable named 'kernel'",
+    "missing_entry_point": "the kernel file defines no callable named 'kernel' (a program's answer: no ModelNew)",
+    "weights_mismatch": "a program's ModelNew cannot take the reference Model's weights (its state_dict)",
     "compile_error": "Triton failed to compile a kernel",
     "exception": "the kernel raised an exception",
     "timeout": "the evaluation ran past its wall-clock limit",

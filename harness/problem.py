@@ -18,6 +18,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
+import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -138,11 +140,11 @@ PROGRAM_NAMES = ("Model", "get_inputs", "get_init_inputs")
 
 @dataclass(frozen=True)
 class ProgramProblem:
-    """A PyTorch program in KernelBench's format, read from ``path`` (absolute) whose text had
-    ``sha256`` when the problem was posed; ``level`` is KernelBench's, from a ``level<N>`` folder
-    above the file, None elsewhere."""
+    """A PyTorch program in KernelBench's format: its ``text`` as read from ``path`` (absolute) when
+    the problem was posed (the child and a remote node run that text, never the file again), and
+    ``level``, KernelBench's, from a ``level<N>`` folder above the file (None elsewhere)."""
     path: str
-    sha256: str
+    text: str
     level: int | None = None
     kind: ClassVar[str] = "program"
 
@@ -152,21 +154,26 @@ class ProgramProblem:
         return Path(self.path).stem
 
     @property
-    def source(self) -> str:
-        """The problem's text, as posed (``ProblemError`` where the file changed since)."""
-        text = _read_text(Path(self.path))
-        if hashlib.sha256(text.encode()).hexdigest() != self.sha256:
-            raise ProblemError(f"{self.path} changed since the problem was posed")
-        return text
+    def names(self) -> list[str]:
+        return [self.name]
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
 
     def to_wire(self) -> dict:
-        return {"kind": self.kind, "path": self.path, "sha256": self.sha256, "level": self.level}
+        return {"kind": self.kind, "path": self.path, "text": self.text, "level": self.level}
 
     @classmethod
     def from_wire(cls, data: dict) -> "ProgramProblem":
         if data.get("kind") != cls.kind:
             raise ValueError(f"not a program problem: kind {data.get('kind')!r}")
-        return cls(path=data["path"], sha256=data["sha256"], level=data.get("level"))
+        return cls(path=data["path"], text=data["text"], level=data.get("level"))
+
+
+def problem_from_wire(data: dict):
+    """The problem of either kind that ``to_wire`` sent."""
+    return (ProgramProblem if data.get("kind") == ProgramProblem.kind else OperatorProblem).from_wire(data)
 
 
 def program_problem(path: str | Path) -> ProgramProblem:
@@ -189,7 +196,22 @@ def program_problem(path: str | Path) -> ProgramProblem:
         raise ProblemError(f"{path} is not a problem in KernelBench's format: it must define, at its top level, "
                            f"class Model(nn.Module), def get_inputs() and def get_init_inputs(); it lacks "
                            f"{', '.join(wrong)} (it defines: {', '.join(sorted(defined)) or 'nothing'})")
-    return ProgramProblem(path=str(path), sha256=hashlib.sha256(text.encode()).hexdigest(), level=_level(path))
+    return ProgramProblem(path=str(path), text=text, level=_level(path))
+
+
+def program_module(problem: ProgramProblem):
+    """The problem's text run as a module of its own name (two problems never share one), its
+    functions' code named by the problem's path; what it raises is raised."""
+    name = f"bbagent_problem_{problem.sha256[:16]}"
+    module = types.ModuleType(name)
+    module.__file__ = problem.path
+    sys.modules[name] = module
+    try:
+        exec(compile(problem.text, problem.path, "exec"), module.__dict__)  # noqa: S102 - the user's reference program
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 def _read_text(path: Path) -> str:

@@ -11,14 +11,12 @@ Anything the problem itself gets wrong (importing, its ``get_inputs``, building 
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import Counter
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from bbagent.harness.problem import ProblemError, ProgramProblem
+from bbagent.harness.problem import ProblemError, ProgramProblem, program_module
 
 VALUE_TEXT_LIMIT = 80
 
@@ -80,16 +78,12 @@ def describe_program(problem: ProgramProblem) -> ProgramFacts:
 
 def _imported(problem: ProgramProblem):
     """The problem's module, imported under a name of its own (two problems never share one)."""
-    name = f"bbagent_problem_{problem.sha256[:16]}"
-    spec = importlib.util.spec_from_file_location(name, problem.path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        return program_module(problem)
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever the problem's file raises is the problem's to fix
-        sys.modules.pop(name, None)
         raise ProblemError(f"importing {problem.path} failed: {type(exc).__name__}: {exc}") from None
-    return module
+
+
 
 
 def _built(module, init, problem: ProgramProblem):

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bbagent.harness.problem import OperatorProblem, problem_to_test
+from bbagent.harness.problem import OperatorProblem, ProgramProblem, problem_from_wire, problem_to_test
 from bbagent.harness.sandbox.job import Job
 from bbagent.harness.sandbox.parent.watch import Limits
 from bbagent.harness.suite.budget import CPU_MAX_NUMEL
@@ -37,8 +37,9 @@ class EvaluationRequest:
     in that layout too; ``fail_fast_s``: seconds of tests after a failing first tier (None: all);
     ``namespaces``/``static_check``/``warm`` off only to test one layer of the sandbox alone;
     ``secrets`` are redacted from the Verdict besides the environment's; ``profile`` runs the tests
-    under cProfile; ``in_use_calls``: the repeated-call check's calls (None: the device's default)."""
-    problem: OperatorProblem
+    under cProfile; ``in_use_calls``: the repeated-call check's calls (None: the device's default);
+    ``allow_library``: what a program's answer may leave to torch (none, gemm, all)."""
+    problem: OperatorProblem | ProgramProblem
     device: str
     seed: int | None = None
     timeout_s: float = 300.0
@@ -55,20 +56,21 @@ class EvaluationRequest:
     secrets: tuple[str, ...] = ()
     profile: bool = False
     in_use_calls: int | None = None
+    allow_library: str = "gemm"
 
     @classmethod
-    def of(cls, op: str | OperatorProblem, *, device: str | None = None, kernel_for: str | None = None,
+    def of(cls, op: str | OperatorProblem | ProgramProblem, *, device: str | None = None, kernel_for: str | None = None,
            family: bool = False, hidden=(), **settings) -> "EvaluationRequest":
         """A request for ``op`` (a name: ``problem_to_test`` with ``kernel_for`` and ``family``; or
         a problem made already) on ``device`` (default: ``default_device``), with these settings."""
-        problem = (op if isinstance(op, OperatorProblem)
+        problem = (op if isinstance(op, (OperatorProblem, ProgramProblem))
                    else problem_to_test(op, family=family).written_as(kernel_for or op))
         return cls(problem=problem, device=device or default_device(),
                    hidden=tuple(str(Path(p).resolve()) for p in hidden), **settings)
 
     @property
     def op(self) -> str:
-        """The name of the overload tested and timed first."""
+        """The name of the overload tested and timed first (a program's name)."""
         return self.problem.name
 
     def without_profiles(self) -> "EvaluationRequest":
@@ -89,6 +91,7 @@ class EvaluationRequest:
                    seed=seed if seed is not None else self.fresh_seed(), device=self.device, workdir=str(workdir),
                    hidden=list(self.hidden), tool_write_dirs=tool_write_dirs, namespaces=self.namespaces,
                    fail_fast_s=self.fail_fast_s, profile=self.profile, in_use_calls=self.in_use_calls,
+                   allow_library=self.allow_library,
                    timing=self.timing.request(self.op) if self.timing else None, **self.suite_options())
 
     def fresh_seed(self) -> int:
@@ -105,7 +108,7 @@ class EvaluationRequest:
     @classmethod
     def from_wire(cls, data: dict, device: str) -> "EvaluationRequest":
         """A request ``to_wire`` sent, to run on this machine's ``device``."""
-        return cls(**{**data, "problem": OperatorProblem.from_wire(data["problem"]), "device": device,
+        return cls(**{**data, "problem": problem_from_wire(data["problem"]), "device": device,
                       "limits": Limits(**data["limits"]), "hidden": tuple(data["hidden"]),
                       "secrets": tuple(data["secrets"]),
                       "timing": TimingOptions(**data["timing"]) if data["timing"] else None})

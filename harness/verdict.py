@@ -72,6 +72,7 @@ class TestResult(_Strict):
     # where aten's own in-place or out= kernel disagreed with its functional result on this input:
     # what the expected value was taken from instead
     reference: str | None = None
+    aten_calls: dict[str, int] = {}  # a program's answer: the aten operators it called outside Triton launches
 
 
 class InUseCheck(_Strict):
@@ -449,7 +450,8 @@ class Environment(_Strict):
 
 class Verdict(_Strict):
     schema_version: int = SCHEMA_VERSION
-    op: str
+    op: str  # the operator's name; a program problem's name (its file's, without .py)
+    problem_kind: Literal["operator", "program"] = "operator"
     kernel: KernelFile
     verdict: Literal["pass", "fail"]
     error_kind: ErrorKind | None = None

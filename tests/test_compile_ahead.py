@@ -23,7 +23,7 @@ from bbagent.harness.sandbox.child import compile_ahead as ahead
 device = sys.argv[1]
 ahead.CALL_LIMIT_S = 2.0  # a call's own first-time work (Triton's binder for the kernel) must fit
 ahead.processes_affordable = lambda: 8  # as on an idle machine (pytest runs GPU tests side by side)
-from bbagent.harness.sandbox.child.worker import load_lazy_parts
+from bbagent.harness.sandbox.child.preparation import load_lazy_parts
 load_lazy_parts()  # as in the child: Triton's source hash computed and the device ready before compiling ahead
 torch.zeros(1, device=device)
 compiled_in = []

@@ -78,5 +78,6 @@ def test_the_release_check_passes_on_the_cpu(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr + (log.read_text()[-4000:] if log.exists() else "")
     lines = done.stdout.splitlines()
     assert [line.split()[1] for line in lines if line.startswith("ok")] == [
-        "wheel", "install", "installed", "generate", "review", "batch", "status", "report", "enable", "check-model"]
+        "wheel", "install", "installed", "generate", "review", "batch", "status", "report", "enable", "check-model",
+        "program"]
     assert lines[-1].startswith("release check passed on cpu")

@@ -85,6 +85,27 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
                                           channels_last=channels_last)).evaluate(kernel)
 
 
+def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str | Path | None = None,
+                     device: str | None = None, seed: int | None = None, timeout_s: float = 300.0,
+                     allow_library: str = "gemm"):
+    """Test the answer module ``answer`` (defining ``ModelNew``) on the program problem in
+    ``problem_file`` (KernelBench's format), in a sandboxed child process; ``allow_library`` (none,
+    gemm or all) is what the answer may leave to torch. Returns the Verdict. A file that is no
+    problem, or an answer file that is missing, is a UsageError; an answer without ``ModelNew`` fails."""
+    from bbagent.harness.interface import start_early
+    start_early(device if device in ("cuda", "cpu") else None)
+    from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, program_of
+    if allow_library not in ("none", "gemm", "all"):
+        raise _usage_error(f"allow_library takes none, gemm or all (got {allow_library!r})")
+    problem, _ = program_of(problem_file)  # a file that is no problem, or a program that cannot run, said first
+    check_evaluation(device, timeout_s, False)
+    answer = Path(answer)
+    if not answer.is_file():
+        raise _usage_error(f"answer file not found: {answer}")
+    return Evaluations(evaluation_request(problem, resolve_root(root), device=device, seed=seed, timeout_s=timeout_s,
+                                          allow_library=allow_library)).evaluate(answer)
+
+
 def bench(op: str, kernel: str | Path | None = None, *, root: str | Path | None = None,
           on_start: Callable[[Path], None] | None = None, **settings):
     """Test the kernel (default: the accepted one serving ``op``), time it and eager aten on ``op``'s

@@ -43,7 +43,7 @@ def render_program_prompt(problem: ProgramProblem, facts: ProgramFacts, device: 
     examples = [example for example in map(worked_example, families) if example is not None][:EXAMPLES_IN_PROMPT]
     guidance = [{"family": family, "text": text} for family in families
                 if (text := family_guidance(family, shared))]
-    context = {**shared, "problem": {"name": problem.name, "level": problem.level}, "source": problem.source,
+    context = {**shared, "problem": {"name": problem.name, "level": problem.level}, "source": problem.text,
                "init_args": facts.init_args, "inputs": facts.inputs, "outputs": facts.outputs,
                "input_size": _size(facts.input_bytes), "parameters": facts.parameters, "aten_ops": facts.aten_ops,
                "trace_error": facts.trace_error, "library": library, "guidance": guidance, "examples": examples}

@@ -7,6 +7,7 @@ back (``from_wire``). Standard library only: both processes import it before tor
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
 from bbagent.harness.suite.budget import CPU_MAX_NUMEL
@@ -15,7 +16,7 @@ from bbagent.harness.suite.budget import CPU_MAX_NUMEL
 @dataclass
 class Job:
     """One evaluation, as the parent asks for it (``harness.request.EvaluationRequest.job``)."""
-    problem: dict  # a harness.problem.OperatorProblem's wire form: the child resolves it once (from_wire)
+    problem: dict  # a harness.problem Problem's wire form: the child resolves it once (from_wire)
     kernel: str
     seed: int
     device: str
@@ -37,11 +38,14 @@ class Job:
     grant_fd: int | None = None  # the GPU is shared: before timing, ask for it alone and wait for a byte here (gpu_share)
     pause_fd: int | None = None  # the GPU is shared: pause at checkpoints while this page asks (harness.gpu_pause)
     in_use_calls: int | None = None  # the repeated-call check's calls (harness.checks.in_use); None: the device's default
+    allow_library: str = "gemm"  # a program's answer: what it may leave to torch (harness.checks.program_compare)
     build_only: bool = False  # build the suite, save it (save_suite) and end: no candidate (harness.evaluate.prepare_suite)
 
     @property
     def op(self) -> str:
-        """The name of the overload tested and timed first."""
+        """The name of the overload tested and timed first (a program problem's file name)."""
+        if self.problem.get("kind") == "program":
+            return Path(self.problem["path"]).stem
         return self.problem["serves"][0]
 
     def to_wire(self, **extra) -> str:

@@ -34,9 +34,20 @@ def _waiting(err, text: str):
 
 
 def cmd_eval(args, out, err) -> int:
+    if args.problem is not None:
+        if args.kernel is None:
+            raise UsageError("eval --problem needs --kernel ANSWER.py, a module defining ModelNew")
+        with _waiting(err, f"evaluating {args.kernel} on {args.problem}"):
+            verdict = api.evaluate_program(args.problem, args.kernel, root=args.root, device=args.device,
+                                           seed=args.seed, timeout_s=args.timeout, allow_library=args.allow_library)
+        return _print_verdict(args, out, verdict)
     with _waiting(err, f"evaluating {args.kernel or 'the accepted kernel'} on {args.op}"):
         verdict = api.evaluate(args.op, args.kernel, kernel_for=args.kernel_for, family=args.family, root=args.root,
                                **_evaluation_options(args))
+    return _print_verdict(args, out, verdict)
+
+
+def _print_verdict(args, out, verdict) -> int:
     if args.json:
         print(verdict.model_dump_json(indent=2))
     else:

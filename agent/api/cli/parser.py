@@ -141,12 +141,22 @@ def _prompt_command(sub) -> None:
 
 def _eval_command(sub) -> None:
     from bbagent.harness.interface import TOLERANCE_POLICY
-    ev = sub.add_parser("eval", help="test one kernel file against an operator",
+    ev = sub.add_parser("eval", help="test one kernel file against an operator, or an answer against a program",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Run the kernel in FILE against OP's tests in a separate process and print "
-                                    "the Verdict.\n\nComparison policy: " + TOLERANCE_POLICY +
+                                    "the Verdict. With --problem, run the answer (a module defining ModelNew) "
+                                    "against a PyTorch program in KernelBench's format instead: built with the "
+                                    "reference's weights, on the problem's inputs, signed inputs and perturbed "
+                                    "weights.\n\nComparison policy: " + TOLERANCE_POLICY +
                                     "\n\nExit status: 0 pass, 1 fail, 2 usage error.")
-    ev.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default or aten.relu_.default")
+    asked = ev.add_mutually_exclusive_group(required=True)
+    asked.add_argument("--op", help="exact aten overload, e.g. aten.relu.default or aten.relu_.default")
+    asked.add_argument("--problem", type=Path, metavar="FILE",
+                       help="a PyTorch program in KernelBench's format (Model, get_inputs, get_init_inputs); "
+                            "--kernel is then the answer, a module defining ModelNew")
+    ev.add_argument("--allow-library", choices=("none", "gemm", "all"), default="gemm",
+                    help="with --problem: what the answer may leave to torch (none; gemm: matrix products and "
+                         "convolutions, the default; all)")
     _add_kernel_options(ev)
     ev.add_argument("--family", action="store_true",
                     help="test every overload of OP's family (functional, in-place, out=) with the one kernel")

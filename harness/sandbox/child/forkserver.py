@@ -48,7 +48,7 @@ def preload(device: str) -> None:
     import bbagent.harness.checks.guards  # noqa: F401
     import bbagent.harness.checks.case  # noqa: F401
     import bbagent.harness.suite.build  # noqa: F401
-    from bbagent.harness.sandbox.child.worker import load_lazy_parts
+    from bbagent.harness.sandbox.child.preparation import load_lazy_parts
     load_lazy_parts()
     if torch.cuda.is_initialized():
         raise SystemExit("forkserver: CUDA was initialised while preloading; forked children could not use it")

@@ -15,11 +15,8 @@ typed in ``harness.events``.
 from __future__ import annotations
 
 import argparse
-import faulthandler
 import importlib.util
 import os
-import platform
-import signal
 import sys
 import time
 
@@ -27,6 +24,7 @@ from bbagent.harness import events, gpu_pause
 from bbagent.harness.sandbox.child.ahead_groups import AheadGroups
 from bbagent.harness.stopwatch import Stopwatch
 from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.child.preparation import (contain_and_ready, device_memory_peak, instrument, synchronize, watch_calls)
 from bbagent.harness.sandbox.child.timing_phase import profile_under_ncu, timing_phase
 
 
@@ -50,6 +48,9 @@ def run_job_reporting_errors(job: Job, result_fd: int) -> int:
         if job.baseline is not None:
             from bbagent.harness.timing.inductor import run_baseline_job
             return run_baseline_job(job, send)
+        if job.problem.get("kind") == "program":
+            from bbagent.harness.sandbox.child.program_job import run_program_job
+            return run_program_job(job, send)
         return run_job(job, send)
     except Exception:  # noqa: BLE001 - a harness failure becomes a worker_error with its traceback
         import traceback
@@ -67,8 +68,8 @@ def run_job(job: Job, send) -> int:
     ``send(event)`` writes one event on the result channel (``harness.events``)."""
     started = time.perf_counter()
     candidate_file = os.path.abspath(job.kernel)
-    gpu_pause.install_pauses(job.pause_fd, job.grant_fd, _synchronize)
-    containment, audit = _contain(job, candidate_file, send)
+    gpu_pause.install_pauses(job.pause_fd, job.grant_fd, synchronize)
+    containment, audit = contain_and_ready(job, candidate_file, send)
     from bbagent.harness.problem import OperatorProblem
     suite_started = time.perf_counter()
     problem = OperatorProblem.from_wire(job.problem)  # the one look-up of the names on this side
@@ -85,16 +86,16 @@ def run_job(job: Job, send) -> int:
     phases = {"start": round(suite_started - started, 3), "suite": round(time.perf_counter() - suite_started, 3)}
     if job.build_only:
         send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases,
-                         device_memory_peak=_device_memory_peak(job.device)))
+                         device_memory_peak=device_memory_peak(job.device)))
         return 0
     mark = time.perf_counter()
-    launches, compile_clock = _instrument(job.device, send)
+    launches, compile_clock = instrument(job.device, send)
     stopwatch = Stopwatch()
     from bbagent.harness.sandbox.child.containment import seal
     send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
     phases["seal"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     written_for = problem.written_for
-    watch = _watch(candidate_file, job.device, [written_for] + [target for _, target, _ in suites], launches,
+    watch = watch_calls(candidate_file, job.device, [written_for] + [target for _, target, _ in suites], launches,
                    compile_clock)
     kernel = _import_candidate(candidate_file, send)
     if kernel is None:
@@ -115,119 +116,22 @@ def run_job(job: Job, send) -> int:
     phases["tests"] = round(time.perf_counter() - mark, 3)
     from bbagent.harness.sandbox.child.device_memory import RETRIES
     send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported,
-                     test_parts=stopwatch.rounded(), device_memory_peak=_device_memory_peak(job.device),
+                     test_parts=stopwatch.rounded(), device_memory_peak=device_memory_peak(job.device),
                      memory_retries=RETRIES.count, memory_wait_s=round(RETRIES.wait_s, 3),
                      gpu_pauses=gpu_pause.paused()[0], gpu_paused_s=round(gpu_pause.paused()[1], 3)))
     return 0
 
 
-def _synchronize() -> None:
-    """Wait for this process's GPU work (where it has touched the GPU at all)."""
-    import torch
-    if torch.cuda.is_initialized():
-        torch.cuda.synchronize()
 
 
-def _device_memory_peak(device: str) -> int | None:
-    if device != "cuda":
-        return None
-    import torch
-    return int(torch.cuda.max_memory_reserved())
 
 
-def _contain(job: Job, candidate_file: str, send) -> tuple[dict, object]:
-    """Contain this process (``harness.sandbox.child.containment``), get the device ready and say so."""
-    started = time.perf_counter()
-    from bbagent.harness.sandbox.child.containment import contain
-    containment, audit = contain(job.workdir, job.tool_write_dirs, candidate_file,
-                                 report=lambda kind, message: send(events.Violation(error_kind=kind, message=message)),
-                                 namespaces=job.namespaces, network_namespace=job.network_namespace)
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=False)  # where a hang is, on request
-    import torch
-    import triton
-    load_lazy_parts()
-    cuda = job.device == "cuda"
-    if cuda:
-        gpu_pause.checkpoint()  # not even a context while another evaluation is being timed
-        torch.zeros(1, device="cuda")
-        torch.cuda.synchronize()
-    send(events.ChildEnvironment(device=job.device, interpreter=not cuda, gpu=torch.cuda.get_device_name() if cuda else None,
-                            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES") if cuda else None,
-                            torch=torch.__version__, triton=triton.__version__, python=platform.python_version(),
-                            cuda=torch.version.cuda, startup_s=round(time.perf_counter() - started, 3), ready_at=time.time(),
-                            containment=containment))
-    return containment, audit
 
 
-def load_lazy_parts() -> None:
-    """Import and compute now what torch and Triton leave to their first use, which would come
-    during the first test, after this process is sealed (each import then pays the audit hook and
-    the file view: 4 s for torch._dynamo on the H200). The fork server calls this once, so its
-    children inherit the result; a cold child calls it before sealing."""
-    import threading
-    try:
-        import triton.experimental.gluon  # noqa: F401 - the first compile imports it
-    except ImportError:
-        pass
-    try:  # hashes Triton's sources and libtriton once per process (0.4-0.7 s), at the first compile
-        from triton.runtime.cache import triton_key
-    except ImportError:  # older Triton keeps it here
-        from triton.compiler.compiler import triton_key
-    # Beside the imports below: reading and hashing libtriton (hundreds of MB) runs without the
-    # GIL. Its own imports are Triton's packages, which the imports below do not touch.
-    failures: list[Exception] = []
-
-    def hash_triton() -> None:
-        try:
-            triton_key()
-        except Exception as exc:  # noqa: BLE001 - raised below, in this thread
-            failures.append(exc)
-    hashing = threading.Thread(target=hash_triton, name="bbagent-triton-key", daemon=True)
-    hashing.start()
-    from bbagent.harness.checks.guards import AtenRecorder
-    if hasattr(AtenRecorder.__dict__["__torch_dispatch__"], "__wrapped__"):
-        import torch._dynamo  # noqa: F401 - the wrapper torch put on the tests' dispatch mode imports it
-    # torch.broadcast_shapes, common in kernels' wrappers, imports it (and sympy) at its first call
-    import torch.fx.experimental.symbolic_shapes  # noqa: F401
-    import bbagent.harness.adapters  # noqa: F401 - the tests' own, imported where they are used
-    import bbagent.harness.checks.case  # noqa: F401
-    import bbagent.harness.checks.in_use  # noqa: F401
-    # imported before the candidate, so that the judge's state taken then covers them
-    import bbagent.harness.checks.integrity  # noqa: F401
-    import bbagent.harness.checks.random_ops  # noqa: F401
-    import bbagent.harness.timing.phase  # noqa: F401
-    import bbagent.harness.suite.tiers  # noqa: F401
-    import bbagent.harness.sandbox.child.compile_ahead  # noqa: F401
-    import bbagent.harness.sandbox.child.device_memory  # noqa: F401
-    hashing.join()  # before any fork: a child must not inherit a thread half-way
-    if failures:
-        raise failures[0]
 
 
-def _instrument(device: str, send):
-    """Count launches and report compilation and autotuning (``harness.sandbox.child.compile_clock``)."""
-    from bbagent.harness.checks.guards import LaunchCounter
-    from bbagent.harness.sandbox.child.compile_clock import CompileClock
-    launches = LaunchCounter()
-    launches.install(device)
-    compile_clock = CompileClock(send)
-    compile_clock.install()
-    compile_clock.quick_autotuning()
-    return launches, compile_clock
 
 
-def _watch(candidate_file: str, device: str, ops: list, launches, compile_clock):
-    """The run-time checks of every call (``harness.checks.runtime``), with the judge as it is now,
-    just before the candidate is imported (``harness.checks.integrity``); the launch counter tells
-    it each launch's stream."""
-    from bbagent.harness.checks.integrity import JudgeState
-    from bbagent.harness.checks.runtime import CallWatch
-    from bbagent.harness.variants import functional_of
-    ops = list(dict.fromkeys([*ops, *(f for f in map(functional_of, ops) if f is not None)]))
-    judge = JudgeState.capture(ops=ops, classes=[launches.launcher] if launches.launcher else [])
-    watch = CallWatch(candidate_file, device, judge, exempt=lambda: compile_clock.autotuning)
-    launches.watch = watch
-    return watch
 
 
 def _import_candidate(candidate_file: str, send):

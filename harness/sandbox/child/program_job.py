@@ -1,0 +1,188 @@
+"""The sandbox child for a program problem: is ``ModelNew`` the reference ``Model``, computed?
+
+Contained and sealed as for an operator (``harness.sandbox.child.preparation``), with the same run-time
+watch (threads, streams, the judge's state) and launch counter. The reference is the problem's
+text, run before the seal; the answer is imported after it. Both are built from the problem's
+constructor arguments under one seed, then the answer is given the reference's ``state_dict``, so
+whatever its own initialisation did, its weights are the reference's (a ``state_dict`` it cannot
+load is its failure, ``weights_mismatch``).
+
+Each test is one draw (``DRAWS``): the problem's own ``get_inputs()``; signed inputs of the same
+shapes; and signed inputs with the reference's parameters perturbed (norm layers start at weight 1
+and bias 0, where ignoring them passes). Per test the answer runs first, on its own copy of the
+inputs, with freed memory poisoned, so no reference result exists for it to find; then the
+reference, on another copy, and the reference in float64. The answer must leave its inputs as
+they were, return plain tensors, launch a Triton kernel (unless the library policy is ``all``)
+and call no aten compute beyond what the policy allows (``harness.checks.program_policy``); its
+outputs are compared by ``harness.checks.program_compare``.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import time
+
+from bbagent.harness import events, gpu_pause
+from bbagent.harness.sandbox.job import Job
+
+DRAWS = (("given", "the problem's get_inputs()"),
+         ("signed", "signed inputs (standard normal) of get_inputs()' shapes"),
+         ("perturbed", "signed inputs x3, the reference's parameters perturbed"))
+
+
+def run_program_job(job: Job, send) -> int:
+    """The program's tests against ``ModelNew`` (see the module's docstring)."""
+    from bbagent.harness.sandbox.child import preparation
+    from bbagent.harness.problem import ProgramProblem, program_module
+    started = time.perf_counter()
+    candidate_file = os.path.abspath(job.kernel)
+    gpu_pause.install_pauses(job.pause_fd, job.grant_fd, preparation.synchronize)
+    containment, audit = preparation.contain_and_ready(job, candidate_file, send)
+    problem = ProgramProblem.from_wire(job.problem)
+    built = time.perf_counter()
+    try:
+        reference_module = program_module(problem)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the reference itself failed: the harness's input, said
+        send(events.Fatal(error_kind="worker_error", message=f"the problem's program failed to import: "
+                                                             f"{type(exc).__name__}: {exc}"[:2000]))
+        return 0
+    send(events.SuiteBuilt(cases=[{"id": name, "source": source, "input": None, "dtype": None, "overload": None}
+                                  for name, source in DRAWS],
+                           skipped=[], notes=[f"library policy: {job.allow_library}"], overloads=[problem.name],
+                           kernel_for=problem.name, build_s=round(time.perf_counter() - built, 3)))
+    launches, compile_clock = preparation.instrument(job.device, send)
+    from bbagent.harness.sandbox.child.containment import seal
+    send(events.Sealed(details=seal(containment, audit, job.workdir, job.tool_write_dirs, job.hidden)))
+    watch = preparation.watch_calls(candidate_file, job.device, [], launches, compile_clock)
+    model_new = _import_model_new(candidate_file, send)
+    if model_new is None:
+        return 0
+    imported = watch.failure() or watch.judge_changes("once the answer's file was imported", deep=True)
+    if imported:
+        send(events.Fatal(error_kind=imported["error_kind"], message=imported["message"]))
+        return 0
+    pair = _built(reference_module, model_new, job, candidate_file, send)
+    if pair is not None:
+        _run_draws(pair, reference_module, job, (launches, watch), candidate_file, send)
+    send(events.Done(total_s=round(time.perf_counter() - started, 3),
+                     device_memory_peak=preparation.device_memory_peak(job.device)))
+    return 0
+
+
+def _import_model_new(candidate_file: str, send):
+    """The answer's ``ModelNew`` class, or None after a ``fatal`` event saying why there is none."""
+    import importlib.util
+    import sys
+    from bbagent.harness.checks.case import trimmed_traceback
+    from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
+    try:
+        spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, candidate_file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # noqa: BLE001 - anything the answer raises is its failure
+        send(events.Fatal(error_kind="exit" if isinstance(exc, SystemExit) else "import_error",
+                          message=trimmed_traceback(exc, candidate_file)))
+        return None
+    import torch
+    found = getattr(module, "ModelNew", None)
+    if isinstance(found, type) and issubclass(found, torch.nn.Module):
+        return found
+    what = "defines no top-level 'ModelNew'" if found is None else f"defines 'ModelNew' as a {type(found).__name__}"
+    send(events.Fatal(error_kind="missing_entry_point",
+                      message=f"the answer {what}; it must define class ModelNew(torch.nn.Module) taking Model's "
+                              "constructor arguments, with Model's forward signature"))
+    return None
+
+
+def _built(reference_module, model_new, job: Job, candidate_file: str, send):
+    """(reference, answer) on the device, from one seed, the answer holding the reference's
+    weights; None after a ``fatal`` event where the answer cannot be built or take them."""
+    import torch
+    from bbagent.harness.checks.case import candidate_raised
+    init = reference_module.get_init_inputs()
+    torch.manual_seed(job.seed)
+    reference = reference_module.Model(*init).to(job.device)
+    try:
+        torch.manual_seed(job.seed)
+        answer = model_new(*copy.deepcopy(init)).to(job.device)
+    except BaseException as exc:  # noqa: BLE001 - the answer's constructor failed: its failure
+        raised = candidate_raised(exc, candidate_file)
+        send(events.Fatal(error_kind=raised["error_kind"], message="ModelNew(*get_init_inputs()) failed: "
+                                                                   + raised["message"]))
+        return None
+    try:
+        answer.load_state_dict(reference.state_dict())
+    except Exception as exc:  # noqa: BLE001 - weights it cannot hold: said with what differs
+        send(events.Fatal(error_kind="weights_mismatch",
+                          message="ModelNew cannot take Model's weights (load_state_dict of the reference's "
+                                  f"state_dict): {str(exc)[:1500]}"))
+        return None
+    return reference, answer
+
+
+def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: str, send) -> None:
+    import torch
+    from bbagent.harness.checks.program_compare import judge_program_call
+    reference, answer = pair
+    random = _random_reference(reference, _inputs(reference_module, "given", job.seed, job.device))
+    if random:
+        send(events.Fatal(error_kind="no_tests", message=random))
+        return
+    for number, (name, _) in enumerate(DRAWS):
+        gpu_pause.checkpoint()
+        send(events.CaseStart(id=name))
+        if name == "perturbed":
+            _perturb(reference, job.seed)
+            answer.load_state_dict(reference.state_dict())
+        inputs = _inputs(reference_module, name, job.seed + number, job.device)
+        with torch.no_grad():
+            record, fatal = judge_program_call(name, reference, answer, inputs, job, instruments, candidate_file,
+                                               on_answer=lambda: send(events.CandidateStart(id=name)),
+                                               on_reference=lambda: send(events.ReferenceStart(id=name)))
+        send(events.CaseResult(record=record))
+        if fatal:  # the CUDA context is lost, or the answer exited: nothing after it can run
+            return
+
+
+def _random_reference(reference, inputs: list) -> str | None:
+    """Why the program cannot be judged by its values (its output depends on the random state:
+    dropout in training mode, a draw in forward), else None."""
+    import torch
+    from bbagent.harness.checks.compare import compare
+    outputs = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            outputs.append(reference(*inputs))
+    if compare(outputs[0], outputs[1]) is None:  # equal within the dtype's tolerance: GPU reductions may differ in order
+        return None
+    return ("the problem's program is random: two runs of Model on the same inputs under different seeds gave "
+            "different outputs (dropout in training mode, or a random draw in forward), so an answer cannot be "
+            "judged by its values; bbagent does not judge random programs yet")
+
+
+def _inputs(reference_module, draw: str, seed: int, device: str) -> list:
+    """The draw's inputs on ``device``: the problem's own, or signed values of the same shapes."""
+    import torch
+    torch.manual_seed(seed)
+    with torch.device(device):
+        given = list(reference_module.get_inputs())
+    if draw == "given":
+        return given
+    scale = 3.0 if draw == "perturbed" else 1.0
+    return [torch.randn(v.shape, dtype=v.dtype, device=v.device) * scale
+            if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v for v in given]
+
+
+def _perturb(model, seed: int) -> None:
+    """Every floating parameter moved off its initial value by noise of its own scale (at least 0.5):
+    a weight of ones and a bias of zeros become values an answer must use to match."""
+    import torch
+    generator = torch.Generator(device="cpu").manual_seed(seed + 7919)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dtype.is_floating_point and parameter.numel():
+                noise = torch.randn(parameter.shape, generator=generator).to(parameter.device, parameter.dtype)
+                scale = max(float(parameter.abs().mean()), 0.5)
+                parameter.add_(noise * scale)

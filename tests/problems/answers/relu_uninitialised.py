@@ -1,0 +1,18 @@
+"""An adversarial answer to level1/1_ReLU: it launches a kernel that writes nothing and returns
+uninitialised memory, hoping the allocator hands back the block that held the reference's result."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def nothing_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.load(x_ptr + offsets, mask=offsets < n)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        nothing_kernel[(1,)](x, x.numel(), BLOCK=1024)
+        return torch.empty_like(x)

@@ -1,0 +1,118 @@
+"""The verdict on a program's answer (`bbagent eval --problem`), on the CPU under the Triton
+interpreter: KernelBench-format problems of levels 1-3 written for these tests (tests/problems/),
+right answers passing and wrong ones failing for their own reason, KernelBench's weak spots
+(inputs never negative, norm weights of 1 and 0, outputs below the absolute tolerance) and the
+adversarial classes its own tests look for (inputs zeroed, uninitialised memory, PyTorch doing
+the work)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import bbagent
+from conftest import PYTHONPATH
+
+PROBLEMS = Path(__file__).parent / "problems"
+ANSWERS = PROBLEMS / "answers"
+ALL_PASS = {"given": None, "signed": None, "perturbed": None}
+
+CASES = [
+    # problem, answer, verdict error kind, each draw's error kind (None: passed)
+    ("level1/1_ReLU", "relu_right", None, ALL_PASS),
+    # right on torch.rand's inputs, which are never negative: only signed inputs show it
+    ("level1/1_ReLU", "relu_copy", None, {"given": None, "signed": "mismatch", "perturbed": "mismatch"}),
+    ("level1/1_ReLU", "relu_zeroes_input", None, dict.fromkeys(ALL_PASS, "input_mutated")),
+    ("level1/1_ReLU", "relu_uninitialised", None, dict.fromkeys(ALL_PASS, "nan_mismatch")),
+    ("level1/1_ReLU", "relu_torch", None, dict.fromkeys(ALL_PASS, "guard")),
+    ("level1/1_ReLU", "relu_no_model_new", "missing_entry_point", {}),
+    ("level1/3_LayerNorm", "layernorm_right", None, ALL_PASS),
+    # a weight of ones and a bias of zeros ignored: only the perturbed weights show it
+    ("level1/3_LayerNorm", "layernorm_no_affine", None, {"given": None, "signed": None, "perturbed": "mismatch"}),
+    ("level1/4_Softmax", "softmax_right", None, ALL_PASS),
+    ("level1/4_Softmax", "softmax_zeros", None, dict.fromkeys(ALL_PASS, "mismatch")),
+    ("level1/5_Mean_over_dim", "mean_right", None, ALL_PASS),
+    ("level1/5_Mean_over_dim", "mean_wrong_dim", None, dict.fromkeys(ALL_PASS, "mismatch")),
+    ("level2/1_Gemm_ReLU_BiasAdd", "gemm_relu_bias_right", None, ALL_PASS),
+    ("level2/1_Gemm_ReLU_BiasAdd", "gemm_relu_bias_no_bias", None, dict.fromkeys(ALL_PASS, "mismatch")),
+    ("level2/1_Gemm_ReLU_BiasAdd", "gemm_relu_bias_renamed", "weights_mismatch", {}),
+    ("level2/2_Gemm_Multiply_LeakyReLU", "gemm_multiply_leaky_right", None, ALL_PASS),
+    ("level2/2_Gemm_Multiply_LeakyReLU", "gemm_multiply_leaky_as_relu", None, dict.fromkeys(ALL_PASS, "mismatch")),
+    ("level2/3_Conv2d_ReLU_BiasAdd", "conv_relu_bias_right", None, ALL_PASS),
+    ("level2/3_Conv2d_ReLU_BiasAdd", "conv_relu_bias_wrong_dim", None, dict.fromkeys(ALL_PASS, "mismatch")),
+    ("level3/1_MLP_Block", "mlp_block_right", None, ALL_PASS),
+    # a random program (dropout in training mode) is refused in words, whatever the answer
+    ("broken/dropout", "dropout_linear", "no_tests", {}),
+]
+
+
+@pytest.mark.parametrize("problem, answer, error_kind, draws", CASES, ids=[f"{p}-{a}" for p, a, _, _ in CASES])
+def test_each_answer_is_judged_for_its_own_reason(problem, answer, error_kind, draws, tmp_path):
+    verdict = bbagent.evaluate_program(PROBLEMS / f"{problem}.py", ANSWERS / f"{answer}.py", root=tmp_path,
+                                       device="cpu", seed=7)
+    assert verdict.problem_kind == "program" and verdict.op == Path(problem).name
+    assert verdict.error_kind == error_kind, verdict.message
+    assert {t.id: t.error_kind for t in verdict.tests} == draws, verdict.message
+    assert verdict.passed == (error_kind is None and all(kind is None for kind in draws.values()))
+    assert verdict.variants == []
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem, answer, error_kind, draws", CASES, ids=[f"{p}-{a}" for p, a, _, _ in CASES])
+def test_each_answer_is_judged_for_its_own_reason_on_the_gpu(problem, answer, error_kind, draws, tmp_path):
+    """The same answers on CUDA (the interpreter above is the CPU twin): the same verdicts."""
+    verdict = bbagent.evaluate_program(PROBLEMS / f"{problem}.py", ANSWERS / f"{answer}.py", root=tmp_path,
+                                       device="cuda", seed=7)
+    assert verdict.environment.gpu and not verdict.environment.interpreter
+    assert verdict.error_kind == error_kind, verdict.message
+    assert {t.id: t.error_kind for t in verdict.tests} == draws, verdict.message
+
+
+def test_what_a_failure_says(tmp_path):
+    def judged(problem, answer):
+        return bbagent.evaluate_program(PROBLEMS / f"{problem}.py", ANSWERS / f"{answer}.py", root=tmp_path,
+                                        device="cpu", seed=3)
+    zeros = judged("level1/4_Softmax", "softmax_zeros").tests[0]
+    # outputs near 7.6e-6 are within float32's absolute tolerance of zero: the scale decides
+    assert "in units of the output's RMS" in zeros.message and zeros.mismatch_count == 2 * 131072
+    guard = judged("level1/1_ReLU", "relu_torch").tests[0]
+    assert "aten.relu.default (line 17)" in guard.message and "only matrix products and convolutions" in guard.message
+    assert guard.aten_calls["aten.relu.default"] == 1
+    right = judged("level2/1_Gemm_ReLU_BiasAdd", "gemm_relu_bias_right").tests[0]
+    assert right.aten_calls["aten.mm.default"] == 1  # the library call, listed
+    renamed = judged("level2/1_Gemm_ReLU_BiasAdd", "gemm_relu_bias_renamed")
+    assert 'Missing key(s) in state_dict: "weight", "shift"' in renamed.message
+
+
+def test_the_library_policy_decides_what_may_stay_in_torch(tmp_path):
+    right = PROBLEMS / "level2" / "1_Gemm_ReLU_BiasAdd.py", ANSWERS / "gemm_relu_bias_right.py"
+    strict = bbagent.evaluate_program(*right, root=tmp_path, device="cpu", seed=1, allow_library="none")
+    assert not strict.passed and strict.tests[0].error_kind == "guard" and "aten.mm.default" in strict.tests[0].message
+    torch_relu = PROBLEMS / "level1" / "1_ReLU.py", ANSWERS / "relu_torch.py"
+    assert bbagent.evaluate_program(*torch_relu, root=tmp_path, device="cpu", seed=1, allow_library="all").passed
+    with pytest.raises(bbagent.UsageError, match="none, gemm or all"):
+        bbagent.evaluate_program(*right, root=tmp_path, device="cpu", allow_library="most")
+
+
+def test_eval_problem_as_a_user_runs_it(tmp_path):
+    """Exit 0 for a pass, 1 for a failure, 2 with the reason for what is not a problem or not an
+    answer file; --json prints the Verdict; never a traceback."""
+    def run(*argv):
+        return subprocess.run([sys.executable, "-m", "bbagent", "eval", *argv, "--device", "cpu", "--seed", "5"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    relu = str(PROBLEMS / "level1" / "1_ReLU.py")
+    done = run("--problem", relu, "--kernel", str(ANSWERS / "relu_right.py"), "--json")
+    assert done.returncode == 0, done.stderr
+    verdict = json.loads(done.stdout)
+    assert verdict["verdict"] == "pass" and verdict["problem_kind"] == "program" and len(verdict["tests"]) == 3
+    done = run("--problem", relu, "--kernel", str(ANSWERS / "relu_copy.py"))
+    assert done.returncode == 1 and "1_ReLU" in done.stdout and "FAIL 1/3 tests passed" in done.stdout
+    for argv, words in [(["--problem", str(PROBLEMS / "broken" / "no_model.py"), "--kernel", str(ANSWERS / "relu_right.py")],
+                         "not a problem in KernelBench's format"),
+                        (["--problem", relu], "needs --kernel ANSWER.py"),
+                        (["--problem", relu, "--kernel", "nowhere.py"], "answer file not found: nowhere.py"),
+                        (["--problem", relu, "--op", "aten.relu.default", "--kernel", "x.py"], "not allowed with")]:
+        done = run(*argv)
+        assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, (argv, done.stderr)
