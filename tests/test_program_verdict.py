@@ -116,3 +116,42 @@ def test_eval_problem_as_a_user_runs_it(tmp_path):
                         (["--problem", relu, "--op", "aten.relu.default", "--kernel", "x.py"], "not allowed with")]:
         done = run(*argv)
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, (argv, done.stderr)
+
+
+def test_the_float64_run_happens_only_where_a_comparison_needs_it():
+    """A problem's outputs can be gigabytes: the float64 reference runs only where the answer is not
+    within the tolerance of the float32 one, and then decides (a float32 rounding difference passes)."""
+    import torch
+    from bbagent.harness.checks.program_compare import compare_outputs
+    runs = []
+
+    def truth(value):
+        def run():
+            runs.append(1)
+            return value
+        return run
+    x = torch.randn(64, 64, dtype=torch.float64)
+    exact = x @ x
+    expected = (x.float() @ x.float())
+    assert compare_outputs(expected, expected.clone(), truth(exact)) is None and runs == []
+    off = expected.clone()
+    off[0, 0] += 1e-3 * off[0, 0].abs()  # a float32 reference rounding far off at one element (as cuDNN's TF32 may)
+    assert compare_outputs(off, exact.float(), truth(exact)) is None and runs == [1]  # the float64 run decides
+    wrong = compare_outputs(expected, expected + 1.0, truth(exact))
+    assert wrong["error_kind"] == "mismatch" and len(runs) == 2
+    shape = compare_outputs(expected, expected[:1], truth(exact))
+    assert shape["error_kind"] == "wrong_shape" and len(runs) == 2
+
+
+def test_a_large_output_is_judged_a_piece_at_a_time(monkeypatch):
+    """Above PIECE_ELEMENTS values an output's float64 comparison runs a chunk at a time (a 1.6e9-value
+    output ran the H200 out of memory at once); a failure says which piece it is in."""
+    import torch
+    from bbagent.harness.checks import program_compare
+    monkeypatch.setattr(program_compare, "PIECE_ELEMENTS", 100)
+    expected = torch.randn(30, 20)
+    wrong = expected.clone()
+    wrong.view(-1)[250] += 1.0
+    failure = program_compare.compare_outputs(expected, wrong, lambda: expected.double())
+    assert failure["error_kind"] == "mismatch" and "values 200 to 299 of the output flattened" in failure["message"]
+    assert program_compare.compare_outputs(expected, expected.clone(), lambda: None) is None

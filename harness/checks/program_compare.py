@@ -2,8 +2,10 @@
 
 The answer runs first, on its own copy of the inputs (freed blocks of their sizes poisoned), under
 the run-time watch and a dispatch mode that counts every aten operator it calls outside Triton
-launches; then the reference on another copy, and the reference in float64 (a deep copy, every
-floating weight and input in float64). The test fails, with its own error kind, where the answer
+launches; then the reference on another copy, and, only where the answer is not within the
+tolerance of that float32 result, the reference in float64 (a deep copy, every floating weight and
+input in float64). Whatever the test no longer needs is let go as it goes: a problem's inputs can
+be gigabytes. The test fails, with its own error kind, where the answer
 raised, changed an input, returned something other than plain tensors, launched no Triton kernel
 (unless every library call is allowed), called aten compute the library policy does not allow
 (``guard``), or returned values the comparison refuses.
@@ -24,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from bbagent.harness.checks.allowed import is_allowed
 from bbagent.harness.checks.case import candidate_raised
-from bbagent.harness.checks.compare import Exact, compare, same_tensors
+from bbagent.harness.checks.compare import CHUNK_ELEMENTS, Exact, chunks, compare, same_tensors
 from bbagent.harness.inputs import clone_value, poison_freed_memory, tensors_in
 from bbagent.harness.plain import not_plain
 
@@ -35,6 +37,7 @@ LIBRARY_GEMM = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addm
                           "convolution_overrideable", "mkldnn_convolution", "_scaled_mm"})
 POLICIES = ("none", "gemm", "all")
 SMALL_OUTPUT_RMS = 1e-2  # below it an output is compared in units of its RMS
+PIECE_ELEMENTS = CHUNK_ELEMENTS  # an output larger than this is compared a piece at a time
 
 
 class AtenCalls(TorchDispatchMode):
@@ -94,7 +97,7 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
     launches, watch = instruments
     result = {"id": draw, "source": draw, "input": _described(inputs), "dtype": _dtype(inputs), "passed": False}
     answer_inputs, kept = clone_value(inputs), clone_value(inputs)
-    poison_freed_memory(tensors_in(answer_inputs), copies=1)
+    poison_freed_memory(tensors_in(answer_inputs), copies=3)  # the last draw freed three copies of its inputs
     calls = AtenCalls(job.allow_library, launches, candidate_file)
     before = launches.launches
     on_answer()
@@ -112,20 +115,42 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
     failure = watch.failure() or watch.judge_changes("after ModelNew.forward")
     if failure:
         return result | {k: failure[k] for k in ("error_kind", "message")}, False
+    if not same_tensors(answer_inputs, kept):
+        return result | {"error_kind": "input_mutated", "message": "ModelNew.forward changed an input tensor in "
+                                                                   "place; it must leave its inputs as they were"}, False
+    del answer_inputs, kept  # a problem's inputs can be gigabytes: what is no longer needed goes now
     on_reference()
     expected = reference(*clone_value(inputs))
     _synchronize(job.device)
-    failure = _checked(actual, expected, _float64_run(reference, inputs), answer_inputs, kept, calls,
-                       launches.launches - before, job.allow_library)
+    truth = _Float64Run(reference, inputs)
+    failure = _checked(actual, expected, truth, calls, launches.launches - before, job.allow_library)
     if failure:
         return result | failure, False
     return result | {"passed": True}, False
 
 
-def _checked(actual, expected, truth, answer_inputs, kept, calls: AtenCalls, launched: int, policy: str) -> dict | None:
-    if not same_tensors(answer_inputs, kept):
-        return {"error_kind": "input_mutated", "message": "ModelNew.forward changed an input tensor in place; it must "
-                                                          "leave its inputs as they were"}
+class _Float64Run:
+    """The reference with every floating weight and input in float64, run the first time a comparison
+    needs it (never where the answer is within the tolerance of the float32 reference); None where
+    it cannot run so (an operator without float64 on this device)."""
+
+    def __init__(self, reference, inputs: list):
+        self.reference, self.inputs, self.ran, self.output = reference, inputs, False, None
+
+    def __call__(self):
+        if not self.ran:
+            self.ran = True
+            try:
+                model = copy.deepcopy(self.reference).to(torch.float64)
+                wide = [v.to(torch.float64) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v
+                        for v in self.inputs]
+                self.output = model(*wide)
+            except Exception:  # noqa: BLE001 - no float64 run: the float32 reference alone decides
+                self.output = None
+        return self.output
+
+
+def _checked(actual, expected, truth, calls: AtenCalls, launched: int, policy: str) -> dict | None:
     why = not_plain(actual, "ModelNew.forward's result")
     if why:
         return {"error_kind": "not_plain_tensor", "message": why}
@@ -141,48 +166,76 @@ STRUCTURAL = ("wrong_type", "wrong_structure", "wrong_shape", "wrong_dtype", "wr
 
 
 def compare_outputs(expected, actual, truth) -> dict | None:
-    """``compare`` of the answer's outputs with the reference's and the float64 run's, each small
-    output (RMS below ``SMALL_OUTPUT_RMS``) in units of its RMS (see the module's docstring)."""
-    whole = compare(expected, actual, "output")
+    """``compare`` of the answer's outputs with the reference's and, where that fails, with the
+    float64 run's (``truth()``, run then), each small output (RMS below ``SMALL_OUTPUT_RMS``) in
+    units of its RMS (see the module's docstring). An output of more than ``PIECE_ELEMENTS`` values
+    is judged a chunk at a time, so that its float64 copies fit beside the program's own memory."""
+    whole = compare(expected, actual, "output", mode="metadata")  # structure, shapes, dtypes: no values read
     if whole is not None and whole["error_kind"] in STRUCTURAL:
         return whole
     flat_expected, flat_actual = _flat(expected), _flat(actual)
-    flat_truth = _flat(truth) if truth is not None else [None] * len(flat_expected)
-    if len(flat_truth) != len(flat_expected):
-        flat_truth = [None] * len(flat_expected)
-    for i, (e, a, t) in enumerate(zip(flat_expected, flat_actual, flat_truth)):
+    for i, (e, a) in enumerate(zip(flat_expected, flat_actual)):
         path = "output" if len(flat_expected) == 1 else f"output[{i}]"
-        exact = t is not None and isinstance(e, torch.Tensor) and isinstance(t, torch.Tensor) and t.shape == e.shape
-        scale = _small_scale(t if exact else e)
-        if scale is not None:
-            e, a, t = e / scale, a / scale, (t / scale if exact else t)
-        failure = compare(e, a, path, exact=Exact(truth=t) if exact else None)
+        scale = _small_scale(e)
+        if not isinstance(e, torch.Tensor):
+            failure = compare(e, a, path)
+        else:
+            failure = _compare_tensor(e, a, lambda: _truth_of(truth, i, len(flat_expected), e), path, scale)
         if failure is not None:
-            if scale is not None:
-                failure["message"] += (f" (values in units of the output's RMS, {scale:.3g}: the tolerance is relative "
-                                       "to the output's scale)")
             return failure
     return None
 
 
-def _small_scale(reference) -> float | None:
-    if not isinstance(reference, torch.Tensor) or not reference.dtype.is_floating_point or reference.numel() == 0:
+def _compare_tensor(e, a, truth, path: str, scale: float | None) -> dict | None:
+    if scale is not None:
+        e, a = e / scale, a / scale
+    if all(compare(pe, pa, path, report=False) is None for pe, pa in chunks(e, a, size=PIECE_ELEMENTS)):
         return None
-    finite = reference[torch.isfinite(reference)].to(torch.float64)
-    rms = float(finite.square().mean().sqrt()) if finite.numel() else 0.0
+    t = truth()
+    if t is not None and scale is not None:
+        t = t / scale
+    if e.numel() <= PIECE_ELEMENTS:
+        failure = compare(e, a, path, exact=Exact(truth=t) if t is not None else None)
+        where = ""
+    else:
+        failure, where = None, ""
+        for number, part in enumerate(chunks(*([e, a] if t is None else [e, a, t]), size=PIECE_ELEMENTS)):
+            failure = compare(part[0], part[1], path, exact=Exact(truth=part[2]) if t is not None else None)
+            if failure is not None:
+                start = number * PIECE_ELEMENTS
+                where = (f" (judged {PIECE_ELEMENTS} values at a time: the first failing piece holds values "
+                         f"{start} to {start + part[0].numel() - 1} of the output flattened, and indices are within it)")
+                break
+    if failure is not None:
+        failure["message"] += where
+        if scale is not None:
+            failure["message"] += (f" (values in units of the output's RMS, {scale:.3g}: the tolerance is relative "
+                                   "to the output's scale)")
+    return failure
+
+
+def _truth_of(truth, i: int, count: int, expected: torch.Tensor):
+    """The float64 run's ``i``-th output of ``count``, where it is a tensor of the expected shape; else None."""
+    run = truth()
+    flat = _flat(run) if run is not None else []
+    if len(flat) == count and isinstance(flat[i], torch.Tensor) and flat[i].shape == expected.shape:
+        return flat[i]
+    return None
+
+
+def _small_scale(output) -> float | None:
+    """The RMS of an output's finite values where it is below ``SMALL_OUTPUT_RMS``, else None
+    (summed a chunk at a time in float64: outputs can hold billions of values)."""
+    if not isinstance(output, torch.Tensor) or not output.dtype.is_floating_point or output.numel() == 0:
+        return None
+    squares, count = 0.0, 0
+    for (part,) in chunks(output.detach()):
+        part = part.to(torch.float64)
+        finite = torch.isfinite(part)
+        squares += float(torch.where(finite, part, 0.0).square().sum())
+        count += int(finite.sum())
+    rms = (squares / count) ** 0.5 if count else 0.0
     return rms if 0.0 < rms < SMALL_OUTPUT_RMS else None
-
-
-def _float64_run(reference, inputs: list):
-    """The reference with every floating weight and input in float64, or None where it cannot run so."""
-    try:
-        model = copy.deepcopy(reference).to(torch.float64)
-        wide = [v.to(torch.float64) if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v
-                for v in clone_value(inputs)]
-        output = model(*wide)
-    except Exception:  # noqa: BLE001 - an operator without float64 (on this device): the float32 reference alone
-        return None
-    return output
 
 
 def _flat(value) -> list:

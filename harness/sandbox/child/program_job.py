@@ -11,7 +11,7 @@ Each test is one draw (``DRAWS``): the problem's own ``get_inputs()``; signed in
 shapes; and signed inputs with the reference's parameters perturbed (norm layers start at weight 1
 and bias 0, where ignoring them passes). Per test the answer runs first, on its own copy of the
 inputs, with freed memory poisoned, so no reference result exists for it to find; then the
-reference, on another copy, and the reference in float64. The answer must leave its inputs as
+reference, on another copy, and the reference in float64 where a comparison needs it. The answer must leave its inputs as
 they were, return plain tensors, launch a Triton kernel (unless the library policy is ``all``)
 and call no aten compute beyond what the policy allows (``harness.checks.program_policy``); its
 outputs are compared by ``harness.checks.program_compare``.
