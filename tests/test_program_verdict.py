@@ -24,7 +24,9 @@ CASES = [
     # right on torch.rand's inputs, which are never negative: only signed inputs show it
     ("level1/1_ReLU", "relu_copy", None, {"given": None, "signed": "mismatch", "perturbed": "mismatch"}),
     ("level1/1_ReLU", "relu_zeroes_input", None, dict.fromkeys(ALL_PASS, "input_mutated")),
-    ("level1/1_ReLU", "relu_uninitialised", None, dict.fromkeys(ALL_PASS, "nan_mismatch")),
+    # poisoned (NaN) where the allocator hands back a freed block; where the CPU's malloc gives fresh
+    # pages instead (chance), zeros: a mismatch either way
+    ("level1/1_ReLU", "relu_uninitialised", None, dict.fromkeys(ALL_PASS, ("nan_mismatch", "mismatch"))),
     ("level1/1_ReLU", "relu_torch", None, dict.fromkeys(ALL_PASS, "guard")),
     ("level1/1_ReLU", "relu_no_model_new", "missing_entry_point", {}),
     ("level1/3_LayerNorm", "layernorm_right", None, ALL_PASS),
@@ -53,7 +55,7 @@ def test_each_answer_is_judged_for_its_own_reason(problem, answer, error_kind, d
                                        device="cpu", seed=7)
     assert verdict.problem_kind == "program" and verdict.op == Path(problem).name
     assert verdict.error_kind == error_kind, verdict.message
-    assert {t.id: t.error_kind for t in verdict.tests} == draws, verdict.message
+    assert judged_as(verdict) == judged_as(verdict, draws), verdict.message
     assert verdict.passed == (error_kind is None and all(kind is None for kind in draws.values()))
     assert verdict.variants == []
 
@@ -66,7 +68,17 @@ def test_each_answer_is_judged_for_its_own_reason_on_the_gpu(problem, answer, er
                                        device="cuda", seed=7)
     assert verdict.environment.gpu and not verdict.environment.interpreter
     assert verdict.error_kind == error_kind, verdict.message
-    assert {t.id: t.error_kind for t in verdict.tests} == draws, verdict.message
+    assert judged_as(verdict) == judged_as(verdict, draws), verdict.message
+
+
+def judged_as(verdict, expected: dict | None = None) -> dict:
+    """Each draw's error kind; with ``expected`` (a kind or a tuple of the kinds allowed), the kind
+    found where it is one of those allowed, else what was expected."""
+    found = {t.id: t.error_kind for t in verdict.tests}
+    if expected is None:
+        return found
+    return {draw: found.get(draw) if isinstance(kinds, tuple) and found.get(draw) in kinds else kinds
+            for draw, kinds in expected.items()}
 
 
 def test_what_a_failure_says(tmp_path):

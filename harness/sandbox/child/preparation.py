@@ -117,3 +117,21 @@ def watch_calls(candidate_file: str, device: str, ops: list, launches, compile_c
     watch = CallWatch(candidate_file, device, judge, exempt=lambda: compile_clock.autotuning)
     launches.watch = watch
     return watch
+
+
+def import_candidate(candidate_file: str, send):
+    """The candidate's file imported as a module, or None after a ``fatal`` event saying why
+    (what it raises while imported is its failure)."""
+    import importlib.util
+    from bbagent.harness.checks.case import trimmed_traceback
+    from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
+    try:
+        spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, candidate_file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # as an import would: the compile processes find its kernels by name
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its failure
+        send(events.Fatal(error_kind="exit" if isinstance(exc, SystemExit) else "import_error",
+                          message=trimmed_traceback(exc, candidate_file)))
+        return None
+    return module

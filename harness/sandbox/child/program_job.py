@@ -71,18 +71,9 @@ def run_program_job(job: Job, send) -> int:
 
 def _import_model_new(candidate_file: str, send):
     """The answer's ``ModelNew`` class, or None after a ``fatal`` event saying why there is none."""
-    import importlib.util
-    import sys
-    from bbagent.harness.checks.case import trimmed_traceback
-    from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
-    try:
-        spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, candidate_file)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    except BaseException as exc:  # noqa: BLE001 - anything the answer raises is its failure
-        send(events.Fatal(error_kind="exit" if isinstance(exc, SystemExit) else "import_error",
-                          message=trimmed_traceback(exc, candidate_file)))
+    from bbagent.harness.sandbox.child.preparation import import_candidate
+    module = import_candidate(candidate_file, send)
+    if module is None:
         return None
     import torch
     found = getattr(module, "ModelNew", None)

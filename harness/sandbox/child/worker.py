@@ -15,7 +15,6 @@ typed in ``harness.events``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import time
@@ -24,7 +23,8 @@ from bbagent.harness import events, gpu_pause
 from bbagent.harness.sandbox.child.ahead_groups import AheadGroups
 from bbagent.harness.stopwatch import Stopwatch
 from bbagent.harness.sandbox.job import Job
-from bbagent.harness.sandbox.child.preparation import (contain_and_ready, device_memory_peak, instrument, synchronize, watch_calls)
+from bbagent.harness.sandbox.child.preparation import (contain_and_ready, device_memory_peak, import_candidate, instrument,
+                                                      synchronize, watch_calls)
 from bbagent.harness.sandbox.child.timing_phase import profile_under_ncu, timing_phase
 
 
@@ -136,16 +136,8 @@ def run_job(job: Job, send) -> int:
 
 def _import_candidate(candidate_file: str, send):
     """The candidate's ``kernel``, or None after a ``fatal`` event saying why there is none."""
-    from bbagent.harness.checks.case import trimmed_traceback
-    from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
-    try:
-        spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, candidate_file)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # as an import would: the compile processes find its kernels by name
-        spec.loader.exec_module(module)
-    except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its failure
-        send(events.Fatal(error_kind="exit" if isinstance(exc, SystemExit) else "import_error",
-                          message=trimmed_traceback(exc, candidate_file)))
+    module = import_candidate(candidate_file, send)
+    if module is None:
         return None
     kernel = getattr(module, "kernel", None)
     if callable(kernel):
