@@ -38,6 +38,13 @@ def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     return map_leaves(value, torch.Tensor, fn)
 
 
+def flat_values(value: Any) -> list:
+    """The values of a structure of tuples and lists, in order, flattened (tensors and others alike)."""
+    if isinstance(value, (list, tuple)):
+        return [item for part in value for item in flat_values(part)]
+    return [value]
+
+
 def tensors_in(value: Any) -> list[torch.Tensor]:
     found: list[torch.Tensor] = []
     map_tensors(value, found.append)

@@ -39,7 +39,7 @@ _HOMES = {
     "bbagent.harness.verdict": ("Verdict", "Summary", "TestCounts", "Variant", "Performance", "PerformanceSummary",
                                 "DeviceYardsticks", "NcuReport", "NcuSide", "Launch", "count_text", "short_count"),
     "bbagent.harness.error_kinds": ("ERROR_KINDS",),
-    "bbagent.harness.checks.policy": ("TOLERANCE_POLICY",),
+    "bbagent.harness.checks.policy": ("TOLERANCE_POLICY", "LIBRARY_POLICIES"),
     "bbagent.harness.checks.compare": ("TOLERANCES",),
     "bbagent.harness.checks.allowed": ("ALLOWED", "SEED_DRAW"),
     "bbagent.harness.checks.reference": ("is_cuda_error",),

@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from bbagent.harness.inputs import flat_values
 from bbagent.harness.problem import ProblemError, ProgramProblem, program_module
 
 VALUE_TEXT_LIMIT = 80
@@ -73,7 +74,7 @@ def describe_program(problem: ProgramProblem) -> ProgramFacts:
         init_args=[_fact(value) for value in init], inputs=[_fact(value) for value in inputs],
         input_bytes=sum(t.numel() * t.element_size() for t in tensors),
         parameters=_state(model), aten_ops=[AtenUse(name=name, count=n) for name, n in counts.items()],
-        outputs=[] if output is None else [_fact(value) for value in _flat(output)], trace_error=error)
+        outputs=[] if output is None else [_fact(value) for value in flat_values(output)], trace_error=error)
 
 
 def _imported(problem: ProgramProblem):
@@ -135,12 +136,6 @@ def _state(model) -> list[ParameterFact]:
     return [ParameterFact(name=name, shape=list(t.shape), dtype=str(t.dtype).removeprefix("torch."),
                           kind="parameter" if name in names else "buffer")
             for name, t in model.state_dict().items()]
-
-
-def _flat(value) -> list:
-    if isinstance(value, (list, tuple)):
-        return [item for part in value for item in _flat(part)]
-    return [value]
 
 
 def _fact(value) -> ValueFact:

@@ -95,8 +95,10 @@ def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str 
     from bbagent.harness.interface import start_early
     start_early(device if device in ("cuda", "cpu") else None)
     from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, program_of
-    if allow_library not in ("none", "gemm", "all"):
-        raise _usage_error(f"allow_library takes none, gemm or all (got {allow_library!r})")
+    from bbagent.harness.interface import LIBRARY_POLICIES
+    if allow_library not in LIBRARY_POLICIES:
+        raise _usage_error(f"allow_library takes {', '.join(LIBRARY_POLICIES[:-1])} or {LIBRARY_POLICIES[-1]} "
+                           f"(got {allow_library!r})")
     problem, _ = program_of(problem_file)  # a file that is no problem, or a program that cannot run, said first
     check_evaluation(device, timeout_s, False)
     answer = Path(answer)

@@ -11,9 +11,8 @@ from __future__ import annotations
 from bbagent.agent.families import family_of
 from bbagent.agent.gpu_facts import facts_for
 from bbagent.agent.generate.prompting import template, worked_example
-from bbagent.harness.interface import ProgramFacts, ProgramProblem, default_device, triton_version
+from bbagent.harness.interface import LIBRARY_POLICIES, ProgramFacts, ProgramProblem, default_device, triton_version
 
-LIBRARY_POLICIES = ("none", "gemm", "all")  # what the answer may leave to torch: nothing, GEMMs and convolutions, all
 NOT_COMPUTE_FAMILIES = ("copy_layout", "generic")  # views, copies and the unlisted: no guidance of their own
 EXAMPLES_IN_PROMPT = 2
 

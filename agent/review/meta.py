@@ -199,14 +199,11 @@ def upgraded(document: dict, folder_name: str | None = None) -> dict:
                                  "gpu": document.get("gpu") or "cpu", "suite": None}
     _split_tests(document)
     _keep_unreadable(document, "tests", TestCounts, None)
-    _keep_unreadable(document, "variants", _VARIANTS, [])
+    _keep_unreadable(document, "variants", list[Variant], [])
     _keep_unreadable(document, "performance", PerformanceRecord,
                      {"reason": "recorded by an older bbagent in a form not read now (performance_as_recorded)"})
     document.update(schema=SCHEMA, schema_version=SCHEMA_VERSION)
     return document
-
-
-_VARIANTS = TypeAdapter(list[Variant])
 
 
 def _split_tests(document: dict) -> None:
@@ -229,14 +226,15 @@ def _split_tests(document: dict) -> None:
         document["tests_as_recorded"] = tests
 
 
-def _keep_unreadable(document: dict, name: str, model, empty) -> None:
-    """A part of an older file that ``model`` does not read: kept whole as ``<name>_as_recorded``
-    (a later write keeps it too) and replaced by ``empty``, so the folder still reads."""
+def _keep_unreadable(document: dict, name: str, kind, empty) -> None:
+    """A part of an older file that does not read as ``kind`` (a model, or a type such as
+    ``list[Variant]``): kept whole as ``<name>_as_recorded`` (a later write keeps it too) and replaced
+    by ``empty``, so the folder still reads."""
     value = document.get(name)
     if value is None:
         return
     try:
-        (model.validate_python if isinstance(model, TypeAdapter) else model.model_validate)(value)
+        TypeAdapter(kind).validate_python(value)
     except ValidationError:
         document[f"{name}_as_recorded"] = value
         document[name] = empty

@@ -85,7 +85,8 @@ def candidate_error_kind(exc: BaseException) -> str:
     return "compile_error" if type(exc).__module__.startswith("triton") else "exception"
 
 
-def _synchronize(device: str) -> None:
+def synchronize(device: str) -> None:
+    """Wait for the device's work (CUDA); nothing to wait for on the CPU."""
     if device == "cuda":
         torch.cuda.synchronize()
 
@@ -122,7 +123,7 @@ def run_case(op, case: TestCase, kernel, device: str, launches, recorder, candid
     try:
         with parts.part("reference"):
             expected = reference_call(op, ref_args, ref_kwargs)
-            _synchronize(device)
+            synchronize(device)
     except Exception as exc:  # noqa: BLE001 - the reference itself rejects this input on this device
         reference_refused(exc, f"the aten reference on test {case.id} ({case.description})")
         return result | {"passed": None, "error_kind": "reference_error",
@@ -176,7 +177,7 @@ def _call_candidate(kernel, args: tuple, kwargs: dict, device: str, recorder, ca
     try:
         with recorder:
             actual = kernel(*args, **kwargs)
-        _synchronize(device)
+        synchronize(device)
     except BaseException as exc:  # noqa: BLE001 - the candidate's failure (sys.exit too), reported as such
         raised = candidate_raised(exc, candidate_file)
         fatal = bool(raised.get("context_lost")) or not isinstance(exc, Exception)
@@ -200,7 +201,7 @@ def functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, devic
     alt_args, alt_kwargs = clone_value(args), clone_value(kwargs)
     try:
         alt_expected = serving(functional, functional, op)(*alt_args, **alt_kwargs)
-        _synchronize(device)
+        synchronize(device)
     except Exception as exc:  # noqa: BLE001 - the functional refuses what the overload took: keep aten's
         reference_refused(exc, f"the functional reference {functional}")
         return None

@@ -155,8 +155,13 @@ class AtenRecorder(TorchDispatchMode):
                 and sum(t.numel() for t in tensors_in(result)) <= MAX_SEED_VALUES)
 
     def _candidate_line(self) -> int | None:
-        for frame in reversed(traceback.extract_stack()):
-            if frame.filename == self.candidate_file:
-                return frame.lineno
-        return None
+        return candidate_line(self.candidate_file)
+
+
+def candidate_line(candidate_file: str) -> int | None:
+    """The line of the candidate's file that the current call came through, innermost first."""
+    for frame in reversed(traceback.extract_stack()):
+        if frame.filename == candidate_file:
+            return frame.lineno
+    return None
 

@@ -39,7 +39,7 @@ import torch
 from bbagent.harness import adapters
 from bbagent.harness.adapters import convention
 from bbagent.harness.checks.allowed import kind_of
-from bbagent.harness.checks.case import candidate_raised, returns_view
+from bbagent.harness.checks.case import candidate_raised, returns_view, synchronize
 from bbagent.harness.checks.float64_judge import Float64Run, judged
 from bbagent.harness.checks.reference import is_cuda_error
 from bbagent.harness.inputs import clone_value, copy_into, memory_behind, tensors_in
@@ -126,7 +126,7 @@ def _direct(kernel: Callable, recorder, values: tuple[tuple, dict], device: str)
     """The kernel's own call on a copy of ``values``, under the guards."""
     args, kwargs = clone_value(values)
     result = _guarded(recorder, lambda: kernel(*args, **kwargs))
-    _synchronize(device)
+    synchronize(device)
     return result
 
 
@@ -217,11 +217,6 @@ def refill(op, inputs: tuple[tuple, dict], values: tuple[tuple, dict]) -> None:
             copy_into(mine, theirs)
 
 
-def _synchronize(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
 def _guarded(recorder, call: Callable):
     with recorder:
         return call()
@@ -230,7 +225,7 @@ def _guarded(recorder, call: Callable):
 def _reference(op, inputs: tuple[tuple, dict], device: str):
     args, kwargs = clone_value(inputs)
     expected = op(*args, **kwargs)
-    _synchronize(device)
+    synchronize(device)
     return expected
 
 
@@ -321,7 +316,7 @@ def launch_replay(op, case: TestCase, kernel: Callable, device: str, recorder, l
     try:
         with Recording(launches) as recording:
             actual = _guarded(recorder, lambda: kernel(*inputs[0], **inputs[1]))
-        _synchronize(device)
+        synchronize(device)
     except Exception as exc:  # noqa: BLE001 - the candidate's, on a call it made in the tests
         return _raised(check, exc, candidate_file, "on a recorded call")
     found = _guard_failure(check, recorder)
@@ -341,7 +336,7 @@ def launch_replay(op, case: TestCase, kernel: Callable, device: str, recorder, l
         poison(t)
     try:
         recording.replay()
-        _synchronize(device)
+        synchronize(device)
     except Exception as exc:  # noqa: BLE001 - a recorded launch that cannot run again
         failure = candidate_raised(exc, candidate_file)
         if failure.get("context_lost"):
@@ -404,7 +399,7 @@ def repeated_calls(op, case: TestCase, kernel: Callable, device: str, recorder, 
                     return _failed(check, "repeated_call_mismatch", _drift_message(made, calls), calls=made)
             if out_of_time:
                 break
-        _synchronize(device)
+        synchronize(device)
     except Exception as exc:  # noqa: BLE001 - raised on a later call
         return _raised(check, exc, candidate_file, f"on call {made} of {calls} in a row") | {"calls": made}
     found = _guard_failure(check, recorder)

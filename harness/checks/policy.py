@@ -9,6 +9,9 @@ TOLERANCES_BY_NAME = {
     "float16": (1e-5, 1e-3),
     "bfloat16": (1e-5, 1.6e-2),
 }
+# What a program's answer may leave to torch (harness.checks.program_compare): nothing; matrix products
+# and convolutions (cuBLAS, cuDNN); everything.
+LIBRARY_POLICIES = ("none", "gemm", "all")
 # Chance that a correct random kernel fails one test's distribution check.
 KS_ALPHA = 1e-6
 

@@ -8,7 +8,8 @@ input in float64). Whatever the test no longer needs is let go as it goes: a pro
 be gigabytes. The test fails, with its own error kind, where the answer
 raised, changed an input, returned something other than plain tensors, launched no Triton kernel
 (unless every library call is allowed), called aten compute the library policy does not allow
-(``guard``), or returned values the comparison refuses.
+(``guard``; the policies are ``harness.checks.policy.LIBRARY_POLICIES``), or returned values the
+comparison refuses.
 
 The comparison is ``harness.checks.compare``'s, against the float32 reference and the float64 run,
 with one change for programs: an output whose values are small (RMS below 0.01) is compared in units
@@ -25,9 +26,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from bbagent.harness.checks.allowed import is_allowed
-from bbagent.harness.checks.case import candidate_raised
+from bbagent.harness.checks.case import candidate_raised, synchronize
+from bbagent.harness.checks.guards import candidate_line
 from bbagent.harness.checks.compare import CHUNK_ELEMENTS, Exact, chunks, compare, same_tensors
-from bbagent.harness.inputs import clone_value, poison_freed_memory, tensors_in
+from bbagent.harness.inputs import clone_value, flat_values, poison_freed_memory, tensors_in
 from bbagent.harness.plain import not_plain
 
 # the aten operators --allow-library gemm leaves to torch (cuBLAS, cuDNN), by packet name
@@ -35,7 +37,6 @@ LIBRARY_GEMM = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addm
                           "convolution", "_convolution", "conv1d", "conv2d", "conv3d", "cudnn_convolution",
                           "cudnn_convolution_transpose", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
                           "convolution_overrideable", "mkldnn_convolution", "_scaled_mm"})
-POLICIES = ("none", "gemm", "all")
 SMALL_OUTPUT_RMS = 1e-2  # below it an output is compared in units of its RMS
 PIECE_ELEMENTS = CHUNK_ELEMENTS  # an output larger than this is compared a piece at a time
 
@@ -63,20 +64,13 @@ class AtenCalls(TorchDispatchMode):
                 self.launches.watch.on_aten(func)
             self.calls[str(func)] += 1
             if not self.allowed(func) and str(func) not in self.refused:
-                self.refused[str(func)] = self._line()
+                self.refused[str(func)] = candidate_line(self.candidate_file)
         return result
 
     def allowed(self, func) -> bool:
         if self.policy == "all" or is_allowed(func):
             return True
         return self.policy == "gemm" and func._schema.name.split("::")[-1] in LIBRARY_GEMM
-
-    def _line(self) -> int | None:
-        import traceback
-        for frame in reversed(traceback.extract_stack()):
-            if frame.filename == self.candidate_file:
-                return frame.lineno
-        return None
 
     def refusal(self) -> str | None:
         if not self.refused:
@@ -105,7 +99,7 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
     try:
         with calls:
             actual = watch.wrap(answer)(*answer_inputs)
-        _synchronize(job.device)
+        synchronize(job.device)
     except BaseException as exc:  # noqa: BLE001 - the answer's failure (sys.exit too), reported as such
         raised = candidate_raised(exc, candidate_file)
         fatal = bool(raised.pop("context_lost", False)) or not isinstance(exc, Exception)
@@ -121,7 +115,7 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
     del answer_inputs, kept  # a problem's inputs can be gigabytes: what is no longer needed goes now
     on_reference()
     expected = reference(*clone_value(inputs))
-    _synchronize(job.device)
+    synchronize(job.device)
     truth = _Float64Run(reference, inputs)
     failure = _checked(actual, expected, truth, calls, launches.launches - before, job.allow_library)
     if failure:
@@ -173,7 +167,7 @@ def compare_outputs(expected, actual, truth) -> dict | None:
     whole = compare(expected, actual, "output", mode="metadata")  # structure, shapes, dtypes: no values read
     if whole is not None and whole["error_kind"] in STRUCTURAL:
         return whole
-    flat_expected, flat_actual = _flat(expected), _flat(actual)
+    flat_expected, flat_actual = flat_values(expected), flat_values(actual)
     for i, (e, a) in enumerate(zip(flat_expected, flat_actual)):
         path = "output" if len(flat_expected) == 1 else f"output[{i}]"
         scale = _small_scale(e)
@@ -194,18 +188,17 @@ def _compare_tensor(e, a, truth, path: str, scale: float | None) -> dict | None:
     t = truth()
     if t is not None and scale is not None:
         t = t / scale
-    if e.numel() <= PIECE_ELEMENTS:
-        failure = compare(e, a, path, exact=Exact(truth=t) if t is not None else None)
-        where = ""
-    else:
-        failure, where = None, ""
-        for number, part in enumerate(chunks(*([e, a] if t is None else [e, a, t]), size=PIECE_ELEMENTS)):
-            failure = compare(part[0], part[1], path, exact=Exact(truth=part[2]) if t is not None else None)
-            if failure is not None:
+    sides = [e, a] if t is None else [e, a, t]
+    pieces = [sides] if e.numel() <= PIECE_ELEMENTS else chunks(*sides, size=PIECE_ELEMENTS)  # small: its own shape
+    failure, where = None, ""
+    for number, part in enumerate(pieces):
+        failure = compare(part[0], part[1], path, exact=Exact(truth=part[2]) if t is not None else None)
+        if failure is not None:
+            if e.numel() > PIECE_ELEMENTS:
                 start = number * PIECE_ELEMENTS
                 where = (f" (judged {PIECE_ELEMENTS} values at a time: the first failing piece holds values "
                          f"{start} to {start + part[0].numel() - 1} of the output flattened, and indices are within it)")
-                break
+            break
     if failure is not None:
         failure["message"] += where
         if scale is not None:
@@ -217,7 +210,7 @@ def _compare_tensor(e, a, truth, path: str, scale: float | None) -> dict | None:
 def _truth_of(truth, i: int, count: int, expected: torch.Tensor):
     """The float64 run's ``i``-th output of ``count``, where it is a tensor of the expected shape; else None."""
     run = truth()
-    flat = _flat(run) if run is not None else []
+    flat = flat_values(run) if run is not None else []
     if len(flat) == count and isinstance(flat[i], torch.Tensor) and flat[i].shape == expected.shape:
         return flat[i]
     return None
@@ -238,12 +231,6 @@ def _small_scale(output) -> float | None:
     return rms if 0.0 < rms < SMALL_OUTPUT_RMS else None
 
 
-def _flat(value) -> list:
-    if isinstance(value, (list, tuple)):
-        return [item for part in value for item in _flat(part)]
-    return [value]
-
-
 def _described(inputs: list) -> str:
     return ", ".join(f"{str(v.dtype).removeprefix('torch.')}{list(v.shape)}" if isinstance(v, torch.Tensor)
                      else repr(v)[:40] for v in inputs)
@@ -251,8 +238,3 @@ def _described(inputs: list) -> str:
 
 def _dtype(inputs: list) -> str | None:
     return next((str(v.dtype).removeprefix("torch.") for v in inputs if isinstance(v, torch.Tensor)), None)
-
-
-def _synchronize(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()

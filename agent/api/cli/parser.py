@@ -123,6 +123,7 @@ def _cache_command(sub) -> None:
 
 
 def _prompt_command(sub) -> None:
+    from bbagent.harness.interface import LIBRARY_POLICIES
     pr = sub.add_parser("prompt", help="print the prompt bbagent would send for an operator or a program (no model call)",
                         description="Print the first message 'bbagent generate' would send with the same options "
                                     "(for an in-place or out= overload: its functional overload's prompt, unless "
@@ -131,7 +132,7 @@ def _prompt_command(sub) -> None:
                                     "--problem, the prompt for a PyTorch program in KernelBench's format (a file "
                                     "defining Model, get_inputs and get_init_inputs), answered by a ModelNew.")
     _add_generate_options(pr, problem=True)
-    pr.add_argument("--allow-library", choices=("none", "gemm", "all"), default="gemm",
+    pr.add_argument("--allow-library", choices=LIBRARY_POLICIES, default="gemm",
                     help="with --problem: what the answer may leave to torch (none; gemm: matrix products and "
                          "convolutions, the default; all)")
     pr.add_argument("--round-feedback", type=Path, metavar="VERDICT.json",
@@ -140,7 +141,7 @@ def _prompt_command(sub) -> None:
 
 
 def _eval_command(sub) -> None:
-    from bbagent.harness.interface import TOLERANCE_POLICY
+    from bbagent.harness.interface import LIBRARY_POLICIES, TOLERANCE_POLICY
     ev = sub.add_parser("eval", help="test one kernel file against an operator, or an answer against a program",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Run the kernel in FILE against OP's tests in a separate process and print "
@@ -154,7 +155,7 @@ def _eval_command(sub) -> None:
     asked.add_argument("--problem", type=Path, metavar="FILE",
                        help="a PyTorch program in KernelBench's format (Model, get_inputs, get_init_inputs); "
                             "--kernel is then the answer, a module defining ModelNew")
-    ev.add_argument("--allow-library", choices=("none", "gemm", "all"), default="gemm",
+    ev.add_argument("--allow-library", choices=LIBRARY_POLICIES, default="gemm",
                     help="with --problem: what the answer may leave to torch (none; gemm: matrix products and "
                          "convolutions, the default; all)")
     _add_kernel_options(ev)

@@ -13,7 +13,7 @@ and bias 0, where ignoring them passes). Per test the answer runs first, on its 
 inputs, with freed memory poisoned, so no reference result exists for it to find; then the
 reference, on another copy, and the reference in float64 where a comparison needs it. The answer must leave its inputs as
 they were, return plain tensors, launch a Triton kernel (unless the library policy is ``all``)
-and call no aten compute beyond what the policy allows (``harness.checks.program_policy``); its
+and call no aten compute beyond what the policy allows (``harness.checks.policy.LIBRARY_POLICIES``); its
 outputs are compared by ``harness.checks.program_compare``.
 """
 from __future__ import annotations
