@@ -182,6 +182,39 @@ def resolve_operator(op: str, exact_overload: bool = False) -> ResolvedOperator:
     return ResolvedOperator(problem, family_of(problem.name))
 
 
+@dataclass(frozen=True)
+class ResolvedProgram:
+    """A program problem as ``generate`` and a batch take it: the harness's ``ProgramProblem`` and
+    what one shape-only run of it found (``ProgramFacts``, for the first prompt). Named by its
+    ``key`` (``kernelbench/level1/19_ReLU``) wherever an operator is named by its overload: runs,
+    the call log, ``generated_kernels/<key>/``. It serves no aten overload."""
+    problem: object  # harness.problem.ProgramProblem
+    facts: object  # harness.program_facts.ProgramFacts
+    family: str = "program"
+
+    @property
+    def requested(self) -> str:
+        return self.problem.path
+
+    @property
+    def computation(self) -> str:
+        return self.problem.key
+
+    @property
+    def serves(self) -> tuple[str, ...]:
+        return ()
+
+    @property
+    def also_serves(self) -> list[str]:
+        return []
+
+
+def resolve_program(path) -> ResolvedProgram:
+    """The program problem in the file at ``path``, resolved once (``program_of``: a UsageError for a
+    file that is no problem, or a program that cannot be set up)."""
+    return ResolvedProgram(*program_of(path))
+
+
 def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:
     """Whether ``op``'s trace inputs also run channels-last: asked for, and ``op`` in a family whose
     ops models feed such tensors (``harness.layouts``). Asked for another op: a UsageError, or

@@ -18,6 +18,7 @@ from bbagent.agent.errors import UsageError
 PROVIDERS = ("openai", "anthropic", "replay")
 DEVICES = ("cuda", "cpu")
 TARGET_BASELINES = ("eager", "inductor")
+LIBRARY_POLICIES = ("none", "gemm", "all")  # harness.checks.policy.LIBRARY_POLICIES (tests/test_program_prompt.py checks)
 INDUCTOR_MODES = ("default", "max-autotune")  # harness.timing.baselines.INDUCTOR_MODES, checked by engines_of
 # The command-line flag of a field, where it is not --<field-with-dashes>
 FLAGS = {"timeout_s": "--timeout"}
@@ -109,6 +110,9 @@ class GenerateOptions(BaseModel):
                                          "tensors in channels-last layout (NHWC; NDHWC), as models using "
                                          "torch.channels_last pass them; for convolution, pooling, normalization and "
                                          "elementwise operators (a batch applies it to those among its operators)")
+    allow_library: str = _option("gemm", "for a program (--problem, --kernelbench): what the answer may leave to "
+                                         "torch: none; gemm (matrix products and convolutions, cuBLAS and cuDNN); "
+                                         "all. The rest it computes in Triton", choices=LIBRARY_POLICIES)
     max_shapes: int = _option(24, "most trace shapes to time, spread from smallest to largest")
     target_ms: float = _option(25.0, "GPU time per function and shape, the L2 flush before each call included, in ms")
     no_cache: bool = _option(False, "measure eager aten again instead of reading ROOT/runs/reference_timings.sqlite "
@@ -154,6 +158,8 @@ class GenerateOptions(BaseModel):
             raise ValueError(f"--target-baseline must be eager or inductor (got {self.target_baseline!r})")
         if self.device not in (None, *DEVICES):
             raise ValueError(f"device must be 'cuda' or 'cpu' (got {self.device!r})")
+        if self.allow_library not in LIBRARY_POLICIES:
+            raise ValueError(f"--allow-library must be one of {', '.join(LIBRARY_POLICIES)} (got {self.allow_library!r})")
         engines_of(self.baseline, self.inductor_mode)
         return self
 

@@ -78,7 +78,8 @@ def write_json(path: Path, data) -> None:
 
 
 def new_run_id(op: str) -> str:
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{op}-{secrets.token_hex(2)}"
+    """``20261127-210501-aten.relu.default-3f2a``; a program's key reads ``kernelbench-level1-19_ReLU``."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{op.replace('/', '-')}-{secrets.token_hex(2)}"
 
 
 class RunDir:
@@ -101,12 +102,13 @@ class RunDir:
 
 
 def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: str) -> Path:
-    """Install the accepted kernel as ``generated_kernels/<op>/``, replacing the files there whole
+    """Install the accepted kernel as ``generated_kernels/<op>/`` (a program's key is a path:
+    ``generated_kernels/kernelbench/level1/19_ReLU/``), replacing the files there whole
     (the caller keeps an earlier version first: ``agent.review.lifecycle.archive_current``); the
     ``versions/`` folder of earlier kernels moves into the new folder."""
     final = root / "generated_kernels" / op
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{op}."))
+    staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
     follow_umask(staging, directory=True)
     try:
         (staging / "kernel.py").write_text(kernel_source)
@@ -115,7 +117,7 @@ def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: s
         if final.exists():
             if (final / "versions").is_dir():
                 os.replace(final / "versions", staging / "versions")
-            old = final.with_name(f".{op}.old-{secrets.token_hex(2)}")
+            old = final.with_name(f".{final.name}.old-{secrets.token_hex(2)}")
             os.replace(final, old)
             os.replace(staging, final)
             shutil.rmtree(old, ignore_errors=True)

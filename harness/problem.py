@@ -136,6 +136,7 @@ class ProblemError(ValueError):
 
 
 PROGRAM_NAMES = ("Model", "get_inputs", "get_init_inputs")
+PROGRAMS_FOLDER = "kernelbench"  # generated_kernels/kernelbench/level<N>/<problem>/: accepted answers to programs
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,12 @@ class ProgramProblem:
     @property
     def names(self) -> list[str]:
         return [self.name]
+
+    @property
+    def key(self) -> str:
+        """Where its answers are kept and how runs, batches and reviews name it:
+        ``kernelbench/level1/19_ReLU`` (``kernelbench/other/NAME`` for a file under no ``level<N>``)."""
+        return f"{PROGRAMS_FOLDER}/{f'level{self.level}' if self.level is not None else 'other'}/{self.name}"
 
     @property
     def sha256(self) -> str:

@@ -48,7 +48,7 @@ def resolve_root(root: str | Path | None = None, *, write: bool = False) -> Path
 
 __all__ = ["UsageError", "ProviderError", "GenerateOptions", "Verdict", "BenchResult", "Outcome", "version",
            "__version__", "resolve_root", "evaluate", "bench", "prompt", "generate", "batch", "batch_status", "runs",
-           "prune_runs", "ops", "kernels", "load", "enable", "disable", "check_model", "report", "verdict_schema",
+           "prune_runs", "ops", "kernels", "load", "load_program", "export_kernelbench", "enable", "disable", "check_model", "report", "verdict_schema",
            "review_list", "review_show", "review_decide", "review_diff", "review_verify"]
 
 
@@ -149,9 +149,11 @@ def program_prompt(problem_file: str | Path, *, device: str | None = None, allow
     return render_program_prompt(problem, facts, device=device, library=allow_library)
 
 
-def generate(op: str, options=None, *, root: str | Path | None = None,
-             report: Callable | None = None, **settings):
-    """Ask an LLM for a kernel for ``op`` and return the Outcome (status accepted, failed, stopped,
+def generate(op: str | None = None, options=None, *, problem: str | Path | None = None,
+             root: str | Path | None = None, report: Callable | None = None, **settings):
+    """Ask an LLM for a kernel for ``op`` (or, with ``problem``, a ``ModelNew`` for the program in
+    that file, KernelBench's format: installed under ``generated_kernels/kernelbench/level<N>/<name>/``)
+    and return the Outcome (status accepted, failed, stopped,
     error or interrupted; ``run_dir``; ``accepted_dir``; ``spent``; ``best``). ``options`` is a
     ``GenerateOptions``, or give its fields as keywords (``provider="replay"``, ``rounds=3``, ...;
     the README lists every one). ``report(event)`` hears the progress, one typed event at a time
@@ -159,7 +161,18 @@ def generate(op: str, options=None, *, root: str | Path | None = None,
     NewBest, ...); a ``report(name, data)`` of two arguments gets each event's name and fields. A KeyboardInterrupt propagates after the run directory is
     recorded as interrupted."""
     from bbagent.agent.generate.start import run_generate
-    return run_generate(op, _options(options, settings), root, report=report)
+    if (op is None) == (problem is None):
+        raise _usage_error("give an operator (op) or a program problem (problem=FILE), one of them")
+    options = _options(options, settings)
+    if problem is None:
+        return run_generate(op, options, root, report=report)
+    from bbagent.agent.judging import resolve_program
+    operators_only = [flag for flag, given in (("--exact-overload", options.exact_overload),
+                                               ("--channels-last", options.channels_last)) if given]
+    if operators_only:
+        raise _usage_error(f"{', '.join(operators_only)} {'applies' if len(operators_only) == 1 else 'apply'} to an "
+                           "operator (--op), not to a program (--problem)")
+    return run_generate(resolve_program(problem), options, root, report=report)
 
 
 def _options(options, settings: dict, batch: bool = False):
@@ -260,6 +273,27 @@ def load(op: str, root: str | Path | None = None, device: str | None = None) -> 
     from bbagent.agent.serving.load import load as load_kernel
     check_op(op)
     return load_kernel(resolve_root(root), op, device)
+
+
+def load_program(problem: str | Path, root: str | Path | None = None, device: str | None = None) -> type:
+    """The ``ModelNew`` class of the accepted answer to a program problem: ``problem`` is the
+    problem's file (checked to be the text the answer was accepted for) or its key
+    (``kernelbench/level1/19_ReLU``). Build it with the problem's ``get_init_inputs()`` and load the
+    reference's ``state_dict``, as bbagent judged it. Imported into this process: use reviewed answers."""
+    from bbagent.agent.serving.load import load_program as load_answer
+    return load_answer(resolve_root(root), problem, device)
+
+
+def export_kernelbench(out_dir: str | Path, root: str | Path | None = None, include_unreviewed: bool = False) -> dict:
+    """Write the approved answers to programs (``include_unreviewed``: every current one not
+    rejected) into ``out_dir`` as KernelBench's scripts read them
+    (``level_<L>_problem_<ID>_sample_0_kernel.py``, with ``bbagent_export.json`` saying what each
+    is). Returns the files written and the answers left out, with why."""
+    from bbagent.agent.review.export import export_kernelbench as export
+    out = Path(out_dir).expanduser()
+    if out.exists() and not out.is_dir():
+        raise _usage_error(f"{out} is not a folder: pass the folder KernelBench's evaluation reads (its runs/<name>/)")
+    return export(resolve_root(root), out, include_unreviewed=include_unreviewed)
 
 
 def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, include_slower: bool = False,

@@ -1,6 +1,8 @@
 """Which operators a batch runs: named (``--ops``, ``--ops-file``), a suite or prompt family
 (``--suite``, ``--family``), or a published operator dataset (``--dataset``: the BackendBench
-test-suite format, parquet or JSON).
+test-suite format, parquet or JSON); or which programs: a KernelBench checkout's problems
+(``--kernelbench DIR --level 1,2 --problems 1-20``), each named by its key
+(``kernelbench/level1/19_ReLU``) where an operator is named by its overload.
 
 A selection is the operators in order, those skipped with the reason, and a dataset's inputs per
 operator (``harness.suite.build`` adds them to the operator's trace tests). Overloads of one
@@ -27,6 +29,7 @@ class Selection:
     skipped: dict[str, str] = field(default_factory=dict)  # op -> why it does not run
     extra_traces: dict[str, list[dict]] = field(default_factory=dict)  # op -> [{"line", "timed"}]
     dataset: dict | None = None  # what a dataset gave: counts, skipped pairs with why_excluded
+    programs: dict[str, str] = field(default_factory=dict)  # a program's key -> its problem file
 
 
 def by_name(names: list[str]) -> Selection:
@@ -77,6 +80,71 @@ def one_per_family(selection: Selection, family_of) -> Selection:
         kept.append(op)
     selection.ops = kept
     return selection
+
+
+# --- KernelBench ------------------------------------------------------------------------------
+
+def numbers_of(text: str | None, flag: str) -> set[int] | None:
+    """``{1, 2, 3, 7}`` of ``"1-3,7"``; None for no text; a SelectionError naming ``flag`` otherwise."""
+    if text is None:
+        return None
+    found: set[int] = set()
+    for part in filter(None, (p.strip() for p in str(text).split(","))):
+        low, _, high = part.partition("-")
+        try:
+            first, last = int(low), int(high or low)
+        except ValueError:
+            raise SelectionError(f"{flag} takes numbers and ranges, e.g. 1-20,25 (got '{text}')") from None
+        if first < 0 or last < first:
+            raise SelectionError(f"{flag}: '{part}' is no range of numbers from low to high")
+        found.update(range(first, last + 1))
+    if not found:
+        raise SelectionError(f"{flag} names no number (got '{text}')")
+    return found
+
+
+def by_kernelbench(folder: str | Path, levels: str | None = None, problems: str | None = None) -> Selection:
+    """The problems of a KernelBench checkout (``folder`` holds ``KernelBench/level<N>/``, or is
+    that ``KernelBench`` folder), of ``levels`` and numbered ``problems`` (``"1-20,25"``; default:
+    all), ordered by level and number; a file that is no problem is skipped with why."""
+    from bbagent.harness.interface import ProblemError, program_problem
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        raise SelectionError(f"--kernelbench {folder}: no such folder (pass a KernelBench checkout)")
+    base = folder / "KernelBench" if (folder / "KernelBench").is_dir() else folder
+    found = {int(p.name[5:]): p for p in base.glob("level*") if p.is_dir() and p.name[5:].isdigit()}
+    if not found:
+        raise SelectionError(f"--kernelbench {folder}: no level<N> folders in {base} (a KernelBench checkout has "
+                             "KernelBench/level1/ ... level4/)")
+    wanted_levels = numbers_of(levels, "--level") or set(found)
+    missing = sorted(wanted_levels - set(found))
+    if missing:
+        raise SelectionError(f"--level {levels}: {base} has no level {', '.join(map(str, missing))} (it has "
+                             f"{', '.join(map(str, sorted(found)))})")
+    wanted = numbers_of(problems, "--problems")
+    selection = Selection()
+    for level in sorted(wanted_levels):
+        files = sorted((p for p in found[level].glob("*.py") if _number(p) is not None), key=lambda p: (_number(p), p.name))
+        for path in files:
+            if wanted is not None and _number(path) not in wanted:
+                continue
+            try:
+                problem = program_problem(path)
+            except ProblemError as exc:
+                selection.skipped[f"kernelbench/level{level}/{path.stem}"] = str(exc)
+                continue
+            selection.ops.append(problem.key)
+            selection.programs[problem.key] = problem.path
+    if not selection.ops and not selection.skipped:
+        raise SelectionError(f"--kernelbench {folder}: no problem of level {levels or 'any'} numbered "
+                             f"{problems or 'any'}")
+    return selection
+
+
+def _number(path: Path) -> int | None:
+    """19 of ``19_ReLU.py``; None for a file not named as KernelBench numbers its problems."""
+    head = path.stem.split("_", 1)[0]
+    return int(head) if head.isdigit() else None
 
 
 # --- datasets ---------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from bbagent.agent.batch.runner import Batch, BatchResult, Budgets, coordinator_
 from bbagent.agent.errors import UsageError
 from bbagent.agent.generate.progress import DatasetInputs
 from bbagent.agent.judging import (check_channels_last, check_evaluation, family_of_overload,
-                                      listed_ops, resolve_operator)
+                                      listed_ops, resolve_operator, resolve_program)
 from bbagent.agent.options import GenerateOptions, positive
 from bbagent.agent.run_record import interrupt_lost_runs
 
@@ -32,13 +32,17 @@ from bbagent.agent.run_record import interrupt_lost_runs
 @dataclass
 class Choice:
     """Which operators a batch runs: ``ops`` and ``ops_file`` (one exact overload per line, ``#``
-    comments), or a ``suite`` and/or prompt ``family``, or a BackendBench-format ``dataset``."""
+    comments), or a ``suite`` and/or prompt ``family``, or a BackendBench-format ``dataset``; or
+    which programs: a ``kernelbench`` checkout's problems, of ``level`` and numbered ``problems``."""
     ops: list[str] = field(default_factory=list)
     ops_file: str | Path | None = None
     suite: str | None = None
     family: str | None = None
     dataset: str | Path | None = None
     include_synthetic: bool = False
+    kernelbench: str | Path | None = None  # a KernelBench checkout: its problems, not operators
+    level: str | None = None  # with kernelbench: "1,2"
+    problems: str | None = None  # with kernelbench: "1-20,25"
 
 
 @dataclass
@@ -65,9 +69,14 @@ def choose_ops(choice: Choice, exact_overload: bool = False) -> select.Selection
     is checked before anything starts."""
     sources = [name for name, given in (("--ops/--ops-file", choice.ops or choice.ops_file),
                                         ("--suite/--family", choice.suite or choice.family),
-                                        ("--dataset", choice.dataset)) if given]
+                                        ("--dataset", choice.dataset), ("--kernelbench", choice.kernelbench))
+               if given]
     if len(sources) > 1:
         raise UsageError(f"choose the operators one way: {' or '.join(sources)}")
+    if (choice.level or choice.problems) and not choice.kernelbench:
+        raise UsageError("--level and --problems choose among the problems of --kernelbench DIR")
+    if choice.kernelbench:
+        return select.by_kernelbench(choice.kernelbench, choice.level, choice.problems)
     if choice.include_synthetic and not choice.dataset:
         raise UsageError("--include-synthetic applies to --dataset")
     if choice.dataset:
@@ -200,10 +209,12 @@ def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Batc
     runner = Batch(path, None, **runner_options)
     runner.ledger.key = key
     runner.ledger.set_meta(generate_options=options.model_dump(), created_at=time.time(), jobs=runner.jobs,
-                           resume_key=key, extra_traces=chosen.extra_traces,
+                           resume_key=key, extra_traces=chosen.extra_traces, programs=chosen.programs,
                            selection={"ops": choice.ops, "ops_file": _text(choice.ops_file), "suite": choice.suite,
                                       "family": choice.family, "dataset": _text(choice.dataset),
-                                      "include_synthetic": choice.include_synthetic})
+                                      "include_synthetic": choice.include_synthetic,
+                                      "kernelbench": _text(choice.kernelbench), "level": choice.level,
+                                      "problems": choice.problems})
     runner.ledger.add(chosen.ops + [op for op in skipped if op not in chosen.ops], skipped)
     if chosen.dataset is not None:
         (path / "dataset.json").write_text(json.dumps(chosen.dataset, indent=1) + "\n")
@@ -291,8 +302,13 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
         if runner is None:  # a resume with nothing left to do changes nothing
             return BatchResult(resume, path, ledger.counts(), nothing_to_do=True)
         extra = runner.ledger.meta().get("extra_traces") or {}
+        programs = runner.ledger.meta().get("programs") or {}
 
         def generate_one(op: str, hear):
+            if op in programs:  # a KernelBench problem: its file as chosen
+                return run_generate(resolve_program(programs[op]), options, root, report=hear, executor=evaluations,
+                                    limiter=runner.limiter, batch_id=runner.path.name, resumed=resume is not None,
+                                    halt=runner.budget_spent, spent=runner.spending(op))
             operator = resolve_operator(op, options.exact_overload)
             mine = {name: extra[name] for name in dict.fromkeys([op, *operator.serves]) if name in extra}
             layout = check_channels_last(operator.computation, options.channels_last, quiet=True)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import InfrastructureError, ProviderError
-from bbagent.agent.judging import Evaluations, ResolvedOperator
+from bbagent.agent.judging import Evaluations, ResolvedOperator, ResolvedProgram
 from bbagent.agent.generate import dispatch
 from bbagent.agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
                                      round_summary)
@@ -36,6 +36,7 @@ from bbagent.agent.generate.profile_feedback import profile_part, profiling_cost
 from bbagent.agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, Listener,
                                      NewBest, ReplacedApproved, RoundDone, SameKernel, ignore)
 from bbagent.agent.generate.spending import Spent
+from bbagent.agent.generate.program_prompting import render_program_prompt
 from bbagent.agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
 from bbagent.agent.machine import this_process
 from bbagent.agent.options import GenerateOptions
@@ -106,9 +107,11 @@ def rival_part(rival: Rival, best_round: int, shown: int = 6) -> str:
 
 @dataclass
 class Agent:
-    """The loop for one operator. ``options`` are generate's (rounds, candidates, budgets, the
-    target); the provider and the evaluator are set up already (``agent.generate.start``)."""
-    operator: ResolvedOperator
+    """The loop for one operator, or one program (its answers take an operator's place: named by the
+    program's key, installed under ``generated_kernels/<key>/``). ``options`` are generate's (rounds,
+    candidates, budgets, the target); the provider and the evaluator are set up already
+    (``agent.generate.start``)."""
+    operator: ResolvedOperator | ResolvedProgram
     provider: Provider
     evaluations: Evaluations  # the run's request, where it runs, the suite built ahead
     run: RunDir
@@ -131,13 +134,25 @@ class Agent:
             started_at=_now(), finished_at=None,
             config=RunConfig(**{**o.model_dump(exclude={"replay"}), "provider": self.provider.name,
                                 "model": self.provider.model}),
-            batch_id=self.batch_id, prompt_template=template_name(self.op), serves=list(self.operator.serves),
+            batch_id=self.batch_id, prompt_template="program.j2" if self.is_program else template_name(self.op),
+            serves=list(self.operator.serves),
             host={"python": platform.python_version(), "platform": platform.platform()},
             process=this_process(),  # a run left "running" by a killed process reads as interrupted
             environment=None, **self.spent.run_fields(), rounds=[], dispatchers=[], message="")
         self.messages: list[dict] = []
         self.best: Best | None = None
         self.history: list[str] = []  # one line per round, the last HISTORY_ROUNDS go into the feedback
+
+    @property
+    def is_program(self) -> bool:
+        return isinstance(self.operator, ResolvedProgram)
+
+    def first_prompt(self) -> str:
+        if self.is_program:
+            return render_program_prompt(self.operator.problem, self.operator.facts, device=self.options.device,
+                                         library=self.options.allow_library)
+        return render_prompt(self.operator.problem, device=self.options.device,
+                             channels_last=self.options.channels_last)
 
     @property
     def op(self) -> str:
@@ -153,9 +168,7 @@ class Agent:
         outcome = Outcome(self.record, self.run.path, self.spent)
         self.evaluations.prepare()  # the suite is built while the model writes its first answer
         try:
-            self.messages = [{"role": "user", "content": render_prompt(
-                self.operator.problem, device=self.options.device,
-                channels_last=self.options.channels_last)}]
+            self.messages = [{"role": "user", "content": self.first_prompt()}]
             for n in range(1, self.rounds + 1):
                 self.check_budgets(n)
                 self.record.rounds_used = n
@@ -475,7 +488,8 @@ class Agent:
         totals = {key: value for key, value in self.spent.run_fields().items() if key != "cached_calls"}
         fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
                           run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.record.rounds,
-                          target_speedup=self.target_speedup, target_baseline=self.target_baseline)
+                          target_speedup=self.target_speedup, target_baseline=self.target_baseline,
+                          program=self.operator.problem if self.is_program else None)
         if dispatcher is not None:
             fields.update(dispatch.provenance(dispatcher, self.run.path.name, self.root))
         meta = install(self.root, self.op, kernel_source, fields)

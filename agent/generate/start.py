@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.judging import (Evaluations, ResolvedOperator, check_channels_last, check_evaluation,
+from bbagent.agent.judging import (Evaluations, ResolvedOperator, ResolvedProgram, check_channels_last, check_evaluation,
                                       evaluation_request, resolve_operator, timing_options)
 from bbagent.agent.generate.loop import Agent, Outcome
 from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retrying, Started, listener
@@ -30,12 +30,13 @@ def require_price(model: str | None) -> None:
                          "--max-cost-usd")
 
 
-def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str | Path | None, *,
+def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: GenerateOptions, root: str | Path | None, *,
                  report: Callable | None = None, executor=None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
                  resumed: bool = False, halt: Callable[[], str | None] | None = None,
                  spent: Spent | None = None) -> Outcome:
-    """Ask for a kernel for ``op`` (a name, or a ``ResolvedOperator`` a batch resolved) as
+    """Ask for a kernel for ``op`` (a name, a ``ResolvedOperator`` a batch resolved, or a
+    ``ResolvedProgram``: a ``ModelNew`` for a program problem) as
     ``options`` say, under ``root`` (``agent.storage.resolve_root``;
     created once the checks passed), and return the run's Outcome. ``report(event)`` hears the
     progress, one ``agent.generate.progress`` event at a time (a two-argument ``report(name, data)``
@@ -46,14 +47,17 @@ def run_generate(op: str | ResolvedOperator, options: GenerateOptions, root: str
     from bbagent.agent.providers import RetryPolicy, make_provider
     from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
     from bbagent.agent.providers.logged import LoggedProvider
-    operator = op if isinstance(op, ResolvedOperator) else resolve_operator(op, options.exact_overload)
+    operator = op if isinstance(op, (ResolvedOperator, ResolvedProgram)) else resolve_operator(op, options.exact_overload)
     computation, serves = operator.computation, list(operator.serves)
-    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
-    channels_last = check_channels_last(computation, options.channels_last)
+    program = isinstance(operator, ResolvedProgram)
+    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo or program)  # a program needs no OpInfo
+    channels_last = False if program else check_channels_last(computation, options.channels_last)
     root = resolve_root(root, write=True)
     untimed = evaluation_request(operator.problem, root, device=options.device, seed=options.seed,
-                                 timeout_s=options.timeout_s, extra_traces=extra_traces)
-    refuse_untested(computation, serves, Evaluations(untimed, executor), extra_traces)
+                                 timeout_s=options.timeout_s, extra_traces=extra_traces,
+                                 allow_library=options.allow_library)
+    if not program:  # a program's tests are its draws: never empty
+        refuse_untested(computation, serves, Evaluations(untimed, executor), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
                             no_cache=options.no_cache, engines=options.engines, inductor_mode=options.inductor_mode,
                             profile_feedback=options.profile_feedback)

@@ -13,6 +13,7 @@ from bbagent.agent.review.lifecycle import (SHOWN_STATUSES, changes, modified_si
                                             version_folders)
 from bbagent.agent.review.meta import KernelMeta, read_meta
 from bbagent.agent.run_record import read_run
+from bbagent.harness.interface import PROGRAMS_FOLDER
 
 SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
 NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)
@@ -102,8 +103,11 @@ def catalogue(root: Path) -> tuple[list[Operator], list[Broken]]:
 
 
 def _scan(root: Path) -> list[Operator | Broken]:
+    """Operators' folders (``generated_kernels/<op>/``) and programs' (``generated_kernels/kernelbench/level<N>/<problem>/``)."""
     found: list[Operator | Broken] = []
-    for folder in sorted(p for p in (Path(root) / "generated_kernels").glob("*") if p.is_dir()):
+    kept = Path(root) / "generated_kernels"
+    folders = [*kept.glob("*"), *kept.glob(f"{PROGRAMS_FOLDER}/*/*")]
+    for folder in sorted(p for p in folders if p.is_dir() and not p.name.startswith(".")):
         if not (folder / "meta.json").exists() and not (folder / "kernel.py").exists():
             continue  # not a kernel's folder
         try:

@@ -120,12 +120,23 @@ class ComposedPart(_Open):
     gpu: str | None = None
 
 
+class ProgramSource(_Strict):
+    """The program problem an answer was accepted for: its file when posed, KernelBench's level and
+    the digest of its text (a problem edited since is another problem)."""
+    path: str
+    name: str
+    level: int | None = None
+    sha256: str
+
+
 class KernelMeta(_Open):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     schema_name: Literal["bbagent.kernel-meta"] = Field(alias="schema")
     schema_version: Literal[3]
-    op: str
+    op: str  # an aten overload; for a program, its key (kernelbench/level1/19_ReLU)
+    problem_kind: Literal["operator", "program"] = "operator"
+    program: ProgramSource | None = None  # a program's answer: the problem it answers
     written_for: str
     serves: list[str]
     not_served: list[str] = []

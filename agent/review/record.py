@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from bbagent.agent.review.meta import EarlierGuardNote, KernelMeta, PerformanceRecord, ShapeTiming
+from bbagent.agent.review.meta import EarlierGuardNote, KernelMeta, PerformanceRecord, ProgramSource, ShapeTiming
 from bbagent.agent.money import cost_text
 from bbagent.agent.run_record import RoundRecord
 from bbagent.harness.interface import Variant, Verdict
@@ -48,12 +48,16 @@ def guard_findings(rounds: list[RoundRecord]) -> list[EarlierGuardNote]:
 
 
 def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: str, accepted_round: int, totals: dict,
-             rounds: list[RoundRecord], target_speedup: float, target_baseline: str) -> dict:
+             rounds: list[RoundRecord], target_speedup: float, target_baseline: str, program=None) -> dict:
     """meta.json's fields from the run: the kernel's tests, speed, cost and who wrote it.
-    ``totals``: the run's tokens, cost_usd and cost_complete so far; ``rounds``: its round records."""
+    ``totals``: the run's tokens, cost_usd and cost_complete so far; ``rounds``: its round records;
+    ``program``: the ``ProgramProblem`` an answer to a program was accepted for."""
     env = verdict.environment
+    source = None if program is None else ProgramSource(path=program.path, name=program.name, level=program.level,
+                                                          sha256=program.sha256)
     return {
-        "op": op, "written_for": op, "serves": served_overloads(verdict, op),
+        "op": op, "problem_kind": verdict.problem_kind, "program": source,
+        "written_for": op, "serves": served_overloads(verdict, op),
         "not_served": [v.op for v in verdict.variants if not v.ok],
         "variants": verdict.variants, "provider": provider, "model": model,
         "run_id": run_id, "round": accepted_round, "rounds_used": accepted_round, "tokens": dict(totals["tokens"]),

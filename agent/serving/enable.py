@@ -148,6 +148,8 @@ def to_serve(root: Path, include_unreviewed: bool, include_slower: bool,
     chosen, skipped, gated, refused = [], {}, set(), set()
     kernels, wrecks = catalogue(root)
     for entry in kernels:
+        if entry.current.meta.problem_kind == "program":  # a ModelNew serves no overload: bbagent.load_program
+            continue
         version = entry.served(include_unreviewed)
         unusable = entry.current.unusable
         if unusable and (version is None or version.folder == entry.current.folder):

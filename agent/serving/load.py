@@ -52,10 +52,61 @@ def load(root: str | Path, op: str, device: str | None = None) -> Callable:
     return serving(kernel, resolve_op(entry.meta.written_for), resolve_op(op))
 
 
+def load_program(root: str | Path, problem: str | Path, device: str | None = None) -> type:
+    """The ``ModelNew`` class of the accepted answer to ``problem`` (a problem file, checked to be
+    the text the answer was accepted for, or its key, ``kernelbench/level1/19_ReLU``), for tensors
+    on ``device`` (as ``load``). Imports the answer into this process: use it where it is trusted."""
+    from bbagent.agent.review.catalog import find
+    from bbagent.agent.errors import ReviewError
+    device = device_or_default(device)
+    if device == "cpu":
+        interpret_triton()
+    posed = _posed_problem(problem)
+    key = posed.key if posed is not None else str(problem)
+    try:
+        entry = find(Path(root), key)
+    except ReviewError as exc:
+        raise UsageError(f"{exc}; bbagent generate --problem FILE writes one") from None
+    current = entry.current
+    if current.meta.problem_kind != "program" or current.meta.program is None:
+        raise UsageError(f"{key} names an operator's kernel, not a program's answer: use bbagent.load('{key}')")
+    if posed is not None and posed.sha256 != current.meta.program.sha256:
+        raise UsageError(f"{problem} is not the program the answer in {current.folder} was accepted for (it was "
+                         f"{current.meta.program.path}, sha256 {current.meta.program.sha256[:12]}; the file's text "
+                         "has changed since): generate an answer for it again")
+    if current.unusable:
+        raise UsageError(f"the answer to {key} cannot be loaded: {current.unusable}")
+    module = import_module(current.kernel, key.replace("/", "_"), device)
+    model_new = getattr(module, "ModelNew", None)
+    if not isinstance(model_new, type):
+        raise UsageError(f"{current.kernel} defines no class ModelNew")
+    return model_new
+
+
+def _posed_problem(problem: str | Path):
+    """The problem the file ``problem`` poses, or None where ``problem`` is a key, not a file."""
+    if not Path(problem).expanduser().is_file():
+        return None
+    from bbagent.agent.judging import callers_fault
+    from bbagent.harness.interface import program_problem
+    with callers_fault():
+        return program_problem(problem)
+
+
 def import_kernel(path: str | Path, name: str, device: str = "cuda") -> Callable:
     """The ``kernel`` of the module at ``path``, imported under a module name made from ``name``,
     for ``device``. A UsageError where the module cannot be imported or defines no callable
     ``kernel``, or (CPU) where its Triton functions are not interpreted."""
+    module = import_module(path, name, device)
+    kernel = getattr(module, "kernel", None)
+    if not callable(kernel):
+        raise UsageError(f"{path} defines no kernel(...)")
+    return kernel
+
+
+def import_module(path: str | Path, name: str, device: str = "cuda"):
+    """The module at ``path``, imported under a module name made from ``name``, for ``device``. A
+    UsageError where it cannot be imported, or (CPU) where its Triton functions are not interpreted."""
     if device == "cpu":
         interpret_triton()
     spec = importlib.util.spec_from_file_location("bbagent_kernel_" + name.replace(".", "_"), path)
@@ -64,12 +115,9 @@ def import_kernel(path: str | Path, name: str, device: str = "cuda") -> Callable
         spec.loader.exec_module(module)
     except Exception as exc:  # noqa: BLE001 - said with the file's name
         raise UsageError(f"{path} cannot be imported: {type(exc).__name__}: {exc}") from exc
-    kernel = getattr(module, "kernel", None)
-    if not callable(kernel):
-        raise UsageError(f"{path} defines no kernel(...)")
     if device == "cpu":
         for_the_interpreter(module, path)
-    return kernel
+    return module
 
 
 def interpret_triton() -> None:

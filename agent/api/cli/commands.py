@@ -215,7 +215,7 @@ def _program_prompt(args, err) -> int:
     problem, facts = program_of(args.problem)
     device = args.device or default_device()
     probe_the_gpu(device, RoundReporter(err))  # told on stderr, as generate tells it
-    text = render_program_prompt(problem, facts, device=device, library=args.allow_library)
+    text = render_program_prompt(problem, facts, device=device, library=args.allow_library or "gemm")
     if facts.trace_error:
         err.print(f"note: the shape-only run of {problem.name}'s forward stopped early ({facts.trace_error}); the "
                   "prompt lists the operators found before it")
@@ -291,7 +291,8 @@ def cmd_batch(args, out, err) -> int:
         else:
             result = api.batch(args.ops, GenerateOptions.of(batch=True, **fields), root=args.root, ops_file=args.ops_file,
                                suite=args.suite, family=args.family, dataset=args.dataset,
-                               include_synthetic=args.include_synthetic, report=display.hear, **plan)
+                               include_synthetic=args.include_synthetic, kernelbench=args.kernelbench,
+                               level=args.level, problems=args.problems, report=display.hear, **plan)
     c = result.counts
     resume = f"bbagent batch --resume {result.batch_id} --root {shlex.quote(str(result.path.parent.parent))}"
     if args.json:
@@ -461,7 +462,8 @@ def cmd_generate(args, out, err) -> int:
     from bbagent.agent.reports.console import round_reporter
     report = round_reporter(err)
     try:  # a provider that cannot be set up raises ProviderError before any round: exit 3 in main()
-        outcome = api.generate(args.op, root=args.root, report=report, **_generate_options(args))
+        outcome = api.generate(args.op, problem=args.problem, root=args.root, report=report,
+                               **_generate_options(args))
     except KeyboardInterrupt:
         report.stop_waiting()
         err.print("[yellow]interrupted[/yellow]; the run is recorded as interrupted in its run directory (above)")
@@ -486,7 +488,24 @@ def cmd_generate(args, out, err) -> int:
     return EXIT_FAIL
 
 
+def cmd_export(args, out, err) -> int:
+    result = api.export_kernelbench(args.kernelbench, root=args.root, include_unreviewed=args.include_unreviewed)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        for row in result["written"]:
+            out.print(f"{row['problem']} (v{row['version']}, {row['status']}) -> {args.kernelbench / row['file']}")
+        for row in result["left_out"]:
+            err.print(f"left out {row['problem']}: {row['why']}")
+    if not result["written"]:
+        err.print("nothing written: no accepted answer to a KernelBench problem"
+                  + ("" if args.include_unreviewed else " is approved (bbagent review approve KEY, or "
+                                                        "--include-unreviewed)"))
+        return EXIT_FAIL
+    return EXIT_OK
+
 
 COMMANDS = {"generate": cmd_generate, "batch": cmd_batch, "status": cmd_status, "prompt": cmd_prompt, "eval": cmd_eval,
             "bench": cmd_bench, "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema,
-            "runs": cmd_runs, "cache": cmd_cache, "review": cmd_review, "check-model": cmd_check_model, "report": cmd_report}
+            "runs": cmd_runs, "cache": cmd_cache, "review": cmd_review, "check-model": cmd_check_model, "report": cmd_report,
+            "export": cmd_export}

@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_generate_command, _batch_command, _status_command, _runs_command, _cache_command, _prompt_command,
                 _eval_command,
                 _bench_command, _ops_command, _kernels_command, _logs_command, _check_model_command,
-                _report_command, _review_command, _schema_command):
+                _report_command, _review_command, _export_command, _schema_command):
         add(sub)
     return parser
 
@@ -28,14 +28,17 @@ def _generate_command(sub) -> None:
     gen = sub.add_parser("generate", help="ask an LLM for a kernel, test it, feed failures back",
                          description="Ask an LLM for a Triton kernel for OP, test it, and feed failures back "
                                      "for up to --rounds rounds. An accepted kernel goes to "
-                                     "ROOT/generated_kernels/OP/; every run is recorded in ROOT/runs/.")
-    _add_generate_options(gen)
+                                     "ROOT/generated_kernels/OP/; every run is recorded in ROOT/runs/. With "
+                                     "--problem FILE (a PyTorch program in KernelBench's format), ask for a "
+                                     "ModelNew computing it with Triton kernels; an accepted answer goes to "
+                                     "ROOT/generated_kernels/kernelbench/level<N>/<problem>/.")
+    _add_generate_options(gen, problem=True)
 
 
 def _batch_command(sub) -> None:
     ba = sub.add_parser("batch", help="generate kernels for many operators at once, resumable",
                         description="Run generate for every operator of --ops / --ops-file, --suite / --family or "
-                                    "--dataset: --jobs agent loops at once, their LLM calls through one shared rate "
+                                    "--dataset (or for every program problem of --kernelbench DIR): --jobs agent loops at once, their LLM calls through one shared rate "
                                     "limiter, their evaluations sharing each GPU by phase (tests side by side "
                                     "as its memory allows, timing alone). Everything is recorded in "
                                     "ROOT/runs/<batch>/ (ledger.sqlite, events.jsonl, summary.json, summary.md); "
@@ -56,6 +59,12 @@ def _batch_command(sub) -> None:
                          "excluded pairs are skipped, overhead-dominated ones tested but not timed, the inputs "
                          "join their operator's trace tests (written to runs/<batch>/dataset.json)")
     ba.add_argument("--include-synthetic", action="store_true", help="with --dataset: also its synthetic inputs")
+    ba.add_argument("--kernelbench", type=Path, metavar="DIR",
+                    help="a KernelBench checkout: generate a ModelNew for each problem of its KernelBench/level<N>/ "
+                         "folders (answers go to generated_kernels/kernelbench/level<N>/<problem>/)")
+    ba.add_argument("--level", metavar="LEVELS", help="with --kernelbench: its levels, e.g. 1,2 (default: all)")
+    ba.add_argument("--problems", metavar="NUMBERS",
+                    help="with --kernelbench: problem numbers, e.g. 1-20,25 (default: all)")
     ba.add_argument("--jobs", type=int,
                     help="agent loops at once (default: twice the GPUs evaluated on, at least 4)")
     ba.add_argument("--gpus", type=_gpu_list,
@@ -84,6 +93,21 @@ def _batch_command(sub) -> None:
                          "its last heartbeat (default 120)")
     ba.add_argument("--json", action="store_true", help="print the final counts as one JSON object")
     _add_generate_options(ba, one_op=False)
+
+
+def _export_command(sub) -> None:
+    ex = sub.add_parser("export", help="write accepted answers to programs as KernelBench's scripts read them",
+                        description="Write the approved answers to program problems (generate --problem, batch "
+                                    "--kernelbench) into OUT_DIR as level_<L>_problem_<ID>_sample_0_kernel.py, the "
+                                    "names KernelBench's scripts/eval_from_generations.py reads from its "
+                                    "runs/<run_name>/ folder, with bbagent_export.json saying what each file is. "
+                                    "Exit 0 something written, 1 nothing to write, 2 usage error.")
+    ex.add_argument("--kernelbench", type=Path, required=True, metavar="OUT_DIR",
+                    help="the folder to write (e.g. KernelBench/runs/bbagent)")
+    ex.add_argument("--include-unreviewed", action="store_true",
+                    help="also answers not approved yet (never rejected ones)")
+    ex.add_argument("--json", action="store_true", help="print what was written and left out as one JSON object")
+    _add_root(ex)
 
 
 def _status_command(sub) -> None:
@@ -123,7 +147,6 @@ def _cache_command(sub) -> None:
 
 
 def _prompt_command(sub) -> None:
-    from bbagent.harness.interface import LIBRARY_POLICIES
     pr = sub.add_parser("prompt", help="print the prompt bbagent would send for an operator or a program (no model call)",
                         description="Print the first message 'bbagent generate' would send with the same options "
                                     "(for an in-place or out= overload: its functional overload's prompt, unless "
@@ -132,9 +155,6 @@ def _prompt_command(sub) -> None:
                                     "--problem, the prompt for a PyTorch program in KernelBench's format (a file "
                                     "defining Model, get_inputs and get_init_inputs), answered by a ModelNew.")
     _add_generate_options(pr, problem=True)
-    pr.add_argument("--allow-library", choices=LIBRARY_POLICIES, default="gemm",
-                    help="with --problem: what the answer may leave to torch (none; gemm: matrix products and "
-                         "convolutions, the default; all)")
     pr.add_argument("--round-feedback", type=Path, metavar="VERDICT.json",
                     help="a Verdict (runs/<run>/round-N/verdict.json or `bbagent eval --json` output)")
     pr.add_argument("--json", action="store_true", help="print op, family, template and text as one JSON object")

@@ -1,0 +1,183 @@
+"""`bbagent generate --problem`: a program problem answered through the real OpenAI SDK against the
+fake server, judged on the CPU under the Triton interpreter; then the accepted answer reviewed,
+exported in KernelBench's layout and loaded back with `bbagent.load_program`."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bbagent.cli import main
+from conftest import PYTHONPATH
+from fake_llm import FakeLLMServer
+
+PROBLEMS = Path(__file__).parent / "problems"
+ANSWERS = PROBLEMS / "answers"
+RELU = PROBLEMS / "level1" / "1_ReLU.py"
+KEY = "kernelbench/level1/1_ReLU"
+
+
+def fenced(answer: str) -> str:
+    return f"Here is ModelNew.\n\n```python\n{(ANSWERS / f'{answer}.py').read_text()}```\n"
+
+
+def test_a_program_fails_round_one_on_signed_inputs_and_is_accepted_in_round_two(tmp_path, monkeypatch, no_keys,
+                                                                                  capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().answer(fenced("relu_copy"), fenced("relu_right")) as server:
+        code = main(["generate", "--problem", str(RELU), "--rounds", "3", "--provider", "openai", "--model", "gpt-test",
+                     "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu", "--seed", "7",
+                     "--timeout", "120"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out + captured.err
+    assert len(server.requests) == 2
+    first = server.requests[0]["body"]["messages"][0]["content"]
+    assert "class ModelNew" in first and "return torch.relu(x)" in first  # the contract and the reference's source
+    feedback = server.requests[1]["body"]["messages"][-1]["content"]
+    assert "signed" in feedback and "mismatch" in feedback, feedback
+
+    runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert len(runs) == 1 and "kernelbench-level1-1_ReLU" in runs[0].name
+    run = json.loads((runs[0] / "run.json").read_text())
+    assert run["op"] == KEY and run["prompt_template"] == "program.j2"
+    assert [r["outcome"] for r in run["rounds"]] == ["fail", "pass"]
+
+    accepted = tmp_path / "generated_kernels" / KEY
+    assert (accepted / "kernel.py").read_text() == (ANSWERS / "relu_right.py").read_text()
+    meta = json.loads((accepted / "meta.json").read_text())
+    assert meta["problem_kind"] == "program" and meta["program"]["level"] == 1 and meta["program"]["name"] == "1_ReLU"
+    assert meta["tests"]["passed"] == meta["tests"]["total"] == 3 and meta["review"]["status"] == "needs_review"
+
+    # reviewed like a kernel: listed, and exported only once approved (unless asked otherwise)
+    assert main(["review", "list", "--json", "--root", str(tmp_path)]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [row["op"] for row in listed] == [KEY]
+    out = tmp_path / "kb-run"
+    assert main(["export", "--kernelbench", str(out), "--root", str(tmp_path)]) == 1
+    assert "no approved version" in capsys.readouterr().err and not out.exists()
+    assert main(["review", "approve", KEY, "--root", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["export", "--kernelbench", str(out), "--root", str(tmp_path), "--json"]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert [row["file"] for row in exported["written"]] == ["level_1_problem_1_sample_0_kernel.py"]
+    assert (out / "level_1_problem_1_sample_0_kernel.py").read_text() == (accepted / "kernel.py").read_text()
+
+    # loaded back as KernelBench runs it: ModelNew(*get_init_inputs()) holding Model's weights; the problem
+    # file edited since is refused; enable() serves no aten overload with it
+    edited = tmp_path / "level1" / "1_ReLU.py"
+    edited.parent.mkdir()
+    edited.write_text(RELU.read_text().replace("dim = 512", "dim = 256"))
+    script = f"""
+import torch, bbagent
+from bbagent.harness.interface import program_module, program_problem
+ModelNew = bbagent.load_program({str(RELU)!r}, root={str(tmp_path)!r}, device="cpu")
+problem = program_module(program_problem({str(RELU)!r}))
+reference, answer = problem.Model(*problem.get_init_inputs()), ModelNew(*problem.get_init_inputs())
+answer.load_state_dict(reference.state_dict())
+x = torch.randn(16, 512)
+assert torch.equal(answer(x), reference(x)), "the loaded answer differs"
+assert bbagent.load_program({KEY!r}, root={str(tmp_path)!r}, device="cpu") is not None
+try:
+    bbagent.load_program({str(edited)!r}, root={str(tmp_path)!r}, device="cpu")
+except bbagent.UsageError as exc:
+    print("refused:", exc)
+print("served:", dict(bbagent.enable(root={str(tmp_path)!r}, device="cpu").served))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": PYTHONPATH, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "refused:" in done.stdout and "text has changed" in done.stdout
+    assert "served: {}" in done.stdout
+
+
+def test_generate_refuses_a_file_that_is_no_problem_and_operator_only_flags(tmp_path, capsys):
+    assert main(["generate", "--problem", str(PROBLEMS / "broken" / "no_model.py"), "--provider", "replay",
+                 "--root", str(tmp_path)]) == 2
+    assert "KernelBench's format" in capsys.readouterr().err
+    assert main(["generate", "--problem", str(RELU), "--provider", "replay", "--channels-last",
+                 "--root", str(tmp_path)]) == 2
+    assert "--channels-last applies to an operator" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # argparse: one of --op and --problem
+        main(["generate", "--problem", str(RELU), "--op", "aten.relu.default", "--root", str(tmp_path)])
+    assert exited.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def _kernelbench(tmp_path) -> Path:
+    """A KernelBench checkout's layout holding three of the tests' problems, and a file that is none."""
+    checkout = tmp_path / "KernelBench-checkout"
+    for level, names in (("level1", ("1_ReLU", "4_Softmax")), ("level2", ("1_Gemm_ReLU_BiasAdd",))):
+        folder = checkout / "KernelBench" / level
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / f"{name}.py").write_text((PROBLEMS / level / f"{name}.py").read_text())
+    (checkout / "KernelBench" / "level1" / "9_Not_a_problem.py").write_text("x = 1\n")
+    return checkout
+
+
+def test_a_kernelbench_checkout_is_chosen_by_level_and_number():
+    from bbagent import UsageError
+    from bbagent.agent.batch.start import Choice, choose_ops
+    import tempfile
+    with tempfile.TemporaryDirectory() as scratch:
+        checkout = _kernelbench(Path(scratch))
+        chosen = choose_ops(Choice(kernelbench=checkout))
+        assert chosen.ops == ["kernelbench/level1/1_ReLU", "kernelbench/level1/4_Softmax",
+                              "kernelbench/level2/1_Gemm_ReLU_BiasAdd"]
+        assert "KernelBench's format" in chosen.skipped["kernelbench/level1/9_Not_a_problem"]
+        assert choose_ops(Choice(kernelbench=checkout, level="1", problems="2-4,9")).ops == \
+            ["kernelbench/level1/4_Softmax"]
+        for wrong, says in ((dict(level="3"), "has no level 3"), (dict(problems="4-2"), "no range"),
+                            (dict(problems="x"), "numbers and ranges"), (dict(problems="50"), "no problem")):
+            with pytest.raises(UsageError, match=says):
+                choose_ops(Choice(kernelbench=checkout, **wrong))
+        with pytest.raises(UsageError, match="choose the operators one way"):
+            choose_ops(Choice(kernelbench=checkout, ops=["aten.relu.default"]))
+        with pytest.raises(UsageError, match="no such folder"):
+            choose_ops(Choice(kernelbench=Path(scratch) / "nowhere"))
+
+
+@pytest.mark.slow
+def test_a_kernelbench_batch_killed_in_the_middle_resumes_and_answers_each_problem_once(tmp_path, no_keys):
+    import os
+    import signal
+    import time
+    checkout = _kernelbench(tmp_path)
+    answers = {"`1_ReLU`": fenced("relu_right"), "`4_Softmax`": fenced("softmax_right"),
+               "`1_Gemm_ReLU_BiasAdd`": fenced("gemm_relu_bias_right")}
+    keys = ["kernelbench/level1/1_ReLU", "kernelbench/level1/4_Softmax", "kernelbench/level2/1_Gemm_ReLU_BiasAdd"]
+    env = {**os.environ, "PYTHONPATH": PYTHONPATH, "OPENAI_API_KEY": "sk-test"}
+
+    def batch(server, *args):
+        return subprocess.Popen([sys.executable, "-m", "bbagent", "batch", "--provider", "openai", "--model", "gpt-test",
+                                 "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu",
+                                 "--timeout", "120", "--seed", "7", *args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+
+    def rows():
+        from bbagent.agent.batch.ledger import Ledger
+        found = sorted((tmp_path / "runs").glob("batch-*/ledger.sqlite"))
+        return Ledger(found[-1]).rows() if found else []
+
+    with FakeLLMServer().answer_by_op(answers).latency(2.0) as server:
+        first = batch(server, "--kernelbench", str(checkout), "--jobs", "1")
+        deadline = time.monotonic() + 240
+        while not (sum(r["state"] == "accepted" for r in rows()) >= 1 and any(r["state"] == "running" for r in rows())):
+            assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+            time.sleep(0.2)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+        done_before = {r["op"] for r in rows() if r["state"] == "accepted"}
+        batch_id = sorted((tmp_path / "runs").glob("batch-*"))[-1].name
+        resumed = batch(server, "--resume", batch_id)
+        out, err = resumed.communicate(timeout=400)
+    assert resumed.returncode == 0, out + err
+    ledger = {r["op"]: r for r in rows()}
+    assert [op for op in keys if ledger[op]["state"] == "accepted"] == keys
+    assert ledger["kernelbench/level1/9_Not_a_problem"]["state"] == "skipped"
+    events = [json.loads(line) for line in (tmp_path / "runs" / batch_id / "events.jsonl").read_text().splitlines()]
+    begun = [e["op"] for e in events if e["event"] == "op_start"]
+    assert all(begun.count(op) == 1 for op in done_before) and sorted(set(begun)) == sorted(keys), begun
+    for key in keys:
+        meta = json.loads((tmp_path / "generated_kernels" / key / "meta.json").read_text())
+        assert meta["problem_kind"] == "program" and meta["op"] == key
