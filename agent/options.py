@@ -14,11 +14,11 @@ from typing import get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bbagent.agent.errors import UsageError
+from bbagent.harness.interface import LIBRARY_POLICIES
 
 PROVIDERS = ("openai", "anthropic", "replay")
 DEVICES = ("cuda", "cpu")
 TARGET_BASELINES = ("eager", "inductor")
-LIBRARY_POLICIES = ("none", "gemm", "all")  # harness.checks.policy.LIBRARY_POLICIES (tests/test_program_prompt.py checks)
 INDUCTOR_MODES = ("default", "max-autotune")  # harness.timing.baselines.INDUCTOR_MODES, checked by engines_of
 # The command-line flag of a field, where it is not --<field-with-dashes>
 FLAGS = {"timeout_s": "--timeout"}

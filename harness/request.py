@@ -70,7 +70,11 @@ class EvaluationRequest:
 
     @property
     def op(self) -> str:
-        """The name of the overload tested and timed first (a program's name)."""
+        """The name of the overload tested and timed first; for a program its key and the digest of
+        its text (``kernelbench/level1/19_ReLU@3f2a9c1b7d0e``: two texts of one name never share
+        cached timings)."""
+        if isinstance(self.problem, ProgramProblem):
+            return f"{self.problem.key}@{self.problem.sha256[:12]}"
         return self.problem.name
 
     def without_profiles(self) -> "EvaluationRequest":

@@ -169,3 +169,37 @@ def test_a_large_output_is_judged_a_piece_at_a_time(monkeypatch):
     failure = program_compare.compare_outputs(expected, wrong, lambda: expected.double())
     assert failure["error_kind"] == "mismatch" and "values 200 to 299 of the output flattened" in failure["message"]
     assert program_compare.compare_outputs(expected, expected.clone(), lambda: None) is None
+
+
+def test_bench_problem_on_the_cpu_records_correctness_and_says_why_nothing_was_timed(tmp_path):
+    """The CPU twin of the GPU timing below: the answer judged, nothing timed, the records say why."""
+    result = bbagent.bench(problem=PROBLEMS / "level1" / "1_ReLU.py", kernel=ANSWERS / "relu_right.py", root=tmp_path,
+                           device="cpu", seed=3, baseline="eager,inductor")
+    assert result.verdict.passed and not result.verdict.performance.measured
+    assert "interpreter" in result.verdict.performance.reason
+    assert [(r.workload, r.engine, r.runtime_ms_mean) for r in result.records] == \
+        [("kernelbench/level1/1_ReLU", "aten", None), ("kernelbench/level1/1_ReLU", "bbagent", None)]
+    with pytest.raises(bbagent.UsageError, match="one of them"):
+        bbagent.bench("aten.relu.default", problem=PROBLEMS / "level1" / "1_ReLU.py", root=tmp_path)
+
+
+@pytest.mark.gpu
+def test_a_program_is_timed_against_eager_and_torch_compile_and_a_lazy_answer_fails(tmp_path):
+    """On the GPU: the answer and eager interleaved on the problem's inputs (L2 flushed, CUDA graphs),
+    torch.compile beside them in a child of its own; an answer that stops computing after its first
+    calls passes the draws and fails the check after timing."""
+    relu = PROBLEMS / "level2" / "1_Gemm_ReLU_BiasAdd.py"
+    result = bbagent.bench(problem=relu, kernel=ANSWERS / "gemm_relu_bias_right.py", root=tmp_path, device="cuda",
+                           seed=3, baseline="eager,inductor", target_ms=20)
+    performance = result.verdict.performance
+    assert result.verdict.passed and performance.measured, result.verdict.message
+    timed, = performance.tests
+    assert timed.mode == "graph" and timed.speedup > 0 and timed.aten_source == "measured"
+    inductor = timed.baselines["inductor"]
+    assert inductor.error is None and inductor.speedup > 0 and inductor.eager_over_inductor > 0, inductor
+    assert {r.engine for r in result.records} == {"aten", "inductor", "bbagent"}
+    lazy = bbagent.bench(problem=PROBLEMS / "level1" / "1_ReLU.py", kernel=ANSWERS / "relu_lazy.py", root=tmp_path,
+                         device="cuda", seed=3, target_ms=20)
+    assert [t.passed for t in lazy.verdict.tests] == [True, True, True]
+    assert not lazy.verdict.passed and lazy.verdict.performance.tests[0].error_kind == "timing_mismatch", \
+        lazy.verdict.message

@@ -108,19 +108,33 @@ def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str 
                                           allow_library=allow_library)).evaluate(answer)
 
 
-def bench(op: str, kernel: str | Path | None = None, *, root: str | Path | None = None,
-          on_start: Callable[[Path], None] | None = None, **settings):
+def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: str | Path | None = None,
+          root: str | Path | None = None, on_start: Callable[[Path], None] | None = None, **settings):
     """Test the kernel (default: the accepted one serving ``op``), time it and eager aten on ``op``'s
     trace shapes (GPU), and write one benchmark record per (input, engine) to
     ``root/runs/bench-<id>/bench.jsonl``; ``settings`` are ``agent.bench.run.BenchRequest``'s
     (kernel_for, device, seed, timeout_s, max_shapes, target_ms, no_cache, allow_no_opinfo,
     baseline "eager,inductor", inductor_mode, channels_last, profile, ncu, extra_traces: more inputs
     per operator name as a dataset gives them, timed first). ``on_start`` hears the
-    run directory before the evaluation starts. Returns a ``BenchResult``."""
-    from bbagent.agent.bench.run import BenchRequest, run_bench
+    run directory before the evaluation starts. Returns a ``BenchResult``. With ``problem`` (a
+    program in KernelBench's format) instead of ``op``: its answer (``kernel``, default the accepted
+    one; ``allow_library`` its policy) timed against eager and, with ``baseline="eager,inductor"``,
+    torch.compile in ``inductor_mode`` (default or max-autotune, without CUDA graphs), on the
+    problem's own inputs."""
+    from bbagent.agent.bench.run import BenchRequest, run_bench, run_program_bench
     known = list(BenchRequest.__dataclass_fields__)
     _refuse_unknown("bench", settings, known, ", ".join(known))
-    return run_bench(op, BenchRequest(kernel=kernel, **settings), resolve_root(root, write=True), on_start)
+    if (op is None) == (problem is None):
+        raise _usage_error("give an operator (op) or a program problem (problem=FILE), one of them")
+    request = BenchRequest(kernel=kernel, **settings)
+    if problem is not None:
+        operators_only = [name for name in ("kernel_for", "channels_last", "extra_traces", "profile", "ncu")
+                          if getattr(request, name)]
+        if operators_only:
+            raise _usage_error(f"{', '.join(operators_only)} apply to an operator's kernel (op), not to a program's "
+                               "answer (problem)")
+        return run_program_bench(problem, request, resolve_root(root, write=True), on_start)
+    return run_bench(op, request, resolve_root(root, write=True), on_start)
 
 
 def _refuse_unknown(what: str, given: dict, known, listing: str) -> None:

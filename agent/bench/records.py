@@ -16,14 +16,16 @@ from bbagent.agent.bench.schema import BenchRecord, append_records, hardware_con
 from bbagent.harness.interface import NcuReport, Verdict
 
 
-def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
+def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = None) -> list[BenchRecord]:
+    """The records of one Verdict; ``workload`` names what was timed where the Verdict's op does not
+    (a program's key)."""
     device = verdict.environment.device or "cpu"
     performance = verdict.performance
     hardware = hardware_config(device)
     metadata = {"run_id": run_id, "verdict": verdict.verdict, "seed": verdict.seed}
     kernel = {"kernel": verdict.kernel.path, "sha256": verdict.kernel.sha256}
     version = verdict.kernel.sha256[:12]
-    common = {"op": verdict.op, "device": device, "seed": verdict.seed, "hardware": hardware}
+    common = {"op": workload or verdict.op, "device": device, "seed": verdict.seed, "hardware": hardware}
     records = []
     if performance is not None and performance.measured:
         copy_gbs = performance.device.copy_gbs
@@ -62,8 +64,9 @@ def records_from_verdict(verdict: Verdict, run_id: str) -> list[BenchRecord]:
     if skipped:
         metadata["baselines_not_timed"] = skipped
     for test in verdict.tests:
-        if not (test.source or "").startswith("trace") or test.passed is None:
-            continue  # OpInfo and edge cases are not workloads; a reference error has no answer
+        workload = test.id == "given" if verdict.problem_kind == "program" else (test.source or "").startswith("trace")
+        if not workload or test.passed is None:
+            continue  # OpInfo, edge cases and a program's other draws are not workloads; a reference error has no answer
         records.append(make_record(engine="aten", input_description=test.input, correct=True,
                                    metadata=metadata, **common))
         records.append(make_record(engine="bbagent", input_description=test.input, correct=bool(test.passed),
@@ -100,8 +103,8 @@ def _inductor_record(t, inductor, execution: dict, shared: dict, metadata: dict,
                  "compile_s": inductor.compile_s})
 
 
-def write_bench(run_path: Path, verdict: Verdict) -> tuple[Path, list[BenchRecord]]:
-    records = records_from_verdict(verdict, run_path.name)
+def write_bench(run_path: Path, verdict: Verdict, workload: str | None = None) -> tuple[Path, list[BenchRecord]]:
+    records = records_from_verdict(verdict, run_path.name, workload)
     target = run_path / "bench.jsonl"
     append_records(target, records)
     return target, records

@@ -35,6 +35,7 @@ class BenchRequest:
     profile: bool = False
     ncu: bool = False
     extra_traces: dict | None = None  # more inputs per operator name, timed first ({"line", "timed"}: a dataset's form)
+    allow_library: str = "gemm"  # a program's answer: what it may leave to torch
 
 
 @dataclass
@@ -70,6 +71,42 @@ def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Pa
     if request.kernel is None and verdict.passed and verdict.geomean_speedup() is not None:
         record_overload_speed(kernel.parent, op, verdict, run.path.name)
     return BenchResult(verdict, run.path, bench_file, records)
+
+
+def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Path,
+                      on_start: Callable[[Path], None] | None = None) -> BenchResult:
+    """Bench an answer to the program in ``problem_file`` (``request.kernel``, default the accepted
+    one): judged as ``eval --problem`` judges it, then timed against eager and, unless the baseline
+    is eager alone, torch.compile in ``request.inductor_mode``, on the problem's own inputs."""
+    from bbagent.agent.errors import UsageError
+    from bbagent.agent.judging import program_of
+    problem, _ = program_of(problem_file)
+    check_evaluation(request.device, request.timeout_s, True)
+    answer = Path(request.kernel) if request.kernel is not None else _accepted_answer(root, problem.key)
+    if not answer.is_file():
+        raise UsageError(f"--kernel {answer}: no such file")
+    timing = timing_options(root, max_shapes=1, target_ms=request.target_ms, no_cache=request.no_cache, keep_raw=True,
+                            engines=engines_of(request.baseline, request.inductor_mode),
+                            inductor_mode=request.inductor_mode)
+    run = RunDir(root, "bench-" + new_run_id(problem.key))
+    if on_start is not None:
+        on_start(run.path)
+    evaluations = Evaluations(evaluation_request(problem, root, device=request.device, seed=request.seed,
+                                                 timeout_s=request.timeout_s, timing=timing,
+                                                 allow_library=request.allow_library))
+    verdict = evaluations.evaluate(answer)
+    run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
+    bench_file, records = write_bench(run.path, verdict, workload=problem.key)
+    return BenchResult(verdict, run.path, bench_file, records)
+
+
+def _accepted_answer(root: Path, key: str) -> Path:
+    from bbagent.agent.errors import ReviewError, UsageError
+    from bbagent.agent.review.catalog import find
+    try:
+        return find(root, key).current.kernel
+    except ReviewError as exc:
+        raise UsageError(f"{exc}; pass --kernel ANSWER.py or run bbagent generate --problem FILE first") from None
 
 
 def check_extra_traces(extra: dict | None) -> None:

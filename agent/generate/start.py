@@ -59,7 +59,9 @@ def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: Generate
     if not program:  # a program's tests are its draws: never empty
         refuse_untested(computation, serves, Evaluations(untimed, executor), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
-                            no_cache=options.no_cache, engines=options.engines, inductor_mode=options.inductor_mode,
+                            no_cache=options.no_cache, inductor_mode=options.inductor_mode,
+                            # a program's bar is torch.compile: its rounds always see inductor beside eager
+                            engines=tuple(dict.fromkeys(options.engines + (("inductor",) if program else ()))),
                             profile_feedback=options.profile_feedback)
     report = listener(report)
     log = LLMLog(root / "runs" / FILE_NAME)

@@ -116,14 +116,14 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
     on_reference()
     expected = reference(*clone_value(inputs))
     synchronize(job.device)
-    truth = _Float64Run(reference, inputs)
+    truth = Float64Program(reference, inputs)
     failure = _checked(actual, expected, truth, calls, launches.launches - before, job.allow_library)
     if failure:
         return result | failure, False
     return result | {"passed": True}, False
 
 
-class _Float64Run:
+class Float64Program:
     """The reference with every floating weight and input in float64, run the first time a comparison
     needs it (never where the answer is within the tolerance of the float32 reference); None where
     it cannot run so (an operator without float64 on this device)."""

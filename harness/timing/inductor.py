@@ -51,37 +51,113 @@ def time_compiled(op, case, timing_mode: str, compile_mode: str, target_ms: floa
     torch._dynamo.reset()
     compiled = torch.compile(_calling(op), mode=INDUCTOR_MODES[compile_mode], dynamic=False, fullgraph=True)
     fns = {"aten": lambda: op(*ref_in[0], **ref_in[1]), "inductor": lambda: compiled(*ind_in[0], **ind_in[1])}
-    started = time.perf_counter()
-    try:
-        first = fns["inductor"]()
-        torch.cuda.synchronize()
-    except Exception as exc:  # noqa: BLE001 - inductor's failure is reported, never a speedup of 1.0
-        return {**result, "error": f"torch.compile failed: {exception_line(exc)}"}
-    result["compile_s"] = round(time.perf_counter() - started, 3)
+    first, failed = _first_call(fns["inductor"], result)
+    if failed:
+        return failed
     wrong = differs_from_eager(op, check_in, first)
     if wrong:
         return {**result, "error": f"inductor's result differs from eager aten's: {wrong}"}
     del first, check_in
+    return _beside_eager(fns, result, timing_mode, target_ms, "inductor's compiled code could not be captured in a "
+                                                              "CUDA graph, as the kernel and eager were on this shape")
+
+
+def _first_call(compiled, result: dict):
+    """(the compiled function's first result, None), its compile time in ``result``; or (None, the
+    record saying why torch.compile failed): inductor's failure is reported, never a speedup of 1.0."""
+    import torch
+    started = time.perf_counter()
+    try:
+        first = compiled()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - said in the record
+        return None, {**result, "error": f"torch.compile failed: {exception_line(exc)}"}
+    result["compile_s"] = round(time.perf_counter() - started, 3)
+    return first, None
+
+
+def _beside_eager(fns: dict, result: dict, timing_mode: str, target_ms: float, uncapturable: str) -> dict:
+    """``result`` with inductor's timing and eager's over it, ``fns`` ("aten", "inductor") timed
+    interleaved as CUDA-graph replays (``timing_mode`` graph) or eager calls."""
     timed = graphed(fns) if timing_mode == "graph" else fns
     if timed is None:
-        return {**result, "error": "inductor's compiled code could not be captured in a CUDA graph, as the kernel "
-                                   "and eager were on this shape"}
+        return {**result, "error": uncapturable}
     samples = time_interleaved(timed, target_ms)
     inductor, eager = timing_stats(samples["inductor"]), timing_stats(samples["aten"])
     return {**result, "timing": inductor, "raw": [round(x, 6) for x in samples["inductor"]],
             "eager_over_inductor": eager["median_ms"] / inductor["median_ms"]}
 
 
+def time_compiled_program(model, inputs_of, timing_mode: str, compile_mode: str, target_ms: float) -> dict:
+    """A program's inductor timing on its own inputs (and eager's, alongside), or why there is none:
+    ``model`` compiled whole (graph breaks allowed: the program is the user's), checked against eager
+    by the program comparison, then timed as the answer was (CUDA-graph replays or eager calls)."""
+    import torch
+    from bbagent.harness.checks.program_compare import Float64Program, compare_outputs
+    from bbagent.harness.timing.phase import ATEN_SEED_OFFSET
+    result = {"mode": cache_mode(compile_mode, timing_mode)}
+    eager_in, compiled_in = inputs_of(ATEN_SEED_OFFSET), inputs_of(0)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, mode=INDUCTOR_MODES[compile_mode], dynamic=False)
+    fns = {"aten": lambda: model(*eager_in), "inductor": lambda: compiled(*compiled_in)}
+    with torch.no_grad():
+        first, failed = _first_call(fns["inductor"], result)
+        if failed:
+            return failed
+        wrong = compare_outputs(model(*compiled_in), first, Float64Program(model, compiled_in))
+        if wrong:
+            return {**result, "error": f"inductor's result differs from eager's: {wrong['message'][:300]}"}
+        del first
+        return _beside_eager(fns, result, timing_mode, target_ms, "inductor's compiled program could not be captured "
+                                                                  "in a CUDA graph, as the answer and eager were")
+
+
+def _program_baselines(job, send) -> None:
+    """A program's baseline: its ``Model`` built from the seed as the answer's child built it, timed
+    compiled on the problem's own inputs (the one shape a program's answer is timed on)."""
+    import torch
+    from bbagent.harness.problem import ProgramProblem, program_module
+    from bbagent.harness.timing.program_timing import described
+    module = program_module(ProgramProblem.from_wire(job.problem))
+    torch.manual_seed(job.seed)
+    model = module.Model(*module.get_init_inputs()).to("cuda")
+
+    def inputs_of(offset: int) -> list:
+        torch.manual_seed(job.seed + offset)
+        with torch.device("cuda"):
+            return list(module.get_inputs())
+    asked = job.baseline
+    for shape in asked["shapes"]:
+        send(BaselineStart(input=shape["input"]))
+        found = described(inputs_of(0))
+        if found != shape["input"]:
+            record = {"error": f"the program's inputs here are {found}, not the timed {shape['input']}"}
+        else:
+            try:
+                record = time_compiled_program(model, inputs_of, shape["mode"], asked["compile_mode"],
+                                               asked["target_ms"])
+            except Exception as exc:  # noqa: BLE001 - e.g. the compiled code raised while being timed
+                record = {"error": f"inductor failed while being timed: {exception_line(exc)}"}
+        send(Baseline(record={"input": shape["input"], "mode": cache_mode(asked["compile_mode"], shape["mode"]),
+                              **record}))
+        torch.cuda.empty_cache()
+
+
 def run_baseline_job(job, send) -> int:
     """Build the op's suite as the candidate's child did (same seed, same inputs), then time each
-    asked-for shape (``job.baseline["shapes"]``: input description and timing mode)."""
+    asked-for shape (``job.baseline["shapes"]``: input description and timing mode); for a program,
+    its ``Model`` on its own inputs."""
     import torch
     from torch._inductor import config
-    from bbagent.harness.problem import OperatorProblem
+    from bbagent.harness.problem import OperatorProblem, ProgramProblem
     from bbagent.harness.suite.build import build_suite
     config.compile_threads = 1
     torch.zeros(1, device="cuda")
     send(ChildEnvironment(device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__))
+    if job.problem.get("kind") == ProgramProblem.kind:
+        _program_baselines(job, send)
+        send(Done(total_s=0))
+        return 0
     op = OperatorProblem.from_wire(job.problem).computation
     suite = build_suite(op, "cuda", job.seed, interpreter=False, cpu_max_numel=job.cpu_max_numel,
                         extra_traces=job.extra_traces, channels_last=job.channels_last)

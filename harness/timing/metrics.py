@@ -39,8 +39,10 @@ def quantile(values: list[float], q: float) -> float | None:
 
 
 def is_memory_bound(op_name: str) -> bool:
-    """Whether the overload named ``aten.<packet>.<overload>`` moves memory more than it computes."""
-    return op_name.split(".")[1] not in COMPUTE_BOUND
+    """Whether the overload named ``aten.<packet>.<overload>`` moves memory more than it computes
+    (a program's name says nothing of it: False)."""
+    parts = op_name.split(".")
+    return len(parts) == 3 and parts[1] not in COMPUTE_BOUND
 
 
 def fast_p(speedups: list[float], total: int, correct: bool) -> dict[str, float]:

@@ -257,9 +257,12 @@ def recheck(op, case: TestCase, timed: dict, ref_in, cand_in, recorder) -> dict 
     if recorder.findings:
         return {"error_kind": "guard", "message": "while being timed: " + recorder.findings[0]["message"]}
     failure = judged(expected, actual, mode, Float64Run(op, fresh))
-    if failure is None:
-        return None
+    return None if failure is None else timing_mismatch("the kernel", failure["message"])
+
+
+def timing_mismatch(who: str, message: str) -> dict:
+    """The failure of ``who`` (the kernel, ModelNew) whose result after timing did not follow new values."""
     return {"error_kind": "timing_mismatch",
-            "message": "after timing, the inputs were refilled with new values (same tensors) and the kernel "
-                       "was run once more the way it was timed: its result was wrong. A kernel must compute "
-                       "every call from its inputs (no results kept between calls). " + failure["message"]}
+            "message": f"after timing, the inputs were refilled with new values (same tensors) and {who} was run "
+                       "once more the way it was timed: its result was wrong. It must compute every call from its "
+                       "inputs (no results kept between calls). " + message}

@@ -67,10 +67,15 @@ def cmd_bench(args, out, err) -> int:
     from bbagent.agent.reports.console import print_verdict
 
     def started(run_dir: Path) -> None:
-        err.print(f"bbagent bench {args.op}: testing, then timing up to {args.max_shapes} trace shapes; run "
-                  f"directory {run_dir}")
+        what = ("testing, then timing on the problem's inputs" if args.problem
+                else f"testing, then timing up to {args.max_shapes} trace shapes")
+        err.print(f"bbagent bench {args.op or args.problem}: {what}; run directory {run_dir}")
     with _waiting(err, "evaluating and timing"):
-        result = api.bench(args.op, args.kernel, kernel_for=args.kernel_for, root=args.root, max_shapes=args.max_shapes,
+        if args.op and args.allow_library != "gemm":
+            raise UsageError("--allow-library applies to a program's answer (--problem), not to an operator's kernel")
+        program = {"allow_library": args.allow_library} if args.problem else {}
+        result = api.bench(args.op, args.kernel, problem=args.problem, kernel_for=args.kernel_for, root=args.root,
+                           max_shapes=args.max_shapes, **program,
                            target_ms=args.target_ms, no_cache=args.no_cache, on_start=started,
                            baseline=args.baseline, inductor_mode=args.inductor_mode, profile=args.profile, ncu=args.ncu,
                            **_evaluation_options(args))
@@ -83,7 +88,7 @@ def cmd_bench(args, out, err) -> int:
     shown.print(f"{len(result.records)} records in {result.bench_file}")
     if args.json:
         measured = performance is not None and performance.measured
-        print(json.dumps({"op": args.op, "verdict": verdict.verdict, "run_dir": str(result.run_dir),
+        print(json.dumps({"op": args.op or str(args.problem), "verdict": verdict.verdict, "run_dir": str(result.run_dir),
                           "bench_file": str(result.bench_file), "records": len(result.records),
                           "performance": performance.summary.model_dump() if measured else None,
                           "not_timed": None if measured else (performance.reason if performance else None),

@@ -187,6 +187,7 @@ def _eval_command(sub) -> None:
 
 
 def _bench_command(sub) -> None:
+    from bbagent.harness.interface import LIBRARY_POLICIES
     bench = sub.add_parser("bench", help="time a kernel against eager aten and write benchmark records",
                            description="Test the kernel, then time it and eager aten on OP's real-model trace "
                                        "shapes (GPU only: L2 flushed per repetition, reference and kernel "
@@ -194,8 +195,15 @@ def _bench_command(sub) -> None:
                                        "record per (input, engine) in the benchmark log schema v0.1 to "
                                        "ROOT/runs/<run_id>/bench.jsonl and prints a table. On the CPU the "
                                        "records carry correctness only. Exit status: 0 pass, 1 fail, 2 usage error.")
-    bench.add_argument("--op", required=True, help="exact aten overload, e.g. aten.relu.default")
+    asked = bench.add_mutually_exclusive_group(required=True)
+    asked.add_argument("--op", help="exact aten overload, e.g. aten.relu.default")
+    asked.add_argument("--problem", type=Path, metavar="FILE",
+                       help="a PyTorch program in KernelBench's format: its answer (--kernel ANSWER.py, default the "
+                            "accepted one) timed against eager and torch.compile on the problem's inputs")
     _add_kernel_options(bench, "; an in-place or out= overload is timed as served, through bbagent's adapter")
+    bench.add_argument("--allow-library", choices=LIBRARY_POLICIES, default="gemm",
+                       help="with --problem: what the answer may leave to torch (none; gemm: matrix products and "
+                            "convolutions, the default; all)")
     bench.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
     bench.add_argument("--profile", action="store_true",
                        help="also write torch profiler traces (Chrome trace JSON: chrome://tracing, Perfetto) of eager "

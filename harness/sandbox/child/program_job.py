@@ -62,8 +62,9 @@ def run_program_job(job: Job, send) -> int:
         send(events.Fatal(error_kind=imported["error_kind"], message=imported["message"]))
         return 0
     pair = _built(reference_module, model_new, job, candidate_file, send)
-    if pair is not None:
-        _run_draws(pair, reference_module, job, (launches, watch), candidate_file, send)
+    if pair is not None and _run_draws(pair, reference_module, job, (launches, watch), candidate_file, send) \
+            and job.timing is not None:
+        _timing(pair, reference_module, job, (launches, compile_clock, watch), send)
     send(events.Done(total_s=round(time.perf_counter() - started, 3),
                      device_memory_peak=preparation.device_memory_peak(job.device)))
     return 0
@@ -112,14 +113,16 @@ def _built(reference_module, model_new, job: Job, candidate_file: str, send):
     return reference, answer
 
 
-def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: str, send) -> None:
+def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: str, send) -> bool:
+    """Each draw's test; whether every one passed."""
     import torch
     from bbagent.harness.checks.program_compare import judge_program_call
     reference, answer = pair
     random = _random_reference(reference, _inputs(reference_module, "given", job.seed, job.device))
     if random:
         send(events.Fatal(error_kind="no_tests", message=random))
-        return
+        return False
+    passed = True
     for number, (name, _) in enumerate(DRAWS):
         gpu_pause.checkpoint()
         send(events.CaseStart(id=name))
@@ -132,8 +135,51 @@ def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: st
                                                on_answer=lambda: send(events.CandidateStart(id=name)),
                                                on_reference=lambda: send(events.ReferenceStart(id=name)))
         send(events.CaseResult(record=record))
+        passed = passed and bool(record.get("passed"))
         if fatal:  # the CUDA context is lost, or the answer exited: nothing after it can run
-            return
+            return False
+    return passed
+
+
+def _timing(pair, reference_module, job: Job, instruments, send) -> None:
+    """Every draw passed: wait for the GPU alone (a shared one), then time the answer against the
+    reference on the problem's inputs (``harness.timing.program_timing``; GPU only). The perturbed
+    draw changed the reference's weights: both are built again from the seed first."""
+    from bbagent.harness.sandbox.child.timing_phase import wait_for_the_gpu_alone
+    launches, compile_clock, watch = instruments
+    wait_for_the_gpu_alone(job, send)
+    if job.device != "cuda":
+        return
+    import torch
+    from bbagent.harness.checks.case import candidate_raised
+    from bbagent.harness.timing.phase import TimingRequest, device_stats, implausible_device, peak_memory_gbs
+    from bbagent.harness.timing.program_timing import TIMED_ID, time_program
+    compile_clock.real_autotuning()
+    reference, answer = pair
+    torch.manual_seed(job.seed)
+    fresh = reference_module.Model(*reference_module.get_init_inputs()).to(job.device)
+    reference.load_state_dict(fresh.state_dict())
+    answer.load_state_dict(fresh.state_dict())
+    del fresh
+    request = TimingRequest(**job.timing)
+    gpu = torch.cuda.get_device_name()
+    stats, measured = device_stats(gpu, request.device)
+    send(events.TimingPlan(ids=[TIMED_ID], device=stats, device_measured=measured, gpu=gpu, target_ms=request.target_ms))
+    impossible = implausible_device(stats, peak_memory_gbs())
+    if impossible:
+        send(events.Timing(record={"id": TIMED_ID, "input": "get_inputs()", "error_kind": "implausible_timing",
+                                   "message": f"the device's yardsticks are impossible: {impossible}"}))
+        return
+    send(events.TimingStart(id=TIMED_ID))
+    try:
+        record = time_program(reference, answer, lambda draw, offset: _inputs(reference_module, draw, job.seed + offset,
+                                                                              job.device),
+                              request, gpu, stats, launches, watch)
+    except Exception as exc:  # noqa: BLE001 - the answer's failure on a repeated call
+        failure = candidate_raised(exc, os.path.abspath(job.kernel))
+        record = {"id": TIMED_ID, "input": "get_inputs()", "error_kind": failure["error_kind"],
+                  "message": "while being timed: " + failure["message"]}
+    send(events.Timing(record=record))
 
 
 def _random_reference(reference, inputs: list) -> str | None:

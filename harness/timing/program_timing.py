@@ -1,0 +1,99 @@
+"""Timing a program's answer, in the sandbox child, on the GPU, after every draw passed: ``Model``
+(eager PyTorch, the reference) and ``ModelNew`` on the problem's own inputs (``get_inputs()``), as
+KernelBench times them, but the way ``harness.timing.phase`` times an operator: L2 flushed before
+every call, the two interleaved rep by rep, both captured in CUDA graphs where both can be (else
+both called eagerly), the clock checked against the host's. The reference gets inputs of its own
+(drawn with another seed), so its results, in memory beside the answer's calls, answer nothing.
+
+After timing, the answer's input tensors are refilled with signed values and it runs once more the
+way it was timed, before the reference computes those values: it must follow them (an answer that
+keeps results between calls, or a graph that captured no work, fails ``timing_mismatch``).
+
+A program has no roofline of its own here (its FLOPs are its operators'); the record keeps the
+bytes its inputs and outputs occupy, the least it must move.
+"""
+from __future__ import annotations
+
+import torch
+
+from bbagent.harness.checks.case import synchronize
+from bbagent.harness.checks.program_compare import Float64Program, compare_outputs
+from bbagent.harness.inputs import clone_value, copy_into, tensors_in
+from bbagent.harness.timing.clock import (ImplausibleTiming, graphed, l2_cache_bytes, overhead_dominated, timing_stats,
+                                          time_interleaved)
+from bbagent.harness.timing.phase import ATEN_SEED_OFFSET, RECHECK_SEED_OFFSET, implausible_call, timing_mismatch
+
+TIMED_ID = "given"  # the draw timed: the problem's own inputs
+
+
+def described(inputs: list) -> str:
+    """``get_inputs(): float32[16, 512], int 3``: the timed input as the Verdict and the cache name it."""
+    parts = [f"{str(v.dtype).removeprefix('torch.')}[{', '.join(map(str, v.shape))}]" if isinstance(v, torch.Tensor)
+             else f"{type(v).__name__} {v!r}"[:40] for v in inputs]
+    return "get_inputs(): " + ", ".join(parts)
+
+
+def time_program(reference, answer, inputs_of, request, gpu: str, device: dict, launches, watch) -> dict:
+    """One timing record (``harness.verdict.TimedTest`` as data) of the answer against the reference
+    on the problem's inputs; ``inputs_of(draw, seed_offset)`` gives fresh inputs on the device."""
+    answer_in, eager_in = inputs_of("given", 0), inputs_of("given", ATEN_SEED_OFFSET)
+    fns = {"aten": lambda: reference(*eager_in), "candidate": lambda: answer(*answer_in)}
+    record = {"id": TIMED_ID, "input": described(answer_in), "dtype": _dtype(answer_in)}
+    launched_before = launches.launches
+    watch.light = True  # a scan per call would add host time to the timed calls
+    try:
+        with torch.no_grad():
+            replays = graphed(fns)
+            mode = "graph" if replays else "eager"
+            timed = replays or fns
+            try:
+                samples = time_interleaved(timed, request.target_ms)
+            except ImplausibleTiming as exc:
+                return {**record, "error_kind": "implausible_timing", "message": f"while being timed: {exc}"}
+            output = timed["candidate"]()
+    finally:
+        watch.light = False
+        watch.scan()
+    ran = watch.failure()
+    if ran:
+        return {**record, "error_kind": ran["error_kind"], "message": "while being timed: " + ran["message"]}
+    eager, mine = timing_stats(samples["aten"]), timing_stats(samples["candidate"])
+    written = sum(t.numel() * t.element_size() for t in tensors_in(output))
+    moved = written + sum(t.numel() * t.element_size() for t in tensors_in(answer_in))
+    del output
+    empty = device["empty_graph_launch_ms" if mode == "graph" else "empty_launch_ms"]
+    impossible = implausible_call(mine["median_ms"], empty, launches.launches > launched_before, written,
+                                  l2_cache_bytes(), device["copy_gbs"])
+    if impossible:
+        return {**record, "error_kind": "implausible_timing", "message": "while being timed: " + impossible}
+    record.update({"mode": mode, "aten": eager, "aten_source": "measured", "candidate": mine,
+                   "candidate_raw": [round(x, 6) for x in samples["candidate"]],
+                   "aten_raw": [round(x, 6) for x in samples["aten"]],
+                   "speedup": eager["median_ms"] / mine["median_ms"], "bytes": moved,
+                   "candidate_gbs": moved / (mine["median_ms"] * 1e-3) / 1e9,
+                   "aten_gbs": moved / (eager["median_ms"] * 1e-3) / 1e9,
+                   "overhead_dominated": overhead_dominated(min(eager["median_ms"], mine["median_ms"]), empty)})
+    failure = _recheck(reference, timed, answer_in, eager_in, inputs_of)
+    if failure is None:
+        failure = watch.failure() or watch.judge_changes("after timing", deep=True)
+        if failure:
+            failure.pop("judge_changed", None)
+    return {**record, **failure} if failure else record
+
+
+def _recheck(reference, timed: dict, answer_in: list, eager_in: list, inputs_of) -> dict | None:
+    """Signed values in the same tensors, the answer first, each side run as it was timed."""
+    fresh = inputs_of("signed", RECHECK_SEED_OFFSET)
+    with torch.no_grad():
+        copy_into(answer_in, fresh)
+        actual = clone_value(timed["candidate"]())
+        synchronize("cuda")
+        copy_into(eager_in, fresh)
+        expected = clone_value(timed["aten"]())
+        failure = compare_outputs(expected, actual, Float64Program(reference, fresh))
+    return None if failure is None else timing_mismatch("ModelNew", failure["message"])
+
+
+def _dtype(inputs: list) -> str | None:
+    floating = [t for t in tensors_in(inputs) if t.dtype.is_floating_point]
+    return str(floating[0].dtype).removeprefix("torch.") if floating else None
