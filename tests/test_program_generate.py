@@ -35,7 +35,7 @@ def test_a_program_fails_round_one_on_signed_inputs_and_is_accepted_in_round_two
     first = server.requests[0]["body"]["messages"][0]["content"]
     assert "class ModelNew" in first and "return torch.relu(x)" in first  # the contract and the reference's source
     feedback = server.requests[1]["body"]["messages"][-1]["content"]
-    assert "signed" in feedback and "mismatch" in feedback, feedback
+    assert "mismatch in 2 draws" in feedback and "signed inputs (standard normal)" in feedback, feedback
 
     runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert len(runs) == 1 and "kernelbench-level1-1_ReLU" in runs[0].name

@@ -314,7 +314,9 @@ class Agent:
         best = self.best
         if best.speedup is None:
             performance = best.verdict.performance
-            reason = (performance.reason if performance is not None else None) or "it was not timed"
+            reason = (performance.reason if performance is not None else None) or (
+                "every timed shape took about as long as an empty kernel launch (overhead-dominated), so there is "
+                "no speed to improve" if performance is not None and performance.measured else "it was not timed")
             raise RunStopped(StoppedBecause.UNTIMED, f"{self.summary_of_best()}; no optimisation rounds: {reason}")
         if self.target_speedup is not None:
             reached = self._reached_target_speedup(best)

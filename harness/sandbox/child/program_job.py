@@ -123,7 +123,7 @@ def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: st
         send(events.Fatal(error_kind="no_tests", message=random))
         return False
     passed = True
-    for number, (name, _) in enumerate(DRAWS):
+    for number, (name, description) in enumerate(DRAWS):
         gpu_pause.checkpoint()
         send(events.CaseStart(id=name))
         if name == "perturbed":
@@ -134,7 +134,7 @@ def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: st
             record, fatal = judge_program_call(name, reference, answer, inputs, job, instruments, candidate_file,
                                                on_answer=lambda: send(events.CandidateStart(id=name)),
                                                on_reference=lambda: send(events.ReferenceStart(id=name)))
-        send(events.CaseResult(record=record))
+        send(events.CaseResult(record={**record, "source": description}))
         passed = passed and bool(record.get("passed"))
         if fatal:  # the CUDA context is lost, or the answer exited: nothing after it can run
             return False
