@@ -252,13 +252,15 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
 
 def evaluation_request(problem, root: Path, *, device: str | None, seed: int | None, timeout_s: float,
                        timing=None, extra_traces: dict | None = None, channels_last: bool = False,
-                       allow_library: str = "gemm"):
+                       allow_library: str = "gemm", facts=None):
     """The harness's request for ``problem`` with these settings; ``root`` (runs, kernels) is never
-    shown to the candidate, even where it lies inside a directory the sandbox shows."""
+    shown to the candidate, even where it lies inside a directory the sandbox shows. A program's
+    ``facts`` (``ProgramFacts``) say how much device memory a shared GPU must admit it with."""
     from bbagent.harness.interface import EvaluationRequest
     return EvaluationRequest.of(problem, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
                                 hidden=[root], extra_traces=extra_traces or {}, channels_last=channels_last,
-                                allow_library=allow_library)
+                                allow_library=allow_library,
+                                expected_bytes=facts.device_need() if facts is not None else None)
 
 
 @dataclass

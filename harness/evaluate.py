@@ -129,7 +129,7 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> Verdict:
     timing alone. A failure that sharing may have caused (the kernel or the harness out of device
     memory while others held it) is not believed: the evaluation runs again alone, and that run's
     Verdict is the one returned."""
-    first_guess = expected_need(child.request.problem.names, child.request.extra_traces)
+    first_guess = _first_guess(child.request)
     hold = share.enter(share.need_for(child.key, first_guess), child.op)
     waited = 0.0
     try:
@@ -146,6 +146,11 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> Verdict:
         share.leave(hold)
     verdict.timings.gpu_wait_s, verdict.timings.gpu_shared = round(waited + hold.waited_s, 3), shared
     return verdict
+
+
+def _first_guess(request: EvaluationRequest) -> int:
+    """The device memory to admit an evaluation by before any of its children measured a peak."""
+    return request.expected_bytes or expected_need(request.problem.names, request.extra_traces)
 
 
 def _doubted_while_shared(verdict: Verdict) -> str | None:
@@ -173,7 +178,7 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
         untimed = replace(request, timing=None)  # nothing is timed: the timing cache is not read
         job = replace(untimed.job(workdir, [_triton_cache(shared_env)], seed=fresh_seed()), build_only=True,
                       save_suite=str(workdir / "suite.pt"))
-        hold = share.enter(share.need_for(key, expected_need(names, request.extra_traces)), request.op) if share else None
+        hold = share.enter(share.need_for(key, _first_guess(request)), request.op) if share else None
         gate = ChildGate(share, hold) if share is not None else None  # it pauses for another's timing
         try:
             events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, request.warm,

@@ -56,6 +56,15 @@ class ProgramFacts(_Strict):
     outputs: list[ValueFact]
     trace_error: str | None = None  # where the shape-only run of forward stopped
 
+    def device_need(self) -> int:
+        """The device memory an evaluation of the program is expected to need before any child
+        measured it (``harness.suite.memory_need``): the copies of its inputs, outputs and weights a
+        test keeps alive at once, and a child's own. A GPU shared by a batch admits it by this."""
+        from bbagent.harness.suite.memory_need import program_need
+        tensors = [(v.shape, v.dtype) for v in self.inputs + self.outputs if v.kind == "tensor"]
+        tensors += [(p.shape, p.dtype) for p in self.parameters]
+        return program_need(tensors)
+
 
 def describe_program(problem: ProgramProblem) -> ProgramFacts:
     """Run ``problem``'s program once on shape-only tensors (see the module's docstring)."""

@@ -38,7 +38,9 @@ class EvaluationRequest:
     ``namespaces``/``static_check``/``warm`` off only to test one layer of the sandbox alone;
     ``secrets`` are redacted from the Verdict besides the environment's; ``profile`` runs the tests
     under cProfile; ``in_use_calls``: the repeated-call check's calls (None: the device's default);
-    ``allow_library``: what a program's answer may leave to torch (none, gemm, all)."""
+    ``allow_library``: what a program's answer may leave to torch (none, gemm, all);
+    ``expected_bytes``: the device memory a shared GPU admits the evaluation by until a child of it
+    measured its peak (None: from the traces, ``harness.suite.memory_need``)."""
     problem: OperatorProblem | ProgramProblem
     device: str
     seed: int | None = None
@@ -57,6 +59,7 @@ class EvaluationRequest:
     profile: bool = False
     in_use_calls: int | None = None
     allow_library: str = "gemm"
+    expected_bytes: int | None = None  # device memory expected before a child measured any (a program's, its facts')
 
     @classmethod
     def of(cls, op: str | OperatorProblem | ProgramProblem, *, device: str | None = None, kernel_for: str | None = None,

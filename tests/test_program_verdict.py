@@ -5,6 +5,7 @@ right answers passing and wrong ones failing for their own reason, KernelBench's
 adversarial classes its own tests look for (inputs zeroed, uninitialised memory, PyTorch doing
 the work)."""
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -203,3 +204,19 @@ def test_a_program_is_timed_against_eager_and_torch_compile_and_a_lazy_answer_fa
     assert [t.passed for t in lazy.verdict.tests] == [True, True, True]
     assert not lazy.verdict.passed and lazy.verdict.performance.tests[0].error_kind == "timing_mismatch", \
         lazy.verdict.message
+
+
+def test_a_program_is_admitted_to_a_shared_gpu_by_the_memory_its_tensors_need(tmp_path):
+    """A batch shares a GPU by memory; a program has no traces to guess from, so its inputs, outputs
+    and weights say it (a KernelBench level-1 activation holds 6.4 GB in and 6.4 GB out: admitted
+    beside others at the operators' 3 GiB default, eight of them ran out of an H200's memory)."""
+    from bbagent.agent.judging import evaluation_request, program_of
+    from bbagent.harness.evaluate import _first_guess
+    from bbagent.harness.suite.memory_need import CHILD_BASE_BYTES, COPIES_ALIVE
+    problem, facts = program_of(PROBLEMS / "level2" / "1_Gemm_ReLU_BiasAdd.py")
+    tensors = sum(v.shape[0] * v.shape[1] for v in facts.inputs + facts.outputs) + \
+        sum(math.prod(p.shape) for p in facts.parameters)
+    assert facts.device_need() == COPIES_ALIVE * 4 * tensors + CHILD_BASE_BYTES  # all float32
+    request = evaluation_request(problem, tmp_path, device="cpu", seed=1, timeout_s=60, facts=facts)
+    assert _first_guess(request) == request.expected_bytes == facts.device_need()
+    assert _first_guess(evaluation_request(problem, tmp_path, device="cpu", seed=1, timeout_s=60)) == CHILD_BASE_BYTES

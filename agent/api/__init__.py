@@ -99,13 +99,13 @@ def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str 
     if allow_library not in LIBRARY_POLICIES:
         raise _usage_error(f"allow_library takes {', '.join(LIBRARY_POLICIES[:-1])} or {LIBRARY_POLICIES[-1]} "
                            f"(got {allow_library!r})")
-    problem, _ = program_of(problem_file)  # a file that is no problem, or a program that cannot run, said first
+    problem, facts = program_of(problem_file)  # a file that is no problem, or a program that cannot run, said first
     check_evaluation(device, timeout_s, False)
     answer = Path(answer)
     if not answer.is_file():
         raise _usage_error(f"answer file not found: {answer}")
     return Evaluations(evaluation_request(problem, resolve_root(root), device=device, seed=seed, timeout_s=timeout_s,
-                                          allow_library=allow_library)).evaluate(answer)
+                                          allow_library=allow_library, facts=facts)).evaluate(answer)
 
 
 def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: str | Path | None = None,

@@ -80,7 +80,7 @@ def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Pat
     is eager alone, torch.compile in ``request.inductor_mode``, on the problem's own inputs."""
     from bbagent.agent.errors import UsageError
     from bbagent.agent.judging import program_of
-    problem, _ = program_of(problem_file)
+    problem, facts = program_of(problem_file)
     check_evaluation(request.device, request.timeout_s, True)
     answer = Path(request.kernel) if request.kernel is not None else _accepted_answer(root, problem.key)
     if not answer.is_file():
@@ -93,7 +93,7 @@ def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Pat
         on_start(run.path)
     evaluations = Evaluations(evaluation_request(problem, root, device=request.device, seed=request.seed,
                                                  timeout_s=request.timeout_s, timing=timing,
-                                                 allow_library=request.allow_library))
+                                                 allow_library=request.allow_library, facts=facts))
     verdict = evaluations.evaluate(answer)
     run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
     bench_file, records = write_bench(run.path, verdict, workload=problem.key)

@@ -55,7 +55,7 @@ def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: Generate
     root = resolve_root(root, write=True)
     untimed = evaluation_request(operator.problem, root, device=options.device, seed=options.seed,
                                  timeout_s=options.timeout_s, extra_traces=extra_traces,
-                                 allow_library=options.allow_library)
+                                 allow_library=options.allow_library, facts=operator.facts if program else None)
     if not program:  # a program's tests are its draws: never empty
         refuse_untested(computation, serves, Evaluations(untimed, executor), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,

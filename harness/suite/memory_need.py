@@ -36,6 +36,17 @@ def expected_need(overloads: list[str], extra_traces: dict[str, list[dict]] | No
     return COPIES_ALIVE * largest_call_bytes(overloads, extra_traces) + CHILD_BASE_BYTES
 
 
+def program_need(tensors: list[tuple[list[int], str]]) -> int:
+    """``expected_need`` for a program from its tensors' (shape, dtype): inputs, outputs, weights."""
+    total = 0
+    for shape, dtype in tensors:
+        count = 1
+        for size in shape:
+            count *= size
+        total += count * _itemsize(dtype)
+    return COPIES_ALIVE * total + CHILD_BASE_BYTES
+
+
 def _itemsize(dtype: str) -> int:
     found = getattr(torch, dtype.removeprefix("torch."), None)
     return found.itemsize if isinstance(found, torch.dtype) else 8
