@@ -345,6 +345,52 @@ def gpu_row(gpu: dict) -> str:
             f"{gpu['at_once']} | {gpu['waited_s']:.0f} | {use} |")
 
 
+FAST_P = (0.0, 1.0, 1.5, 2.0)
+
+
+def by_level(ops: list[dict]) -> dict[str, dict]:
+    """A batch's KernelBench problems (keys ``kernelbench/level<N>/...``) per level, scored as the
+    field scores them: fast_p, the share of the level's problems answered correctly and faster than
+    p x the baseline (eager, and torch.compile where it was timed); p = 0 is the share answered
+    correctly. An answer not timed (the CPU) counts for p = 0 only; a problem the batch skipped (an
+    accepted answer serves it, or the file is no problem) is counted apart."""
+    levels: dict[str, list[dict]] = {}
+    for row in ops:
+        parts = row["op"].split("/")
+        if len(parts) == 3 and parts[0] == "kernelbench":
+            levels.setdefault(parts[1], []).append(row)
+    scored = {}
+    for level, listed in sorted(levels.items()):
+        rows = [r for r in listed if r["state"] != "skipped"]  # answered already, or no problem: not scored here
+        correct = [r for r in rows if r["state"] == "accepted"]
+
+        def share(p: float, speedup) -> float:
+            return sum(1 for r in correct if p == 0 or (speedup(r) or 0) > p) / len(rows) if rows else 0.0
+        compile_speedup = lambda r: (r["baseline_speedups"] or {}).get("inductor")  # noqa: E731
+        scored[level] = {"problems": len(rows), "skipped": len(listed) - len(rows), "correct": len(correct),
+                         "untimed": sum(1 for r in correct if r["best_speedup"] is None),
+                         "fast_p_eager": {f"{p:g}": share(p, lambda r: r["best_speedup"]) for p in FAST_P},
+                         "fast_p_compile": {f"{p:g}": share(p, compile_speedup) for p in FAST_P}}
+    return scored
+
+
+def _levels_md(levels: dict[str, dict]) -> list[str]:
+    if not levels:
+        return []
+    lines = ["", "## KernelBench problems by level", "",
+             "fast_p: the share of the level's problems answered correctly and faster than p x the baseline.", "",
+             "| level | problems | skipped | correct | not timed | fast_1 / 1.5 / 2 over eager | "
+             "fast_1 / 1.5 / 2 over torch.compile |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for level, row in levels.items():
+        def shares(key: str) -> str:
+            return " / ".join(f"{row[key][p]:.0%}" for p in ("1", "1.5", "2"))
+        lines.append(f"| {level} | {row['problems']} | {row['skipped']} | {row['correct']} | {row['untimed']} | "
+                     f"{shares('fast_p_eager')} | "
+                     f"{shares('fast_p_compile')} |")
+    return lines
+
+
 def write_summary(path: Path, ledger: Ledger) -> dict:
     """``summary.json`` and ``summary.md``: per operator its outcome, rounds, speedup, tokens and cost;
     the totals; the failures grouped by class."""
@@ -369,6 +415,7 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
                         "fast_p": json.loads(r["fast_p"]) if r["fast_p"] else None,
                         "baseline_speedups": json.loads(r["baseline_speedups"]) if r["baseline_speedups"] else None}
                        for r in rows]}
+    summary["kernelbench_levels"] = by_level(summary["ops"])
     (path / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     counts = summary["counts"]
     compared = any(r["baseline_speedups"] for r in summary["ops"])  # a column over inductor only where timed
@@ -391,6 +438,7 @@ def write_summary(path: Path, ledger: Ledger) -> dict:
                      f"{error.strip() if r['state'] != 'accepted' else ''} |")
     if len({r["gpu"] for r in summary["ops"] if r["best_speedup"] is not None}) > 1:
         lines += ["", "Speedups were measured on different GPU models (column 'on'): compare them within one model."]
+    lines += _levels_md(summary["kernelbench_levels"])
     lines += _sessions_md(sessions)
     if failures:
         lines += ["", "## Failures by class", ""] + [f"- {kind}: {', '.join(ops)}" for kind, ops in failures.items()]
