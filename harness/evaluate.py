@@ -25,6 +25,7 @@ from bbagent.harness.sandbox.parent.gpu_share import ChildGate, GpuShare, Hold
 from bbagent.harness.sandbox.job import Job
 from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child, warn_once
 from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
+from bbagent.harness.problem import ProgramProblem
 from bbagent.harness.request import EvaluationRequest, default_device, fresh_seed
 from bbagent.harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from bbagent.harness.suite.memory_need import expected_need
@@ -166,7 +167,10 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
     """Build the suite ``evaluate_kernel`` would build for this request, before any candidate exists
     (while the model writes the first one), and keep it in the suite cache, so that the first
     evaluation loads it. Returns "cached" (it was there), "built", or why it was not built; a
-    failure here costs nothing but the saving (the evaluation builds it then)."""
+    failure here costs nothing but the saving (the evaluation builds it then). A program has no
+    suite to build: its reference and inputs are made in its own child, from the problem's text."""
+    if isinstance(request.problem, ProgramProblem):
+        return "not built (a program has no suite: its child builds the reference and the inputs)"
     names = request.problem.names
     key = suite_key(names, request.device, request.suite_options())
     if cached_suite(key):

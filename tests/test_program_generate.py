@@ -41,6 +41,9 @@ def test_a_program_fails_round_one_on_signed_inputs_and_is_accepted_in_round_two
     assert len(runs) == 1 and "kernelbench-level1-1_ReLU" in runs[0].name
     run = json.loads((runs[0] / "run.json").read_text())
     assert run["op"] == KEY and run["prompt_template"] == "program.j2"
+    # no suite to build ahead: no child started for it (one used to, holding the GPU share for nothing)
+    assert run["suite_ahead"]["outcome"].startswith("not built (a program has no suite") and \
+        run["suite_ahead"]["seconds"] < 1, run["suite_ahead"]
     assert [r["outcome"] for r in run["rounds"]] == ["fail", "pass"]
 
     accepted = tmp_path / "generated_kernels" / KEY
