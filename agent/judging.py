@@ -209,6 +209,15 @@ class ResolvedProgram:
         return []
 
 
+def refuse_operator_flags(given: dict[str, object]) -> None:
+    """A UsageError naming the flags of ``given`` (flag -> value) that were set: they apply to an
+    operator's kernel, and a program's answer was asked for."""
+    named = [flag for flag, value in given.items() if value]
+    if named:
+        raise UsageError(f"{', '.join(named)} {'applies' if len(named) == 1 else 'apply'} to an operator's kernel "
+                         "(--op), not to a program's answer (--problem)")
+
+
 def resolve_program(path) -> ResolvedProgram:
     """The program problem in the file at ``path``, resolved once (``program_of``: a UsageError for a
     file that is no problem, or a program that cannot be set up)."""

@@ -24,7 +24,7 @@ from typing import Protocol
 
 _HOMES = {
     "bbagent.harness.problem": ("OperatorProblem", "operator_problem", "problem_to_test", "served_problem",
-                                "ProblemError", "ProgramProblem", "program_problem", "PROGRAMS_FOLDER", "program_module"),
+                                "ProblemError", "ProgramProblem", "program_problem", "PROGRAMS_FOLDER", "program_module", "program_key", "problem_number"),
     "bbagent.harness.request": ("EvaluationRequest", "default_device"),
     "bbagent.harness.evaluate": ("evaluate_kernel", "prepare_suite", "adopt_remote_verdict", "KernelFileError"),
     "bbagent.harness.timing.options": ("TimingOptions",),

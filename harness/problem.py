@@ -160,9 +160,8 @@ class ProgramProblem:
 
     @property
     def key(self) -> str:
-        """Where its answers are kept and how runs, batches and reviews name it:
-        ``kernelbench/level1/19_ReLU`` (``kernelbench/other/NAME`` for a file under no ``level<N>``)."""
-        return f"{PROGRAMS_FOLDER}/{f'level{self.level}' if self.level is not None else 'other'}/{self.name}"
+        """Where its answers are kept and how runs, batches and reviews name it (``program_key``)."""
+        return program_key(self.level, self.name)
 
     @property
     def sha256(self) -> str:
@@ -176,6 +175,34 @@ class ProgramProblem:
         if data.get("kind") != cls.kind:
             raise ValueError(f"not a program problem: kind {data.get('kind')!r}")
         return cls(path=data["path"], text=data["text"], level=data.get("level"))
+
+
+def program_key(level: int | None, name: str) -> str:
+    """``kernelbench/level1/19_ReLU`` (``kernelbench/other/NAME`` for a file under no ``level<N>``)."""
+    return f"{PROGRAMS_FOLDER}/{f'level{level}' if level is not None else 'other'}/{name}"
+
+
+def problem_number(name: str) -> int | None:
+    """19 of ``19_ReLU``: KernelBench's number of a problem; None for a name without one."""
+    head = name.split("_", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def reference_model(module, seed: int, device: str, init: list | None = None):
+    """The problem's ``Model`` built from ``init`` (default: its ``get_init_inputs()``) under ``seed``,
+    on ``device``: the weights every child of one evaluation builds alike."""
+    import torch
+    init = module.get_init_inputs() if init is None else init
+    torch.manual_seed(seed)
+    return module.Model(*init).to(device)
+
+
+def given_inputs(module, seed: int, device: str) -> list:
+    """The problem's own ``get_inputs()`` drawn under ``seed``, made on ``device``."""
+    import torch
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return list(module.get_inputs())
 
 
 def problem_from_wire(data: dict):

@@ -124,15 +124,13 @@ def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: s
     from bbagent.agent.bench.run import BenchRequest, run_bench, run_program_bench
     known = list(BenchRequest.__dataclass_fields__)
     _refuse_unknown("bench", settings, known, ", ".join(known))
-    if (op is None) == (problem is None):
-        raise _usage_error("give an operator (op) or a program problem (problem=FILE), one of them")
+    _one_of(op, problem)
     request = BenchRequest(kernel=kernel, **settings)
     if problem is not None:
-        operators_only = [name for name in ("kernel_for", "channels_last", "extra_traces", "profile", "ncu")
-                          if getattr(request, name)]
-        if operators_only:
-            raise _usage_error(f"{', '.join(operators_only)} apply to an operator's kernel (op), not to a program's "
-                               "answer (problem)")
+        from bbagent.agent.judging import refuse_operator_flags
+        refuse_operator_flags({"--kernel-for": request.kernel_for, "--channels-last": request.channels_last,
+                               "extra_traces": request.extra_traces, "--profile": request.profile,
+                               "--ncu": request.ncu})
         return run_program_bench(problem, request, resolve_root(root, write=True), on_start)
     return run_bench(op, request, resolve_root(root, write=True), on_start)
 
@@ -175,18 +173,18 @@ def generate(op: str | None = None, options=None, *, problem: str | Path | None 
     NewBest, ...); a ``report(name, data)`` of two arguments gets each event's name and fields. A KeyboardInterrupt propagates after the run directory is
     recorded as interrupted."""
     from bbagent.agent.generate.start import run_generate
-    if (op is None) == (problem is None):
-        raise _usage_error("give an operator (op) or a program problem (problem=FILE), one of them")
+    _one_of(op, problem)
     options = _options(options, settings)
     if problem is None:
         return run_generate(op, options, root, report=report)
-    from bbagent.agent.judging import resolve_program
-    operators_only = [flag for flag, given in (("--exact-overload", options.exact_overload),
-                                               ("--channels-last", options.channels_last)) if given]
-    if operators_only:
-        raise _usage_error(f"{', '.join(operators_only)} {'applies' if len(operators_only) == 1 else 'apply'} to an "
-                           "operator (--op), not to a program (--problem)")
+    from bbagent.agent.judging import refuse_operator_flags, resolve_program
+    refuse_operator_flags({"--exact-overload": options.exact_overload, "--channels-last": options.channels_last})
     return run_generate(resolve_program(problem), options, root, report=report)
+
+
+def _one_of(op: str | None, problem) -> None:
+    if (op is None) == (problem is None):
+        raise _usage_error("give an operator (op) or a program problem (problem=FILE), one of them")
 
 
 def _options(options, settings: dict, batch: bool = False):

@@ -33,6 +33,7 @@ from bbagent.agent.generate.spending import Spent
 from bbagent.agent.money import cost_text
 from bbagent.agent.machine import process_state, this_process
 from bbagent.agent.run_record import RunStopped, StoppedBecause, mark_interrupted
+from bbagent.harness.interface import PROGRAMS_FOLDER
 
 LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
 INFRA_RETRIES = 8  # infrastructure failures of one operator before it may be marked failed ...
@@ -345,7 +346,7 @@ def gpu_row(gpu: dict) -> str:
             f"{gpu['at_once']} | {gpu['waited_s']:.0f} | {use} |")
 
 
-FAST_P = (0.0, 1.0, 1.5, 2.0)
+KERNELBENCH_FAST_P = (0.0, 1.0, 1.5, 2.0)  # the p KernelBench reports fast_p for
 
 
 def by_level(ops: list[dict]) -> dict[str, dict]:
@@ -357,7 +358,7 @@ def by_level(ops: list[dict]) -> dict[str, dict]:
     levels: dict[str, list[dict]] = {}
     for row in ops:
         parts = row["op"].split("/")
-        if len(parts) == 3 and parts[0] == "kernelbench":
+        if len(parts) == 3 and parts[0] == PROGRAMS_FOLDER:
             levels.setdefault(parts[1], []).append(row)
     scored = {}
     for level, listed in sorted(levels.items()):
@@ -369,8 +370,8 @@ def by_level(ops: list[dict]) -> dict[str, dict]:
         compile_speedup = lambda r: (r["baseline_speedups"] or {}).get("inductor")  # noqa: E731
         scored[level] = {"problems": len(rows), "skipped": len(listed) - len(rows), "correct": len(correct),
                          "untimed": sum(1 for r in correct if r["best_speedup"] is None),
-                         "fast_p_eager": {f"{p:g}": share(p, lambda r: r["best_speedup"]) for p in FAST_P},
-                         "fast_p_compile": {f"{p:g}": share(p, compile_speedup) for p in FAST_P}}
+                         "fast_p_eager": {f"{p:g}": share(p, lambda r: r["best_speedup"]) for p in KERNELBENCH_FAST_P},
+                         "fast_p_compile": {f"{p:g}": share(p, compile_speedup) for p in KERNELBENCH_FAST_P}}
     return scored
 
 

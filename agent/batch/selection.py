@@ -107,7 +107,7 @@ def by_kernelbench(folder: str | Path, levels: str | None = None, problems: str 
     """The problems of a KernelBench checkout (``folder`` holds ``KernelBench/level<N>/``, or is
     that ``KernelBench`` folder), of ``levels`` and numbered ``problems`` (``"1-20,25"``; default:
     all), ordered by level and number; a file that is no problem is skipped with why."""
-    from bbagent.harness.interface import ProblemError, program_problem
+    from bbagent.harness.interface import ProblemError, problem_number, program_key, program_problem
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise SelectionError(f"--kernelbench {folder}: no such folder (pass a KernelBench checkout)")
@@ -124,14 +124,15 @@ def by_kernelbench(folder: str | Path, levels: str | None = None, problems: str 
     wanted = numbers_of(problems, "--problems")
     selection = Selection()
     for level in sorted(wanted_levels):
-        files = sorted((p for p in found[level].glob("*.py") if _number(p) is not None), key=lambda p: (_number(p), p.name))
-        for path in files:
-            if wanted is not None and _number(path) not in wanted:
+        numbered = sorted((number, p.name, p) for p in found[level].glob("*.py")
+                          if (number := problem_number(p.stem)) is not None)
+        for number, _, path in numbered:
+            if wanted is not None and number not in wanted:
                 continue
             try:
                 problem = program_problem(path)
             except ProblemError as exc:
-                selection.skipped[f"kernelbench/level{level}/{path.stem}"] = str(exc)
+                selection.skipped[program_key(level, path.stem)] = str(exc)
                 continue
             selection.ops.append(problem.key)
             selection.programs[problem.key] = problem.path
@@ -139,12 +140,6 @@ def by_kernelbench(folder: str | Path, levels: str | None = None, problems: str 
         raise SelectionError(f"--kernelbench {folder}: no problem of level {levels or 'any'} numbered "
                              f"{problems or 'any'}")
     return selection
-
-
-def _number(path: Path) -> int | None:
-    """19 of ``19_ReLU.py``; None for a file not named as KernelBench numbers its problems."""
-    head = path.stem.split("_", 1)[0]
-    return int(head) if head.isdigit() else None
 
 
 # --- datasets ---------------------------------------------------------------------------------

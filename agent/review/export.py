@@ -9,11 +9,11 @@ under a ``level<N>`` folder), or whose approved file changed since, is left out 
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from bbagent.agent.review.catalog import catalogue
 from bbagent.agent.storage import write_atomic, write_json
+from bbagent.harness.interface import problem_number
 
 SAMPLE = 0
 MANIFEST = "bbagent_export.json"
@@ -21,8 +21,8 @@ MANIFEST = "bbagent_export.json"
 
 def kernelbench_name(level: int, name: str) -> str | None:
     """``level_1_problem_19_sample_0_kernel.py`` for ``19_ReLU`` of level 1; None without a problem number."""
-    number = re.match(r"(\d+)_", name)
-    return f"level_{level}_problem_{int(number.group(1))}_sample_{SAMPLE}_kernel.py" if number else None
+    number = problem_number(name)
+    return f"level_{level}_problem_{number}_sample_{SAMPLE}_kernel.py" if number is not None else None
 
 
 def export_kernelbench(root: Path, out_dir: Path, include_unreviewed: bool = False) -> dict:

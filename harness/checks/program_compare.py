@@ -89,7 +89,7 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
     evaluation cannot go on (a lost CUDA context, an exit). ``on_answer`` and ``on_reference`` are
     called as each side starts, so that a crash or a hang is blamed on the right one."""
     launches, watch = instruments
-    result = {"id": draw, "source": draw, "input": _described(inputs), "dtype": _dtype(inputs), "passed": False}
+    result = {"id": draw, "source": draw, "input": described(inputs), "dtype": inputs_dtype(inputs), "passed": False}
     answer_inputs, kept = clone_value(inputs), clone_value(inputs)
     poison_freed_memory(tensors_in(answer_inputs), copies=3)  # the last draw freed three copies of its inputs
     calls = AtenCalls(job.allow_library, launches, candidate_file)
@@ -231,10 +231,12 @@ def _small_scale(output) -> float | None:
     return rms if 0.0 < rms < SMALL_OUTPUT_RMS else None
 
 
-def _described(inputs: list) -> str:
+def described(inputs: list) -> str:
+    """``float32[16, 512], 3``: a program's inputs as its tests and timings name them."""
     return ", ".join(f"{str(v.dtype).removeprefix('torch.')}{list(v.shape)}" if isinstance(v, torch.Tensor)
                      else repr(v)[:40] for v in inputs)
 
 
-def _dtype(inputs: list) -> str | None:
+def inputs_dtype(inputs: list) -> str | None:
+    """The dtype of a program's first tensor input."""
     return next((str(v.dtype).removeprefix("torch.") for v in inputs if isinstance(v, torch.Tensor)), None)

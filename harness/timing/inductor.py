@@ -116,16 +116,13 @@ def _program_baselines(job, send) -> None:
     """A program's baseline: its ``Model`` built from the seed as the answer's child built it, timed
     compiled on the problem's own inputs (the one shape a program's answer is timed on)."""
     import torch
-    from bbagent.harness.problem import ProgramProblem, program_module
+    from bbagent.harness.problem import ProgramProblem, given_inputs, program_module, reference_model
     from bbagent.harness.timing.program_timing import described
     module = program_module(ProgramProblem.from_wire(job.problem))
-    torch.manual_seed(job.seed)
-    model = module.Model(*module.get_init_inputs()).to("cuda")
+    model = reference_model(module, job.seed, "cuda")
 
     def inputs_of(offset: int) -> list:
-        torch.manual_seed(job.seed + offset)
-        with torch.device("cuda"):
-            return list(module.get_inputs())
+        return given_inputs(module, job.seed + offset, "cuda")
     asked = job.baseline
     for shape in asked["shapes"]:
         send(BaselineStart(input=shape["input"]))

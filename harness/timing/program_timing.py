@@ -17,7 +17,8 @@ from __future__ import annotations
 import torch
 
 from bbagent.harness.checks.case import synchronize
-from bbagent.harness.checks.program_compare import Float64Program, compare_outputs
+from bbagent.harness.checks.program_compare import Float64Program, compare_outputs, inputs_dtype
+from bbagent.harness.checks.program_compare import described as described_inputs
 from bbagent.harness.inputs import clone_value, copy_into, tensors_in
 from bbagent.harness.timing.clock import (ImplausibleTiming, graphed, l2_cache_bytes, overhead_dominated, timing_stats,
                                           time_interleaved)
@@ -27,10 +28,8 @@ TIMED_ID = "given"  # the draw timed: the problem's own inputs
 
 
 def described(inputs: list) -> str:
-    """``get_inputs(): float32[16, 512], int 3``: the timed input as the Verdict and the cache name it."""
-    parts = [f"{str(v.dtype).removeprefix('torch.')}[{', '.join(map(str, v.shape))}]" if isinstance(v, torch.Tensor)
-             else f"{type(v).__name__} {v!r}"[:40] for v in inputs]
-    return "get_inputs(): " + ", ".join(parts)
+    """``get_inputs(): float32[16, 512], 3``: the timed input as the Verdict and the cache name it."""
+    return "get_inputs(): " + described_inputs(inputs)
 
 
 def time_program(reference, answer, inputs_of, request, gpu: str, device: dict, launches, watch) -> dict:
@@ -38,7 +37,7 @@ def time_program(reference, answer, inputs_of, request, gpu: str, device: dict, 
     on the problem's inputs; ``inputs_of(draw, seed_offset)`` gives fresh inputs on the device."""
     answer_in, eager_in = inputs_of("given", 0), inputs_of("given", ATEN_SEED_OFFSET)
     fns = {"aten": lambda: reference(*eager_in), "candidate": lambda: answer(*answer_in)}
-    record = {"id": TIMED_ID, "input": described(answer_in), "dtype": _dtype(answer_in)}
+    record = {"id": TIMED_ID, "input": described(answer_in), "dtype": inputs_dtype(answer_in)}
     launched_before = launches.launches
     watch.light = True  # a scan per call would add host time to the timed calls
     try:
@@ -92,8 +91,3 @@ def _recheck(reference, timed: dict, answer_in: list, eager_in: list, inputs_of)
         expected = clone_value(timed["aten"]())
         failure = compare_outputs(expected, actual, Float64Program(reference, fresh))
     return None if failure is None else timing_mismatch("ModelNew", failure["message"])
-
-
-def _dtype(inputs: list) -> str | None:
-    floating = [t for t in tensors_in(inputs) if t.dtype.is_floating_point]
-    return str(floating[0].dtype).removeprefix("torch.") if floating else None

@@ -37,12 +37,9 @@ def cmd_eval(args, out, err) -> int:
     if args.problem is not None:
         if args.kernel is None:
             raise UsageError("eval --problem needs --kernel ANSWER.py, a module defining ModelNew")
-        operators_only = [flag for flag, given in (("--family", args.family), ("--kernel-for", args.kernel_for),
-                                                   ("--channels-last", args.channels_last),
-                                                   ("--allow-no-opinfo", args.allow_no_opinfo)) if given]
-        if operators_only:
-            raise UsageError(f"{', '.join(operators_only)} {'applies' if len(operators_only) == 1 else 'apply'} to an operator's kernel (--op), not to a program's "
-                             "answer (--problem)")
+        from bbagent.agent.judging import refuse_operator_flags
+        refuse_operator_flags({"--family": args.family, "--kernel-for": args.kernel_for,
+                               "--channels-last": args.channels_last, "--allow-no-opinfo": args.allow_no_opinfo})
         with _waiting(err, f"evaluating {args.kernel} on {args.problem}"):
             verdict = api.evaluate_program(args.problem, args.kernel, root=args.root, device=args.device,
                                            seed=args.seed, timeout_s=args.timeout, allow_library=args.allow_library)

@@ -92,9 +92,9 @@ def _built(reference_module, model_new, job: Job, candidate_file: str, send):
     weights; None after a ``fatal`` event where the answer cannot be built or take them."""
     import torch
     from bbagent.harness.checks.case import candidate_raised
+    from bbagent.harness.problem import reference_model
     init = reference_module.get_init_inputs()
-    torch.manual_seed(job.seed)
-    reference = reference_module.Model(*init).to(job.device)
+    reference = reference_model(reference_module, job.seed, job.device, init)
     try:
         torch.manual_seed(job.seed)
         answer = model_new(*copy.deepcopy(init)).to(job.device)
@@ -154,10 +154,10 @@ def _timing(pair, reference_module, job: Job, instruments, send) -> None:
     from bbagent.harness.checks.case import candidate_raised
     from bbagent.harness.timing.phase import TimingRequest, device_stats, implausible_device, peak_memory_gbs
     from bbagent.harness.timing.program_timing import TIMED_ID, time_program
+    from bbagent.harness.problem import reference_model
     compile_clock.real_autotuning()
     reference, answer = pair
-    torch.manual_seed(job.seed)
-    fresh = reference_module.Model(*reference_module.get_init_inputs()).to(job.device)
+    fresh = reference_model(reference_module, job.seed, job.device)
     reference.load_state_dict(fresh.state_dict())
     answer.load_state_dict(fresh.state_dict())
     del fresh
@@ -202,9 +202,8 @@ def _random_reference(reference, inputs: list) -> str | None:
 def _inputs(reference_module, draw: str, seed: int, device: str) -> list:
     """The draw's inputs on ``device``: the problem's own, or signed values of the same shapes."""
     import torch
-    torch.manual_seed(seed)
-    with torch.device(device):
-        given = list(reference_module.get_inputs())
+    from bbagent.harness.problem import given_inputs
+    given = given_inputs(reference_module, seed, device)
     if draw == "given":
         return given
     scale = 3.0 if draw == "perturbed" else 1.0
