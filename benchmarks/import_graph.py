@@ -52,7 +52,7 @@ LAYERS = (
     ("harness.assemble",),
     ("harness.sandbox",),
     ("harness.timing",),
-    ("harness.program_facts",),
+    ("harness.program_facts", "harness.program_sizes"),
     ("harness.problem",),
     ("harness.checks", "harness.coverage"),
     ("harness.adapters", "harness.suite"),

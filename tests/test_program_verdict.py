@@ -17,13 +17,20 @@ from conftest import PYTHONPATH
 
 PROBLEMS = Path(__file__).parent / "problems"
 ANSWERS = PROBLEMS / "answers"
-ALL_PASS = {"given": None, "signed": None, "perturbed": None}
+ALL_PASS = {"given": None, "signed": None, "perturbed": None, "smaller": None}
 
 CASES = [
     # problem, answer, verdict error kind, each draw's error kind (None: passed)
     ("level1/1_ReLU", "relu_right", None, ALL_PASS),
     # right on torch.rand's inputs, which are never negative: only signed inputs show it
-    ("level1/1_ReLU", "relu_copy", None, {"given": None, "signed": "mismatch", "perturbed": "mismatch"}),
+    ("level1/1_ReLU", "relu_copy", None, {"given": None, "signed": "mismatch", "perturbed": "mismatch",
+                                          "smaller": "mismatch"}),
+    # right at the problem's sizes only (no mask, whole blocks): the smaller, odd sizes show it
+    ("level1/1_ReLU", "relu_fixed_blocks", None, {**ALL_PASS, "smaller": ("nan_mismatch", "mismatch")}),
+    # the problem's sizes copied into the answer's module: the copies change with the problem's
+    ("level1/1_ReLU", "relu_module_sizes", None, ALL_PASS),
+    # a program that runs at no other sizes: its answer is judged at its own, the smaller draw skipped
+    ("level1/6_Fixed_view", "fixed_view_right", None, {"given": None, "signed": None, "perturbed": None}),
     ("level1/1_ReLU", "relu_zeroes_input", None, dict.fromkeys(ALL_PASS, "input_mutated")),
     # poisoned (NaN) where the allocator hands back a freed block; where the CPU's malloc gives fresh
     # pages instead (chance), zeros: a mismatch either way
@@ -32,7 +39,8 @@ CASES = [
     ("level1/1_ReLU", "relu_no_model_new", "missing_entry_point", {}),
     ("level1/3_LayerNorm", "layernorm_right", None, ALL_PASS),
     # a weight of ones and a bias of zeros ignored: only the perturbed weights show it
-    ("level1/3_LayerNorm", "layernorm_no_affine", None, {"given": None, "signed": None, "perturbed": "mismatch"}),
+    ("level1/3_LayerNorm", "layernorm_no_affine", None, {"given": None, "signed": None, "perturbed": "mismatch",
+                                                         "smaller": "mismatch"}),
     ("level1/4_Softmax", "softmax_right", None, ALL_PASS),
     ("level1/4_Softmax", "softmax_zeros", None, dict.fromkeys(ALL_PASS, "mismatch")),
     ("level1/5_Mean_over_dim", "mean_right", None, ALL_PASS),
@@ -98,6 +106,23 @@ def test_what_a_failure_says(tmp_path):
     assert 'Missing key(s) in state_dict: "weight", "shift"' in renamed.message
 
 
+def test_the_smaller_draw_is_the_program_at_other_sizes_where_it_allows_them(tmp_path):
+    def judged(problem, answer):
+        return bbagent.evaluate_program(PROBLEMS / f"{problem}.py", ANSWERS / f"{answer}.py", root=tmp_path,
+                                        device="cpu", seed=5)
+    fixed = judged("level1/1_ReLU", "relu_fixed_blocks")
+    smaller = next(t for t in fixed.tests if t.id == "smaller")
+    assert not fixed.passed and smaller.input == "float32[5, 171]"
+    assert smaller.source == "signed inputs at smaller sizes (batch_size 16→5, dim 512→171), the parameters perturbed"
+    assert fixed.summary.passed == 3 and fixed.skipped == []
+    # the view in the program's forward refuses every shrinking: the draw is skipped, saying why
+    view = judged("level1/6_Fixed_view", "fixed_view_right")
+    assert view.passed and [t.id for t in view.tests] == ["given", "signed", "perturbed"]
+    (skipped,) = view.skipped
+    assert skipped.id == "smaller" and skipped.reason.startswith("the program runs at none of the smaller sizes")
+    assert "even sizes halved (batch_size 16→8, dim 512→256): RuntimeError: shape '[8, 1024]'" in skipped.reason
+
+
 def test_the_library_policy_decides_what_may_stay_in_torch(tmp_path):
     right = PROBLEMS / "level2" / "1_Gemm_ReLU_BiasAdd.py", ANSWERS / "gemm_relu_bias_right.py"
     strict = bbagent.evaluate_program(*right, root=tmp_path, device="cpu", seed=1, allow_library="none")
@@ -119,9 +144,9 @@ def test_eval_problem_as_a_user_runs_it(tmp_path):
     done = run("--problem", relu, "--kernel", str(ANSWERS / "relu_right.py"), "--json")
     assert done.returncode == 0, done.stderr
     verdict = json.loads(done.stdout)
-    assert verdict["verdict"] == "pass" and verdict["problem_kind"] == "program" and len(verdict["tests"]) == 3
+    assert verdict["verdict"] == "pass" and verdict["problem_kind"] == "program" and len(verdict["tests"]) == 4
     done = run("--problem", relu, "--kernel", str(ANSWERS / "relu_copy.py"))
-    assert done.returncode == 1 and "1_ReLU" in done.stdout and "FAIL 1/3 tests passed" in done.stdout
+    assert done.returncode == 1 and "1_ReLU" in done.stdout and "FAIL 1/4 tests passed" in done.stdout
     for argv, words in [(["--problem", str(PROBLEMS / "broken" / "no_model.py"), "--kernel", str(ANSWERS / "relu_right.py")],
                          "not a problem in KernelBench's format"),
                         (["--problem", relu], "needs --kernel ANSWER.py"),

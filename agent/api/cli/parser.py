@@ -167,8 +167,8 @@ def _eval_command(sub) -> None:
                         description="Run the kernel in FILE against OP's tests in a separate process and print "
                                     "the Verdict. With --problem, run the answer (a module defining ModelNew) "
                                     "against a PyTorch program in KernelBench's format instead: built with the "
-                                    "reference's weights, on the problem's inputs, signed inputs and perturbed "
-                                    "weights.\n\nComparison policy: " + TOLERANCE_POLICY +
+                                    "reference's weights, on the problem's inputs, signed inputs, perturbed "
+                                    "weights, and at smaller, odd sizes where the program allows them.\n\nComparison policy: " + TOLERANCE_POLICY +
                                     "\n\nExit status: 0 pass, 1 fail, 2 usage error.")
     asked = ev.add_mutually_exclusive_group(required=True)
     asked.add_argument("--op", help="exact aten overload, e.g. aten.relu.default or aten.relu_.default")

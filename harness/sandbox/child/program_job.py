@@ -9,7 +9,12 @@ load is its failure, ``weights_mismatch``).
 
 Each test is one draw (``DRAWS``): the problem's own ``get_inputs()``; signed inputs of the same
 shapes; and signed inputs with the reference's parameters perturbed (norm layers start at weight 1
-and bias 0, where ignoring them passes). Per test the answer runs first, on its own copy of the
+and bias 0, where ignoring them passes). A fourth, ``smaller``, is the program at smaller, odd
+sizes where it allows them (``harness.program_sizes``: its size constants changed in its text, the
+first change the reference runs at, tried before the seal; skipped, with why, where none does):
+the reference and ``ModelNew`` built anew from that text's ``get_init_inputs()``, the parameters
+perturbed, signed inputs of its ``get_inputs()``' shapes; where the answer's module holds a copy
+of a changed constant with the problem's value, the copy changes with it for that draw. Per test the answer runs first, on its own copy of the
 inputs, with freed memory poisoned, so no reference result exists for it to find; then the
 reference, on another copy, and the reference in float64 where a comparison needs it. The answer must leave its inputs as
 they were, return plain tensors, launch a Triton kernel (unless the library policy is ``all``)
@@ -18,8 +23,10 @@ outputs are compared by ``harness.checks.program_compare``.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+import sys
 import time
 
 from bbagent.harness import events, gpu_pause
@@ -46,9 +53,11 @@ def run_program_job(job: Job, send) -> int:
         send(events.Fatal(error_kind="worker_error", message=f"the problem's program failed to import: "
                                                              f"{type(exc).__name__}: {exc}"[:2000]))
         return 0
+    smaller, not_smaller = _smaller_program(problem, reference_module, job)
+    draws = DRAWS + ((("smaller", _smaller_description(smaller[0])),) if smaller else ())
     send(events.SuiteBuilt(cases=[{"id": name, "source": source, "input": None, "dtype": None, "overload": None}
-                                  for name, source in DRAWS],
-                           skipped=[], notes=[f"library policy: {job.allow_library}"], overloads=[problem.name],
+                                  for name, source in draws],
+                           skipped=[{"id": "smaller", "reason": not_smaller}] if not_smaller else [], notes=[f"library policy: {job.allow_library}"], overloads=[problem.name],
                            kernel_for=problem.name, build_s=round(time.perf_counter() - built, 3)))
     launches, compile_clock = preparation.instrument(job.device, send)
     from bbagent.harness.sandbox.child.containment import seal
@@ -61,9 +70,15 @@ def run_program_job(job: Job, send) -> int:
     if imported:
         send(events.Fatal(error_kind=imported["error_kind"], message=imported["message"]))
         return 0
-    pair = _built(reference_module, model_new, job, candidate_file, send)
-    if pair is not None and _run_draws(pair, reference_module, job, (launches, watch), candidate_file, send) \
-            and job.timing is not None:
+    pair = _built(reference_module, model_new, job, candidate_file)
+    if isinstance(pair, dict):
+        send(events.Fatal(**pair))
+        return 0
+    instruments = (launches, watch)
+    passed = _run_draws(pair, reference_module, job, instruments, candidate_file, send)
+    if passed is not None and smaller:
+        passed = _run_smaller(smaller, model_new, job, instruments, candidate_file, send) and passed
+    if passed and job.timing is not None:
         _timing(pair, reference_module, job, (launches, compile_clock, watch), send)
     send(events.Done(total_s=round(time.perf_counter() - started, 3),
                      device_memory_peak=preparation.device_memory_peak(job.device)))
@@ -87,41 +102,39 @@ def _import_model_new(candidate_file: str, send):
     return None
 
 
-def _built(reference_module, model_new, job: Job, candidate_file: str, send):
-    """(reference, answer) on the device, from one seed, the answer holding the reference's
-    weights; None after a ``fatal`` event where the answer cannot be built or take them."""
+def _built(reference_module, model_new, job: Job, candidate_file: str, init: list | None = None):
+    """(reference, answer) on the device, from one seed and ``init`` (default: the problem's
+    ``get_init_inputs()``), the answer holding the reference's weights; where the answer cannot be
+    built or take them, the failure (``error_kind``, ``message``)."""
     import torch
     from bbagent.harness.checks.case import candidate_raised
     from bbagent.harness.problem import reference_model
-    init = reference_module.get_init_inputs()
+    init = reference_module.get_init_inputs() if init is None else init
     reference = reference_model(reference_module, job.seed, job.device, init)
     try:
         torch.manual_seed(job.seed)
         answer = model_new(*copy.deepcopy(init)).to(job.device)
     except BaseException as exc:  # noqa: BLE001 - the answer's constructor failed: its failure
         raised = candidate_raised(exc, candidate_file)
-        send(events.Fatal(error_kind=raised["error_kind"], message="ModelNew(*get_init_inputs()) failed: "
-                                                                   + raised["message"]))
-        return None
+        return {"error_kind": raised["error_kind"], "message": "ModelNew(*get_init_inputs()) failed: "
+                                                               + raised["message"]}
     try:
         answer.load_state_dict(reference.state_dict())
     except Exception as exc:  # noqa: BLE001 - weights it cannot hold: said with what differs
-        send(events.Fatal(error_kind="weights_mismatch",
-                          message="ModelNew cannot take Model's weights (load_state_dict of the reference's "
-                                  f"state_dict): {str(exc)[:1500]}"))
-        return None
+        return {"error_kind": "weights_mismatch", "message": "ModelNew cannot take Model's weights (load_state_dict "
+                                                             f"of the reference's state_dict): {str(exc)[:1500]}"}
     return reference, answer
 
 
-def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: str, send) -> bool:
-    """Each draw's test; whether every one passed."""
+def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: str, send) -> bool | None:
+    """Each draw's test; whether every one passed (None: nothing after them can run)."""
     import torch
     from bbagent.harness.checks.program_compare import judge_program_call
     reference, answer = pair
     random = _random_reference(reference, _inputs(reference_module, "given", job.seed, job.device))
     if random:
         send(events.Fatal(error_kind="no_tests", message=random))
-        return False
+        return None
     passed = True
     for number, (name, description) in enumerate(DRAWS):
         gpu_pause.checkpoint()
@@ -137,8 +150,88 @@ def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: st
         send(events.CaseResult(record={**record, "source": description}))
         passed = passed and bool(record.get("passed"))
         if fatal:  # the CUDA context is lost, or the answer exited: nothing after it can run
-            return False
+            return None
     return passed
+
+
+def _smaller_program(problem, reference_module, job: Job):
+    """((the shrinking, its module), None) for the first of the program's shrinkings
+    (``harness.program_sizes``) whose inputs or constructor arguments differ from the problem's and
+    at which the reference runs on the device; else (None, why there is none)."""
+    import torch
+    from bbagent.harness.problem import ProgramProblem, given_inputs, program_module, reference_model
+    from bbagent.harness.checks.program_compare import described
+    from bbagent.harness.program_sizes import shrinkings, shrunk_text, size_constants
+    tried = shrinkings(size_constants(problem.text))
+    if not tried:
+        return None, "the program has no top-level size constant (an integer of at least 8) to change"
+    try:
+        given = (described(given_inputs(reference_module, job.seed, "meta")), repr(reference_module.get_init_inputs()))
+    except Exception:  # noqa: BLE001 - its inputs cannot be made without memory: every shrinking is tried
+        given = None
+    refused = []
+    for shrinking in tried:
+        variant = ProgramProblem(path=problem.path, text=shrunk_text(problem.text, shrinking), level=problem.level)
+        try:
+            module = program_module(variant)
+            inputs = given_inputs(module, job.seed, job.device)
+            if (described(inputs), repr(module.get_init_inputs())) == given:
+                refused.append(f"{shrinking.how} ({shrinking.described()}): no input or argument changed")
+                continue
+            with torch.no_grad():
+                reference_model(module, job.seed, job.device)(*inputs)
+        except Exception as exc:  # noqa: BLE001 - the program does not allow these sizes: the next is tried
+            refused.append(f"{shrinking.how} ({shrinking.described()}): {type(exc).__name__}: {str(exc)[:200]}")
+            continue
+        return (shrinking, module), None
+    return None, "the program runs at none of the smaller sizes tried: " + "; ".join(refused)
+
+
+def _smaller_description(shrinking) -> str:
+    return f"signed inputs at smaller sizes ({shrinking.described()}), the parameters perturbed"
+
+
+def _run_smaller(smaller, model_new, job: Job, instruments, candidate_file: str, send) -> bool:
+    """The ``smaller`` draw (see the module's docstring); whether it passed."""
+    import torch
+    from bbagent.harness.checks.program_compare import judge_program_call
+    shrinking, module = smaller
+    name, description = "smaller", _smaller_description(shrinking)
+    gpu_pause.checkpoint()
+    send(events.CaseStart(id=name))
+    with _answer_sizes(model_new, shrinking.renamed()):
+        init = module.get_init_inputs()
+        pair = _built(module, model_new, job, candidate_file, init)
+        if isinstance(pair, dict):
+            record = {"id": name, "input": repr(init)[:200], "passed": False, **pair}
+        else:
+            reference, answer = pair
+            _perturb(reference, job.seed)
+            answer.load_state_dict(reference.state_dict())
+            inputs = _inputs(module, "signed", job.seed + len(DRAWS), job.device)
+            with torch.no_grad():
+                record, fatal = judge_program_call(name, reference, answer, inputs, job, instruments, candidate_file,
+                                                   on_answer=lambda: send(events.CandidateStart(id=name)),
+                                                   on_reference=lambda: send(events.ReferenceStart(id=name)))
+            del pair, reference, answer, inputs
+    send(events.CaseResult(record={**record, "source": description}))
+    return bool(record.get("passed"))
+
+
+@contextlib.contextmanager
+def _answer_sizes(model_new, renamed: dict[str, tuple[int, int]]):
+    """For the ``smaller`` draw: each module-level integer of the answer's named as a changed size
+    constant and holding the problem's value takes the new value; restored after."""
+    module = sys.modules.get(model_new.__module__)
+    names = vars(module) if module is not None else {}
+    kept = {name: given for name, (given, _) in renamed.items() if type(names.get(name)) is int and names[name] == given}
+    for name in kept:
+        setattr(module, name, renamed[name][1])
+    try:
+        yield
+    finally:
+        for name, value in kept.items():
+            setattr(module, name, value)
 
 
 def _timing(pair, reference_module, job: Job, instruments, send) -> None:
