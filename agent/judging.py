@@ -312,25 +312,26 @@ class Evaluations:
 
 def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False,
                    engines: tuple[str, ...] = ("eager",), inductor_mode: str = "default", profile: int = 0,
-                   ncu: int = 0, profile_feedback: bool = False):
+                   ncu: int = 0, profile_feedback: bool = False, program: bool = False):
     """The timing phase's options (``harness.evaluate.TimingOptions``) with the timing cache under
     ``root/runs``; ``engines``: the baselines to compare with (``agent.options.engines_of``).
     ``profile_feedback`` (generate's optimisation rounds): every timed kernel is also profiled,
     with eager, on the ``FEEDBACK_PROFILED_SHAPES`` shapes furthest from their roofline: by Nsight
-    Compute where ncu is found, else by the torch profiler (launches and times only)."""
+    Compute where ncu is found, else by the torch profiler (launches and times only); a
+    ``program``'s by the torch profiler (its one shape, and torch.compile's code beside it)."""
     from bbagent.harness.interface import TIMING_CACHE_FILE, ReferenceCache, TimingOptions
     positive("--max-shapes", max_shapes, minimum=1)
     positive("--target-ms", target_ms)
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
                          cache=ReferenceCache(root / "runs" / TIMING_CACHE_FILE), keep_raw=keep_raw,
                          baselines=engines_of(",".join(engines), inductor_mode), inductor_mode=inductor_mode,
-                         **{"profile": profile, "ncu": ncu, **(_feedback_profiles() if profile_feedback else {})})
+                         **{"profile": profile, "ncu": ncu, **(_feedback_profiles(program) if profile_feedback else {})})
 
 
 FEEDBACK_PROFILED_SHAPES = 2
 
 
-def _feedback_profiles() -> dict:
+def _feedback_profiles(program: bool) -> dict:
     from bbagent.harness.interface import find_ncu
-    how = "ncu" if find_ncu() else "profile"
+    how = "ncu" if not program and find_ncu() else "profile"
     return {how: FEEDBACK_PROFILED_SHAPES, "pick": "furthest"}

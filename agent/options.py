@@ -80,10 +80,10 @@ class GenerateOptions(BaseModel):
     target_speedup: float | None = _option(
         None, "once a kernel is correct, optimisation ends when the best reaches this geomean speedup over eager on "
               "the GPU (default: no such target; 0 accepts the first correct kernel)")
-    target_baseline: str = _option(
-        "eager", "what --target-speedup is measured against: eager, or torch.compile's inductor (timed on the GPU; "
-                 "implies --baseline eager,inductor; where inductor compiles no shape the target holds against "
-                 "eager)", choices=TARGET_BASELINES)
+    target_baseline: str | None = _option(
+        None, "what --target-speedup is measured against: eager, or torch.compile's inductor (timed on the GPU; "
+              "implies --baseline eager,inductor; where inductor compiles no shape the target holds against eager); "
+              "default eager for an operator, inductor for a program (--problem)", choices=TARGET_BASELINES)
     target_roof: float = _option(0.9, "... or when the best reaches this fraction of the roofline, as a geomean over "
                                       "its timed shapes (0: no such target)")
     patience: int = _option(2, "... or when this many rounds in a row did not improve the best; run.json's "
@@ -154,7 +154,7 @@ class GenerateOptions(BaseModel):
             raise ValueError(f"--target-speedup must be 0 or more (got {self.target_speedup})")
         if not 0 <= self.target_roof <= 1:
             raise ValueError(f"--target-roof must be between 0 and 1, a fraction of the roofline (got {self.target_roof})")
-        if self.target_baseline not in TARGET_BASELINES:
+        if self.target_baseline not in (None, *TARGET_BASELINES):
             raise ValueError(f"--target-baseline must be eager or inductor (got {self.target_baseline!r})")
         if self.device not in (None, *DEVICES):
             raise ValueError(f"device must be 'cuda' or 'cpu' (got {self.device!r})")

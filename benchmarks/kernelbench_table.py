@@ -9,7 +9,7 @@ times beside ours.
 ``--kernelbench`` holds KernelBench's ``level<N>/`` problem files (a snapshot of
 ScalingIntelligence/KernelBench, never committed); the answers are ``benchmarks/kernelbench_answers/
 level<N>/<problem>.py`` (right) and ``<problem>--<flaw>.py`` (wrong: expected to fail). Each answer
-goes through ``bbagent.bench(problem=...)``: the program verdict (three draws), then, for a passing
+goes through ``bbagent.bench(problem=...)``: the program verdict (four draws), then, for a passing
 answer, the answer and eager interleaved on the problem's inputs (L2 flushed, CUDA graphs where both
 can be captured) and torch.compile in a child of its own. One JSON line per answer goes to
 ``OUT/kernelbench-<mode>.jsonl`` as it finishes (a run cut short keeps what it measured); the table

@@ -181,6 +181,7 @@ def store_measured(timing: TimingOptions, op: str, verdict: Verdict) -> None:
              for t in performance.tests if t.aten_source == "measured"]
     inductor = [(t, t.baselines["inductor"]) for t in performance.tests if "inductor" in (t.baselines or {})]
     compiled = [{"mode": baselines.cache_mode(entry.compile_mode, t.mode), "input": t.input,
-                 "timing": {**entry.timing.model_dump(), "eager_over_inductor": entry.eager_over_inductor}}
+                 "timing": {**entry.timing.model_dump(), "eager_over_inductor": entry.eager_over_inductor,
+                            **({"launches": [k.model_dump() for k in entry.launches]} if entry.launches else {})}}
                 for t, entry in inductor if entry.source == "measured" and entry.timing is not None]
     timing.cache.store_reference(op, env.torch, gpu, eager + compiled)

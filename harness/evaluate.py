@@ -30,7 +30,7 @@ from bbagent.harness.request import EvaluationRequest, default_device, fresh_see
 from bbagent.harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from bbagent.harness.suite.memory_need import expected_need
 from bbagent.harness.timing.options import TimingOptions
-from bbagent.harness.verdict import Verdict
+from bbagent.harness.verdict import NcuReport, Verdict
 from bbagent.harness import workdirs
 
 __all__ = ["PROJECT_ROOT", "EvaluationRequest", "TimingOptions", "KernelFileError", "SetupError", "evaluate_kernel", "prepare_suite",
@@ -229,7 +229,11 @@ def _after_timing(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
     if "inductor" in timing.baselines and performance is not None:
         time_inductor(op, verdict, timing, job, base_env, warm, limits)
     if timing.ncu and performance is not None and performance.measured:
-        collect_ncu(verdict, timing, job, base_env, limits)
+        if job.problem.get("kind") == ProgramProblem.kind:
+            performance.ncu = NcuReport(measured=False, reason="Nsight Compute is not run on a program; the torch "
+                                                               "profiler lists its kernels (--profile)")
+        else:
+            collect_ncu(verdict, timing, job, base_env, limits)
     finish_timing(timing, op, verdict)
 
 

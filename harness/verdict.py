@@ -167,6 +167,13 @@ class TimingStats(_Strict):
     reps: int
 
 
+class Launch(_Strict):
+    """One GPU kernel (or copy, or memset) a call runs, from the torch profiler."""
+    name: str
+    us: float  # its time per call
+    per_call: float  # launches per call
+
+
 class BaselineTiming(_Strict):
     """A compiled baseline on one timed shape (``harness.timing.baselines``): its timing and the
     kernel's speedup over it, or the ``error`` that left it without one (never a 1.0x)."""
@@ -178,6 +185,7 @@ class BaselineTiming(_Strict):
     compile_s: float | None = None
     speedup: float | None = None
     error: str | None = None
+    launches: list[Launch] | None = None  # a program's: the GPU kernels of one call of the compiled code
 
 
 class TimedTest(_Strict):
@@ -264,13 +272,6 @@ class BaselineSummary(_Strict):
     speedup_p50: float | None = None
     speedup_p80: float | None = None
     fast_p: dict[str, float] | None = None
-
-
-class Launch(_Strict):
-    """One GPU kernel (or copy, or memset) a call runs, from the torch profiler."""
-    name: str
-    us: float  # its time per call
-    per_call: float  # launches per call
 
 
 class ProfileFiles(_Strict):

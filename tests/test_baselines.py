@@ -92,8 +92,9 @@ def test_measured_inductor_timings_go_to_the_cache_and_come_back(tmp_path):
     from bbagent.harness.timing.reference_cache import ReferenceCache
     cache = ReferenceCache(tmp_path / "reference.sqlite")
     tests = [timed_test(0, 1.0)]
+    listed = [{"name": "triton_poi_fused_relu_0", "us": 3000.0, "per_call": 1.0}]  # a program's: the profiler's list
     baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(3.0),
-                                  "eager_over_inductor": 1.5}], GPU, "default")
+                                  "eager_over_inductor": 1.5, "launches": listed}], GPU, "default")
     verdict = verdict_of(tests, gpu=GPU, device_measured=False)
     timing = TimingOptions(cache=cache, baselines=("eager", "inductor"))
     _store_measured(timing, "aten.relu.default", verdict)
@@ -105,6 +106,7 @@ def test_measured_inductor_timings_go_to_the_cache_and_come_back(tmp_path):
     assert again[0]["baselines"]["inductor"]["source"] == "cache"
     assert again[0]["baselines"]["inductor"]["speedup"] == 2.0
     assert again[0]["baselines"]["inductor"]["eager_over_inductor"] == 1.5
+    assert again[0]["baselines"]["inductor"]["launches"] == listed
 
 
 def test_the_options_travel_to_a_remote_evaluation():
@@ -168,6 +170,39 @@ def test_speed_feedback_and_table_compare_with_inductor(monkeypatch):
     shown = console.export_text()
     assert "vs inductor" in shown and "0.500x" in shown and "inductor: torch.compile failed: X" in shown
     assert "against inductor (default) geomean 0.500x over 1 shapes" in shown
+
+
+def test_a_programs_speed_feedback_aims_at_torch_compile_and_lists_each_sides_kernels():
+    """A program has one timed input: eager, torch.compile and the answer side by side, how far
+    torch.compile's code is ahead, and the GPU kernels of each per call (the answer's and eager's
+    from its own child's profiler, torch.compile's from the baseline's child)."""
+    from bbagent.agent.generate.prompting import render_performance_feedback
+    from bbagent.harness.verdict import ProfileFiles
+    tests = [{**timed_test(0, 1.0), "id": "given", "input": "get_inputs(): float32[4096, 393216]"}]
+    compiled = [{"name": "triton_poi_fused_add_mul_relu_0", "us": 500.0, "per_call": 1.0}]
+    baselines.attach(tests, [], [{"input": tests[0]["input"], "mode": "inductor-default/graph", "timing": stats(0.5),
+                                  "launches": compiled}], GPU, "default")
+    verdict = gpu_verdict(tests).model_copy(update={"problem_kind": "program", "op": "19_ReLU"})
+    mine = [{"name": "relu_kernel", "us": 600.0, "per_call": 1.0}, {"name": "add_kernel", "us": 300.0, "per_call": 1.0},
+            {"name": "void at::native::elementwise_kernel<copy>", "us": 100.0, "per_call": 1.0}]
+    eager = [{"name": "void at::native::vectorized_elementwise_kernel<relu>", "us": 900.0, "per_call": 2.0}]
+    verdict.performance.profiles = [ProfileFiles.model_validate({"id": "given", "input": tests[0]["input"],
+                                                                 "launches": {"kernel": mine, "eager": eager}})]
+    text = render_performance_feedback(verdict, target=None, target_baseline="inductor")
+    assert "Your ModelNew is correct: all 4 tests passed" in text and "`get_inputs(): float32[4096, 393216]`" in text
+    assert "| eager PyTorch (`Model`) | 2000.0 | 2x faster |" in text
+    assert "| torch.compile (inductor, mode default) | 500.0 | 0.5x (slower) |" in text
+    assert "torch.compile's code is 2x faster than yours on these inputs (500.0 us against 1000.0 us)" in text
+    assert "- torch.compile: 1 launch(es), 500.0 us of GPU time: triton_poi_fused_add_mul_relu_0 500.0 us" in text
+    assert "- your ModelNew: 3 launch(es), 1000.0 us of GPU time: relu_kernel 600.0 us; add_kernel 300.0 us" in text
+    assert "- eager Model: 2 launch(es), 900.0 us" in text and "x2" in text
+    assert "torch.compile runs this program in 1 launch(es), yours in 3: fuse" in text
+    assert "Your call spends 100.0 us only copying data" in text
+    assert "real-model shapes" not in text and "roofline" not in text
+    # without profiles (the kernel lists are feedback only), the timings alone
+    verdict.performance.profiles = None
+    verdict.performance.tests[0].baselines["inductor"].launches = None
+    assert "GPU kernels per call" not in render_performance_feedback(verdict, target=None)
 
 
 def test_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):

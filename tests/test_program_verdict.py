@@ -200,8 +200,9 @@ def test_a_large_output_is_judged_a_piece_at_a_time(monkeypatch):
 def test_bench_problem_on_the_cpu_records_correctness_and_says_why_nothing_was_timed(tmp_path):
     """The CPU twin of the GPU timing below: the answer judged, nothing timed, the records say why."""
     result = bbagent.bench(problem=PROBLEMS / "level1" / "1_ReLU.py", kernel=ANSWERS / "relu_right.py", root=tmp_path,
-                           device="cpu", seed=3, baseline="eager,inductor")
+                           device="cpu", seed=3, baseline="eager,inductor", profile=True)
     assert result.verdict.passed and not result.verdict.performance.measured
+    assert not result.verdict.performance.profiles  # nothing timed: nothing profiled
     assert "interpreter" in result.verdict.performance.reason
     assert [(r.workload, r.engine, r.runtime_ms_mean) for r in result.records] == \
         [("kernelbench/level1/1_ReLU", "aten", None), ("kernelbench/level1/1_ReLU", "bbagent", None)]
@@ -212,11 +213,13 @@ def test_bench_problem_on_the_cpu_records_correctness_and_says_why_nothing_was_t
 @pytest.mark.gpu
 def test_a_program_is_timed_against_eager_and_torch_compile_and_a_lazy_answer_fails(tmp_path):
     """On the GPU: the answer and eager interleaved on the problem's inputs (L2 flushed, CUDA graphs),
-    torch.compile beside them in a child of its own; an answer that stops computing after its first
-    calls passes the draws and fails the check after timing."""
+    torch.compile beside them in a child of its own, each side's GPU kernels listed by the profiler
+    for the feedback; an answer that stops computing after its first calls passes the draws and
+    fails the check after timing."""
+    from bbagent.agent.generate.prompting import render_performance_feedback
     relu = PROBLEMS / "level2" / "1_Gemm_ReLU_BiasAdd.py"
     result = bbagent.bench(problem=relu, kernel=ANSWERS / "gemm_relu_bias_right.py", root=tmp_path, device="cuda",
-                           seed=3, baseline="eager,inductor", target_ms=20)
+                           seed=3, baseline="eager,inductor", target_ms=20, profile=True)
     performance = result.verdict.performance
     assert result.verdict.passed and performance.measured, result.verdict.message
     timed, = performance.tests
@@ -224,9 +227,15 @@ def test_a_program_is_timed_against_eager_and_torch_compile_and_a_lazy_answer_fa
     inductor = timed.baselines["inductor"]
     assert inductor.error is None and inductor.speedup > 0 and inductor.eager_over_inductor > 0, inductor
     assert {r.engine for r in result.records} == {"aten", "inductor", "bbagent"}
+    assert inductor.launches and all(k.us > 0 for k in inductor.launches), inductor
+    profiled, = performance.profiles
+    assert profiled.launches["kernel"] and profiled.launches["eager"] and profiled.files, profiled
+    assert any("gemm" in k.name.lower() or "relu" in k.name.lower() for k in profiled.launches["kernel"]), profiled
+    text = render_performance_feedback(result.verdict, target=None, target_baseline="inductor")
+    assert "GPU kernels per call" in text and "- torch.compile:" in text and "- your ModelNew:" in text, text
     lazy = bbagent.bench(problem=PROBLEMS / "level1" / "1_ReLU.py", kernel=ANSWERS / "relu_lazy.py", root=tmp_path,
                          device="cuda", seed=3, target_ms=20)
-    assert [t.passed for t in lazy.verdict.tests] == [True, True, True]
+    assert [t.passed for t in lazy.verdict.tests] == [True, True, True, True]
     assert not lazy.verdict.passed and lazy.verdict.performance.tests[0].error_kind == "timing_mismatch", \
         lazy.verdict.message
 

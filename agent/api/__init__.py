@@ -120,7 +120,7 @@ def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: s
     program in KernelBench's format) instead of ``op``: its answer (``kernel``, default the accepted
     one; ``allow_library`` its policy) timed against eager and, with ``baseline="eager,inductor"``,
     torch.compile in ``inductor_mode`` (default or max-autotune, without CUDA graphs), on the
-    problem's own inputs."""
+    problem's own inputs (``profile``: the torch profiler's traces of both kept in the run)."""
     from bbagent.agent.bench.run import BenchRequest, run_bench, run_program_bench
     known = list(BenchRequest.__dataclass_fields__)
     _refuse_unknown("bench", settings, known, ", ".join(known))
@@ -129,8 +129,7 @@ def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: s
     if problem is not None:
         from bbagent.agent.judging import refuse_operator_flags
         refuse_operator_flags({"--kernel-for": request.kernel_for, "--channels-last": request.channels_last,
-                               "extra_traces": request.extra_traces, "--profile": request.profile,
-                               "--ncu": request.ncu})
+                               "extra_traces": request.extra_traces, "--ncu": request.ncu})
         return run_program_bench(problem, request, resolve_root(root, write=True), on_start)
     return run_bench(op, request, resolve_root(root, write=True), on_start)
 

@@ -77,7 +77,8 @@ def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Pat
                       on_start: Callable[[Path], None] | None = None) -> BenchResult:
     """Bench an answer to the program in ``problem_file`` (``request.kernel``, default the accepted
     one): judged as ``eval --problem`` judges it, then timed against eager and, unless the baseline
-    is eager alone, torch.compile in ``request.inductor_mode``, on the problem's own inputs."""
+    is eager alone, torch.compile in ``request.inductor_mode``, on the problem's own inputs; with
+    ``request.profile``, the torch profiler's traces of ``Model`` and ``ModelNew`` kept in the run."""
     from bbagent.agent.errors import UsageError
     from bbagent.agent.judging import program_of
     problem, facts = program_of(problem_file)
@@ -87,8 +88,9 @@ def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Pat
         raise UsageError(f"--kernel {answer}: no such file")
     timing = timing_options(root, max_shapes=1, target_ms=request.target_ms, no_cache=request.no_cache, keep_raw=True,
                             engines=engines_of(request.baseline, request.inductor_mode),
-                            inductor_mode=request.inductor_mode)
+                            inductor_mode=request.inductor_mode, profile=1 if request.profile else 0)
     run = RunDir(root, "bench-" + new_run_id(problem.key))
+    timing.profile_dir = run.path
     if on_start is not None:
         on_start(run.path)
     evaluations = Evaluations(evaluation_request(problem, root, device=request.device, seed=request.seed,

@@ -125,7 +125,8 @@ class Agent:
     def __post_init__(self):
         o = self.options
         self.rounds, self.candidates, self.target_speedup = o.rounds, o.candidates, o.target_speedup
-        self.target_baseline = o.target_baseline  # what target_speedup is measured against: eager, or inductor
+        # what target_speedup is measured against: eager, or inductor (a program's default: its bar is torch.compile)
+        self.target_baseline = o.target_baseline or ("inductor" if self.is_program else "eager")
         self.target_roof, self.patience = o.target_roof, o.patience
         self.population = Population()  # the correct, timed kernels worth showing again
         self.dispatch_tried: set[tuple[int, int]] = set()  # pairs of rounds a dispatcher was considered for
@@ -133,7 +134,7 @@ class Agent:
             run_id=self.run.path.name, op=self.op, status="running", stopped_because=StoppedBecause.RUNNING,
             started_at=_now(), finished_at=None,
             config=RunConfig(**{**o.model_dump(exclude={"replay"}), "provider": self.provider.name,
-                                "model": self.provider.model}),
+                                "model": self.provider.model, "target_baseline": self.target_baseline}),
             batch_id=self.batch_id, prompt_template="program.j2" if self.is_program else template_name(self.op),
             serves=list(self.operator.serves),
             host={"python": platform.python_version(), "platform": platform.platform()},

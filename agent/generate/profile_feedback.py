@@ -158,3 +158,39 @@ def _launch_shape(profile, roof_fraction: float | None) -> str:
 
 def _num(value: float | None, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def program_kernels_part(performance: Performance | None) -> str | None:
+    """The prompt's part on a timed program's GPU kernels: per call of torch.compile's code, of
+    ``ModelNew`` and of eager ``Model`` (the torch profiler's lists), their count and time, the
+    costliest named, and what the counts say; None where no list was made."""
+    if performance is None or not performance.tests:
+        return None
+    timed = performance.tests[0]
+    inductor = (timed.baselines or {}).get("inductor")
+    profiled = next((p for p in performance.profiles or [] if p.launches.get("kernel")), None)
+    sides = [("torch.compile", inductor.launches if inductor is not None else None),
+             ("your ModelNew", profiled.launches.get("kernel") if profiled else None),
+             ("eager Model", profiled.launches.get("eager") if profiled else None)]
+    listed = [(label, launches) for label, launches in sides if launches]
+    if not listed:
+        return None
+    lines = ["GPU kernels per call, from the torch profiler (the costliest first):"]
+    for label, launches in listed:
+        count, total = sum(k.per_call for k in launches), sum(k.us for k in launches)
+        named = "; ".join(f"{short(k.name)} {k.us:.1f} us" + (f" x{k.per_call:g}" if k.per_call != 1 else "")
+                          for k in launches[:5])
+        more = f"; and {len(launches) - 5} more" if len(launches) > 5 else ""
+        lines.append(f"- {label}: {count:g} launch(es), {total:.1f} us of GPU time: {named}{more}")
+    mine, compiled = dict(sides)["your ModelNew"], dict(sides)["torch.compile"]
+    if mine and compiled:
+        ours, theirs = sum(k.per_call for k in mine), sum(k.per_call for k in compiled)
+        copies = [k for k in mine if is_copy(k.name)] if ours > 1 else []
+        if copies:
+            lines.append(f"Your call spends {sum(k.us for k in copies):.1f} us only copying data "
+                         f"({', '.join(short(k.name) for k in copies[:3])}); {COPY_ADVICE}.")
+        if ours > theirs:
+            lines.append(f"torch.compile runs this program in {theirs:g} launch(es), yours in {ours:g}: fuse what "
+                         "it fuses (the pointwise work around a matrix product or convolution into its epilogue, "
+                         "a normalization and what follows it into one pass).")
+    return "\n".join(lines)

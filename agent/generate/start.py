@@ -62,7 +62,7 @@ def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: Generate
                             no_cache=options.no_cache, inductor_mode=options.inductor_mode,
                             # a program's bar is torch.compile: its rounds always see inductor beside eager
                             engines=tuple(dict.fromkeys(options.engines + (("inductor",) if program else ()))),
-                            profile_feedback=options.profile_feedback)
+                            profile_feedback=options.profile_feedback, program=program)
     report = listener(report)
     log = LLMLog(root / "runs" / FILE_NAME)
     inner = make_provider(options.provider, op=computation, model=options.model, base_url=options.base_url,

@@ -55,7 +55,8 @@ def attach(tests: list[dict], rows: list[dict], measured: list[dict], gpu: str, 
         if row["gpu"] == gpu:
             timing = dict(row["timing"])
             cached[(row["input"], row["mode"])] = {"timing": timing, "source": "cache",
-                                                   "eager_over_inductor": timing.pop("eager_over_inductor", None)}
+                                                   "eager_over_inductor": timing.pop("eager_over_inductor", None),
+                                                   "launches": timing.pop("launches", None)}
     for test in tests:
         if "error_kind" in test:
             continue
@@ -68,7 +69,8 @@ def attach(tests: list[dict], rows: list[dict], measured: list[dict], gpu: str, 
         else:
             timing = found["timing"]
             entry.update(timing=timing, raw=found.get("raw"), eager_over_inductor=found.get("eager_over_inductor"),
-                         compile_s=found.get("compile_s"), speedup=timing["median_ms"] / test["candidate"]["median_ms"])
+                         compile_s=found.get("compile_s"), speedup=timing["median_ms"] / test["candidate"]["median_ms"],
+                         launches=found.get("launches"))
         test.setdefault("baselines", {})["inductor"] = entry
 
 

@@ -91,7 +91,8 @@ def _beside_eager(fns: dict, result: dict, timing_mode: str, target_ms: float, u
 def time_compiled_program(model, inputs_of, timing_mode: str, compile_mode: str, target_ms: float) -> dict:
     """A program's inductor timing on its own inputs (and eager's, alongside), or why there is none:
     ``model`` compiled whole (graph breaks allowed: the program is the user's), checked against eager
-    by the program comparison, then timed as the answer was (CUDA-graph replays or eager calls)."""
+    by the program comparison, then timed as the answer was (CUDA-graph replays or eager calls), and
+    its GPU kernels per call listed by the torch profiler (``launches``: what the answer is to beat)."""
     import torch
     from bbagent.harness.checks.program_compare import Float64Program, compare_outputs
     from bbagent.harness.timing.phase import ATEN_SEED_OFFSET
@@ -108,8 +109,21 @@ def time_compiled_program(model, inputs_of, timing_mode: str, compile_mode: str,
         if wrong:
             return {**result, "error": f"inductor's result differs from eager's: {wrong['message'][:300]}"}
         del first
-        return _beside_eager(fns, result, timing_mode, target_ms, "inductor's compiled program could not be captured "
-                                                                  "in a CUDA graph, as the answer and eager were")
+        result = _beside_eager(fns, result, timing_mode, target_ms, "inductor's compiled program could not be "
+                                                                    "captured in a CUDA graph, as the answer and eager were")
+        if "error" not in result:
+            result["launches"] = _kernels_of(fns["inductor"])
+        return result
+
+
+def _kernels_of(call) -> list[dict] | None:
+    """The GPU kernels of one call of ``call`` (``harness.timing.profile.launches_per_call``); None
+    where the profiler could not list them (the list is feedback: the timing is kept without it)."""
+    from bbagent.harness.timing.profile import profile_sides
+    try:
+        return profile_sides({"inductor": call}, "inductor", None)[1]["inductor"]
+    except Exception:  # noqa: BLE001 - see the docstring
+        return None
 
 
 def _program_baselines(job, send) -> None:

@@ -1,6 +1,7 @@
-"""Profiles on request (``bbagent bench --profile``): after timing, a torch profiler trace (Chrome
-trace JSON, CPU and CUDA activity) of eager aten and one of the kernel, on each of the largest
-timed shapes. Written by the sandbox child into its working directory (the one place it may
+"""Profiles on request (``bbagent bench --profile``, and generate's optimisation rounds): after
+timing, a torch profiler trace (Chrome trace JSON, CPU and CUDA activity) of eager aten and one of
+the kernel, on each of the largest timed shapes (a program: of ``Model`` and ``ModelNew`` on its
+inputs); the inductor baseline's child lists the kernels of torch.compile's code the same way. Written by the sandbox child into its working directory (the one place it may
 write); the parent moves them into the run directory (``harness.evaluate``).
 """
 from __future__ import annotations
@@ -21,22 +22,34 @@ def _file_stem(case_id: str) -> str:
 def profile_case(op, case, kernel, workdir: str) -> tuple[list[str], dict]:
     """Trace files (relative to ``workdir``) of eager and of the kernel on ``case``'s inputs, and
     each side's GPU kernels per call (``launches``)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-    os.makedirs(os.path.join(workdir, DIRECTORY), exist_ok=True)
     args, kwargs = case.inputs()
-    written, launches = [], {}
+    sides = {}
     for side, fn in (("eager", op), ("kernel", kernel)):
         inputs = clone_value((args, kwargs))
-        fn(*inputs[0], **inputs[1])
+        sides[side] = lambda fn=fn, inputs=inputs: fn(*inputs[0], **inputs[1])
+    return profile_sides(sides, case.id, workdir)
+
+
+def profile_sides(sides: dict, stem: str, workdir: str | None) -> tuple[list[str], dict]:
+    """Each side (its name: a call of no arguments) called once, then ``CALLS`` times under the
+    torch profiler: its trace file (``profiles/<stem>-<side>.trace.json`` under ``workdir``, none
+    without one) and its GPU activity per call (``launches_per_call``), by side."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    if workdir is not None:
+        os.makedirs(os.path.join(workdir, DIRECTORY), exist_ok=True)
+    written, launches = [], {}
+    for side, call in sides.items():
+        call()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as recorded:
             for _ in range(CALLS):
-                fn(*inputs[0], **inputs[1])
+                call()
             torch.cuda.synchronize()
-        name = os.path.join(DIRECTORY, f"{_file_stem(case.id)}-{side}.trace.json")
-        recorded.export_chrome_trace(os.path.join(workdir, name))
-        written.append(name)
+        if workdir is not None:
+            name = os.path.join(DIRECTORY, f"{_file_stem(stem)}-{side}.trace.json")
+            recorded.export_chrome_trace(os.path.join(workdir, name))
+            written.append(name)
         launches[side] = launches_per_call(recorded.events(), CALLS)
     return written, launches
 

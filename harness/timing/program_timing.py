@@ -9,6 +9,9 @@ After timing, the answer's input tensors are refilled with signed values and it 
 way it was timed, before the reference computes those values: it must follow them (an answer that
 keeps results between calls, or a graph that captured no work, fails ``timing_mismatch``).
 
+On request (``TimingRequest.profile``: generate's optimisation rounds, ``bench --profile``),
+``profile_program`` then lists the GPU kernels of one call of each side, by the torch profiler.
+
 A program has no roofline of its own here (its FLOPs are its operators'); the record keeps the
 bytes its inputs and outputs occupy, the least it must move.
 """
@@ -91,3 +94,13 @@ def _recheck(reference, timed: dict, answer_in: list, eager_in: list, inputs_of)
         expected = clone_value(timed["aten"]())
         failure = compare_outputs(expected, actual, Float64Program(reference, fresh))
     return None if failure is None else timing_mismatch("ModelNew", failure["message"])
+
+
+def profile_program(reference, answer, inputs_of, workdir: str) -> tuple[list[str], dict]:
+    """Trace files and GPU kernels per call (``harness.timing.profile.profile_sides``) of eager
+    ``Model`` and of ``ModelNew``, each on inputs of its own."""
+    from bbagent.harness.timing.profile import profile_sides
+    eager_in, answer_in = inputs_of("given", ATEN_SEED_OFFSET), inputs_of("given", 0)
+    with torch.no_grad():
+        return profile_sides({"eager": lambda: reference(*eager_in), "kernel": lambda: answer(*answer_in)},
+                             TIMED_ID, workdir)

@@ -183,8 +183,10 @@ def cmd_prompt(args, out, err) -> int:
         verdict = _read_verdict(args.round_feedback)
         if verdict.passed and verdict.geomean_speedup() is not None:
             text, template = render_performance_feedback(verdict, target=options["target_speedup"],
-                                                         target_baseline=options["target_baseline"],
-                                                         target_roof=options["target_roof"]), "performance.j2"
+                                                         target_baseline=options["target_baseline"] or (
+                                                             "inductor" if verdict.problem_kind == "program" else "eager"),
+                                                         target_roof=options["target_roof"]), \
+                ("program_performance.j2" if verdict.problem_kind == "program" else "performance.j2")
         else:
             text, template = render_feedback(verdict), "feedback.j2"
     if computation != args.op:

@@ -207,7 +207,8 @@ def _bench_command(sub) -> None:
     bench.add_argument("--json", action="store_true", help="print the run's summary as one JSON object")
     bench.add_argument("--profile", action="store_true",
                        help="also write torch profiler traces (Chrome trace JSON: chrome://tracing, Perfetto) of eager "
-                            "and of the kernel on the 2 largest timed shapes into the run directory's profiles/ (GPU)")
+                            "and of the kernel on the 2 largest timed shapes (a program: of Model and ModelNew on its inputs) "
+                            "into the run directory's profiles/ (GPU)")
     bench.add_argument("--ncu", action="store_true",
                        help="also collect Nsight Compute metrics (achieved DRAM bandwidth, SM throughput, achieved "
                             "occupancy) of every kernel that eager and the kernel launch on the 2 largest timed shapes; "

@@ -273,6 +273,21 @@ def _timing(pair, reference_module, job: Job, instruments, send) -> None:
         record = {"id": TIMED_ID, "input": "get_inputs()", "error_kind": failure["error_kind"],
                   "message": "while being timed: " + failure["message"]}
     send(events.Timing(record=record))
+    if request.profile and "error_kind" not in record:  # the kernel lists for the feedback, after the last check
+        _profile(reference, answer, reference_module, job, record["input"], send)
+
+
+def _profile(reference, answer, reference_module, job: Job, timed_input: str, send) -> None:
+    from bbagent.harness.checks.case import exception_line
+    from bbagent.harness.timing.program_timing import TIMED_ID, profile_program
+    started = time.perf_counter()
+    try:
+        files, launches = profile_program(reference, answer, lambda draw, offset: _inputs(
+            reference_module, draw, job.seed + offset, job.device), job.workdir)
+        send(events.Profile(id=TIMED_ID, input=timed_input, files=files, launches=launches,
+                            wall_s=round(time.perf_counter() - started, 3)))
+    except Exception as exc:  # noqa: BLE001 - a profiler that cannot run here is reported, not fatal
+        send(events.Profile(id=TIMED_ID, input=timed_input, files=[], error=exception_line(exc, 300)))
 
 
 def _random_reference(reference, inputs: list) -> str | None:
