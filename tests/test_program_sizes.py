@@ -1,4 +1,5 @@
-"""A program's size constants found in its text and changed there (harness.program_sizes)."""
+"""A program's size constants found in its text and changed there (harness.program_sizes), and the
+harness's poisoning of freed memory where a program's large inputs leave little of it."""
 from bbagent.harness.program_sizes import shrinkings, shrunk_text, size_constants
 
 TEXT = """import torch
@@ -43,3 +44,21 @@ def test_the_new_values_are_written_in_place_of_the_old():
     assert odd.renamed() == {"batch_size": (16, 5), "height": (12, 5), "width": (12, 5), "N": (4096, 1365),
                              "groups": (8, 5)}
     assert odd.described().startswith("batch_size 16→5, height = width 12→5, N 4096→1365, input_shape[0] 16384→5461")
+
+
+def test_poisoning_freed_memory_stops_where_the_device_runs_out(monkeypatch):
+    """A KernelBench level-1 problem holds 6 GiB per input: three poisoned copies of it did not fit
+    an 80 GB H100 beside its draw, and the harness failed (worker_error) where the answer was right.
+    Running out of memory while poisoning means no cached block of that size is left unpoisoned."""
+    import torch
+    from bbagent.harness import inputs
+    made = []
+
+    def poisoned_like(t):
+        if len(made) == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+        made.append(t)
+        return torch.full(t.shape, float("nan"))
+    monkeypatch.setattr(inputs, "poisoned_like", poisoned_like)
+    inputs.poison_freed_memory([torch.zeros(4), torch.zeros(8)], copies=3)  # no error: poisoned what fit
+    assert len(made) == 2

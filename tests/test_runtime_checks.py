@@ -128,6 +128,25 @@ def test_a_thread_left_running_the_candidates_code_is_seen(tmp_path):
     assert watch.failure() is None
 
 
+def test_watching_a_call_keeps_none_of_its_callers_values_alive(tmp_path):
+    """The scan for stray threads lists every thread's frames; holding its own, it kept the frames
+    of its callers (a program's draw: gigabytes of inputs and outputs) alive in a reference cycle
+    until the garbage collector ran, and an 80 GB H100 ran out of memory on KernelBench level 1."""
+    import gc
+    import weakref
+    watch = CallWatch(str(tmp_path / "candidate.py"), "cpu")
+
+    def judged():
+        big = torch.ones(1 << 20)
+        watch.wrap(lambda x: x + 1)(big)
+        return weakref.ref(big)
+    gc.disable()
+    try:
+        assert judged()() is None  # freed when the caller returned, no collection needed
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("source, guard", [
     ("import torch\nclass L(torch.Tensor):\n    pass\n", "tensor_subclass"),
     ("from torch import Tensor\nclass L(Tensor):\n    pass\n", "tensor_subclass"),

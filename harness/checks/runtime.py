@@ -90,11 +90,13 @@ class CallWatch:
                                         + STREAM_ADVICE)
 
     def scan(self) -> None:
-        """Threads other than this one running the candidate's code."""
-        me = threading.get_ident()
-        for ident, frame in self._current_frames().items():
-            if ident == me:
-                continue
+        """Threads other than this one running the candidate's code. This thread's own frame is
+        dropped from the listing first: held in a local of its own, it made a reference cycle that
+        kept the caller's frames (a test's inputs and outputs, gigabytes for a program) alive until
+        the garbage collector happened to run."""
+        frames = self._current_frames()
+        frames.pop(threading.get_ident(), None)
+        for frame in frames.values():
             depth = 0
             while frame is not None and depth < 200:
                 if frame.f_code.co_filename == self.candidate_file:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import os
 import sys
 import time
@@ -149,6 +150,8 @@ def _run_draws(pair, reference_module, job: Job, instruments, candidate_file: st
                                                on_reference=lambda: send(events.ReferenceStart(id=name)))
         send(events.CaseResult(record={**record, "source": description}))
         passed = passed and bool(record.get("passed"))
+        del inputs
+        gc.collect()  # a draw's tensors can be gigabytes: none may outlive it in a reference cycle of the answer's
         if fatal:  # the CUDA context is lost, or the answer exited: nothing after it can run
             return None
     return passed
