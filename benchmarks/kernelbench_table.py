@@ -112,7 +112,7 @@ def table(rows: list[dict], mode: str, kb: dict) -> str:
                      f"{_geomean(mine, 'speedup_eager')} | {_geomean(mine, 'speedup_compile')} |")
     total_s = sum(r["wall_s"] for r in rows)
     lines += ["", f"{len(rows)} evaluations in {total_s:.0f} s: {3600 * len(rows) / total_s:.0f} program evaluations "
-                  "per hour (each: three draws, then for a passing answer the timing and the torch.compile child), "
+                  "per hour (each: four draws, then for a passing answer the timing and the torch.compile child), "
                   f"{sum(r['as_expected'] for r in rows)} of {len(rows)} verdicts as expected." if rows else ""]
     return "\n".join(lines) + "\n"
 
