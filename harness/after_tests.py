@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bbagent.harness.assemble import not_timed_reason
-from bbagent.harness.events import Baseline, Done, Event, Fatal, NcuRange, first, of_kind
+from bbagent.harness.events import Baseline, ChildEnvironment, Done, Event, Fatal, NcuRange, first, of_kind
 from bbagent.harness.sandbox.job import Job
 from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child
 from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
@@ -38,17 +38,12 @@ def time_inductor(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
     missing = baselines.wanted(tests, rows, gpu, mode)
     measured, problem = [], None
     if missing:
-        workdir = workdirs.make("baseline")
         shapes = [{"input": t["input"], "mode": t["mode"]} for t in missing]
         child_job = Job(problem=job.problem, seed=job.seed, device=job.device, cpu_max_numel=job.cpu_max_numel,
-                        extra_traces=job.extra_traces, channels_last=job.channels_last, kernel="", workdir=str(workdir),
+                        extra_traces=job.extra_traces, channels_last=job.channels_last, kernel="",
+                        workdir=str(workdirs.make("baseline")),
                         baseline={"compile_mode": mode, "target_ms": timing.target_ms, "shapes": shapes})
-        per_shape_s = 180 if mode != "default" else 60
-        try:
-            events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, warm,
-                                         120 + per_shape_s * len(shapes), limits)
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
+        events, outcome = run_baseline_child(child_job, base_env, warm, limits)
         measured = [dict(e.record) for e in of_kind(events, Baseline)]
         if first(events, Done) is None:
             problem = side_child_problem("the inductor baseline's child", events, outcome)
@@ -56,6 +51,48 @@ def time_inductor(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
     performance.tests = [TimedTest.model_validate(t) for t in tests]
     summary = baselines.summary(tests, performance.summary is not None and performance.summary.correct, mode)
     performance.baselines = {"inductor": BaselineSummary.model_validate(summary)}
+
+
+def run_baseline_child(job: Job, base_env: dict, warm: bool, limits: Limits) -> tuple[list[Event], ChildOutcome]:
+    """The inductor baseline's child for ``job`` (its ``baseline`` says what to time), its working
+    directory removed after it: its events and how it ended."""
+    workdir = Path(job.workdir)
+    per_shape_s = 180 if job.baseline["compile_mode"] != "default" else 60
+    try:
+        return run_child(job, child_env(base_env, workdir), base_env, warm,
+                         120 + per_shape_s * len(job.baseline["shapes"]), limits)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def program_baseline_ahead(op: str, job: Job, timing: TimingOptions, base_env: dict, warm: bool,
+                           limits: Limits) -> str:
+    """A program's torch.compile baseline on its own inputs (in CUDA graphs, as an answer is most
+    often timed), measured before any answer exists and put in the timing cache, so that the first
+    answer timed finds it there. Its outcome in words: "cached" (it was there), "built", or why not.
+    ``job`` is the program's (its seed, its device, its working directory, removed after)."""
+    mode = timing.inductor_mode
+    cached = [[row["gpu"], row["input"], row["mode"]] for row in timing.request(op)["reference"]
+              if row["mode"] == baselines.cache_mode(mode, "graph")]
+    child_job = replace(job, kernel="", timing=None, save_suite=None,
+                        baseline={"compile_mode": mode, "target_ms": timing.target_ms, "cached": cached,
+                                  "shapes": [{"input": None, "mode": "graph"}]})
+    events, outcome = run_baseline_child(child_job, base_env, warm, limits)
+    environment = first(events, ChildEnvironment)
+    records = [e.record for e in of_kind(events, Baseline)]
+    if any(r.get("cached") for r in records):
+        return "cached"
+    fresh = [r for r in records if r.get("timing") and not r.get("error")]
+    if not fresh or environment is None or first(events, Done) is None:
+        why = records[0].get("error") if records else side_child_problem("the inductor baseline's child", events,
+                                                                          outcome)
+        return f"not built ({why})"
+    if timing.cache is not None:
+        timing.cache.store_reference(op, environment.torch, environment.gpu, [
+            {"mode": r["mode"], "input": r["input"],
+             "timing": {**r["timing"], "eager_over_inductor": r.get("eager_over_inductor"),
+                        **({"launches": r["launches"]} if r.get("launches") else {})}} for r in fresh])
+    return "built"
 
 
 def _data(test: TimedTest) -> dict:

@@ -15,7 +15,7 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bbagent.harness.after_tests import collect_ncu, finish_timing, keep_profiles, time_inductor
+from bbagent.harness.after_tests import collect_ncu, finish_timing, keep_profiles, program_baseline_ahead, time_inductor
 from bbagent.harness.assemble import assemble
 from bbagent.harness.checks.static_check import check_source
 from bbagent.harness.events import Done, first
@@ -168,9 +168,11 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
     (while the model writes the first one), and keep it in the suite cache, so that the first
     evaluation loads it. Returns "cached" (it was there), "built", or why it was not built; a
     failure here costs nothing but the saving (the evaluation builds it then). A program has no
-    suite to build: its reference and inputs are made in its own child, from the problem's text."""
+    suite to build (its reference and inputs are made in its own child, from the problem's text, in
+    a second or two): what is built ahead for it is its torch.compile baseline, the costliest part
+    of its first timed evaluation (``_program_ahead``)."""
     if isinstance(request.problem, ProgramProblem):
-        return "not built (a program has no suite: its child builds the reference and the inputs)"
+        return _program_ahead(request, gpu, share)
     names = request.problem.names
     key = suite_key(names, request.device, request.suite_options())
     if cached_suite(key):
@@ -198,6 +200,29 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
         return f"not built ({exit_cause(outcome.returncode) if outcome.returncode else outcome.limit or 'no suite'})"
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _program_ahead(request: EvaluationRequest, gpu: int | None, share: GpuShare | None) -> str:
+    """A program's torch.compile baseline measured before its first answer exists
+    (``harness.after_tests.program_baseline_ahead``), where its answers will be timed against it;
+    on a shared GPU with the GPU held alone, as any timing is."""
+    timing = request.timing
+    if request.device != "cuda" or timing is None or "inductor" not in timing.baselines:
+        return ("not built (a program has no suite; its torch.compile baseline is measured ahead only where its "
+                "answers are timed against it, on a GPU)")
+    shared_env = base_env(request.device, gpu)
+    hold = None
+    if share is not None:
+        key = suite_key(request.problem.names, request.device, request.suite_options())
+        hold = share.enter(share.need_for(key, _first_guess(request)), request.op, pausable=False)
+    try:
+        if hold is not None:
+            share.go_exclusive(hold)  # it times the GPU: alone, as every timing
+        job = request.job(workdirs.make("baseline"), [_triton_cache(shared_env)], seed=fresh_seed())
+        return program_baseline_ahead(request.op, job, timing, shared_env, request.warm, request.limits)
+    finally:
+        if hold is not None:
+            share.leave(hold)
 
 
 def _adopt_suite(events: list, saved: Path, key: str) -> None:

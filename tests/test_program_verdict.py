@@ -254,3 +254,57 @@ def test_a_program_is_admitted_to_a_shared_gpu_by_the_memory_its_tensors_need(tm
     request = evaluation_request(problem, tmp_path, device="cpu", seed=1, timeout_s=60, facts=facts)
     assert _first_guess(request) == request.expected_bytes == facts.device_need()
     assert _first_guess(evaluation_request(problem, tmp_path, device="cpu", seed=1, timeout_s=60)) == CHILD_BASE_BYTES
+
+
+def _timed_request(tmp_path, device: str):
+    from bbagent.agent.judging import evaluation_request, program_of, timing_options
+    problem, facts = program_of(PROBLEMS / "level2" / "1_Gemm_ReLU_BiasAdd.py")
+    timing = timing_options(tmp_path, max_shapes=1, target_ms=20, no_cache=False, engines=("eager", "inductor"))
+    return evaluation_request(problem, tmp_path, device=device, seed=3, timeout_s=300, timing=timing, facts=facts)
+
+
+def test_a_programs_torch_compile_baseline_measured_ahead_goes_to_the_timing_cache(tmp_path, monkeypatch):
+    """While the model writes its first answer, a program's torch.compile baseline is measured
+    (its first timed evaluation's costliest part) and cached; the child's part is the GPU's (below):
+    here its events are given, and the bookkeeping judged."""
+    from bbagent.harness import after_tests, evaluate
+    from bbagent.harness.events import Baseline, ChildEnvironment, Done
+    request = _timed_request(tmp_path, "cpu")
+    assert evaluate.prepare_suite(request).startswith("not built (a program has no suite; its torch.compile baseline "
+                                                      "is measured ahead only where its answers are timed")
+    request = _timed_request(tmp_path, "cuda")
+    stats = {"median_ms": 2.0, "mean_ms": 2.0, "std_ms": 0.0, "p20_ms": 2.0, "p80_ms": 2.0, "min_ms": 2.0, "reps": 9}
+    told = []
+
+    def child(job, base_env, warm, limits):
+        told.append(job.baseline)
+        if job.baseline["cached"]:
+            record = {"input": "get_inputs(): float32[32, 64]", "mode": "inductor-default/graph", "cached": True}
+        else:
+            record = {"input": "get_inputs(): float32[32, 64]", "mode": "inductor-default/graph", "timing": stats,
+                      "eager_over_inductor": 1.25, "launches": [{"name": "triton_poi_0", "us": 2000.0, "per_call": 1}]}
+        return [ChildEnvironment(device="cuda", interpreter=False, gpu="NVIDIA H100 80GB HBM3", torch="2.11"),
+                Baseline(record=record), Done(total_s=1.0)], None
+    monkeypatch.setattr(after_tests, "run_baseline_child", child)
+    monkeypatch.setattr(evaluate, "base_env", lambda device, gpu: {"TRITON_CACHE_DIR": str(tmp_path / "triton")})
+    assert evaluate.prepare_suite(request) == "built"
+    assert told[0]["shapes"] == [{"input": None, "mode": "graph"}] and told[0]["cached"] == []
+    rows = request.timing.cache.reference_rows(request.op, "2.11")
+    assert [(r["gpu"], r["input"], r["mode"]) for r in rows] == \
+        [("NVIDIA H100 80GB HBM3", "get_inputs(): float32[32, 64]", "inductor-default/graph")]
+    assert rows[0]["timing"]["eager_over_inductor"] == 1.25 and rows[0]["timing"]["launches"][0]["name"] == "triton_poi_0"
+    import torch
+    monkeypatch.setattr(torch, "__version__", "2.11")  # the cache's rows are the parent's torch version's
+    assert evaluate.prepare_suite(request) == "cached"
+    assert told[1]["cached"] == [["NVIDIA H100 80GB HBM3", "get_inputs(): float32[32, 64]", "inductor-default/graph"]]
+
+
+@pytest.mark.gpu
+def test_a_programs_baseline_measured_ahead_is_what_its_first_answer_is_compared_with(tmp_path):
+    from bbagent.harness.evaluate import evaluate_kernel, prepare_suite
+    request = _timed_request(tmp_path, "cuda")
+    assert prepare_suite(request) == "built"
+    assert prepare_suite(request) == "cached"
+    verdict = evaluate_kernel(request, ANSWERS / "gemm_relu_bias_right.py")
+    inductor = verdict.performance.tests[0].baselines["inductor"]
+    assert verdict.passed and inductor.source == "cache" and inductor.speedup > 0 and inductor.launches, inductor
