@@ -69,10 +69,21 @@ def run_batch(kernelbench: Path, out: Path, work: Path, wrong: bool, latency: fl
         rows.append({"problem": record["op"], "status": record["status"], "expected": "failed" if wrong else "accepted",
                      "failing": [[t["id"], t["error_kind"]] for t in verdict.get("tests", []) if not t.get("passed")],
                      "speedup_eager": timed.get("speedup"), "speedup_compile": inductor.get("speedup"),
-                     "compile_error": inductor.get("error")})
+                     "compile_error": inductor.get("error"), "compile_source": inductor.get("source"),
+                     "ahead": (record.get("suite_ahead") or {}).get("outcome"),
+                     "ahead_s": (record.get("suite_ahead") or {}).get("seconds"),
+                     "run_s": _seconds(record.get("started_at"), record.get("finished_at"))})
     return {"batch": name, "exit": done.returncode, "wall_s": round(wall, 1), "requests": len(server.requests),
             "counts": summary.get("counts"), "evaluations_per_hour": round(3600 * len(rows) / wall, 1),
             "as_expected": sum(r["status"] == r["expected"] for r in rows), "problems": len(rows), "rows": rows}
+
+
+def _seconds(started: str | None, finished: str | None) -> float | None:
+    """Seconds between two of run.json's UTC times (``2026-11-28T00:10:02+00:00``)."""
+    from datetime import datetime
+    if not started or not finished:
+        return None
+    return (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
 
 
 def main() -> None:
