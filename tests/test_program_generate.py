@@ -190,3 +190,8 @@ def test_a_kernelbench_batch_killed_in_the_middle_resumes_and_answers_each_probl
     assert levels["level1"]["fast_p_eager"]["0"] == 1 and levels["level1"]["fast_p_eager"]["1"] == 0  # CPU: untimed
     assert levels["level2"] == {**levels["level2"], "problems": 1, "skipped": 0, "correct": 1}
     assert "## KernelBench problems by level" in (tmp_path / "runs" / batch_id / "summary.md").read_text()
+    from bbagent.agent.reports.html import write_report
+    report = write_report(tmp_path, batch_id).read_text()  # the HTML report groups them by level too
+    assert "<h2>KernelBench problems by level</h2>" in report and "<td>level2</td>" in report
+    # each problem's row names its level, and the pass rates by family are by level for problems
+    assert report.count("<td>KernelBench level1</td>") == 2 + 1 and report.count("<td>KernelBench level2</td>") == 1 + 1

@@ -10,6 +10,7 @@ matplotlib SVGs inlined in the page; nothing is fetched when it opens.
 from __future__ import annotations
 
 import html
+import json
 import io
 import math
 import os
@@ -50,7 +51,7 @@ def collect(root: Path, ident: str | None) -> dict:
         rows = [r for r in ledger.rows() if r["state"] != "skipped"]
         ops = [_op_row(root, r["op"], r["state"], r.get("run_id"), r.get("rounds"), r.get("cost_usd"),
                        r.get("error_class") or "", r.get("error") or "") for r in rows]
-        return {"title": f"batch {ident}", "ident": ident, "path": where, "ops": ops,
+        return {"title": f"batch {ident}", "ident": ident, "path": where, "ops": ops, "levels": _levels(where),
                 "meta": batch_metadata(ledger.meta()), "comparison": comparison(root, ident, ops),
                 "files": [where / name for name in ("summary.md", "summary.json", "ledger.sqlite", "events.jsonl",
                                                     "dataset.json") if (where / name).exists()]}
@@ -63,6 +64,15 @@ def collect(root: Path, ident: str | None) -> dict:
     op = _op_row(root, record.op, record.status, ident, record.rounds_used, record.cost_usd, "", record.message)
     return {"title": f"run {ident}", "ident": ident, "path": where, "ops": [op], "meta": run_metadata(record),
             "files": [where / "run.json", where]}
+
+
+def _levels(batch: Path) -> dict:
+    """A ``--kernelbench`` batch's scores per level, as its summary.json keeps them (empty for
+    another batch, or one whose summary is not written yet)."""
+    try:
+        return json.loads((batch / "summary.json").read_text()).get("kernelbench_levels") or {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _options_line(options: dict) -> str:
@@ -177,7 +187,12 @@ def _tests_of(history: list[dict], best_round: int | None) -> dict:
 
 
 def _family(op: str) -> str:
+    """An operator's prompt family; a KernelBench problem's level (``KernelBench level1``)."""
     from bbagent.agent.families import family_of
+    from bbagent.harness.interface import PROGRAMS_FOLDER
+    parts = op.split("/")
+    if len(parts) == 3 and parts[0] == PROGRAMS_FOLDER:
+        return f"KernelBench {parts[1]}"
     try:
         return family_of(op)
     except Exception:  # noqa: BLE001 - an operator this torch no longer has: still listed
@@ -415,7 +430,7 @@ def render(data: dict, out: Path) -> str:
     drawn = charts(ops)
     costliest = sorted(rows, key=lambda o: -o["cost_usd"])[:5]
     return template.render(title=data["title"], funnel=funnel(ops), charts=drawn, rows=rows,
-                           families=by_family(ops), compared=data.get("comparison"),
+                           families=by_family(ops), levels=data.get("levels") or {}, compared=data.get("comparison"),
                            is_batch=data["title"].startswith("batch"),
                            slowest=slowest, costliest=costliest, geomean=geomean, meta=data.get("meta") or [],
                            files=[_link(str(f), base, f.name + ("/" if f.is_dir() else "")) for f in data.get("files", [])],
