@@ -276,3 +276,82 @@ def test_evaluate_then_enable_in_one_process(tmp_path):
         "print(json.dumps({'passed': verdict.passed, 'imported': imported, 'calls': calls}))\n",
         tmp_path, interpret=False)
     assert result == {"passed": True, "imported": False, "calls": {**dict.fromkeys(FAMILY, 0), RELU: 1}}
+
+
+@pytest.mark.slow
+def test_compiled_code_calls_the_served_kernels_while_enabled_and_inductors_own_after(tmp_path):
+    """Inductor lowers aten itself: without a change to its graph a compiled model served nothing
+    (an H200 showed it: one call in eager, none under torch.compile). While enabled, a served
+    overload in the graph inductor receives becomes an opaque call that reaches the kernel; the
+    in-place overload arrives functionalized; after disable, a new compile is inductor's alone."""
+    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
+    result = in_fresh_process(
+        "import json, sys, torch, bbagent\n"
+        "from torch._inductor import config\n"
+        "x = torch.randn(64, 32)\n"
+        "enabled = bbagent.enable(sys.argv[1], device='cpu', include_slower=True)\n"
+        "y = torch.compile(lambda t: torch.relu(t) * 2 + 1)(x)\n"
+        "first = dict(enabled.compiled_calls())\n"
+        "torch.manual_seed(0)\n"
+        "block = torch.nn.Sequential(torch.nn.Linear(32, 16), torch.nn.ReLU())\n"
+        "z = torch.compile(block)(x)\n"
+        "w = torch.compile(lambda t: t.clone().relu_())(x)\n"
+        "report = {row['op']: row for row in enabled.report()}\n"
+        "compiled = dict(enabled.compiled_calls())\n"
+        "bbagent.disable(); torch._dynamo.reset()\n"
+        "calls_before = enabled.calls()['aten.relu.default']\n"
+        "again = torch.compile(lambda t: torch.relu(t) * 2 + 1)(x)\n"
+        "print(json.dumps({'first': first, 'compiled': compiled, 'report': report,\n"
+        "                  'correct': [bool(torch.equal(y, x.clamp_min(0) * 2 + 1)),\n"
+        "                              bool(torch.allclose(z, block[0](x).clamp_min(0))),\n"
+        "                              bool(torch.equal(w, x.clamp_min(0))), bool(torch.equal(again, y))],\n"
+        "                  'after': enabled.calls()['aten.relu.default'] - calls_before,\n"
+        "                  'pass_after': repr(config.post_grad_custom_pre_pass)}))\n", tmp_path)
+    assert result["first"] == {RELU: 1} and result["compiled"] == {RELU: 3}, result
+    assert result["correct"] == [True] * 4
+    assert result["report"][RELU]["under_compile"] == "served" and result["report"][RELU]["compiled_calls"] == 3
+    assert "functional overload" in result["report"]["aten.relu_.default"]["under_compile"]
+    assert result["after"] == 0 and result["pass_after"] == "None"
+
+
+def test_on_a_gpu_compiled_code_is_given_only_kernels_measured_faster_than_inductors(monkeypatch):
+    from types import SimpleNamespace
+    from bbagent.agent.review.meta import PerformanceRecord
+    from bbagent.agent.serving import enable as serving
+
+    def version(over):
+        baselines = {"inductor": {"geomean_speedup": over}} if over is not None else {}
+        return SimpleNamespace(meta=SimpleNamespace(written_for=RELU, performance=PerformanceRecord(
+            measured=True, baselines=baselines)))
+    served = {RELU: serving.ServedOverload(RELU, 1, "f", 1.2)}
+    for over, expected in ((1.3, None), (0.8, "measured 0.8x torch.compile"), (None, "not timed against torch.compile")):
+        compiled, not_compiled = serving._under_compile(served, {RELU: version(over)}, "cuda", include_slower=False)
+        try:
+            assert (not_compiled.get(RELU) or "")[:len(expected or "")] == (expected or "")
+            assert compiled.names == ([] if expected else [RELU])
+        finally:
+            compiled.uninstall()
+    compiled, not_compiled = serving._under_compile(served, {RELU: version(0.8)}, "cuda", include_slower=True)
+    compiled.uninstall()
+    assert not_compiled == {} and compiled.names == [RELU]
+
+
+@pytest.mark.slow
+def test_an_operator_inductor_decomposes_stays_whole_for_its_served_twin(tmp_path):
+    """Inductor decomposes gelu (into erf and mul) before its post-grad passes: while gelu is
+    served it is kept out of inductor's decomposition table, so the compiled graph calls its twin
+    (here aten's own gelu behind it), and the table is whole again after."""
+    result = in_fresh_process(
+        "import json, torch\n"
+        "from torch._inductor import decomposition\n"
+        "from bbagent.agent.serving.compiled import CompiledServing\n"
+        "gelu = torch.ops.aten.gelu.default\n"
+        "x = torch.randn(64, 32)\n"
+        "serving = CompiledServing({'aten.gelu.default': gelu}); serving.install()\n"
+        "during = gelu in decomposition.decompositions\n"
+        "y = torch.compile(lambda t: torch.nn.functional.gelu(t) + 1)(x)\n"
+        "calls = dict(serving.calls)\n"
+        "serving.uninstall(); torch._dynamo.reset()\n"
+        "print(json.dumps({'calls': calls, 'during': during, 'after': gelu in decomposition.decompositions,\n"
+        "                  'correct': bool(torch.allclose(y, torch.nn.functional.gelu(x) + 1))}))\n", tmp_path)
+    assert result == {"calls": {"aten.gelu.default": 1}, "during": False, "after": True, "correct": True}

@@ -97,10 +97,15 @@ class PerformanceRecord(_Open):
     device: DeviceYardsticks | None = None
     summary: PerformanceSummary | None = None
     shapes: list[ShapeTiming] = []
+    baselines: dict[str, dict] = {}  # the Verdict's summaries over compiled baselines (``inductor``)
 
     @property
     def geomean_speedup(self) -> float | None:
         return self.summary.geomean_speedup if self.measured and self.summary is not None else None
+
+    def speedup_over(self, baseline: str) -> float | None:
+        """The measured geomean speedup over a compiled baseline (``inductor``), else None."""
+        return (self.baselines.get(baseline) or {}).get("geomean_speedup") if self.measured else None
 
 
 class EarlierGuardNote(_Open):

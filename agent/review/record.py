@@ -27,7 +27,9 @@ def performance_record(verdict: Verdict) -> PerformanceRecord:
                           overhead_dominated=bool(t.overhead_dominated))
               for t in performance.tests]
     return PerformanceRecord(measured=True, gpu=performance.gpu, device=performance.device,
-                             summary=performance.summary, shapes=shapes)
+                             summary=performance.summary, shapes=shapes,
+                             baselines={name: summary.model_dump() for name, summary in
+                                        (performance.baselines or {}).items()})
 
 
 def served_overloads(verdict: Verdict, op: str) -> list[str]:

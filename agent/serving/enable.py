@@ -54,12 +54,15 @@ class ServedOverload:
 
 
 class Enabled:
-    """What ``enable`` installed. A context manager: leaving the block disables it."""
+    """What ``enable`` installed. A context manager: leaving the block disables it. ``compiled``
+    (``agent.serving.compiled``) routes compiled graphs to the kernels it serves; ``not_compiled``
+    says, per served overload left to inductor under torch.compile, why."""
 
     def __init__(self, library, served: dict[str, ServedOverload], skipped: dict[str, str], dispatch_key: str,
-                 slower: set[str] | None = None):
+                 slower: set[str] | None = None, compiled=None, not_compiled: dict[str, str] | None = None):
         self.library, self.served, self.skipped, self.dispatch_key = library, served, skipped, dispatch_key
         self.slower = slower or set()  # of the skipped, those an approved kernel serves once slower ones are asked for
+        self.compiled, self.not_compiled = compiled, not_compiled or {}
 
     @property
     def active(self) -> bool:
@@ -69,11 +72,22 @@ class Enabled:
         """Calls served by a generated kernel, per overload."""
         return {op: s.calls for op, s in self.served.items()}
 
+    def compiled_calls(self) -> dict[str, int]:
+        """Calls of a generated kernel from code torch.compile generated, per overload (counted
+        in ``calls`` too)."""
+        return {op: self.compiled.calls[op] for op in self.compiled.names} if self.compiled is not None else {}
+
     def report(self) -> list[dict]:
-        return [s.row() for s in self.served.values()]
+        compiled = self.compiled_calls()
+        return [{**s.row(), "compiled_calls": compiled.get(s.op),
+                 "under_compile": "served" if s.op in compiled else self.not_compiled.get(s.op)}
+                for s in self.served.values()]
 
     def disable(self) -> None:
         global _current
+        if self.compiled is not None:
+            self.compiled.uninstall()
+            self.compiled = None
         if self.library is not None:
             self.library._destroy()
             self.library = None
@@ -132,11 +146,38 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
             record = ServedOverload(op, version.number, str(version.folder), speed)
             _register(library, op, version.meta, kernels[version.folder], record, dispatch_key)
             served[op] = record
+        compiled, not_compiled = _under_compile(served, {op: version for op, version, _ in chosen}, device,
+                                                include_slower)
     except BaseException:
         library._destroy()
         raise
-    _current = Enabled(library, served, skipped, dispatch_key, gated)
+    _current = Enabled(library, served, skipped, dispatch_key, gated, compiled, not_compiled)
     return _current
+
+
+def _under_compile(served: dict[str, ServedOverload], versions: dict, device: str, include_slower: bool):
+    """The ``CompiledServing`` of the served overloads that torch.compile's code may call instead of
+    its own (installed), and why each other served overload is left to inductor. On a GPU an
+    overload goes there only where its kernel was measured at least as fast as inductor's code
+    (``include_slower``: all); on the CPU, the interpreter, where nothing is timed, every one does."""
+    from bbagent.agent.serving.compiled import CompiledServing
+    from bbagent.harness.interface import resolve_op
+    chosen, not_compiled = {}, {}
+    for op in served:
+        meta = versions[op].meta
+        over = meta.performance.speedup_over("inductor") if op == meta.written_for else None
+        if device == "cpu" or include_slower or (over is not None and over >= 1.0):
+            chosen[op] = resolve_op(op)
+        else:
+            not_compiled[op] = (f"measured {over:.3g}x torch.compile" if over is not None else
+                                "not timed against torch.compile (bbagent bench --op " + op +
+                                " --baseline eager,inductor on a GPU)")
+    compiled = CompiledServing(chosen)
+    for op in chosen:
+        if resolve_op(op) not in compiled.twins:
+            not_compiled[op] = "an in-place or out= overload: compiled code calls its functional overload"
+    compiled.install()
+    return compiled, not_compiled
 
 
 def to_serve(root: Path, include_unreviewed: bool, include_slower: bool,
