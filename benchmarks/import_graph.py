@@ -35,6 +35,7 @@ LAYERS = (
     ("agent.api",),
     ("agent.reports",),
     ("agent.batch",),
+    ("agent.regions",),
     ("agent.generate", "agent.bench", "agent.serving"),
     ("agent.judging", "agent.providers"),
     ("agent.review",),

@@ -344,6 +344,27 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
     return run_check(checked(model, config, device, ops=ops, root=str(resolve_root(root)), **settings), timeout_s)
 
 
+def regions(model: str, *, root: str | Path | None = None, device: str | None = None, config: dict | None = None,
+            dtype: str = "float32", out: str | Path | None = None):
+    """``model``'s candidate regions (``agent.regions``): compiled once by torch.compile, the graphs
+    inductor receives searched for a matrix product or a reduction with the pointwise work around
+    it, each region hashed, counted and written as a program problem under ``out`` (default
+    ``runs/regions-<model>-<time>``). Returns an ``agent.regions.survey.RegionSurvey``."""
+    from bbagent.agent.regions.survey import survey
+    from bbagent.agent.serving.models import config_for
+    from bbagent.agent.storage import new_run_id
+    from bbagent.harness.interface import default_device
+    if dtype not in ("float32", "float16", "bfloat16"):
+        raise _usage_error(f"dtype must be float32, float16 or bfloat16 (got {dtype!r})")
+    try:
+        settings = config_for(model, config)
+    except ValueError as exc:
+        raise _usage_error(str(exc)) from None
+    where = (Path(out).expanduser().absolute() if out is not None
+             else resolve_root(root, write=True) / "runs" / new_run_id(f"regions-{model}"))
+    return survey(model, settings, device or default_device(), dtype, where)
+
+
 def report(ident: str | None = None, *, root: str | Path | None = None, out: str | Path | None = None) -> Path:
     """Write the HTML report of a batch (default: the newest) or a run (``agent.reports.html``);
     returns its path (default ``runs/<id>/report.html``)."""

@@ -382,3 +382,20 @@ def print_check_model(console: Console, result: dict) -> None:
                       f"{timing['speedup']:.3g}x{note}")
     for culprit in result.get("culprits") or []:
         console.print(f"[red]culprit:[/red] {', '.join(culprit)}" + (" (only together)" if len(culprit) > 1 else ""))
+
+
+def print_regions(console: Console, found) -> None:
+    """``bbagent regions``: one row per region (hash, kind, count, operators, input shapes) and the
+    problem file written for it."""
+    from rich.table import Table
+    widen(console)
+    console.print(f"{found.model} on {found.device} ({found.dtype}), {escape(str(found.config))}: "
+                  f"{len(found.regions)} region(s) in {found.graphs} graph(s) inductor received")
+    table = Table(show_edge=False, pad_edge=False)
+    for column in ("hash", "kind", "count", "operators", "inputs", "problem"):
+        table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
+    for region, path in zip(found.regions, found.files):
+        ops = ", ".join(op.removeprefix("aten.") for op in region.ops)
+        shapes = ", ".join(f"{s.dtype}{s.shape}" for s in region.inputs)
+        table.add_row(region.hash, region.kind, str(region.count), escape(ops), escape(shapes), escape(path))
+    console.print(table)

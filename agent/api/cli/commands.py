@@ -411,6 +411,18 @@ def cmd_check_model(args, out, err) -> int:
     return EXIT_OK if result["match"] else EXIT_FAIL
 
 
+def cmd_regions(args, out, err) -> int:
+    with _waiting(err, f"compiling {args.model} and searching the graphs inductor receives"):
+        found = api.regions(args.model, root=args.root, device=args.device, config=_settings(args.set),
+                            dtype=args.dtype, out=args.out)
+    if args.json:
+        print(found.model_dump_json(indent=1))
+        return EXIT_OK
+    from bbagent.agent.reports.console import print_regions
+    print_regions(out, found)
+    return EXIT_OK
+
+
 def cmd_report(args, out, err) -> int:
     from bbagent.agent.reports.html import NO_MATPLOTLIB, can_draw
     with _waiting(err, "drawing the report"):
@@ -511,5 +523,6 @@ def cmd_export(args, out, err) -> int:
 
 COMMANDS = {"generate": cmd_generate, "batch": cmd_batch, "status": cmd_status, "prompt": cmd_prompt, "eval": cmd_eval,
             "bench": cmd_bench, "ops": cmd_ops, "kernels": cmd_kernels, "logs": cmd_logs, "schema": cmd_schema,
-            "runs": cmd_runs, "cache": cmd_cache, "review": cmd_review, "check-model": cmd_check_model, "report": cmd_report,
+            "runs": cmd_runs, "cache": cmd_cache, "review": cmd_review, "check-model": cmd_check_model,
+            "regions": cmd_regions, "report": cmd_report,
             "export": cmd_export}

@@ -19,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_generate_command, _batch_command, _status_command, _runs_command, _cache_command, _prompt_command,
                 _eval_command,
                 _bench_command, _ops_command, _kernels_command, _logs_command, _check_model_command,
-                _report_command, _review_command, _export_command, _schema_command):
+                _regions_command, _report_command, _review_command, _export_command, _schema_command):
         add(sub)
     return parser
 
@@ -245,6 +245,25 @@ def _logs_command(sub) -> None:
     logs.add_argument("--run", help="only calls of this run id")
     logs.add_argument("--json", action="store_true", help="print one JSON list (prompts and responses included)")
     _add_root(logs)
+
+
+def _regions_command(sub) -> None:
+    rg = sub.add_parser("regions", help="find the regions of a real model worth a kernel of their own, as problems",
+                        description="Build MODEL from a config (fixed seed, no downloaded weights), compile it once "
+                                    "with torch.compile, and search the graphs inductor receives for regions: a "
+                                    "matrix product or convolution with the pointwise work after it, a reduction "
+                                    "(a normalization, a softmax) with the pointwise work around it. Each region is "
+                                    "hashed by its operators and shapes, counted, and written as a program problem in "
+                                    "KernelBench's format (OUT/<n>_<kind>_<hash>.py) that generate --problem, "
+                                    "eval --problem and batch --kernelbench OUT take. Exit 0, 2 usage error.")
+    rg.add_argument("--model", required=True, choices=["resnet18", "transformer"])
+    rg.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu")
+    rg.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    rg.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a model setting, e.g. --set batch=2 --set d_model=64")
+    rg.add_argument("--out", type=Path, help="where the problem files go (default ROOT/runs/regions-MODEL-<time>)")
+    rg.add_argument("--json", action="store_true", help="print the regions as one JSON object")
+    _add_root(rg)
 
 
 def _check_model_command(sub) -> None:

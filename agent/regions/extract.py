@@ -1,0 +1,193 @@
+"""Candidate regions of a model, found in the graphs inductor receives.
+
+``inductor_graphs`` compiles the model with ``torch.compile`` and keeps a copy of each graph that
+reaches inductor's post-grad passes (aten operators, decomposed as inductor decomposes them, shapes
+known). ``find_regions`` grows regions in each: from a seed, a matrix product or convolution (whose
+epilogue inductor leaves apart in its default mode) or a reduction (a normalization's statistics,
+a softmax's maximum and sum), through the users that inductor could fuse with it (pointwise
+operators and views; from a reduction, further reductions too), while each added node's other
+inputs come from before the seed; a
+region is kept where it holds a seed and at least one pointwise operator. Each region is hashed
+by its operators, their arguments and its inputs' shapes and dtypes (``Region.hash``); regions of
+one hash are counted together.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import operator
+
+from pydantic import BaseModel, ConfigDict
+
+MAX_OPS = 24  # nodes of one region, views included
+MATMULS = frozenset({"mm", "addmm", "bmm", "baddbmm", "convolution", "_scaled_mm"})
+REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "var_mean", "var", "prod", "_softmax", "_log_softmax",
+                        "native_layer_norm", "native_group_norm", "_native_batch_norm_legit_no_training"})
+VIEWS = frozenset({"view", "reshape", "_unsafe_view", "permute", "transpose", "expand", "squeeze", "unsqueeze",
+                   "t", "clone", "slice", "select"})
+
+
+class TensorSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    shape: list[int]
+    dtype: str  # ``float32``
+
+
+class RegionNode(BaseModel):
+    """One operator call of a region: ``target`` an aten overload's name (``aten.addmm.default``)
+    or ``getitem``; each argument a reference (``{"in": j}`` the region's j-th input, ``{"node": i}``
+    its i-th node) or a constant, as data."""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    target: str
+    args: list
+    kwargs: dict
+
+
+class Region(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hash: str
+    kind: str  # "matmul + epilogue", "reduction + pointwise"
+    ops: list[str]  # the compute operators, in order (views left out)
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    output_nodes: list[int]
+    nodes: list[RegionNode]
+    count: int = 1
+
+
+def inductor_graphs(model, inputs: tuple) -> list:
+    """Copies of the graphs inductor receives for one call of ``model(*inputs)`` under
+    ``torch.compile`` (no gradient), after its decompositions, as its post-grad passes see them."""
+    import torch
+    from torch._inductor import config
+    graphs = []
+
+    def keep(graph) -> None:
+        graphs.append(copy.deepcopy(graph))
+    previous = config.post_grad_custom_pre_pass
+    torch._dynamo.reset()
+    config.post_grad_custom_pre_pass = keep
+    try:
+        with torch.no_grad():
+            torch.compile(model)(*inputs)
+    finally:
+        config.post_grad_custom_pre_pass = previous
+        torch._dynamo.reset()
+    return graphs
+
+
+def _packet(node) -> str | None:
+    overload = node.target
+    schema = getattr(overload, "_schema", None)
+    return schema.name.split("::")[-1] if schema is not None else None
+
+
+def _is_pointwise(node) -> bool:
+    import torch
+    return torch.Tag.pointwise in getattr(node.target, "tags", ())
+
+
+def _fusible(node, reductions: bool) -> bool:
+    """Whether ``node`` may join a region: pointwise operators and views always, reductions where
+    ``reductions`` (a region grown from a reduction, not from a matrix product's epilogue)."""
+    if node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return True
+    return _is_pointwise(node) or _packet(node) in VIEWS or (reductions and _packet(node) in REDUCTIONS)
+
+
+def find_regions(graphs: list) -> list[Region]:
+    """The candidate regions of ``graphs``, one per hash, the most frequent first (see the
+    module's docstring)."""
+    found: dict[str, Region] = {}
+    for graph in graphs:
+        nodes = list(graph.nodes)
+        position = {node: i for i, node in enumerate(nodes)}
+        taken: set = set()
+        for seed in nodes:
+            if seed in taken or seed.op != "call_function" or _packet(seed) not in MATMULS | REDUCTIONS:
+                continue
+            members = _grow(seed, position, taken)
+            computing = [n for n in members if n.target is not operator.getitem and _packet(n) not in VIEWS]
+            if not any(_is_pointwise(n) for n in computing):
+                continue
+            region = _described(members, position)
+            if region is None:
+                continue
+            taken.update(members)
+            if region.hash in found:
+                found[region.hash].count += 1
+            else:
+                found[region.hash] = region
+    return sorted(found.values(), key=lambda r: (-r.count, -len(r.ops)))
+
+
+def _grow(seed, position: dict, taken: set) -> list:
+    members = [seed]
+    inside = {seed}
+    reductions = _packet(seed) in REDUCTIONS  # a matrix product's region is it and its epilogue
+    grew = True
+    while grew and len(members) < MAX_OPS:
+        grew = False
+        for node in sorted({u for m in members for u in m.users}, key=position.get):
+            if node in inside or node in taken or not _fusible(node, reductions) or len(members) >= MAX_OPS:
+                continue
+            if all(a in inside or a.op in ("placeholder", "get_attr") or position[a] < position[seed]
+                   for a in node.all_input_nodes):
+                members.append(node)
+                inside.add(node)
+                grew = True
+    return sorted(members, key=position.get)
+
+
+def _described(members: list, position: dict) -> Region | None:
+    """The region of these nodes, or None where an argument cannot be written as a constant."""
+    index = {node: i for i, node in enumerate(members)}
+    inputs: list = []
+    written = []
+
+    def argument(value):
+        import torch
+        if hasattr(value, "op"):  # an fx Node
+            if value in index:
+                return {"node": index[value]}
+            if value not in inputs:
+                inputs.append(value)
+            return {"in": inputs.index(value)}
+        if isinstance(value, (list, tuple)):
+            return [argument(v) for v in value]
+        if isinstance(value, torch.dtype):
+            return {"dtype": str(value).removeprefix("torch.")}
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        raise TypeError(type(value).__name__)
+    try:
+        for node in members:
+            target = "getitem" if node.target is operator.getitem else _name(node.target)
+            written.append(RegionNode(target=target, args=[argument(a) for a in node.args],
+                                      kwargs={k: argument(v) for k, v in node.kwargs.items()}))
+    except TypeError:
+        return None
+    outputs = [n for n in members if any(u not in index for u in n.users)]
+    if any(_spec(n) is None for n in inputs + outputs):
+        return None
+    input_specs, output_specs = [_spec(n) for n in inputs], [_spec(n) for n in outputs]
+    canonical = repr(([w.model_dump() for w in written], [s.model_dump() for s in input_specs],
+                      [index[n] for n in outputs]))
+    ops = [w.target for w in written if w.target != "getitem" and w.target.split(".")[1] not in VIEWS]
+    kind = "matmul + epilogue" if _packet(members[0]) in MATMULS else "reduction + pointwise"
+    return Region(hash=hashlib.sha256(canonical.encode()).hexdigest()[:12], kind=kind, ops=ops, inputs=input_specs,
+                  outputs=output_specs, output_nodes=[index[n] for n in outputs], nodes=written)
+
+
+def _name(overload) -> str:
+    from bbagent.harness.interface import op_name
+    return op_name(overload)
+
+
+def _spec(node) -> TensorSpec | None:
+    value = node.meta.get("val")
+    if value is None or not hasattr(value, "shape"):
+        return None
+    return TensorSpec(shape=[int(s) for s in value.shape], dtype=str(value.dtype).removeprefix("torch."))

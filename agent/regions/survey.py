@@ -1,0 +1,44 @@
+"""``bbagent regions``: a real model's candidate regions, each written as a program problem.
+
+The model is built as ``check-model`` builds it (``agent.serving.models``: a config, a fixed seed,
+no downloaded weights), compiled once by ``torch.compile`` on the device asked for, its graphs
+searched (``agent.regions.extract``), and each region of a distinct hash written to
+``OUT/<n>_<kind>_<hash>.py`` (``agent.regions.program``), most frequent first: a file
+``generate --problem``, ``eval --problem`` and ``batch --kernelbench OUT`` take as they are.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from bbagent.agent.regions.extract import Region, find_regions, inductor_graphs
+from bbagent.agent.regions.program import region_program
+
+
+class RegionSurvey(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    config: dict
+    device: str
+    dtype: str
+    graphs: int
+    regions: list[Region]
+    files: list[str]  # one problem file per region, in the same order
+
+
+def survey(model: str, config: dict, device: str, dtype: str, out: Path) -> RegionSurvey:
+    import torch
+    from bbagent.agent.serving.models import build_model
+    built, inputs = build_model(model, config, device, getattr(torch, dtype))
+    graphs = inductor_graphs(built, (inputs,))
+    regions = find_regions(graphs)
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for number, region in enumerate(regions, start=1):
+        path = out / f"{number}_{re.sub(r'[^a-z]+', '_', region.kind)}_{region.hash}.py"
+        path.write_text(region_program(region, f"{model} {config}"))
+        files.append(str(path))
+    return RegionSurvey(model=model, config=config, device=device, dtype=dtype, graphs=len(graphs), regions=regions,
+                        files=files)

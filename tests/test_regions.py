@@ -1,0 +1,95 @@
+"""Regions of real models (``bbagent regions``, ``agent.regions``) on the CPU: found in the graphs
+inductor receives, hashed by operators and shapes, counted, and written as program problems that
+compute what the model computes and that eval takes as they are."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from bbagent.agent.regions.extract import find_regions, inductor_graphs
+from bbagent.agent.regions.program import region_program
+from conftest import PYTHONPATH
+
+ANSWERS = __import__("pathlib").Path(__file__).parent / "problems" / "answers"
+GELU_EPILOGUE = ["aten.addmm.default", "aten.mul.Tensor", "aten.mul.Tensor", "aten.erf.default", "aten.add.Tensor",
+                 "aten.mul.Tensor"]
+
+
+class Blocks(torch.nn.Module):
+    """Two identical Linear + GELU blocks, then a LayerNorm + ReLU and a softmax."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(width, width), torch.nn.Linear(width, width)
+        self.norm = torch.nn.LayerNorm(width)
+
+    def forward(self, x):
+        x = torch.nn.functional.gelu(self.first(x))
+        x = torch.nn.functional.gelu(self.second(x))
+        return torch.relu(self.norm(x)).softmax(dim=-1)
+
+
+def regions_of(width: int, batch: int = 8):
+    torch.manual_seed(0)
+    return find_regions(inductor_graphs(Blocks(width).eval(), (torch.randn(batch, width),)))
+
+
+@pytest.mark.slow
+def test_regions_are_found_hashed_by_operators_and_shapes_and_counted():
+    found = regions_of(16)
+    by_ops = {tuple(r.ops): r for r in found}
+    gelu = by_ops[tuple(GELU_EPILOGUE)]
+    assert gelu.kind == "matmul + epilogue" and gelu.count == 2  # the two blocks: one region, counted twice
+    assert [s.shape for s in gelu.inputs] == [[16], [8, 16], [16, 16]] and [s.shape for s in gelu.outputs] == [[8, 16]]
+    norm = next(r for r in found if r.kind == "reduction + pointwise")
+    assert norm.ops[0] == "aten.var_mean.correction" and "aten.relu.default" in norm.ops
+    assert found[0].count == 2  # the most frequent first
+    again = regions_of(16)
+    assert [r.hash for r in again] == [r.hash for r in found]  # the same model: the same hashes
+    other = {r.hash for r in regions_of(24)}
+    assert gelu.hash not in other and len(other) == len(found)  # other shapes: other hashes
+
+
+@pytest.mark.slow
+def test_a_region_is_a_program_problem_computing_what_the_model_computes(tmp_path):
+    from bbagent.harness.problem import program_problem
+    gelu = next(r for r in regions_of(16) if r.ops == GELU_EPILOGUE)
+    path = tmp_path / "1_matmul_epilogue.py"
+    path.write_text(region_program(gelu, "Blocks"))
+    program_problem(path)  # KernelBench's format
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - the file just written
+    bias, x, weight = namespace["get_inputs"]()
+    got = namespace["Model"](*namespace["get_init_inputs"]())(bias, x, weight)
+    assert torch.allclose(got, torch.nn.functional.gelu(torch.addmm(bias, x, weight)), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_regions_of_a_real_model_from_the_command_line_and_one_answered(tmp_path):
+    def bbagent(*argv):
+        return subprocess.run([sys.executable, "-m", "bbagent", *argv], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600, env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                                "TRITON_INTERPRET": "1"})
+    small = ["--set", "batch=2", "--set", "seq=16", "--set", "vocab=50", "--set", "d_model=32", "--set", "heads=2",
+             "--set", "layers=2", "--set", "d_ff=64"]
+    done = bbagent("regions", "--model", "transformer", *small, "--device", "cpu", "--json", "--out", "found")
+    assert done.returncode == 0, done.stderr[-2000:]
+    survey = json.loads(done.stdout)
+    kinds = {tuple(r["ops"]): r for r in survey["regions"]}
+    gelu = kinds[tuple(GELU_EPILOGUE)]
+    assert gelu["count"] == 2 and survey["graphs"] == 1  # one per layer
+    softmax = ["aten.amax.default", "aten.sub.Tensor", "aten.exp.default", "aten.sum.dim_IntList", "aten.div.Tensor"]
+    assert kinds[tuple(softmax)]["count"] == 2 and kinds[tuple(softmax)]["kind"] == "reduction + pointwise"
+    layer_norms = [r for r in survey["regions"] if r["ops"][0] == "aten.var_mean.correction"]
+    assert [r["count"] for r in layer_norms] == [5]  # two per layer and the final one: one hash
+    problem = survey["files"][survey["regions"].index(gelu)]
+    assert problem.startswith(str(tmp_path / "found")) and problem.endswith(f"_matmul_epilogue_{gelu['hash']}.py")
+    judged = bbagent("eval", "--problem", problem, "--kernel", str(ANSWERS / "region_addmm_gelu_right.py"),
+                     "--device", "cpu", "--json")
+    assert judged.returncode == 0, judged.stdout[-3000:] + judged.stderr[-2000:]
+    assert json.loads(judged.stdout)["verdict"] == "pass"
+    refused = bbagent("regions", "--model", "transformer", "--set", "width=3", "--device", "cpu")
+    assert refused.returncode == 2 and "transformer has no setting width" in refused.stderr
+    assert "Traceback" not in refused.stderr
