@@ -35,13 +35,13 @@ LAYERS = (
     ("agent.api",),
     ("agent.reports",),
     ("agent.batch",),
-    ("agent.regions",),
     ("agent.generate", "agent.bench", "agent.serving"),
+    ("agent.regions",),
     ("agent.judging", "agent.providers"),
     ("agent.review",),
     ("agent.caches",),
     ("agent.run_record", "agent.gpu_facts"),
-    ("agent.families", "agent.machine", "agent.money", "agent.options", "agent.storage"),
+    ("agent.families", "agent.machine", "agent.models", "agent.money", "agent.options", "agent.storage"),
     ("agent.errors",),
     # harness/, below agent/: its one door, then evaluate over the request over the sandbox over timing over the
     # problem over checks over suite over the leaves

@@ -331,7 +331,7 @@ def disable() -> dict | None:
 
 def check_model(model: str, *, root: str | Path | None = None, device: str | None = None, config: dict | None = None,
                 ops: list[str] | None = None, timeout_s: float = 1800.0, **settings) -> dict:
-    """Run ``model`` (``agent.serving.models``) forward with the enabled kernels and eagerly, in a
+    """Run ``model`` (``agent.models``) forward with the enabled kernels and eagerly, in a
     child process; returns the comparison, the overloads served with their call counts, the timing
     and, on a mismatch, the culprit overloads. ``settings``: dtype, include_unreviewed,
     include_slower, atol, rtol, repeats, iterations, seed (``agent.serving.check_model.ModelCheck``)."""
@@ -351,7 +351,7 @@ def regions(model: str, *, root: str | Path | None = None, device: str | None = 
     it, each region hashed, counted and written as a program problem under ``out`` (default
     ``runs/regions-<model>-<time>``). Returns an ``agent.regions.survey.RegionSurvey``."""
     from bbagent.agent.regions.survey import survey
-    from bbagent.agent.serving.models import config_for
+    from bbagent.agent.models import config_for
     from bbagent.agent.storage import new_run_id
     from bbagent.harness.interface import default_device
     if dtype not in ("float32", "float16", "bfloat16"):

@@ -1,6 +1,6 @@
 """``bbagent regions``: a real model's candidate regions, each written as a program problem.
 
-The model is built as ``check-model`` builds it (``agent.serving.models``: a config, a fixed seed,
+The model is built as ``check-model`` builds it (``agent.models``: a config, a fixed seed,
 no downloaded weights), compiled once by ``torch.compile`` on the device asked for, its graphs
 searched (``agent.regions.extract``), and each region of a distinct hash written to
 ``OUT/<n>_<kind>_<hash>.py`` (``agent.regions.program``), most frequent first: a file
@@ -30,7 +30,7 @@ class RegionSurvey(BaseModel):
 
 def survey(model: str, config: dict, device: str, dtype: str, out: Path) -> RegionSurvey:
     import torch
-    from bbagent.agent.serving.models import build_model
+    from bbagent.agent.models import build_model
     built, inputs = build_model(model, config, device, getattr(torch, dtype))
     graphs = inductor_graphs(built, (inputs,))
     regions = find_regions(graphs)

@@ -39,7 +39,7 @@ class ModelCheck:
 
 def checked(model: str, config: dict | None, device: str | None, **settings) -> ModelCheck:
     """The check asked for, with the model's full config; a UsageError naming what is wrong."""
-    from bbagent.agent.serving.models import config_for
+    from bbagent.agent.models import config_for
     from bbagent.harness.interface import default_device
     device = device or default_device()
     if device == "cuda" and default_device() != "cuda":

@@ -1,6 +1,6 @@
 """The child process of ``bbagent check-model`` (its parent side: ``agent.serving.check_model``).
 
-It builds the model and input from a fixed seed (``agent.serving.models``), records which aten
+It builds the model and input from a fixed seed (``agent.models``), records which aten
 overloads one eager forward runs, then runs it eagerly and with ``bbagent.enable()``; compares the
 outputs (``|out - eager| <= atol + rtol * |eager|`` everywhere); times both, interleaved; and on a
 mismatch bisects over the enabled overloads to name the culprits. It writes one JSON result to
@@ -77,7 +77,7 @@ def timed_ms(run, device: str, iterations: int) -> float:
 
 def check(spec: dict) -> dict:
     import torch
-    from bbagent.agent.serving.models import build_model
+    from bbagent.agent.models import build_model
     device, dtype = spec["device"], getattr(torch, spec["dtype"])
     model, inputs = build_model(spec["model"], spec["config"], device, dtype, spec["seed"])
     atol, rtol = spec["atol"], spec["rtol"]
