@@ -4,6 +4,7 @@ compute what the model computes and that eval takes as they are."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from bbagent.agent.regions.extract import find_regions, inductor_graphs
 from bbagent.agent.regions.program import region_program
 from conftest import PYTHONPATH
 
-ANSWERS = __import__("pathlib").Path(__file__).parent / "problems" / "answers"
+ANSWERS = Path(__file__).parent / "problems" / "answers"
 GELU_EPILOGUE = ["aten.addmm.default", "aten.mul.Tensor", "aten.mul.Tensor", "aten.erf.default", "aten.add.Tensor",
                  "aten.mul.Tensor"]
 
@@ -93,3 +94,52 @@ def test_regions_of_a_real_model_from_the_command_line_and_one_answered(tmp_path
     refused = bbagent("regions", "--model", "transformer", "--set", "width=3", "--device", "cpu")
     assert refused.returncode == 2 and "transformer has no setting width" in refused.stderr
     assert "Traceback" not in refused.stderr
+
+
+SMALL = {"batch": 2, "seq": 16, "vocab": 50, "d_model": 32, "heads": 2, "layers": 2, "d_ff": 64}
+
+
+@pytest.mark.slow
+def test_an_approved_region_answer_is_what_the_compiled_model_runs(tmp_path, monkeypatch, no_keys, capsys):
+    """The loop closed on the CPU: a region of the small transformer found, answered through the
+    real SDK against the fake server, accepted and approved; then, enabled, the compiled model
+    calls the answer once per layer where the region stands and computes what eager computes; the
+    problem file edited, the answer is left to inductor, saying why."""
+    import bbagent
+    from bbagent.agent.review import lifecycle
+    from bbagent.cli import main
+    from fake_llm import FakeLLMServer
+    survey = bbagent.regions("transformer", config=SMALL, device="cpu", out=tmp_path / "found")
+    gelu = next(r for r in survey.regions if r.ops == GELU_EPILOGUE)
+    problem = survey.files[survey.regions.index(gelu)]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    answer = f"```python\n{(ANSWERS / 'region_addmm_gelu_right.py').read_text()}```\n"
+    with FakeLLMServer().answer(answer) as server:
+        code = main(["generate", "--problem", problem, "--rounds", "1", "--provider", "openai", "--model", "gpt-test",
+                     "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu", "--seed", "3",
+                     "--timeout", "120"])
+    assert code == 0, capsys.readouterr().err[-3000:]
+    key = f"kernelbench/other/{Path(problem).stem}"
+    lifecycle.set_status(tmp_path / "generated_kernels" / key, "approved")
+    script = (
+        "import json, sys, torch, bbagent\n"
+        "from bbagent.agent.models import build_model\n"
+        f"config = {{**{SMALL!r}, 'activation': 'gelu'}}\n"
+        "model, tokens = build_model('transformer', config, 'cpu', torch.float32)\n"
+        "with torch.no_grad():\n"
+        "    eager = model(tokens)\n"
+        "    enabled = bbagent.enable(sys.argv[1], device='cpu')\n"
+        "    compiled = torch.compile(model)(tokens)\n"
+        "print(json.dumps({'calls': enabled.compiled_calls(), 'regions': enabled.regions(),\n"
+        "                  'close': bool(torch.allclose(compiled, eager, atol=1e-4, rtol=1e-4))}))\n")
+
+    def run() -> dict:
+        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
+                              timeout=600, env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    served = run()
+    assert served["regions"] == {key: "served"} and served["calls"][key] == 2 and served["close"], served
+    Path(problem).write_text(Path(problem).read_text() + "\n# edited\n")
+    left = run()
+    assert "has changed since its answer was accepted" in left["regions"][key] and key not in left["calls"], left

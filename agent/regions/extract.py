@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import operator
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
@@ -97,29 +98,47 @@ def _fusible(node, reductions: bool) -> bool:
     return _is_pointwise(node) or _packet(node) in VIEWS or (reductions and _packet(node) in REDUCTIONS)
 
 
+@dataclass
+class Match:
+    """One region where it stands in a graph: its nodes in order, the nodes its inputs come from
+    and those of its outputs (``Region.inputs``, ``Region.output_nodes`` in the same order)."""
+    region: Region
+    members: list
+    inputs: list
+    outputs: list
+
+
+def matches(graph) -> list[Match]:
+    """The candidate regions of one graph, disjoint, in the graph's order."""
+    nodes = list(graph.nodes)
+    position = {node: i for i, node in enumerate(nodes)}
+    taken: set = set()
+    found = []
+    for seed in nodes:
+        if seed in taken or seed.op != "call_function" or _packet(seed) not in MATMULS | REDUCTIONS:
+            continue
+        members = _grow(seed, position, taken)
+        computing = [n for n in members if n.target is not operator.getitem and _packet(n) not in VIEWS]
+        if not any(_is_pointwise(n) for n in computing):
+            continue
+        described = _described(members)
+        if described is None:
+            continue
+        taken.update(members)
+        found.append(Match(described[0], members, described[1], [members[i] for i in described[0].output_nodes]))
+    return found
+
+
 def find_regions(graphs: list) -> list[Region]:
     """The candidate regions of ``graphs``, one per hash, the most frequent first (see the
     module's docstring)."""
     found: dict[str, Region] = {}
     for graph in graphs:
-        nodes = list(graph.nodes)
-        position = {node: i for i, node in enumerate(nodes)}
-        taken: set = set()
-        for seed in nodes:
-            if seed in taken or seed.op != "call_function" or _packet(seed) not in MATMULS | REDUCTIONS:
-                continue
-            members = _grow(seed, position, taken)
-            computing = [n for n in members if n.target is not operator.getitem and _packet(n) not in VIEWS]
-            if not any(_is_pointwise(n) for n in computing):
-                continue
-            region = _described(members, position)
-            if region is None:
-                continue
-            taken.update(members)
-            if region.hash in found:
-                found[region.hash].count += 1
+        for match in matches(graph):
+            if match.region.hash in found:
+                found[match.region.hash].count += 1
             else:
-                found[region.hash] = region
+                found[match.region.hash] = match.region
     return sorted(found.values(), key=lambda r: (-r.count, -len(r.ops)))
 
 
@@ -141,8 +160,9 @@ def _grow(seed, position: dict, taken: set) -> list:
     return sorted(members, key=position.get)
 
 
-def _described(members: list, position: dict) -> Region | None:
-    """The region of these nodes, or None where an argument cannot be written as a constant."""
+def _described(members: list) -> tuple[Region, list] | None:
+    """The region of these nodes and the nodes its inputs come from, or None where an argument
+    cannot be written as a constant."""
     index = {node: i for i, node in enumerate(members)}
     inputs: list = []
     written = []
@@ -178,7 +198,7 @@ def _described(members: list, position: dict) -> Region | None:
     ops = [w.target for w in written if w.target != "getitem" and w.target.split(".")[1] not in VIEWS]
     kind = "matmul + epilogue" if _packet(members[0]) in MATMULS else "reduction + pointwise"
     return Region(hash=hashlib.sha256(canonical.encode()).hexdigest()[:12], kind=kind, ops=ops, inputs=input_specs,
-                  outputs=output_specs, output_nodes=[index[n] for n in outputs], nodes=written)
+                  outputs=output_specs, output_nodes=[index[n] for n in outputs], nodes=written), inputs
 
 
 def _name(overload) -> str:

@@ -20,6 +20,8 @@ def region_program(region: Region, found_in: str) -> str:
     return f'''import torch
 import torch.nn as nn
 
+REGION_HASH = "{region.hash}"  # bbagent serves an approved answer where torch.compile's graph holds this region
+
 
 class Model(nn.Module):
     """A {region.kind} region of {found_in} (hash {region.hash}, found {region.count} time(s)), as

@@ -13,6 +13,12 @@ of its generated code). Two changes to inductor, undone by ``uninstall``:
 * a served overload inductor would decompose before that pass (``gelu`` into ``erf`` and
   ``mul``) is taken out of its decomposition table, so that the call is still there to swap.
 
+An approved answer to a region problem (``bbagent regions``; its text names the region's hash,
+``REGION_HASH``) gets a twin too, ``bbagent_served::region_<hash>``, taking the region's inputs and
+returning its outputs through the answer's ``ModelNew`` (its shapes from the problem's ``Model``):
+the same pass finds the regions of each graph (``agent.regions.extract.matches``) and puts one call
+of the twin where a region of that hash stands, before it swaps single overloads.
+
 Only graphs compiled while the kernels are enabled are changed; a function compiled before keeps
 its code until it is compiled again (``torch._dynamo.reset()``). Under CUDA graphs
 (``mode="reduce-overhead"``) a replay runs no Python: the calls counted are those that ran outside
@@ -22,29 +28,68 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from dataclasses import dataclass
 
 NAMESPACE = "bbagent_served"
 
 
-class CompiledServing:
-    """The twins of ``overloads`` (``OpOverload`` by name) and the changes to inductor that route
-    compiled graphs to them; ``calls`` counts compiled calls per overload name."""
+@dataclass
+class RegionAnswer:
+    """An approved answer to a region problem: the problem's key, the region's hash, the answer's
+    ``ModelNew`` and the problem's module (its ``Model`` and ``get_inputs``)."""
+    key: str
+    hash: str
+    model_new: type
+    problem: object
 
-    def __init__(self, overloads: dict[str, object]):
+
+class CompiledServing:
+    """The twins of ``overloads`` (``OpOverload`` by name) and of ``regions`` (by hash), and the
+    changes to inductor that route compiled graphs to them; ``calls`` counts compiled calls per
+    overload name and per region answer's key."""
+
+    def __init__(self, overloads: dict[str, object], regions: dict[str, RegionAnswer] | None = None):
         import torch
         self.calls: Counter = Counter()
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
         self.twins = {overload: self._twin(name, overload) for name, overload in overloads.items()
                       if _functional(overload)}
+        self.region_twins = {answer.hash: self._region_twin(answer) for answer in (regions or {}).values()}
+        self.region_keys = {answer.hash: answer.key for answer in (regions or {}).values()}
         self.removed: list[tuple[dict, object, object]] = []
         self.previous_pass = None
         self.installed = False
 
     @property
     def names(self) -> list[str]:
-        """The overloads served under torch.compile."""
+        """The overloads and region answers served under torch.compile."""
         from bbagent.harness.interface import op_name
-        return sorted(op_name(overload) for overload in self.twins)
+        return sorted(op_name(overload) for overload in self.twins) + sorted(self.region_keys.values())
+
+    def _region_twin(self, answer: RegionAnswer):
+        import torch
+        with torch.device("meta"):
+            drawn = list(answer.problem.get_inputs())
+            outputs = answer.problem.Model()(*drawn)
+        count = len(outputs) if isinstance(outputs, (tuple, list)) else 1
+        returns = "Tensor" if count == 1 else f"({', '.join(['Tensor'] * count)})"
+        name = f"region_{answer.hash}"
+        self.library.define(f"{name}({', '.join(f'Tensor in{j}' for j in range(len(drawn)))}) -> {returns}")
+        reference, built, calls = answer.problem.Model(), [], self.calls
+
+        def implementation(*args):
+            if not built:
+                built.append(answer.model_new())
+            calls[answer.key] += 1
+            result = built[0].to(args[0].device)(*args)
+            return tuple(result) if count > 1 else result
+
+        def shapes(*args):
+            result = reference(*args)
+            return tuple(result) if count > 1 else result
+        self.library.impl(name, implementation, "CompositeExplicitAutograd")
+        torch.library.register_fake(f"{NAMESPACE}::{name}", shapes, lib=self.library)
+        return getattr(getattr(torch.ops, NAMESPACE), name).default
 
     def _twin(self, name: str, overload):
         import torch
@@ -66,7 +111,7 @@ class CompiledServing:
     def install(self) -> None:
         from torch._inductor import config, decomposition
         self.previous_pass = config.post_grad_custom_pre_pass
-        config.post_grad_custom_pre_pass = SwapPass(self.twins, self.previous_pass)
+        config.post_grad_custom_pre_pass = SwapPass(self.twins, self.previous_pass, self.region_twins)
         for table in (decomposition.decompositions, decomposition.fast_random_decomps()):
             for overload in self.twins:
                 if overload in table:
@@ -100,22 +145,50 @@ except ImportError:  # a torch without it: the pass still runs, and inductor doe
 
 
 class SwapPass(_PassBase):
-    """Inductor's post-grad custom pass: every call of a served overload becomes a call of its
-    twin (after the pass that was set before, if any)."""
+    """Inductor's post-grad custom pass (after the pass that was set before, if any): every region
+    of a served hash becomes one call of its twin, then every call of a served overload a call of
+    its twin."""
 
-    def __init__(self, twins: dict, previous=None):
-        self.twins, self.previous = twins, previous
+    def __init__(self, twins: dict, previous=None, region_twins: dict | None = None):
+        self.twins, self.previous, self.region_twins = twins, previous, region_twins or {}
 
     def __call__(self, graph) -> None:
         if self.previous is not None:
             self.previous(graph)
+        if self.region_twins:
+            from bbagent.agent.regions.extract import matches
+            for match in matches(graph):
+                if match.region.hash in self.region_twins:
+                    _replace(graph, match, self.region_twins[match.region.hash])
         for node in graph.nodes:
             if node.op == "call_function" and node.target in self.twins:
                 node.target = self.twins[node.target]
 
     def uuid(self) -> bytes:
-        """What inductor's graph cache keys the pass by: the overloads swapped (and the pass before)."""
+        """What inductor's graph cache keys the pass by: what is swapped (and the pass before)."""
         from bbagent.harness.interface import op_name
-        text = ",".join(sorted(op_name(overload) for overload in self.twins))
+        text = ",".join(sorted(op_name(overload) for overload in self.twins) + sorted(self.region_twins))
         previous = self.previous.uuid() if self.previous is not None and hasattr(self.previous, "uuid") else b""
         return hashlib.sha256(text.encode() + bytes(previous or b"")).digest()
+
+
+def _replace(graph, match, twin) -> None:
+    """One call of ``twin`` on the region's inputs in place of its nodes: each output's users
+    outside the region read the call's result instead, and the region's nodes go."""
+    import operator
+    members = set(match.members)
+    with graph.inserting_before(match.members[0]):
+        call = graph.call_function(twin, tuple(match.inputs))
+        values = [output.meta.get("val") for output in match.outputs]
+        call.meta["val"] = values[0] if len(values) == 1 else tuple(values)
+        results = [call]
+        if len(values) > 1:
+            results = []
+            for k, value in enumerate(values):
+                picked = graph.call_function(operator.getitem, (call, k))
+                picked.meta["val"] = value
+                results.append(picked)
+    for output, result in zip(match.outputs, results):
+        output.replace_all_uses_with(result, delete_user_cb=lambda user: user not in members)
+    for node in reversed(match.members):
+        graph.erase_node(node)

@@ -77,6 +77,12 @@ class Enabled:
         in ``calls`` too)."""
         return {op: self.compiled.calls[op] for op in self.compiled.names} if self.compiled is not None else {}
 
+    def regions(self) -> dict[str, str]:
+        """Each answer to a region problem (``bbagent regions``): "served" under torch.compile, or
+        why not."""
+        served = dict.fromkeys(self.compiled.region_keys.values(), "served") if self.compiled is not None else {}
+        return {**{key: why for key, why in self.not_compiled.items() if key not in self.served}, **served}
+
     def report(self) -> list[dict]:
         compiled = self.compiled_calls()
         return [{**s.row(), "compiled_calls": compiled.get(s.op),
@@ -146,8 +152,10 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
             record = ServedOverload(op, version.number, str(version.folder), speed)
             _register(library, op, version.meta, kernels[version.folder], record, dispatch_key)
             served[op] = record
+        regions, unserved_regions = region_answers(root, device, include_unreviewed, include_slower)
         compiled, not_compiled = _under_compile(served, {op: version for op, version, _ in chosen}, device,
-                                                include_slower)
+                                                include_slower, regions)
+        not_compiled.update(unserved_regions)
     except BaseException:
         library._destroy()
         raise
@@ -155,7 +163,54 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     return _current
 
 
-def _under_compile(served: dict[str, ServedOverload], versions: dict, device: str, include_slower: bool):
+def region_answers(root: Path, device: str, include_unreviewed: bool, include_slower: bool) -> tuple[dict, dict]:
+    """The answers to region problems (``bbagent regions``) compiled code may call, by hash
+    (``agent.serving.compiled.RegionAnswer``), and why each other one may not: not approved (or
+    rejected, with ``include_unreviewed``), its folder or file refused, the problem file gone or
+    changed since, or, on a GPU, not measured at least as fast as inductor (``include_slower``:
+    served anyway)."""
+    from bbagent.agent.review.catalog import catalogue
+    from bbagent.agent.serving.compiled import RegionAnswer
+    from bbagent.agent.serving.load import import_module
+    from bbagent.harness.interface import ProgramProblem, program_module
+    answers, refused = {}, {}
+    for entry in catalogue(root)[0]:
+        meta = entry.current.meta
+        if meta.problem_kind != "program" or meta.program is None:
+            continue
+        path = Path(meta.program.path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = None
+        problem = ProgramProblem(path=str(path), text=text or "", level=meta.program.level)
+        if text is None or "REGION_HASH" not in text:
+            continue  # a KernelBench problem, or one not at hand: bbagent.load_program serves it
+        key = meta.op
+        version = entry.served(include_unreviewed)
+        if version is None or (entry.current.unusable and version.folder == entry.current.folder):
+            refused[key] = entry.current.unusable or "no approved, non-stale version"
+            continue
+        if problem.sha256 != meta.program.sha256:
+            refused[key] = f"the region's problem file {path} has changed since its answer was accepted"
+            continue
+        over = version.meta.performance.speedup_over("inductor")
+        if device != "cpu" and not include_slower and (over is None or over < 1.0):
+            refused[key] = (f"measured {over:.3g}x torch.compile" if over is not None else
+                            "not timed against torch.compile on a GPU")
+            continue
+        try:
+            module = program_module(problem)
+            model_new = getattr(import_module(version.kernel, key.replace("/", "_"), device), "ModelNew")
+        except Exception as exc:  # noqa: BLE001 - this answer alone is left to inductor, with why
+            refused[key] = f"cannot be loaded: {_in_words(exc)}"
+            continue
+        answers[module.REGION_HASH] = RegionAnswer(key=key, hash=module.REGION_HASH, model_new=model_new, problem=module)
+    return answers, refused
+
+
+def _under_compile(served: dict[str, ServedOverload], versions: dict, device: str, include_slower: bool,
+                   regions: dict | None = None):
     """The ``CompiledServing`` of the served overloads that torch.compile's code may call instead of
     its own (installed), and why each other served overload is left to inductor. On a GPU an
     overload goes there only where its kernel was measured at least as fast as inductor's code
@@ -172,7 +227,7 @@ def _under_compile(served: dict[str, ServedOverload], versions: dict, device: st
             not_compiled[op] = (f"measured {over:.3g}x torch.compile" if over is not None else
                                 "not timed against torch.compile (bbagent bench --op " + op +
                                 " --baseline eager,inductor on a GPU)")
-    compiled = CompiledServing(chosen)
+    compiled = CompiledServing(chosen, regions)
     for op in chosen:
         if resolve_op(op) not in compiled.twins:
             not_compiled[op] = "an in-place or out= overload: compiled code calls its functional overload"
