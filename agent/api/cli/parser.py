@@ -247,6 +247,15 @@ def _logs_command(sub) -> None:
     _add_root(logs)
 
 
+def _add_model_arguments(parser, device_help: str) -> None:
+    """--model, --device, --dtype and --set: a model built from a config (agent/models.py)."""
+    parser.add_argument("--model", required=True, choices=["resnet18", "transformer"])
+    parser.add_argument("--device", choices=["cuda", "cpu"], help=device_help)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a model setting, e.g. --set batch=2 --set d_model=64 (see agent/models.py)")
+
+
 def _regions_command(sub) -> None:
     rg = sub.add_parser("regions", help="find the regions of a real model worth a kernel of their own, as problems",
                         description="Build MODEL from a config (fixed seed, no downloaded weights), compile it once "
@@ -256,11 +265,7 @@ def _regions_command(sub) -> None:
                                     "hashed by its operators and shapes, counted, and written as a program problem in "
                                     "KernelBench's format (OUT/<n>_<kind>_<hash>.py) that generate --problem, "
                                     "eval --problem and batch --kernelbench OUT take. Exit 0, 2 usage error.")
-    rg.add_argument("--model", required=True, choices=["resnet18", "transformer"])
-    rg.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu")
-    rg.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    rg.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a model setting, e.g. --set batch=2 --set d_model=64")
+    _add_model_arguments(rg, "default: cuda if available, else cpu")
     rg.add_argument("--out", type=Path, help="where the problem files go (default ROOT/runs/regions-MODEL-<time>)")
     rg.add_argument("--json", action="store_true", help="print the regions as one JSON object")
     _add_root(rg)
@@ -274,11 +279,7 @@ def _check_model_command(sub) -> None:
                                     "served by generated kernels with their call counts, time both, and on a "
                                     "mismatch bisect over the enabled overloads to name the culprit. Exit 0 match, "
                                     "1 mismatch, 2 usage error.")
-    cm.add_argument("--model", required=True, choices=["resnet18", "transformer"])
-    cm.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda if available, else cpu (interpreter)")
-    cm.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
-    cm.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="a model setting, e.g. --set batch=2 --set d_model=64 (see agent/models.py)")
+    _add_model_arguments(cm, "default: cuda if available, else cpu (interpreter)")
     cm.add_argument("--ops", help="only these overloads, comma-separated (default: every one enable() serves)")
     cm.add_argument("--include-unreviewed", action="store_true", help="also kernels not approved yet")
     cm.add_argument("--include-slower", action="store_true", help="also overloads not measured as fast as eager")
