@@ -67,6 +67,11 @@ def config_for(name: str, overrides: dict | None = None) -> dict:
     if unknown:
         raise ValueError(f"{name} has no setting {', '.join(sorted(unknown))}; its settings: "
                          f"{', '.join(f'{k}={v}' for k, v in DEFAULT_CONFIGS[name].items())}")
+    for key, value in (overrides or {}).items():
+        default = DEFAULT_CONFIGS[name][key]
+        if type(value) is not type(default) or (isinstance(value, int) and value < 1):
+            wanted = "a positive whole number" if isinstance(default, int) else f"a {type(default).__name__}"
+            raise ValueError(f"{name}'s setting {key} takes {wanted}, e.g. {key}={default} (got {value!r})")
     return {**DEFAULT_CONFIGS[name], **(overrides or {})}
 
 

@@ -91,9 +91,13 @@ def test_regions_of_a_real_model_from_the_command_line_and_one_answered(tmp_path
                      "--device", "cpu", "--json")
     assert judged.returncode == 0, judged.stdout[-3000:] + judged.stderr[-2000:]
     assert json.loads(judged.stdout)["verdict"] == "pass"
-    refused = bbagent("regions", "--model", "transformer", "--set", "width=3", "--device", "cpu")
-    assert refused.returncode == 2 and "transformer has no setting width" in refused.stderr
-    assert "Traceback" not in refused.stderr
+    for argv, said in ((["--set", "width=3"], "transformer has no setting width"),
+                       (["--set", "layers=x"], "setting layers takes a positive whole number"),
+                       ([*small, "--set", "heads=3"], "transformer does not run with the settings"),
+                       ([*small, "--out", "/proc/nowhere"], "the problems cannot be written there")):
+        refused = bbagent("regions", "--model", "transformer", *argv, "--device", "cpu")
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr[-2000:]
+        assert "Traceback" not in refused.stderr and "internal error" not in refused.stderr
 
 
 SMALL = {"batch": 2, "seq": 16, "vocab": 50, "d_model": 32, "heads": 2, "layers": 2, "d_ff": 64}

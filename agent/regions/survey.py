@@ -29,12 +29,24 @@ class RegionSurvey(BaseModel):
 
 
 def survey(model: str, config: dict, device: str, dtype: str, out: Path) -> RegionSurvey:
+    """The regions of ``model`` built from ``config``, their problems written under ``out``. A
+    ``UsageError`` where ``out`` cannot be written or the model cannot run with these settings."""
     import torch
+    from bbagent.agent.errors import UsageError
     from bbagent.agent.models import build_model
-    built, inputs = build_model(model, config, device, getattr(torch, dtype))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {out}: the problems cannot be written there ({exc.strerror or exc})") from None
+    try:
+        built, inputs = build_model(model, config, device, getattr(torch, dtype))
+        with torch.no_grad():
+            built(inputs)  # settings that do not fit together (heads not dividing d_model) fail here, eagerly
+    except (RuntimeError, AssertionError, ValueError) as exc:
+        raise UsageError(f"{model} does not run with the settings {config}: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
     graphs = inductor_graphs(built, (inputs,))
     regions = find_regions(graphs)
-    out.mkdir(parents=True, exist_ok=True)
     files = []
     for number, region in enumerate(regions, start=1):
         path = out / f"{number}_{re.sub(r'[^a-z]+', '_', region.kind)}_{region.hash}.py"
