@@ -87,26 +87,25 @@ class CompiledServing:
         def shapes(*args):
             result = reference(*args)
             return tuple(result) if count > 1 else result
-        self.library.impl(name, implementation, "CompositeExplicitAutograd")
-        torch.library.register_fake(f"{NAMESPACE}::{name}", shapes, lib=self.library)
-        return getattr(getattr(torch.ops, NAMESPACE), name).default
+        return self._define(name, implementation, shapes)
 
     def _twin(self, name: str, overload):
-        import torch
         twin_name = name.removeprefix("aten.").replace(".", "_")
-        schema = str(overload._schema).split("(", 1)[1]
-        self.library.define(f"{twin_name}({schema}")
+        self.library.define(f"{twin_name}({str(overload._schema).split('(', 1)[1]}")
         calls = self.calls
 
         def implementation(*args, **kwargs):
             calls[name] += 1
             return overload(*args, **kwargs)
+        return self._define(twin_name, implementation, overload)
 
-        def shapes(*args, **kwargs):
-            return overload(*args, **kwargs)
-        self.library.impl(twin_name, implementation, "CompositeExplicitAutograd")
-        torch.library.register_fake(f"{NAMESPACE}::{twin_name}", shapes, lib=self.library)
-        return getattr(getattr(torch.ops, NAMESPACE), twin_name).default
+    def _define(self, name: str, implementation, shapes):
+        """The twin ``name`` (its schema defined already): ``implementation`` on every device,
+        ``shapes`` on fake tensors; its ``OpOverload``."""
+        import torch
+        self.library.impl(name, implementation, "CompositeExplicitAutograd")
+        torch.library.register_fake(f"{NAMESPACE}::{name}", shapes, lib=self.library)
+        return getattr(getattr(torch.ops, NAMESPACE), name).default
 
     def install(self) -> None:
         from torch._inductor import config, decomposition
