@@ -80,3 +80,33 @@ def test_nothing_served_is_not_a_match_and_says_why(tmp_path, capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "NOTHING SERVED" in out and "MATCH" not in out.replace("NOTHING SERVED", "")
     assert "no accepted kernel serves any of the" in out
+
+
+@pytest.mark.slow
+def test_compiled_the_model_calls_the_approved_kernels_and_is_compared_and_timed_against_torch_compile(tmp_path, capsys):
+    """``--compile``: the tiny transformer compiled alone and with the kernels; compiled code calls
+    the approved relu once per forward, and add for the residuals; both compiled outputs match
+    eager; the three runs are timed; a wrong relu under compile is a mismatch, exit 1."""
+    approve(tmp_path, RELU, "relu_triton.py")
+    approve(tmp_path, ADD, "add_broadcast.py")
+    code, result = check(tmp_path, "--compile")
+    compiled = result["compiled"]
+    assert code == 0 and result["status"] == "match" and compiled["mode"] == "default", result
+    assert compiled["compile_alone"]["match"] and compiled["compile_bbagent"]["match"]
+    assert compiled["compiled_calls"][RELU] == 3 and compiled["compiled_calls"][ADD] >= 3  # three warm-up forwards
+    assert compiled["kernels"][RELU]["under_compile"] == "served"
+    timing = compiled["timing"]
+    assert timing["eager_ms"] > 0 and timing["compile_ms"] > 0 and timing["bbagent_ms"] > 0
+    assert len(timing["all_ms"]["eager"]) == 2 and len(timing["all_ms"]["bbagent"]) == 1  # bracketed
+    main(["check-model", "--model", "transformer", "--device", "cpu", *TINY, "--root", str(tmp_path),
+          "--include-slower", "--repeats", "1", "--iterations", "1", "--compile", "reduce-overhead"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "torch.compile mode reduce-overhead: MATCH" in out and "torch.compile + bbagent" in out
+    assert f"{RELU} v1: 3 compiled call(s)" in out and "replays run no Python" in out
+    wrong = tmp_path / "wrong"
+    approve(wrong, RELU, "relu_identity.py")
+    code, result = check(wrong, "--compile")
+    assert code == 1 and result["status"] == "mismatch" and result["compiled"]["compile_alone"]["match"]
+    assert main(["check-model", "--model", "transformer", "--device", "cpu", "--compile", "fast",
+                 "--root", str(tmp_path)]) == 2
+    assert "--compile takes a torch.compile mode" in capsys.readouterr().err

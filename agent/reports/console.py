@@ -354,6 +354,9 @@ def print_check_model(console: Console, result: dict) -> None:
         console.print(f"{head}: [yellow]NOTHING SERVED[/yellow]: no generated kernel served a call of the forward, "
                       f"so nothing was checked: {escape(result['why_nothing_served'])}{hint}")
         return
+    if result.get("compiled"):
+        _print_compiled_check(console, head, result)
+        return
     status = "[green]MATCH[/green]" if result["match"] else "[red]MISMATCH[/red]"
     console.print(f"{head}: {status} against eager within atol {tol['atol']:g}, rtol {tol['rtol']:g}: "
                   f"{result['mismatches']} of {result['numel']} outputs outside, max abs error "
@@ -382,6 +385,48 @@ def print_check_model(console: Console, result: dict) -> None:
                       f"{timing['speedup']:.3g}x{note}")
     for culprit in result.get("culprits") or []:
         console.print(f"[red]culprit:[/red] {', '.join(culprit)}" + (" (only together)" if len(culprit) > 1 else ""))
+
+
+def _print_compiled_check(console: Console, head: str, result: dict) -> None:
+    """``check-model --compile``: eager, torch.compile and torch.compile with bbagent's kernels side
+    by side (output against eager, time), then what compiled code called and what it left."""
+    from rich.table import Table
+    compiled, tol = result["compiled"], result["tolerance"]
+    status = "[green]MATCH[/green]" if result["match"] else "[red]MISMATCH[/red]"
+    console.print(f"{head}, torch.compile mode {compiled['mode']}: {status} against eager within atol "
+                  f"{tol['atol']:g}, rtol {tol['rtol']:g}")
+    timing = compiled.get("timing") or {}
+    table = Table(show_edge=False, pad_edge=False, title="the whole model, end to end")
+    for column in ("run", "output against eager", "ms per forward", "vs torch.compile"):
+        table.add_column(column, justify="left" if column in ("run", "output against eager") else "right")
+    compile_ms = timing.get("compile_ms")
+    for run, name, against in (("eager", "eager_ms", None), ("torch.compile", "compile_ms", compiled["compile_alone"]),
+                               ("torch.compile + bbagent", "bbagent_ms", compiled["compile_bbagent"])):
+        ms = timing.get(name)
+        table.add_row(run, _against_eager(against), f"{ms:.3f}" if ms is not None else "-",
+                      f"{compile_ms / ms:.3g}x" if ms and compile_ms else "-")
+    console.print(table)
+    if timing:
+        note = " (CPU: the Triton interpreter; says nothing about speed)" if result["device"] == "cpu" else ""
+        console.print(f"median of {timing['repeats']} x {timing['iterations']} forwards each (eager and "
+                      f"torch.compile alone timed before and after){note}")
+    for op, row in sorted(compiled["kernels"].items()):
+        why = row["under_compile"]
+        console.print(f"  {op} v{row['version']}: " + (f"{row['compiled_calls']} compiled call(s)" if why == "served"
+                                                       else f"not called by compiled code: {escape(str(why))}"))
+    for key, row in sorted(compiled["regions"].items()):
+        console.print(f"  region {key}: " + (f"{row['calls']} compiled call(s)" if row["served"]
+                                             else f"not served: {escape(row['why'])}"))
+    if compiled["mode"] != "default" and "cudagraphs" not in compiled["mode"]:
+        console.print("  (CUDA graph replays run no Python: the calls counted are those outside a replay)")
+
+
+def _against_eager(compared: dict | None) -> str:
+    if compared is None:
+        return "-"
+    if not compared["match"]:
+        return f"[red]{compared.get('mismatches', 'all')} outside[/red], max abs error {compared.get('max_abs_error')}"
+    return f"match, max abs error {compared['max_abs_error']:.3g}" if compared["max_abs_error"] is not None else "match"
 
 
 def print_regions(console: Console, found) -> None:

@@ -16,6 +16,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.options import positive
 
 DTYPES = ("float32", "float16", "bfloat16")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CHILD_USAGE_ERROR = 3
 
 
@@ -35,6 +36,8 @@ class ModelCheck:
     rtol: float = 1e-3
     repeats: int = 5
     iterations: int = 10
+    compile: bool = False  # compiled by torch.compile, alone and with the kernels (``check_model_compiled``)
+    mode: str = "default"  # torch.compile's mode, with ``compile``
 
 
 def checked(model: str, config: dict | None, device: str | None, **settings) -> ModelCheck:
@@ -51,6 +54,8 @@ def checked(model: str, config: dict | None, device: str | None, **settings) -> 
     check = ModelCheck(model=model, config=full_config, device=device, **settings)
     if check.dtype not in DTYPES:
         raise UsageError(f"--dtype takes {', '.join(DTYPES[:-1])} or {DTYPES[-1]} (got '{check.dtype}')")
+    if check.mode not in COMPILE_MODES:
+        raise UsageError(f"--compile takes a torch.compile mode: {', '.join(COMPILE_MODES)} (got '{check.mode}')")
     positive("--repeats", check.repeats, minimum=1)
     positive("--iterations", check.iterations, minimum=1)
     return check

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 from bbagent.agent.errors import UsageError
 from bbagent.agent.serving.check_model import CHILD_USAGE_ERROR
 from bbagent.agent.serving.enable import enable
+from bbagent.agent.serving.model_numbers import compare_outputs, timed_ms
 
 MAX_BISECT_RUNS = 40
 
@@ -47,34 +47,6 @@ def ops_run(model, inputs) -> dict[str, int]:
     return dict(counter.seen.most_common())
 
 
-def compare_outputs(expected, actual, atol: float, rtol: float) -> dict:
-    import torch
-    exp, act = expected.detach().double(), actual.detach().double()
-    if exp.shape != act.shape:
-        return {"match": False, "message": f"shape {list(act.shape)}, eager {list(exp.shape)}"}
-    diff = (act - exp).abs()
-    same_nan = torch.isnan(exp) == torch.isnan(act)
-    bad = (diff > atol + rtol * exp.abs()) & ~(torch.isnan(exp) & torch.isnan(act)) | ~same_nan
-    finite = torch.isfinite(diff)
-    first = bad.flatten().nonzero().flatten()[:5].tolist()
-    return {"match": not bool(bad.any()), "mismatches": int(bad.sum()), "numel": exp.numel(),
-            "max_abs_error": float(diff[finite].max()) if finite.any() else None,
-            "max_rel_error": float((diff / exp.abs().clamp_min(1e-12))[finite].max()) if finite.any() else None,
-            "first_mismatches": [{"index": i, "eager": float(exp.flatten()[i]), "enabled": float(act.flatten()[i])}
-                                 for i in first]}
-
-
-def timed_ms(run, device: str, iterations: int) -> float:
-    import torch
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    sync()
-    started = time.perf_counter()
-    for _ in range(iterations):
-        run()
-    sync()
-    return (time.perf_counter() - started) * 1000 / iterations
-
-
 def check(spec: dict) -> dict:
     import torch
     from bbagent.agent.models import build_model
@@ -85,14 +57,19 @@ def check(spec: dict) -> dict:
                    device=device)
     ran = ops_run(model, inputs)
     eager = _forward(model, inputs)
+    head = {"model": spec["model"], "config": spec["config"], "device": device, "dtype": spec["dtype"],
+            "seed": spec["seed"], "tolerance": {"atol": atol, "rtol": rtol}, "ops_run": ran}
+    if device == "cuda":
+        head["gpu"] = torch.cuda.get_device_name()
+    if spec["compile"]:
+        return {**head, **compiled_check(model, inputs, eager, spec, options)}
     with enable(Path(spec["root"]), ops=spec["ops"], **options) as enabled:
         output = _forward(model, inputs)
         served = {r["op"]: {**r, "model_calls": ran.get(r["op"], 0)} for r in enabled.report()}
         skipped = {op: why for op, why in enabled.skipped.items() if op in ran}
         slower = sorted(op for op in enabled.slower if op in ran)
-    result = {"model": spec["model"], "config": spec["config"], "device": device, "dtype": spec["dtype"],
-              "seed": spec["seed"], "tolerance": {"atol": atol, "rtol": rtol}, "ops_run": ran, "served": served,
-              "skipped_in_model": skipped, "slower_skipped": slower, **compare_outputs(eager, output, atol, rtol)}
+    result = {**head, "served": served, "skipped_in_model": skipped, "slower_skipped": slower,
+              **compare_outputs(eager, output, atol, rtol)}
     used = [op for op, r in served.items() if r["calls"]]
     result["status"] = ("mismatch" if not result["match"] else "match" if used else "nothing_served")
     if not used:
@@ -100,8 +77,23 @@ def check(spec: dict) -> dict:
     result["timing"] = time_both(model, inputs, spec, options, used) if used else None
     if not result["match"]:
         result["culprits"], result["bisect_runs"] = bisect(model, inputs, eager, spec, options, used)
-    if device == "cuda":
-        result["gpu"] = torch.cuda.get_device_name()
+    return result
+
+
+def compiled_check(model, inputs, eager, spec: dict, options: dict) -> dict:
+    """``--compile``: the comparison of the compiled model with the kernels against eager decides
+    (``agent.serving.check_model_compiled``); no bisection."""
+    from bbagent.agent.serving.check_model_compiled import check_compiled
+    compiled = check_compiled(model, inputs, eager, spec, options)
+    result = {"compiled": compiled, **compiled["compile_bbagent"]}
+    used = any(compiled["compiled_calls"].values())
+    result["status"] = "mismatch" if not result["match"] else "match" if used else "nothing_served"
+    if not used:
+        reasons = {**{op: r["under_compile"] for op, r in compiled["kernels"].items() if r["under_compile"] != "served"},
+                   **{key: r["why"] for key, r in compiled["regions"].items() if not r["served"]}}
+        result["why_nothing_served"] = ("; ".join(f"{name}: {why}" for name, why in sorted(reasons.items())) or
+                                        "no approved kernel or region answer was called by the compiled model "
+                                        "(none approved here, or none of its regions or operators is in this model)")
     return result
 
 

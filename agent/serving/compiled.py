@@ -160,7 +160,7 @@ class SwapPass(_PassBase):
                 if match.region.hash in self.region_twins:
                     _replace(graph, match, self.region_twins[match.region.hash])
         for node in graph.nodes:
-            if node.op == "call_function" and node.target in self.twins:
+            if node.op == "call_function" and node.target in self.twins and _tensors_given(node):
                 node.target = self.twins[node.target]
 
     def uuid(self) -> bytes:
@@ -169,6 +169,28 @@ class SwapPass(_PassBase):
         text = ",".join(sorted(op_name(overload) for overload in self.twins) + sorted(self.region_twins))
         previous = self.previous.uuid() if self.previous is not None and hasattr(self.previous, "uuid") else b""
         return hashlib.sha256(text.encode() + bytes(previous or b"")).digest()
+
+
+def tensor_arguments(overload) -> tuple[set[int], set[str]]:
+    """Positions and names of the schema's plain Tensor arguments."""
+    positions, names = set(), set()
+    for i, argument in enumerate(overload._schema.arguments):
+        if str(argument.type) != "Tensor":
+            continue
+        if argument.kwarg_only:
+            names.add(argument.name)
+        else:
+            positions.add(i)
+    return positions, names
+
+
+def _tensors_given(node) -> bool:
+    """Whether each Tensor argument of the call is given a tensor: inductor's graphs pass a number
+    where aten takes a wrapped one (``add.Tensor(x, 1e-05)``), which the twin's schema refuses, so
+    that call is left to inductor."""
+    positions, names = tensor_arguments(node.target)
+    given = [node.args[i] for i in positions if i < len(node.args)] + [node.kwargs[n] for n in names if n in node.kwargs]
+    return all(hasattr(value, "op") for value in given)
 
 
 def _replace(graph, match, twin) -> None:

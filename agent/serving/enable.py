@@ -294,6 +294,7 @@ def disable() -> dict[str, int] | None:
 
 def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload, dispatch_key: str) -> None:
     import torch
+    from bbagent.agent.serving.compiled import tensor_arguments  # imports inductor: after interpret_triton
     from bbagent.harness.interface import serving
     from bbagent.harness.interface import is_cuda_error
     from bbagent.harness.interface import tensors_in
@@ -304,8 +305,7 @@ def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload
     keyset = torch._C.DispatchKeySet(dispatch_key)
     tested_dtypes = {getattr(torch, name) for name in meta.dtypes if hasattr(torch, name)}
     guard = threading.local()
-
-    tensor_positions = _tensor_arguments(overload)
+    tensor_positions = tensor_arguments(overload)
 
     def fallback(reason: str, args, kwargs):
         record.fallbacks[reason] += 1
@@ -340,19 +340,6 @@ def _in_words(exc: Exception) -> str:
     """``Type: the message's first line`` (the type alone where it says nothing), at most 200 characters."""
     lines = str(exc).strip().splitlines()
     return (f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)[:200]
-
-
-def _tensor_arguments(overload) -> tuple[set[int], set[str]]:
-    """Positions and names of the schema's plain Tensor arguments."""
-    positions, names = set(), set()
-    for i, argument in enumerate(overload._schema.arguments):
-        if str(argument.type) != "Tensor":
-            continue
-        if argument.kwarg_only:
-            names.add(argument.name)
-        else:
-            positions.add(i)
-    return positions, names
 
 
 def _numbers_as_tensors(args: tuple, kwargs: dict, tensor_arguments) -> tuple[tuple, dict]:

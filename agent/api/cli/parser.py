@@ -277,8 +277,11 @@ def _check_model_command(sub) -> None:
                                     "eagerly and with bbagent.enable() in a child process, compare the outputs "
                                     "(|enabled - eager| <= atol + rtol * |eager| everywhere), list the aten overloads "
                                     "served by generated kernels with their call counts, time both, and on a "
-                                    "mismatch bisect over the enabled overloads to name the culprit. Exit 0 match, "
-                                    "1 mismatch, 2 usage error.")
+                                    "mismatch bisect over the enabled overloads to name the culprit. With --compile: "
+                                    "the model compiled by torch.compile alone and with the approved kernels and "
+                                    "region answers, both against eager, timed (eager, torch.compile, torch.compile "
+                                    "with bbagent), and which kernels and regions compiled code called. Exit 0 match, "
+                                    "1 mismatch, 2 usage error, 4 nothing served (so nothing checked).")
     _add_model_arguments(cm, "default: cuda if available, else cpu (interpreter)")
     cm.add_argument("--ops", help="only these overloads, comma-separated (default: every one enable() serves)")
     cm.add_argument("--include-unreviewed", action="store_true", help="also kernels not approved yet")
@@ -287,6 +290,10 @@ def _check_model_command(sub) -> None:
     cm.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     cm.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds (median; default 5)")
     cm.add_argument("--iterations", type=int, default=10, help="forwards per timing round (default 10)")
+    cm.add_argument("--compile", nargs="?", const="default", metavar="MODE",
+                    help="compile the model with torch.compile (MODE: default, reduce-overhead, max-autotune, "
+                         "max-autotune-no-cudagraphs), alone and with the approved kernels and region answers; both "
+                         "against eager, timed against each other; no bisection")
     cm.add_argument("--seed", type=int, default=0)
     cm.add_argument("--timeout", type=float, default=1800.0, help="seconds for the whole check (default 1800)")
     cm.add_argument("--json", action="store_true", help="print the result as one JSON object")
