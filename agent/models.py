@@ -2,6 +2,7 @@
 weights, so that two processes build the same model and inputs bit for bit.
 
 * ``resnet18``: torchvision's ResNet-18 (randomly initialised), input images N x 3 x H x W.
+* a program file in KernelBench's format (``build_program``; ``bbagent regions --script``).
 * ``transformer``: a small decoder-only transformer written here from plain modules (Linear,
   LayerNorm, an explicit softmax attention with a causal mask, a GELU or ReLU MLP, residual adds),
   so that its aten calls are the ones a real model of that kind makes (mm/addmm, _softmax,
@@ -11,6 +12,7 @@ weights, so that two processes build the same model and inputs bit for bit.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -92,4 +94,18 @@ def build_model(name: str, config: dict, device: str, dtype: torch.dtype, seed: 
         inputs = torch.randint(0, config["vocab"], (config["batch"], config["seq"]))
     model = model.to(device=device, dtype=dtype).eval()
     inputs = inputs.to(device) if inputs.dtype == torch.int64 else inputs.to(device=device, dtype=dtype)
+    return model, inputs
+
+
+def build_program(path: Path, device: str, dtype: torch.dtype, seed: int = 0) -> tuple[nn.Module, tuple]:
+    """A program in KernelBench's format (``Model``, ``get_inputs``, ``get_init_inputs``; the
+    user's own model written that way): its ``Model`` in eval mode and its inputs, from ``seed``,
+    on ``device``, floating-point tensors in ``dtype``. A ``ProblemError`` where the file is not
+    such a program; what its code raises is raised."""
+    from bbagent.harness.interface import program_module, program_problem
+    module = program_module(program_problem(path))
+    torch.manual_seed(seed)
+    model = module.Model(*module.get_init_inputs()).to(device=device, dtype=dtype).eval()
+    inputs = tuple(value.to(device=device, dtype=dtype if value.is_floating_point() else value.dtype)
+                   if isinstance(value, torch.Tensor) else value for value in module.get_inputs())
     return model, inputs

@@ -28,6 +28,7 @@ _HOMES = {
     "bbagent.harness.request": ("EvaluationRequest", "default_device"),
     "bbagent.harness.evaluate": ("evaluate_kernel", "prepare_suite", "adopt_remote_verdict", "KernelFileError"),
     "bbagent.harness.timing.options": ("TimingOptions",),
+    "bbagent.harness.timing.profile": ("profile_sides",),
     "bbagent.harness.sandbox.parent.watch": ("Limits",),
     "bbagent.harness.sandbox.parent.environment": ("SetupError", "physical_gpu", "start_early", "triton_cache_dir"),
     "bbagent.harness.sandbox.parent.gpu_share": ("GpuShare",),

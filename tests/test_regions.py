@@ -147,3 +147,57 @@ def test_an_approved_region_answer_is_what_the_compiled_model_runs(tmp_path, mon
     Path(problem).write_text(Path(problem).read_text() + "\n# edited\n")
     left = run()
     assert "has changed since its answer was accepted" in left["regions"][key] and key not in left["calls"], left
+
+
+MLP_SCRIPT = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.up, self.down, self.norm = nn.Linear(width, 4 * width), nn.Linear(4 * width, width), nn.LayerNorm(width)
+
+    def forward(self, x):
+        return self.norm(x + self.down(torch.nn.functional.gelu(self.up(x))))
+
+
+def get_inputs():
+    return [torch.randn(8, 16)]
+
+
+def get_init_inputs():
+    return [16]
+'''
+
+
+@pytest.mark.slow
+def test_a_users_own_model_as_a_script_has_its_regions_found(tmp_path):
+    """``regions --script FILE.py``: a model written in KernelBench's format is searched as a
+    built-in one is; on the CPU no time share is measured (and none is made up); a script that is
+    not a program, or that does not run, is a usage error saying so."""
+    import bbagent
+    from bbagent.agent.errors import UsageError
+    script = tmp_path / "my_mlp.py"
+    script.write_text(MLP_SCRIPT)
+    survey = bbagent.regions(script=script, device="cpu", out=tmp_path / "found")
+    assert survey.model == "my_mlp" and survey.script == str(script) and survey.gpu_us is None
+    gelu = next(r for r in survey.regions if r.ops == GELU_EPILOGUE)
+    assert [s.shape for s in gelu.inputs] == [[64], [8, 16], [16, 64]] and gelu.count == 1
+    assert any(r.ops[0] == "aten.var_mean.correction" for r in survey.regions)
+    assert all(r.share is None and r.gpu_us is None for r in survey.regions)
+    broken = tmp_path / "broken.py"
+    broken.write_text(MLP_SCRIPT.replace("[torch.randn(8, 16)]", "[torch.randn(8, 15)]"))
+    with pytest.raises(UsageError, match="broken does not run with its own get_inputs"):
+        bbagent.regions(script=broken, device="cpu", out=tmp_path / "f2")
+    with pytest.raises(UsageError, match="not a problem in KernelBench's format"):
+        bbagent.regions(script=_written(tmp_path, "x = 1\n"),
+                        device="cpu", out=tmp_path / "f3")
+    with pytest.raises(UsageError, match="a model .* or a program file .*, one of them"):
+        bbagent.regions("transformer", script=script, device="cpu")
+
+
+def _written(folder: Path, text: str) -> Path:
+    path = folder / "not_a_program.py"
+    path.write_text(text)
+    return path

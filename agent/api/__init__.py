@@ -344,25 +344,36 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
     return run_check(checked(model, config, device, ops=ops, root=str(resolve_root(root)), **settings), timeout_s)
 
 
-def regions(model: str, *, root: str | Path | None = None, device: str | None = None, config: dict | None = None,
-            dtype: str = "float32", out: str | Path | None = None):
-    """``model``'s candidate regions (``agent.regions``): compiled once by torch.compile, the graphs
-    inductor receives searched for a matrix product or a reduction with the pointwise work around
-    it, each region hashed, counted and written as a program problem under ``out`` (default
-    ``runs/regions-<model>-<time>``). Returns an ``agent.regions.survey.RegionSurvey``."""
+def regions(model: str | None = None, *, script: str | Path | None = None, root: str | Path | None = None,
+            device: str | None = None, config: dict | None = None, dtype: str = "float32",
+            out: str | Path | None = None):
+    """The candidate regions (``agent.regions``) of ``model`` (``agent.models``, built from
+    ``config``) or of ``script``, a program file in KernelBench's format: compiled once by
+    torch.compile, the graphs inductor receives searched for a matrix product or a reduction with
+    the pointwise work around it, each region hashed, counted and written as a program problem under
+    ``out`` (default ``runs/regions-<name>-<time>``), on a GPU its share of the model's time
+    measured. Returns an ``agent.regions.survey.RegionSurvey``."""
     from bbagent.agent.regions.survey import survey
     from bbagent.agent.models import config_for
     from bbagent.agent.storage import new_run_id
     from bbagent.harness.interface import default_device
     if dtype not in ("float32", "float16", "bfloat16"):
         raise _usage_error(f"dtype must be float32, float16 or bfloat16 (got {dtype!r})")
-    try:
-        settings = config_for(model, config)
-    except ValueError as exc:
-        raise _usage_error(str(exc)) from None
+    if (model is None) == (script is None):
+        raise _usage_error("give a model (--model) or a program file (--script), one of them")
+    if script is not None:
+        if config:
+            raise _usage_error("--set applies to a built-in --model, not to a --script (its sizes are in its code)")
+        script = Path(script).expanduser().absolute()
+        name, settings = script.stem, {}
+    else:
+        try:
+            name, settings = model, config_for(model, config)
+        except ValueError as exc:
+            raise _usage_error(str(exc)) from None
     where = (Path(out).expanduser().absolute() if out is not None
-             else resolve_root(root, write=True) / "runs" / new_run_id(f"regions-{model}"))
-    return survey(model, settings, device or default_device(), dtype, where)
+             else resolve_root(root, write=True) / "runs" / new_run_id(f"regions-{name}"))
+    return survey(name, settings, device or default_device(), dtype, where, script=script)
 
 
 def report(ident: str | None = None, *, root: str | Path | None = None, out: str | Path | None = None) -> Path:

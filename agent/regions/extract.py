@@ -54,6 +54,8 @@ class Region(BaseModel):
     output_nodes: list[int]
     nodes: list[RegionNode]
     count: int = 1
+    gpu_us: float | None = None  # GPU time of one call, compiled alone (``agent.regions.share``)
+    share: float | None = None  # count x gpu_us over the compiled model's GPU time per forward
 
 
 def inductor_graphs(model, inputs: tuple) -> list:

@@ -430,17 +430,24 @@ def _against_eager(compared: dict | None) -> str:
 
 
 def print_regions(console: Console, found) -> None:
-    """``bbagent regions``: one row per region (hash, kind, count, operators, input shapes) and the
-    problem file written for it."""
+    """``bbagent regions``: one row per region (hash, kind, count, operators, input shapes, on a GPU
+    its time and share of the compiled model's) and the problem file written for it."""
     from rich.table import Table
     widen(console)
-    console.print(f"{found.model} on {found.device} ({found.dtype}), {escape(str(found.config))}: "
+    built = escape(found.script) if found.script else escape(str(found.config))
+    console.print(f"{found.model} on {found.device} ({found.dtype}), {built}: "
                   f"{len(found.regions)} region(s) in {found.graphs} graph(s) inductor received")
+    console.print(f"the compiled model: {found.gpu_us:.1f} us of GPU time per forward; a region's share is its count "
+                  "times its GPU time compiled alone, over that" if found.gpu_us is not None else
+                  "time shares are measured on a GPU only (--device cuda)")
     table = Table(show_edge=False, pad_edge=False)
-    for column in ("hash", "kind", "count", "operators", "inputs", "problem"):
-        table.add_column(column, justify="right" if column == "count" else "left", overflow="fold")
+    columns = ("hash", "kind", "count", "operators", "inputs", "us", "share", "problem")
+    for column in columns if found.gpu_us is not None else [c for c in columns if c not in ("us", "share")]:
+        table.add_column(column, justify="right" if column in ("count", "us", "share") else "left", overflow="fold")
     for region, path in zip(found.regions, found.files):
         ops = ", ".join(op.removeprefix("aten.") for op in region.ops)
         shapes = ", ".join(f"{s.dtype}{s.shape}" for s in region.inputs)
-        table.add_row(region.hash, region.kind, str(region.count), escape(ops), escape(shapes), escape(path))
+        timed = [] if found.gpu_us is None else [f"{region.gpu_us:.1f}",
+                                                 f"{region.share:.1%}" if region.share is not None else "-"]
+        table.add_row(region.hash, region.kind, str(region.count), escape(ops), escape(shapes), *timed, escape(path))
     console.print(table)

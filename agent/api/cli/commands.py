@@ -414,9 +414,9 @@ def cmd_check_model(args, out, err) -> int:
 
 
 def cmd_regions(args, out, err) -> int:
-    with _waiting(err, f"compiling {args.model} and searching the graphs inductor receives"):
-        found = api.regions(args.model, root=args.root, device=args.device, config=_settings(args.set),
-                            dtype=args.dtype, out=args.out)
+    with _waiting(err, f"compiling {args.model or args.script} and searching the graphs inductor receives"):
+        found = api.regions(args.model, script=args.script, root=args.root, device=args.device,
+                            config=_settings(args.set), dtype=args.dtype, out=args.out)
     if args.json:
         print(found.model_dump_json(indent=1))
         return EXIT_OK

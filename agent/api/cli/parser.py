@@ -247,9 +247,17 @@ def _logs_command(sub) -> None:
     _add_root(logs)
 
 
-def _add_model_arguments(parser, device_help: str) -> None:
-    """--model, --device, --dtype and --set: a model built from a config (agent/models.py)."""
-    parser.add_argument("--model", required=True, choices=["resnet18", "transformer"])
+def _add_model_arguments(parser, device_help: str, script: bool = False) -> None:
+    """--model, --device, --dtype and --set: a model built from a config (agent/models.py); with
+    ``script``, --script FILE.py in --model's place."""
+    if script:
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--model", choices=["resnet18", "transformer"])
+        which.add_argument("--script", type=Path, metavar="FILE.py",
+                           help="your own model, as a program in KernelBench's format: class Model(nn.Module), "
+                                "get_inputs(), get_init_inputs()")
+    else:
+        parser.add_argument("--model", required=True, choices=["resnet18", "transformer"])
     parser.add_argument("--device", choices=["cuda", "cpu"], help=device_help)
     parser.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -264,8 +272,10 @@ def _regions_command(sub) -> None:
                                     "(a normalization, a softmax) with the pointwise work around it. Each region is "
                                     "hashed by its operators and shapes, counted, and written as a program problem in "
                                     "KernelBench's format (OUT/<n>_<kind>_<hash>.py) that generate --problem, "
-                                    "eval --problem and batch --kernelbench OUT take. Exit 0, 2 usage error.")
-    _add_model_arguments(rg, "default: cuda if available, else cpu")
+                                    "eval --problem and batch --kernelbench OUT take. On a GPU, each region's share "
+                                    "of the compiled model's GPU time (its GPU time compiled alone, times its count). "
+                                    "Exit 0, 2 usage error.")
+    _add_model_arguments(rg, "default: cuda if available, else cpu", script=True)
     rg.add_argument("--out", type=Path, help="where the problem files go (default ROOT/runs/regions-MODEL-<time>)")
     rg.add_argument("--json", action="store_true", help="print the regions as one JSON object")
     _add_root(rg)

@@ -1,0 +1,132 @@
+"""Issue 63 on the GPU: regions of real models, hand-written answers to some of them judged and
+approved the way a model's answers are, and the models compiled with and without them.
+
+    python benchmarks/compile_serving_gpu.py regions --out $OUT
+    python benchmarks/compile_serving_gpu.py serve --out $OUT --answer HASH=ANSWER.py [--answer ...]
+
+``regions``: ``bbagent regions`` of the built-in transformer and of resnet18 (default settings),
+each table as the command prints it (``OUT/regions-<model>.txt``) and as JSON.
+
+``serve``: the same regions found again (their hashes are the same on the same machine and
+stack), then each ``--answer`` given to ``bbagent generate --problem`` through the real OpenAI
+client from a fake server on 127.0.0.1 (``tests/fake_llm.py``) that answers with the file: judged
+(the program verdict, timed against eager and torch.compile) and, when accepted, approved with
+``bbagent review approve``. Then ``bbagent check-model --compile`` of each model: served as the
+gate allows (at least as fast as torch.compile) and with ``--include-slower``, in torch.compile's
+default mode and under CUDA graphs. Every command's output goes to ``OUT/<step>.txt``/``.json``;
+``OUT/summary.json`` gathers the verdicts, speedups and end-to-end tables.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+MODELS = {"transformer": [], "resnet18": []}  # default settings for both
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+
+
+def bbagent(out: Path, step: str, *argv: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "bbagent", *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=1500, env=env)
+    (out / f"{step}.txt").write_text(f"$ bbagent {' '.join(argv)}\n# exit {done.returncode}, "
+                                     f"{time.perf_counter() - started:.1f} s\n{done.stdout}\n--- stderr ---\n"
+                                     f"{done.stderr[-6000:]}")
+    print(f"{step}: exit {done.returncode} in {time.perf_counter() - started:.1f} s", flush=True)
+    return done
+
+
+def find_regions(out: Path, work: Path) -> dict[str, dict]:
+    """Each model's survey (``bbagent regions --json``), its table printed beside."""
+    surveys = {}
+    for model, settings in MODELS.items():
+        found = bbagent(out, f"regions-{model}-json", "regions", "--model", model, *settings, "--device", "cuda",
+                        "--json", "--out", str(work / "problems" / model), cwd=work)
+        if found.returncode == 0:
+            surveys[model] = json.loads(found.stdout)
+        bbagent(out, f"regions-{model}", "regions", "--model", model, *settings, "--device", "cuda",
+                "--out", str(work / "problems-again" / model), cwd=work)
+    return surveys
+
+
+def serve(out: Path, work: Path, answers: dict[str, Path]) -> dict:
+    sys.path.insert(0, str(TESTS))
+    from fake_llm import FakeLLMServer
+    surveys = find_regions(out, work)
+    files = {r["hash"]: (model, f) for model, s in surveys.items() for r, f in zip(s["regions"], s["files"])}
+    root = work / "root"
+    judged = []
+    for region_hash, answer in answers.items():
+        if region_hash not in files:
+            judged.append({"hash": region_hash, "answer": answer.name, "error": "no region of this hash found"})
+            continue
+        model, problem = files[region_hash]
+        text = f"```python\n{answer.read_text()}```\n"
+        with FakeLLMServer().answer(text) as server:
+            env = {**os.environ, "OPENAI_API_KEY": "sk-fake"}
+            done = bbagent(out, f"generate-{region_hash}", "generate", "--problem", problem, "--rounds", "1",
+                           "--provider", "openai", "--model", "gpt-fake", "--base-url", server.url + "/v1",
+                           "--root", str(root), "--device", "cuda", "--json", cwd=work, env=env)
+        row = {"hash": region_hash, "model": model, "answer": answer.name, "problem": Path(problem).name,
+               "generate_exit": done.returncode}
+        key = f"kernelbench/other/{Path(problem).stem}"
+        meta_file = root / "generated_kernels" / key / "meta.json"
+        if meta_file.is_file():
+            meta = json.loads(meta_file.read_text())
+            row["performance"] = meta.get("performance")
+            approved = bbagent(out, f"approve-{region_hash}", "review", "approve", key, "--root", str(root), cwd=work)
+            row["approved"] = approved.returncode == 0
+        judged.append(row)
+    checks = {}
+    for model, settings in MODELS.items():
+        for mode in ("default", "reduce-overhead"):
+            for gate in ("gated", "include-slower"):
+                step = f"check-{model}-{mode}-{gate}"
+                extra = ["--include-slower"] if gate == "include-slower" else []
+                bbagent(out, step, "check-model", "--model", model, *settings, "--device", "cuda", "--compile", mode,
+                        *extra, "--root", str(root), "--repeats", "5", "--iterations", "20", cwd=work)
+                done = bbagent(out, f"{step}-json", "check-model", "--model", model, *settings, "--device", "cuda",
+                               "--compile", mode, *extra, "--root", str(root), "--repeats", "5", "--iterations", "20",
+                               "--json", cwd=work)
+                try:
+                    result = json.loads(done.stdout)
+                    compiled = result.get("compiled") or {}
+                    checks[step] = {"exit": done.returncode, "status": result.get("status"),
+                                    "timing": compiled.get("timing"), "compiled_calls": compiled.get("compiled_calls"),
+                                    "regions": compiled.get("regions"), "gpu": result.get("gpu"),
+                                    "max_abs_error": result.get("max_abs_error"),
+                                    "compile_alone_max_abs_error": (compiled.get("compile_alone") or {}).get("max_abs_error")}
+                except ValueError:
+                    checks[step] = {"exit": done.returncode, "stdout": done.stdout[-2000:]}
+    return {"surveys": {m: {"gpu_us": s["gpu_us"], "regions": [{k: r[k] for k in ("hash", "kind", "ops", "count",
+                                                                                   "gpu_us", "share")}
+                                                                for r in s["regions"]]}
+                        for m, s in surveys.items()},
+            "judged": judged, "checks": checks}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("stage", choices=["regions", "serve"])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--answer", action="append", default=[], metavar="HASH=ANSWER.py")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path("/tmp/compile-serving")
+    work.mkdir(parents=True, exist_ok=True)
+    if args.stage == "regions":
+        summary = {"surveys": find_regions(args.out, work)}
+    else:
+        answers = {pair.split("=", 1)[0]: Path(pair.split("=", 1)[1]).resolve() for pair in args.answer}
+        summary = serve(args.out, work, answers)
+    (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1)[:6000])
+
+
+if __name__ == "__main__":
+    main()
