@@ -2,7 +2,11 @@
 approved the way a model's answers are, and the models compiled with and without them.
 
     python benchmarks/compile_serving_gpu.py regions --out $OUT
-    python benchmarks/compile_serving_gpu.py serve --out $OUT --answer HASH=ANSWER.py [--answer ...]
+    python benchmarks/compile_serving_gpu.py serve --out $OUT --answer REGION=ANSWER.py [--answer ...]
+
+A REGION is a hash, or ``MODEL|OPS|TEXT``: the most frequent region of MODEL whose operators'
+packet names are OPS (comma-separated) and whose problem file holds TEXT (a convolution's stride
+and padding), for a region whose hash is not known before it is found.
 
 ``regions``: ``bbagent regions`` of the built-in transformer and of resnet18 (default settings),
 each table as the command prints it (``OUT/regions-<model>.txt``) and as JSON.
@@ -61,9 +65,10 @@ def serve(out: Path, work: Path, answers: dict[str, Path]) -> dict:
     files = {r["hash"]: (model, f) for model, s in surveys.items() for r, f in zip(s["regions"], s["files"])}
     root = work / "root"
     judged = []
-    for region_hash, answer in answers.items():
+    for wanted, answer in answers.items():
+        region_hash = _region_hash(wanted, surveys)
         if region_hash not in files:
-            judged.append({"hash": region_hash, "answer": answer.name, "error": "no region of this hash found"})
+            judged.append({"region": wanted, "answer": answer.name, "error": "no such region found"})
             continue
         model, problem = files[region_hash]
         text = f"```python\n{answer.read_text()}```\n"
@@ -110,11 +115,24 @@ def serve(out: Path, work: Path, answers: dict[str, Path]) -> dict:
             "judged": judged, "checks": checks}
 
 
+def _region_hash(wanted: str, surveys: dict) -> str | None:
+    """``wanted``'s hash (module docstring)."""
+    if "|" not in wanted:
+        return wanted
+    model, ops, text = wanted.split("|", 2)
+    packets = ops.split(",")
+    survey = surveys.get(model) or {"regions": [], "files": []}
+    for region, file in zip(survey["regions"], survey["files"]):  # the most frequent first
+        if [op.split(".")[1] for op in region["ops"]] == packets and text in Path(file).read_text():
+            return region["hash"]
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("stage", choices=["regions", "serve"])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--answer", action="append", default=[], metavar="HASH=ANSWER.py")
+    parser.add_argument("--answer", action="append", default=[], metavar="REGION=ANSWER.py")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path("/tmp/compile-serving")
@@ -122,7 +140,7 @@ def main() -> None:
     if args.stage == "regions":
         summary = {"surveys": find_regions(args.out, work)}
     else:
-        answers = {pair.split("=", 1)[0]: Path(pair.split("=", 1)[1]).resolve() for pair in args.answer}
+        answers = {pair.rsplit("=", 1)[0]: Path(pair.rsplit("=", 1)[1]).resolve() for pair in args.answer}
         summary = serve(args.out, work, answers)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1)[:6000])

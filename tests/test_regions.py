@@ -201,3 +201,35 @@ def _written(folder: Path, text: str) -> Path:
     path = folder / "not_a_program.py"
     path.write_text(text)
     return path
+
+
+class ConvBatchNormReLU(torch.nn.Module):
+    """resnet's unit: a 3x3 convolution without bias, a batch norm in inference, a ReLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = torch.nn.Conv2d(4, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        return torch.relu(self.norm(self.conv(x)))
+
+
+@pytest.mark.slow
+def test_a_convolutions_batch_norm_epilogue_is_one_region_drawn_in_its_domain_and_answered(tmp_path):
+    """Inductor computes the batch norm's scale from the running variance after the convolution:
+    those operators join the region (the problem takes the parameters themselves), the variance is
+    drawn positive, and a hand-written answer passes the program verdict."""
+    found = find_regions(inductor_graphs(ConvBatchNormReLU().eval(), (torch.randn(2, 4, 10, 10),)))
+    region = next(r for r in found if r.ops[0] == "aten.convolution.default")
+    assert region.kind == "matmul + epilogue" and region.ops[-1] == "aten.relu.default"
+    assert "aten.sqrt.default" in region.ops or "aten.rsqrt.default" in region.ops
+    assert [s.shape for s in region.inputs] == [[2, 4, 10, 10], [8, 4, 3, 3], [8], [8], [8], [8]]
+    assert [s.positive for s in region.inputs] == [False, False, False, True, False, False]  # the variance
+    problem = tmp_path / "conv_bn_relu.py"
+    problem.write_text(region_program(region, "ConvBatchNormReLU"))
+    judged = subprocess.run([sys.executable, "-m", "bbagent", "eval", "--problem", str(problem), "--kernel",
+                             str(ANSWERS / "region_conv_bn_relu_right.py"), "--device", "cpu", "--json"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                            env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                 "TRITON_INTERPRET": "1"})
+    assert judged.returncode == 0 and json.loads(judged.stdout)["verdict"] == "pass", judged.stdout[-3000:]

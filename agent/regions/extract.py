@@ -6,7 +6,8 @@ known). ``find_regions`` grows regions in each: from a seed, a matrix product or
 epilogue inductor leaves apart in its default mode) or a reduction (a normalization's statistics,
 a softmax's maximum and sum), through the users that inductor could fuse with it (pointwise
 operators and views; from a reduction, further reductions too), while each added node's other
-inputs come from before the seed; a
+inputs come from before the seed or from the graph's inputs alone (a batch norm's scale, computed
+from its parameters after the convolution: those operators join the region); a
 region is kept where it holds a seed and at least one pointwise operator. Each region is hashed
 by its operators, their arguments and its inputs' shapes and dtypes (``Region.hash``); regions of
 one hash are counted together.
@@ -32,6 +33,10 @@ class TensorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     shape: list[int]
     dtype: str  # ``float32``
+    positive: bool = False  # an input the region takes a root, log or reciprocal of (a variance): drawn > 0
+
+
+POSITIVE_ONLY = frozenset({"sqrt", "rsqrt", "log", "reciprocal"})
 
 
 class RegionNode(BaseModel):
@@ -154,12 +159,41 @@ def _grow(seed, position: dict, taken: set) -> list:
         for node in sorted({u for m in members for u in m.users}, key=position.get):
             if node in inside or node in taken or not _fusible(node, reductions) or len(members) >= MAX_OPS:
                 continue
-            if all(a in inside or a.op in ("placeholder", "get_attr") or position[a] < position[seed]
-                   for a in node.all_input_nodes):
-                members.append(node)
-                inside.add(node)
+            pulled = []
+            for a in node.all_input_nodes:
+                if a in inside or a.op in ("placeholder", "get_attr") or position[a] < position[seed]:
+                    continue
+                chain = _from_inputs_alone(a, inside | {node}, taken)
+                if chain is None:
+                    break
+                pulled += chain
+            else:
+                for added in [*pulled, node]:
+                    if added not in inside:
+                        members.append(added)
+                        inside.add(added)
                 grew = True
     return sorted(members, key=position.get)
+
+
+def _from_inputs_alone(node, region: set, taken: set) -> list | None:
+    """``node`` and the nodes it is computed from where it comes from the graph's inputs alone
+    through pointwise operators and views used nowhere but the region (a batch norm's
+    ``rsqrt(var + eps)``, unsqueezed, placed after the convolution whose epilogue uses it): they
+    join the region, which then takes the parameters themselves. None where ``node`` is not such."""
+    chain: list = []
+    pending = [node]
+    while pending:
+        current = pending.pop()
+        if current in chain or current in region or current.op in ("placeholder", "get_attr"):
+            continue
+        if current in taken or not _fusible(current, reductions=False) or current.target is operator.getitem:
+            return None
+        chain.append(current)
+        pending.extend(current.all_input_nodes)
+    if any(user not in region and user not in chain for current in chain for user in current.users):
+        return None
+    return chain
 
 
 def _described(members: list) -> tuple[Region, list] | None:
@@ -194,13 +228,38 @@ def _described(members: list) -> tuple[Region, list] | None:
     outputs = [n for n in members if any(u not in index for u in n.users)]
     if any(_spec(n) is None for n in inputs + outputs):
         return None
-    input_specs, output_specs = [_spec(n) for n in inputs], [_spec(n) for n in outputs]
-    canonical = repr(([w.model_dump() for w in written], [s.model_dump() for s in input_specs],
+    positive = _positive_inputs(members, inputs)
+    input_specs = [_spec(n).model_copy(update={"positive": n in positive}) for n in inputs]
+    output_specs = [_spec(n) for n in outputs]
+    canonical = repr(([w.model_dump() for w in written], [s.model_dump(exclude={"positive"}) for s in input_specs],
                       [index[n] for n in outputs]))
     ops = [w.target for w in written if w.target != "getitem" and w.target.split(".")[1] not in VIEWS]
     kind = "matmul + epilogue" if _packet(members[0]) in MATMULS else "reduction + pointwise"
     return Region(hash=hashlib.sha256(canonical.encode()).hexdigest()[:12], kind=kind, ops=ops, inputs=input_specs,
                   outputs=output_specs, output_nodes=[index[n] for n in outputs], nodes=written), inputs
+
+
+def _positive_inputs(members: list, inputs: list) -> set:
+    """The inputs a root, log or reciprocal in the region is taken of without the seed's result
+    in between (a batch norm's running variance): the problem must draw them positive."""
+    from_seed = {members[0]}
+    for node in members[1:]:
+        if any(a in from_seed for a in node.all_input_nodes):
+            from_seed.add(node)
+    positive: set = set()
+    pending = [n for n in members if _packet(n) in POSITIVE_ONLY and n not in from_seed]
+    seen: set = set()
+    while pending:
+        node = pending.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        for a in node.all_input_nodes:
+            if a in inputs:
+                positive.add(a)
+            elif a in members and a not in from_seed:
+                pending.append(a)
+    return positive
 
 
 def _name(overload) -> str:

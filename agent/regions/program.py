@@ -73,4 +73,6 @@ def _draw(spec: TensorSpec) -> str:
         return f"torch.rand({spec.shape}) > 0.5"
     if spec.dtype.startswith(("int", "uint")):
         return f"torch.randint(0, 8, {spec.shape}, dtype={dtype})"
+    if spec.positive:  # a variance the region takes a root of
+        return f"torch.rand({spec.shape}, dtype={dtype}) + 0.5"
     return f"torch.randn({spec.shape}, dtype={dtype})"
