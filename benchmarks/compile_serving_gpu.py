@@ -2,21 +2,22 @@
 approved the way a model's answers are, and the models compiled with and without them.
 
     python benchmarks/compile_serving_gpu.py regions --out $OUT
-    python benchmarks/compile_serving_gpu.py serve --out $OUT --answer REGION=ANSWER.py [--answer ...]
+    python benchmarks/compile_serving_gpu.py judge --out $OUT --answer REGION=ANSWER.py [--answer ...]
+    python benchmarks/compile_serving_gpu.py check --out $OUT
 
 A REGION is a hash, or ``MODEL|OPS|TEXT``: the most frequent region of MODEL whose operators'
 packet names are OPS (comma-separated) and whose problem file holds TEXT (a convolution's stride
 and padding), for a region whose hash is not known before it is found.
 
-``regions``: ``bbagent regions`` of the built-in transformer and of resnet18 (default settings),
-each table as the command prints it (``OUT/regions-<model>.txt``) and as JSON.
+``regions``: ``bbagent regions --json`` of the built-in transformer and of resnet18 (default
+settings), in ``OUT/regions-<model>-json.txt``.
 
-``serve``: the same regions found again (their hashes are the same on the same machine and
+``judge``: the same regions found again (their hashes are the same on the same machine and
 stack), then each ``--answer`` given to ``bbagent generate --problem`` through the real OpenAI
 client from a fake server on 127.0.0.1 (``tests/fake_llm.py``) that answers with the file: judged
 (the program verdict, timed against eager and torch.compile) and, when accepted, approved with
-``bbagent review approve``. Then ``bbagent check-model --compile`` of each model: served as the
-gate allows (at least as fast as torch.compile) and with ``--include-slower``, in torch.compile's
+``bbagent review approve``, under ``/tmp/compile-serving/root``. ``check``: ``bbagent check-model
+--compile`` of each model on them: served as the gate allows (at least as fast as torch.compile) and with ``--include-slower``, in torch.compile's
 default mode and under CUDA graphs. Every command's output goes to ``OUT/<step>.txt``/``.json``;
 ``OUT/summary.json`` gathers the verdicts, speedups and end-to-end tables.
 """
@@ -53,12 +54,11 @@ def find_regions(out: Path, work: Path) -> dict[str, dict]:
                         "--json", "--out", str(work / "problems" / model), cwd=work)
         if found.returncode == 0:
             surveys[model] = json.loads(found.stdout)
-        bbagent(out, f"regions-{model}", "regions", "--model", model, *settings, "--device", "cuda",
-                "--out", str(work / "problems-again" / model), cwd=work)
     return surveys
 
 
-def serve(out: Path, work: Path, answers: dict[str, Path]) -> dict:
+def judge(out: Path, work: Path, answers: dict[str, Path]) -> dict:
+    """The regions found again, each answer generated (through the fake server), judged and approved."""
     sys.path.insert(0, str(TESTS))
     from fake_llm import FakeLLMServer
     surveys = find_regions(out, work)
@@ -76,7 +76,7 @@ def serve(out: Path, work: Path, answers: dict[str, Path]) -> dict:
             env = {**os.environ, "OPENAI_API_KEY": "sk-fake"}
             done = bbagent(out, f"generate-{region_hash}", "generate", "--problem", problem, "--rounds", "1",
                            "--provider", "openai", "--model", "gpt-fake", "--base-url", server.url + "/v1",
-                           "--root", str(root), "--device", "cuda", "--json", cwd=work, env=env)
+                           "--root", str(root), "--device", "cuda", "--seed", "1", cwd=work, env=env)
         row = {"hash": region_hash, "model": model, "answer": answer.name, "problem": Path(problem).name,
                "generate_exit": done.returncode}
         key = f"kernelbench/other/{Path(problem).stem}"
@@ -87,14 +87,20 @@ def serve(out: Path, work: Path, answers: dict[str, Path]) -> dict:
             approved = bbagent(out, f"approve-{region_hash}", "review", "approve", key, "--root", str(root), cwd=work)
             row["approved"] = approved.returncode == 0
         judged.append(row)
+    return {"surveys": _surveyed(surveys), "judged": judged}
+
+
+def check(out: Path, work: Path) -> dict:
+    """``check-model --compile`` of each model on the kernels ``judge`` approved under ``work``."""
+    root = work / "root"
+    if not (root / "generated_kernels").is_dir():
+        return {"error": f"nothing judged under {root}: run the judge stage first on this machine"}
     checks = {}
     for model, settings in MODELS.items():
         for mode in ("default", "reduce-overhead"):
             for gate in ("gated", "include-slower"):
                 step = f"check-{model}-{mode}-{gate}"
                 extra = ["--include-slower"] if gate == "include-slower" else []
-                bbagent(out, step, "check-model", "--model", model, *settings, "--device", "cuda", "--compile", mode,
-                        *extra, "--root", str(root), "--repeats", "5", "--iterations", "20", cwd=work)
                 done = bbagent(out, f"{step}-json", "check-model", "--model", model, *settings, "--device", "cuda",
                                "--compile", mode, *extra, "--root", str(root), "--repeats", "5", "--iterations", "20",
                                "--json", cwd=work)
@@ -108,11 +114,13 @@ def serve(out: Path, work: Path, answers: dict[str, Path]) -> dict:
                                     "compile_alone_max_abs_error": (compiled.get("compile_alone") or {}).get("max_abs_error")}
                 except ValueError:
                     checks[step] = {"exit": done.returncode, "stdout": done.stdout[-2000:]}
-    return {"surveys": {m: {"gpu_us": s["gpu_us"], "regions": [{k: r[k] for k in ("hash", "kind", "ops", "count",
-                                                                                   "gpu_us", "share")}
-                                                                for r in s["regions"]]}
-                        for m, s in surveys.items()},
-            "judged": judged, "checks": checks}
+    return {"checks": checks}
+
+
+def _surveyed(surveys: dict) -> dict:
+    return {m: {"gpu_us": s["gpu_us"], "regions": [{k: r[k] for k in ("hash", "kind", "ops", "count", "gpu_us", "share")}
+                                                   for r in s["regions"]]}
+            for m, s in surveys.items()}
 
 
 def _region_hash(wanted: str, surveys: dict) -> str | None:
@@ -130,7 +138,7 @@ def _region_hash(wanted: str, surveys: dict) -> str | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("stage", choices=["regions", "serve"])
+    parser.add_argument("stage", choices=["regions", "judge", "check"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--answer", action="append", default=[], metavar="REGION=ANSWER.py")
     args = parser.parse_args()
@@ -138,10 +146,12 @@ def main() -> None:
     work = Path("/tmp/compile-serving")
     work.mkdir(parents=True, exist_ok=True)
     if args.stage == "regions":
-        summary = {"surveys": find_regions(args.out, work)}
-    else:
+        summary = {"surveys": _surveyed(find_regions(args.out, work))}
+    elif args.stage == "judge":
         answers = {pair.rsplit("=", 1)[0]: Path(pair.rsplit("=", 1)[1]).resolve() for pair in args.answer}
-        summary = serve(args.out, work, answers)
+        summary = judge(args.out, work, answers)
+    else:
+        summary = check(args.out, work)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1)[:6000])
 
