@@ -18,7 +18,7 @@ client from a fake server on 127.0.0.1 (``tests/fake_llm.py``) that answers with
 (the program verdict, timed against eager and torch.compile) and, when accepted, approved with
 ``bbagent review approve``, under ``/tmp/compile-serving/root``. ``check``: ``bbagent check-model
 --compile`` of each model on them: served as the gate allows (at least as fast as torch.compile) and with ``--include-slower``, in torch.compile's
-default mode and under CUDA graphs. Every command's output goes to ``OUT/<step>.txt``/``.json``;
+default mode and under CUDA graphs. Every command's output goes to ``OUT/commands.log``;
 ``OUT/summary.json`` gathers the verdicts, speedups and end-to-end tables.
 """
 from __future__ import annotations
@@ -39,9 +39,9 @@ def bbagent(out: Path, step: str, *argv: str, cwd: Path, env: dict | None = None
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "bbagent", *argv], cwd=cwd, capture_output=True, text=True,
                           timeout=1500, env=env)
-    (out / f"{step}.txt").write_text(f"$ bbagent {' '.join(argv)}\n# exit {done.returncode}, "
-                                     f"{time.perf_counter() - started:.1f} s\n{done.stdout}\n--- stderr ---\n"
-                                     f"{done.stderr[-6000:]}")
+    with (out / "commands.log").open("a") as log:  # one file: a device call brings back only a few
+        log.write(f"=== {step}\n$ bbagent {' '.join(argv)}\n# exit {done.returncode}, "
+                  f"{time.perf_counter() - started:.1f} s\n{done.stdout[-20000:]}\n--- stderr ---\n{done.stderr[-6000:]}\n")
     print(f"{step}: exit {done.returncode} in {time.perf_counter() - started:.1f} s", flush=True)
     return done
 
@@ -95,6 +95,12 @@ def check(out: Path, work: Path) -> dict:
     root = work / "root"
     if not (root / "generated_kernels").is_dir():
         return {"error": f"nothing judged under {root}: run the judge stage first on this machine"}
+    judged = {}
+    for meta_file in sorted((root / "generated_kernels").rglob("meta.json")):
+        if "versions" in meta_file.parts:
+            continue
+        meta = json.loads(meta_file.read_text())
+        judged[meta["op"]] = {"review": meta.get("review", {}).get("status"), "performance": meta.get("performance")}
     checks = {}
     for model, settings in MODELS.items():
         for mode in ("default", "reduce-overhead"):
@@ -114,7 +120,8 @@ def check(out: Path, work: Path) -> dict:
                                     "compile_alone_max_abs_error": (compiled.get("compile_alone") or {}).get("max_abs_error")}
                 except ValueError:
                     checks[step] = {"exit": done.returncode, "stdout": done.stdout[-2000:]}
-    return {"checks": checks}
+                (out / "summary.json").write_text(json.dumps({"judged": judged, "checks": checks}, indent=1))  # so far
+    return {"judged": judged, "checks": checks}
 
 
 def _surveyed(surveys: dict) -> dict:
