@@ -233,3 +233,85 @@ def test_a_convolutions_batch_norm_epilogue_is_one_region_drawn_in_its_domain_an
                             env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
                                  "TRITON_INTERPRET": "1"})
     assert judged.returncode == 0 and json.loads(judged.stdout)["verdict"] == "pass", judged.stdout[-3000:]
+
+
+def _answered(model, inputs: tuple, folder: Path, answer=None) -> tuple:
+    """Every region of ``model`` answered by ``answer(module)`` (default: the problem's own
+    ``Model``), swapped into the graph inductor receives: the compiled output and the calls."""
+    from bbagent.agent.serving.compiled import CompiledServing, RegionAnswer
+    from bbagent.harness.interface import ProgramProblem, program_module
+    regions, answers = find_regions(inductor_graphs(model, inputs)), {}
+    for number, region in enumerate(regions):
+        path = folder / f"region_{number}.py"
+        path.write_text(region_program(region, type(model).__name__))
+        module = program_module(ProgramProblem(path=str(path), text=path.read_text()))
+        answers[region.hash] = RegionAnswer(key=path.stem, hash=region.hash, problem=module,
+                                            model_new=answer(module) if answer else module.Model)
+    serving = CompiledServing({}, answers)
+    serving.install()
+    try:
+        torch._dynamo.reset()
+        with torch.no_grad():
+            compiled = torch.compile(model)(*inputs)
+    finally:
+        serving.uninstall()
+        torch._dynamo.reset()
+    return regions, compiled, dict(serving.calls)
+
+
+@pytest.mark.slow
+def test_regions_that_feed_each_other_are_all_swapped_and_compute_what_eager_computes(tmp_path):
+    """The first block's GELU region feeds the second's matrix product, whose region feeds the
+    norm's: each is swapped in turn, the graph stays whole, and the output is eager's."""
+    torch.manual_seed(0)
+    model, x = Blocks(16).eval(), torch.randn(8, 16)
+    regions, compiled, calls = _answered(model, (x,), tmp_path)
+    assert calls == {f"region_{n}": r.count for n, r in enumerate(regions)} and sum(calls.values()) >= 3
+    assert torch.allclose(compiled, model(x), atol=1e-5)
+    from bbagent.agent.serving.compiled import CompiledServing, RegionAnswer, SwapPass
+    from bbagent.harness.interface import ProgramProblem, program_module
+    graph = inductor_graphs(model, (x,))[0]
+    answers = {}
+    for path in sorted(tmp_path.glob("region_*.py")):
+        module = program_module(ProgramProblem(path=str(path), text=path.read_text()))
+        answers[module.REGION_HASH] = RegionAnswer(
+            key=path.stem, hash=module.REGION_HASH, problem=module, model_new=module.Model)
+    serving = CompiledServing({}, answers)
+    try:
+        SwapPass({}, None, serving.region_twins)(graph)
+        graph.lint()  # every argument a node of the graph, in order
+        swapped = [n for n in graph.nodes if n.op == "call_function" and "bbagent_served" in str(n.target)]
+        assert len(swapped) == sum(r.count for r in regions) and all(n.users for n in swapped)
+    finally:
+        serving.uninstall()
+
+
+@pytest.mark.slow
+def test_a_region_answer_may_lay_out_its_output_unlike_inductor(tmp_path):
+    """After a convolution on channels-last input inductor keeps the region's output channels
+    last; an answer returning it contiguous (as most do) is served all the same."""
+    def contiguous(module):
+        class Answer(module.Model):
+            def forward(self, *args):
+                return super().forward(*args).contiguous()
+        return Answer
+    torch.manual_seed(0)
+    model, x = ConvBatchNormReLU().eval(), torch.randn(2, 4, 10, 10).to(memory_format=torch.channels_last)
+    regions, compiled, calls = _answered(model, (x,), tmp_path, contiguous)
+    assert calls == {"region_0": 1}
+    assert torch.allclose(compiled, model(x), atol=1e-5)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from bbagent.agent.serving.compiled import CompiledServing, RegionAnswer
+    from bbagent.harness.interface import ProgramProblem, program_module
+    path = tmp_path / "region_0.py"
+    module = program_module(ProgramProblem(path=str(path), text=path.read_text()))
+    serving = CompiledServing({}, {"h": RegionAnswer(key="r", hash=module.REGION_HASH, problem=module,
+                                                     model_new=module.Model)})  # the reference keeps channels last
+    try:
+        twin = serving.region_twins[module.REGION_HASH]
+        inputs = [t.to(memory_format=torch.channels_last) if t.dim() == 4 else t for t in module.get_inputs()]
+        with FakeTensorMode() as fake:
+            shapes = twin(*[fake.from_tensor(t) for t in inputs])
+        assert shapes.is_contiguous() and twin(*inputs).is_contiguous()  # what inductor is told is what it gets
+    finally:
+        serving.uninstall()

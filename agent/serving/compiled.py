@@ -75,18 +75,17 @@ class CompiledServing:
         returns = "Tensor" if count == 1 else f"({', '.join(['Tensor'] * count)})"
         name = f"region_{answer.hash}"
         self.library.define(f"{name}({', '.join(f'Tensor in{j}' for j in range(len(drawn)))}) -> {returns}")
-        reference, built, calls = answer.problem.Model(), [], self.calls
+        reference, built, calls = answer.problem.Model(), {}, self.calls
 
         def implementation(*args):
-            if not built:
-                built.append(answer.model_new())
+            device = args[0].device
+            if device not in built:  # built and moved once per device
+                built[device] = answer.model_new().to(device)
             calls[answer.key] += 1
-            result = built[0].to(args[0].device)(*args)
-            return tuple(result) if count > 1 else result
+            return _contiguous(built[device](*args), count)
 
         def shapes(*args):
-            result = reference(*args)
-            return tuple(result) if count > 1 else result
+            return _contiguous(reference(*args), count)
         return self._define(name, implementation, shapes)
 
     def _twin(self, name: str, overload):
@@ -130,6 +129,15 @@ class CompiledServing:
             self.library = None
 
 
+def _contiguous(result, count: int):
+    """A region twin's result as its fake function and its implementation both give it: each
+    output contiguous (inductor lays the region's own outputs out as it likes, channels last after a
+    convolution, and checks the call's outputs against the fake's strides)."""
+    if count > 1:
+        return tuple(output.contiguous() for output in result)
+    return result.contiguous()
+
+
 def _functional(overload) -> bool:
     """An overload that writes none of its arguments and returns nothing aliased (its in-place and
     ``out=`` siblings reach inductor's graph as it, functionalized)."""
@@ -156,9 +164,11 @@ class SwapPass(_PassBase):
             self.previous(graph)
         if self.region_twins:
             from bbagent.agent.regions.extract import matches
-            for match in matches(graph):
-                if match.region.hash in self.region_twins:
-                    _replace(graph, match, self.region_twins[match.region.hash])
+            while True:  # found again after each swap: a region's input may be the output of one swapped before
+                match = next((m for m in matches(graph) if m.region.hash in self.region_twins), None)
+                if match is None:
+                    break
+                _replace(graph, match, self.region_twins[match.region.hash])
         for node in graph.nodes:
             if node.op == "call_function" and node.target in self.twins and _tensors_given(node):
                 node.target = self.twins[node.target]
