@@ -90,7 +90,7 @@ def judge(out: Path, work: Path, answers: dict[str, Path]) -> dict:
     return {"surveys": _surveyed(surveys), "judged": judged}
 
 
-def check(out: Path, work: Path) -> dict:
+def check(out: Path, work: Path, gates: list[str]) -> dict:
     """``check-model --compile`` of each model on the kernels ``judge`` approved under ``work``."""
     root = work / "root"
     if not (root / "generated_kernels").is_dir():
@@ -104,7 +104,7 @@ def check(out: Path, work: Path) -> dict:
     checks = {}
     for model, settings in MODELS.items():
         for mode in ("default", "reduce-overhead"):
-            for gate in ("gated", "include-slower"):
+            for gate in gates:
                 step = f"check-{model}-{mode}-{gate}"
                 extra = ["--include-slower"] if gate == "include-slower" else []
                 done = bbagent(out, f"{step}-json", "check-model", "--model", model, *settings, "--device", "cuda",
@@ -148,6 +148,8 @@ def main() -> None:
     parser.add_argument("stage", choices=["regions", "judge", "check"])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--answer", action="append", default=[], metavar="REGION=ANSWER.py")
+    parser.add_argument("--gates", default="gated,include-slower",
+                        help="check: served as the gate allows (gated), every approved one (include-slower), or both")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path("/tmp/compile-serving")
@@ -158,7 +160,7 @@ def main() -> None:
         answers = {pair.rsplit("=", 1)[0]: Path(pair.rsplit("=", 1)[1]).resolve() for pair in args.answer}
         summary = judge(args.out, work, answers)
     else:
-        summary = check(args.out, work)
+        summary = check(args.out, work, args.gates.split(","))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1)[:6000])
 
