@@ -315,3 +315,23 @@ def test_a_region_answer_may_lay_out_its_output_unlike_inductor(tmp_path):
         assert shapes.is_contiguous() and twin(*inputs).is_contiguous()  # what inductor is told is what it gets
     finally:
         serving.uninstall()
+
+
+@pytest.mark.slow
+def test_the_training_graphs_backward_included_are_searched_when_asked(tmp_path):
+    """``--backward``: the forward and backward graphs of a training step; the GELU's derivative
+    (erf and exp) after the backward's matrix product is a region, and its problem runs."""
+    import bbagent
+    from bbagent.harness.interface import ProgramProblem, program_module
+    script = tmp_path / "my_mlp.py"
+    script.write_text(MLP_SCRIPT)
+    inference = bbagent.regions(script=script, device="cpu", out=tmp_path / "inference")
+    training = bbagent.regions(script=script, device="cpu", out=tmp_path / "training", backward=True)
+    assert training.backward and training.graphs == 2 and inference.graphs == 1
+    derivative = next(r for r in training.regions if r.ops[0] == "aten.mm.default" and "aten.exp.default" in r.ops)
+    assert derivative.hash not in {r.hash for r in inference.regions}
+    path = Path(training.files[training.regions.index(derivative)])
+    module = program_module(ProgramProblem(path=str(path), text=path.read_text()))
+    outputs = module.Model()(*module.get_inputs())
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    assert [list(o.shape) for o in outputs] == [s.shape for s in derivative.outputs]

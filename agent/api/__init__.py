@@ -346,13 +346,14 @@ def check_model(model: str, *, root: str | Path | None = None, device: str | Non
 
 def regions(model: str | None = None, *, script: str | Path | None = None, root: str | Path | None = None,
             device: str | None = None, config: dict | None = None, dtype: str = "float32",
-            out: str | Path | None = None):
+            out: str | Path | None = None, backward: bool = False):
     """The candidate regions (``agent.regions``) of ``model`` (``agent.models``, built from
     ``config``) or of ``script``, a program file in KernelBench's format: compiled once by
     torch.compile, the graphs inductor receives searched for a matrix product or a reduction with
     the pointwise work around it, each region hashed, counted and written as a program problem under
     ``out`` (default ``runs/regions-<name>-<time>``), on a GPU its share of the model's time
-    measured. Returns an ``agent.regions.survey.RegionSurvey``."""
+    measured. ``backward``: the training graphs instead, forward and backward (no shares).
+    Returns an ``agent.regions.survey.RegionSurvey``."""
     from bbagent.agent.regions.survey import survey
     from bbagent.agent.models import config_for
     from bbagent.agent.storage import new_run_id
@@ -373,7 +374,7 @@ def regions(model: str | None = None, *, script: str | Path | None = None, root:
             raise _usage_error(str(exc)) from None
     where = (Path(out).expanduser().absolute() if out is not None
              else resolve_root(root, write=True) / "runs" / new_run_id(f"regions-{name}"))
-    return survey(name, settings, device or default_device(), dtype, where, script=script)
+    return survey(name, settings, device or default_device(), dtype, where, script=script, backward=backward)
 
 
 def report(ident: str | None = None, *, root: str | Path | None = None, out: str | Path | None = None) -> Path:

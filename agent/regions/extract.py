@@ -63,9 +63,11 @@ class Region(BaseModel):
     share: float | None = None  # count x gpu_us over the compiled model's GPU time per forward
 
 
-def inductor_graphs(model, inputs: tuple) -> list:
+def inductor_graphs(model, inputs: tuple, backward: bool = False) -> list:
     """Copies of the graphs inductor receives for one call of ``model(*inputs)`` under
-    ``torch.compile`` (no gradient), after its decompositions, as its post-grad passes see them."""
+    ``torch.compile``, after its decompositions, as its post-grad passes see them: the inference
+    graph (no gradient), or with ``backward`` the training forward and, from a backward of the sum
+    of the first output, the backward graph."""
     import torch
     from torch._inductor import config
     graphs = []
@@ -76,8 +78,13 @@ def inductor_graphs(model, inputs: tuple) -> list:
     torch._dynamo.reset()
     config.post_grad_custom_pre_pass = keep
     try:
-        with torch.no_grad():
-            torch.compile(model)(*inputs)
+        if backward:
+            output = torch.compile(model)(*inputs)
+            first = output[0] if isinstance(output, (tuple, list)) else output
+            first.float().sum().backward()
+        else:
+            with torch.no_grad():
+                torch.compile(model)(*inputs)
     finally:
         config.post_grad_custom_pre_pass = previous
         torch._dynamo.reset()

@@ -27,12 +27,14 @@ class RegionSurvey(BaseModel):
     device: str
     dtype: str
     graphs: int
+    backward: bool = False  # the training graphs searched, forward and backward (no time shares then)
     gpu_us: float | None  # the compiled model's GPU time per forward (``agent.regions.share``); None on a CPU
     regions: list[Region]
     files: list[str]  # one problem file per region, in the same order
 
 
-def survey(model: str, config: dict, device: str, dtype: str, out: Path, script: Path | None = None) -> RegionSurvey:
+def survey(model: str, config: dict, device: str, dtype: str, out: Path, script: Path | None = None,
+           backward: bool = False) -> RegionSurvey:
     """The regions of ``model`` built from ``config`` (or of the program file ``script``, then
     named ``model``), their problems written under ``out``. A ``UsageError`` where ``out`` cannot
     be written, the script is not a program, or the model cannot run with these settings."""
@@ -60,13 +62,13 @@ def survey(model: str, config: dict, device: str, dtype: str, out: Path, script:
         settings = f"the settings {config}" if script is None else "its own get_inputs()"
         raise UsageError(f"{model} does not run with {settings}: {type(exc).__name__}: "
                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-    graphs = inductor_graphs(built, inputs)
+    graphs = inductor_graphs(built, inputs, backward)
     regions = find_regions(graphs)
     files = []
     for number, region in enumerate(regions, start=1):
         path = out / f"{number}_{re.sub(r'[^a-z]+', '_', region.kind)}_{region.hash}.py"
         path.write_text(region_program(region, f"{model} {config}" if script is None else model))
         files.append(str(path))
-    gpu_us = measure_shares(built, inputs, regions, files, device)
+    gpu_us = None if backward else measure_shares(built, inputs, regions, files, device)
     return RegionSurvey(model=model, config=config, script=str(script) if script else None, device=device, dtype=dtype,
-                        graphs=len(graphs), gpu_us=gpu_us, regions=regions, files=files)
+                        graphs=len(graphs), backward=backward, gpu_us=gpu_us, regions=regions, files=files)

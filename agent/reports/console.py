@@ -436,10 +436,11 @@ def print_regions(console: Console, found) -> None:
     widen(console)
     built = escape(found.script) if found.script else escape(str(found.config))
     console.print(f"{found.model} on {found.device} ({found.dtype}), {built}: "
-                  f"{len(found.regions)} region(s) in {found.graphs} graph(s) inductor received")
+                  f"{len(found.regions)} region(s) in {found.graphs} graph(s) inductor received"
+                  + (" (training: forward and backward)" if found.backward else ""))
     console.print(f"the compiled model: {found.gpu_us:.1f} us of GPU time per forward; a region's share is its count "
                   "times its GPU time compiled alone, over that" if found.gpu_us is not None else
-                  "time shares are measured on a GPU only (--device cuda)")
+                  "time shares are measured on a GPU only (--device cuda), of the inference graph (no --backward)")
     table = Table(show_edge=False, pad_edge=False)
     columns = ("hash", "kind", "count", "operators", "inputs", "us", "share", "problem")
     for column in columns if found.gpu_us is not None else [c for c in columns if c not in ("us", "share")]:

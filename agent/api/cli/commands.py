@@ -416,7 +416,7 @@ def cmd_check_model(args, out, err) -> int:
 def cmd_regions(args, out, err) -> int:
     with _waiting(err, f"compiling {args.model or args.script} and searching the graphs inductor receives"):
         found = api.regions(args.model, script=args.script, root=args.root, device=args.device,
-                            config=_settings(args.set), dtype=args.dtype, out=args.out)
+                            config=_settings(args.set), dtype=args.dtype, out=args.out, backward=args.backward)
     if args.json:
         print(found.model_dump_json(indent=1))
         return EXIT_OK

@@ -277,6 +277,9 @@ def _regions_command(sub) -> None:
                                     "Exit 0, 2 usage error.")
     _add_model_arguments(rg, "default: cuda if available, else cpu", script=True)
     rg.add_argument("--out", type=Path, help="where the problem files go (default ROOT/runs/regions-MODEL-<time>)")
+    rg.add_argument("--backward", action="store_true",
+                    help="search the training graphs, forward and backward (a backward of the output's sum), "
+                         "instead of the inference graph; no time shares")
     rg.add_argument("--json", action="store_true", help="print the regions as one JSON object")
     _add_root(rg)
 
