@@ -89,9 +89,8 @@ def program_baseline_ahead(op: str, job: Job, timing: TimingOptions, base_env: d
         return f"not built ({why})"
     if timing.cache is not None:
         timing.cache.store_reference(op, environment.torch, environment.gpu, [
-            {"mode": r["mode"], "input": r["input"],
-             "timing": {**r["timing"], "eager_over_inductor": r.get("eager_over_inductor"),
-                        **({"launches": r["launches"]} if r.get("launches") else {})}} for r in fresh])
+            baselines.cache_row(r["mode"], r["input"], r["timing"], r.get("eager_over_inductor"), r.get("launches"))
+            for r in fresh])
     return "built"
 
 
@@ -217,8 +216,7 @@ def store_measured(timing: TimingOptions, op: str, verdict: Verdict) -> None:
     eager = [{"mode": t.mode, "input": t.input, "timing": t.aten.model_dump()}
              for t in performance.tests if t.aten_source == "measured"]
     inductor = [(t, t.baselines["inductor"]) for t in performance.tests if "inductor" in (t.baselines or {})]
-    compiled = [{"mode": baselines.cache_mode(entry.compile_mode, t.mode), "input": t.input,
-                 "timing": {**entry.timing.model_dump(), "eager_over_inductor": entry.eager_over_inductor,
-                            **({"launches": [k.model_dump() for k in entry.launches]} if entry.launches else {})}}
+    compiled = [baselines.cache_row(baselines.cache_mode(entry.compile_mode, t.mode), t.input, entry.timing.model_dump(),
+                                    entry.eager_over_inductor, [k.model_dump() for k in entry.launches or []])
                 for t, entry in inductor if entry.source == "measured" and entry.timing is not None]
     timing.cache.store_reference(op, env.torch, gpu, eager + compiled)

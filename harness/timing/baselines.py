@@ -38,6 +38,14 @@ def cache_mode(compile_mode: str, timing_mode: str) -> str:
     return f"inductor-{compile_mode}/{timing_mode}"
 
 
+def cache_row(mode: str, input_id: str | None, timing: dict, eager_over_inductor: float | None,
+              launches: list[dict] | None) -> dict:
+    """An inductor timing as the reference cache keeps it (``attach`` reads it back): the ratio and
+    the kernel list ride in its ``timing``."""
+    return {"mode": mode, "input": input_id,
+            "timing": {**timing, "eager_over_inductor": eager_over_inductor, **({"launches": launches} if launches else {})}}
+
+
 def wanted(tests: list[dict], rows: list[dict], gpu: str, compile_mode: str) -> list[dict]:
     """The timed tests with no cached inductor row for their (GPU, input, timing mode)."""
     have = {(row["input"], row["mode"]) for row in rows if row["gpu"] == gpu}
