@@ -56,6 +56,9 @@ def _option(default, help: str, **extra):
     return Field(default, description=help, json_schema_extra=extra or None)
 
 
+MOST_ROUNDS, MOST_CANDIDATES, MOST_RETRIES = 1000, 64, 100  # beyond them a number is a slip of the keyboard
+
+
 class GenerateOptions(BaseModel):
     """Every option of ``bbagent generate`` (and of each operator of a batch); the command line's
     flags, their defaults and their help are made from these fields (``option_flags``)."""
@@ -135,9 +138,17 @@ class GenerateOptions(BaseModel):
         given = {key: str(value) if key == "replay" and value is not None else value
                  for key, value in values.items() if value is not None}
         try:
-            return cls(**given)
+            return cls.model_validate(given)
         except ValidationError as exc:
             raise UsageError(validation_message(exc, batch)) from None
+
+    def __init__(self, **values):
+        """As pydantic builds it, but a wrong value is a ``UsageError`` naming the flag, as
+        everywhere in bbagent's API (docs/python-api.md)."""
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise UsageError(validation_message(exc)) from None
 
     @model_validator(mode="after")
     def _check(self) -> "GenerateOptions":
@@ -150,6 +161,15 @@ class GenerateOptions(BaseModel):
                                ("max_output_tokens", None), ("max_cost_usd", None), ("max_tokens", None),
                                ("timeout_s", None), ("target_ms", None)):
             positive(flag_of(field), getattr(self, field), minimum)
+        for field, most in (("rounds", MOST_ROUNDS), ("candidates", MOST_CANDIDATES), ("retries", MOST_RETRIES)):
+            if getattr(self, field) > most:
+                raise ValueError(f"{flag_of(field)} must be at most {most} (got {getattr(self, field)})")
+        if self.base_url is not None:
+            from urllib.parse import urlsplit
+            parts = urlsplit(self.base_url)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError(f"--base-url must be an http:// or https:// URL with a host, e.g. "
+                                 f"http://localhost:8000/v1 (got {self.base_url!r})")
         if self.target_speedup is not None and self.target_speedup < 0:
             raise ValueError(f"--target-speedup must be 0 or more (got {self.target_speedup})")
         if not 0 <= self.target_roof <= 1:

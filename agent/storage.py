@@ -34,6 +34,9 @@ def resolve_root(root: str | Path | None = None, *, write: bool = False) -> Path
                                                 "the current directory")
     if where.exists() and not where.is_dir():
         raise UsageError(f"{source} {where} is a file, not a folder: pass --root DIR")
+    if not write and not where.exists():  # read from: a typo must not read as "nothing there"
+        raise UsageError(f"{source} {where} does not exist: pass --root DIR with the folder that holds runs/ and "
+                         "generated_kernels/")
     if write:
         try:
             (where / "runs").mkdir(parents=True, exist_ok=True)

@@ -75,6 +75,7 @@ def test_nothing_served_is_not_a_match_and_says_why(tmp_path, capsys):
     install(tmp_path, RELU, (KERNELS / "relu_triton.py").read_text(), run_meta(RELU, "run-relu"))  # not approved
     code, result = check(tmp_path)
     assert code == 4 and result["status"] == "nothing_served" and RELU in result["why_nothing_served"]
+    (tmp_path / "empty").mkdir()
     assert main(["check-model", "--model", "transformer", "--device", "cpu", *TINY, "--root", str(tmp_path / "empty"),
                  "--repeats", "1", "--iterations", "1"]) == 4
     out = " ".join(capsys.readouterr().out.split())

@@ -36,7 +36,14 @@ BAD_INPUT = [
     (["prompt", "--op", "aten.relu.default", "--round-feedback", "{file}"], 2, "is not a Verdict"),
     (["logs", "--op", "aten.relu.defualt"], 0, "did you mean: aten.relu.default"),
     (["logs", "--run", "no-such-run"], 0, "no call log at"),
-    (["kernels", "--root", "/nonexistent"], 0, "no generated_kernels/ under /nonexistent"),
+    (["kernels", "--root", "/nonexistent"], 2, "--root /nonexistent does not exist"),
+    (["review", "list", "--root", "/nonexistent"], 2, "--root /nonexistent does not exist"),  # issue 64, 8
+    (["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "m", "--base-url", "notaurl"], 2,
+     "--base-url must be an http:// or https:// URL"),
+    (["generate", "--op", "aten.relu.default", "--provider", "replay", "--rounds", "99999999999999999999"], 2,
+     "--rounds must be at most 1000"),
+    (["prompt", "--op", "aten.add.Tensor", "--round-feedback", "{relu_verdict}"], 2,
+     "is a Verdict of aten.relu.default, not of aten.add.Tensor"),
     (["ops", "zzzz"], 0, "no overload name contains 'zzzz'"),
     (["ops", "--family", "nonsense"], 0, "no prompt family 'nonsense'"),
     (["schema", "nonsense"], 2, "invalid choice: 'nonsense'"),
@@ -59,7 +66,10 @@ BAD_INPUT = [
 def test_bad_input_gets_its_exit_code_and_the_fix_on_stderr(argv, code, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a_file").write_text("{}")
-    argv = [a.replace("{file}", str(tmp_path / "a_file")) for a in argv]
+    from conftest import make_verdict
+    (tmp_path / "relu_verdict.json").write_text(make_verdict().model_dump_json())
+    argv = [a.replace("{file}", str(tmp_path / "a_file")).replace("{relu_verdict}", str(tmp_path / "relu_verdict.json"))
+            for a in argv]
     try:
         got = main(argv)
     except SystemExit as exc:  # argparse's own usage errors
@@ -224,3 +234,14 @@ def test_generate_and_batch_flags_are_made_from_generate_options():
     assert not hasattr(argparse.ArgumentParser, "_given")  # nothing of ours on argparse itself
     batch = _generate_options(build_parser().parse_args(["batch", "--max-cost-per-op", "2", "--max-cost-usd", "9"]))
     assert batch["max_cost_usd"] == 2.0  # each operator's budget; the batch's own is the plan's
+
+
+def test_generate_options_built_directly_refuse_a_wrong_value_with_a_usage_error():
+    """Issue 64, 8: docs/python-api.md promises ``UsageError`` for a wrong option, also where
+    ``GenerateOptions`` is built directly, not through ``GenerateOptions.of``."""
+    from bbagent import GenerateOptions, UsageError
+    with pytest.raises(UsageError, match="--rounds must be at least 1"):
+        GenerateOptions(provider="replay", rounds=0)
+    with pytest.raises(UsageError, match="--rounds must be at most 1000"):
+        GenerateOptions.of(provider="replay", rounds=10**20)
+    assert GenerateOptions(provider="replay", rounds=3).rounds == 3

@@ -355,3 +355,18 @@ def test_an_operator_inductor_decomposes_stays_whole_for_its_served_twin(tmp_pat
         "print(json.dumps({'calls': calls, 'during': during, 'after': gelu in decomposition.decompositions,\n"
         "                  'correct': bool(torch.allclose(y, torch.nn.functional.gelu(x) + 1))}))\n", tmp_path)
     assert result == {"calls": {"aten.gelu.default": 1}, "during": False, "after": True, "correct": True}
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA device is visible: enable() defaults to it")
+def test_enable_with_no_arguments_serves_on_a_machine_without_cuda(tmp_path):
+    """Issue 64, 1: the README's ``bbagent.enable()`` on a CPU machine serves the approved kernels
+    under the interpreter (the CPU is the default without a GPU), with no variable set before."""
+    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
+    result = in_fresh_process(
+        "import json, os, sys, torch, bbagent\n"
+        "os.chdir(sys.argv[1])\n"
+        "enabled = bbagent.enable()\n"
+        "y = torch.relu(torch.tensor([-1.0, 2.0]))\n"
+        "print(json.dumps({'calls': enabled.calls(), 'device': enabled.dispatch_key, 'y': y.tolist()}))\n",
+        tmp_path, interpret=False)
+    assert result == {"calls": {op: 1 if op == RELU else 0 for op in FAMILY}, "device": "CPU", "y": [0.0, 2.0]}

@@ -181,6 +181,9 @@ def cmd_prompt(args, out, err) -> int:
             template_name(computation)
     else:
         verdict = _read_verdict(args.round_feedback)
+        if verdict.op not in (args.op, computation, *serves):
+            raise UsageError(f"--round-feedback {args.round_feedback} is a Verdict of {verdict.op}, not of {args.op}: "
+                             f"pass a verdict.json of a run of {computation}")
         if verdict.passed and verdict.geomean_speedup() is not None:
             text, template = render_performance_feedback(verdict, target=options["target_speedup"],
                                                          target_baseline=options["target_baseline"] or (
