@@ -245,3 +245,15 @@ def test_generate_options_built_directly_refuse_a_wrong_value_with_a_usage_error
     with pytest.raises(UsageError, match="--rounds must be at most 1000"):
         GenerateOptions.of(provider="replay", rounds=10**20)
     assert GenerateOptions(provider="replay", rounds=3).rounds == 3
+
+
+def test_check_model_help_names_every_exit_code_and_a_file_that_exists(capsys):
+    """Issue 64, 9: the help named agent/models.py before that file existed, and no exit 4."""
+    import importlib.util
+    import re
+    with pytest.raises(SystemExit):
+        main(["check-model", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "4 nothing served" in text and "2 usage error" in text
+    named = re.findall(r"agent/[a-z_/]+\.py", text)
+    assert named and all(importlib.util.find_spec("bbagent." + path[:-3].replace("/", ".")) for path in named), named

@@ -403,3 +403,34 @@ def test_an_approval_pins_the_file_that_was_read(tree):
     assert status_of(meta, folder=folder) == "modified"
     assert find(tree, ADD).served() is None
     assert "modified since its approval" in lifecycle.modified_since_approval(folder, meta)
+
+
+def test_the_kernels_listing_keeps_a_speed_reason_whole():
+    """Issue 64, 9: the speed column was cut at the first semicolon, inside the reason's parentheses."""
+    import io
+    from rich.console import Console
+    from bbagent.agent.reports.console import print_kernels
+    reason = "timed on the CPU; the interpreter says nothing about speed"
+    entry = {"written_for": "aten.relu.default", "serves": ["aten.relu.default"], "tests": {}, "status": "approved",
+             "performance": {"measured": False, "reason": reason}, "provider": "openai", "model": "m", "dir": "/k"}
+    buffer = io.StringIO()
+    print_kernels(Console(file=buffer, force_terminal=False), [entry])
+    assert f"not measured ({reason})" in buffer.getvalue().splitlines()[1].split("\t")
+
+
+def test_review_show_in_a_narrow_terminal_wraps_the_kernels_lines_instead_of_cutting_them(tmp_path):
+    """Issue 64, 7: a reviewer must see whole lines; the header comes before the code."""
+    import io
+    from argparse import Namespace
+    from rich.console import Console
+    from bbagent.agent.api.cli.review import _show
+    long_line = "# the IEEE fallback of tl.dot is used for float32 inputs; " + "every word of this line must be seen " * 3
+    install(tmp_path, RELU, (KERNELS / "relu_triton.py").read_text() + long_line + "\n", run_meta(RELU, "run-a"))
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=70, soft_wrap=True, highlight=False, color_system=None)
+    _show(Namespace(op=RELU, root=str(tmp_path), version=None, json=False), terminal, terminal)
+    shown = screen.getvalue()
+    import re
+    unnumbered = " ".join(re.sub(r"^\s*\d+ ", "", line).strip() for line in shown.splitlines())
+    assert " ".join(long_line.split()) in unnumbered
+    assert shown.index("version 1") < shown.index("import triton")

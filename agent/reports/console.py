@@ -302,7 +302,7 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
             reason = e.get("reason") or next(iter(e.get("flags") or []), "") or "the file differs from the approved one"
             rows.append((e["written_for"], ", ".join(e["serves"]), "-", f"{e['status']}: {reason}", "-", str(e["dir"])))
             continue
-        speed = speed_line(PerformanceRecord.model_validate(e["performance"])).split(";")[0] if e.get("performance") else "-"
+        speed = speed_line(PerformanceRecord.model_validate(e["performance"]), short=True) if e.get("performance") else "-"
         rows.append((e["written_for"], ", ".join(e["serves"]), short_count(tests), speed,
                      f"{e.get('provider', '?')}/{e.get('model', '?')}", str(e["dir"])))
     if not console.is_terminal:

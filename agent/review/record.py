@@ -130,17 +130,20 @@ def served_how(variant: Variant) -> str:
     return f"bbagent's adapter copies the functional result into {written}"
 
 
-def speed_line(performance: PerformanceRecord) -> str:
+def speed_line(performance: PerformanceRecord, short: bool = False) -> str:
+    """The kernel's speed in one line; ``short``: its first clause alone (the ``kernels`` listing),
+    whole, whatever the reason it quotes holds."""
     if not performance.measured:
         return f"not measured ({performance.reason})"
     summary = performance.summary
     if summary is None or summary.geomean_speedup is None:
-        return f"no shape above launch overhead on {performance.gpu}; per-shape numbers in meta.json"
-    line = f"geomean {summary.geomean_speedup:.3g}x eager over {summary.counted} shapes"
-    quantiles = [f"p{p} {speedup:.3g}x" for p, speedup in
-                 ((20, summary.speedup_p20), (50, summary.speedup_p50), (80, summary.speedup_p80)) if speedup is not None]
-    line += f" ({', '.join(quantiles)})" if quantiles else ""
-    line += f" on {performance.gpu}"
-    if summary.overhead_dominated.count:
-        line += f"; {summary.overhead_dominated.count} overhead-dominated shapes reported apart"
-    return line + "; per-shape numbers in meta.json"
+        clauses = [f"no shape above launch overhead on {performance.gpu}"]
+    else:
+        quantiles = [f"p{p} {speedup:.3g}x" for p, speedup in
+                     ((20, summary.speedup_p20), (50, summary.speedup_p50), (80, summary.speedup_p80))
+                     if speedup is not None]
+        clauses = [f"geomean {summary.geomean_speedup:.3g}x eager over {summary.counted} shapes"
+                   + (f" ({', '.join(quantiles)})" if quantiles else "") + f" on {performance.gpu}"]
+        if summary.overhead_dominated.count:
+            clauses.append(f"{summary.overhead_dominated.count} overhead-dominated shapes reported apart")
+    return clauses[0] if short else "; ".join([*clauses, "per-shape numbers in meta.json"])

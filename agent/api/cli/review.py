@@ -81,7 +81,7 @@ def _show(args, out, err) -> int:
     for flag in shown["flags"]:
         info.print(f"[yellow]flag:[/yellow] {escape(flag)}")
     if out.is_terminal:
-        out.print(Syntax(shown["kernel_source"], "python", line_numbers=True, word_wrap=True))
+        out.print(Syntax(shown["kernel_source"], "python", line_numbers=True, word_wrap=True), soft_wrap=False)  # wrapped, never cut
     else:
         sys.stdout.write(shown["kernel_source"])
         sys.stdout.flush()
