@@ -355,3 +355,25 @@ def test_cached_memory_goes_back_only_when_the_device_runs_short(monkeypatch):
         assert bool(emptied) is returned, (reserved, free)
     give_back_cached_memory(torch_like)  # at once again: the device is not asked twice in half a second
     assert emptied == [True]
+
+
+def test_a_pool_closed_again_while_it_closes_ends_without_an_error():
+    """Issue 64, 4: Ctrl-C on a batch; the pool's exit handler closed the fork server while another
+    close waited for it, and the first then failed with 'NoneType' object has no attribute 'stdout'."""
+    from bbagent.harness.sandbox.parent.pool import WarmPool
+
+    class Server:
+        pid, closed = -1, []
+        stdout = type("Stream", (), {"close": lambda self: Server.closed.append("stdout")})()
+
+        def wait(self, timeout=None):
+            pool.close()  # the second close, from the exit handler, while this one waits
+
+        def poll(self):
+            return None
+    pool = WarmPool("cpu", {})
+    read_end, pool.lifeline = os.pipe()
+    pool.server, pool.ready = Server(), True
+    pool.close()
+    os.close(read_end)
+    assert pool.server is None and Server.closed == ["stdout"]

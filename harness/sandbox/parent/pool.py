@@ -186,23 +186,25 @@ class WarmPool:
         return WarmChild(conn)
 
     def close(self) -> None:
-        if self.server is not None:
+        """Stop the server. Taken out of ``self`` first: a second close (another thread's, or the
+        exit handler's after Ctrl-C) while this one waits finds nothing left to close."""
+        server, ready, self.server, self.ready = self.server, self.ready, None, False
+        if server is not None:
             try:
                 os.close(self.lifeline)
             except OSError:
                 pass
             try:
-                if not self.ready:  # still importing: it would see its lifeline close only once serving
-                    kill_group(self.server.pid)
-                self.server.wait(timeout=5)
+                if not ready:  # still importing: it would see its lifeline close only once serving
+                    kill_group(server.pid)
+                server.wait(timeout=5)
             except (subprocess.TimeoutExpired, KeyboardInterrupt):  # Ctrl-C while it exits: no traceback at exit
-                kill_group(self.server.pid)
-                self.server.wait()
-            self.server.stdout.close()
-            self.server, self.ready = None, False
-        if self.directory:
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = ""
+                kill_group(server.pid)
+                server.wait()
+            server.stdout.close()
+        directory, self.directory = self.directory, ""
+        if directory:
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 _POOLS: dict[tuple, WarmPool] = {}
