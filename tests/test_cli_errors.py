@@ -257,3 +257,17 @@ def test_check_model_help_names_every_exit_code_and_a_file_that_exists(capsys):
     assert "4 nothing served" in text and "2 usage error" in text
     named = re.findall(r"agent/[a-z_/]+\.py", text)
     assert named and all(importlib.util.find_spec("bbagent." + path[:-3].replace("/", ".")) for path in named), named
+
+
+def test_generate_with_both_streams_into_a_pipe_closed_early_runs_as_it_would_have(tmp_path):
+    """Issue 64, 3: `bbagent generate ... 2>&1 | head -1` exited 1 with an empty run folder: the
+    progress on a closed stderr failed the run. Now the run is the same as without the pipe."""
+    process = subprocess.Popen([sys.executable, "-m", "bbagent", "generate", "--op", "aten.relu.default", "--provider",
+                                "replay", "--root", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+    process.stdout.readline()
+    process.stdout.close()  # `2>&1 | head -1`
+    assert process.wait(timeout=300) == 0
+    runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert len(runs) == 1 and json.loads((runs[0] / "run.json").read_text())["status"] == "accepted"
+    assert (tmp_path / "generated_kernels" / "aten.relu.default" / "kernel.py").is_file()

@@ -6,7 +6,7 @@ Results go to stdout, diagnostics (progress, warnings, errors) to stderr. Exit c
 error (unknown op, missing file, bad option, unusable --root, no CUDA for --device cuda, OpInfo
 unavailable); 3 provider error (missing or rejected key, retries exhausted); 70 internal error (a
 bug in bbagent: the message names the file holding the traceback); 130 interrupted. No traceback
-reaches a user; a closed stdout ends output quietly.
+reaches a user; a closed stdout or stderr ends that output quietly, and the command runs on as it would have.
 
 Imports are lazy: ``bbagent --help`` and ``--version`` never load torch. ``run`` (the console
 script and ``python -m bbagent``) ends the process without the interpreter's teardown.
@@ -30,10 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     from rich.markup import escape
 
     from bbagent.agent.reports.console import pipe_safe
-    sys.stdout = pipe_safe(sys.stdout)
+    sys.stdout, sys.stderr = pipe_safe(sys.stdout), pipe_safe(sys.stderr)  # a reader gone changes nothing else
     args = build_parser().parse_args(argv)
     out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
-    err = Console(stderr=True, soft_wrap=True, highlight=False)
+    err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
     try:
         return COMMANDS[args.command](args, out, err)
     except (UsageError, ProviderError) as exc:  # a provider that cannot be used at all (no key): nothing started
