@@ -118,6 +118,7 @@ class Usage(_Record):
     response_id: str | None = None
     cached: bool = False  # answered from the call log, no network
     cost_usd: float | None = None  # None: the model has no price (agent.providers.prices)
+    paid_by: str | None = None  # a cached answer: the run whose call paid for it
 
 
 class CandidateRecord(_Record):
@@ -197,6 +198,7 @@ class RunRecord(_Record):
     cost_usd: float = 0.0
     cost_complete: bool = True
     cached_calls: int = 0
+    answers_paid_by: list[str] = []  # the runs whose calls paid for the answers this run took from the call log
     rounds: list[RoundRecord] = []
     dispatchers: list[DispatcherRecord] = []
     message: str = ""

@@ -423,3 +423,32 @@ def test_progress_reaches_a_typed_listener_and_a_two_argument_one_alike(tmp_path
     assert [e.record.outcome for e in typed if isinstance(e, RoundDone)] == ["fail", "pass"]
     assert [name for name, _ in named] == [e.name for e in typed]
     assert named[0][1]["run_dir"].startswith(str(tmp_path / "b")) and named[-1][1]["record"]["outcome"] == "pass"
+
+
+def test_answers_from_the_call_log_of_an_unpriced_model_cost_unknown_and_name_the_run_that_paid(
+        tmp_path, monkeypatch, no_keys, demo_answers, capsys):
+    """Issue 64, 2: answered from the log (--cache, or a resumed batch), a model with no price read
+    as $0.0000 with cost_complete true; the kernel did not say which run paid for its answers. Here
+    the first run gets round 1's (wrong) answer; the second takes it from the log and is accepted
+    on a fresh round 2."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    argv = ["generate", "--op", "aten.relu.default", "--provider", "openai", "--model", "my-local-model", "--seed", "5",
+            "--root", str(tmp_path)]
+    with FakeLLMServer().answer(*demo_answers) as server:
+        assert main([*argv, "--rounds", "1", "--base-url", server.url + "/v1"]) == 1
+        assert main([*argv, "--rounds", "3", "--base-url", server.url + "/v1", "--cache"]) == 0
+        assert main([*argv, "--rounds", "3", "--base-url", server.url + "/v1", "--cache"]) == 0  # all from the log
+    capsys.readouterr()
+    paid, reused, all_logged = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    again = json.loads((all_logged / "run.json").read_text())
+    assert again["cached_calls"] == 2 and again["cost_usd"] == 0 and again["cost_complete"] is False
+    assert again["answers_paid_by"] == sorted([paid.name, reused.name])
+    record = json.loads((reused / "run.json").read_text())
+    assert record["cached_calls"] == 1 and record["cost_complete"] is False and record["answers_paid_by"] == [paid.name]
+    meta = json.loads((tmp_path / "generated_kernels" / "aten.relu.default" / "meta.json").read_text())
+    assert meta["run_id"] == reused.name and meta["cost_complete"] is False and meta["answers_paid_by"] == [paid.name]
+    assert main(["runs", "--root", str(tmp_path)]) == 0 and main(["review", "list", "--root", str(tmp_path)]) == 0
+    shown = capsys.readouterr().out
+    assert "$0.0000" not in shown and "$0.000" not in shown and "unknown" in shown
+    assert main(["review", "show", "aten.relu.default", "--root", str(tmp_path)]) == 0
+    assert f"paid for by run(s) {paid.name}" in " ".join(capsys.readouterr().err.split())

@@ -8,12 +8,12 @@ from tests.fake_runs import run_started
 def test_answers_are_counted_and_an_unpriced_one_makes_the_cost_a_lower_bound():
     spent = Spent()
     spent.count(Completion(text="a", input_tokens=100, output_tokens=20, cost_usd=0.25))
-    spent.count(Completion(text="b", input_tokens=10, output_tokens=5, cached=True, cost_usd=0.0))
+    spent.count(Completion(text="b", input_tokens=10, output_tokens=5, cached=True, cost_usd=0.0, paid_by="run-x"))
     assert (spent.tokens, spent.cost_usd, spent.cost_complete, spent.cached_calls) == (135, 0.25, True, 1)
     spent.count(Completion(text="c", input_tokens=1, output_tokens=1, cost_usd=None))
     assert spent.cost_complete is False and spent.cost_usd == 0.25
     assert spent.run_fields() == {"tokens": {"input": 111, "output": 26}, "cost_usd": 0.25, "cost_complete": False,
-                                  "cached_calls": 1}
+                                  "cached_calls": 1, "answers_paid_by": ["run-x"]}
     assert spent.ledger_fields() == {"tokens": (111, 26), "cost_usd": 0.25, "cost_complete": False}
 
 

@@ -6,7 +6,7 @@ counts what a run has spent so far without reading its run.json back.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -18,6 +18,7 @@ class Spent:
     cost_usd: float = 0.0
     cost_complete: bool = True
     cached_calls: int = 0
+    paid_by: set[str] = field(default_factory=set)  # the runs that paid for the answers taken from the call log
 
     def count(self, completion) -> None:
         """Add one answer (``agent.providers.Completion``)."""
@@ -28,6 +29,8 @@ class Spent:
         else:
             self.cost_usd += completion.cost_usd
         self.cached_calls += int(completion.cached)
+        if completion.cached and completion.paid_by:
+            self.paid_by.add(completion.paid_by)
 
     @property
     def tokens(self) -> int:
@@ -44,7 +47,8 @@ class Spent:
     def run_fields(self) -> dict:
         """As run.json and a kernel's provenance write it."""
         return {"tokens": {"input": self.input_tokens, "output": self.output_tokens}, "cost_usd": self.cost_usd,
-                "cost_complete": self.cost_complete, "cached_calls": self.cached_calls}
+                "cost_complete": self.cost_complete, "cached_calls": self.cached_calls,
+                "answers_paid_by": sorted(self.paid_by)}
 
     def ledger_fields(self) -> dict:
         """As a batch's ledger takes it (``agent.batch.ledger.Ledger.finish``)."""

@@ -47,7 +47,8 @@ class LoggedProvider:
         if hit is not None:
             completion = Completion(text=hit["response"], input_tokens=hit["input_tokens"],
                                     output_tokens=hit["output_tokens"], model=hit["model"], cached=True,
-                                    cost_usd=0.0)
+                                    cost_usd=None if hit["cost_usd"] is None else 0.0,  # unknown stays unknown
+                                    paid_by=hit["run_id"])
         else:
             started = time.perf_counter()
             try:

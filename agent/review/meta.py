@@ -157,6 +157,7 @@ class KernelMeta(_Open):
     tokens: Tokens = Tokens()
     cost_usd: float | None = None
     cost_complete: bool = True
+    answers_paid_by: list[str] = []  # answers from the call log: the runs whose calls paid for them
     tests: TestCounts | None = None  # None: not recorded (a folder older than the record of tests)
     summary: Summary | None = None
     kernel_sha256: str | None = None

@@ -64,6 +64,7 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
         "variants": verdict.variants, "provider": provider, "model": model,
         "run_id": run_id, "round": accepted_round, "rounds_used": accepted_round, "tokens": dict(totals["tokens"]),
         "cost_usd": round(totals["cost_usd"], 6), "cost_complete": totals["cost_complete"],
+        "answers_paid_by": totals.get("answers_paid_by", []),
         "tests": verdict.test_counts(), "summary": verdict.summary, "kernel_sha256": verdict.kernel.sha256,
         "seed": verdict.seed,
         "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},

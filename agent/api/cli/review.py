@@ -78,6 +78,8 @@ def _show(args, out, err) -> int:
     info.print(f"model {escape(str(meta.get('model')))} ({meta.get('provider')}), run {meta.get('run_id')}, round "
                f"{meta.get('round')}; tests: {count_text(tests) if tests else 'not recorded'} on {escape(where)}; "
                f"cost {cost_text(meta.get('cost_usd') or 0.0, meta.get('cost_complete', True))}; serves {', '.join(meta.get('serves') or [shown['op']])}")
+    if meta.get("answers_paid_by"):
+        info.print(f"answers taken from the call log, paid for by run(s) {', '.join(meta['answers_paid_by'])}")
     for flag in shown["flags"]:
         info.print(f"[yellow]flag:[/yellow] {escape(flag)}")
     if out.is_terminal:
