@@ -120,3 +120,30 @@ def test_a_resumed_batch_reuses_only_the_answers_its_own_batch_paid_for(name, tm
         assert ask("batch", "batch-b") == "three"  # another batch paid nothing for it: asked
         assert ask("any", None) == "one"  # --cache: the first answer of any batch
     assert len(server.requests) == 3
+
+
+def test_a_call_is_in_the_log_while_in_flight_and_a_retried_attempt_apart(tmp_path):
+    """Issue 64, 5: a kill -9 while requests were in flight left them out of `logs` (the server saw
+    4, the log listed 2); a 429 answered on a retry was not listed as the failed call it was."""
+    from bbagent.agent.providers.base import Completion
+    from bbagent.agent.providers.call_log import IN_FLIGHT, LLMLog
+    from bbagent.agent.providers.logged import LoggedProvider
+    log = LLMLog(tmp_path / "llm_calls.sqlite")
+    seen_during = []
+
+    class Inner:
+        name, model, on_retry = "openai", "gpt-5", None
+
+        def complete(self, messages, *, round=1, candidate=0):
+            seen_during.extend(c["error"] for c in log.calls())  # what a kill -9 now would leave
+            self.on_retry({"attempt": 1, "attempts": 5, "wait_s": 2.0, "status": 429, "error": "429 rate limited"})
+            return Completion(text="answer", input_tokens=3, output_tokens=4)
+    told = []
+    provider = LoggedProvider(Inner(), log, run_id="run-1", op="aten.relu.default", params={})
+    provider.on_retry = told.append
+    assert provider.complete([{"role": "user", "content": "hi"}]).text == "answer"
+    assert seen_during == [IN_FLIGHT]
+    calls = log.calls()
+    assert [c["error"] for c in calls] == [None, "attempt 1 of 5 failed, retried after 2.0 s: 429 rate limited"]
+    assert calls[0]["response"] == "answer" and calls[0]["output_tokens"] == 4 and told[0]["status"] == 429
+    assert log.answered(calls[0]["request_hash"])["id"] == calls[0]["id"]  # the answered call, not the failed attempt

@@ -6,7 +6,9 @@ The same table can answer a request identical to one answered before (same provi
 endpoint, messages and parameters, candidate index included) without the network, but only
 when asked: with ``--cache`` from any earlier call, and on a batch's ``--resume`` from the calls
 that batch already paid for. By default every request goes to the model: a user who runs again
-wants a new sample. ``bbagent logs`` lists the calls; a past run can be replayed from it
+wants a new sample. A call is recorded when it is sent (``IN_FLIGHT``), then completed with its
+answer or error; each failed attempt a retry followed is recorded too. ``bbagent logs`` lists the
+calls; a past run can be replayed from it
 (``--provider replay --replay RUN_ID``).
 """
 from __future__ import annotations
@@ -35,6 +37,9 @@ COLUMNS = ("id", "time", "run_id", "op", "round", "candidate", "provider", "mode
            "prompt", "response", "input_tokens", "output_tokens", "cost_usd", "latency_s", "cached", "endpoint",
            "batch_id", "error")
 ADDED_COLUMNS = ("endpoint", "batch_id", "error")  # added to a log written before them
+# A call is recorded as it is sent, with this error until its answer (or its real error) replaces it:
+# a process killed meanwhile leaves the call listed, unanswered.
+IN_FLIGHT = "no answer recorded: the call was in flight when its process ended (or is still in flight)"
 
 
 def request_hash(provider: str, model: str, messages: list[dict], params: dict, endpoint: str | None = None) -> str:
@@ -66,6 +71,13 @@ class LLMLog:
             cursor = db.execute(f"INSERT INTO calls ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
                                 [row.get(c) for c in names])
             return cursor.lastrowid
+
+    def update(self, call_id: int, **fields) -> None:
+        """Fill in a call recorded before its answer came (``IN_FLIGHT``): its answer or error."""
+        names = [c for c in fields if c in COLUMNS and c != "id"]
+        with self._connect() as db, db:
+            db.execute(f"UPDATE calls SET {', '.join(f'{c} = ?' for c in names)} WHERE id = ?",
+                       [fields[c] for c in names] + [call_id])
 
     def answered(self, digest: str, batch_id: str | None = None) -> dict | None:
         """The first call (not itself a cache hit, nor a failed one) that answered this exact

@@ -1,5 +1,5 @@
-"""A provider wrapped with the call log (``agent.providers.call_log``): every call is recorded with
-its tokens and cost, a failed one with its error; identical requests are answered from the log
+"""A provider wrapped with the call log (``agent.providers.call_log``): every call is recorded as it
+is sent, then with its tokens and cost, a failed one with its error, each retried attempt apart; identical requests are answered from the log
 only where reuse was asked for (``reuse``: ``"any"`` for ``--cache``, ``"batch"`` for a batch's
 ``--resume``, which reuses only the answers of its own batch)."""
 from __future__ import annotations
@@ -8,10 +8,13 @@ import json
 import threading
 import time
 
-from bbagent.agent.providers.call_log import LLMLog, request_hash
+from bbagent.agent.providers.call_log import IN_FLIGHT, LLMLog, request_hash
 from bbagent.agent.providers.prices import cost_usd
 from bbagent.agent.errors import ProviderError
 from bbagent.agent.providers.base import Completion, Provider
+
+
+UNANSWERED = {"response": "", "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "cached": 0}
 
 
 class LoggedProvider:
@@ -27,14 +30,18 @@ class LoggedProvider:
         self.replaying = inner.name == "replay"
         self.reuse = None if self.replaying or (reuse == "batch" and not batch_id) else reuse
         self._lock = threading.Lock()
+        self._sending = threading.local()  # the call this thread is sending, for the retries it makes
+        self._on_retry = getattr(inner, "on_retry", None)
+        if hasattr(inner, "on_retry"):
+            inner.on_retry = self._retrying
 
     @property
     def on_retry(self):
-        return self.inner.on_retry
+        return self._on_retry
 
     @on_retry.setter
     def on_retry(self, callback) -> None:
-        self.inner.on_retry = callback
+        self._on_retry = callback
 
     def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion:
         params = {**self.params, "candidate": candidate}  # the index is part of the request
@@ -51,23 +58,46 @@ class LoggedProvider:
                                     paid_by=hit["run_id"])
         else:
             started = time.perf_counter()
+            sent = None if self.replaying else self._record(**row, **UNANSWERED, latency_s=0.0, error=IN_FLIGHT)
+            self._sending.row, self._sending.started = row, started
             try:
                 completion = self.inner.complete(messages, round=round, candidate=candidate)
             except ProviderError as exc:  # a failed call is a call: logged with its error
-                if not self.replaying:
+                if sent is not None:
                     with self._lock:
-                        self.log.record(**row, response="", input_tokens=0, output_tokens=0, cost_usd=None,
-                                        latency_s=round_s(time.perf_counter() - started), cached=0, error=str(exc))
+                        self.log.update(sent, latency_s=round_s(time.perf_counter() - started), error=str(exc))
                 raise
+            finally:
+                self._sending.row = None
             completion.cost_usd = (0.0 if self.replaying  # a recorded answer costs nothing now
                                    else cost_usd(self.model, completion.input_tokens, completion.output_tokens))
+            if sent is not None:
+                with self._lock:
+                    self.log.update(sent, response=completion.text, input_tokens=completion.input_tokens,
+                                    output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
+                                    latency_s=completion.latency_s, error=None)
+            return completion
         if self.replaying:
             return completion
-        with self._lock:
-            self.log.record(**row, response=completion.text, input_tokens=completion.input_tokens,
-                            output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
-                            latency_s=completion.latency_s, cached=int(completion.cached))
+        self._record(**row, response=completion.text, input_tokens=completion.input_tokens,
+                     output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
+                     latency_s=completion.latency_s, cached=int(completion.cached))
         return completion
+
+    def _record(self, **row) -> int:
+        with self._lock:
+            return self.log.record(**row)
+
+    def _retrying(self, retry: dict) -> None:
+        """The provider is about to retry: the attempt that failed is a call of its own in the log
+        (a 429 answered later still cost a request), then whoever listens is told."""
+        row = getattr(self._sending, "row", None)
+        if row is not None and not self.replaying:
+            self._record(**row, **UNANSWERED, latency_s=round_s(time.perf_counter() - self._sending.started),
+                         error=f"attempt {retry.get('attempt')} of {retry.get('attempts')} failed, retried after "
+                               f"{retry.get('wait_s', 0):.1f} s: {retry.get('error')}")
+        if self._on_retry is not None:
+            self._on_retry(retry)
 
 
 def endpoint_of(provider) -> str | None:

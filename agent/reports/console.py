@@ -332,12 +332,15 @@ def print_calls(console: Console, calls: list[dict]) -> None:
                       f"{c['latency_s']:.2f}", "yes" if c["cached"] else "", escape((c.get("error") or "")[:160]))
     widen(console)
     console.print(table)
-    total = sum(c["cost_usd"] or 0 for c in calls)
-    failed = sum(bool(c.get("error")) for c in calls)
-    priced = all(c["cost_usd"] is not None for c in calls if not c.get("error"))
     from bbagent.agent.money import cost_text
-    console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, {failed} failed, "
-                  f"{cost_text(total, priced)} in all")
+    from bbagent.agent.providers.call_log import IN_FLIGHT
+    total = sum(c["cost_usd"] or 0 for c in calls)
+    unanswered = sum(c.get("error") == IN_FLIGHT for c in calls)
+    failed = sum(bool(c.get("error")) for c in calls) - unanswered
+    priced = all(c["cost_usd"] is not None for c in calls if not c.get("error"))
+    console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, {failed} failed"
+                  + (f", {unanswered} with no answer recorded (in flight when their process ended, or still)"
+                     if unanswered else "") + f", {cost_text(total, priced)} in all")
 
 
 def print_check_model(console: Console, result: dict) -> None:
