@@ -1,5 +1,6 @@
 """``bbagent report`` on a fixture batch: the funnel, failures shown as failures, links, and the
 page rendered by headless Chromium to a PNG in which the charts are visible."""
+import json
 import os
 import re
 import shutil
@@ -195,3 +196,36 @@ def test_an_unknown_price_is_shown_as_unknown_never_as_zero(batch):
     from bbagent.agent.reports.html import render
     page = render(data, batch / "runs" / "x.html")
     assert "LLM cost unknown (no price for the model)" in page and "$0.0000" not in page
+
+
+def test_the_report_shows_a_failures_closest_round_flags_the_untimed_and_who_paid(batch):
+    """Issue 64, 6: a failed operator's tests came from its last round while "why it failed"
+    quoted another; a flag raised on a kernel was missing; "faster than eager: 0" stood where
+    nothing was timed; the slowest operators section vanished; a run that reused logged answers
+    linked only to itself."""
+    from bbagent.agent.reports.html import render
+    from bbagent.agent.run_record import RunRecord
+
+    def counts(passed: int) -> dict:
+        return {"passed": passed, "total": 40}
+    mm_run = "20261123-010500-aten.mm.default-0000"
+    RunRecord.model_validate({
+        "op": "aten.mm.default", "status": "failed", "answers_paid_by": ["20261122-230000-aten.mm.default-1111"],
+        "rounds": [{"round": n, "outcome": "fail", "counts": counts(passed)} for n, passed in ((1, 3), (2, 31), (3, 0))],
+        "why_failed": {"rounds": 3, "best_round": 2, "passed": 31, "total": 40}}).write(batch / "runs" / mm_run)
+    relu = batch / "generated_kernels" / "aten.relu.default" / "meta.json"
+    meta = json.loads(relu.read_text())
+    relu.write_text(json.dumps({**meta, "tolerance_used_max": 8.81}))
+    data = collect(batch, "batch-20261123-010000-abcd")
+    mm = next(o for o in data["ops"] if o["op"] == "aten.mm.default")
+    assert mm["tests"]["text"].startswith("31/40") and "closest: round 2, 31/40 tests passed" in mm["error"]
+    page = render(data, batch / "runs" / "report.html")
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert "a passing result used 881% of the dtype tolerance" in text
+    assert "answers paid by 20261122-230000-aten.mm.default-1111" in text
+    assert 'id="slowest"' in page
+    for o in data["ops"]:
+        o["speedup"], o["untimed"] = None, "timed on the CPU"
+    assert ("faster than eager", "not timed") in funnel(data["ops"])
+    untimed = render(data, batch / "runs" / "report.html")
+    assert 'id="slowest"' in untimed and "none timed" in untimed

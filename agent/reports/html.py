@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bbagent.agent.errors import ReportError
 from bbagent.agent.money import cost_text
+from bbagent.agent.review.catalog import flags as review_flags
 from bbagent.agent.review.lifecycle import status_of, version_folders
 from bbagent.agent.review.meta import PerformanceRecord, read_meta
 from bbagent.agent.reports.runs import run_id_of
@@ -141,17 +142,21 @@ def run_metadata(record: RunRecord) -> list[tuple[str, str]]:
 def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, error_class: str, error: str) -> dict:
     run = read_run(root / "runs" / run_id) if run_id else None
     history = round_history(run.rounds if run is not None else [])
+    why = run.why_failed if run is not None and state != "accepted" else None
+    shown_round = (why.best_round if why is not None else run.best_round) if run is not None else None
     row = {"op": op, "state": state, "run_id": run_id, "rounds": rounds, "cost_usd": cost or 0.0,
-           "cost_known": run is None or run.cost_complete, "error_class": error_class, "error": error,
-           "speedup": None, "untimed": None, "shapes": [], "review": None, "kernel": None,
+           "cost_known": run is None or run.cost_complete, "error_class": error_class,
+           "error": why.text() if why is not None and why.best_round is not None else error,  # of the round shown
+           "speedup": None, "untimed": None, "shapes": [], "review": None, "kernel": None, "flags": [],
            "transcript": str(root / "runs" / run_id) if run_id else None, "history": history,
-           "tests": _tests_of(history, run.best_round if run is not None else None), "family": _family(op)}
+           "paid_by": [str(root / "runs" / paid) for paid in (run.answers_paid_by if run is not None else [])],
+           "tests": _tests_of(history, shown_round), "family": _family(op)}
     if state != "accepted":
         return row
     folder = _kernel_folder(root, op, run_id)
     if folder is not None:
         meta = read_meta(folder)
-        row.update(review=status_of(meta), kernel=str(folder / "kernel.py"))
+        row.update(review=status_of(meta), kernel=str(folder / "kernel.py"), flags=review_flags(meta))
         performance = meta.performance
     else:  # the kernel folder moved on: the run's own verdicts still hold the numbers
         performance = _best_performance(root / "runs" / str(run_id))
@@ -265,10 +270,12 @@ def _best_performance(run_dir: Path) -> PerformanceRecord:
     return performance_record(best[1]) if best else PerformanceRecord(reason="no timed round")
 
 
-def funnel(ops: list[dict]) -> list[tuple[str, int]]:
+def funnel(ops: list[dict]) -> list[tuple[str, int | str]]:
+    """Asked, correct, faster than eager ("not timed" where no correct kernel was), approved."""
     correct = [o for o in ops if o["state"] == "accepted"]
+    timed = [o for o in correct if o["speedup"] is not None]
     return [("asked", len(ops)), ("correct", len(correct)),
-            ("faster than eager", sum(1 for o in correct if (o["speedup"] or 0) >= 1.0)),
+            ("faster than eager", sum(1 for o in timed if o["speedup"] >= 1.0) if timed else "not timed"),
             ("approved", sum(1 for o in correct if o["review"] == "approved"))]
 
 
@@ -426,7 +433,8 @@ def render(data: dict, out: Path) -> str:
     environment = Environment(loader=PackageLoader("bbagent.agent.reports", "templates"), autoescape=select_autoescape())
     template = environment.get_template("report.html.j2")
     rows = [{**o, "kernel_link": _link(o["kernel"], base, "kernel.py"), "cost": cost_text(o["cost_usd"], o["cost_known"]),
-             "transcript_link": _link(o["transcript"], base, o["run_id"] or "run")} for o in ops]
+             "transcript_link": _link(o["transcript"], base, o["run_id"] or "run"),
+             "paid_links": [_link(p, base, Path(p).name) for p in o["paid_by"]]} for o in ops]
     drawn = charts(ops)
     costliest = sorted(rows, key=lambda o: -o["cost_usd"])[:5]
     return template.render(title=data["title"], funnel=funnel(ops), charts=drawn, rows=rows,
