@@ -271,3 +271,11 @@ def test_generate_with_both_streams_into_a_pipe_closed_early_runs_as_it_would_ha
     runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert len(runs) == 1 and json.loads((runs[0] / "run.json").read_text())["status"] == "accepted"
     assert (tmp_path / "generated_kernels" / "aten.relu.default" / "kernel.py").is_file()
+
+
+def test_a_functional_kernel_failing_as_an_in_place_overload_is_told_about_kernel_for(capsys):
+    """Issue 64, 8: eval --op aten.relu_.default with a functional kernel reported its failures and
+    nothing of --kernel-for."""
+    code = main(["eval", "--op", "aten.relu_.default", "--kernel", RELU, "--device", "cpu"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 1 and "pass --kernel-for aten.relu.default" in err

@@ -47,7 +47,24 @@ def cmd_eval(args, out, err) -> int:
     with _waiting(err, f"evaluating {args.kernel or 'the accepted kernel'} on {args.op}"):
         verdict = api.evaluate(args.op, args.kernel, kernel_for=args.kernel_for, family=args.family, root=args.root,
                                **_evaluation_options(args))
-    return _print_verdict(args, out, verdict)
+    code = _print_verdict(args, out, verdict)
+    if not verdict.passed and args.kernel and not args.kernel_for:
+        _suggest_kernel_for(args.op, err)
+    return code
+
+
+def _suggest_kernel_for(op: str, err) -> None:
+    """A kernel tested as an in-place or out= overload that fails may simply be its functional
+    sibling's (the usual file): say how to test it as that."""
+    from bbagent.harness.interface import functional_of, op_name, resolve_op
+    try:
+        functional = functional_of(resolve_op(op))
+    except Exception:  # noqa: BLE001 - only a hint: no hint where the overload cannot be read
+        return
+    if functional is not None and op_name(functional) != op:
+        err.print(f"hint: {op} writes its result into an argument; if the file's kernel computes "
+                  f"{op_name(functional)} (returns a new tensor), pass --kernel-for {op_name(functional)} and it is "
+                  f"tested as {op} through bbagent's adapter")
 
 
 def _print_verdict(args, out, verdict) -> int:
