@@ -158,7 +158,8 @@ def test_prompt_command_prints_without_calling_a_model(capsys, tmp_path):
     assert main(["prompt", "--op", "aten.mm.default", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["family"] == "matmul" and data["template"] == "families/matmul.j2"
-    verdict = make_verdict(summary={"total": 2, "failed": 2}, error_kind="exception", message="boom")
+    verdict = make_verdict(op="aten.mm.default", summary={"total": 2, "failed": 2}, error_kind="exception",
+                           message="boom")
     (tmp_path / "verdict.json").write_text(verdict.model_dump_json())
     assert main(["prompt", "--op", "aten.mm.default", "--round-feedback", str(tmp_path / "verdict.json")]) == 0
     assert "Problem (exception): boom" in capsys.readouterr().out

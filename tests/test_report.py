@@ -229,3 +229,21 @@ def test_the_report_shows_a_failures_closest_round_flags_the_untimed_and_who_pai
     assert ("faster than eager", "not timed") in funnel(data["ops"])
     untimed = render(data, batch / "runs" / "report.html")
     assert 'id="slowest"' in untimed and "none timed" in untimed
+
+
+def test_the_report_has_each_kernels_code_its_diff_against_the_approved_one_failure_details_and_a_filter(batch):
+    """Issue 64, 6, what pytest-html users expect: each failure's rounds in an expandable cell, an
+    outcome filter, the kernel's code inline and its diff against the approved version."""
+    from bbagent.agent.reports.html import _diff_to_approved, render
+    relu = batch / "generated_kernels" / "aten.relu.default"
+    install(batch, "aten.relu.default", (KERNELS / "relu_strided.py").read_text(),
+            run_meta("aten.relu.default", "20261123-020000-aten.relu.default-0000"))  # v2, after the approved v1
+    diff = _diff_to_approved(relu, relu)
+    assert diff["against"] == "1" and diff["text"].startswith("--- approved 1")
+    assert any(line.startswith("+") for line in diff["text"].splitlines()[2:])
+    assert _diff_to_approved(relu, relu / "versions" / "1") is None  # v1 is the approved one: nothing to compare
+    page = render(collect(batch, "batch-20261123-010000-abcd"), batch / "runs" / "report.html")
+    assert 'id="outcome-filter"' in page and '<option value="failed">failed</option>' in page
+    assert 'data-state="failed"' in page and 'data-state="accepted"' in page
+    assert "<summary>code</summary>" in page and "@triton.jit" in page
+    assert "<li>no round recorded</li>" in page  # the failed mm has no run record in this fixture

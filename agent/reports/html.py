@@ -148,6 +148,7 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
            "cost_known": run is None or run.cost_complete, "error_class": error_class,
            "error": why.text() if why is not None and why.best_round is not None else error,  # of the round shown
            "speedup": None, "untimed": None, "shapes": [], "review": None, "kernel": None, "flags": [],
+           "source": None, "diff": None,
            "transcript": str(root / "runs" / run_id) if run_id else None, "history": history,
            "paid_by": [str(root / "runs" / paid) for paid in (run.answers_paid_by if run is not None else [])],
            "tests": _tests_of(history, shown_round), "family": _family(op)}
@@ -156,7 +157,9 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
     folder = _kernel_folder(root, op, run_id)
     if folder is not None:
         meta = read_meta(folder)
-        row.update(review=status_of(meta), kernel=str(folder / "kernel.py"), flags=review_flags(meta))
+        row.update(review=status_of(meta), kernel=str(folder / "kernel.py"), flags=review_flags(meta),
+                   source=_read_text(folder / "kernel.py"), diff=_diff_to_approved(root / "generated_kernels" / op,
+                                                                                    folder))
         performance = meta.performance
     else:  # the kernel folder moved on: the run's own verdicts still hold the numbers
         performance = _best_performance(root / "runs" / str(run_id))
@@ -169,6 +172,32 @@ def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, e
     return row
 
 
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _diff_to_approved(base: Path, folder: Path) -> dict | None:
+    """The kernel's changes against the newest other approved version of it (a unified diff), or
+    None where no other version is approved or the files cannot be read."""
+    import difflib
+    for other in [base, *reversed(version_folders(base))]:
+        if other == folder or not (other / "meta.json").is_file():
+            continue
+        try:
+            approved = read_meta(other).review.status == "approved"
+        except Exception:  # noqa: BLE001 - a broken version is no baseline for a diff
+            continue
+        before, after = _read_text(other / "kernel.py"), _read_text(folder / "kernel.py")
+        if approved and before is not None and after is not None:
+            lines = difflib.unified_diff(before.splitlines(), after.splitlines(), f"approved {other.name}",
+                                         f"this {folder.name}", lineterm="")
+            return {"against": other.name, "text": "\n".join(lines) or "(the same file)"}
+    return None
+
+
 def round_history(rounds: list[RoundRecord]) -> list[dict]:
     """Each round of a run as the report lists it: its outcome, tests passed of total, speedup, and
     what failed (from run.json's round records)."""
@@ -179,7 +208,9 @@ def round_history(rounds: list[RoundRecord]) -> list[dict]:
         history.append({"round": record.round, "outcome": record.outcome or "-",
                         "tests": short_count(counts.model_dump()) if counts else "-",
                         "passed": counts and counts.passed, "total": counts and counts.total,
-                        "speedup": record.speedup, "message": " ".join((record.message or "").split())[:300]})
+                        "speedup": record.speedup, "message": " ".join((record.message or "").split())[:300],
+                        "failures": [f"{f.error_kind} x{f.count}" + (f", first {f.first_test}" if f.first_test else "")
+                                     for f in record.failures]})
     return history
 
 
