@@ -93,6 +93,21 @@ def value_mode(op) -> str:
 
 UNSPECIFIED_VALUES = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                                 "empty_permuted"})
+
+
+def tensor_arguments(overload: torch._ops.OpOverload) -> tuple[set[int], set[str]]:
+    """Positions and names of the schema's plain Tensor arguments."""
+    positions, names = set(), set()
+    for i, argument in enumerate(overload._schema.arguments):
+        if str(argument.type) != "Tensor":
+            continue
+        if argument.kwarg_only:
+            names.add(argument.name)
+        else:
+            positions.add(i)
+    return positions, names
+
+
 def describe(op: torch._ops.OpOverload) -> OverloadInfo:
     schema = op._schema
     mutated = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]

@@ -181,23 +181,11 @@ class SwapPass(_PassBase):
         return hashlib.sha256(text.encode() + bytes(previous or b"")).digest()
 
 
-def tensor_arguments(overload) -> tuple[set[int], set[str]]:
-    """Positions and names of the schema's plain Tensor arguments."""
-    positions, names = set(), set()
-    for i, argument in enumerate(overload._schema.arguments):
-        if str(argument.type) != "Tensor":
-            continue
-        if argument.kwarg_only:
-            names.add(argument.name)
-        else:
-            positions.add(i)
-    return positions, names
-
-
 def _tensors_given(node) -> bool:
     """Whether each Tensor argument of the call is given a tensor: inductor's graphs pass a number
     where aten takes a wrapped one (``add.Tensor(x, 1e-05)``), which the twin's schema refuses, so
     that call is left to inductor."""
+    from bbagent.harness.interface import tensor_arguments
     positions, names = tensor_arguments(node.target)
     given = [node.args[i] for i in positions if i < len(node.args)] + [node.kwargs[n] for n in names if n in node.kwargs]
     return all(hasattr(value, "op") for value in given)

@@ -294,8 +294,7 @@ def disable() -> dict[str, int] | None:
 
 def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload, dispatch_key: str) -> None:
     import torch
-    from bbagent.agent.serving.compiled import tensor_arguments  # imports inductor: after interpret_triton
-    from bbagent.harness.interface import serving
+    from bbagent.harness.interface import serving, tensor_arguments
     from bbagent.harness.interface import is_cuda_error
     from bbagent.harness.interface import tensors_in
     from bbagent.harness.interface import resolve_op
