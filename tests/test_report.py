@@ -239,7 +239,7 @@ def test_the_report_has_each_kernels_code_its_diff_against_the_approved_one_fail
     install(batch, "aten.relu.default", (KERNELS / "relu_strided.py").read_text(),
             run_meta("aten.relu.default", "20261123-020000-aten.relu.default-0000"))  # v2, after the approved v1
     diff = _diff_to_approved(relu, relu)
-    assert diff["against"] == "1" and diff["text"].startswith("--- approved 1")
+    assert diff["against"] == "1" and diff["text"].startswith("--- aten.relu.default version 1 (approved)")
     assert any(line.startswith("+") for line in diff["text"].splitlines()[2:])
     assert _diff_to_approved(relu, relu / "versions" / "1") is None  # v1 is the approved one: nothing to compare
     page = render(collect(batch, "batch-20261123-010000-abcd"), batch / "runs" / "report.html")

@@ -180,22 +180,19 @@ def _read_text(path: Path) -> str | None:
 
 
 def _diff_to_approved(base: Path, folder: Path) -> dict | None:
-    """The kernel's changes against the newest other approved version of it (a unified diff), or
-    None where no other version is approved or the files cannot be read."""
-    import difflib
-    for other in [base, *reversed(version_folders(base))]:
-        if other == folder or not (other / "meta.json").is_file():
-            continue
-        try:
-            approved = read_meta(other).review.status == "approved"
-        except Exception:  # noqa: BLE001 - a broken version is no baseline for a diff
-            continue
-        before, after = _read_text(other / "kernel.py"), _read_text(folder / "kernel.py")
-        if approved and before is not None and after is not None:
-            lines = difflib.unified_diff(before.splitlines(), after.splitlines(), f"approved {other.name}",
-                                         f"this {folder.name}", lineterm="")
-            return {"against": other.name, "text": "\n".join(lines) or "(the same file)"}
-    return None
+    """The kernel in ``folder`` against the newest other approved version kept in ``base``, its
+    operator's folder (``review diff``'s format), or None where no other version is approved or a
+    file cannot be read."""
+    from bbagent.agent.review.catalog import version_diff, versions_in
+    try:
+        versions = versions_in(base)
+        shown = next(v for v in versions if v.folder == folder)
+        other = next((v for v in versions if v is not shown and v.meta.review.status == "approved"), None)
+        if other is None:
+            return None
+        return {"against": str(other.number), "text": version_diff(shown.meta.op, other, shown) or "(the same file)"}
+    except (OSError, ValueError, StopIteration):  # a version that cannot be read is no baseline
+        return None
 
 
 def round_history(rounds: list[RoundRecord]) -> list[dict]:

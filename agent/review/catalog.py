@@ -111,8 +111,7 @@ def _scan(root: Path) -> list[Operator | Broken]:
         if not (folder / "meta.json").exists() and not (folder / "kernel.py").exists():
             continue  # not a kernel's folder
         try:
-            versions = [KernelVersion(folder, read_meta(folder), True)]
-            versions += [KernelVersion(f, read_meta(f), False) for f in reversed(version_folders(folder))]
+            versions = versions_in(folder)
         except (OSError, ValueError) as exc:
             found.append(Broken(folder, f"meta.json cannot be read ({_first_line(exc)})"))
             continue
@@ -121,6 +120,13 @@ def _scan(root: Path) -> list[Operator | Broken]:
             continue
         found.append(Operator(versions[0].meta.op, versions))
     return found
+
+
+def versions_in(folder: Path) -> list[KernelVersion]:
+    """The versions kept in one kernel's folder, the current one first, then the earlier ones
+    newest first; OSError or ValueError where a meta.json cannot be read."""
+    return [KernelVersion(folder, read_meta(folder), True),
+            *[KernelVersion(f, read_meta(f), False) for f in reversed(version_folders(folder))]]
 
 
 def _first_line(exc: Exception) -> str:
@@ -269,10 +275,15 @@ def diff(root: Path, op: str, version: int | None = None, against: int | None = 
         if not older:
             raise ReviewError(f"{op} version {new.number} is its first accepted kernel: nothing to diff against")
         old = (approved or older)[0]
+    return version_diff(entry.op, old, new)
+
+
+def version_diff(op: str, old: KernelVersion, new: KernelVersion) -> str:
+    """A unified diff of ``new``'s kernel against ``old``'s, each named by its version and status."""
     return "".join(difflib.unified_diff(old.kernel.read_text().splitlines(keepends=True),
                                         new.kernel.read_text().splitlines(keepends=True),
-                                        fromfile=f"{entry.op} version {old.number} ({old.status})",
-                                        tofile=f"{entry.op} version {new.number} ({new.status})"))
+                                        fromfile=f"{op} version {old.number} ({old.status})",
+                                        tofile=f"{op} version {new.number} ({new.status})"))
 
 
 def accepted(root: str | Path) -> list[dict]:
