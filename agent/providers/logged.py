@@ -1,7 +1,8 @@
 """A provider wrapped with the call log (``agent.providers.call_log``): every call is recorded as it
-is sent, then with its tokens and cost, a failed one with its error, each retried attempt apart; identical requests are answered from the log
-only where reuse was asked for (``reuse``: ``"any"`` for ``--cache``, ``"batch"`` for a batch's
-``--resume``, which reuses only the answers of its own batch)."""
+is sent, then with its tokens and cost, a failed one with its error, each retried attempt apart;
+identical requests are answered from the log only where reuse was asked for (``reuse``: ``"any"``
+for ``--cache``, ``"batch"`` for a batch's ``--resume``, which reuses only the answers of its own
+batch)."""
 from __future__ import annotations
 
 import json
@@ -51,42 +52,48 @@ class LoggedProvider:
         row = dict(run_id=self.run_id, op=self.op, round=round, candidate=candidate, provider=self.name,
                    model=self.model, request_hash=digest, params=_json(params), prompt=_json(messages),
                    endpoint=self.endpoint, batch_id=self.batch_id)
-        if hit is not None:
-            completion = Completion(text=hit["response"], input_tokens=hit["input_tokens"],
-                                    output_tokens=hit["output_tokens"], model=hit["model"], cached=True,
-                                    cost_usd=None if hit["cost_usd"] is None else 0.0,  # unknown stays unknown
-                                    paid_by=hit["run_id"])
-        else:
-            started = time.perf_counter()
-            sent = None if self.replaying else self._record(**row, **UNANSWERED, latency_s=0.0, error=IN_FLIGHT)
-            self._sending.row, self._sending.started = row, started
-            try:
-                completion = self.inner.complete(messages, round=round, candidate=candidate)
-            except ProviderError as exc:  # a failed call is a call: logged with its error
-                if sent is not None:
-                    with self._lock:
-                        self.log.update(sent, latency_s=round_s(time.perf_counter() - started), error=str(exc))
-                raise
-            finally:
-                self._sending.row = None
-            completion.cost_usd = (0.0 if self.replaying  # a recorded answer costs nothing now
-                                   else cost_usd(self.model, completion.input_tokens, completion.output_tokens))
-            if sent is not None:
-                with self._lock:
-                    self.log.update(sent, response=completion.text, input_tokens=completion.input_tokens,
-                                    output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
-                                    latency_s=completion.latency_s, error=None)
-            return completion
-        if self.replaying:
-            return completion
+        return self._from_log(hit, row) if hit is not None else self._asked(messages, row, round, candidate)
+
+    def _from_log(self, hit: dict, row: dict) -> Completion:
+        """The answer the log already holds for this request: it costs this run nothing (a price
+        unknown stays unknown) and names the run that paid for it."""
+        completion = Completion(text=hit["response"], input_tokens=hit["input_tokens"],
+                                output_tokens=hit["output_tokens"], model=hit["model"], cached=True,
+                                cost_usd=None if hit["cost_usd"] is None else 0.0, paid_by=hit["run_id"])
         self._record(**row, response=completion.text, input_tokens=completion.input_tokens,
                      output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
-                     latency_s=completion.latency_s, cached=int(completion.cached))
+                     latency_s=completion.latency_s, cached=1)
+        return completion
+
+    def _asked(self, messages: list[dict], row: dict, round: int, candidate: int) -> Completion:
+        """The provider's answer, the call in the log from the moment it is sent, then completed
+        with the answer or the error (a replay reads the log and writes nothing to it)."""
+        started = time.perf_counter()
+        sent = None if self.replaying else self._record(**row, **UNANSWERED, latency_s=0.0, error=IN_FLIGHT)
+        self._sending.row, self._sending.started = row, started
+        try:
+            completion = self.inner.complete(messages, round=round, candidate=candidate)
+        except ProviderError as exc:  # a failed call is a call: logged with its error
+            if sent is not None:
+                self._update(sent, latency_s=round_s(time.perf_counter() - started), error=str(exc))
+            raise
+        finally:
+            self._sending.row = None
+        completion.cost_usd = (0.0 if self.replaying  # a recorded answer costs nothing now
+                               else cost_usd(self.model, completion.input_tokens, completion.output_tokens))
+        if sent is not None:
+            self._update(sent, response=completion.text, input_tokens=completion.input_tokens,
+                         output_tokens=completion.output_tokens, cost_usd=completion.cost_usd,
+                         latency_s=completion.latency_s, error=None)
         return completion
 
     def _record(self, **row) -> int:
         with self._lock:
             return self.log.record(**row)
+
+    def _update(self, call_id: int, **fields) -> None:
+        with self._lock:
+            self.log.update(call_id, **fields)
 
     def _retrying(self, retry: dict) -> None:
         """The provider is about to retry: the attempt that failed is a call of its own in the log
