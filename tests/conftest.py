@@ -30,6 +30,15 @@ def process_state(pid: int) -> str:
         return ""
 
 
+def dies_with_parent(signal_number: int = 9) -> None:
+    """For ``preexec_fn``: a child started in its own session (so a test can signal its whole group)
+    is not signalled when the test run is killed; this asks Linux to send it ``signal_number`` when
+    the process that started it ends, so a killed pytest leaves no ``bbagent batch`` running."""
+    import ctypes
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal_number, 0, 0, 0)
+
+
 def pytest_collection_modifyitems(config, items):
     import torch
     if torch.cuda.is_available():

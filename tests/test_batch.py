@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bbagent.agent.batch.ledger import Ledger
-from conftest import ROOT
+from conftest import PYTHONPATH, ROOT, dies_with_parent, process_state
 from tests.fake_runs import run_started
 
 # Six operators and a kernel from the corpus that passes each, answered on the first round.
@@ -145,8 +145,10 @@ def _batch(root, *args) -> subprocess.Popen:
 
 def _hear_ctrl_c() -> None:
     """pytest-xdist workers ignore SIGINT, and an ignored signal stays ignored across exec: the
-    batch would then not hear the Ctrl-C this test sends (as when started with `&` by a shell)."""
+    batch would then not hear the Ctrl-C this test sends (as when started with `&` by a shell).
+    The batch is killed when the test run is (issue 64, 4: a killed pytest left one running)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    dies_with_parent()
 
 
 def _ledger_rows(root) -> list[dict]:
@@ -290,6 +292,53 @@ def test_ctrl_c_marks_the_running_operator_interrupted_and_resume_redoes_only_it
     assert "resuming: 1 interrupted" in err and f"{ops[0]}: started" not in err
     rows = {r["op"]: r for r in _ledger_rows(tmp_path)}
     assert rows[ops[1]]["state"] == "accepted" and rows[ops[1]]["attempts"] == 1
+
+
+def test_a_test_run_killed_mid_batch_leaves_no_batch_running(tmp_path):
+    """Issue 64, 4: pytest killed during a batch test left the `bbagent batch` child (its own session,
+    so the test can signal its group) running on. It now dies with whoever started it."""
+    op = "aten.relu.default"
+    replays = _replays(tmp_path, [op], 120.0)  # the model takes two minutes: the batch is waiting for it
+    stand_in = subprocess.Popen(  # stands for the pytest worker: starts the batch as the tests do, then is killed
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from test_batch import _batch; "
+         f"print(_batch(Path(sys.argv[1]), '--ops', '{op}', '--replay', sys.argv[2]).pid, flush=True); time.sleep(600)",
+         str(tmp_path), str(replays)], stdout=subprocess.PIPE, text=True, cwd=ROOT / "tests",
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), PYTHONPATH])})
+    batch_pid = int(stand_in.stdout.readline())
+    try:
+        _wait_for(tmp_path, lambda rows: rows[0]["state"] == "running")
+        stand_in.kill()
+        stand_in.wait()
+        deadline = time.monotonic() + 30
+        while process_state(batch_pid) not in ("", "Z") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert process_state(batch_pid) in ("", "Z"), "the batch outlived the test run that started it"
+    finally:
+        try:
+            os.killpg(batch_pid, signal.SIGKILL)  # what is left of its group (the sandbox's workers)
+        except ProcessLookupError:
+            pass  # nothing was left
+
+
+def test_a_batch_with_both_streams_into_a_pipe_closed_early_runs_as_it_would_have(tmp_path):
+    """Issue 64, 3: `bbagent batch ... 2>&1 | head -2` ran on silently, then `status` said "stopped
+    (finished)" with the operator still running and its run failed. Now the batch is the same as
+    without the pipe: the operator accepted, the batch finished."""
+    op = "aten.relu.default"
+    process = subprocess.Popen([sys.executable, "-m", "bbagent", "batch", "--provider", "replay", "--rounds", "3",
+                                "--root", str(tmp_path), "--device", "cpu", "--ops", op,
+                                "--replay", str(_replays(tmp_path, [op]))],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True, preexec_fn=dies_with_parent)
+    process.stdout.readline(), process.stdout.readline()
+    process.stdout.close()  # `2>&1 | head -2`
+    assert process.wait(timeout=300) == 0
+    [row] = _ledger_rows(tmp_path)
+    assert row["state"] == "accepted" and row["attempts"] == 1
+    status = _status(tmp_path)
+    assert status["liveness"]["state"] == "finished" and status["counts"]["accepted"] == 1, status
+    [run] = [p for p in (tmp_path / "runs").glob(f"*-{op}-*") if p.is_dir()]
+    assert json.loads((run / "run.json").read_text())["status"] == "accepted"
 
 
 def test_sigterm_stops_a_batch_as_ctrl_c_does_and_the_printed_hint_resumes_it_from_anywhere(tmp_path):

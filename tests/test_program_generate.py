@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bbagent.cli import main
-from conftest import PYTHONPATH
+from conftest import PYTHONPATH, dies_with_parent
 from fake_llm import FakeLLMServer
 
 PROBLEMS = Path(__file__).parent / "problems"
@@ -155,7 +155,8 @@ def test_a_kernelbench_batch_killed_in_the_middle_resumes_and_answers_each_probl
         return subprocess.Popen([sys.executable, "-m", "bbagent", "batch", "--provider", "openai", "--model", "gpt-test",
                                  "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu",
                                  "--timeout", "120", "--seed", "7", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, env=env, start_new_session=True,
+                                preexec_fn=dies_with_parent)
 
     def rows():
         from bbagent.agent.batch.ledger import Ledger

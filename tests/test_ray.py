@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from bbagent.agent.batch.ledger import Ledger
-from conftest import PYTHONPATH, ROOT
+from conftest import PYTHONPATH, ROOT, dies_with_parent
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install -e '.[dev]' (or '.[ray]') installs it")
 pytestmark = pytest.mark.slow
@@ -62,7 +62,8 @@ class Node:
         self.process = subprocess.Popen([RAY, "start", "--block", "--disable-usage-stats",
                                          "--num-gpus=0", f"--resources={json.dumps({RESOURCE: 1})}",
                                          "--object-store-memory=80000000", *arguments],
-                                        stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                        stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                        preexec_fn=lambda: dies_with_parent(signal.SIGTERM))  # --block stops the node
 
     def kill(self) -> None:
         try:

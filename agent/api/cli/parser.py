@@ -285,6 +285,7 @@ def _regions_command(sub) -> None:
 
 
 def _check_model_command(sub) -> None:
+    from bbagent.agent.serving.check_model import COMPILE_MODES
     cm = sub.add_parser("check-model", help="run a real model with the approved kernels enabled and compare with eager",
                         description="Build MODEL from a config (fixed seed, no downloaded weights), run its forward "
                                     "eagerly and with bbagent.enable() in a child process, compare the outputs "
@@ -303,7 +304,7 @@ def _check_model_command(sub) -> None:
     cm.add_argument("--rtol", type=float, default=1e-3, help="relative tolerance (default 1e-3)")
     cm.add_argument("--repeats", type=int, default=5, help="interleaved timing rounds (median; default 5)")
     cm.add_argument("--iterations", type=int, default=10, help="forwards per timing round (default 10)")
-    cm.add_argument("--compile", nargs="?", const="default", metavar="MODE",
+    cm.add_argument("--compile", nargs="?", const="default", metavar="MODE", choices=COMPILE_MODES,
                     help="compile the model with torch.compile (MODE: default, reduce-overhead, max-autotune, "
                          "max-autotune-no-cudagraphs), alone and with the approved kernels and region answers; both "
                          "against eager, timed against each other; no bisection")
