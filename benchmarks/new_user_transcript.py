@@ -36,11 +36,11 @@ class Transcript:
     def run(self, line: str, timeout_s: float = 600, tail: int = TAIL_LINES) -> str:
         started = time.monotonic()
         try:
-            done = subprocess.run(["bash", "-c", line], cwd=self.cwd, env=self.env, capture_output=True, text=True,
-                                  timeout=timeout_s)
-            output, status = done.stdout + done.stderr, str(done.returncode)
+            done = subprocess.run(["bash", "-c", line], cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, timeout=timeout_s)  # in the order printed
+            output, status = done.stdout, str(done.returncode)
         except subprocess.TimeoutExpired as exc:
-            output, status = (exc.stdout or b"").decode() + (exc.stderr or b"").decode(), f"timed out ({timeout_s} s)"
+            output, status = (exc.stdout or b"").decode(), f"timed out ({timeout_s} s)"
         lines = output.rstrip().splitlines()
         shown = lines if len(lines) <= tail else [f"... ({len(lines) - tail} lines above)", *lines[-tail:]]
         with self.out.open("a") as f:
@@ -102,7 +102,7 @@ def main() -> int:
               f"--root interrupted-{seconds} 2>&1 | tail -4; echo \"bbagent exit ${{PIPESTATUS[0]}}\"")
 
     t.section("5. LLM calls in flight at a kill -9, and retried 429s, in `logs`")
-    with FakeLLMServer().answer(*answers).latency(30) as server:
+    with FakeLLMServer().answer(*answers * 4).latency(30) as server:
         t.env = {**env, "OPENAI_API_KEY": "sk-fake"}
         t.run(f"bbagent generate --op {RELU} --provider openai --model gpt-test --base-url {server.url}/v1 "
               "--root killed --candidates 4 > /dev/null 2>&1 & sleep 12; kill -9 $!; sleep 1; bbagent logs --root killed")
@@ -120,14 +120,15 @@ def main() -> int:
           "xargs echo longest line:")
 
     t.section("8. bad values")
-    t.run(f"OPENAI_API_KEY=sk-fake bbagent generate --op {RELU} --provider openai --base-url notaurl")
+    t.run(f"OPENAI_API_KEY=sk-fake bbagent generate --op {RELU} --provider openai --model gpt-test --base-url notaurl")
     t.run(f"bbagent generate --op {RELU} --provider replay --rounds 99999999999999999999")
     t.run("bbagent review list --root /nonexistent")
     kernel = clone / "generated_kernels" / RELU / "kernel.py"
-    t.run(f"bbagent eval --op aten.relu_.default --kernel {kernel} 2>&1 | tail -3")
-    t.run("python -c 'import bbagent; bbagent.GenerateOptions(rounds=0)' 2>&1 | tail -1")
-    t.run(f"bbagent eval --op aten.sigmoid.default --kernel {kernel} --json > sigmoid-verdict.json; "
-          f"bbagent prompt --op {RELU} --round-feedback sigmoid-verdict.json | tail -2")
+    t.run(f"bbagent eval --op aten.relu_.default --kernel {kernel} 2>&1 | grep -E 'kernel-for|tests passed'; "
+          "echo \"bbagent exit ${PIPESTATUS[0]}\"")
+    t.run("python -c 'import bbagent; bbagent.GenerateOptions(provider=\"replay\", rounds=0)' 2>&1 | tail -1")
+    t.run("other=$(ls interrupted-12/runs/*aten.sigmoid.default*/round-1/verdict.json | head -1); "
+          f"bbagent prompt --op {RELU} --round-feedback $other | tail -2")
 
     t.section("9. small ones")
     t.run("bbagent check-model --help | tail -8")

@@ -455,3 +455,6 @@ def test_answers_from_the_call_log_of_an_unpriced_model_cost_unknown_and_name_th
     assert "$0.0000" not in shown and "$0.000" not in shown and "unknown" in shown
     assert main(["review", "show", "aten.relu.default", "--root", str(tmp_path)]) == 0
     assert f"paid for by run(s) {paid.name}" in " ".join(capsys.readouterr().err.split())
+    assert main(["review", "list", "--json", "--root", str(tmp_path)]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["answers_paid_by"] == [paid.name] and listed["cost_complete"] is False  # the JSON says it too

@@ -84,7 +84,7 @@ class Broken:
         """Its line in ``bbagent review list`` and ``bbagent kernels``: the keys of a kernel's, empty."""
         return {"op": self.folder.name, "written_for": self.folder.name, "serves": [], "family": None, "version": None,
                 "status": "broken", "reason": self.reason, "flags": [self.reason], "tests": {}, "tests_passed": None,
-                "tests_total": None, "geomean_speedup": None, "cost_usd": None, "cost_complete": True, "rounds": None,
+                "tests_total": None, "geomean_speedup": None, "cost_usd": None, "cost_complete": True, "answers_paid_by": [], "rounds": None,
                 "model": None, "provider": None, "run_id": None, "served_version": None, "versions": 0,
                 "performance": None, "dir": str(self.folder), "kernel": str(self.folder / "kernel.py")}
 
@@ -209,7 +209,7 @@ def row(entry: Operator) -> dict:
             "tests_total": meta.tests.total if meta.tests else None,
             "tests": meta.tests.model_dump() if meta.tests else {},
             "geomean_speedup": meta.performance.geomean_speedup, "cost_usd": meta.cost_usd, "cost_complete": meta.cost_complete,
-            "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id, "flags": version_flags(current),
+            "answers_paid_by": meta.answers_paid_by, "rounds": meta.rounds_used, "model": meta.model, "run_id": meta.run_id, "flags": version_flags(current),
             "served_version": served.number if served else None, "versions": len(entry.versions),
             "dir": str(current.folder)}
 
