@@ -127,8 +127,8 @@ def main() -> int:
     t.run(f"bbagent eval --op aten.relu_.default --kernel {kernel} 2>&1 | grep -E 'kernel-for|tests passed'; "
           "echo \"bbagent exit ${PIPESTATUS[0]}\"")
     t.run("python -c 'import bbagent; bbagent.GenerateOptions(provider=\"replay\", rounds=0)' 2>&1 | tail -1")
-    t.run("other=$(ls interrupted-12/runs/*aten.sigmoid.default*/round-1/verdict.json | head -1); "
-          f"bbagent prompt --op {RELU} --round-feedback $other | tail -2")
+    t.run("bbagent eval --op aten.exp.default --kernel tests/kernels/exp_fast.py --json > exp-verdict.json; "
+          f"bbagent prompt --op {RELU} --round-feedback exp-verdict.json | tail -2")
 
     t.section("9. small ones")
     t.run("bbagent check-model --help | tail -8")

@@ -562,6 +562,16 @@ def test_a_provider_without_its_key_stops_the_batch_before_anything_starts(tmp_p
     assert not list(tmp_path.glob("runs/batch-*"))
 
 
+def test_a_simulated_device_memory_goes_with_the_ray_executor_and_must_be_positive(tmp_path):
+    from bbagent import UsageError, batch
+    with pytest.raises(UsageError, match="goes with executor='ray'"):
+        batch(["aten.relu.default"], root=tmp_path, provider="replay", device="cpu", ray_device_memory_gib=8)
+    with pytest.raises(UsageError, match="must be more than 0"):
+        batch(["aten.relu.default"], root=tmp_path, provider="replay", device="cpu", executor="ray",
+              ray_device_memory_gib=0)
+    assert not list(tmp_path.glob("runs/batch-*"))
+
+
 @pytest.mark.parametrize("give_up_s", [0.0, 0.3])
 def test_an_operator_is_failed_for_infrastructure_only_after_retries_spread_over_the_give_up_time(tmp_path, give_up_s):
     from bbagent.agent.batch.runner import INFRA_RETRIES, Batch

@@ -203,7 +203,7 @@ def batch(ops: list[str] | None = None, options=None, *, root: str | Path | None
     ``ops``, or the keywords of ``agent.batch.start.Choice`` (ops_file, suite, family, dataset,
     include_synthetic). How: the keywords of ``agent.batch.start.BatchPlan`` (jobs, gpus, evals_per_gpu,
     llm_concurrency, force, retry_failed (with resume), lease_s, the batch's max_cost_usd / max_tokens / deadline "HH:MM",
-    infra_pause_s, executor "local" or "ray", ray_address, ray_resource). Each operator's generate
+    infra_pause_s, executor "local" or "ray", ray_address, ray_resource, ray_device_memory_gib). Each operator's generate
     options: ``options`` (a ``GenerateOptions``) or the keywords of one, where ``max_cost_per_op``
     and ``max_tokens_per_op`` are each operator's budgets. ``resume`` continues a batch by id with
     its own operators and options (options given again must agree). Recorded in

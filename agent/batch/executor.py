@@ -95,7 +95,7 @@ class SlotPool:
     def _granted(self) -> dict[object, Slot]:
         free, granted = list(self.free), {}
         for ticket, accepts in self.waiting:
-            slot = next((s for s in free if accepts(s)), None)
+            slot = next((s for s in free if not s.retired and accepts(s)), None)
             if slot is not None:
                 free.remove(slot)
                 granted[ticket] = slot
@@ -148,8 +148,9 @@ class SlotPool:
             except SlotLost as exc:  # not the kernel's doing: counted against the slot, then run again
                 slot.lost += 1
                 failure = str(exc)
-                if exc.retire:
-                    slot.retired = slot.retired or failure
+                if exc.retire:  # with every slot sharing its GPU (a lost node's)
+                    for same in self._same_device(slot):
+                        same.retired = same.retired or failure
                 continue
             finally:
                 slot.busy_s += time.time() - slot.busy_since
@@ -179,82 +180,51 @@ class SlotPool:
         return []
 
 
-def evaluations_per_gpu(cores: int | None = None, host_memory_gib: float | None = None) -> int:
-    """How many evaluations share one GPU by default: each needs about 2 cores (its tests, its
-    compile processes take what is idle) and up to 8 GiB of host memory; 8 at once kept an H100
-    running kernels in 61-65% of the seconds of a 40-operator night, 830-900 evaluations an hour
-    (benchmarks/night_batch.py, benchmarks/results/issue46-h100)."""
-    cores = cores or os.cpu_count() or 1
-    if host_memory_gib is None:
-        try:
-            host_memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-        except (ValueError, OSError):
-            host_memory_gib = 16.0
-    return max(1, min(MAX_PER_GPU, cores // 2, int(host_memory_gib // 8)))
-
-
-MAX_PER_GPU = 8
-
-
 class LocalExecutor(SlotPool):
-    """``per_gpu`` slots per GPU in ``gpus`` (device ``cuda``; default ``evaluations_per_gpu()``),
-    sharing it by phase (``harness.sandbox.parent.gpu_share``: tests side by side as memory allows, timing
-    alone), or ``cpu_slots`` slots on the CPU."""
+    """``per_gpu`` slots per GPU in ``gpus`` (device ``cuda``; default
+    ``agent.batch.shared_gpu.evaluations_per_gpu``), each GPU a ``SharedGpu`` (tests side by side as
+    memory allows, timing alone), or ``cpu_slots`` slots on the CPU."""
 
     def __init__(self, device: str, gpus: list[int] | None = None, cpu_slots: int | None = None,
                  evaluate=None, per_gpu: int | None = None):
+        from bbagent.agent.batch.shared_gpu import SharedGpu, evaluations_per_gpu
         self.device = device
-        self.run_evaluation = evaluate  # harness.interface.evaluate unless a test gives another
-        self.shares: dict[int, object] = {}  # GPU -> its GpuShare
+        self.run_evaluation = evaluate  # harness.interface.evaluate_kernel unless a test gives another
+        self.shared: dict[int, SharedGpu] = {}  # GPU -> its gate and samples
         if device == "cpu":
             count = cpu_slots or os.cpu_count() or 1
             super().__init__([Slot(f"cpu-{n}", None, "cpu") for n in range(count)])
             return
-        per_gpu = per_gpu or evaluations_per_gpu()
         gpus = gpus or [0]
+        per_gpu = per_gpu or evaluations_per_gpu(len(gpus))
         super().__init__([Slot(f"gpu-{gpu}" if per_gpu == 1 else f"gpu-{gpu}/{n}", gpu)
                           for gpu in gpus for n in range(per_gpu)])
-        from bbagent.agent.batch.gpu_monitor import GpuMonitor
-        from bbagent.harness.interface import GpuShare, physical_gpu
-        for gpu in gpus:
-            self.shares[gpu] = GpuShare.for_gpu(f"gpu-{gpu}", _total_memory(gpu), per_gpu)
-        self.monitor = GpuMonitor({gpu: physical_gpu(gpu) for gpu in gpus})
+        self.shared = {gpu: SharedGpu(f"gpu-{gpu}", gpu, per_gpu, evaluate=evaluate) for gpu in gpus}
 
     def gpus(self) -> list[dict]:
-        if self.device == "cpu":
-            return []
-        hours = max(time.time() - self.started, 1e-9) / 3600
-        measured = self.monitor.summary()
-        rows = []
-        for gpu, share in self.shares.items():
-            slots = [s for s in self.slots if s.gpu == gpu]
-            evaluations = sum(s.evaluations for s in slots)
-            rows.append({"name": f"gpu-{gpu}", "gpu_model": next((s.model for s in slots if s.model), None),
-                         "evaluations": evaluations, "per_hour": round(evaluations / hours, 1),
-                         "at_once": share.max_shared, "waited_s": round(sum(s.waited_s for s in slots), 1),
-                         "nvml": self.monitor.unavailable, **measured.get(gpu, {})})
-        return rows
+        return gpu_rows(self.slots, self.started, {gpu: (f"gpu-{gpu}", shared.figures())
+                                                   for gpu, shared in self.shared.items()})
 
     def _run_on(self, slot: Slot, request, kernel_path: Path):
+        if slot.gpu in self.shared:
+            return self.shared[slot.gpu].evaluate(request, kernel_path)
         if self.run_evaluation is None:
             from bbagent.harness.interface import evaluate_kernel
             self.run_evaluation = evaluate_kernel
-        return self.run_evaluation(request, kernel_path, gpu=slot.gpu, **self._share_of(slot))
-
-    def _share_of(self, slot: Slot) -> dict:
-        """``share=`` the slot's GPU's gate, for the harness; nothing on the CPU."""
-        return {"share": self.shares[slot.gpu]} if slot.gpu in self.shares else {}
+        return self.run_evaluation(request, kernel_path, gpu=slot.gpu)
 
     def _same_device(self, slot: Slot) -> list[Slot]:
         return [s for s in self.slots if s.gpu == slot.gpu] if slot.gpu is not None else [slot]
 
     def prepare(self, request) -> str:
-        """``harness.interface.prepare_suite`` on a slot of its own (the build runs references on
-        the GPU), so that the operator's first evaluation loads the suite."""
-        from bbagent.harness.interface import prepare_suite
+        """The request's suite built on a slot of its own (the build runs references on the GPU),
+        so that the operator's first evaluation loads it."""
         slot = self._take(self._accepts(request.op))
         try:
-            return prepare_suite(request, gpu=slot.gpu, **self._share_of(slot))
+            if slot.gpu in self.shared:
+                return self.shared[slot.gpu].prepare(request)
+            from bbagent.harness.interface import prepare_suite
+            return prepare_suite(request, gpu=slot.gpu)
         finally:
             self._give(slot)
 
@@ -265,15 +235,19 @@ class LocalExecutor(SlotPool):
         return gpu_model()
 
     def close(self) -> None:
-        if self.device != "cpu":
-            self.monitor.stop()  # the sandbox pools close at exit (harness.sandbox.parent.pool)
+        for shared in self.shared.values():
+            shared.close()  # the sandbox pools close at exit (harness.sandbox.parent.pool)
 
 
-def _total_memory(gpu: int) -> int:
-    """The GPU's memory in bytes, from the driver (NVML); 0 where it cannot say (evaluations are
-    then admitted by count alone). Never through torch, which would hold a CUDA context here."""
-    from bbagent.harness.interface import NvmlUnavailable, open_gpu, physical_gpu
-    try:
-        return open_gpu(physical_gpu(gpu)).sample().memory_total
-    except NvmlUnavailable:
-        return 0
+def gpu_rows(slots: list[Slot], started: float, shared: dict[object, tuple[str, dict]]) -> list[dict]:
+    """``Executor.gpus``: per shared GPU (key -> its name and ``SharedGpu.figures``), what the
+    slots on it did (evaluations, per hour, waits) beside what the GPU measured of itself."""
+    hours = max(time.time() - started, 1e-9) / 3600
+    rows = []
+    for key, (name, figures) in shared.items():
+        on_it = [s for s in slots if s.gpu == key]
+        evaluations = sum(s.evaluations for s in on_it)
+        rows.append({"name": name, "gpu_model": next((s.model for s in on_it if s.model), None),
+                     "evaluations": evaluations, "per_hour": round(evaluations / hours, 1),
+                     "waited_s": round(sum(s.waited_s for s in on_it), 1), "at_once": len(on_it), **figures})
+    return rows

@@ -1,17 +1,22 @@
 """A batch's evaluations on a Ray cluster (``bbagent batch --executor ray``).
 
-One ``EvaluationSupervisor`` actor per GPU per node holds that GPU for the whole batch and runs the
-same sandbox as the local executor there, one evaluation at a time. The agent loops, the LLM calls,
-the keys, the rate limiter, the call log and the ledger stay in this process (the driver): a
-candidate travels to a supervisor as its source text, its Verdict comes back as data, and the
-reference-timing cache is read and written here only.
+One ``EvaluationSupervisor`` actor per GPU per node holds that GPU for the whole batch and shares
+it by phase exactly as the local executor shares one of its own: it holds a ``SharedGpu``
+(``agent.batch.shared_gpu``), the same gate and NVML samples, and runs several evaluations at once
+(threads of the actor, each a sandboxed child). The driver sees a supervisor as that many slots. An
+operator's suite is built ahead (``prepare``) by a supervisor while the model writes its first
+answer, and its evaluations then stay on that node while it has a slot in service, so that they
+load it. The agent loops, the LLM calls, the keys, the rate limiter, the call log and the ledger
+stay in this process (the driver): a candidate travels to a supervisor as its source text, its
+Verdict comes back as data, and the reference-timing cache is read and written here only.
 
 Ray's traps, handled: a GPU in Ray is bookkeeping, and Ray sets ``CUDA_VISIBLE_DEVICES=""`` in
 workers that asked for no GPU, so each supervisor pins its sandbox to its GPU itself (Ray's
 assignment with ``--ray-resource GPU``; its index on the node with a custom resource), before
-anything imports torch, which caches the device count. A supervisor whose process dies is
-restarted by Ray; one whose node is lost takes its in-flight evaluation with it, which runs again on
-another slot (``SlotPool``). Every Verdict records the GPU model it ran on, and an operator's
+anything imports torch, which caches the device count. A candidate's crash ends its own sandboxed
+child, never the supervisor. A supervisor whose process dies is restarted by Ray; one whose node is
+lost takes its in-flight evaluations with it, which run again on other slots (``SlotPool``), and
+its slots are taken out. Every Verdict records the GPU model it ran on, and an operator's
 evaluations stay on one GPU model while one is left, so that its speedups compare.
 """
 from __future__ import annotations
@@ -24,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bbagent.agent.batch.executor import Slot, SlotLost, SlotPool
+from bbagent.agent.batch.executor import Slot, SlotLost, SlotPool, gpu_rows
+from bbagent.agent.batch.shared_gpu import MAX_PER_GPU
 from bbagent.agent.errors import UsageError
 
 INSTALL_HINT = "--executor ray needs Ray on this machine and on every node: pip install 'bbagent[ray]'"
@@ -32,6 +38,7 @@ DESCRIBE_TIMEOUT_S = 300.0  # a new supervisor's start (a worker process, import
 REFRESH_EVERY_S = 30.0  # how often the driver looks for nodes that joined
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 RESTARTS = 3  # times Ray restarts a supervisor whose process died
+FIGURES_TIMEOUT_S = 10.0
 
 
 def import_ray():
@@ -45,9 +52,11 @@ def import_ray():
 
 class EvaluationSupervisor:
     """Runs on a cluster node (as a Ray actor, see ``_supervisor_class``), holding one GPU (or one
-    unit of a custom resource): evaluates what the driver sends, in the local sandbox."""
+    unit of a custom resource): evaluates what the driver sends, up to ``at_once`` at a time, as
+    the local executor does on one of its GPUs."""
 
-    def __init__(self, device: str, index: int | None, use_ray_gpu: bool):
+    def __init__(self, device: str, index: int | None, use_ray_gpu: bool, at_once: int | None = None,
+                 gpus_on_node: int = 1, device_memory: int | None = None):
         import ray
         self.device = device
         if device == "cpu":
@@ -59,6 +68,10 @@ class EvaluationSupervisor:
                 raise RuntimeError(f"this supervisor was given GPUs {ids}, not one")
             self.physical = str(ids[0])
             os.environ["CUDA_VISIBLE_DEVICES"] = self.physical  # before torch is imported here
+        from bbagent.agent.batch.shared_gpu import SharedGpu, evaluations_per_gpu
+        at_once = at_once or evaluations_per_gpu(gpus_on_node)
+        name = f"gpu-{self.physical}" if self.physical is not None else f"unit-{index}"
+        self.gpu = SharedGpu(name, None if self.physical is None else 0, at_once, device_memory=device_memory)
 
     def describe(self) -> dict:
         import socket
@@ -68,29 +81,45 @@ class EvaluationSupervisor:
         return {"host": socket.gethostname(), "pid": os.getpid(), "physical_gpu": self.physical,
                 "gpu_model": "cpu" if self.device == "cpu" else gpu_model(self.physical),
                 "torch": torch.__version__, "triton": triton_version(), "suite": harness_fingerprint(),
+                "at_once": self.gpu.share.max_shared,
                 "secret_env_names": sorted(name for name in os.environ if SECRET_NAME.search(name))}
 
     def evaluate(self, request: dict, file_name: str, source: bytes) -> dict:
         """The Verdict, as data, of the kernel's source under the request sent as data
-        (``EvaluationRequest.to_wire``), evaluated on this node's GPU."""
-        from bbagent.harness.interface import EvaluationRequest, evaluate_kernel
+        (``EvaluationRequest.to_wire``), evaluated on this node's GPU beside the others."""
+        from bbagent.harness.interface import EvaluationRequest
         with tempfile.TemporaryDirectory(prefix="bbagent-ray-") as where:
             kernel = Path(where) / file_name
             kernel.write_bytes(source)
-            verdict = evaluate_kernel(EvaluationRequest.from_wire(request, self.device), kernel,
-                               gpu=0 if self.physical is not None else None)
+            verdict = self.gpu.evaluate(EvaluationRequest.from_wire(request, self.device), kernel)
         return verdict.model_dump(mode="json")
+
+    def prepare(self, request: dict) -> str:
+        """The request's suite built ahead on this node (``SharedGpu.prepare``)."""
+        from bbagent.harness.interface import EvaluationRequest
+        return self.gpu.prepare(EvaluationRequest.from_wire(request, self.device))
+
+    def figures(self) -> dict:
+        return self.gpu.figures()
 
 
 class RayExecutor(SlotPool):
     """Slots are the supervisors of every live node's ``resource`` (``GPU``, or a custom resource
-    a cluster declares with ``ray start --resources``); nodes that join are picked up."""
+    a cluster declares with ``ray start --resources``), ``at_once`` slots each (default: as many as
+    the node's cores and memory allow per GPU, as locally; ``device_memory``: the bytes each one
+    admits evaluations against, instead of its GPU's, as a test simulates a GPU); nodes that join
+    are picked up."""
 
-    def __init__(self, device: str, address: str | None = None, resource: str = "GPU"):
+    def __init__(self, device: str, address: str | None = None, resource: str = "GPU", at_once: int | None = None,
+                 device_memory: int | None = None):
         self.ray = import_ray()
         self.device, self.resource = device, resource
+        self.at_once, self.device_memory = at_once, device_memory
         self.model_of: dict[str, str] = {}  # op -> the GPU model its first evaluation ran on
+        self.home: dict[str, str] = {}  # op -> the node its suite was built ahead on
         self.known: set[tuple[str, int]] = set()  # (node id, index) with a supervisor
+        self.supervisors: dict[str, tuple[str, object]] = {}  # its slots' key -> (name, actor)
+        self.last_figures: dict[str, dict] = {}
         self.notes: list[str] = []  # what was seen of the cluster (mismatched or unreachable nodes)
         self.last_refresh = 0.0
         super().__init__([])
@@ -118,15 +147,17 @@ class RayExecutor(SlotPool):
         for node in self.ray.nodes():
             if not node.get("Alive"):
                 continue
-            for index in range(int(node["Resources"].get(self.resource, 0))):
+            units = int(node["Resources"].get(self.resource, 0))
+            for index in range(units):
                 if (node["NodeID"], index) in self.known:
                     continue
                 self.known.add((node["NodeID"], index))
                 placement = {"num_gpus": 1} if self.resource == "GPU" else {"resources": {self.resource: 1}}
                 actor = Supervisor.options(
                     num_cpus=0, max_restarts=RESTARTS, max_task_retries=0, **placement,
+                    max_concurrency=(self.at_once or MAX_PER_GPU) + 2,  # its evaluations, a prepare, the figures
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-                ).remote(self.device, index, self.resource == "GPU")
+                ).remote(self.device, index, self.resource == "GPU", self.at_once, units, self.device_memory)
                 started.append((node, index, actor, actor.describe.remote()))
         for node, index, actor, described in started:
             where = f"{node['NodeManagerAddress']}/{node['NodeID'][:6]}"
@@ -142,18 +173,29 @@ class RayExecutor(SlotPool):
                 self.ray.kill(actor, no_restart=True)
                 continue
             gpu = info["physical_gpu"] if info["physical_gpu"] is not None else index
-            slot = Slot(f"{where}/{'gpu' if self.device != 'cpu' else self.resource}-{gpu}", None, info["gpu_model"])
-            slot.actor, slot.node_id, slot.info = actor, node["NodeID"], info
-            self._add(slot)
+            name = f"{where}/{'gpu' if self.device != 'cpu' else self.resource}-{gpu}"
+            key = f"{node['NodeID']}/{index}"
+            self.supervisors[key] = (name, actor)
+            for n in range(info["at_once"]):
+                slot = Slot(name if info["at_once"] == 1 else f"{name}/{n}", key, info["gpu_model"])
+                slot.actor, slot.node_id, slot.info = actor, node["NodeID"], info
+                self._add(slot)
 
     def _no_slot_left(self) -> None:
         self._refresh()
 
+    def _same_device(self, slot: Slot) -> list[Slot]:
+        return [s for s in self.slots if s.gpu == slot.gpu]
+
     def _accepts(self, op: str):
-        """An operator evaluated before stays on that GPU model while a slot of it is in service."""
-        model = self.model_of.get(op)
+        """An operator evaluated before stays on that GPU model while a slot of it is in service,
+        and on the node its suite was built on while that node has a slot in service."""
+        model, home = self.model_of.get(op), self.home.get(op)
 
         def accepts(slot: Slot) -> bool:
+            if home is not None and slot.node_id != home and any(
+                    s.node_id == home and not s.retired for s in self.slots):
+                return False
             return model is None or slot.model == model or not any(
                 s.model == model and not s.retired for s in self.slots)
         return accepts
@@ -164,8 +206,37 @@ class RayExecutor(SlotPool):
     # --- one evaluation ------------------------------------------------------------------------
 
     def prepare(self, request) -> str:
-        """Nothing ahead on a cluster: a node builds the suite in the operator's first evaluation."""
-        return "not built (a Ray node builds the suite in the operator's first evaluation)"
+        """The operator's suite built ahead on a slot's node (the build runs references on its
+        GPU), where its evaluations then run; a failure here costs only the saving."""
+        from ray.exceptions import RayError, RayTaskError
+        from bbagent.harness.interface import ProgramProblem
+        if isinstance(request.problem, ProgramProblem):  # its ahead work goes to a timing cache, which is the driver's
+            return "not built (a program's torch.compile baseline is measured in its first timed evaluation on a node)"
+        with self.condition:  # chosen and counted at once, so that prepares begun together spread
+            slot = self._take(self._least_loaded(self._accepts(request.op)))
+            self.home[request.op] = slot.node_id
+        try:
+            return self.ray.get(slot.actor.prepare.remote(request.to_wire(slot.info["torch"])))
+        except RayTaskError as exc:  # its evaluations go there all the same, and build it then
+            return f"not built ({type(exc.cause).__name__}: {str(exc.cause)[:200]})"
+        except RayError as exc:
+            return f"not built ({slot.name}: {type(exc).__name__})"
+        finally:
+            self._give(slot)
+
+    def _least_loaded(self, accepts):
+        """``accepts`` narrowed to the nodes with a free slot that are home to the fewest operators
+        for their slots, so that the operators spread over the cluster; ``accepts`` itself where
+        no slot is free now."""
+        with self.condition:
+            free = {s.node_id for s in self.free if not s.retired and accepts(s)}
+            if not free:
+                return accepts
+            homes = list(self.home.values())
+            load = {node: homes.count(node) / sum(1 for s in self.slots if s.node_id == node and not s.retired)
+                    for node in free}
+        lightest = min(load.values())
+        return lambda slot: load.get(slot.node_id, lightest + 1) == lightest and accepts(slot)
 
     def _run_on(self, slot: Slot, request, kernel_path: Path):
         from ray.exceptions import RayError, RayTaskError
@@ -194,13 +265,32 @@ class RayExecutor(SlotPool):
         self.model_of.setdefault(request.op, result.environment.gpu or "unknown GPU")
         return result
 
+    # --- what the slots and their GPUs did -----------------------------------------------------
+
+    def gpus(self) -> list[dict]:
+        """Per supervisor (a GPU of a node), as ``LocalExecutor.gpus``, with its node; a node lost
+        keeps the figures it last gave."""
+        from ray.exceptions import GetTimeoutError, RayError
+        asked = {key: actor.figures.remote() for key, (_, actor) in self.supervisors.items()
+                 if not all(s.retired for s in self.slots if s.gpu == key)}
+        for key, pending in asked.items():
+            try:
+                self.last_figures[key] = self.ray.get(pending, timeout=FIGURES_TIMEOUT_S)
+            except (RayError, GetTimeoutError):
+                pass
+        rows = gpu_rows(self.slots, self.started, {key: (name, self.last_figures.get(key, {}))
+                                                   for key, (name, _) in self.supervisors.items()})
+        for row in rows:
+            row["node"] = row["name"].rsplit("/", 1)[0]
+        return rows
+
     def gpu_label(self) -> str:
         return "cpu" if self.device == "cpu" else "+".join(sorted({s.model for s in self.slots}))
 
     def close(self) -> None:
-        for slot in self.slots:
+        for _, actor in self.supervisors.values():
             try:
-                self.ray.kill(slot.actor, no_restart=True)
+                self.ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - its node may be gone already
                 pass
         self._disconnect()

@@ -331,10 +331,33 @@ def _sessions_md(sessions: list[dict]) -> list[str]:
         if session.get("gpus"):
             lines += ["", f"### GPUs of session {n}", "", "A slot is busy while an evaluation holds it; a GPU is busy "
                       "while it runs a kernel (NVML, sampled every second).", "",
-                      "| GPU | evaluations | per hour | at once | waited for the GPU s | utilization mean | "
+                      "| GPU | evaluations | per hour | at once (most of allowed) | waited for the GPU s | utilization mean | "
                       "seconds with a kernel running | memory peak GiB |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
             lines += [gpu_row(g) for g in session["gpus"]]
+            nodes = node_rows(session["gpus"])
+            if nodes:
+                lines += ["", f"### Nodes of session {n}", "", "| node | GPUs | evaluations | per hour | "
+                          "utilization mean (GPUs sampled) |", "| --- | --- | --- | --- | --- |"]
+                lines += [f"| {node['node']} | {node['gpus']} | {node['evaluations']} | {node['per_hour']:.0f} | "
+                          + (f"{node['utilization_mean']:.1f}% ({node['sampled']})" if node["sampled"] else
+                             "not measured") + " |" for node in nodes]
     return lines
+
+
+def node_rows(gpus: list[dict]) -> list[dict]:
+    """A cluster's GPUs (rows with a ``node``, ``RayExecutor.gpus``) added up per node: its GPUs,
+    evaluations and evaluations per hour, and the mean utilization of those sampled."""
+    nodes: dict[str, list[dict]] = {}
+    for gpu in gpus:
+        if gpu.get("node"):
+            nodes.setdefault(gpu["node"], []).append(gpu)
+    rows = []
+    for node, on_it in nodes.items():
+        sampled = [g for g in on_it if g.get("samples")]
+        rows.append({"node": node, "gpus": len(on_it), "evaluations": sum(g["evaluations"] for g in on_it),
+                     "per_hour": sum(g["per_hour"] for g in on_it), "sampled": len(sampled),
+                     "utilization_mean": sum(g["utilization_mean"] for g in sampled) / len(sampled) if sampled else None})
+    return rows
 
 
 def gpu_row(gpu: dict) -> str:
@@ -343,7 +366,12 @@ def gpu_row(gpu: dict) -> str:
     use = (f"{gpu['utilization_mean']:.1f}% | {gpu['busy_share']:.0%} of {gpu['samples']} | {gpu['memory_peak_gib']}"
            if measured else f"not measured ({gpu.get('nvml') or 'no samples'}) | | ")
     return (f"| {gpu['name']} {gpu.get('gpu_model') or ''} | {gpu['evaluations']} | {gpu['per_hour']:.0f} | "
-            f"{gpu['at_once']} | {gpu['waited_s']:.0f} | {use} |")
+            f"{at_once(gpu)} | {gpu['waited_s']:.0f} | {use} |")
+
+
+def at_once(gpu: dict) -> str:
+    """The evaluations a GPU allows at once, and the most it admitted together where that was counted."""
+    return f"{gpu['most_at_once']} of {gpu['at_once']}" if gpu.get("most_at_once") is not None else str(gpu["at_once"])
 
 
 KERNELBENCH_FAST_P = (0.0, 1.0, 1.5, 2.0)  # the p KernelBench reports fast_p for

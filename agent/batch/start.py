@@ -50,7 +50,7 @@ class BatchPlan:
     """How a batch runs, beside each operator's ``GenerateOptions``."""
     jobs: int | None = None  # agent loops at once (default twice the evaluation slots, at least 4)
     gpus: list[int] | None = None
-    evals_per_gpu: int | None = None  # evaluations sharing one GPU (default agent.batch.executor.evaluations_per_gpu)
+    evals_per_gpu: int | None = None  # evaluations sharing one GPU (default agent.batch.shared_gpu.evaluations_per_gpu)
     llm_concurrency: int = 8
     force: bool = False
     retry_failed: bool = False  # with --resume: the failed operators run again
@@ -62,6 +62,9 @@ class BatchPlan:
     executor: str = "local"
     ray_address: str | None = None
     ray_resource: str = "GPU"
+    # with executor "ray": the device memory each GPU (or unit of a custom resource) admits evaluations
+    # against, instead of what its driver reports (none on the CPU); the Python API's, for a simulated GPU
+    ray_device_memory_gib: float | None = None
 
 
 def choose_ops(choice: Choice, exact_overload: bool = False) -> select.Selection:
@@ -132,8 +135,10 @@ def check_plan(plan: BatchPlan) -> Budgets:
         raise UsageError("--ray-address and --ray-resource go with --executor ray")
     if plan.executor == "ray" and plan.gpus:
         raise UsageError("--gpus picks GPUs of this machine; --executor ray uses every GPU of the cluster")
-    if plan.executor == "ray" and plan.evals_per_gpu:
-        raise UsageError("--evals-per-gpu shares this machine's GPUs; --executor ray runs one evaluation per GPU")
+    if plan.executor == "local" and plan.ray_device_memory_gib is not None:
+        raise UsageError("ray_device_memory_gib goes with executor='ray'")
+    if plan.ray_device_memory_gib is not None and not plan.ray_device_memory_gib > 0:
+        raise UsageError(f"ray_device_memory_gib must be more than 0 (got {plan.ray_device_memory_gib})")
     return Budgets(plan.max_cost_usd, plan.max_tokens, next_time_of_day(plan.deadline) if plan.deadline else None)
 
 
@@ -174,7 +179,9 @@ def make_executor(plan: BatchPlan, options: GenerateOptions):
             raise UsageError("--ray-resource needs a resource name (GPU, or a custom one the nodes declare)")
         device = options.device or ("cuda" if plan.ray_resource == "GPU" else "cpu")
         check_evaluation(None if device == "cuda" else device, options.timeout_s, options.allow_no_opinfo)
-        return RayExecutor(device, address=plan.ray_address, resource=plan.ray_resource)
+        memory = plan.ray_device_memory_gib
+        return RayExecutor(device, address=plan.ray_address, resource=plan.ray_resource, at_once=plan.evals_per_gpu,
+                           device_memory=None if memory is None else int(memory * 2**30))
     from bbagent.agent.batch.executor import LocalExecutor
     from bbagent.harness.interface import default_device
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)

@@ -72,7 +72,8 @@ def _batch_command(sub) -> None:
     ba.add_argument("--evals-per-gpu", type=int, metavar="N",
                     help="evaluations sharing one GPU: their tests run side by side as its memory allows, each "
                          "timing holds the GPU alone (default: half the cores, at most 8, and 8 GiB of host "
-                         "memory each); 1 evaluates one at a time")
+                         "memory each, per GPU of the host; with --executor ray, of each node); 1 evaluates one at "
+                         "a time")
     ba.add_argument("--executor", choices=["local", "ray"], default="local",
                     help="where evaluations run: this machine's GPUs (local, default) or every GPU of a Ray "
                          "cluster (ray; pip install 'bbagent[ray]'); the agent loops and LLM calls stay here")

@@ -87,6 +87,7 @@ class GpuShare:
     exclusive_waiting: int = 0
     learned: dict = field(default_factory=dict)  # suite key -> largest device memory a child held
     intervals: list = field(default_factory=list)
+    most_held: int = 0  # the most evaluations admitted at once so far
     _numbers: object = field(default_factory=itertools.count)
 
     @classmethod
@@ -122,6 +123,7 @@ class GpuShare:
             hold.waited_s += self.clock() - started
             hold.phase, hold.since = "shared", self.clock()
             self.holds[hold.number] = hold
+            self.most_held = max(self.most_held, len(self.holds))
             if self._pausing():  # its child starts paused: it touches the GPU only once let
                 self._ask_to_pause(hold)
             else:
