@@ -12,6 +12,7 @@ against the speedup the batch recorded.
 
     python3 benchmarks/night_batch.py --latency 0 --alone --out benchmarks/results/issue46-h100/after-l0
     python3 benchmarks/night_batch.py --checkout /tmp/before --time-limit 240 --out .../before-l0
+    python3 benchmarks/night_batch.py --executor ray --out .../ray-l0    # the same night on a one-node Ray cluster
 
 ``--checkout DIR`` runs another tree's bbagent (the tree before a change); ``--time-limit`` stops the
 batch (SIGINT) after that many seconds and counts what finished by then.
@@ -143,6 +144,7 @@ def run_batch(checkout: Path | None, replays: Path, ops: list[str], args, keep: 
                "--replay", str(replays), "--rounds", "1", "--root", str(root), "--json", "--exact-overload"]
     command += ["--jobs", str(args.jobs)] if args.jobs else []
     command += ["--evals-per-gpu", str(args.evals_per_gpu)] if args.evals_per_gpu else []
+    command += ["--executor", args.executor]
     from bbagent.agent.batch.gpu_monitor import GpuMonitor  # NVML every second, as a batch samples its GPUs
     monitor = GpuMonitor({0: os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]})
     if monitor.unavailable:
@@ -172,7 +174,7 @@ def run_batch(checkout: Path | None, replays: Path, ops: list[str], args, keep: 
     missed_correct = [{"op": r.get("op"), "message": (r.get("message") or "")[:300]}
                       for r in finished if r.get("op") in CORRECT and r.get("status") != "accepted"]
     hours = wall / 3600
-    row = {"checkout": str(checkout or "the installed bbagent"), "latency_s": args.latency, "wall_s": round(wall, 1), "stopped_at_limit": stopped,
+    row = {"checkout": str(checkout or "the installed bbagent"), "executor": args.executor, "latency_s": args.latency, "wall_s": round(wall, 1), "stopped_at_limit": stopped,
            "exit": batch.returncode, "operators": len(ops), "operators_finished": len(finished),
            "evaluations": len(verdicts), "evaluations_per_hour": round(len(verdicts) / hours, 1),
            "operators_per_hour": round(len(finished) / hours, 1),
@@ -241,6 +243,8 @@ def main() -> int:
     parser.add_argument("--latency", type=float, default=0.0, help="simulated seconds per LLM answer (default 0)")
     parser.add_argument("--jobs", type=int, help="agent loops at once (default: the batch's own)")
     parser.add_argument("--evals-per-gpu", type=int, help="passed to the batch (default: the batch's own)")
+    parser.add_argument("--executor", choices=["local", "ray"], default="local",
+                        help="the batch's executor; ray: a one-node cluster started on this machine (default local)")
     parser.add_argument("--checkout", type=Path, help="another bbagent tree to run, installed for the batch "
                         "(default: the bbagent this Python imports)")
     parser.add_argument("--time-limit", type=float, help="stop the batch after this many seconds")
