@@ -255,7 +255,7 @@ class RayExecutor(SlotPool):
         except RayError as exc:  # its process died (lost with its node, or restarted by Ray), or it is unplaceable
             if not self._node_alive(slot.node_id):
                 raise SlotLost(f"node lost while evaluating {op} ({type(exc).__name__})", retire=True) from None
-            raise SlotLost(f"the supervisor died while evaluating {op}; Ray restarts it") from None
+            raise SlotLost(f"the supervisor died while evaluating {op}; Ray restarts it ({_death(exc)})") from None
         return self._received(request, kernel_path, verdict)
 
     def _received(self, request, kernel_path: Path, verdict: dict):
@@ -302,6 +302,15 @@ class RayExecutor(SlotPool):
         if self.owns_connection:
             self.owns_connection = False
             self.ray.shutdown()
+
+
+def _death(exc: BaseException) -> str:
+    """Why Ray says an actor died, in a line: its error's name and the first of Ray's sentences
+    that name a cause (a signal, the memory monitor, an exit), which its message buries."""
+    text = " ".join(str(exc).split())
+    causes = [part.strip() for part in text.split(". ") if any(
+        word in part.lower() for word in ("signal", "memory", "killed", "exit", "segmentation", "oom"))]
+    return f"{type(exc).__name__}: {(causes[0] if causes else text)[:300]}"
 
 
 def _supervisor_class(ray):
