@@ -562,6 +562,40 @@ def test_a_provider_without_its_key_stops_the_batch_before_anything_starts(tmp_p
     assert not list(tmp_path.glob("runs/batch-*"))
 
 
+def test_one_death_losing_every_evaluation_on_a_gpu_counts_once_and_they_run_again():
+    """Issue 65, on an H200: a Ray supervisor running 8 evaluations died once; each of the 8 lost ones
+    counted as a failure of the GPU, so the third took all its slots out and the batch paused with
+    "every evaluation slot is out of service". One death is one failure: the lost evaluations run again."""
+    import threading
+    from types import SimpleNamespace
+
+    from bbagent.agent.batch.executor import Slot, SlotLost, SlotPool
+    all_started, seen = threading.Barrier(4), set()
+
+    class OneSupervisor(SlotPool):
+        def _same_device(self, slot):
+            return list(self.slots)
+
+        def _run_on(self, slot, request, kernel_path):
+            if request.op not in seen:  # each first evaluation is in flight when the supervisor dies
+                seen.add(request.op)
+                first = all_started.wait(timeout=10) == 0
+                raise SlotLost("the supervisor died", counted=not first)
+            time.sleep(0.5)  # every loss is counted before a run again succeeds
+            return SimpleNamespace(infrastructure=None, op=request.op)
+    pool = OneSupervisor([Slot(f"gpu-0/{n}", "node/0") for n in range(4)])
+    results = []
+    threads = [threading.Thread(target=lambda op=op: results.append(pool.evaluate(SimpleNamespace(op=op), "k.py")))
+               for op in "abcd"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert sorted(r.op for r in results) == list("abcd")
+    assert not any(s.retired for s in pool.slots) and sum(s.lost for s in pool.slots) == 4
+    assert all(s.failures_in_a_row == 0 for s in pool.slots)  # and the runs again succeeded
+
+
 def test_a_simulated_device_memory_goes_with_the_ray_executor_and_must_be_positive(tmp_path):
     from bbagent import UsageError, batch
     with pytest.raises(UsageError, match="goes with executor='ray'"):

@@ -48,9 +48,10 @@ class SlotLost(RuntimeError):
     """The evaluation was lost with its slot's process (``retire``: with its node, for good); it
     runs again, on another slot where one is free first."""
 
-    def __init__(self, message: str, retire: bool = False):
+    def __init__(self, message: str, retire: bool = False, counted: bool = False):
         super().__init__(message)
         self.retire = retire
+        self.counted = counted  # the same loss was counted already (another evaluation on the slot's GPU)
 
 
 class Slot:
@@ -139,7 +140,7 @@ class SlotPool:
             slot = self._take(self._accepts(op))
             slot.busy, slot.busy_since = op, time.time()
             slot.waited_s += slot.busy_since - asked  # for a slot; the GPU's own gate adds its waits below
-            failure = None
+            failure, counted_already = None, False
             try:
                 verdict = self._run_on(slot, request, kernel_path)
                 failure = verdict.infrastructure
@@ -147,7 +148,7 @@ class SlotPool:
                 slot.model = slot.model or getattr(getattr(verdict, "environment", None), "gpu", None)
             except SlotLost as exc:  # not the kernel's doing: counted against the slot, then run again
                 slot.lost += 1
-                failure = str(exc)
+                failure, counted_already = str(exc), exc.counted
                 if exc.retire:  # with every slot sharing its GPU (a lost node's)
                     for same in self._same_device(slot):
                         same.retired = same.retired or failure
@@ -157,8 +158,9 @@ class SlotPool:
                 slot.evaluations += 1
                 slot.busy = None
                 device = self._same_device(slot)  # a lost GPU fails every slot sharing it: counted together
-                for same in device:
-                    same.failures_in_a_row = same.failures_in_a_row + 1 if failure else 0
+                for same in device:  # and one loss of several evaluations at once, once
+                    if not counted_already:
+                        same.failures_in_a_row = same.failures_in_a_row + 1 if failure else 0
                 if slot.failures_in_a_row >= RETIRE_AFTER:
                     for same in device:
                         same.retired = same.retired or f"{RETIRE_AFTER} sandbox failures in a row, the last: {failure}"

@@ -39,6 +39,7 @@ REFRESH_EVERY_S = 30.0  # how often the driver looks for nodes that joined
 SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 RESTARTS = 3  # times Ray restarts a supervisor whose process died
 FIGURES_TIMEOUT_S = 10.0
+ONE_DEATH_S = 10.0  # a supervisor's in-flight evaluations all fail within this of its death
 
 
 def import_ray():
@@ -120,6 +121,7 @@ class RayExecutor(SlotPool):
         self.known: set[tuple[str, int]] = set()  # (node id, index) with a supervisor
         self.supervisors: dict[str, tuple[str, object]] = {}  # its slots' key -> (name, actor)
         self.last_figures: dict[str, dict] = {}
+        self.died_at: dict[str, float] = {}  # supervisor -> when its last death was first heard of
         self.notes: list[str] = []  # what was seen of the cluster (mismatched or unreachable nodes)
         self.last_refresh = 0.0
         super().__init__([])
@@ -255,8 +257,21 @@ class RayExecutor(SlotPool):
         except RayError as exc:  # its process died (lost with its node, or restarted by Ray), or it is unplaceable
             if not self._node_alive(slot.node_id):
                 raise SlotLost(f"node lost while evaluating {op} ({type(exc).__name__})", retire=True) from None
-            raise SlotLost(f"the supervisor died while evaluating {op}; Ray restarts it ({_death(exc)})") from None
+            raise SlotLost(f"the supervisor died while evaluating {op}; Ray restarts it ({_death(exc)})",
+                           counted=self._death_counted(slot.gpu)) from None
         return self._received(request, kernel_path, verdict)
+
+    def _death_counted(self, supervisor: str) -> bool:
+        """Whether this supervisor's death was counted already: all the evaluations it ran at once
+        end with it, within moments, and count as one failure of its GPU (three in a row take its
+        slots out); a death after ONE_DEATH_S is another."""
+        with self.condition:
+            now = time.time()
+            first = self.died_at.get(supervisor)
+            if first is not None and now - first < ONE_DEATH_S:
+                return True
+            self.died_at[supervisor] = now
+            return False
 
     def _received(self, request, kernel_path: Path, verdict: dict):
         """The supervisor's Verdict as this side's: its kernel path, the cache, this side's secrets."""
