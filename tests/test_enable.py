@@ -361,12 +361,18 @@ def test_an_operator_inductor_decomposes_stays_whole_for_its_served_twin(tmp_pat
 def test_enable_with_no_arguments_serves_on_a_machine_without_cuda(tmp_path):
     """Issue 64, 1: the README's ``bbagent.enable()`` on a CPU machine serves the approved kernels
     under the interpreter (the CPU is the default without a GPU), with no variable set before."""
-    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
-    result = in_fresh_process(
+    assert relu_served_with_no_device(tmp_path) == {"calls": {op: 1 if op == RELU else 0 for op in FAMILY},
+                                                    "device": "CPU", "y": [0.0, 2.0]}
+
+
+def relu_served_with_no_device(root: Path, tensor_device: str = "cpu", **enable) -> dict:
+    """``bbagent.enable(**enable)`` with no device, in a fresh process in ``root`` holding an
+    approved relu: the calls served, the dispatch key it picked, and relu of a ``tensor_device`` tensor."""
+    accepted(root, (KERNELS / "relu_triton.py").read_text())
+    return in_fresh_process(
         "import json, os, sys, torch, bbagent\n"
         "os.chdir(sys.argv[1])\n"
-        "enabled = bbagent.enable()\n"
-        "y = torch.relu(torch.tensor([-1.0, 2.0]))\n"
+        f"enabled = bbagent.enable(**{enable!r})\n"
+        f"y = torch.relu(torch.tensor([-1.0, 2.0], device={tensor_device!r}))\n"
         "print(json.dumps({'calls': enabled.calls(), 'device': enabled.dispatch_key, 'y': y.tolist()}))\n",
-        tmp_path, interpret=False)
-    assert result == {"calls": {op: 1 if op == RELU else 0 for op in FAMILY}, "device": "CPU", "y": [0.0, 2.0]}
+        root, interpret=False)

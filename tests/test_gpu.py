@@ -289,13 +289,6 @@ def test_enable_with_no_device_serves_cuda_tensors_on_a_gpu_machine(tmp_path):
     """GPU twin of test_enable_with_no_arguments_serves_on_a_machine_without_cuda (issue 64, 1):
     where CUDA is visible, ``bbagent.enable()`` picks it and serves CUDA tensors (a kernel not
     timed on the GPU is served only when asked, with include_slower)."""
-    from test_enable import FAMILY, RELU, accepted, in_fresh_process
-    accepted(tmp_path, (KERNELS / "relu_triton.py").read_text())
-    result = in_fresh_process(
-        "import json, os, sys, torch, bbagent\n"
-        "os.chdir(sys.argv[1])\n"
-        "enabled = bbagent.enable(include_slower=True)\n"
-        "y = torch.relu(torch.tensor([-1.0, 2.0], device='cuda'))\n"
-        "print(json.dumps({'calls': enabled.calls(), 'device': enabled.dispatch_key, 'y': y.tolist()}))\n",
-        tmp_path, interpret=False)
+    from test_enable import FAMILY, RELU, relu_served_with_no_device
+    result = relu_served_with_no_device(tmp_path, "cuda", include_slower=True)
     assert result == {"calls": {op: 1 if op == RELU else 0 for op in FAMILY}, "device": "CUDA", "y": [0.0, 2.0]}
