@@ -124,11 +124,11 @@ def test_each_node_shares_its_gpu_by_memory_builds_suites_ahead_and_outlives_a_c
     operator, and the others on its node pass. Figures per GPU and per node reach the summary."""
     from bbagent import batch
     from fake_llm import FakeLLMServer
-    kernels = {"aten.relu.default": "relu_triton.py", "aten.exp.default": "exp_imports_helpers.py",
-               "aten.index_select.default": "index_select.py", "aten.cumsum.default": "cumsum_dim.py",
-               "aten.empty_like.default": "empty_like.py", "aten.sigmoid.default": "segfault.py"}
-    answers = {op: f"Here.\n\n```python\n{(ROOT / 'tests' / 'kernels' / name).read_text()}```\n"
-               for op, name in kernels.items()}
+    kernels = {"aten.relu.default": "tests/kernels/relu_triton.py", "aten.exp.default": "tests/kernels/exp_imports_helpers.py",
+               "aten.index_select.default": "tests/kernels/index_select.py",
+               "aten.sigmoid.default": "prompts/examples/elementwise_unary.py",
+               "aten.empty_like.default": "tests/kernels/empty_like.py", "aten.neg.default": "tests/kernels/segfault.py"}
+    answers = {op: f"Here.\n\n```python\n{(ROOT / path).read_text()}```\n" for op, path in kernels.items()}
     with two_nodes(tmp_path) as (cluster, _, caches):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-driver-only")
         with FakeLLMServer().answer_by_op(answers).latency(2.0) as server:
@@ -145,7 +145,7 @@ def test_each_node_shares_its_gpu_by_memory_builds_suites_ahead_and_outlives_a_c
         finally:
             executor.close()
     rows = _ledger(result)
-    crashed = rows.pop("aten.sigmoid.default")
+    crashed = rows.pop("aten.neg.default")
     assert crashed["state"] == "failed" and crashed["error_class"] == "kernel", crashed
     assert all(r["state"] == "accepted" and r["attempts"] == 1 and r["infra_retries"] == 0 for r in rows.values()), rows
     root = tmp_path / "root"
@@ -153,7 +153,7 @@ def test_each_node_shares_its_gpu_by_memory_builds_suites_ahead_and_outlives_a_c
         [run] = [json.loads(p.read_text()) for p in (root / "runs").glob(f"*-{op}-*/run.json")]
         assert run["suite_ahead"]["outcome"] == "built", (op, run["suite_ahead"])
         [verdict] = [json.loads(p.read_text()) for p in (root / "runs").glob(f"*-{op}-*/round-1/verdict.json")]
-        if op == "aten.sigmoid.default":
+        if op == "aten.neg.default":
             assert verdict["error_kind"] == "crash" or any(t["error_kind"] == "crash" for t in verdict["tests"])
         else:  # evaluated where its suite was built: the other node's cache never had it
             assert any(note.startswith("suite reused") for note in verdict["suite"]["notes"]), (op, verdict["suite"])
