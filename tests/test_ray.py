@@ -164,6 +164,9 @@ def test_each_node_shares_its_gpu_by_memory_builds_suites_ahead_and_outlives_a_c
     for gpu in gpus:  # 3 allowed by count; 2 of 3.0-3.6 GiB fill the 7.2 GiB usable of 8
         assert gpu["at_once"] == 3 and gpu["most_at_once"] == 2 and gpu["memory_gib"] == 7.2, gpu
     assert len(summary["slots"]) == 6
+    assert [node["evaluations"] for node in summary["nodes"]] == [3, 3]  # per node in summary.json too
+    from bbagent.agent.batch.display import gpu_lines
+    assert sum(line.startswith("node ") for line in gpu_lines(gpus)) == 2  # status, the live panel, the report
     text = (result.path / "summary.md").read_text()
     assert "### Nodes of session 1" in text and "2 of 3" in text
 

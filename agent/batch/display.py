@@ -133,9 +133,20 @@ def panel(snapshot: dict) -> Group:
         for slot in snapshot["slots"]:
             table.add_row(slot["name"], slot["busy"] or "-", f"{slot['busy_fraction']:.0%}", str(slot["evaluations"]))
         parts.append(table)
-    for gpu in snapshot.get("gpus") or []:
-        parts.append(Text(gpu_line(gpu)))
+    parts += [Text(line) for line in gpu_lines(snapshot.get("gpus") or [])]
     return Group(*parts)
+
+
+def gpu_lines(gpus: list[dict]) -> list[str]:
+    """A line per GPU, then, for a cluster's (rows with a node), a line per node."""
+    from bbagent.agent.batch.executor import node_rows
+    lines = [gpu_line(gpu) for gpu in gpus]
+    for node in node_rows(gpus):
+        use = (f", utilization {node['utilization_mean']:.0f}% mean over {node['sampled']} GPU(s) sampled"
+               if node["sampled"] else "")
+        lines.append(f"node {node['node']}: {node['gpus']} GPU(s), {node['evaluations']} evaluations "
+                     f"({node['per_hour']:.0f}/h){use}")
+    return lines
 
 
 def gpu_line(gpu: dict) -> str:

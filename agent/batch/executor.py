@@ -253,3 +253,19 @@ def gpu_rows(slots: list[Slot], started: float, shared: dict[object, tuple[str, 
                      "evaluations": evaluations, "per_hour": round(evaluations / hours, 1),
                      "waited_s": round(sum(s.waited_s for s in on_it), 1), "at_once": len(on_it), **figures})
     return rows
+
+
+def node_rows(gpus: list[dict]) -> list[dict]:
+    """A cluster's GPUs (rows with a ``node``, ``RayExecutor.gpus``) added up per node: its GPUs,
+    evaluations and evaluations per hour, and the mean utilization of those sampled."""
+    nodes: dict[str, list[dict]] = {}
+    for gpu in gpus:
+        if gpu.get("node"):
+            nodes.setdefault(gpu["node"], []).append(gpu)
+    rows = []
+    for node, on_it in nodes.items():
+        sampled = [g for g in on_it if g.get("samples")]
+        rows.append({"node": node, "gpus": len(on_it), "evaluations": sum(g["evaluations"] for g in on_it),
+                     "per_hour": sum(g["per_hour"] for g in on_it), "sampled": len(sampled),
+                     "utilization_mean": sum(g["utilization_mean"] for g in sampled) / len(sampled) if sampled else None})
+    return rows

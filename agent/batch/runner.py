@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from bbagent.agent.batch.executor import node_rows
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
 from bbagent.agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
 from bbagent.agent.batch.events import (Activity, BatchEnded, BatchStarted, BudgetSpent, OpEnded, OpInterrupted, OpRetried,
@@ -165,7 +166,7 @@ class Batch:
         sessions = self.ledger.meta().get("sessions") or [{}]
         sessions[-1].update(ended_at=snapshot["at"], ended=how, wall_s=round(snapshot["at"] - self.started, 3),
                             finished_ops=snapshot["finished_this_session"], slots=snapshot["slots"],
-                            gpus=snapshot["gpus"], llm=snapshot["llm"])
+                            gpus=snapshot["gpus"], nodes=node_rows(snapshot["gpus"]), llm=snapshot["llm"])
         self.ledger.set_meta(activity=snapshot, heartbeat=snapshot["at"], sessions=sessions)
 
     def activity(self) -> dict:
@@ -342,22 +343,6 @@ def _sessions_md(sessions: list[dict]) -> list[str]:
                           + (f"{node['utilization_mean']:.1f}% ({node['sampled']})" if node["sampled"] else
                              "not measured") + " |" for node in nodes]
     return lines
-
-
-def node_rows(gpus: list[dict]) -> list[dict]:
-    """A cluster's GPUs (rows with a ``node``, ``RayExecutor.gpus``) added up per node: its GPUs,
-    evaluations and evaluations per hour, and the mean utilization of those sampled."""
-    nodes: dict[str, list[dict]] = {}
-    for gpu in gpus:
-        if gpu.get("node"):
-            nodes.setdefault(gpu["node"], []).append(gpu)
-    rows = []
-    for node, on_it in nodes.items():
-        sampled = [g for g in on_it if g.get("samples")]
-        rows.append({"node": node, "gpus": len(on_it), "evaluations": sum(g["evaluations"] for g in on_it),
-                     "per_hour": sum(g["per_hour"] for g in on_it), "sampled": len(sampled),
-                     "utilization_mean": sum(g["utilization_mean"] for g in sampled) / len(sampled) if sampled else None})
-    return rows
 
 
 def gpu_row(gpu: dict) -> str:

@@ -117,8 +117,8 @@ def batch_metadata(meta: dict) -> list[tuple[str, str]]:
 
 def _gpu_rows(sessions: list[dict]) -> list[tuple[str, str]]:
     """Per session that ran on GPUs: each GPU's evaluations, waits and own utilization (NVML)."""
-    from bbagent.agent.batch.display import gpu_line
-    return [(f"GPUs, session {n}" if len(sessions) > 1 else "GPUs", "; ".join(gpu_line(g) for g in session["gpus"]))
+    from bbagent.agent.batch.display import gpu_lines
+    return [(f"GPUs, session {n}" if len(sessions) > 1 else "GPUs", "; ".join(gpu_lines(session["gpus"])))
             for n, session in enumerate(sessions, 1) if session.get("gpus")]
 
 

@@ -483,9 +483,9 @@ def cmd_status(args, out, err) -> int:
         out.print(f"as of {age:.0f} s ago:")
         out.print(panel(status["activity"]))
     elif (status.get("last_activity") or {}).get("gpus"):  # a batch no longer running: its last session's GPUs
-        from bbagent.agent.batch.display import gpu_line
-        for gpu in status["last_activity"]["gpus"]:
-            out.print(escape(gpu_line(gpu)))
+        from bbagent.agent.batch.display import gpu_lines
+        for line in gpu_lines(status["last_activity"]["gpus"]):
+            out.print(escape(line))
     for row in status["ops"]:
         why = f"  {row['error_class']}: {escape(one_line(row['error']))}" if row["error_class"] else ""
         out.print(f"  {row['op']:<40} {row['state']:<11} attempts {row['attempts']}{why}")
