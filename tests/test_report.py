@@ -247,3 +247,35 @@ def test_the_report_has_each_kernels_code_its_diff_against_the_approved_one_fail
     assert 'data-state="failed"' in page and 'data-state="accepted"' in page
     assert "<summary>code</summary>" in page and "@triton.jit" in page
     assert "<li>no round recorded</li>" in page  # the failed mm has no run record in this fixture
+
+
+def test_an_operators_history_runs_across_every_earlier_batch_oldest_first(tmp_path, batch):
+    """Issue 64, 6: the report compared a batch with the previous one only; asv's users see a benchmark
+    across all commits. Three earlier batches, then this one: each operator's row lists every batch
+    that asked it, oldest first, with its outcome and speedup, and the change against the last."""
+    from bbagent.agent.reports.html import comparison
+    outcomes = [{"aten.relu.default": ("accepted", 1.2), "aten.exp.default": ("failed", None)},
+                {"aten.relu.default": ("failed", None)},  # exp not asked in this one
+                {"aten.relu.default": ("accepted", 1.4), "aten.exp.default": ("accepted", 0.9)}]
+    root = tmp_path / "history"  # beside the fixture's batch, not with it
+    names = [f"batch-2026112{n}-010000-aaa{n}" for n in range(3)]
+    for name, ops in zip(names, outcomes):
+        (root / "runs" / name).mkdir(parents=True)
+        ledger = Ledger(root / "runs" / name / "ledger.sqlite")
+        ledger.add(list(ops))
+        for op, (state, speedup) in ops.items():
+            ledger.claim(60)
+            ledger.finish(op, state, best_speedup=speedup, error_class=None if state == "accepted" else "kernel")
+    now = [{"op": "aten.relu.default", "state": "accepted", "speedup": 1.5},
+           {"op": "aten.exp.default", "state": "failed", "speedup": None}]
+    compared = comparison(root, "batch-20261128-010000-bbbb", now)
+    assert compared["batch"] == names[-1]
+    rows = {r["op"]: r for r in compared["rows"]}
+    assert [(h["batch"], h["state"], h["speedup"]) for h in rows["aten.relu.default"]["history"]] == [
+        (names[0], "accepted", 1.2), (names[1], "failed", None), (names[2], "accepted", 1.4)]
+    assert [h["batch"] for h in rows["aten.exp.default"]["history"]] == [names[0], names[2]]
+    assert rows["aten.relu.default"]["change"] == "faster" and rows["aten.exp.default"]["change"] == "regressed"
+    from bbagent.agent.reports.html import render
+    page = render({**collect(batch, None), "comparison": compared}, tmp_path / "r.html")
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split())
+    assert "accepted 1.20x → failed → accepted 1.40x → accepted 1.50x" in text

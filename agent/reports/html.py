@@ -244,22 +244,23 @@ def by_family(ops: list[dict]) -> list[dict]:
     return sorted(families.values(), key=lambda r: (-r["asked"], r["family"]))
 
 
-def previous_batch(root: Path, ident: str) -> str | None:
-    """The batch under ``root`` created last before ``ident`` (batch ids start with their time)."""
+def earlier_batches(root: Path, ident: str) -> list[str]:
+    """The batches under ``root`` created before ``ident``, oldest first (batch ids start with their time)."""
     from bbagent.agent.reports.runs import BATCH_ID
-    earlier = sorted(p.name for p in (root / "runs").glob("batch-*")
-                     if BATCH_ID.match(p.name) and p.name < ident and (p / "ledger.sqlite").is_file())
-    return earlier[-1] if earlier else None
+    return sorted(p.name for p in (root / "runs").glob("batch-*")
+                  if BATCH_ID.match(p.name) and p.name < ident and (p / "ledger.sqlite").is_file())
 
 
 def comparison(root: Path, ident: str, ops: list[dict]) -> dict | None:
     """This batch against the previous one in the same root: per operator in both, the outcome and
-    speedup then and now; None where there is no earlier batch."""
-    before_id = previous_batch(root, ident)
-    if before_id is None:
+    speedup then and now, and its history over every earlier batch that asked it (oldest first,
+    as asv shows a benchmark across commits); None where there is no earlier batch."""
+    batches = earlier_batches(root, ident)
+    if not batches:
         return None
     from bbagent.agent.batch.ledger import Ledger
-    before = {r["op"]: r for r in Ledger(root / "runs" / before_id / "ledger.sqlite").rows()}
+    ledgers = [{r["op"]: r for r in Ledger(root / "runs" / batch / "ledger.sqlite").rows()} for batch in batches]
+    before_id, before = batches[-1], ledgers[-1]
     rows = []
     for o in ops:
         then = before.get(o["op"])
@@ -270,8 +271,11 @@ def comparison(root: Path, ident: str, ops: list[dict]) -> dict | None:
                   "faster" if o["speedup"] and then["best_speedup"] and o["speedup"] > then["best_speedup"] * 1.05 else
                   "slower" if o["speedup"] and then["best_speedup"] and o["speedup"] < then["best_speedup"] / 1.05 else
                   "same")
+        history = [{"batch": batch, "state": ledger[o["op"]]["state"], "speedup": ledger[o["op"]]["best_speedup"]}
+                   for batch, ledger in zip(batches, ledgers)
+                   if o["op"] in ledger and ledger[o["op"]]["state"] not in ("skipped", "pending")]
         rows.append({"op": o["op"], "before": then["state"], "now": o["state"], "speed_before": then["best_speedup"],
-                     "speed_now": o["speedup"], "change": change})
+                     "speed_now": o["speedup"], "change": change, "history": history})
     counts = {kind: sum(r["change"] == kind for r in rows)
               for kind in ("newly accepted", "regressed", "faster", "slower", "same")}
     return {"batch": before_id, "rows": rows, "counts": counts}
