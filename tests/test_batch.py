@@ -572,10 +572,7 @@ def test_one_death_losing_every_evaluation_on_a_gpu_counts_once_and_they_run_aga
     from bbagent.agent.batch.executor import Slot, SlotLost, SlotPool
     all_started, seen = threading.Barrier(4), set()
 
-    class OneSupervisor(SlotPool):
-        def _same_device(self, slot):
-            return list(self.slots)
-
+    class OneSupervisor(SlotPool):  # its four slots share one GPU ("node/0")
         def _run_on(self, slot, request, kernel_path):
             if request.op not in seen:  # each first evaluation is in flight when the supervisor dies
                 seen.add(request.op)

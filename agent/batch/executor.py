@@ -87,8 +87,9 @@ class SlotPool:
         return lambda slot: True
 
     def _same_device(self, slot: Slot) -> list[Slot]:
-        """The slots that go with ``slot`` when it is taken out (those sharing its GPU)."""
-        return [slot]
+        """The slots that go with ``slot`` when it is taken out: those sharing its GPU (``Slot.gpu``,
+        a local GPU's number or a cluster's supervisor); a slot of no GPU alone."""
+        return [s for s in self.slots if s.gpu == slot.gpu] if slot.gpu is not None else [slot]
 
     def _no_slot_left(self) -> None:
         """Called when every slot is out of service, before giving up (a cluster may find new ones)."""
@@ -158,8 +159,8 @@ class SlotPool:
                 slot.evaluations += 1
                 slot.busy = None
                 device = self._same_device(slot)  # a lost GPU fails every slot sharing it: counted together
-                for same in device:  # and one loss of several evaluations at once, once
-                    if not counted_already:
+                if not counted_already:  # one loss of several evaluations at once counts once
+                    for same in device:
                         same.failures_in_a_row = same.failures_in_a_row + 1 if failure else 0
                 if slot.failures_in_a_row >= RETIRE_AFTER:
                     for same in device:
@@ -214,9 +215,6 @@ class LocalExecutor(SlotPool):
             from bbagent.harness.interface import evaluate_kernel
             self.run_evaluation = evaluate_kernel
         return self.run_evaluation(request, kernel_path, gpu=slot.gpu)
-
-    def _same_device(self, slot: Slot) -> list[Slot]:
-        return [s for s in self.slots if s.gpu == slot.gpu] if slot.gpu is not None else [slot]
 
     def prepare(self, request) -> str:
         """The request's suite built on a slot of its own (the build runs references on the GPU),

@@ -119,7 +119,7 @@ class RayExecutor(SlotPool):
         self.model_of: dict[str, str] = {}  # op -> the GPU model its first evaluation ran on
         self.home: dict[str, str] = {}  # op -> the node its suite was built ahead on
         self.known: set[tuple[str, int]] = set()  # (node id, index) with a supervisor
-        self.supervisors: dict[str, tuple[str, object]] = {}  # its slots' key -> (name, actor)
+        self.supervisors: dict[str, tuple[str, str, object]] = {}  # its slots' key -> (name, node, actor)
         self.last_figures: dict[str, dict] = {}
         self.died_at: dict[str, float] = {}  # supervisor -> when its last death was first heard of
         self.notes: list[str] = []  # what was seen of the cluster (mismatched or unreachable nodes)
@@ -177,7 +177,7 @@ class RayExecutor(SlotPool):
             gpu = info["physical_gpu"] if info["physical_gpu"] is not None else index
             name = f"{where}/{'gpu' if self.device != 'cpu' else self.resource}-{gpu}"
             key = f"{node['NodeID']}/{index}"
-            self.supervisors[key] = (name, actor)
+            self.supervisors[key] = (name, where, actor)
             for n in range(info["at_once"]):
                 slot = Slot(name if info["at_once"] == 1 else f"{name}/{n}", key, info["gpu_model"])
                 slot.actor, slot.node_id, slot.info = actor, node["NodeID"], info
@@ -185,9 +185,6 @@ class RayExecutor(SlotPool):
 
     def _no_slot_left(self) -> None:
         self._refresh()
-
-    def _same_device(self, slot: Slot) -> list[Slot]:
-        return [s for s in self.slots if s.gpu == slot.gpu]
 
     def _accepts(self, op: str):
         """An operator evaluated before stays on that GPU model while a slot of it is in service,
@@ -286,24 +283,21 @@ class RayExecutor(SlotPool):
         """Per supervisor (a GPU of a node), as ``LocalExecutor.gpus``, with its node; a node lost
         keeps the figures it last gave."""
         from ray.exceptions import GetTimeoutError, RayError
-        asked = {key: actor.figures.remote() for key, (_, actor) in self.supervisors.items()
+        asked = {key: actor.figures.remote() for key, (_, _, actor) in self.supervisors.items()
                  if not all(s.retired for s in self.slots if s.gpu == key)}
         for key, pending in asked.items():
             try:
                 self.last_figures[key] = self.ray.get(pending, timeout=FIGURES_TIMEOUT_S)
             except (RayError, GetTimeoutError):
                 pass
-        rows = gpu_rows(self.slots, self.started, {key: (name, self.last_figures.get(key, {}))
-                                                   for key, (name, _) in self.supervisors.items()})
-        for row in rows:
-            row["node"] = row["name"].rsplit("/", 1)[0]
-        return rows
+        return gpu_rows(self.slots, self.started, {key: (name, {"node": node, **self.last_figures.get(key, {})})
+                                                   for key, (name, node, _) in self.supervisors.items()})
 
     def gpu_label(self) -> str:
         return "cpu" if self.device == "cpu" else "+".join(sorted({s.model for s in self.slots}))
 
     def close(self) -> None:
-        for _, actor in self.supervisors.values():
+        for _, _, actor in self.supervisors.values():
             try:
                 self.ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - its node may be gone already

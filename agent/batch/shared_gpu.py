@@ -38,7 +38,7 @@ class SharedGpu:
     it cannot say, and then they are admitted by count alone)."""
 
     def __init__(self, name: str, gpu: int | None, at_once: int, device_memory: int | None = None,
-                 evaluate=None, monitor: bool = True):
+                 evaluate=None):
         from bbagent.harness.interface import GpuShare
         self.name, self.gpu = name, gpu
         if device_memory is None:
@@ -46,7 +46,7 @@ class SharedGpu:
         self.share = GpuShare.for_gpu(name, device_memory, at_once)
         self.run_evaluation = evaluate  # harness.interface.evaluate_kernel unless a test gives another
         self.monitor = None
-        if gpu is not None and monitor:
+        if gpu is not None:
             from bbagent.agent.batch.gpu_monitor import GpuMonitor
             from bbagent.harness.interface import physical_gpu
             self.monitor = GpuMonitor({gpu: physical_gpu(gpu)})
@@ -69,8 +69,7 @@ class SharedGpu:
         was not sampled, if it was not), and the samples' figures (``GpuMonitor``)."""
         share = self.share
         measured = self.monitor.summary()[self.gpu] if self.monitor is not None else {}
-        unsampled = (self.monitor.unavailable if self.monitor is not None
-                     else "the CPU" if self.gpu is None else "not sampled")
+        unsampled = self.monitor.unavailable if self.monitor is not None else "the CPU"
         return {"at_once": share.max_shared, "most_at_once": share.most_held,
                 "memory_gib": round(share.capacity / 2**30, 1), "nvml": unsampled, **measured}
 
