@@ -152,36 +152,53 @@ class GenerateOptions(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "GenerateOptions":
-        if self.provider not in PROVIDERS:
-            raise ValueError(f"unknown provider '{self.provider}'; choose one of {', '.join(PROVIDERS)}")
-        if self.provider != "replay" and not self.model:
-            example = "gpt-5" if self.provider == "openai" else "claude-sonnet-4-5"
-            raise ValueError(f"--model is required with --provider {self.provider} (for example --model {example})")
+        """Every problem of these options at once, in one message (a user fixes them in one go)."""
+        problems = self.problems()
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def problems(self) -> list[str]:
+        """What is wrong with these values, each in the words of the command line; [] when nothing is."""
+        problems = []
+
+        def check(wrong: bool, message: str) -> None:
+            if wrong:
+                problems.append(message)
+
+        def usage(rule, *arguments) -> None:  # a check that raises UsageError, its message kept
+            try:
+                rule(*arguments)
+            except UsageError as exc:
+                problems.append(str(exc))
+
+        check(self.provider not in PROVIDERS, f"unknown provider '{self.provider}'; choose one of {', '.join(PROVIDERS)}")
+        example = "gpt-5" if self.provider == "openai" else "claude-sonnet-4-5"
+        check(self.provider in PROVIDERS and self.provider != "replay" and not self.model,
+              f"--model is required with --provider {self.provider} (for example --model {example})")
         for field, minimum in (("rounds", 1), ("candidates", 1), ("retries", 1), ("max_shapes", 1), ("patience", 1),
                                ("max_output_tokens", None), ("max_cost_usd", None), ("max_tokens", None),
                                ("timeout_s", None), ("target_ms", None)):
-            positive(flag_of(field), getattr(self, field), minimum)
+            usage(positive, flag_of(field), getattr(self, field), minimum)
         for field, most in (("rounds", MOST_ROUNDS), ("candidates", MOST_CANDIDATES), ("retries", MOST_RETRIES)):
-            if getattr(self, field) > most:
-                raise ValueError(f"{flag_of(field)} must be at most {most} (got {getattr(self, field)})")
+            check(getattr(self, field) > most, f"{flag_of(field)} must be at most {most} (got {getattr(self, field)})")
         if self.base_url is not None:
             from urllib.parse import urlsplit
             parts = urlsplit(self.base_url)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
-                raise ValueError(f"--base-url must be an http:// or https:// URL with a host, e.g. "
-                                 f"http://localhost:8000/v1 (got {self.base_url!r})")
-        if self.target_speedup is not None and self.target_speedup < 0:
-            raise ValueError(f"--target-speedup must be 0 or more (got {self.target_speedup})")
-        if not 0 <= self.target_roof <= 1:
-            raise ValueError(f"--target-roof must be between 0 and 1, a fraction of the roofline (got {self.target_roof})")
-        if self.target_baseline not in (None, *TARGET_BASELINES):
-            raise ValueError(f"--target-baseline must be eager or inductor (got {self.target_baseline!r})")
-        if self.device not in (None, *DEVICES):
-            raise ValueError(f"device must be 'cuda' or 'cpu' (got {self.device!r})")
-        if self.allow_library not in LIBRARY_POLICIES:
-            raise ValueError(f"--allow-library must be one of {', '.join(LIBRARY_POLICIES)} (got {self.allow_library!r})")
-        engines_of(self.baseline, self.inductor_mode)
-        return self
+            check(parts.scheme not in ("http", "https") or not parts.netloc,
+                  f"--base-url must be an http:// or https:// URL with a host, e.g. http://localhost:8000/v1 "
+                  f"(got {self.base_url!r})")
+        check(self.target_speedup is not None and self.target_speedup < 0,
+              f"--target-speedup must be 0 or more (got {self.target_speedup})")
+        check(not 0 <= self.target_roof <= 1,
+              f"--target-roof must be between 0 and 1, a fraction of the roofline (got {self.target_roof})")
+        check(self.target_baseline not in (None, *TARGET_BASELINES),
+              f"--target-baseline must be eager or inductor (got {self.target_baseline!r})")
+        check(self.device not in (None, *DEVICES), f"device must be 'cuda' or 'cpu' (got {self.device!r})")
+        check(self.allow_library not in LIBRARY_POLICIES,
+              f"--allow-library must be one of {', '.join(LIBRARY_POLICIES)} (got {self.allow_library!r})")
+        usage(engines_of, self.baseline, self.inductor_mode)
+        return problems
 
     @property
     def engines(self) -> tuple[str, ...]:

@@ -247,6 +247,23 @@ def test_generate_options_built_directly_refuse_a_wrong_value_with_a_usage_error
     assert GenerateOptions(provider="replay", rounds=3).rounds == 3
 
 
+def test_every_wrong_option_is_named_at_once_not_one_per_attempt(capsys):
+    """A user who got two options wrong learns of both from one try: before, the missing --model
+    hid the wrong --rounds, to be found on the next run."""
+    from bbagent import GenerateOptions, UsageError
+    with pytest.raises(UsageError) as wrong:
+        GenerateOptions(rounds=0, candidates=99, base_url="notaurl")
+    message = str(wrong.value)
+    for problem in ("--model is required with --provider openai", "--rounds must be at least 1 (got 0)",
+                    "--candidates must be at most 64 (got 99)", "--base-url must be an http:// or https:// URL"):
+        assert problem in message, message
+    assert GenerateOptions(provider="replay").problems() == []
+    assert main(["generate", "--op", "aten.relu.default", "--rounds", "0", "--timeout", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "--model is required" in err and "--rounds must be at least 1" in err and "--timeout must be positive" in err
+    assert "Traceback" not in err
+
+
 def test_check_model_help_names_every_exit_code_and_a_file_that_exists(capsys):
     """Issue 64, 9: the help named agent/models.py before that file existed, and no exit 4."""
     import importlib.util
