@@ -154,6 +154,8 @@ def gpu_line(gpu: dict) -> str:
     most = f", {gpu['most_at_once']} at most so far" if gpu.get("most_at_once") is not None else ""
     line = (f"{gpu['name']}: {gpu['evaluations']} evaluations ({gpu['per_hour']:.0f}/h, up to {gpu['at_once']} at "
             f"once{most}), waited {gpu['waited_s']:.0f} s for the GPU")
+    if gpu.get("queued_s") is not None:  # not in a summary written before it was counted
+        line += f", {gpu['queued_s']:.0f} s for a free slot"
     if gpu.get("samples"):
         line += (f"; utilization {gpu['utilization_mean']:.0f}% mean, a kernel running in {gpu['busy_share']:.0%} of "
                  f"{gpu['samples']} s, memory peak {gpu['memory_peak_gib']} GiB")

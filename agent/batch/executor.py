@@ -34,7 +34,8 @@ class Executor(Protocol):
 
     def gpus(self) -> list[dict]:
         """Per GPU: name, gpu_model, evaluations, per_hour, at_once (evaluations sharing it),
-        waited_s (for admission and for the GPU alone); where NVML is had, the samples'
+        waited_s (for admission and for the GPU alone), queued_s (for a free evaluation slot, every
+        slot busy); where NVML is had, the samples'
         utilization_mean, busy_share (share of seconds with a kernel running), memory_peak_gib."""
 
     def close(self) -> None:
@@ -65,6 +66,7 @@ class Slot:
         self.retired: str | None = None  # why it takes no more work
         self.lost = 0  # evaluations it lost in flight (they ran again elsewhere)
         self.waited_s = 0.0  # its evaluations' waits for the GPU (admission, the GPU alone for timing)
+        self.queued_s = 0.0  # how long its evaluations waited for it to be free (more work than slots)
 
 
 class SlotPool:
@@ -140,7 +142,7 @@ class SlotPool:
             asked = time.time()
             slot = self._take(self._accepts(op))
             slot.busy, slot.busy_since = op, time.time()
-            slot.waited_s += slot.busy_since - asked  # for a slot; the GPU's own gate adds its waits below
+            slot.queued_s += slot.busy_since - asked  # for a free slot; the GPU's own gate's waits are below
             failure, counted_already = None, False
             try:
                 verdict = self._run_on(slot, request, kernel_path)
@@ -175,7 +177,7 @@ class SlotPool:
         return [{"name": s.name, "busy": s.busy, "evaluations": s.evaluations,
                  "busy_s": round(s.busy_s + (now - s.busy_since if s.busy else 0.0), 3),
                  "since": round(self.started, 3), "retired": s.retired, "gpu_model": s.model, "lost": s.lost,
-                 "gpu": s.gpu, "waited_s": round(s.waited_s, 3)}
+                 "gpu": s.gpu, "waited_s": round(s.waited_s, 3), "queued_s": round(s.queued_s, 3)}
                 for s in self.slots]
 
     def gpus(self) -> list[dict]:
@@ -241,7 +243,7 @@ class LocalExecutor(SlotPool):
 
 def gpu_rows(slots: list[Slot], started: float, shared: dict[object, tuple[str, dict]]) -> list[dict]:
     """``Executor.gpus``: per shared GPU (key -> its name and ``SharedGpu.figures``), what the
-    slots on it did (evaluations, per hour, waits) beside what the GPU measured of itself."""
+    slots on it did (evaluations, per hour, waits for the GPU and for a free slot) beside what the GPU measured of itself."""
     hours = max(time.time() - started, 1e-9) / 3600
     rows = []
     for key, (name, figures) in shared.items():
@@ -249,7 +251,8 @@ def gpu_rows(slots: list[Slot], started: float, shared: dict[object, tuple[str, 
         evaluations = sum(s.evaluations for s in on_it)
         rows.append({"name": name, "gpu_model": next((s.model for s in on_it if s.model), None),
                      "evaluations": evaluations, "per_hour": round(evaluations / hours, 1),
-                     "waited_s": round(sum(s.waited_s for s in on_it), 1), "at_once": len(on_it), **figures})
+                     "waited_s": round(sum(s.waited_s for s in on_it), 1),
+                     "queued_s": round(sum(s.queued_s for s in on_it), 1), "at_once": len(on_it), **figures})
     return rows
 
 

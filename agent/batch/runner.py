@@ -332,8 +332,9 @@ def _sessions_md(sessions: list[dict]) -> list[str]:
         if session.get("gpus"):
             lines += ["", f"### GPUs of session {n}", "", "A slot is busy while an evaluation holds it; a GPU is busy "
                       "while it runs a kernel (NVML, sampled every second).", "",
-                      "| GPU | evaluations | per hour | at once (most of allowed) | waited for the GPU s | utilization mean | "
-                      "seconds with a kernel running | memory peak GiB |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                      "| GPU | evaluations | per hour | at once (most of allowed) | waited for the GPU s | "
+                      "waited for a free slot s | utilization mean | seconds with a kernel running | memory peak GiB |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
             lines += [gpu_row(g) for g in session["gpus"]]
             nodes = node_rows(session["gpus"])
             if nodes:
@@ -350,8 +351,9 @@ def gpu_row(gpu: dict) -> str:
     measured = gpu.get("samples")
     use = (f"{gpu['utilization_mean']:.1f}% | {gpu['busy_share']:.0%} of {gpu['samples']} | {gpu['memory_peak_gib']}"
            if measured else f"not measured ({gpu.get('nvml') or 'no samples'}) | | ")
+    queued = "" if gpu.get("queued_s") is None else f"{gpu['queued_s']:.0f}"  # not counted in older summaries
     return (f"| {gpu['name']} {gpu.get('gpu_model') or ''} | {gpu['evaluations']} | {gpu['per_hour']:.0f} | "
-            f"{at_once(gpu)} | {gpu['waited_s']:.0f} | {use} |")
+            f"{at_once(gpu)} | {gpu['waited_s']:.0f} | {queued} | {use} |")
 
 
 def at_once(gpu: dict) -> str:
