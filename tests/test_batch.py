@@ -593,6 +593,47 @@ def test_one_death_losing_every_evaluation_on_a_gpu_counts_once_and_they_run_aga
     assert all(s.failures_in_a_row == 0 for s in pool.slots)  # and the runs again succeeded
 
 
+def test_a_cluster_homes_new_operators_by_those_its_nodes_have_not_finished(tmp_path):
+    """Prepare homes an operator on the node with the fewest operators per slot. Counted over the whole
+    batch, a node that had finished its operators (a faster node) still looked loaded, and new
+    operators queued on the slower one; the batch now tells the executor when an operator is done."""
+    from bbagent.agent.batch.executor import Slot, SlotPool
+    from bbagent.agent.batch.ray_executor import RayExecutor
+    from bbagent.agent.batch.runner import Batch
+    from bbagent.agent.generate.loop import Outcome
+    from bbagent.agent.run_record import RunRecord
+    cluster = RayExecutor.__new__(RayExecutor)  # its slot accounting alone, no Ray
+    slots = [Slot(f"{node}/gpu-0/{n}", f"{node}/0") for node in "AB" for n in range(2)]
+    for slot in slots:
+        slot.node_id = slot.name[0]
+    SlotPool.__init__(cluster, slots)
+    cluster.model_of, cluster.home = {}, {"a1": "A", "a2": "A", "a3": "A", "b1": "B", "b2": "B"}
+
+    def home_of_a_new_operator() -> str:
+        slot = cluster._take(cluster._least_loaded(cluster._accepts("new")))
+        cluster._give(slot)
+        return slot.node_id
+    assert home_of_a_new_operator() == "B"  # 2 unfinished on B against 3 on A
+    for op in ("a1", "a2", "a3"):
+        cluster.finished(op)
+    assert home_of_a_new_operator() == "A" and cluster.home == {"b1": "B", "b2": "B"}
+
+    told = []
+
+    class Told(SlotPool):
+        def finished(self, op):
+            told.append(op)
+
+    def generate(op, hear):
+        hear(run_started(op, tmp_path / op))
+        return Outcome(RunRecord(op=op, status="accepted", rounds_used=1), run_dir=tmp_path / op)
+    (tmp_path / "batch").mkdir()
+    runner = Batch(tmp_path / "batch", generate, jobs=2, executor=Told([Slot("cpu-0", None, "cpu")]))
+    runner.ledger.add(["x", "y", "z"])
+    runner.run()
+    assert sorted(told) == ["x", "y", "z"]
+
+
 def test_a_simulated_device_memory_goes_with_the_ray_executor_and_must_be_positive(tmp_path):
     from bbagent import UsageError, batch
     with pytest.raises(UsageError, match="goes with executor='ray'"):

@@ -22,6 +22,9 @@ class Executor(Protocol):
     def prepare(self, request) -> str:
         """Build the request's suite ahead of its first evaluation: "cached", "built", or why not."""
 
+    def finished(self, op: str) -> None:
+        """The batch is done with ``op`` for now: what the executor keeps for its evaluations may go."""
+
     def evaluate(self, request, kernel_path: Path):
         """The Verdict of the kernel file under the request (a ``harness.request.EvaluationRequest``)."""
 
@@ -95,6 +98,9 @@ class SlotPool:
 
     def _no_slot_left(self) -> None:
         """Called when every slot is out of service, before giving up (a cluster may find new ones)."""
+
+    def finished(self, op: str) -> None:
+        """``Executor.finished``: a pool of slots keeps nothing per operator."""
 
     def _granted(self) -> dict[object, Slot]:
         free, granted = list(self.free), {}

@@ -117,7 +117,7 @@ class RayExecutor(SlotPool):
         self.device, self.resource = device, resource
         self.at_once, self.device_memory = at_once, device_memory
         self.model_of: dict[str, str] = {}  # op -> the GPU model its first evaluation ran on
-        self.home: dict[str, str] = {}  # op -> the node its suite was built ahead on
+        self.home: dict[str, str] = {}  # op, until the batch finished it -> the node its suite was built ahead on
         self.known: set[tuple[str, int]] = set()  # (node id, index) with a supervisor
         self.supervisors: dict[str, tuple[str, str, object]] = {}  # its slots' key -> (name, node, actor)
         self.last_figures: dict[str, dict] = {}
@@ -223,10 +223,15 @@ class RayExecutor(SlotPool):
         finally:
             self._give(slot)
 
+    def finished(self, op: str) -> None:
+        """``op`` is no longer homed anywhere: a node that finished its operators takes new ones."""
+        with self.condition:
+            self.home.pop(op, None)
+
     def _least_loaded(self, accepts):
-        """``accepts`` narrowed to the nodes with a free slot that are home to the fewest operators
-        for their slots, so that the operators spread over the cluster; ``accepts`` itself where
-        no slot is free now."""
+        """``accepts`` narrowed to the nodes with a free slot that are home to the fewest unfinished
+        operators for their slots, so that the operators spread over the cluster; ``accepts`` itself
+        where no slot is free now."""
         with self.condition:
             free = {s.node_id for s in self.free if not s.retired and accepts(s)}
             if not free:

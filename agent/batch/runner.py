@@ -206,6 +206,8 @@ class Batch:
                 self._run_one(op)
             finally:
                 self.running.discard(op)
+                if self.executor is not None and hasattr(self.executor, "finished"):
+                    self.executor.finished(op)  # a cluster spreads the next operators by those not finished
 
     def budget_spent(self) -> str | None:
         """The batch budget that is spent, counting what the running operators spent so far; the
