@@ -38,8 +38,8 @@ class Executor(Protocol):
     def gpus(self) -> list[dict]:
         """Per GPU: name, gpu_model, evaluations, per_hour, at_once (evaluations sharing it),
         waited_s (for admission and for the GPU alone), queued_s (for a free evaluation slot, every
-        slot busy); where NVML is had, the samples'
-        utilization_mean, busy_share (share of seconds with a kernel running), memory_peak_gib."""
+        slot busy); where NVML is had, the samples' utilization_mean, busy_share (share of seconds
+        with a kernel running), memory_peak_gib."""
 
     def close(self) -> None:
         """Let go of what the executor holds."""
@@ -249,7 +249,8 @@ class LocalExecutor(SlotPool):
 
 def gpu_rows(slots: list[Slot], started: float, shared: dict[object, tuple[str, dict]]) -> list[dict]:
     """``Executor.gpus``: per shared GPU (key -> its name and ``SharedGpu.figures``), what the
-    slots on it did (evaluations, per hour, waits for the GPU and for a free slot) beside what the GPU measured of itself."""
+    slots on it did (evaluations, per hour, waits for the GPU and for a free slot) beside what the
+    GPU measured of itself."""
     hours = max(time.time() - started, 1e-9) / 3600
     rows = []
     for key, (name, figures) in shared.items():

@@ -178,7 +178,7 @@ class Batch:
             slot["busy_fraction"] = round(slot["busy_s"] / max(now - self.started, 1e-9), 3)
         rows = self.ledger.rows()
         counts, spend = counts_of(rows), spend_of(rows)
-        gpus = self.executor.gpus() if self.executor is not None and hasattr(self.executor, "gpus") else []
+        gpus = self.executor.gpus() if self.executor is not None else []
         return {"at": round(now, 3), "session_started": round(self.started, 3), "running": sorted(self.running),
                 "slots": slots, "gpus": gpus, "llm": self.limiter.snapshot() if self.limiter is not None else None,
                 "paused_s": round(max(self.paused_until - now, 0.0), 1), "counts": counts,
@@ -206,7 +206,7 @@ class Batch:
                 self._run_one(op)
             finally:
                 self.running.discard(op)
-                if self.executor is not None and hasattr(self.executor, "finished"):
+                if self.executor is not None:
                     self.executor.finished(op)  # a cluster spreads the next operators by those not finished
 
     def budget_spent(self) -> str | None:
