@@ -34,6 +34,9 @@ ERROR_KINDS = {
     "wrong_dtype": "returned a tensor of the wrong dtype",
     "wrong_device": "returned a tensor on the wrong device",
     "mismatch": "values differ from the reference beyond tolerance",
+    "integer_through_float": "right on small integers, wrong on integers past a float's exact range (2**24 for "
+                             "float32, 2**53 for float64) or at the ends of the dtype's range: integers computed "
+                             "through a float type (or another integer type)",
     "nan_mismatch": "NaN positions differ from the reference",
     "wrong_strides": "returned a tensor with other strides (for ops whose values are unspecified)",
     "distribution_mismatch": "random values that do not follow the reference draws' distribution",

@@ -148,14 +148,25 @@ def poison_freed_memory(like: list[torch.Tensor], copies: int = 2) -> None:
     shares. (The test's own reference runs only after the candidate: ``checks.case.run_case``.)
     Where the device runs out of memory first, no freed block of that size is left unpoisoned (the
     allocator hands out its cached blocks before it fails), so poisoning stops there."""
+    _fill_freed_memory(like, copies, poisoned_like)
+
+
+def leave_in_freed_memory(values: list[torch.Tensor], copies: int = 2) -> None:
+    """The opposite of ``poison_freed_memory``: the allocator's next blocks of these tensors' sizes
+    hold these tensors' values (an earlier call's result, for a check that a kernel does not take
+    memory that looks like the answer for the answer)."""
+    _fill_freed_memory(values, copies, lambda t: t.clone())
+
+
+def _fill_freed_memory(like: list[torch.Tensor], copies: int, filled: Callable[[torch.Tensor], torch.Tensor]) -> None:
     sizes = {(tuple(t.shape), t.dtype, t.device): t for t in like}  # one block per size is the one handed out next
     held = []
     try:
         for t in sizes.values():
             for _ in range(copies):
-                held.append(poisoned_like(t))
+                held.append(filled(t))
     except torch.OutOfMemoryError:
-        pass  # see the docstring: every cached block of these sizes is held, poisoned
+        pass  # see poison_freed_memory: every cached block of these sizes is held, filled
     del held
 
 

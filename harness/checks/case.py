@@ -39,6 +39,7 @@ from bbagent.harness.checks.random_ops import random_failure
 from bbagent.harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from bbagent.harness.inputs import clone_value
 from bbagent.harness.stopwatch import Stopwatch
+from bbagent.harness.suite.integer_extremes import diagnosed
 from bbagent.harness.suite.build import TestCase
 from bbagent.harness.variants import is_written, schema_arguments
 
@@ -259,7 +260,7 @@ def _check(op, case, expected, actual, ref_args, ref_kwargs, cand_args, cand_kwa
     mode = value_mode(op)
     failure = judged(expected, actual, mode, exact)
     if failure:
-        return failure
+        return diagnosed(op, case, failure, expected, actual, before)
 
     bound_ref = schema_arguments(op, ref_args, ref_kwargs)
     bound_cand = schema_arguments(op, cand_args, cand_kwargs)

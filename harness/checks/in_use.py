@@ -12,10 +12,13 @@ not the evaluation times anything. Each check gives one record (``harness.verdic
   library or spelling made them. Multi-kernel, in-place, atomic (an autotuner's ``reset_to_zero``
   is an aten call too) and autotuned kernels replay as they ran.
 * **repeated calls**: thousands of calls in a row on the same tensors, refilled before each with one
-  of a few sets of values (the test's own among them); every result must equal the first one on
-  the same values (compared on the device, read every few hundred calls and at the end), and the
-  first on the test's own values must be aten's (``repeated_call_mismatch``): a kernel that keeps results, or turns wrong after some
-  calls, fails.
+  of a few sets of values (the test's own among them, and sets that differ from the set before them
+  in one element, or in a small block: almost the same input); every result must equal the first
+  one on the same values (compared on the device, read every few hundred calls and at the end), the
+  first on the test's own values must be aten's, and the first on each almost-the-same set (made with
+  the memory it may allocate holding the previous call's answer) must be what the kernel's own call
+  gives on those values with that memory poisoned instead (``repeated_call_mismatch``): a kernel that keeps results, turns wrong after some calls, or
+  decides from a sample of its inputs or of what memory held that the work is done already, fails.
 * **CUDA graph** (GPU): the call captured once, then replayed after other values were copied into
   the captured inputs (the test's own, judged against aten; new ones, against the kernel's own call), as torch.compile's ``reduce-overhead``, vLLM and SGLang run it
   (``graph_mismatch``). A kernel that cannot be captured (it reads a value on the host, or
@@ -42,14 +45,17 @@ from bbagent.harness.checks.allowed import kind_of
 from bbagent.harness.checks.case import candidate_raised, returns_view, synchronize
 from bbagent.harness.checks.float64_judge import Float64Run, judged
 from bbagent.harness.checks.reference import is_cuda_error
-from bbagent.harness.inputs import clone_value, copy_into, memory_behind, tensors_in
+from bbagent.harness.inputs import (clone_value, copy_into, leave_in_freed_memory, memory_behind, poison_freed_memory,
+                                     tensors_in)
 from bbagent.harness.ops import value_mode
 from bbagent.harness.suite.build import TestCase
 from bbagent.harness.variants import is_written, out_arguments, schema_arguments
 
 REPEATED_CALLS = {"cuda": 1500, "cpu": 400}  # about 0.6 ms a call on an H200; the interpreter's 2 ms and more
 REPEATED_SECONDS = {"cuda": 3.0, "cpu": 2.0}  # the repeated calls stop here, if not done (a slow kernel)
-VALUE_SETS = 4  # the repeated calls cycle through this many sets of input values
+VALUE_SETS = 4  # the repeated calls cycle through this many sets of input values, and the nudged ones
+NUDGES = {1: "one", 3: "one", 5: "block"}  # after set k, a copy of it changed in one element or a block
+BLOCK = 16  # elements a block nudge changes (a quarter of the tensor, where it is smaller)
 CHECK_EVERY = 250  # calls between two readings of the device-side mismatch flag
 MOST_ELEMENTS = 1 << 16  # the largest input tensor of a case these checks pick
 TARGET_ELEMENTS = {"cuda": 4096, "cpu": 128}  # the size of the case they prefer
@@ -369,23 +375,81 @@ def launch_replay(op, case: TestCase, kernel: Callable, device: str, recorder, l
 
 # -- repeated calls -----------------------------------------------------------------------------------
 
+def value_sequence(case: TestCase) -> list[tuple[tuple, dict]]:
+    """The sets of values the repeated calls cycle through: the ``VALUE_SETS`` of ``fresh_values``,
+    each set ``NUDGES`` names followed by a copy of it nudged (``nudged``)."""
+    sequence = []
+    for k in range(VALUE_SETS):
+        sequence.append(fresh_values(case, k))
+        if len(sequence) in NUDGES:
+            sequence.append(nudged(sequence[-1], NUDGES[len(sequence)], FRESH_SEED + len(sequence)))
+    return sequence
+
+
+def nudged(values: tuple[tuple, dict], how: str, seed: int) -> tuple[tuple, dict]:
+    """A copy of ``values`` that differs in its largest floating tensor alone: in one element (set to
+    the value furthest from it elsewhere in the tensor, so the operator's domain holds) or, for
+    ``how == "block"``, in ``BLOCK`` consecutive elements of its memory (set to those half the tensor
+    away). The place is drawn from ``seed``. Unchanged where the tensor's elements are all equal."""
+    copy = clone_value(values)
+    floating = [t for t in tensors_in(copy) if t.dtype.is_floating_point and memory_behind(t).numel() > 1]
+    if not floating:
+        return copy
+    flat = memory_behind(max(floating, key=lambda t: memory_behind(t).numel()))
+    n = flat.numel()
+    generator = torch.Generator().manual_seed(seed)
+    start = int(torch.randint(0, n, (), generator=generator))
+    if how == "block":
+        width = max(1, min(BLOCK, n // 4))
+        places = (start + torch.arange(width)) % n
+        flat[places.to(flat.device)] = flat[((places + n // 2) % n).to(flat.device)].clone()
+        return copy
+    distance = (flat.double() - flat[start].double()).abs().nan_to_num(0.0, 0.0, 0.0)
+    flat[start] = flat[int(distance.argmax())].clone()
+    return copy
+
+
+def _nudge_failure(op, sequence: list, firsts: list, kernel: Callable, recorder, device: str) -> str | None:
+    """Where the first call on a nudged set differs from the kernel's own call on the same values made
+    with the allocator's freed blocks of the result's sizes poisoned (so nothing left in memory can
+    look like the answer), in words; else None."""
+    for k in sorted(NUDGES):
+        if k >= len(sequence):
+            continue
+        poison_freed_memory(tensors_in(firsts[k]), copies=2)
+        direct = _direct(kernel, recorder, sequence[k], device)
+        differs = consistent(direct, firsts[k])
+        if differs:
+            what = "one element" if NUDGES[k] == "one" else f"a block of up to {BLOCK} elements"
+            return (f"called on the same tensors refilled with values that differ from the previous call's in {what} "
+                    f"of one input (the memory it allocates holding the previous call's answer), its result was not "
+                    f"its own on those values computed afresh ({differs[:300]}). A kernel must compute every "
+                    "element from this call's inputs: not skip work because a sample of its inputs, or of the "
+                    "memory it was handed, looks like an earlier call's")
+    return None
+
+
 def repeated_calls(op, case: TestCase, kernel: Callable, device: str, recorder, calls: int,
                    checkpoint: Callable[[], None], candidate_file: str) -> dict:
     """The repeated calls (module docstring)."""
     check = "repeated_calls"
-    values = [fresh_values(case, k) for k in range(VALUE_SETS)]
+    values = value_sequence(case)
     inputs = clone_value(values[0])
     firsts: list = []
     differs = torch.zeros((), dtype=torch.bool, device="cuda" if device == "cuda" else "cpu")
     made, started = 0, time.perf_counter()
     try:
         for made in range(1, calls + 1):
-            k = (made - 1) % VALUE_SETS
+            k = (made - 1) % len(values)
             refill(op, inputs, values[k])
+            if made <= len(values) and k in NUDGES:  # the memory it allocates holds the previous answer
+                leave_in_freed_memory(tensors_in(firsts[k - 1]))
             with recorder:  # the kernel's call alone: the comparisons below are the harness's
                 result = kernel(*inputs[0], **inputs[1])
-            if made <= VALUE_SETS:
+            if made <= len(values):
                 firsts.append(clone_value(result))
+                if made == len(values) and (nudge := _nudge_failure(op, values, firsts, kernel, recorder, device)):
+                    return _failed(check, "repeated_call_mismatch", nudge, calls=made)
             else:
                 shape_change = _differs(firsts[k], result, differs)
                 if shape_change:
@@ -397,7 +461,7 @@ def repeated_calls(op, case: TestCase, kernel: Callable, device: str, recorder, 
                 checkpoint()  # synchronises; another evaluation's timing may want the GPU alone
                 if bool(differs):
                     return _failed(check, "repeated_call_mismatch", _drift_message(made, calls), calls=made)
-            if out_of_time:
+            if out_of_time and made >= len(values):
                 break
         synchronize(device)
     except Exception as exc:  # noqa: BLE001 - raised on a later call
@@ -412,7 +476,8 @@ def repeated_calls(op, case: TestCase, kernel: Callable, device: str, recorder, 
                        f"test's own values, was wrong ({failure['message'][:400]})", calls=made)
     cut = f" (stopped after {REPEATED_SECONDS[device]:g} s, of {calls} planned)" if made < calls else ""
     return {"check": check, "passed": True, "calls": made,
-            "note": f"{made} calls on the same tensors{cut}, refilled before each with one of {VALUE_SETS} sets of values"}
+            "note": f"{made} calls on the same tensors{cut}, refilled before each with one of {len(values)} sets of "
+                    f"values ({len(NUDGES)} of them differing from the set before in one element or a block)"}
 
 
 def _differs(first, result, flag: torch.Tensor) -> str | None:
@@ -435,7 +500,7 @@ def _differs(first, result, flag: torch.Tensor) -> str | None:
 
 def _drift_message(made: int, calls: int) -> str:
     return (f"called up to {calls} times in a row on the same tensors, refilled before each call with one of "
-            f"{VALUE_SETS} sets of values: by call {made} a result differed from the kernel's own first result on "
+            f"{VALUE_SETS + len(NUDGES)} sets of values: by call {made} a result differed from the kernel's own first result on "
             "the same values. A kernel must compute every call from its inputs: no results kept between calls, "
             "no behaviour that changes with the number of calls")
 

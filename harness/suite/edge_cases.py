@@ -134,13 +134,30 @@ def reference_accepts(op, args: tuple, kwargs: dict) -> bool:
         return False
 
 
+def reference_accepts_cpu_first(op, args: tuple, kwargs: dict) -> bool:
+    """``reference_accepts``, asked first of CPU copies of the inputs where they are on a GPU: values
+    that may be out of range as indices (an integer extreme) are an error on the CPU and a
+    device-side assert on a GPU, which ends the process's CUDA context."""
+    if any(t.device.type != "cpu" for t in tensors_in((args, kwargs))):
+        on_cpu = map_tensors((args, kwargs), lambda t: t.to("cpu"))
+        if not _accepts_in_fork(op, *on_cpu):
+            return False
+    return reference_accepts(op, args, kwargs)
+
+
+FORK_MEMORY_BYTES = 4 << 30  # the forked probe's address space beyond its parent's
+
+
 def _accepts_in_fork(op, args: tuple, kwargs: dict, timeout_s: float = 20.0) -> bool:
     """CPU aten kernels can trap on an edge input (integer division by zero in
     native_batch_norm_backward on zero-size tensors raises SIGFPE), which no Python code
-    can catch; so on CPU the reference is probed in a forked child."""
+    can catch; so on CPU the reference is probed in a forked child. Its address space may grow by
+    ``FORK_MEMORY_BYTES`` (an integer extreme as a size, a ``bincount`` of 2**62, is refused, not
+    allocated)."""
     pid = os.fork()
     if pid == 0:  # child: one thread, no cleanup, exit code is the answer
         try:
+            _limit_address_space(FORK_MEMORY_BYTES)
             torch.set_num_threads(1)
             op(*args, **kwargs)
             os._exit(0)
@@ -155,6 +172,19 @@ def _accepts_in_fork(op, args: tuple, kwargs: dict, timeout_s: float = 20.0) -> 
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
     return False
+
+
+def _limit_address_space(extra: int) -> None:
+    """This process's address space capped at its present size plus ``extra`` bytes (Linux)."""
+    try:
+        import resource
+        with open("/proc/self/statm") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        limit = size + extra if hard == resource.RLIM_INFINITY else min(size + extra, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (OSError, ValueError, ImportError):
+        pass  # no /proc or no limits here: the probe runs unbounded, as before
 
 
 def derive_edge_cases(op, base_cases: list, make_case: Callable[..., Any]) -> list:
