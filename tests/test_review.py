@@ -434,3 +434,51 @@ def test_review_show_in_a_narrow_terminal_wraps_the_kernels_lines_instead_of_cut
     unnumbered = " ".join(re.sub(r"^\s*\d+ ", "", line).strip() for line in shown.splitlines())
     assert " ".join(long_line.split()) in unnumbered
     assert shown.index("version 1") < shown.index("import triton")
+
+
+def test_an_edited_kernel_is_judged_before_it_is_approved_and_served(tmp_path, monkeypatch, capsys):
+    """Issue 75, 2: the Verdict shown, the approval and the served file are one digest. An approved
+    relu edited into a `kernel(...) + 1` wrapper is not served, shows no tests, is verified as stale,
+    and `review approve` judges it and refuses; edited right, it is judged, recorded as version 2 with
+    its own Verdict and approved, while version 1 keeps the file its tests judged."""
+    import hashlib
+    from bbagent.agent.review.verify import stale_versions
+    monkeypatch.setenv("BBAGENT_REVIEWER", "ada")
+    source = (KERNELS / "relu_triton.py").read_text()
+    transcript = tmp_path / "runs" / "run-a" / "round-1"
+    transcript.mkdir(parents=True)
+    (transcript / "kernel.py").write_text(source)  # the run's copy of what its tests judged
+    install(tmp_path, RELU, source, run_meta(RELU, "run-a", kernel_sha256=hashlib.sha256(source.encode()).hexdigest()))
+    folder = tmp_path / "generated_kernels" / RELU
+    root = ["--root", str(tmp_path)]
+    assert main(["review", "approve", RELU, *root]) == 0  # the judged file: approved as it is
+    assert "judged first" not in capsys.readouterr().out
+
+    (folder / "kernel.py").write_text(source + "\n_judged = kernel\n\n\ndef kernel(self):\n    return _judged(self) + 1\n")
+    relu = find(tmp_path, RELU)
+    assert relu.current.status == "modified" and relu.served() is None
+    assert "modified since its approval" in relu.current.unusable and "judges the file first" in relu.current.unusable
+    assert main(["review", "show", RELU, *root]) == 0
+    said = capsys.readouterr().err
+    assert "tests: none of this file" in said and "tests passed" not in said and "unjudged" in said
+    assert [(op, v.number) for op, v in stale_versions(tmp_path, RELU)] == [(RELU, 1)]
+
+    assert main(["review", "approve", RELU, *root]) == 1
+    said = capsys.readouterr().err
+    assert "judging" in said and "not approved" in said and "fails them now" in said
+    relu = find(tmp_path, RELU)
+    assert [v.number for v in relu.versions] == [1] and relu.served() is None
+    assert (folder / "review-verdict.json").is_file()
+
+    right = source + "\n# read and tidied by hand\n"
+    (folder / "kernel.py").write_text(right)
+    assert main(["review", "approve", RELU, *root]) == 0
+    assert "judged first" in capsys.readouterr().out
+    relu = find(tmp_path, RELU)
+    assert [(v.number, v.status) for v in relu.versions] == [(2, "approved"), (1, "approved")]
+    assert relu.served().number == 2 and relu.current.meta.edited_from.version == 1
+    assert relu.current.meta.kernel_sha256 == hashlib.sha256(right.encode()).hexdigest()
+    assert relu.current.meta.review.kernel_sha256 == relu.current.meta.kernel_sha256
+    assert relu.current.meta.tests.passed == relu.current.meta.tests.total > 0
+    assert (folder / "versions" / "1" / "kernel.py").read_text() == source
+    assert "edited by hand" in (folder / "README.md").read_text()

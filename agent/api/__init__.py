@@ -409,14 +409,39 @@ def review_show(op: str, root: str | Path | None = None, version: int | None = N
 
 
 def review_decide(op: str, decision: str, note: str = "", *, root: str | Path | None = None,
-                  version: int | None = None) -> dict:
-    """``approve`` or ``reject`` one version of ``op``'s kernel; returns its new review record."""
+                  version: int | None = None, device: str | None = None, timeout_s: float | None = None,
+                  on_judge: Callable[[str, int, str], None] | None = None) -> dict:
+    """``approve`` or ``reject`` one version of ``op``'s kernel; returns its new review record. An
+    approval covers what was judged: a kernel.py changed since its tests is judged first here
+    (``on_judge(op, version, why)`` hears it start; ``device`` and ``timeout_s`` as for ``evaluate``)
+    and approved as a new version only if it passes; where it fails nothing is approved and the
+    record's ``refused`` says why."""
     from bbagent.agent.review.catalog import decide
     if decision not in ("approve", "reject"):
         raise _usage_error(f"a review decision is approve or reject (got {decision!r})")
     status = {"approve": "approved", "reject": "rejected"}[decision]
-    chosen = decide(resolve_root(root, write=True), op, status, note, version)
-    return {"op": op, "version": chosen.number, **chosen.meta.review.model_dump(exclude={"history"})}
+    where = resolve_root(root, write=True)
+    chosen = decide(where, op, status, note, version, judge=_stored_judge(where, device, timeout_s or 600.0),
+                    judging=lambda v, why: on_judge(v.meta.op, v.number, why) if on_judge else None)
+    judged = chosen.judged
+    return {"op": op, "version": chosen.version.number, **chosen.version.meta.review.model_dump(exclude={"history"}),
+            "refused": chosen.refused,
+            "judged": None if judged is None else f"{judged.summary.passed}/{judged.summary.total} tests passed"}
+
+
+def _stored_judge(root: Path, device: str | None, timeout_s: float, allow_no_opinfo: bool = False) -> Callable:
+    """``judge(KernelVersion) -> Verdict``: a stored kernel tested again here as it is served (its
+    program answered), timed where there is a GPU, as ``review verify`` and an approval of an edited
+    kernel.py judge it."""
+    def judge(version):
+        from bbagent.agent.judging import Evaluations, check_evaluation, stored_request, timing_options
+        from bbagent.harness.interface import default_device
+        check_evaluation(device, timeout_s, allow_no_opinfo)
+        timing = (timing_options(root, max_shapes=64, target_ms=100.0, no_cache=False)
+                  if (device or default_device()) == "cuda" else None)
+        return Evaluations(stored_request(version.meta, root, device=device, timeout_s=timeout_s,
+                                          timing=timing)).evaluate(version.kernel)
+    return judge
 
 
 def review_diff(op: str, root: str | Path | None = None, version: int | None = None,
@@ -429,22 +454,17 @@ def review_diff(op: str, root: str | Path | None = None, version: int | None = N
 def review_verify(op: str | None = None, *, root: str | Path | None = None, force: bool = False,
                   device: str | None = None, timeout_s: float = 600.0, allow_no_opinfo: bool = False,
                   on_start: Callable[[str, int], None] | None = None) -> list[dict]:
-    """Re-test every stale approved kernel (of ``op``, or of all), timed where there is a GPU;
-    ``force`` re-tests every approved one. Returns one outcome per version tested."""
-    from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, timing_options
-    from bbagent.harness.interface import default_device
+    """Re-test every stale approved kernel (of ``op``, or of all), timed where there is a GPU, and
+    every current kernel.py changed since its tests; ``force`` re-tests every approved one. Returns
+    one outcome per version tested."""
+    from bbagent.agent.judging import check_evaluation
     from bbagent.agent.review.verify import stale_versions, verify
-    from bbagent.harness.interface import served_problem
     check_evaluation(device, timeout_s, allow_no_opinfo)
     where = resolve_root(root, write=True)
-    timing = (timing_options(where, max_shapes=64, target_ms=100.0, no_cache=False)
-              if (device or default_device()) == "cuda" else None)
+    judge = _stored_judge(where, device, timeout_s, allow_no_opinfo)
     results = []
     for name, kernel_version in stale_versions(where, op, force):
         if on_start is not None:
             on_start(name, kernel_version.number)
-        problem = served_problem(kernel_version.meta.written_for, kernel_version.meta.serves)
-        run = Evaluations(evaluation_request(problem, where, device=device, seed=None, timeout_s=timeout_s,
-                                             timing=timing))
-        results.append(verify(where, kernel_version, run.evaluate))
+        results.append(verify(where, kernel_version, judge))
     return results

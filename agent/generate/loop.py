@@ -493,6 +493,8 @@ class Agent:
                           run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.record.rounds,
                           target_speedup=self.target_speedup, target_baseline=self.target_baseline,
                           program=self.operator.problem if self.is_program else None)
+        if self.is_program:
+            fields["allow_library"] = self.options.allow_library
         if dispatcher is not None:
             fields.update(dispatch.provenance(dispatcher, self.run.path.name, self.root))
         meta = install(self.root, self.op, kernel_source, fields)

@@ -3,17 +3,22 @@ earlier versions, each with its review status, and the flags that ask for a clos
 from __future__ import annotations
 
 import difflib
+import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Callable
 
 from bbagent.agent.errors import ReviewError
 from bbagent.agent.families import family_of
-from bbagent.agent.review.lifecycle import (SHOWN_STATUSES, changes, modified_since_approval, set_status, status_of,
+from bbagent.agent.review.lifecycle import (SHOWN_STATUSES, changes, install_edit,
+                                            modified_since_approval, reviewer, set_status, status_of, unjudged,
                                             version_folders)
+from bbagent.agent.review.record import edit_part
 from bbagent.agent.review.meta import KernelMeta, read_meta
 from bbagent.agent.run_record import read_run
-from bbagent.harness.interface import PROGRAMS_FOLDER
+from bbagent.agent.storage import write_atomic
+from bbagent.harness.interface import PROGRAMS_FOLDER, Verdict
 
 SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
 NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)
@@ -37,11 +42,11 @@ class KernelVersion:
 
     @cached_property
     def unusable(self) -> str | None:
-        """Why this version may not be served although approved (its file is not the one approved,
-        or is missing), in words naming the file; else None."""
+        """Why this version may not be served even where approved (its file is missing, is not the one
+        approved, or is not the one its tests judged), in words naming the file; else None."""
         if not self.kernel.is_file():
             return f"{self.kernel} is missing"
-        return modified_since_approval(self.folder, self.meta)
+        return modified_since_approval(self.folder, self.meta) or unjudged(self.folder, self.meta)
 
     @property
     def kernel(self) -> Path:
@@ -234,7 +239,9 @@ def listing(root: Path, status: str | None = None, family: str | None = None, so
 
 
 def shown(root: Path, op: str, number: int | None = None) -> dict:
-    """Everything a reviewer reads about one version of ``op``'s kernel (``bbagent review show``)."""
+    """Everything a reviewer reads about one version of ``op``'s kernel (``bbagent review show``);
+    ``unjudged`` says why no Verdict covers its kernel.py where it changed since its tests (its
+    tests and speed, in ``meta``, are then another file's)."""
     entry = find(root, op)
     chosen = entry.version(number)
     meta = chosen.meta
@@ -246,19 +253,63 @@ def shown(root: Path, op: str, number: int | None = None) -> dict:
         source = f"# {chosen.kernel} cannot be read: {_first_line(exc)}\n"
     return {"op": op, "version": chosen.number, "current": chosen.current, "status": chosen.status,
             "changes": changes(meta), "flags": version_flags(chosen), "meta": meta.as_json(),
+            "unjudged": unjudged(chosen.folder, meta),
             "dir": str(chosen.folder), "kernel_source": source, "transcript": str(transcript) if transcript.is_dir() else None,
             "versions": [{"version": v.number, "status": v.status, "run_id": v.meta.run_id, "dir": str(v.folder)}
                          for v in entry.versions],
             "served_version": served.number if served else None}
 
 
-def decide(root: Path, op: str, status: str, note: str = "", version: int | None = None) -> KernelVersion:
-    """``approve`` / ``reject`` one version (default: the current one) of ``op``'s kernel."""
+@dataclass
+class Decision:
+    """What a review decision did: the version decided (for an approved edit, the new version that
+    records it), the Verdict of a file judged first, and why nothing was approved where it failed."""
+    version: KernelVersion
+    judged: Verdict | None = None
+    refused: str | None = None
+
+
+JUDGED_FILE = "review-verdict.json"  # beside the kernel.py a review decision judged
+
+
+def decide(root: Path, op: str, status: str, note: str = "", version: int | None = None,
+           judge: Callable[[KernelVersion], Verdict] | None = None,
+           judging: Callable[[KernelVersion, str], None] = lambda version, why: None) -> Decision:
+    """``approve`` / ``reject`` one version (default: the current one) of ``op``'s kernel. An
+    approval covers what was judged: a current kernel.py changed since its tests judged it is judged
+    first (``judge``, told first through ``judging(version, why)``), and approved only if it passes,
+    as a new version recording that Verdict (``lifecycle.install_edit``); where it fails, nothing
+    changes but the Verdict kept beside it (``JUDGED_FILE``) and ``Decision.refused`` says why."""
     if status == "rejected" and not note.strip():
         raise ReviewError("reject needs --note: say why, for whoever writes the next kernel")
     chosen = find(root, op).version(version)
-    meta = set_status(chosen.folder, status, note)
-    return KernelVersion(chosen.folder, meta, chosen.current)
+    edited = unjudged(chosen.folder, chosen.meta) if status == "approved" else None
+    if edited is None:
+        meta = set_status(chosen.folder, status, note)
+        return Decision(KernelVersion(chosen.folder, meta, chosen.current))
+    if not chosen.current:
+        raise ReviewError(f"{edited}. Only the current version is judged as an edit: bring the change into "
+                          f"{find(root, op).current.kernel} instead, or restore this file")
+    if judge is None:
+        raise ReviewError(edited)
+    source = chosen.kernel.read_bytes()
+    judging(chosen, edited)
+    verdict = judge(chosen)
+    write_atomic(chosen.folder / JUDGED_FILE, verdict.model_dump_json(indent=2) + "\n")
+    if verdict.kernel.sha256 != hashlib.sha256(source).hexdigest():
+        return Decision(chosen, verdict, refused=f"{chosen.kernel} changed while it was judged: approve it again")
+    if not verdict.passed:
+        first = (verdict.message or "").strip().splitlines()[0][:300] if verdict.message else verdict.error_kind
+        return Decision(chosen, verdict, refused=(
+            f"{chosen.kernel} was edited since its tests and fails them now ({verdict.summary.failed} of "
+            f"{verdict.summary.total} tests failed: {first}); nothing was approved, version {chosen.number} is "
+            f"not served (the Verdict: {chosen.folder / JUDGED_FILE})"))
+    meta = install_edit(root, chosen.meta, source.decode(), edit_part(chosen.meta, verdict), reviewer())
+    folder = chosen.folder
+    write_atomic(folder / JUDGED_FILE, verdict.model_dump_json(indent=2) + "\n")
+    meta = set_status(folder, "approved", note or f"edited by hand; judged here: {verdict.summary.passed}/"
+                                                   f"{verdict.summary.total} tests passed")
+    return Decision(KernelVersion(folder, meta, True), verdict)
 
 
 def diff(root: Path, op: str, version: int | None = None, against: int | None = None) -> str:

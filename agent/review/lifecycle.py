@@ -10,9 +10,13 @@ Schema ``bbagent.kernel-meta`` (``SCHEMA_VERSION``, since version 2) adds to wha
 * ``review``: ``status`` (``needs_review`` | ``approved`` | ``rejected``), ``by``, ``at``, ``note``
   and ``history`` (every transition, oldest first).
 
-An approval pins the kernel.py the reviewer read (``review.kernel_sha256``): an approved kernel whose
-file no longer has that digest is **modified** (since approval), and is served nowhere until it is
-reviewed again. A folder whose meta.json cannot be read, or whose kernel.py is missing, is
+An approval covers what was judged: the Verdict shown, the approval and the served file are one
+content digest. ``kernel_sha256`` is the digest of the kernel.py its tests judged; an approval pins
+the kernel.py the reviewer read (``review.kernel_sha256``), and ``bbagent review approve`` of a file
+that changed since its tests judges it first (``install_edit`` records the passing edit as a new
+version with that Verdict). A kernel whose file no longer has the judged digest, or an approved one
+whose file is not the one approved, is **modified**: no Verdict covers it, it is served nowhere, and
+``bbagent review verify`` judges it as it judges a stale one. A folder whose meta.json cannot be read, or whose kernel.py is missing, is
 **broken** (``agent.review.catalog.catalogue``), listed with its reason, never skipped silently.
 
 A kernel is **stale** where it is approved and ``tested_in`` differs from this machine's
@@ -30,7 +34,8 @@ from pathlib import Path
 
 from bbagent.agent.errors import ReviewError
 from bbagent.agent.machine import harness_fingerprint, this_machine
-from bbagent.agent.review.meta import SCHEMA, SCHEMA_VERSION, STATUSES, KernelMeta, Replaced, ReviewEntry, TestedIn, read_meta, write_meta
+from bbagent.agent.review.meta import (SCHEMA, SCHEMA_VERSION, STATUSES, EditedFrom, KernelMeta, Replaced, ReviewEntry,
+                                      TestedIn, read_meta, write_meta)
 from bbagent.agent.review.record import kernel_readme, now
 from bbagent.agent.storage import accept_kernel
 
@@ -76,12 +81,13 @@ def changes(meta: KernelMeta, environment: dict | None = None) -> list[str]:
 
 def status_of(meta: KernelMeta, environment: dict | None = None, folder: Path | None = None) -> str:
     """The status to show: the stored one; ``broken`` where ``folder`` has no kernel.py; ``modified``
-    for an approved kernel whose file changed since it was approved (``folder`` given); ``stale`` for
-    one whose environment changed."""
+    where its file is not the one its tests judged, or, approved, not the one approved (``folder``
+    given); ``stale`` for an approved one whose environment changed."""
     stored = meta.review.status
     if folder is not None and not (folder / "kernel.py").is_file():
         return "broken"
-    if stored == "approved" and folder is not None and modified_since_approval(folder, meta):
+    if stored != "rejected" and folder is not None and (unjudged(folder, meta)
+                                                          or modified_since_approval(folder, meta)):
         return "modified"
     if stored == "approved" and changes(meta, environment):
         return "stale"
@@ -96,19 +102,34 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
+def unjudged(folder: Path, meta: KernelMeta) -> str | None:
+    """Why no Verdict covers ``folder``'s kernel.py (it was changed since its tests judged it), in
+    words naming the file and the fix; None where the file is the one judged, cannot be read, or
+    was recorded before the judged digest was."""
+    judged, now_digest = meta.kernel_sha256, file_sha256(folder / "kernel.py")
+    if judged is None or now_digest is None or now_digest == judged:
+        return None
+    return (f"{folder / 'kernel.py'} changed since its tests judged it (sha256 {judged[:12]} judged, "
+            f"{now_digest[:12]} now): no Verdict covers it; `bbagent review approve {meta.op}` judges it first")
+
+
 def modified_since_approval(folder: Path, meta: KernelMeta) -> str | None:
-    """Why the approved kernel in ``folder`` is not the file that was approved, in words naming the
-    file and the fix, or None where it is (or nothing was approved). An approval recorded before
-    approvals pinned the file is held to the digest the kernel was accepted with."""
+    """Why the approved kernel in ``folder`` is not the file that was approved and judged, in words
+    naming the file and the fix, or None where it is (or nothing was approved). An approval recorded
+    before approvals pinned the file is held to the digest the kernel was accepted with; one that
+    pinned a file its tests never judged (before approvals judged edits) is refused too."""
     if meta.review.status != "approved":
         return None
     pinned = meta.review.kernel_sha256 or meta.kernel_sha256
     kernel = folder / "kernel.py"
     now_digest = file_sha256(kernel)
-    if pinned is None or now_digest == pinned:
-        return None
-    what = "is missing" if now_digest is None else f"was modified since its approval (sha256 {pinned[:12]} approved, {now_digest[:12]} now)"
-    return f"{kernel} {what}; review it again: bbagent review show {meta.op} && bbagent review approve {meta.op}"
+    if now_digest is None:
+        return f"{kernel} is missing"
+    if pinned is not None and now_digest != pinned:
+        return (f"{kernel} was modified since its approval (sha256 {pinned[:12]} approved, {now_digest[:12]} now); "
+                f"review it again: bbagent review show {meta.op} && bbagent review approve {meta.op} "
+                "(which judges the file first)")
+    return unjudged(folder, meta)
 
 
 def record_decision(meta: KernelMeta, status: str, note: str, by: str, kernel_sha256: str | None = None) -> KernelMeta:
@@ -138,10 +159,11 @@ def version_folders(op_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name))
 
 
-def archive_current(op_dir: Path, incoming_run: str | None) -> tuple[int, Replaced | None]:
+def archive_current(root: Path, op_dir: Path, incoming_run: str | None) -> tuple[int, Replaced | None]:
     """Before a new kernel is installed in ``op_dir``: the version number it gets and, where the
     kernel there now is kept (moved to ``versions/<n>/``), what it was. The best kernel of the same
-    run replaces its own earlier one in place, unless that one was reviewed meanwhile."""
+    run replaces its own earlier one in place, unless that one was reviewed meanwhile. What is kept
+    is the file its tests judged (``judged_source``)."""
     if not (Path(op_dir) / "meta.json").is_file():
         earlier = version_folders(op_dir)
         return (int(earlier[-1].name) + 1 if earlier else 1), None
@@ -151,32 +173,64 @@ def archive_current(op_dir: Path, incoming_run: str | None) -> tuple[int, Replac
     target = Path(op_dir) / VERSIONS_DIR / str(meta.version)
     target.mkdir(parents=True, exist_ok=True)
     for name in KERNEL_FILES:
-        if (Path(op_dir) / name).exists():
+        if name != "kernel.py" and (Path(op_dir) / name).exists():
             shutil.copy2(Path(op_dir) / name, target / name)
+    source = judged_source(root, op_dir, meta)
+    if source is not None:
+        (target / "kernel.py").write_bytes(source)
     write_meta(target, meta)
     replaced = Replaced(version=meta.version, status=meta.review.status, run_id=meta.run_id,
                         where=f"{VERSIONS_DIR}/{meta.version}")
     return meta.version + 1, replaced
 
 
+def judged_source(root: Path, op_dir: Path, meta: KernelMeta) -> bytes | None:
+    """The kernel.py its tests judged: the file in ``op_dir`` where it still has the judged digest
+    (or none was recorded), else the copy of it in its run's transcript (``runs/<run_id>/``); None
+    where neither is left (the version is then kept without its kernel.py, and lists as broken)."""
+    here = Path(op_dir) / "kernel.py"
+    if meta.kernel_sha256 is None or file_sha256(here) == meta.kernel_sha256:
+        return here.read_bytes() if here.is_file() else None
+    transcript = Path(root) / "runs" / str(meta.run_id)
+    for candidate in sorted(transcript.rglob("*.py")) if meta.run_id and transcript.is_dir() else []:
+        if file_sha256(candidate) == meta.kernel_sha256:
+            return candidate.read_bytes()
+    return None
+
+
 def install(root: Path, op: str, kernel_source: str, run_part: dict) -> KernelMeta:
     """Install a newly accepted kernel as ``root/generated_kernels/<op>/``, keeping the kernel there
-    (unless it is the same run's unreviewed one) in ``versions/``. ``run_part``: meta.json's fields
-    from the run (``agent.review.record.run_part``). Returns the new meta.json; its ``replaced``
-    says what was moved aside. A kernel identical to the current one (same sha256) is no new
-    version: the current one stays as it is, review included, and is returned."""
+    (unless it is the same run's unreviewed one, or this is an edit of it) in ``versions/``.
+    ``run_part``: meta.json's fields from the run (``agent.review.record.run_part``). Returns the new
+    meta.json; its ``replaced`` says what was moved aside. A kernel identical to the current one
+    (same sha256) is no new version: the current one stays as it is, review included, and is returned."""
     folder = Path(root) / "generated_kernels" / op
     if (folder / "meta.json").is_file() and run_part.get("kernel_sha256"):
         current = read_meta(folder)
         if current.kernel_sha256 == run_part["kernel_sha256"] and current.run_id != run_part.get("run_id"):
             return current
-    version, replaced = archive_current(folder, run_part.get("run_id"))
+    incoming = None if run_part.get("edited_from") else run_part.get("run_id")  # an edit never replaces in place
+    version, replaced = archive_current(root, folder, incoming)
     accepted_at = run_part.get("accepted_at") or now()
-    entry = ReviewEntry(status="needs_review", by="bbagent", at=accepted_at,
-                        note=f"accepted by run {run_part.get('run_id')}")
+    edit = run_part.get("edited_from")
+    note = (f"accepted by run {run_part.get('run_id')}" if edit is None else
+            f"kernel.py of version {edit.version} edited by hand, then judged: its tests passed")
+    entry = ReviewEntry(status="needs_review", by="bbagent", at=accepted_at, note=note)
     versions = run_part.get("versions") or {}
     meta = KernelMeta(**run_part, schema=SCHEMA, schema_version=SCHEMA_VERSION, version=version, replaced=replaced,
                       tested_in=tested_in(versions.get("torch"), versions.get("triton"), run_part.get("gpu")),
                       review={**entry.model_dump(), "history": [entry]})
     accept_kernel(Path(root), op, kernel_source, meta.as_json(), kernel_readme(meta))
     return meta
+
+
+def install_edit(root: Path, meta: KernelMeta, source: str, judged_part: dict, by: str) -> KernelMeta:
+    """``source``, the current kernel.py of ``meta``'s folder edited by hand since its tests judged it
+    and now judged again (``judged_part``: meta.json's fields from that Verdict,
+    ``agent.review.record.edit_part``), installed as a new version that says what it was edited from;
+    the version it was edited from is kept in ``versions/`` with the file its tests judged. Returns
+    the new meta.json (needs_review)."""
+    edited_from = EditedFrom(version=meta.version, kernel_sha256=meta.kernel_sha256, run_id=meta.run_id, by=by,
+                             at=now())
+    return install(root, meta.op, source, {**judged_part, "edited_from": edited_from,
+                                           "allow_library": meta.allow_library})

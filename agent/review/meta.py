@@ -64,6 +64,16 @@ class Replaced(_Strict):
     where: str
 
 
+class EditedFrom(_Strict):
+    """A version made from an earlier one's kernel.py edited by hand: which version, the digest its
+    tests judged, and who judged the edit in (``bbagent review approve`` or ``review verify``)."""
+    version: int
+    kernel_sha256: str | None = None
+    run_id: str | None = None
+    by: str
+    at: str
+
+
 class OverloadSpeed(_Open):
     geomean_speedup: float | None = None
     gpu: str | None = None
@@ -179,6 +189,8 @@ class KernelMeta(_Open):
     composed_of: list[ComposedPart] = []  # a dispatcher: its two parts; empty for a kernel a model wrote
     dispatch_rules: list[str] = []
     dispatch_predicted_gain: float | None = None
+    edited_from: EditedFrom | None = None  # kernel.py edited by hand from an earlier version, then judged
+    allow_library: str | None = None  # a program's answer: what it was judged as allowed to leave to torch
 
     def as_json(self) -> dict:
         """The document as meta.json holds it (what ``--json`` listings print)."""

@@ -79,6 +79,17 @@ def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: st
     }
 
 
+def edit_part(meta: KernelMeta, verdict: Verdict) -> dict:
+    """meta.json's fields for ``meta``'s kernel.py edited by hand and judged by ``verdict``: the
+    Verdict's tests, speed and environment (``run_part``); who wrote the kernel it was edited from,
+    in which run, and what that cost."""
+    totals = {"tokens": meta.tokens.model_dump(), "cost_usd": meta.cost_usd or 0.0,
+              "cost_complete": meta.cost_complete, "answers_paid_by": meta.answers_paid_by}
+    return run_part(meta.op, verdict, provider=meta.provider, model=meta.model, run_id=meta.run_id,
+                    accepted_round=meta.round, totals=totals, rounds=[], target_speedup=meta.target_speedup,
+                    target_baseline=meta.target_baseline, program=meta.program)
+
+
 def kernel_readme(meta: KernelMeta) -> str:
     where = meta.gpu or ("CPU, Triton interpreter" if meta.interpreter else meta.device)
     tests = meta.tests.text() if meta.tests is not None else "not recorded"
@@ -88,6 +99,10 @@ def kernel_readme(meta: KernelMeta) -> str:
         parts = " and ".join(f"round {p.round} (`{p.file}`)" for p in meta.composed_of)
         author = (f"Per-shape dispatcher composed by bbagent in run `{meta.run_id}` from the kernels `{meta.provider}` / "
                   f"`{meta.model}` wrote in {parts}; rules: {'; '.join(meta.dispatch_rules)}. Accepted")
+    elif meta.edited_from is not None:
+        edit = meta.edited_from
+        author = (f"Version {edit.version}'s kernel (written by `{meta.provider}` / `{meta.model}` in run "
+                  f"`{meta.run_id}`) edited by hand; judged by {edit.by} at {edit.at}, its tests passed, recorded")
     else:
         author = (f"Triton kernel written by `{meta.provider}` / `{meta.model}` in run `{meta.run_id}` "
                   f"(round {meta.round}), accepted")

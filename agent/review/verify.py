@@ -1,36 +1,45 @@
-"""``bbagent review verify``: re-run an approved kernel's tests where its environment changed.
+"""``bbagent review verify``: re-run an approved kernel's tests where its environment changed, and
+judge a kernel.py changed since its tests.
 
 A kernel approved under other torch, triton, GPU or test-suite versions (``stale``) is tested
 again here with its whole family of served overloads, and timed on a GPU. Passing renews its
 ``tested_in`` and performance and keeps it approved; failing puts it back to ``needs_review``
-with the failure in the note. Either way the Verdict is kept beside it as ``verify-verdict.json``.
+with the failure in the note. A current kernel.py edited since its tests (``modified``) is judged as
+a stale one is: passing records the edit as a new version with that Verdict, needing review
+(``lifecycle.install_edit``; approving it is a reviewer's act); failing leaves it unserved, back to
+``needs_review``. Either way the Verdict is kept beside it as ``verify-verdict.json``.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.review.catalog import KernelVersion, find, operators
-from bbagent.agent.review.lifecycle import changes, record_decision, tested_in
+from bbagent.agent.review.lifecycle import changes, install_edit, record_decision, tested_in, unjudged
+from bbagent.agent.review.record import edit_part
 from bbagent.agent.review.meta import read_meta, write_meta
 from bbagent.agent.review.record import performance_record
 from bbagent.agent.storage import write_atomic
 
 
 def stale_versions(root: Path, op: str | None, force: bool = False) -> list[tuple[str, KernelVersion]]:
-    """The versions to verify: every approved one that is stale (``force``: every approved one),
-    of ``op`` or of every operator."""
+    """The versions to verify: every approved one that is stale (``force``: every approved one) and
+    every current one whose kernel.py changed since its tests, of ``op`` or of every operator."""
     entries = [find(root, op)] if op else operators(root)
     return [(e.op, v) for e in entries for v in e.versions
-            if v.status == "stale" or (force and v.status == "approved")]
+            if v.status == "stale" or (force and v.status == "approved")
+            or (v.current and v.status == "modified" and unjudged(v.folder, v.meta))]
 
 
-def verify(root: Path, version: KernelVersion, evaluate: Callable) -> dict:
-    """Test one version again with ``evaluate(kernel_file) -> Verdict`` (its whole family, written
-    for its own overload) and record the outcome in its meta.json; returns what happened."""
+def verify(root: Path, version: KernelVersion, judge: Callable) -> dict:
+    """Test one version again with ``judge(version) -> Verdict`` (its whole family, written for its
+    own overload) and record the outcome in its meta.json; returns what happened."""
     meta = version.meta
+    if unjudged(version.folder, meta):
+        return _verify_edit(root, version, judge)
     was = changes(meta)
-    verdict = evaluate(version.kernel)
+    verdict = judge(version)
     write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
     meta = read_meta(version.folder)
     env = verdict.environment
@@ -52,3 +61,27 @@ def verify(root: Path, version: KernelVersion, evaluate: Callable) -> dict:
     write_meta(version.folder, meta)
     return {"op": meta.op, "version": version.number, "passed": verdict.passed, "status": status,
             "note": note, "verdict": str(version.folder / "verify-verdict.json")}
+
+
+def _verify_edit(root: Path, version: KernelVersion, judge: Callable) -> dict:
+    """A current kernel.py changed since its tests, judged: passing, recorded as a new version with
+    that Verdict (needs review); failing, the version it was edited from back to needs_review."""
+    source = version.kernel.read_bytes()
+    verdict = judge(version)
+    write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
+    s = verdict.summary
+    where = verdict.environment.gpu or "CPU (Triton interpreter)"
+    if verdict.passed and verdict.kernel.sha256 == hashlib.sha256(source).hexdigest():
+        meta = install_edit(root, version.meta, source.decode(), edit_part(version.meta, verdict), "bbagent")
+        write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
+        note = (f"kernel.py edited since version {version.number}'s tests: {s.passed}/{s.total} tests passed on "
+                f"{where}; recorded as version {meta.version}, which needs review (bbagent review approve {meta.op})")
+        return {"op": meta.op, "version": meta.version, "passed": True, "status": meta.review.status, "note": note,
+                "verdict": str(version.folder / "verify-verdict.json")}
+    first = (verdict.message or "").splitlines()[0][:300] if verdict.message else verdict.error_kind
+    note = (f"kernel.py edited since its tests fails them on {where}: {s.failed} of {s.total} tests failed: {first}"
+            if not verdict.passed else "kernel.py changed while it was judged: verify it again")
+    meta = record_decision(read_meta(version.folder), "needs_review", note, by="bbagent")
+    write_meta(version.folder, meta)
+    return {"op": meta.op, "version": version.number, "passed": False, "status": "needs_review", "note": note,
+            "verdict": str(version.folder / "verify-verdict.json")}

@@ -341,8 +341,10 @@ def _review_command(sub) -> None:
         description="The review lifecycle of generated_kernels/<op>/ (meta.json 'review'): a new kernel "
                     "needs_review; approve or reject it; an approved kernel turns stale when torch, triton, the GPU "
                     "model or bbagent's test suite changed since its tests passed, until `review verify` tests it "
-                    "again. Earlier versions stay in generated_kernels/<op>/versions/<n>/. Only approved, "
-                    "non-stale kernels are served by bbagent.enable() unless asked.")
+                    "again. An approval covers what was judged: a kernel.py edited since its tests is 'modified', "
+                    "never served, and `review approve` judges it first. Earlier versions stay in "
+                    "generated_kernels/<op>/versions/<n>/. Only approved, non-stale kernels are served by "
+                    "bbagent.enable() unless asked.")
     actions = review.add_subparsers(dest="action", metavar="ACTION", required=True)
     ls = actions.add_parser("list", help="one line per operator: status, tests, speedup, cost, flags")
     ls.add_argument("--status", choices=STATUSES, help="only kernels in this state")
@@ -356,7 +358,8 @@ def _review_command(sub) -> None:
     show.add_argument("--version", type=int, help="an earlier version (default: the current one)")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     _add_root(show)
-    for name, what in (("approve", "approve a version (default: the current one)"),
+    for name, what in (("approve", "approve a version (default: the current one); a kernel.py changed since its "
+                                   "tests is judged first, and approved as a new version only if it passes"),
                        ("reject", "reject a version; --note says why")):
         p = actions.add_parser(name, help=what)
         p.add_argument("op")
@@ -364,6 +367,10 @@ def _review_command(sub) -> None:
         p.add_argument("--version", type=int, help="an earlier version (default: the current one)")
         p.add_argument("--json", action="store_true", help="print the new review record as JSON")
         _add_root(p)
+        if name == "approve":  # a kernel.py changed since its tests is judged before it is approved
+            _add_eval_options(p, fields=("device", "timeout_s"))
+        else:
+            p.set_defaults(device=None, timeout=None)
     df = actions.add_parser("diff", help="the kernel against the previously accepted version")
     df.add_argument("op")
     df.add_argument("--version", type=int, help="the newer side (default: the current one)")
@@ -371,9 +378,10 @@ def _review_command(sub) -> None:
     _add_root(df)
     vf = actions.add_parser("verify", help="re-test approved kernels whose environment changed (stale)",
                             description="Re-run the tests (and on a GPU the timing) of every stale approved kernel "
-                                        "of OP, or of all with --all. Passing renews its environment and keeps it "
-                                        "approved; failing puts it back to needs_review. Exit 0 all passed, 1 some "
-                                        "failed, 2 usage error.")
+                                        "of OP, or of all with --all, and of every current kernel.py edited since its "
+                                        "tests (modified). Passing renews its environment and keeps it approved (an "
+                                        "edit is recorded as a new version that needs review); failing puts it back "
+                                        "to needs_review. Exit 0 all passed, 1 some failed, 2 usage error.")
     vf.add_argument("op", nargs="?")
     vf.add_argument("--all", action="store_true", help="every operator")
     vf.add_argument("--force", action="store_true", help="re-test approved kernels that are not stale too")
@@ -425,10 +433,10 @@ EVALUATION_FIELDS = ("device", "timeout_s", "seed", "channels_last", "allow_no_o
 TIMING_FIELDS = ("no_cache", "max_shapes", "target_ms", "baseline", "inductor_mode")
 
 
-def _add_eval_options(p: argparse.ArgumentParser) -> None:
-    """How a kernel is evaluated: GenerateOptions' fields of it, with their defaults."""
+def _add_eval_options(p: argparse.ArgumentParser, fields: tuple[str, ...] = EVALUATION_FIELDS) -> None:
+    """How a kernel is evaluated: GenerateOptions' fields of it (``fields``), with their defaults."""
     from bbagent.agent.options import option_flags
-    for flag in option_flags(fields=EVALUATION_FIELDS, defaults={}):
+    for flag in option_flags(fields=fields, defaults={}):
         p.add_argument(flag.name, **flag.arguments)
 
 

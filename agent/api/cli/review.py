@@ -75,9 +75,14 @@ def _show(args, out, err) -> int:
         info.print(f"  changed since its tests: {escape(change)}")
     tests = meta.get("tests") or {}
     where = meta.get("gpu") or "CPU (Triton interpreter)"
+    judged = (f"tests: {count_text(tests) if tests else 'not recorded'} on {escape(where)}" if not shown["unjudged"]
+              else "tests: none of this file (it changed since its tests judged it)")
     info.print(f"model {escape(str(meta.get('model')))} ({meta.get('provider')}), run {meta.get('run_id')}, round "
-               f"{meta.get('round')}; tests: {count_text(tests) if tests else 'not recorded'} on {escape(where)}; "
+               f"{meta.get('round')}; {judged}; "
                f"cost {cost_text(meta.get('cost_usd') or 0.0, meta.get('cost_complete', True))}; serves {', '.join(meta.get('serves') or [shown['op']])}")
+    if meta.get("edited_from"):
+        edit = meta["edited_from"]
+        info.print(f"edited by hand from version {edit['version']}; judged by {escape(str(edit['by']))} at {edit['at']}")
     if meta.get("answers_paid_by"):
         info.print(f"answers taken from the call log, paid for by run(s) {', '.join(meta['answers_paid_by'])}")
     for flag in shown["flags"]:
@@ -87,7 +92,10 @@ def _show(args, out, err) -> int:
     else:
         sys.stdout.write(shown["kernel_source"])
         sys.stdout.flush()
-    _print_shapes(info, meta.get("performance") or {})
+    if shown["unjudged"]:
+        info.print(f"[red]unjudged:[/red] {escape(shown['unjudged'])}")
+    else:
+        _print_shapes(info, meta.get("performance") or {})
     info.print(f"folder: {shown['dir']}")
     info.print(f"transcript: {shown['transcript'] or 'runs/' + str(meta.get('run_id')) + ' (not under this root)'}")
     if len(shown["versions"]) > 1:
@@ -120,13 +128,19 @@ def _ms(value) -> str:
 
 
 def _decide(args, out, err) -> int:
-    record = api.review_decide(args.op, args.action, args.note, root=args.root, version=args.version)
+    def judging(op: str, number: int, why: str) -> None:
+        err.print(f"{escape(why)}\njudging {escape(op)} version {number}'s kernel.py before approving it...")
+    record = api.review_decide(args.op, args.action, args.note, root=args.root, version=args.version,
+                               device=args.device, timeout_s=args.timeout, on_judge=judging)
     if args.json:
         print(json.dumps(record))
+    elif record["refused"]:
+        err.print(f"[red]not approved:[/red] {escape(record['refused'])}")
     else:
+        judged = f" (judged first: {escape(record['judged'])})" if record["judged"] else ""
         out.print(f"{escape(args.op)} version {record['version']}: {_status(record['status'])} by "
-                  f"{escape(str(record['by']))}")
-    return 0
+                  f"{escape(str(record['by']))}{judged}")
+    return 1 if record["refused"] else 0
 
 
 def _diff(args, out, err) -> int:
