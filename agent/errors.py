@@ -7,6 +7,13 @@ exception out of bbagent is a bug in it.
 """
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
 
 class UsageError(ValueError):
     """A usage error: the message says what to change."""
@@ -47,3 +54,16 @@ class InfrastructureError(RuntimeError):
 class Terminated(KeyboardInterrupt):
     """The process was asked to stop (SIGTERM: a scheduler's stop, a closed session): handled as
     Ctrl-C is, so that a batch ends stopped, with its summary written and resumable."""
+
+
+def save_traceback(folder: Path | None = None, prefix: str = "bbagent-internal-error-", header: str = "bbagent") -> str:
+    """The exception being handled, with its traceback, written to a new file in ``folder`` (made
+    where missing; default the temporary folder) under a first line of ``header``, the time and
+    the command line: a bug's whole story, for its report. Returns the file's path."""
+    if folder is not None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix=prefix, suffix=".txt", dir=folder)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{header}, {time.strftime('%Y-%m-%d %H:%M:%S')}, argv {sys.argv}\n\n")
+        f.write(traceback.format_exc())
+    return path

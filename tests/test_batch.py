@@ -783,3 +783,38 @@ def test_a_run_the_batch_budget_stops_is_interrupted_by_its_stop_reason_not_its_
     assert row["state"] == "interrupted" and row["error_class"] == "budget", row
     run = json.loads(next((tmp_path / "runs").glob("*aten.relu.default*/run.json")).read_text())
     assert run["stopped_because"] == "batch_budget" and len(server.requests) == 1
+
+
+def test_an_operator_cut_off_by_ctrl_c_is_interrupted_whatever_its_run_raises_and_a_bug_keeps_its_traceback(tmp_path):
+    """Issue 75, 5: after Ctrl-C (the batch's stop set, the running operator marked interrupted), the
+    run of that operator raised as its fork server was closed under it, and the worker recorded it
+    "failed (internal)", which --resume then skipped. Now neither the worker nor the ledger turns an
+    interrupted operator into a failed one; a bug outside an interruption is failed with its
+    traceback kept in the batch's folder."""
+    from bbagent.agent.batch.runner import TRACEBACKS, Batch
+    ledger = Ledger(tmp_path / "ledger.sqlite")
+    ledger.add(["cut", "buggy"])
+    assert ledger.claim(60) == "cut"
+    ledger.interrupt_running()
+    assert not ledger.finish("cut", "failed", error_class="internal", error="AttributeError: late")
+    assert ledger.row("cut")["state"] == "interrupted"
+
+    def generate(op, report):
+        raise AttributeError("'NoneType' object has no attribute 'stdout'")
+    batch = Batch(tmp_path, generate)
+    assert batch.ledger.claim(60) == "buggy"
+    batch.stop.set()  # Ctrl-C: the coordinator marks it interrupted; the worker must not fail it
+    batch._run_one("buggy")
+    assert batch.ledger.row("buggy")["state"] == "running"
+    batch.ledger.interrupt_running()
+    assert batch.ledger.row("buggy")["state"] == "interrupted"
+    assert batch.ledger.reopen()["interrupted"] == ["cut", "buggy"]  # --resume runs both again
+
+    batch.stop.clear()
+    assert batch.ledger.claim(60) == "cut"
+    batch._run_one("cut")
+    row = batch.ledger.row("cut")
+    assert row["state"] == "failed" and row["error_class"] == "internal" and "a bug in bbagent" in row["error"]
+    saved, = (tmp_path / TRACEBACKS).iterdir()
+    assert saved.name.startswith("cut-") and saved.name in row["error"]
+    assert "AttributeError" in saved.read_text() and "Traceback (most recent call last)" in saved.read_text()

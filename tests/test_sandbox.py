@@ -305,6 +305,34 @@ def test_a_fork_server_started_early_serves_the_first_evaluation_and_exits_at_on
     assert still_importing.server is None and time.monotonic() - started < 2.0
 
 
+def test_a_pool_closed_while_an_evaluation_waits_for_it_says_so_and_starts_nothing_cold():
+    """Issue 75, 5: Ctrl-C (or the exit handler) closes the fork server while a worker thread waits
+    for it to start; the wait read the server after close() had taken it away ("'NoneType' object has
+    no attribute 'stdout'", recorded as the operator's internal failure). Now the waiting launch
+    raises PoolClosed, which is no PoolError: no cold child is started in its place."""
+    import threading
+    import time
+    from bbagent.harness.sandbox.parent.environment import base_env
+    from bbagent.harness.sandbox.parent.pool import PoolClosed, PoolError, WarmPool
+    pool = WarmPool("cpu", base_env("cpu"))
+    pool.start_in_background()
+    raised = []
+
+    def wait_for_it():
+        try:
+            pool.launch(None, {}, [])
+        except BaseException as exc:  # noqa: BLE001 - what the waiting thread met is the finding
+            raised.append(exc)
+    waiting = threading.Thread(target=wait_for_it)
+    waiting.start()
+    time.sleep(0.3)  # in its wait: the server is still importing torch
+    assert not pool.ready
+    pool.close()
+    waiting.join(timeout=30)
+    assert len(raised) == 1 and isinstance(raised[0], PoolClosed), raised
+    assert not isinstance(raised[0], PoolError) and not pool.broken
+
+
 def test_the_likely_device_needs_no_torch_import(monkeypatch):
     from bbagent.harness.sandbox.parent import environment
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")

@@ -135,7 +135,8 @@ class Ledger:
         ``baseline_speedups``: its geomean over compiled baselines, ``{"inductor": x}``; ``why_failed``:
         a failed run's ``agent.generate.failure.WhyFailed``, as a dict); tokens and
         cost add to what earlier attempts spent. An operator already accepted or failed keeps its
-        outcome: a result that arrives twice changes nothing (False)."""
+        outcome: a result that arrives twice changes nothing (False); one interrupted (Ctrl-C) is not
+        failed afterwards by whatever its run raised as it was cut off (it may still be accepted)."""
         assert state in ("accepted", "failed", "interrupted"), state
         return self._write(
             "UPDATE ops SET state = ?, run_id = COALESCE(?, run_id), rounds = COALESCE(?, rounds), "
@@ -143,11 +144,11 @@ class Ledger:
             "tokens_output = tokens_output + ?, cost_usd = cost_usd + ?, cost_complete = MIN(cost_complete, ?), "
             "error_class = ?, error = ?, lease_until = NULL, updated_at = ?, resume_key = ?, fast_p = COALESCE(?, fast_p), gpu = COALESCE(?, gpu), "
             "baseline_speedups = COALESCE(?, baseline_speedups), why_failed = ? "
-            "WHERE op = ? AND state NOT IN ('accepted', 'failed')",
+            "WHERE op = ? AND state NOT IN ('accepted', 'failed') AND NOT (state = 'interrupted' AND ? = 'failed')",
             (state, run_id, rounds, best_speedup, tokens[0], tokens[1], cost_usd, int(cost_complete), error_class, error,
              time.time(), _key_text(self.key), json.dumps(fast_p) if fast_p else None, gpu,
              json.dumps(baseline_speedups) if baseline_speedups else None,
-             json.dumps(why_failed) if why_failed else None, op)) > 0
+             json.dumps(why_failed) if why_failed else None, op, state)) > 0
 
     def release(self, op: str, error_class: str, error: str, *, tokens: tuple[int, int] = (0, 0),
                 cost_usd: float = 0.0, cost_complete: bool = True, **_) -> None:

@@ -26,7 +26,7 @@ from typing import Callable
 
 from bbagent.agent.batch.executor import node_rows
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
-from bbagent.agent.errors import InfrastructureError, ProviderError, Terminated, UsageError
+from bbagent.agent.errors import InfrastructureError, ProviderError, Terminated, UsageError, save_traceback
 from bbagent.agent.batch.events import (Activity, BatchEnded, BatchStarted, BudgetSpent, OpEnded, OpInterrupted, OpRetried,
                                         OpStarted, RunProgress)
 from bbagent.agent.generate.progress import Progress, Started, listener
@@ -40,6 +40,7 @@ LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
 INFRA_RETRIES = 8  # infrastructure failures of one operator before it may be marked failed ...
 INFRA_GIVE_UP_S = 600.0  # ... and for how long they must have gone on (an outage is waited out)
 PAUSE_S = (5.0, 300.0)  # the shared pause after an infrastructure failure: first, longest
+TRACEBACKS = "tracebacks"  # runs/<batch>/tracebacks/: an operator's run that raised a bug, whole
 ACTIVITY_EVERY_S = 2.0  # how often the activity snapshot in the ledger is refreshed
 
 
@@ -209,6 +210,21 @@ class Batch:
                 if self.executor is not None:
                     self.executor.finished(op)  # a cluster spreads the next operators by those not finished
 
+    def _not_run(self, op: str, exc: Exception) -> None:
+        """An operator whose run raised: how it is asked for (a provider that cannot be used, a usage
+        error: failed, before any call), the sandbox or its GPU failing (infrastructure: retried), or
+        a bug (failed, its traceback kept in the batch's folder and named in the error)."""
+        if isinstance(exc, (ProviderError, UsageError)):
+            kind = "setup" if isinstance(exc, ProviderError) else "usage"
+            self.ledger.finish(op, "failed", error_class=kind, error=str(exc))
+            return self.event(OpEnded(op=op, state="failed", error_class=kind, error=str(exc)))
+        if isinstance(exc, InfrastructureError):
+            return self._infrastructure(op, "sandbox", str(exc), self._spent_so_far(op))
+        where = save_traceback(self.path / TRACEBACKS, prefix=f"{op.replace('/', '-')}-", header=f"batch {self.path.name}, {op}")
+        error = f"{type(exc).__name__}: {exc} (a bug in bbagent; its traceback: {where})"
+        self.ledger.finish(op, "failed", error_class="internal", error=error)
+        return self.event(OpEnded(op=op, state="failed", error_class="internal", error=error))
+
     def budget_spent(self) -> str | None:
         """The batch budget that is spent, counting what the running operators spent so far; the
         first time, recorded (``ended_by``) and told."""
@@ -226,15 +242,10 @@ class Batch:
             outcome = self.generate(op, lambda event: self._heard(op, event))
         except RunStopped:  # raised by _heard after Ctrl-C, before the run started its loop: the coordinator marks the op
             return
-        except (ProviderError, UsageError) as exc:  # raised before any call: how the operator is asked for
-            kind = "setup" if isinstance(exc, ProviderError) else "usage"
-            self.ledger.finish(op, "failed", error_class=kind, error=str(exc))
-            return self.event(OpEnded(op=op, state="failed", error_class=kind, error=str(exc)))
-        except InfrastructureError as exc:  # the sandbox or its GPU failed, not the kernel
-            return self._infrastructure(op, "sandbox", str(exc), self._spent_so_far(op))
-        except Exception as exc:  # noqa: BLE001 - one operator's bug must not stop the batch
-            self.ledger.finish(op, "failed", error_class="internal", error=f"{type(exc).__name__}: {exc}")
-            return self.event(OpEnded(op=op, state="failed", error_class="internal", error=str(exc)))
+        except Exception as exc:  # noqa: BLE001 - one operator's failure to run, or bug, must not stop the batch
+            if self.stop.is_set():  # Ctrl-C or SIGTERM: whatever the run raised as it was cut off, it is interrupted
+                return
+            return self._not_run(op, exc)
         if self.stop.is_set():
             return  # Ctrl-C: the coordinator marked it interrupted
         spent = {**outcome.spent.ledger_fields(), "run_id": outcome.run_id, "rounds": outcome.rounds_used}

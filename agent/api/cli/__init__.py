@@ -16,9 +16,6 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-import tempfile
-import time
-import traceback
 
 from bbagent import ProviderError, UsageError, version
 from bbagent.cli.commands import (COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PROVIDER, EXIT_USAGE)
@@ -74,11 +71,8 @@ def _end_without_teardown() -> None:
 
 
 def _save_traceback() -> str:
-    fd, path = tempfile.mkstemp(prefix="bbagent-internal-error-", suffix=".txt")
-    with os.fdopen(fd, "w") as f:
-        f.write(f"bbagent {version()}, {time.strftime('%Y-%m-%d %H:%M:%S')}, argv {sys.argv}\n\n")
-        f.write(traceback.format_exc())
-    return path
+    from bbagent.agent.errors import save_traceback
+    return save_traceback(header=f"bbagent {version()}")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,11 @@ class PoolError(RuntimeError):
     """The fork server could not be started or reached."""
 
 
+class PoolClosed(RuntimeError):
+    """The fork server was closed while this evaluation waited for it to start: the process is ending
+    (Ctrl-C, SIGTERM, the exit handler). Not a ``PoolError``: nothing is started cold in its place."""
+
+
 class ColdChild:
     """``python -m harness.sandbox.child.worker`` in a new session; ``prefix`` is a launcher in front of
     it (ncu), which then leads the session."""
@@ -142,12 +147,19 @@ class WarmPool:
         self.spawned_at = time.monotonic()
 
     def _await_ready(self) -> None:
+        server = self.server  # close() may take it away meanwhile: another thread's, the exit handler's
         left = SERVER_START_TIMEOUT_S - (time.monotonic() - self.spawned_at)
-        ready = select.select([self.server.stdout], [], [], max(0.0, left))[0]
-        line = self.server.stdout.readline() if ready else b""
+        try:
+            ready = select.select([server.stdout], [], [], max(0.0, left))[0]
+            line = server.stdout.readline() if ready else b""
+        except (OSError, ValueError):  # its stdout closed by close()
+            line = b""
+        if self.server is not server:
+            raise PoolClosed("the fork server was closed while this evaluation waited for it to start "
+                             "(the process is ending)")
         if line.strip() != b"ready":
             said = line.decode("utf-8", "replace").strip()
-            code = self.server.poll()
+            code = server.poll()
             detail = (f"exit code {code}" if code is not None else "no answer") + \
                 (f", first output line {said!r}" if said else "") + f"; stderr: {self._stderr_tail()}"
             self.close()
@@ -182,6 +194,8 @@ class WarmPool:
             socket.send_fds(conn, [job.to_wire(env=env).encode() + b"\n"], fds)
         except OSError as exc:
             conn.close()
+            if self.server is None:  # closed since: the process is ending
+                raise PoolClosed("the fork server was closed before this evaluation reached it") from exc
             raise PoolError(f"the fork server is unreachable: {exc}") from exc
         return WarmChild(conn)
 
