@@ -73,6 +73,9 @@ class TestResult(_Strict):
     # what the expected value was taken from instead
     reference: str | None = None
     aten_calls: dict[str, int] = {}  # a program's answer: the aten operators it called outside Triton launches
+    # and what each was (harness.checks.program_compare.CALL_KINDS): compute refused or left to torch by
+    # the library policy, bookkeeping of the module's own integer state, or plumbing (views, allocation)
+    aten_call_kinds: dict[str, Literal["compute", "library", "bookkeeping", "plumbing"]] = {}
 
 
 class InUseCheck(_Strict):

@@ -52,6 +52,9 @@ CASES = [
     ("level2/2_Gemm_Multiply_LeakyReLU", "gemm_multiply_leaky_as_relu", None, dict.fromkeys(ALL_PASS, "mismatch")),
     ("level2/3_Conv2d_ReLU_BiasAdd", "conv_relu_bias_right", None, ALL_PASS),
     ("level2/3_Conv2d_ReLU_BiasAdd", "conv_relu_bias_wrong_dim", None, dict.fromkeys(ALL_PASS, "mismatch")),
+    # the batch counter's add_ is the module's own bookkeeping, not compute (issue 75); the statistics are
+    ("level2/4_Gemm_Scale_BatchNorm", "gemm_scale_batchnorm_right", None, ALL_PASS),
+    ("level2/4_Gemm_Scale_BatchNorm", "gemm_scale_batchnorm_torch_stats", None, dict.fromkeys(ALL_PASS, "guard")),
     ("level3/1_MLP_Block", "mlp_block_right", None, ALL_PASS),
     # a random program (dropout in training mode) is refused in words, whatever the answer
     ("broken/dropout", "dropout_linear", "no_tests", {}),
@@ -102,6 +105,13 @@ def test_what_a_failure_says(tmp_path):
     assert guard.aten_calls["aten.relu.default"] == 1
     right = judged("level2/1_Gemm_ReLU_BiasAdd", "gemm_relu_bias_right").tests[0]
     assert right.aten_calls["aten.mm.default"] == 1  # the library call, listed
+    assert right.aten_call_kinds == {"aten.t.default": "plumbing", "aten.mm.default": "library",
+                                     "aten.empty_like.default": "plumbing"}
+    counter = judged("level2/4_Gemm_Scale_BatchNorm", "gemm_scale_batchnorm_right").tests[0]
+    assert counter.passed and counter.aten_call_kinds["aten.add_.Tensor"] == "bookkeeping"
+    stats = judged("level2/4_Gemm_Scale_BatchNorm", "gemm_scale_batchnorm_torch_stats").tests[0]
+    assert stats.aten_call_kinds["aten.mean.dim"] == "compute" and stats.aten_call_kinds["aten.mul_.Tensor"] == "compute"
+    assert "aten.mean.dim" in stats.message and "aten.add_.Tensor" in stats.message  # the running mean's, float
     renamed = judged("level2/1_Gemm_ReLU_BiasAdd", "gemm_relu_bias_renamed")
     assert 'Missing key(s) in state_dict: "weight", "shift"' in renamed.message
 

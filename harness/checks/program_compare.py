@@ -41,16 +41,28 @@ SMALL_OUTPUT_RMS = 1e-2  # below it an output is compared in units of its RMS
 PIECE_ELEMENTS = CHUNK_ELEMENTS  # an output larger than this is compared a piece at a time
 
 
-class AtenCalls(TorchDispatchMode):
-    """Every aten operator the answer calls outside a Triton launch, counted, and those the library
-    policy refuses, with the answer's line."""
+# what each aten operator an answer called outside Triton launches was, as the Verdict marks it
+# (worst first: one call of an operator that is compute makes the operator compute)
+CALL_KINDS = ("compute", "library", "bookkeeping", "plumbing")
 
-    def __init__(self, policy: str, launches, candidate_file: str):
+
+class AtenCalls(TorchDispatchMode):
+    """Every aten operator the answer calls outside a Triton launch, counted and marked
+    (``CALL_KINDS``): the problem's computation the library policy refuses (``compute``) or leaves
+    to torch (``library``); integer or boolean state of the answer's own module (``bookkeeping``:
+    every tensor it reads is one of ``module``'s buffers and neither those nor what it makes are
+    floating, as ``num_batches_tracked.add_(1)``); what a wrapper may always ask of torch
+    (``plumbing``: views, allocation, copies, queries, ``harness.checks.allowed``). The refused, with
+    the answer's line."""
+
+    def __init__(self, policy: str, launches, candidate_file: str, module=None):
         super().__init__()
         self.policy = policy
         self.launches = launches
         self.candidate_file = candidate_file
+        self.module = module
         self.calls: Counter = Counter()
+        self.kinds: dict[str, str] = {}
         self.refused: dict[str, int | None] = {}
 
     @classmethod
@@ -58,19 +70,35 @@ class AtenCalls(TorchDispatchMode):
         return False  # as harness.checks.guards.AtenRecorder: no TorchDynamo in a sealed child
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        state = self._own_state()  # before the call: an in-place update reads what the module holds
+        result = func(*args, **kwargs)
         if not self.launches.in_launch:
             if self.launches.watch is not None:
                 self.launches.watch.on_aten(func)
-            self.calls[str(func)] += 1
-            if not self.allowed(func) and str(func) not in self.refused:
-                self.refused[str(func)] = candidate_line(self.candidate_file)
+            name = str(func)
+            self.calls[name] += 1
+            kind = self.kind(func, tensors_in((args, kwargs)), tensors_in(result), state)
+            self.kinds[name] = min(self.kinds.get(name, kind), kind, key=CALL_KINDS.index)
+            if kind == "compute" and name not in self.refused:
+                self.refused[name] = candidate_line(self.candidate_file)
         return result
 
-    def allowed(self, func) -> bool:
-        if self.policy == "all" or is_allowed(func):
-            return True
-        return self.policy == "gemm" and func._schema.name.split("::")[-1] in LIBRARY_GEMM
+    def _own_state(self) -> set[int]:
+        """The storages of the module's integer and boolean buffers (a counter reassigned in forward
+        is a buffer again)."""
+        if self.module is None:
+            return set()
+        return {b.untyped_storage().data_ptr() for b in self.module.buffers() if not _floating(b)}
+
+    def kind(self, func, read: list, made: list, state: set[int]) -> str:
+        if is_allowed(func):
+            return "plumbing"
+        if read and all(t.untyped_storage().data_ptr() in state for t in read) and not any(map(_floating, made)):
+            return "bookkeeping"
+        if self.policy == "all" or (self.policy == "gemm" and func._schema.name.split("::")[-1] in LIBRARY_GEMM):
+            return "library"
+        return "compute"
 
     def refusal(self) -> str | None:
         if not self.refused:
@@ -80,7 +108,12 @@ class AtenCalls(TorchDispatchMode):
         allowed = {"none": "nothing may stay in torch", "gemm": "only matrix products and convolutions may stay "
                    "in torch"}[self.policy]
         return (f"ModelNew.forward called PyTorch compute: {called}; under the library policy "
-                f"'{self.policy}' {allowed}: compute the rest in @triton.jit kernels")
+                f"'{self.policy}' {allowed} (integer state of the module's own buffers, such as a batch counter, "
+                "may): compute the rest in @triton.jit kernels")
+
+
+def _floating(t) -> bool:
+    return t.dtype.is_floating_point or t.dtype.is_complex
 
 
 def judge_program_call(draw: str, reference, answer, inputs: list, job, instruments, candidate_file: str,
@@ -92,7 +125,7 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
     result = {"id": draw, "source": draw, "input": described(inputs), "dtype": inputs_dtype(inputs), "passed": False}
     answer_inputs, kept = clone_value(inputs), clone_value(inputs)
     poison_freed_memory(tensors_in(answer_inputs), copies=3)  # the last draw freed three copies of its inputs
-    calls = AtenCalls(job.allow_library, launches, candidate_file)
+    calls = AtenCalls(job.allow_library, launches, candidate_file, answer if isinstance(answer, torch.nn.Module) else None)
     before = launches.launches
     on_answer()
     started = time.perf_counter()
@@ -106,6 +139,7 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
         return result | raised, fatal
     result["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
     result["aten_calls"] = dict(calls.calls)
+    result["aten_call_kinds"] = dict(calls.kinds)
     failure = watch.failure() or watch.judge_changes("after ModelNew.forward")
     if failure:
         return result | {k: failure[k] for k in ("error_kind", "message")}, False
