@@ -54,7 +54,8 @@ def evaluate_kernel(request: EvaluationRequest, kernel_path: str | Path, *, gpu:
     the child to that GPU (numbered as this process sees them). ``share``
     (``harness.sandbox.parent.gpu_share.GpuShare``): the GPU is shared with other evaluations of
     this process; the tests wait for room and run beside theirs, the timing waits for the GPU
-    alone, and a failure for want of memory there is run again alone."""
+    alone, and a failure for want of memory there is run again alone. Without one, an evaluation on
+    a GPU shares it so with the other processes of this user on it (``_process_share``)."""
     kernel_path = Path(kernel_path)
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
@@ -71,6 +72,7 @@ def evaluate_kernel(request: EvaluationRequest, kernel_path: str | Path, *, gpu:
         job = request.job(workdir, [_triton_cache(shared_env)])
         key = suite_key(request.problem.names, request.device, request.suite_options())
         child = _Child(request, kernel_path, source, job, key, shared_env, workdir)
+        share = share or _process_share(request, gpu)
         verdict = child.run(None) if share is None else _on_shared_gpu(share, child)
         return _redacted(verdict, request.secrets)
     finally:
@@ -135,8 +137,8 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> Verdict:
     waited = 0.0
     try:
         verdict = child.run(share, hold)
-        doubt = _doubted_while_shared(verdict) if hold.shared_with_others else None
-        shared = hold.shared_with_others
+        shared = share.crowded(hold)
+        doubt = _doubted_while_shared(verdict) if shared else None
         if doubt:
             waited += hold.waited_s
             share.leave(hold)
@@ -149,6 +151,15 @@ def _on_shared_gpu(share: GpuShare, child: _Child) -> Verdict:
     return verdict
 
 
+def _process_share(request: EvaluationRequest, gpu: int | None) -> GpuShare | None:
+    """On a GPU, where no batch shares it: this process's gate, which meets the other processes on
+    it (``harness.sandbox.parent.machine_gpu``); None on the CPU."""
+    if request.device != "cuda":
+        return None
+    from bbagent.harness.sandbox.parent.machine_gpu import process_share
+    return process_share(gpu)
+
+
 def _first_guess(request: EvaluationRequest) -> int:
     """The device memory to admit an evaluation by before any of its children measured a peak."""
     return request.expected_bytes or expected_need(request.problem.names, request.extra_traces)
@@ -158,6 +169,8 @@ def _doubted_while_shared(verdict: Verdict) -> str | None:
     """Why a Verdict reached on a shared GPU cannot be believed, or None."""
     if verdict.error_kind == "worker_error":
         return f"the harness failed beside other evaluations: {verdict.message[:200]}"
+    if verdict.error_kind == "timeout":
+        return "the evaluation ran past its time limit while other evaluations used the GPU"
     if verdict.error_kind == "cuda_oom" or any(t.error_kind == "cuda_oom" for t in verdict.tests):
         return "the kernel ran out of GPU memory while other evaluations held some of it"
     return None
@@ -184,6 +197,7 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
         untimed = replace(request, timing=None)  # nothing is timed: the timing cache is not read
         job = replace(untimed.job(workdir, [_triton_cache(shared_env)], seed=fresh_seed()), build_only=True,
                       save_suite=str(workdir / "suite.pt"))
+        share = share or _process_share(request, gpu)
         hold = share.enter(share.need_for(key, _first_guess(request)), request.op) if share else None
         gate = ChildGate(share, hold) if share is not None else None  # it pauses for another's timing
         try:
@@ -211,6 +225,7 @@ def _program_ahead(request: EvaluationRequest, gpu: int | None, share: GpuShare 
         return ("not built (a program has no suite; its torch.compile baseline is measured ahead only where its "
                 "answers are timed against it, on a GPU)")
     shared_env = base_env(request.device, gpu)
+    share = share or _process_share(request, gpu)
     hold = None
     if share is not None:
         key = suite_key(request.problem.names, request.device, request.suite_options())

@@ -32,6 +32,7 @@ _HOMES = {
     "bbagent.harness.sandbox.parent.watch": ("Limits",),
     "bbagent.harness.sandbox.parent.environment": ("SetupError", "physical_gpu", "start_early", "triton_cache_dir"),
     "bbagent.harness.sandbox.parent.gpu_share": ("GpuShare",),
+    "bbagent.harness.sandbox.parent.machine_gpu": ("machine_gpu", "total_memory"),
     "bbagent.harness.nvml": ("NvmlUnavailable", "open_gpu"),
     "bbagent.harness.ops": ("UnknownOpError", "resolve_op", "describe", "op_name", "packet_name", "value_mode",
                             "tensor_arguments"),

@@ -67,6 +67,12 @@ class Gpu:
             _check(self.library.nvmlDeviceGetHandleByUUID(entry.encode(), ctypes.byref(self.handle)),
                    f"the handle of GPU {entry}")
 
+    def uuid(self) -> str:
+        """The GPU's UUID (``GPU-...``): the same whatever a process's ``CUDA_VISIBLE_DEVICES``."""
+        buffer = ctypes.create_string_buffer(96)
+        _check(self.library.nvmlDeviceGetUUID(self.handle, buffer, ctypes.c_uint(96)), "nvmlDeviceGetUUID")
+        return buffer.value.decode()
+
     def sample(self) -> GpuSample:
         memory, utilization = _Memory(), _Utilization()
         _check(self.library.nvmlDeviceGetMemoryInfo(self.handle, ctypes.byref(memory)), "nvmlDeviceGetMemoryInfo")

@@ -39,11 +39,12 @@ class SharedGpu:
 
     def __init__(self, name: str, gpu: int | None, at_once: int, device_memory: int | None = None,
                  evaluate=None):
-        from bbagent.harness.interface import GpuShare
+        from bbagent.harness.interface import GpuShare, machine_gpu, physical_gpu, total_memory
         self.name, self.gpu = name, gpu
         if device_memory is None:
-            device_memory = _total_memory(gpu) if gpu is not None else 0
-        self.share = GpuShare.for_gpu(name, device_memory, at_once)
+            device_memory = total_memory(physical_gpu(gpu)) if gpu is not None else 0
+        across = None if gpu is None else machine_gpu(physical_gpu(gpu), device_memory)  # the other processes on it
+        self.share = GpuShare.for_gpu(name, device_memory, at_once, across=across)
         self.run_evaluation = evaluate  # harness.interface.evaluate_kernel unless a test gives another
         self.monitor = None
         if gpu is not None:
@@ -76,13 +77,3 @@ class SharedGpu:
     def close(self) -> None:
         if self.monitor is not None:
             self.monitor.stop()
-
-
-def _total_memory(gpu: int) -> int:
-    """The GPU's memory in bytes, from the driver (NVML); 0 where it cannot say. Never through
-    torch, which would hold a CUDA context in this process."""
-    from bbagent.harness.interface import NvmlUnavailable, open_gpu, physical_gpu
-    try:
-        return open_gpu(physical_gpu(gpu)).sample().memory_total
-    except NvmlUnavailable:
-        return 0

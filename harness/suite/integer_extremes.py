@@ -50,13 +50,13 @@ def _past_float32(info: torch.iinfo) -> list[int]:
     candidates = [info.max, info.min, info.max - 1, info.min + 1, 2 ** 24 + 1, 2 ** 24 + 3, 2 ** 31 + 1,
                   2 ** 53 - 1, 2 ** 40 + 7]
     signed = [v for c in candidates for v in (c, -c)]
-    return [v for v in signed if 2 ** 24 < abs(v) < 2 ** 53 and info.min <= v <= info.max]
+    return list(dict.fromkeys(v for v in signed if 2 ** 24 < abs(v) < 2 ** 53 and info.min <= v <= info.max))
 
 
 def _past_float64(info: torch.iinfo) -> list[int]:
     candidates = [info.max, info.min, info.max - 1, info.min + 1, 2 ** 53 + 1, 2 ** 53 + 3, 2 ** 62 + 1]
     signed = [v for c in candidates for v in (c, -c)]
-    return [v for v in signed if abs(v) > 2 ** 53 and info.min <= v <= info.max]
+    return list(dict.fromkeys(v for v in signed if abs(v) > 2 ** 53 and info.min <= v <= info.max))
 
 
 def _range_ends(info: torch.iinfo) -> list[int]:

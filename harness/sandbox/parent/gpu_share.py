@@ -23,6 +23,12 @@ failed for memory while sharing is run again alone (``harness.evaluate``).
 
 Every hold is logged (``intervals``) so that tests can check that no exclusive phase ever
 overlapped another evaluation's hold, and batches can say how long candidates waited.
+
+Other processes on the same GPU (separate ``bbagent eval`` processes, a batch beside them) are met
+through ``across`` (``harness.sandbox.parent.machine_gpu.MachineGpu``): an evaluation is admitted
+only where it fits beside theirs too, and holds the GPU alone only once their tests are over; the
+wait loops ask it again every ``ACROSS_POLL_S``. An evaluation that met another process's is
+``crowded`` as one that met this process's others.
 """
 from __future__ import annotations
 
@@ -41,6 +47,7 @@ CONTEXT_BYTES = 1 << 30  # a CUDA context, Triton's and torch's own, beside the 
 USABLE_SHARE = 0.9  # of the GPU's memory, for all the evaluations' needs together
 INTERVALS_KEPT = 100_000
 PARENT_POLL_S = 0.005  # how often one waiting for the GPU alone looks whether the others have paused
+ACROSS_POLL_S = 0.1  # how often one waiting for admission asks the other processes again
 
 
 @dataclass
@@ -62,6 +69,8 @@ class Hold:
     process_group: int | None = None  # its child's, while the child runs
     stopped_since: float | None = None  # its child's processes stopped (SIGSTOP) while another is timed, since
     stopped_s: float = 0.0  # stops before that
+    across: bool = False  # admitted among the other processes' evaluations too (GpuShare.across)
+    across_mark: tuple | None = None  # where their admissions stood when it was (MachineGpu.mark)
 
 
 @dataclass
@@ -88,11 +97,13 @@ class GpuShare:
     learned: dict = field(default_factory=dict)  # suite key -> largest device memory a child held
     intervals: list = field(default_factory=list)
     most_held: int = 0  # the most evaluations admitted at once so far
+    across: object = None  # harness.sandbox.parent.machine_gpu.MachineGpu: the other processes on this GPU
     _numbers: object = field(default_factory=itertools.count)
 
     @classmethod
-    def for_gpu(cls, name: str, total_memory: int, max_shared: int) -> "GpuShare":
-        return cls(name=name, capacity=int(total_memory * USABLE_SHARE), max_shared=max(1, max_shared))
+    def for_gpu(cls, name: str, total_memory: int, max_shared: int, across=None) -> "GpuShare":
+        return cls(name=name, capacity=int(total_memory * USABLE_SHARE), max_shared=max(1, max_shared),
+                   across=across)
 
     # --- what an evaluation needs --------------------------------------------------------------
 
@@ -119,7 +130,7 @@ class GpuShare:
         started = self.clock()
         with self.condition:
             while not self._admits(hold):
-                self.condition.wait()
+                self.condition.wait(ACROSS_POLL_S if self.across is not None else None)
             hold.waited_s += self.clock() - started
             hold.phase, hold.since = "shared", self.clock()
             self.holds[hold.number] = hold
@@ -138,11 +149,27 @@ class GpuShare:
             return False
         if (self.exclusive is not None or self.exclusive_waiting) and hold.page is None:
             return False  # it could not be paused for the one alone
-        if not self.holds:
+        if self.holds:
+            reserved = sum(h.need for h in self.holds.values())
+            fits = not self.capacity or reserved + hold.need <= self.capacity  # 0: the memory is unknown
+            if len(self.holds) >= self.max_shared or not fits:
+                return False
+        return self._admitted_across(hold)
+
+    def _admitted_across(self, hold: Hold) -> bool:
+        """Admitted among the other processes' evaluations (or there is no ``across``); asked last,
+        since a yes there registers the hold."""
+        if self.across is None:
             return True
-        reserved = sum(h.need for h in self.holds.values())
-        fits = not self.capacity or reserved + hold.need <= self.capacity  # 0: the memory is unknown
-        return len(self.holds) < self.max_shared and fits
+        hold.across_mark = self.across.mark()
+        hold.across = self.across.try_enter(hold.number, hold.need)
+        return hold.across
+
+    def crowded(self, hold: Hold) -> bool:
+        """Whether another evaluation held the GPU while ``hold`` did, of this process or another."""
+        if hold.shared_with_others:
+            return True
+        return self.across is not None and hold.across_mark is not None and self.across.others_since(hold.across_mark)
 
     def _pausing(self) -> bool:
         return self.exclusive is not None or self.exclusive_waiting > 0
@@ -166,6 +193,8 @@ class GpuShare:
                 self.exclusive_waiting -= 1
             hold.waited_s += self.clock() - started
             if hold.phase == "left":
+                if self.across is not None:
+                    self.across.end_alone()  # given up: the other processes' turn, this one's tests go on
                 self._resume_all()
                 return False
             hold.phase, hold.since = "exclusive", self.clock()
@@ -179,11 +208,13 @@ class GpuShare:
             return False
         others = [h for h in self.holds.values() if h is not hold]
         if hold.empty_device:
-            return not others
-        for other in others:
-            if other.phase == "shared":
-                self._ask_to_pause(other)
-        return all(self._quiet(other) for other in others)
+            here = not others
+        else:
+            for other in others:
+                if other.phase == "shared":
+                    self._ask_to_pause(other)
+            here = all(self._quiet(other) for other in others)
+        return here and (self.across is None or self.across.try_alone())  # then the other processes
 
     def _quiet(self, hold: Hold) -> bool:
         """The hold's child runs nothing on the GPU now, nor will until let run again."""
@@ -268,6 +299,9 @@ class GpuShare:
             self._go_on(hold)
             self._end_phase(hold)
             self.holds.pop(hold.number, None)
+            if hold.across:
+                self.across.leave(hold.number)
+                hold.across = False
             hold.phase = "left"
             if hold.page is not None:
                 hold.page.close()
@@ -282,6 +316,8 @@ class GpuShare:
         elif hold.phase == "exclusive" and self.exclusive is hold:
             self._log(hold, "exclusive", hold.since)
             self.exclusive = None
+            if self.across is not None:
+                self.across.end_alone()
             self._resume_all()
         hold.phase = "between" if hold.phase in ("shared", "exclusive") else hold.phase
         self.condition.notify_all()
