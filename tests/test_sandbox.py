@@ -158,6 +158,25 @@ def test_the_file_view_shows_only_the_allow_list(tmp_path):
     assert (workdir / "x.txt").read_text() == "mine" and not (ROOT / "harness" / "x.txt").exists()
 
 
+def test_a_second_view_in_the_same_working_directory_is_built_afresh(tmp_path):
+    """An evaluation run again alone (issue 75, 4) reuses its working directory, where the first
+    child's staging folder is left, and whatever its candidate planted there (a ``.view`` link out):
+    the second child's view is built in a folder of its own, not refused ("File exists")."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / ".view").symlink_to(tmp_path)  # planted by a candidate
+
+    def look():
+        build_view(AllowList.for_child(str(workdir), []), str(workdir))
+        return json.dumps({"cwd": os.getcwd() == str(workdir.resolve())})
+    for _ in range(2):
+        outcome = _in_namespaced_child(look)
+        if outcome.startswith("no namespaces"):
+            pytest.skip(f"this OS gives no mount namespace here ({outcome}); the audit hook is the barrier")
+        assert json.loads(outcome)["cwd"], outcome
+    assert (workdir / ".view").is_symlink()  # followed by nothing
+
+
 def test_cold_start_gives_the_same_verdict_as_the_warm_pool():
     warm = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=5), KERNELS / "relu_triton.py")
     cold = evaluate_kernel(EvaluationRequest.of("aten.relu.default", device=DEVICE, seed=5, warm=False), KERNELS / "relu_triton.py")

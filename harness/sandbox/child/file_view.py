@@ -34,6 +34,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import tempfile
 import sys
 import sysconfig
 from dataclasses import dataclass, field
@@ -224,8 +225,9 @@ def build_view(allowed: AllowList, workdir: str) -> None:
             error = ctypes.get_errno()
             raise ViewError(error, f"mount {source or fstype} on {target}: {os.strerror(error)}")
 
-    staging = os.path.join(workdir, ".view")
-    os.mkdir(staging, 0o700)
+    # a new folder each time: an evaluation run again (alone, after a doubt) reuses its working
+    # directory, where the last child's folder is left (and whatever the candidate put there)
+    staging = tempfile.mkdtemp(prefix=".view-", dir=workdir)
     mount("tmpfs", staging, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
     for link in allowed.links:
         _recreate_link_chain(staging, link)
