@@ -16,9 +16,11 @@ not the evaluation times anything. Each check gives one record (``harness.verdic
   in one element, or in a small block: almost the same input); every result must equal the first
   one on the same values (compared on the device, read every few hundred calls and at the end), the
   first on the test's own values must be aten's, and the first on each almost-the-same set (made with
-  the memory it may allocate holding the previous call's answer) must be what the kernel's own call
-  gives on those values with that memory poisoned instead (``repeated_call_mismatch``): a kernel that keeps results, turns wrong after some calls, or
-  decides from a sample of its inputs or of what memory held that the work is done already, fails.
+  the memory it may allocate holding the previous call's answer) must be right: aten's for a trace
+  call's values, for an OpInfo sample's the kernel's own call on them with that memory poisoned
+  instead (``repeated_call_mismatch``). A kernel that keeps results, turns wrong after some calls,
+  or decides from a sample of its inputs, of what memory held or of a buffer it keeps that the work
+  is done already, fails.
 * **CUDA graph** (GPU): the call captured once, then replayed after other values were copied into
   the captured inputs (the test's own, judged against aten; new ones, against the kernel's own call), as torch.compile's ``reduce-overhead``, vLLM and SGLang run it
   (``graph_mismatch``). A kernel that cannot be captured (it reads a value on the host, or
@@ -409,23 +411,32 @@ def nudged(values: tuple[tuple, dict], how: str, seed: int) -> tuple[tuple, dict
     return copy
 
 
-def _nudge_failure(op, sequence: list, firsts: list, kernel: Callable, recorder, device: str) -> str | None:
-    """Where the first call on a nudged set differs from the kernel's own call on the same values made
-    with the allocator's freed blocks of the result's sizes poisoned (so nothing left in memory can
-    look like the answer), in words; else None."""
+def _nudge_failure(op, case: TestCase, sequence: list, firsts: list, kernel: Callable, recorder,
+                   device: str) -> str | None:
+    """Where the first call on a nudged set was wrong, in words; else None. A trace call's nudged
+    values are as much a draw as its own (another of its elements in one place), so the call is
+    judged against aten, as a test is: a kernel that keeps a buffer of its own and skips the work
+    where a sample of it looks done fails too. An OpInfo sample's (which may be built to be well
+    conditioned) is held to the kernel's own call on the same values, made with the allocator's
+    freed blocks of the result's sizes poisoned (nothing left in memory can look like the answer)."""
     for k in sorted(NUDGES):
         if k >= len(sequence):
             continue
-        poison_freed_memory(tensors_in(firsts[k]), copies=2)
-        direct = _direct(kernel, recorder, sequence[k], device)
-        differs = consistent(direct, firsts[k])
+        if case.trace is not None:
+            failure = judged(_reference(op, sequence[k], device), firsts[k], "exact", Float64Run(op, sequence[k]))
+            differs = failure["message"][:300] if failure else None
+            against = "aten's"
+        else:
+            poison_freed_memory(tensors_in(firsts[k]), copies=2)
+            differs = consistent(_direct(kernel, recorder, sequence[k], device), firsts[k])
+            against = "its own on those values computed afresh"
         if differs:
             what = "one element" if NUDGES[k] == "one" else f"a block of up to {BLOCK} elements"
             return (f"called on the same tensors refilled with values that differ from the previous call's in {what} "
                     f"of one input (the memory it allocates holding the previous call's answer), its result was not "
-                    f"its own on those values computed afresh ({differs[:300]}). A kernel must compute every "
-                    "element from this call's inputs: not skip work because a sample of its inputs, or of the "
-                    "memory it was handed, looks like an earlier call's")
+                    f"{against} ({differs[:300]}). A kernel must compute every element from this call's inputs: not "
+                    "skip work because a sample of its inputs, of the memory it was handed or of a buffer it keeps "
+                    "looks like an earlier call's")
     return None
 
 
@@ -448,7 +459,7 @@ def repeated_calls(op, case: TestCase, kernel: Callable, device: str, recorder, 
                 result = kernel(*inputs[0], **inputs[1])
             if made <= len(values):
                 firsts.append(clone_value(result))
-                if made == len(values) and (nudge := _nudge_failure(op, values, firsts, kernel, recorder, device)):
+                if made == len(values) and (nudge := _nudge_failure(op, case, values, firsts, kernel, recorder, device)):
                     return _failed(check, "repeated_call_mismatch", nudge, calls=made)
             else:
                 shape_change = _differs(firsts[k], result, differs)
