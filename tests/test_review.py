@@ -469,13 +469,17 @@ def test_an_edited_kernel_is_judged_before_it_is_approved_and_served(tmp_path, m
     relu = find(tmp_path, RELU)
     assert [v.number for v in relu.versions] == [1] and relu.served() is None
     assert (folder / "review-verdict.json").is_file()
+    assert main(["review", "verify", RELU, "--json", *root]) == 1  # verify judges it as approve did
+    verified, = json.loads(capsys.readouterr().out)
+    assert not verified["passed"] and verified["status"] == "needs_review" and "fails them now" in verified["note"]
+    assert find(tmp_path, RELU).current.status == "modified"  # still no Verdict covers it: not served
 
     right = source + "\n# read and tidied by hand\n"
     (folder / "kernel.py").write_text(right)
     assert main(["review", "approve", RELU, *root]) == 0
     assert "judged first" in capsys.readouterr().out
     relu = find(tmp_path, RELU)
-    assert [(v.number, v.status) for v in relu.versions] == [(2, "approved"), (1, "approved")]
+    assert [(v.number, v.status) for v in relu.versions] == [(2, "approved"), (1, "needs_review")]  # verify failed it
     assert relu.served().number == 2 and relu.current.meta.edited_from.version == 1
     assert relu.current.meta.kernel_sha256 == hashlib.sha256(right.encode()).hexdigest()
     assert relu.current.meta.review.kernel_sha256 == relu.current.meta.kernel_sha256

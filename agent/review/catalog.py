@@ -292,24 +292,45 @@ def decide(root: Path, op: str, status: str, note: str = "", version: int | None
                           f"{find(root, op).current.kernel} instead, or restore this file")
     if judge is None:
         raise ReviewError(edited)
-    source = chosen.kernel.read_bytes()
     judging(chosen, edited)
-    verdict = judge(chosen)
-    write_atomic(chosen.folder / JUDGED_FILE, verdict.model_dump_json(indent=2) + "\n")
+    edit = judge_edit(root, chosen, judge, JUDGED_FILE, reviewer())
+    if edit.refused:
+        return Decision(chosen, edit.verdict, refused=f"{edit.refused}; nothing was approved, version "
+                                                      f"{chosen.number} is not served")
+    s = edit.verdict.summary
+    meta = set_status(chosen.folder, "approved", note or f"edited by hand; judged here: {s.passed}/{s.total} tests passed")
+    return Decision(KernelVersion(chosen.folder, meta, True), edit.verdict)
+
+
+@dataclass
+class JudgedEdit:
+    """A current kernel.py edited since its tests, judged: its Verdict, and the new version that
+    records it (``meta``) or why there is none (``refused``)."""
+    verdict: Verdict
+    meta: KernelMeta | None = None
+    refused: str | None = None
+
+
+def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersion], Verdict], verdict_file: str,
+               by: str) -> JudgedEdit:
+    """Judge the current version's kernel.py, edited since its tests (``judge``), keeping the Verdict
+    beside it as ``verdict_file``; where it passes, record it as a new version with that Verdict
+    (``lifecycle.install_edit``, needs review) whose folder keeps the Verdict too."""
+    source = current.kernel.read_bytes()
+    verdict = judge(current)
+    write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
     if verdict.kernel.sha256 != hashlib.sha256(source).hexdigest():
-        return Decision(chosen, verdict, refused=f"{chosen.kernel} changed while it was judged: approve it again")
+        return JudgedEdit(verdict, refused=f"{current.kernel} changed while it was judged: judge it again")
     if not verdict.passed:
+        s = verdict.summary
         first = (verdict.message or "").strip().splitlines()[0][:300] if verdict.message else verdict.error_kind
-        return Decision(chosen, verdict, refused=(
-            f"{chosen.kernel} was edited since its tests and fails them now ({verdict.summary.failed} of "
-            f"{verdict.summary.total} tests failed: {first}); nothing was approved, version {chosen.number} is "
-            f"not served (the Verdict: {chosen.folder / JUDGED_FILE})"))
-    meta = install_edit(root, chosen.meta, source.decode(), edit_part(chosen.meta, verdict), reviewer())
-    folder = chosen.folder
-    write_atomic(folder / JUDGED_FILE, verdict.model_dump_json(indent=2) + "\n")
-    meta = set_status(folder, "approved", note or f"edited by hand; judged here: {verdict.summary.passed}/"
-                                                   f"{verdict.summary.total} tests passed")
-    return Decision(KernelVersion(folder, meta, True), verdict)
+        where = verdict.environment.gpu or "CPU (Triton interpreter)"
+        return JudgedEdit(verdict, refused=(
+            f"{current.kernel} was edited since its tests and fails them now on {where} ({s.failed} of {s.total} "
+            f"tests failed: {first}; the Verdict: {current.folder / verdict_file})"))
+    meta = install_edit(root, current.meta, source.decode(), edit_part(current.meta, verdict), by)
+    write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
+    return JudgedEdit(verdict, meta)
 
 
 def diff(root: Path, op: str, version: int | None = None, against: int | None = None) -> str:

@@ -11,16 +11,17 @@ a stale one is: passing records the edit as a new version with that Verdict, nee
 """
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Callable
 
-from bbagent.agent.review.catalog import KernelVersion, find, operators
-from bbagent.agent.review.lifecycle import changes, install_edit, record_decision, tested_in, unjudged
-from bbagent.agent.review.record import edit_part
+from bbagent.agent.review.catalog import KernelVersion, find, judge_edit, operators
+from bbagent.agent.review.lifecycle import changes, record_decision, tested_in, unjudged
 from bbagent.agent.review.meta import read_meta, write_meta
 from bbagent.agent.review.record import performance_record
 from bbagent.agent.storage import write_atomic
+
+
+VERDICT_FILE = "verify-verdict.json"  # beside the kernel: the Verdict of its last verification
 
 
 def stale_versions(root: Path, op: str | None, force: bool = False) -> list[tuple[str, KernelVersion]]:
@@ -40,7 +41,7 @@ def verify(root: Path, version: KernelVersion, judge: Callable) -> dict:
         return _verify_edit(root, version, judge)
     was = changes(meta)
     verdict = judge(version)
-    write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
+    write_atomic(version.folder / VERDICT_FILE, verdict.model_dump_json(indent=2) + "\n")
     meta = read_meta(version.folder)
     env = verdict.environment
     where = env.gpu or "CPU (Triton interpreter)"
@@ -60,28 +61,21 @@ def verify(root: Path, version: KernelVersion, judge: Callable) -> dict:
     meta = record_decision(meta, status, note, by="bbagent", kernel_sha256=pinned)
     write_meta(version.folder, meta)
     return {"op": meta.op, "version": version.number, "passed": verdict.passed, "status": status,
-            "note": note, "verdict": str(version.folder / "verify-verdict.json")}
+            "note": note, "verdict": str(version.folder / VERDICT_FILE)}
 
 
 def _verify_edit(root: Path, version: KernelVersion, judge: Callable) -> dict:
-    """A current kernel.py changed since its tests, judged: passing, recorded as a new version with
-    that Verdict (needs review); failing, the version it was edited from back to needs_review."""
-    source = version.kernel.read_bytes()
-    verdict = judge(version)
-    write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
-    s = verdict.summary
-    where = verdict.environment.gpu or "CPU (Triton interpreter)"
-    if verdict.passed and verdict.kernel.sha256 == hashlib.sha256(source).hexdigest():
-        meta = install_edit(root, version.meta, source.decode(), edit_part(version.meta, verdict), "bbagent")
-        write_atomic(version.folder / "verify-verdict.json", verdict.model_dump_json(indent=2) + "\n")
-        note = (f"kernel.py edited since version {version.number}'s tests: {s.passed}/{s.total} tests passed on "
-                f"{where}; recorded as version {meta.version}, which needs review (bbagent review approve {meta.op})")
+    """A current kernel.py changed since its tests, judged (``catalog.judge_edit``): passing, recorded
+    as a new version with that Verdict (needs review); failing, back to needs_review."""
+    edit = judge_edit(root, version, judge, VERDICT_FILE, "bbagent")
+    verdict_path = str(version.folder / VERDICT_FILE)
+    if edit.meta is not None:
+        s, meta = edit.verdict.summary, edit.meta
+        note = (f"kernel.py edited since version {version.number}'s tests: {s.passed}/{s.total} tests passed; "
+                f"recorded as version {meta.version}, which needs review (bbagent review approve {meta.op})")
         return {"op": meta.op, "version": meta.version, "passed": True, "status": meta.review.status, "note": note,
-                "verdict": str(version.folder / "verify-verdict.json")}
-    first = (verdict.message or "").splitlines()[0][:300] if verdict.message else verdict.error_kind
-    note = (f"kernel.py edited since its tests fails them on {where}: {s.failed} of {s.total} tests failed: {first}"
-            if not verdict.passed else "kernel.py changed while it was judged: verify it again")
-    meta = record_decision(read_meta(version.folder), "needs_review", note, by="bbagent")
+                "verdict": verdict_path}
+    meta = record_decision(read_meta(version.folder), "needs_review", edit.refused, by="bbagent")
     write_meta(version.folder, meta)
-    return {"op": meta.op, "version": version.number, "passed": False, "status": "needs_review", "note": note,
-            "verdict": str(version.folder / "verify-verdict.json")}
+    return {"op": meta.op, "version": version.number, "passed": False, "status": "needs_review", "note": edit.refused,
+            "verdict": verdict_path}
