@@ -51,10 +51,10 @@ def main() -> int:
     parser.add_argument("--max-shapes", type=int, default=6, help="timed shapes per correct kernel (default 6)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    from bbagent.agent.batch.shared_gpu import _total_memory
+    from bbagent.harness.interface import physical_gpu, total_memory
     from bbagent.harness.evaluate import EvaluationRequest, TimingOptions, evaluate_kernel
     from bbagent.harness.sandbox.parent.gpu_share import GpuShare, overlaps
-    share = None if args.no_share else GpuShare.for_gpu("gpu-0", _total_memory(0), len(CASES))
+    share = None if args.no_share else GpuShare.for_gpu("gpu-0", total_memory(physical_gpu(0)), len(CASES))
 
     def one(case) -> dict:
         op, kernel, expected = case

@@ -4,8 +4,8 @@ argument arrives as the prompt says it does.
 For each overload `bbagent ops` lists: render the prompt, take its `def kernel(...)` line,
 define a stub with it, and call the stub with the arguments of every test of the overload's
 suite (as built for a GPU: every trace call, not the CPU interpreter's cut). Derived edge
-cases and the in-place refusal probe are left out: edge cases replace tensors by tensors in
-the same positions of their base case, and the probe only drops cases, so neither changes
+cases (integer extremes among them) and the in-place refusal probe are left out: edge cases
+replace tensors by tensors in the same positions of their base case, and the probe only drops cases, so neither changes
 how a call binds; both fork a process per case and would make this test several times slower.
 Type-promotion cases are kept, but every one the rules derive is checked, without asking the
 reference whether it accepts it (that forks a process per candidate case too): a superset of
@@ -76,6 +76,7 @@ def _listed_overloads() -> list[str]:
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_every_prompt_signature_binds_every_test_call(chunk, monkeypatch):
     monkeypatch.setattr(suite_module, "derive_edge_cases", lambda *args, **kwargs: [])
+    monkeypatch.setattr(suite_module, "derive_integer_extreme_cases", lambda *args, **kwargs: [])
     monkeypatch.setattr(suite_module, "_inplace_refusal", lambda *args, **kwargs: None)
     monkeypatch.setattr(suite_module, "reference_accepts", lambda *args, **kwargs: True)
     names = _listed_overloads()
