@@ -12,7 +12,7 @@ from typing import Callable
 from bbagent.agent.errors import ReviewError
 from bbagent.agent.families import family_of
 from bbagent.agent.review.lifecycle import (SHOWN_STATUSES, changes, install_edit,
-                                            modified_since_approval, reviewer, set_status, status_of, unjudged,
+                                            not_covered, reviewer, set_status, status_of, unjudged,
                                             version_folders)
 from bbagent.agent.review.record import edit_part
 from bbagent.agent.review.meta import KernelMeta, read_meta
@@ -46,7 +46,7 @@ class KernelVersion:
         approved, or is not the one its tests judged), in words naming the file; else None."""
         if not self.kernel.is_file():
             return f"{self.kernel} is missing"
-        return modified_since_approval(self.folder, self.meta) or unjudged(self.folder, self.meta)
+        return not_covered(self.folder, self.meta)
 
     @property
     def kernel(self) -> Path:
@@ -318,19 +318,19 @@ def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersio
     (``lifecycle.install_edit``, needs review) whose folder keeps the Verdict too."""
     source = current.kernel.read_bytes()
     verdict = judge(current)
-    write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
+    edit = JudgedEdit(verdict)
     if verdict.kernel.sha256 != hashlib.sha256(source).hexdigest():
-        return JudgedEdit(verdict, refused=f"{current.kernel} changed while it was judged: judge it again")
-    if not verdict.passed:
+        edit.refused = f"{current.kernel} changed while it was judged: judge it again"
+    elif not verdict.passed:
         s = verdict.summary
         first = (verdict.message or "").strip().splitlines()[0][:300] if verdict.message else verdict.error_kind
         where = verdict.environment.gpu or "CPU (Triton interpreter)"
-        return JudgedEdit(verdict, refused=(
-            f"{current.kernel} was edited since its tests and fails them now on {where} ({s.failed} of {s.total} "
-            f"tests failed: {first}; the Verdict: {current.folder / verdict_file})"))
-    meta = install_edit(root, current.meta, source.decode(), edit_part(current.meta, verdict), by)
+        edit.refused = (f"{current.kernel} was edited since its tests and fails them now on {where} ({s.failed} of "
+                        f"{s.total} tests failed: {first}; the Verdict: {current.folder / verdict_file})")
+    else:  # installing replaces the folder whole: the Verdict is written after it
+        edit.meta = install_edit(root, current.meta, source.decode(), edit_part(current.meta, verdict), by)
     write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
-    return JudgedEdit(verdict, meta)
+    return edit
 
 
 def diff(root: Path, op: str, version: int | None = None, against: int | None = None) -> str:

@@ -86,8 +86,7 @@ def status_of(meta: KernelMeta, environment: dict | None = None, folder: Path | 
     stored = meta.review.status
     if folder is not None and not (folder / "kernel.py").is_file():
         return "broken"
-    if stored != "rejected" and folder is not None and (unjudged(folder, meta)
-                                                          or modified_since_approval(folder, meta)):
+    if stored != "rejected" and folder is not None and not_covered(folder, meta):
         return "modified"
     if stored == "approved" and changes(meta, environment):
         return "stale"
@@ -113,11 +112,18 @@ def unjudged(folder: Path, meta: KernelMeta) -> str | None:
             f"{now_digest[:12]} now): no Verdict covers it; `bbagent review approve {meta.op}` judges it first")
 
 
+def not_covered(folder: Path, meta: KernelMeta) -> str | None:
+    """Why the kernel.py in ``folder`` may not be served whatever its review says: approved, it is
+    missing or not the file approved (``modified_since_approval``); or no Verdict covers it
+    (``unjudged``: an approval that pinned a file its tests never judged, before approvals judged
+    edits, is refused so too). None where neither holds."""
+    return modified_since_approval(folder, meta) or unjudged(folder, meta)
+
+
 def modified_since_approval(folder: Path, meta: KernelMeta) -> str | None:
-    """Why the approved kernel in ``folder`` is not the file that was approved and judged, in words
-    naming the file and the fix, or None where it is (or nothing was approved). An approval recorded
-    before approvals pinned the file is held to the digest the kernel was accepted with; one that
-    pinned a file its tests never judged (before approvals judged edits) is refused too."""
+    """Why the approved kernel in ``folder`` is not the file that was approved, in words naming the
+    file and the fix, or None where it is (or nothing was approved). An approval recorded before
+    approvals pinned the file is held to the digest the kernel was accepted with."""
     if meta.review.status != "approved":
         return None
     pinned = meta.review.kernel_sha256 or meta.kernel_sha256
@@ -129,7 +135,7 @@ def modified_since_approval(folder: Path, meta: KernelMeta) -> str | None:
         return (f"{kernel} was modified since its approval (sha256 {pinned[:12]} approved, {now_digest[:12]} now); "
                 f"review it again: bbagent review show {meta.op} && bbagent review approve {meta.op} "
                 "(which judges the file first)")
-    return unjudged(folder, meta)
+    return None
 
 
 def record_decision(meta: KernelMeta, status: str, note: str, by: str, kernel_sha256: str | None = None) -> KernelMeta:

@@ -19,8 +19,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from bbagent.harness.suite.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
-from bbagent.harness.suite.edge_cases import (SMALL_NUMEL, derive_edge_cases, reference_accepts,
-                                              reference_accepts_cpu_first)
+from bbagent.harness.suite.edge_cases import derive_edge_cases, reference_accepts, reference_accepts_cpu_first
 from bbagent.harness.suite.integer_extremes import derive_integer_extreme_cases
 from bbagent.harness.suite.promotion import derive_promotion_cases
 from bbagent.harness.inputs import clone_value, describe_call, map_tensors, materialize, spread, tensors_in
@@ -407,7 +406,7 @@ def _build_suite(op, device: str, seed: int, interpreter: bool, cpu_max_numel: i
     edge += [] if traces_only else derive_promotion_cases(op, cases + trace_cases, TestCase, reference_accepts,
                                                               calls)
     edge += [] if traces_only else derive_integer_extreme_cases(op, cases + trace_cases, TestCase,
-                                                                reference_accepts_cpu_first, SMALL_NUMEL)
+                                                                reference_accepts_cpu_first)
     for case in cases + trace_cases + edge:
         if interpreter and case.dtype == "bfloat16":
             suite.skipped.append({"id": case.id, "input": case.description,

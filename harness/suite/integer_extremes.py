@@ -31,6 +31,7 @@ from typing import Any, Callable
 import torch
 
 from bbagent.harness.inputs import describe_call, map_tensors, tensors_in
+from bbagent.harness.suite.edge_cases import SMALL_NUMEL
 from bbagent.harness.variants import schema_arguments
 
 RULE = "integer_extremes"  # edge:integer_extremes_<tier> in a case's source
@@ -127,13 +128,13 @@ WANTED_ELEMENTS = 32  # a base case with this many elements meets every value of
 
 
 def derive_integer_extreme_cases(op, base_cases: list, make_case: Callable[..., Any],
-                                 accepts: Callable[[Any, tuple, dict], bool], small_numel: int) -> list:
+                                 accepts: Callable[[Any, tuple, dict], bool]) -> list:
     """One case per (argument, integer dtype, tier) of the operator's small cases where aten accepts
     the rewrite (``accepts(op, args, kwargs)``: the suite's check, on CPU copies first). Per tier,
     all the call's new pairs are rewritten at once; where aten refuses that, each pair alone; a pair
     refused alone (an index) is not tried again. Base cases with ``WANTED_ELEMENTS`` elements or
     more in each integer tensor come first."""
-    small = [base for base in base_cases if base.largest_tensor() <= small_numel]
+    small = [base for base in base_cases if base.largest_tensor() <= SMALL_NUMEL]
     ordered = sorted(small, key=lambda base: (-min(_fewest_integers(base), WANTED_ELEMENTS), -base.largest_tensor()))
     derived, done, refused, probes = [], set(), set(), 0
     for base in ordered:
