@@ -12,6 +12,7 @@ an adapter copies it anywhere.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Callable
 
 import torch
@@ -41,18 +42,21 @@ def convention(op) -> str:
 RECORDINGS: list[list] = []
 
 
-def serving(kernel: Callable, written_for, target) -> Callable:
+def serving(kernel: Callable, written_for, target, traced: bool = False) -> Callable:
     """A callable with ``target``'s calling convention, from ``kernel`` written for ``written_for``:
     the kernel itself when they are the same overload; an adapter when ``written_for`` is the
     functional overload of ``target``'s family; otherwise ``AdapterError``. Either refuses a
-    result that is not plain data (``NotPlainTensor``)."""
+    result that is not plain data (``NotPlainTensor``), except ``traced``: for torch.compile's
+    tracing (``agent.serving.direct``), where every tensor is torch's traced tensor and the write-back
+    is traced with the rest."""
     check_serves(written_for, target)
-    kernel = plain_only(kernel)
+    if not traced:
+        kernel = plain_only(kernel)
     if target is written_for:
         return kernel
     if convention(target) == "out":
-        return _out_adapter(kernel, target)
-    return _inplace_adapter(kernel, target)
+        return _out_adapter(kernel, target, traced)
+    return _inplace_adapter(kernel, target, traced)
 
 
 def check_serves(written_for, target) -> None:
@@ -65,7 +69,7 @@ def check_serves(written_for, target) -> None:
                            "the functional overload of a family is wrapped for its in-place and out= overloads")
 
 
-def _inplace_adapter(kernel: Callable, target) -> Callable:
+def _inplace_adapter(kernel: Callable, target, traced: bool = False) -> Callable:
     """``target(*args)`` = ``kernel(*args)`` copied into the written argument, which is returned."""
     arguments = target._schema.arguments
     position = next(i for i, a in enumerate(arguments) if is_written(a))
@@ -74,13 +78,13 @@ def _inplace_adapter(kernel: Callable, target) -> Callable:
     def inplace(*args, **kwargs):
         result = kernel(*args, **kwargs)
         written = args[position] if position < len(args) else kwargs[name]
-        _write(written, result, name, resize=False)
+        _write(written, result, name, resize=False, traced=traced)
         return written
     inplace.__name__ = f"{target._schema.name.split('::')[-1]}_via_functional"
     return inplace
 
 
-def _out_adapter(kernel: Callable, target) -> Callable:
+def _out_adapter(kernel: Callable, target, traced: bool = False) -> Callable:
     """``target(*args, out=...)`` = ``kernel(*args)`` written into ``out`` (resized to the
     result's shape where it differs); returns ``out`` (a tuple of them for several outputs)."""
     names = out_arguments(target)
@@ -93,7 +97,7 @@ def _out_adapter(kernel: Callable, target) -> Callable:
         if len(results) != len(names):
             raise TypeError(f"the functional kernel returned {len(results)} values for {len(names)} out= arguments")
         for name, out, value in zip(names, outs, results):
-            _write(out, value, name, resize=True)
+            _write(out, value, name, resize=True, traced=traced)
         if returns == 0:
             return None
         return outs[0] if returns == 1 else tuple(outs)
@@ -101,18 +105,19 @@ def _out_adapter(kernel: Callable, target) -> Callable:
     return out_variant
 
 
-def _write(destination, value, name: str, resize: bool) -> None:
-    """Copy the functional result into ``destination`` (tensor or list of tensors)."""
+def _write(destination, value, name: str, resize: bool, traced: bool = False) -> None:
+    """Copy the functional result into ``destination`` (tensor or list of tensors); ``traced``: in
+    the dispatch modes of torch.compile's tracing, which must see the copy."""
     if isinstance(destination, (list, tuple)):
         if not isinstance(value, (list, tuple)) or len(value) != len(destination):
             raise TypeError(f"'{name}' holds {len(destination)} tensors; the functional kernel returned "
                             f"{type(value).__name__} of another length")
         for i, (d, v) in enumerate(zip(destination, value)):
-            _write(d, v, f"{name}[{i}]", resize)
+            _write(d, v, f"{name}[{i}]", resize, traced)
         return
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"the functional kernel returned {type(value).__name__}, not a Tensor, for '{name}'")
-    with _disable_current_modes():  # bbagent's own write-back, not the candidate's compute
+    with nullcontext() if traced else _disable_current_modes():  # bbagent's own write-back, not the candidate's
         if destination.shape != value.shape:
             if not resize:
                 raise RuntimeError(f"'{name}' has shape {list(destination.shape)} but the functional result has "

@@ -44,7 +44,7 @@ _HOMES = {
     "bbagent.harness.error_kinds": ("ERROR_KINDS",),
     "bbagent.harness.checks.policy": ("TOLERANCE_POLICY", "LIBRARY_POLICIES"),
     "bbagent.harness.checks.compare": ("TOLERANCES",),
-    "bbagent.harness.checks.allowed": ("ALLOWED", "SEED_DRAW"),
+    "bbagent.harness.checks.allowed": ("ALLOWED", "SEED_DRAW", "is_allowed"),
     "bbagent.harness.checks.reference": ("is_cuda_error",),
     "bbagent.harness.suite.build": ("FLOAT_DTYPES", "SAMPLE_DTYPES"),
     "bbagent.harness.suite.cache": ("suite_cache_dir",),

@@ -321,17 +321,20 @@ def test_on_a_gpu_compiled_code_is_given_only_kernels_measured_faster_than_induc
 
     def version(over):
         baselines = {"inductor": {"geomean_speedup": over}} if over is not None else {}
-        return SimpleNamespace(meta=SimpleNamespace(written_for=RELU, performance=PerformanceRecord(
-            measured=True, baselines=baselines)))
+        return SimpleNamespace(meta=SimpleNamespace(written_for=RELU, dtypes=["float32"], kernel_sha256="f" * 64,
+                                                    performance=PerformanceRecord(measured=True, baselines=baselines)))
     served = {RELU: serving.ServedOverload(RELU, 1, "f", 1.2)}
+    functions = {RELU: lambda x: x}
     for over, expected in ((1.3, None), (0.8, "measured 0.8x torch.compile"), (None, "not timed against torch.compile")):
-        compiled, not_compiled = serving._under_compile(served, {RELU: version(over)}, "cuda", include_slower=False)
+        compiled, not_compiled = serving._under_compile(served, {RELU: version(over)}, "cuda", False, None, functions)
         try:
             assert (not_compiled.get(RELU) or "")[:len(expected or "")] == (expected or "")
             assert compiled.names == ([] if expected else [RELU])
+            # on a GPU inductor's own code launches a served kernel (agent.serving.direct)
+            assert compiled.under_compile(RELU) == (None if expected else "launched by inductor's code")
         finally:
             compiled.uninstall()
-    compiled, not_compiled = serving._under_compile(served, {RELU: version(0.8)}, "cuda", include_slower=True)
+    compiled, not_compiled = serving._under_compile(served, {RELU: version(0.8)}, "cuda", True, None, functions)
     compiled.uninstall()
     assert not_compiled == {} and compiled.names == [RELU]
 

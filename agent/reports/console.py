@@ -414,14 +414,23 @@ def _print_compiled_check(console: Console, head: str, result: dict) -> None:
         console.print(f"median of {timing['repeats']} x {timing['iterations']} forwards each (eager and "
                       f"torch.compile alone timed before and after){note}")
     for op, row in sorted(compiled["kernels"].items()):
-        why = row["under_compile"]
-        console.print(f"  {op} v{row['version']}: " + (f"{row['compiled_calls']} compiled call(s)" if why == "served"
-                                                       else f"not called by compiled code: {escape(str(why))}"))
+        console.print(f"  {op} v{row['version']}: {_compiled_use(row['under_compile'], row['compiled_calls'], row.get('compiled_sites', 0))}")
     for key, row in sorted(compiled["regions"].items()):
-        console.print(f"  region {key}: " + (f"{row['calls']} compiled call(s)" if row["served"]
-                                             else f"not served: {escape(row['why'])}"))
+        console.print(f"  region {key}: {_compiled_use(row['why'], row['calls'], row.get('sites', 0))}")
     if compiled["mode"] != "default" and "cudagraphs" not in compiled["mode"]:
         console.print("  (CUDA graph replays run no Python: the calls counted are those outside a replay)")
+
+
+def _compiled_use(status: str | None, calls: int, sites: int) -> str:
+    """How compiled code ran one kernel or region answer: launched by inductor's code at ``sites``
+    places of the compiled graphs, ``calls`` opaque calls, or why neither."""
+    from bbagent.agent.serving.compiled import is_served
+    if not is_served(status):
+        return f"not called by compiled code: {escape(str(status))}"
+    said = [f"launched by inductor's code at {sites} place(s) in the compiled graphs"] if sites else []
+    said += [f"{calls} compiled call(s) out of inductor's code"] if calls else []
+    detail = status.split("; ", 1)[1] if "; " in status else ""
+    return ("; ".join(said) or "not met in this model") + (f" ({escape(detail)})" if detail else "")
 
 
 def _against_eager(compared: dict | None) -> str:

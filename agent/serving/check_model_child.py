@@ -84,12 +84,14 @@ def compiled_check(model, inputs, eager, spec: dict, options: dict) -> dict:
     """``--compile``: the comparison of the compiled model with the kernels against eager decides
     (``agent.serving.check_model_compiled``); no bisection."""
     from bbagent.agent.serving.check_model_compiled import check_compiled
+    from bbagent.agent.serving.compiled import is_served
     compiled = check_compiled(model, inputs, eager, spec, options)
     result = {"compiled": compiled, **compiled["compile_bbagent"]}
-    used = any(compiled["compiled_calls"].values())
+    used = any(compiled["compiled_calls"].values()) or any(compiled["compiled_sites"].values())
     result["status"] = "mismatch" if not result["match"] else "match" if used else "nothing_served"
     if not used:
-        reasons = {**{op: r["under_compile"] for op, r in compiled["kernels"].items() if r["under_compile"] != "served"},
+        reasons = {**{op: r["under_compile"] for op, r in compiled["kernels"].items()
+                      if not is_served(r["under_compile"])},
                    **{key: r["why"] for key, r in compiled["regions"].items() if not r["served"]}}
         result["why_nothing_served"] = ("; ".join(f"{name}: {why}" for name, why in sorted(reasons.items())) or
                                         "no approved kernel or region answer was called by the compiled model "

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
+from bbagent.agent.serving.compiled import is_served
 from bbagent.agent.serving.enable import enable
 from bbagent.agent.serving.model_numbers import compare_outputs, timed_ms
 
@@ -39,16 +40,19 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
         served = _runner(torch.compile(served_forward, **settings), inputs)
         served_output = _warm(served)
         compiled_calls = dict(enabled.compiled_calls())  # counted before the timing's calls
+        sites = dict(enabled.compiled_sites())
         kernels = _served_rows(enabled)
         regions = enabled.regions()
-        served_times = _rounds({"bbagent": served}, spec) if any(compiled_calls.values()) else None
+        used = any(compiled_calls.values()) or any(sites.values())
+        served_times = _rounds({"bbagent": served}, spec) if used else None
     again = _rounds({"eager": _runner(model, inputs), "compile": alone}, spec)
     atol, rtol = spec["atol"], spec["rtol"]
     result = {"mode": spec["mode"], "compile_alone": compare_outputs(eager, alone_output, atol, rtol),
               "compile_bbagent": compare_outputs(eager, served_output, atol, rtol), "compiled_calls": compiled_calls,
-              "kernels": kernels, "regions": {key: {"served": why == "served", "why": why,
-                                                    "calls": compiled_calls.get(key, 0)}
-                                              for key, why in regions.items()}}
+              "compiled_sites": sites, "kernels": kernels,
+              "regions": {key: {"served": is_served(why), "why": why, "calls": compiled_calls.get(key, 0),
+                                "sites": sites.get(key, 0)}
+                          for key, why in regions.items()}}
     if served_times is not None:
         eager_ms = statistics.median(alone_times["eager"] + again["eager"])
         compile_ms = statistics.median(alone_times["compile"] + again["compile"])
@@ -92,5 +96,5 @@ def _served_rows(enabled) -> dict[str, dict]:
     """Per operator served by a generated kernel: its compiled calls, or why compiled code does
     not call it."""
     return {row["op"]: {"version": row["version"], "compiled_calls": row["compiled_calls"] or 0,
-                        "under_compile": row["under_compile"]}
+                        "compiled_sites": row["compiled_sites"] or 0, "under_compile": row["under_compile"]}
             for row in enabled.report()}

@@ -19,6 +19,11 @@ returning its outputs through the answer's ``ModelNew`` (its shapes from the pro
 the same pass finds the regions of each graph (``agent.regions.extract.matches``) and puts one call
 of the twin where a region of that hash stands, before it swaps single overloads.
 
+On a GPU both go further where they can (``agent.serving.direct``): a served overload is traced
+into the graph as its kernel's Triton launches, and a region answer made of Triton launches and
+plumbing alone is traced into the region's place, so that inductor's code launches the judged
+kernels itself; the twins stay for every call that cannot be (``direct.py`` says which).
+
 Only graphs compiled while the kernels are enabled are changed; a function compiled before keeps
 its code until it is compiled again (``torch._dynamo.reset()``). Under CUDA graphs
 (``mode="reduce-overhead"``) a replay runs no Python: the calls counted are those that ran outside
@@ -30,27 +35,46 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 
+from bbagent.agent.serving.direct import LAUNCHED, DirectKernel, DirectServing, inline, region_traced
+
 NAMESPACE = "bbagent_served"
+OPAQUE = "served"  # a twin's call out of inductor's code
+
+
+def is_served(status: str | None) -> bool:
+    """Whether an ``under_compile`` or region status says compiled code runs the kernel."""
+    return bool(status) and status.startswith((OPAQUE, LAUNCHED))
 
 
 @dataclass
 class RegionAnswer:
     """An approved answer to a region problem: the problem's key, the region's hash, the answer's
-    ``ModelNew`` and the problem's module (its ``Model`` and ``get_inputs``)."""
+    ``ModelNew``, the problem's module (its ``Model`` and ``get_inputs``) and the answer file's digest."""
     key: str
     hash: str
     model_new: type
     problem: object
+    sha256: str = ""
 
 
 class CompiledServing:
-    """The twins of ``overloads`` (``OpOverload`` by name) and of ``regions`` (by hash), and the
-    changes to inductor that route compiled graphs to them; ``calls`` counts compiled calls per
-    overload name and per region answer's key."""
+    """The twins of ``overloads`` (``OpOverload`` by name) and of ``regions`` (by hash), the
+    functionalization rules of ``direct`` (``agent.serving.direct``), and the changes to inductor
+    that route compiled graphs to them; ``calls`` counts compiled calls of the twins per overload
+    name and per region answer's key. ``fingerprint`` names the files served (inductor's caches key
+    compiled graphs by it). With ``inline_regions`` a region answer is traced into the graph where it
+    can be."""
 
-    def __init__(self, overloads: dict[str, object], regions: dict[str, RegionAnswer] | None = None):
+    def __init__(self, overloads: dict[str, object], regions: dict[str, RegionAnswer] | None = None,
+                 direct: list[DirectKernel] | None = None, fingerprint: str = "", inline_regions: bool = False):
         import torch
         self.calls: Counter = Counter()
+        self.direct = DirectServing(direct or [])
+        self.direct_left_out: dict[str, str] = {}
+        self.region_answers = {answer.hash: answer for answer in (regions or {}).values()}
+        self.inline_regions, self.fingerprint = inline_regions, fingerprint
+        self.inlined: Counter = Counter()  # region answer's key -> regions traced into graphs
+        self.region_declined: dict[str, Counter] = {}
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
         self.twins = {overload: self._twin(name, overload) for name, overload in overloads.items()
                       if _functional(overload)}
@@ -65,6 +89,25 @@ class CompiledServing:
         """The overloads and region answers served under torch.compile."""
         from bbagent.harness.interface import op_name
         return sorted(op_name(overload) for overload in self.twins) + sorted(self.region_keys.values())
+
+    def region_status(self, key: str) -> str:
+        """How compiled code runs the region answer ``key``: launched by inductor's code, an opaque
+        call (``OPAQUE``), or both, with why."""
+        declined = self.region_declined.get(key)
+        why = "; ".join(f"{reason} ({count}x)" for reason, count in declined.most_common()) if declined else ""
+        if self.inlined[key]:
+            return LAUNCHED + (f"; an opaque call where {why}" if why else "")
+        return OPAQUE + (f" as an opaque call: {why}" if why else "")
+
+    def under_compile(self, op: str) -> str | None:
+        """How compiled code runs the served overload ``op``, or None where it does not."""
+        if op in self.direct_left_out or op not in self.direct.names:
+            return OPAQUE if op in self.names else None
+        return self.direct.under_compile(op)
+
+    def sites(self) -> dict[str, int]:
+        """Per overload and region answer: calls traced into compiled graphs as its launches."""
+        return {**{k.op: k.sites for k in self.direct.kernels.values()}, **dict(self.inlined)}
 
     def _region_twin(self, answer: RegionAnswer):
         import torch
@@ -109,16 +152,18 @@ class CompiledServing:
     def install(self) -> None:
         from torch._inductor import config, decomposition
         self.previous_pass = config.post_grad_custom_pre_pass
-        config.post_grad_custom_pre_pass = SwapPass(self.twins, self.previous_pass, self.region_twins)
+        config.post_grad_custom_pre_pass = SwapPass(self.twins, self.previous_pass, self.region_twins, self)
         for table in (decomposition.decompositions, decomposition.fast_random_decomps()):
             for overload in self.twins:
                 if overload in table:
                     self.removed.append((table, overload, table.pop(overload)))
+        self.direct_left_out = self.direct.install()
         self.installed = True
 
     def uninstall(self) -> None:
         from torch._inductor import config
         if self.installed:
+            self.direct.uninstall()
             config.post_grad_custom_pre_pass = self.previous_pass
             for table, overload, decomposition in self.removed:
                 table[overload] = decomposition
@@ -156,8 +201,12 @@ class SwapPass(_PassBase):
     of a served hash becomes one call of its twin, then every call of a served overload a call of
     its twin."""
 
-    def __init__(self, twins: dict, previous=None, region_twins: dict | None = None):
+    def __init__(self, twins: dict, previous=None, region_twins: dict | None = None, serving=None):
         self.twins, self.previous, self.region_twins = twins, previous, region_twins or {}
+        self.serving = serving  # the CompiledServing: region answers traced in where they can be, and counted
+
+    def __deepcopy__(self, memo):
+        return self  # inductor copies its config; the pass counts into the live CompiledServing
 
     def __call__(self, graph) -> None:
         if self.previous is not None:
@@ -168,15 +217,30 @@ class SwapPass(_PassBase):
                 match = next((m for m in matches(graph) if m.region.hash in self.region_twins), None)
                 if match is None:
                     break
-                _replace(graph, match, self.region_twins[match.region.hash])
+                self._region(graph, match)
         for node in graph.nodes:
             if node.op == "call_function" and node.target in self.twins and _tensors_given(node):
                 node.target = self.twins[node.target]
 
+    def _region(self, graph, match) -> None:
+        """The region answer traced into ``match``'s place where it can be, else its twin's call."""
+        serving, hash_ = self.serving, match.region.hash
+        if serving is not None and serving.inline_regions:
+            answer = serving.region_answers[hash_]
+            traced, why = region_traced(answer, [node.meta.get("val") for node in match.inputs])
+            why = why or inline(graph, match, traced)
+            if why is None:
+                serving.inlined[answer.key] += 1
+                return
+            serving.region_declined.setdefault(answer.key, Counter())[why] += 1
+        _replace(graph, match, self.region_twins[hash_])
+
     def uuid(self) -> bytes:
-        """What inductor's graph cache keys the pass by: what is swapped (and the pass before)."""
+        """What inductor's graph cache keys the pass by: what is swapped and by which files (and
+        the pass before)."""
         from bbagent.harness.interface import op_name
-        text = ",".join(sorted(op_name(overload) for overload in self.twins) + sorted(self.region_twins))
+        fingerprint = self.serving.fingerprint if self.serving is not None else ""
+        text = ",".join(sorted(op_name(overload) for overload in self.twins) + sorted(self.region_twins) + [fingerprint])
         previous = self.previous.uuid() if self.previous is not None and hasattr(self.previous, "uuid") else b""
         return hashlib.sha256(text.encode() + bytes(previous or b"")).digest()
 

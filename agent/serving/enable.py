@@ -73,20 +73,28 @@ class Enabled:
         return {op: s.calls for op, s in self.served.items()}
 
     def compiled_calls(self) -> dict[str, int]:
-        """Calls of a generated kernel from code torch.compile generated, per overload (counted
-        in ``calls`` too)."""
+        """Calls of a generated kernel through its opaque twin from code torch.compile generated,
+        per overload and region answer (counted in ``calls`` too)."""
         return {op: self.compiled.calls[op] for op in self.compiled.names} if self.compiled is not None else {}
 
+    def compiled_sites(self) -> dict[str, int]:
+        """Per overload and region answer: its calls traced into compiled graphs as its Triton
+        launches, which inductor's code then launches itself (``agent.serving.direct``; no Python
+        runs them, so they are counted where they are compiled, not where they run)."""
+        return self.compiled.sites() if self.compiled is not None else {}
+
     def regions(self) -> dict[str, str]:
-        """Each answer to a region problem (``bbagent regions``): "served" under torch.compile, or
-        why not."""
-        served = dict.fromkeys(self.compiled.region_keys.values(), "served") if self.compiled is not None else {}
+        """Each answer to a region problem (``bbagent regions``): how it is served under
+        torch.compile (``CompiledServing.region_status``), or why not."""
+        served = ({key: self.compiled.region_status(key) for key in self.compiled.region_keys.values()}
+                  if self.compiled is not None else {})
         return {**{key: why for key, why in self.not_compiled.items() if key not in self.served}, **served}
 
     def report(self) -> list[dict]:
-        compiled = self.compiled_calls()
-        return [{**s.row(), "compiled_calls": compiled.get(s.op),
-                 "under_compile": "served" if s.op in compiled else self.not_compiled.get(s.op)}
+        compiled, sites = self.compiled_calls(), self.compiled_sites()
+        return [{**s.row(), "compiled_calls": compiled.get(s.op), "compiled_sites": sites.get(s.op),
+                 "under_compile": (self.compiled.under_compile(s.op) if self.compiled is not None else None)
+                 or self.not_compiled.get(s.op)}
                 for s in self.served.values()]
 
     def disable(self) -> None:
@@ -121,6 +129,7 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     interpreter (``agent.serving.load``)."""
     global _current
     import torch
+    from bbagent.harness.interface import resolve_op, serving
     if device not in DISPATCH_KEYS:
         raise UsageError(f"device must be one of {', '.join(DISPATCH_KEYS)} (got '{device}')")
     if device == "cpu":
@@ -137,7 +146,7 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
         _say(f"bbagent.enable: {op} is not served: {skipped[op]}")
     dispatch_key = DISPATCH_KEYS[device]
     library = torch.library.Library("aten", "IMPL")
-    served, kernels = {}, {}
+    served, kernels, functions = {}, {}, {}
     try:
         for op, version, speed in chosen:
             if version.folder not in kernels:
@@ -151,10 +160,12 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
                 continue
             record = ServedOverload(op, version.number, str(version.folder), speed)
             _register(library, op, version.meta, kernels[version.folder], record, dispatch_key)
+            functions[op] = serving(kernels[version.folder], resolve_op(version.meta.written_for), resolve_op(op),
+                                    traced=True)
             served[op] = record
         regions, unserved_regions = region_answers(root, device, include_unreviewed, include_slower)
         compiled, not_compiled = _under_compile(served, {op: version for op, version, _ in chosen}, device,
-                                                include_slower, regions)
+                                                include_slower, regions, functions)
         not_compiled.update(unserved_regions)
     except BaseException:
         library._destroy()
@@ -205,17 +216,22 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
         except Exception as exc:  # noqa: BLE001 - this answer alone is left to inductor, with why
             refused[key] = f"cannot be loaded: {_in_words(exc)}"
             continue
-        answers[module.REGION_HASH] = RegionAnswer(key=key, hash=module.REGION_HASH, model_new=model_new, problem=module)
+        answers[module.REGION_HASH] = RegionAnswer(key=key, hash=module.REGION_HASH, model_new=model_new, problem=module,
+                                                   sha256=version.meta.kernel_sha256 or "")
     return answers, refused
 
 
 def _under_compile(served: dict[str, ServedOverload], versions: dict, device: str, include_slower: bool,
-                   regions: dict | None = None):
+                   regions: dict | None = None, functions: dict | None = None):
     """The ``CompiledServing`` of the served overloads that torch.compile's code may call instead of
     its own (installed), and why each other served overload is left to inductor. On a GPU an
     overload goes there only where its kernel was measured at least as fast as inductor's code
-    (``include_slower``: all); on the CPU, the interpreter, where nothing is timed, every one does."""
+    (``include_slower``: all), and inductor's code launches its kernel itself where it can
+    (``agent.serving.direct``; ``functions``: each served overload's function for tracing); on the CPU, the
+    interpreter, where nothing is timed, every one does, as an opaque call."""
+    import torch
     from bbagent.agent.serving.compiled import CompiledServing
+    from bbagent.agent.serving.direct import DirectKernel
     from bbagent.harness.interface import resolve_op
     chosen, not_compiled = {}, {}
     for op in served:
@@ -227,9 +243,16 @@ def _under_compile(served: dict[str, ServedOverload], versions: dict, device: st
             not_compiled[op] = (f"measured {over:.3g}x torch.compile" if over is not None else
                                 "not timed against torch.compile (bbagent bench --op " + op +
                                 " --baseline eager,inductor on a GPU)")
-    compiled = CompiledServing(chosen, regions)
+    direct = []
+    if device != "cpu":
+        for op, overload in chosen.items():
+            dtypes = frozenset(getattr(torch, name) for name in versions[op].meta.dtypes if hasattr(torch, name))
+            direct.append(DirectKernel(op, overload, (functions or {})[op], dtypes, device))
+    fingerprint = ",".join(sorted(f"{op}={versions[op].meta.kernel_sha256}" for op in chosen) +
+                           sorted(f"{a.key}={a.sha256}" for a in (regions or {}).values()))
+    compiled = CompiledServing(chosen, regions, direct, fingerprint, inline_regions=device != "cpu")
     for op in chosen:
-        if resolve_op(op) not in compiled.twins:
+        if resolve_op(op) not in compiled.twins and op not in compiled.direct.names:
             not_compiled[op] = "an in-place or out= overload: compiled code calls its functional overload"
     compiled.install()
     return compiled, not_compiled

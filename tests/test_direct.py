@@ -1,0 +1,161 @@
+"""Approved kernels that inductor's own code launches (``agent.serving.direct``), on the CPU: the
+graphs torch.compile hands inductor (traced as its AOT step traces them, with its decompositions,
+on fake tensors) hold the judged file's Triton kernel as torch's Triton kernel node, not an
+aten call or a custom-op call; a call the rule cannot take stays aten's and says why; training
+graphs keep the kernel in the forward; a region answer made of launches is traced into the
+region's place, and one that calls torch's compute keeps its opaque call. Each scenario runs in a
+fresh process with compiling Triton (``@triton.jit`` functions are what torch traces; the
+interpreter's are not), where the kernels are never launched. ``tests/test_gpu.py`` checks on a GPU
+that inductor's generated code launches them and computes what eager computes."""
+from pathlib import Path
+
+from test_enable import in_fresh_process
+
+KERNELS = Path(__file__).parent / "kernels"
+ANSWERS = Path(__file__).parent / "problems" / "answers"
+
+TRACE = '''
+import json, logging, sys, torch
+logging.disable(logging.WARNING)  # without a GPU torch cannot read which pointers a kernel writes, and says so
+from torch._functorch.aot_autograd import aot_function
+from torch._inductor.decomposition import select_decomp_table
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+FAKE = FakeTensorMode(allow_non_fake_inputs=True)
+
+def graphs_of(function, *shapes_and_dtypes, grad=False):
+    """The forward (and backward) graphs inductor would receive for one call, on fake tensors (of the
+    CPU: a CPU build fakes CUDA tensors for some operators only; the rule is the same on either)."""
+    graphs = []
+    def capture(gm, _):
+        graphs.append(gm)
+        return gm
+    with FAKE:
+        args = [torch.empty(shape, dtype=dtype, requires_grad=grad) for shape, dtype in shapes_and_dtypes]
+        out = aot_function(function, fw_compiler=capture, bw_compiler=capture, decompositions=select_decomp_table())(*args)
+        if grad:
+            out.sum().backward()
+    return graphs
+
+def calls(gm):
+    """Each call of the graph: an aten overload's name, or the Triton kernel a kernel node launches and its file."""
+    out = []
+    for node in getattr(gm, "graph", gm).nodes:
+        if node.op != "call_function":
+            continue
+        if "triton_kernel_wrapper" in str(node.target):
+            fn = kernel_side_table.get_kernel(node.kwargs["kernel_idx"]).fn
+            out.append(f"triton:{fn.__name__}@{fn.__code__.co_filename}")
+        else:
+            out.append(str(node.target))
+    return out
+'''
+
+
+def test_a_served_overload_reaches_inductor_as_its_kernels_launch_and_the_rest_stays_aten(tmp_path):
+    """relu and relu_ served direct: each call in the graph is the judged file's ``_relu`` kernel
+    node, no aten relu and no ``bbagent_served`` call; float16, which the kernel was not tested on,
+    stays aten's (counted, with why); a wrapper that reads a pointer on the host is traced nowhere
+    and says why; in training the forward launches the kernel and the backward is autograd's; after
+    uninstall the graph is inductor's own again."""
+    relu = KERNELS / "relu_triton.py"
+    reads_pointer = tmp_path / "relu_reads_pointer.py"
+    reads_pointer.write_text(relu.read_text().replace("    x = self.contiguous()\n",
+                                                      "    self.data_ptr()\n    x = self.contiguous()\n"))
+    result = in_fresh_process(TRACE + f'''
+from bbagent.agent.serving.direct import DirectKernel, DirectServing
+from bbagent.agent.serving.load import import_kernel
+from bbagent.harness.interface import resolve_op, serving
+RELU, RELU_ = resolve_op("aten.relu.default"), resolve_op("aten.relu_.default")
+def direct(path):
+    kernel = import_kernel(path, "k" + str(abs(hash(path))))
+    return DirectServing([DirectKernel(name, op, serving(kernel, RELU, op, traced=True), frozenset({{torch.float32}}), "cpu")
+                          for name, op in (("aten.relu.default", RELU), ("aten.relu_.default", RELU_))])
+# the relus take intermediates: without a GPU torch cannot tell which pointers a kernel writes, takes it
+# that it writes every one, and would write a graph input back after the call
+model = lambda x, h: (torch.relu(x * 1) * 2).relu_() + torch.relu(h * 1).float()
+shapes = (((64, 32), torch.float32), ((64, 32), torch.float16))
+served = direct({str(relu)!r})
+served.install()
+inference = calls(graphs_of(model, *shapes)[0])
+said = served.under_compile("aten.relu.default")
+training = [calls(g) for g in graphs_of(lambda x: torch.relu(x * 1) * 3, ((16,), torch.float32), grad=True)]
+sites = {{k.op: k.sites for k in served.kernels.values()}}
+served.uninstall()
+after = calls(graphs_of(model, *shapes)[0])
+pointer = direct({str(reads_pointer)!r})
+pointer.install()
+untraced = calls(graphs_of(model, *shapes)[0])
+pointer_said = pointer.under_compile("aten.relu.default")
+pointer.uninstall()
+print(json.dumps({{"inference": inference, "sites": sites, "said": said, "training": training, "after": after,
+                  "untraced": untraced, "pointer_said": pointer_said}}))
+''', tmp_path, interpret=False)
+    launch = f"triton:_relu@{relu}"
+    assert result["inference"].count(launch) == 2, result["inference"]  # relu, then relu_ on its result
+    assert result["inference"].count("aten.relu.default") == 1, result["inference"]  # the float16 call
+    assert not any("bbagent_served" in call for call in result["inference"])
+    assert result["sites"] == {"aten.relu.default": 2, "aten.relu_.default": 1}  # the training graph's relu too
+    assert result["said"] == "launched by inductor's code; an opaque call where dtype float16 not tested (1x)"
+    forward, backward = result["training"]
+    assert launch in forward and "aten.relu.default" not in forward
+    assert "aten.where.self" in backward and launch not in backward  # threshold_backward, decomposed
+    assert launch not in result["after"] and result["after"].count("aten.relu.default") == 3
+    assert "aten.relu_.default" not in result["after"]  # functionalized as always
+    assert not any(call.startswith("triton:") for call in result["untraced"])
+    assert "its wrapper cannot be traced (RuntimeError: Cannot access data pointer" in result["pointer_said"]
+
+
+def test_a_region_answer_of_launches_takes_the_regions_place_and_one_calling_torch_keeps_its_call(tmp_path):
+    """The softmax region of a small model: its answer (one Triton kernel per row) is traced into
+    the graph in the region's place, the graph stays whole and the region's own nodes are gone; the
+    addmm + GELU answer calls ``torch.addmm``, so its region becomes one call of its opaque twin,
+    with why."""
+    result = in_fresh_process(TRACE + f'''
+import importlib.util
+from pathlib import Path
+from bbagent.agent.regions.extract import find_regions, inductor_graphs
+from bbagent.agent.regions.program import region_program
+from bbagent.agent.serving.compiled import CompiledServing, RegionAnswer, SwapPass
+from bbagent.harness.interface import ProgramProblem, program_module
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(16, 16)
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.linear(x)).softmax(dim=-1)
+
+def answer(name):
+    spec = importlib.util.spec_from_file_location(name, {str(ANSWERS)!r} + "/" + name + ".py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ModelNew
+
+torch.manual_seed(0)
+model, x = Model().eval(), torch.randn(8, 16, 16)
+graph = inductor_graphs(model, (x,))[0]
+answers = {{}}
+for region in find_regions([graph]):
+    path = Path(sys.argv[1]) / ("region_" + region.hash + ".py")
+    path.write_text(region_program(region, "Model"))
+    name = "region_softmax_right" if region.kind == "reduction + pointwise" else "region_addmm_gelu_right"
+    answers[region.hash] = RegionAnswer(key=name, hash=region.hash, model_new=answer(name),
+                                        problem=program_module(ProgramProblem(path=str(path), text=path.read_text())))
+serving = CompiledServing({{}}, answers, inline_regions=True)
+before = calls(graph)
+SwapPass({{}}, None, serving.region_twins, serving)(graph)
+graph.lint()
+print(json.dumps({{"before": before, "after": calls(graph), "inlined": dict(serving.inlined),
+                  "calls": {{key: serving.region_status(key) for key in serving.region_keys.values()}}}}))
+serving.uninstall()
+''', tmp_path, interpret=False)
+    softmax = f"triton:softmax_rows@{ANSWERS / 'region_softmax_right.py'}"
+    assert "aten.amax.default" in result["before"] and softmax not in result["before"]
+    after = result["after"]
+    assert after.count(softmax) == 1 and "aten.amax.default" not in after and "aten.exp.default" not in after
+    assert result["inlined"] == {"region_softmax_right": 1}
+    assert result["calls"]["region_softmax_right"] == "launched by inductor's code"
+    assert any("bbagent_served.region_" in call for call in after)  # the GELU region: its twin's call
+    assert result["calls"]["region_addmm_gelu_right"] == ("served as an opaque call: its forward calls torch's "
+                                                          "compute (aten.addmm.default) (1x)")
