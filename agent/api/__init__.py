@@ -308,21 +308,24 @@ def export_kernelbench(out_dir: str | Path, root: str | Path | None = None, incl
 
 
 def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, include_slower: bool = False,
-           device: str | None = None, ops: list[str] | None = None):
+           device: str | None = None, ops: list[str] | None = None, direct: bool = True):
     """Make PyTorch run the approved kernels under ``root`` (``agent.serving.enable``): each served
     overload registered for ``device``'s dispatch key (default: ``cuda`` where a CUDA device is
     visible, else ``cpu``, where the kernels run under Triton's interpreter), aten's
     own kernel kept as the fallback. Only approved, non-stale versions (``include_unreviewed``: the
     current one unless rejected), and only overloads measured at least as fast as eager
-    (``include_slower``: all). Returns an ``Enabled`` (a context manager: ``with bbagent.enable():
-    ...``) with ``calls()``, ``report()``, ``served`` and ``skipped``."""
+    (``include_slower``: all). Under torch.compile on a GPU, inductor's own code launches a served
+    kernel where it can (``agent.serving.direct``; ``direct=False``: every one an opaque call, as
+    before). Returns an ``Enabled`` (a context manager: ``with bbagent.enable(): ...``) with
+    ``calls()``, ``compiled_sites()``, ``report()`` (per overload, ``under_compile`` says which path
+    it takes), ``served`` and ``skipped``."""
     from bbagent.agent.judging import check_op
     from bbagent.agent.serving.enable import enable as enable_kernels
     from bbagent.harness.interface import default_device
     for op in ops or []:
         check_op(op)
     return enable_kernels(resolve_root(root), include_unreviewed=include_unreviewed, include_slower=include_slower,
-                          device=device or default_device(), ops=ops)
+                          device=device or default_device(), ops=ops, direct=direct)
 
 
 def disable() -> dict | None:

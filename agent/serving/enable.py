@@ -123,10 +123,11 @@ def current() -> Enabled | None:
 
 
 def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool = False, device: str = "cuda",
-           ops: list[str] | None = None) -> Enabled:
+           ops: list[str] | None = None, direct: bool = True) -> Enabled:
     """Register the chosen kernels under ``root/generated_kernels`` for ``device``'s dispatch key
     (module docstring). ``ops`` limits it to these overloads. A CPU kernel runs under Triton's
-    interpreter (``agent.serving.load``)."""
+    interpreter (``agent.serving.load``). ``direct``: on a GPU, inductor's code launches the kernels
+    where it can (``agent.serving.direct``); else each is an opaque call."""
     global _current
     import torch
     from bbagent.harness.interface import resolve_op, serving
@@ -165,7 +166,7 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
             served[op] = record
         regions, unserved_regions = region_answers(root, device, include_unreviewed, include_slower)
         compiled, not_compiled = _under_compile(served, {op: version for op, version, _ in chosen}, device,
-                                                include_slower, regions, functions)
+                                                include_slower, regions, functions if direct else None)
         not_compiled.update(unserved_regions)
     except BaseException:
         library._destroy()
@@ -227,7 +228,8 @@ def _under_compile(served: dict[str, ServedOverload], versions: dict, device: st
     its own (installed), and why each other served overload is left to inductor. On a GPU an
     overload goes there only where its kernel was measured at least as fast as inductor's code
     (``include_slower``: all), and inductor's code launches its kernel itself where it can
-    (``agent.serving.direct``; ``functions``: each served overload's function for tracing); on the CPU, the
+    (``agent.serving.direct``; ``functions``: each served overload's function for tracing, None: none
+    does); on the CPU, the
     interpreter, where nothing is timed, every one does, as an opaque call."""
     import torch
     from bbagent.agent.serving.compiled import CompiledServing
@@ -244,13 +246,13 @@ def _under_compile(served: dict[str, ServedOverload], versions: dict, device: st
                                 "not timed against torch.compile (bbagent bench --op " + op +
                                 " --baseline eager,inductor on a GPU)")
     direct = []
-    if device != "cpu":
+    if device != "cpu" and functions is not None:
         for op, overload in chosen.items():
             dtypes = frozenset(getattr(torch, name) for name in versions[op].meta.dtypes if hasattr(torch, name))
-            direct.append(DirectKernel(op, overload, (functions or {})[op], dtypes, device))
+            direct.append(DirectKernel(op, overload, functions[op], dtypes, device))
     fingerprint = ",".join(sorted(f"{op}={versions[op].meta.kernel_sha256}" for op in chosen) +
                            sorted(f"{a.key}={a.sha256}" for a in (regions or {}).values()))
-    compiled = CompiledServing(chosen, regions, direct, fingerprint, inline_regions=device != "cpu")
+    compiled = CompiledServing(chosen, regions, direct, fingerprint, inline_regions=device != "cpu" and functions is not None)
     for op in chosen:
         if resolve_op(op) not in compiled.twins and op not in compiled.direct.names:
             not_compiled[op] = "an in-place or out= overload: compiled code calls its functional overload"
