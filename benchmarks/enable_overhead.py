@@ -41,7 +41,7 @@ def approved_root(source: str) -> Path:
     import triton
     root = Path(tempfile.mkdtemp(prefix="bbagent-enable-overhead-"))
     op = "aten.relu.default"
-    install(root, op, source, {"op": op, "written_for": op, "serves": [op], "run_id": "bench", "tests": {},
+    install(root, op, source, {"op": op, "written_for": op, "serves": [op], "run_id": "bench", "tests": {"passed": 1, "total": 1},
                                "versions": {"torch": torch.__version__, "triton": triton.__version__},
                                "gpu": this_machine().gpu, "dtypes": ["float32"],
                                "performance": {"measured": False}})

@@ -335,8 +335,18 @@ def test_on_a_gpu_compiled_code_is_given_only_kernels_measured_faster_than_induc
         finally:
             compiled.uninstall()
     compiled, not_compiled = serving._under_compile(served, {RELU: version(0.8)}, "cuda", True, None, functions)
+    direct_key = _pass_key()
     compiled.uninstall()
     assert not_compiled == {} and compiled.names == [RELU]
+    opaque, _ = serving._under_compile(served, {RELU: version(0.8)}, "cuda", True, None, None)  # enable(direct=False)
+    opaque_key = _pass_key()
+    opaque.uninstall()
+    assert opaque.under_compile(RELU) == "served" and opaque_key != direct_key  # inductor's caches tell them apart
+
+
+def _pass_key() -> bytes:
+    from torch._inductor import config
+    return config.post_grad_custom_pre_pass.uuid()
 
 
 @pytest.mark.slow

@@ -239,7 +239,9 @@ class SwapPass(_PassBase):
         """What inductor's graph cache keys the pass by: what is swapped and by which files (and
         the pass before)."""
         from bbagent.harness.interface import op_name
-        fingerprint = self.serving.fingerprint if self.serving is not None else ""
+        serving = self.serving
+        fingerprint = (f"{serving.fingerprint};direct={','.join(serving.direct.names)};inline={serving.inline_regions}"
+                       if serving is not None else "")  # the same files served another way: another graph
         text = ",".join(sorted(op_name(overload) for overload in self.twins) + sorted(self.region_twins) + [fingerprint])
         previous = self.previous.uuid() if self.previous is not None and hasattr(self.previous, "uuid") else b""
         return hashlib.sha256(text.encode() + bytes(previous or b"")).digest()
