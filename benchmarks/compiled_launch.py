@@ -76,6 +76,9 @@ def main() -> int:
                 compiled = torch.compile(lambda t: model(t), **settings)
                 output, codes = run_and_get_code(compiled, x)
                 code = "\n".join(codes)
+                if args.out:
+                    args.out.mkdir(parents=True, exist_ok=True)
+                    (args.out / f"generated-{mode}-{side}.py").write_text(code)
                 for _ in range(3):
                     output = compiled(x)  # CUDA graphs record, then replay
                 rows[(mode, side)] = per_forward_us(compiled, x, args.forwards, args.repeats)
