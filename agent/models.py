@@ -109,3 +109,32 @@ def build_program(path: Path, device: str, dtype: torch.dtype, seed: int = 0) ->
     inputs = tuple(value.to(device=device, dtype=dtype if value.is_floating_point() else value.dtype)
                    if isinstance(value, torch.Tensor) else value for value in module.get_inputs())
     return model, inputs
+
+
+def built(name: str, config: dict, device: str, dtype: str, seed: int = 0,
+          script: str | Path | None = None) -> tuple[nn.Module, tuple]:
+    """The model (a built-in one from ``config``, or the program file ``script``) and its inputs as
+    a tuple, run once forward here: a ``UsageError`` naming the fix where the script is not a
+    program in KernelBench's format, or where the model does not run in ``dtype`` on ``device``
+    (its own error said)."""
+    from bbagent.agent.errors import UsageError
+    from bbagent.harness.interface import ProblemError
+    try:
+        if script is not None:
+            model, inputs = build_program(Path(script), device, getattr(torch, dtype), seed)
+        else:
+            model, one = build_model(name, config, device, getattr(torch, dtype), seed)
+            inputs = (one,)
+        with torch.no_grad():
+            model(*inputs)
+    except ProblemError as exc:
+        raise UsageError(f"--script {script}: {exc}") from None
+    except ModelUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the model's own code, said with the fix
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        settings = f"with the settings {config}" if script is None else f"with its own get_inputs() ({script})"
+        fix = " (--dtype float32 runs every model)" if dtype != "float32" else ""
+        raise UsageError(f"{name} does not run in {dtype} on {device} {settings}: {type(exc).__name__}: "
+                         f"{first[:300]}{fix}") from None
+    return model, inputs

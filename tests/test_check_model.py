@@ -3,6 +3,7 @@ config matches eager with approved relu and add kernels serving its calls; a wro
 is named as the culprit by the bisection; resnet18 needs torchvision and says so."""
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,61 @@ def test_compiled_the_model_calls_the_approved_kernels_and_is_compared_and_timed
     assert refused_at_once.value.code == 2
     refused = capsys.readouterr().err
     assert "--compile: invalid choice: 'fast'" in refused and "running" not in refused  # refused before the run
+
+
+MODELS = Path(__file__).parent / "models"
+
+
+def check_script(root, script: str, *extra) -> tuple[int, dict]:
+    import io
+    import contextlib
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["check-model", "--script", str(MODELS / script), "--device", "cpu", "--root", str(root),
+                     "--include-slower", "--repeats", "1", "--iterations", "1", "--json", *extra])
+    return code, json.loads(buffer.getvalue()) if buffer.getvalue().strip() else {}
+
+
+def test_your_own_model_as_a_script_is_checked_and_bad_scripts_exit_2_with_the_fix(tmp_path, capsys):
+    """``check-model --script``: a program in KernelBench's format is the model (its own inputs,
+    its own sizes); the approved relu serves its one call and the output matches eager. A file that
+    is not a program, a missing file, ``--set`` beside a script, and a dtype the model cannot run
+    each exit 2 naming the fix, before any timing."""
+    approve(tmp_path, RELU, "relu_triton.py")
+    code, result = check_script(tmp_path, "relu_mlp.py")
+    assert code == 0 and result["match"] and result["model"] == "relu_mlp", result
+    assert result["script"] == str(MODELS / "relu_mlp.py") and result["served"][RELU]["calls"] == 1
+    not_a_model = tmp_path / "notes.py"
+    not_a_model.write_text("print('hello')\n")
+    for argv, said in (([str(not_a_model)], "--script"), ([str(tmp_path / "missing.py")], "no such file"),
+                       ([str(MODELS / "relu_mlp.py"), "--set", "batch=2"], "--set applies to a built-in --model"),
+                       ([str(MODELS / "inverse_only_float32.py"), "--dtype", "float16"],
+                        "does not run in float16 on cpu")):
+        capsys.readouterr()
+        assert main(["check-model", "--script", *argv[:1], "--device", "cpu", "--root", str(tmp_path), *argv[1:]]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, err
+    assert "--dtype float32 runs every model" in err
+
+
+@pytest.mark.slow
+def test_training_steps_of_a_transformers_llama_with_the_kernels_match_eager(tmp_path, capsys):
+    """``check-model --script tiny_llama.py --train``: Hugging Face transformers' Llama (random
+    weights, two layers, grouped KV heads, RoPE, SwiGLU) trained two SGD steps eagerly, compiled
+    alone and compiled with the approved add serving its residual and RoPE adds; the losses and
+    the first step's gradients of both compiled runs match eager's; each run's time per step is
+    measured; the table says so."""
+    pytest.importorskip("transformers")
+    approve(tmp_path, ADD, "add_broadcast.py")
+    code, result = check_script(tmp_path, "tiny_llama.py", "--train", "--steps", "2", "--atol", "1e-4")
+    compiled = result["compiled"]
+    assert code == 0 and result["status"] == "match", result
+    assert compiled["compile_alone"]["match"] and compiled["compile_bbagent"]["match"]
+    assert compiled["compiled_calls"][ADD] > 0  # on the CPU, opaque calls into the interpreter's kernel
+    losses = compiled["train"]["losses"]
+    assert len(losses["eager"]) == 2 and losses["eager"][1] < losses["eager"][0]  # it trains
+    assert all(compiled["timing"][f"{run}_ms"] > 0 for run in ("eager", "compile", "bbagent"))
+    main(["check-model", "--script", str(MODELS / "relu_mlp.py"), "--device", "cpu", "--root", str(tmp_path),
+          "--include-slower", "--train", "--steps", "2"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "2 training steps (SGD, lr 0.001)" in out and "ms per step" in out and "losses and first gradients" in out

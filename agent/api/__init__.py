@@ -308,7 +308,8 @@ def export_kernelbench(out_dir: str | Path, root: str | Path | None = None, incl
 
 
 def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, include_slower: bool = False,
-           device: str | None = None, ops: list[str] | None = None, direct: bool = True):
+           device: str | None = None, ops: list[str] | None = None, direct: bool = True, model: str | None = None,
+           mode: str = "default"):
     """Make PyTorch run the approved kernels under ``root`` (``agent.serving.enable``): each served
     overload registered for ``device``'s dispatch key (default: ``cuda`` where a CUDA device is
     visible, else ``cpu``, where the kernels run under Triton's interpreter), aten's
@@ -318,14 +319,19 @@ def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, 
     kernel where it can (``agent.serving.direct``; ``direct=False``: every one an opaque call, as
     before). Returns an ``Enabled`` (a context manager: ``with bbagent.enable(): ...``) with
     ``calls()``, ``compiled_sites()``, ``report()`` (per overload, ``under_compile`` says which path
-    it takes), ``served`` and ``skipped``."""
+    it takes), ``served`` and ``skipped``. ``model`` (and torch.compile's ``mode``): serve exactly
+    what the whole-model gate kept for that model (``check-model --compile MODE --gate``, recorded
+    under ``runs/plans/``), each other kernel left out with the gate's reason."""
     from bbagent.agent.judging import check_op
     from bbagent.agent.serving.enable import enable as enable_kernels
+    from bbagent.agent.serving.gate import load_plan
     from bbagent.harness.interface import default_device
     for op in ops or []:
         check_op(op)
+    device = device or default_device()
+    plan = load_plan(resolve_root(root), model, mode, device) if model is not None else None
     return enable_kernels(resolve_root(root), include_unreviewed=include_unreviewed, include_slower=include_slower,
-                          device=device or default_device(), ops=ops, direct=direct)
+                          device=device, ops=ops, direct=direct, plan=plan)
 
 
 def disable() -> dict | None:
@@ -334,19 +340,25 @@ def disable() -> dict | None:
     return disable_kernels()
 
 
-def check_model(model: str, *, root: str | Path | None = None, device: str | None = None, config: dict | None = None,
-                ops: list[str] | None = None, timeout_s: float = 1800.0, **settings) -> dict:
-    """Run ``model`` (``agent.models``) forward with the enabled kernels and eagerly, in a
-    child process; returns the comparison, the overloads served with their call counts, the timing
-    and, on a mismatch, the culprit overloads. ``settings``: dtype, include_unreviewed,
-    include_slower, atol, rtol, repeats, iterations, seed (``agent.serving.check_model.ModelCheck``)."""
+def check_model(model: str | None = None, *, script: str | Path | None = None, root: str | Path | None = None,
+                device: str | None = None, config: dict | None = None, ops: list[str] | None = None,
+                timeout_s: float = 1800.0, **settings) -> dict:
+    """Run ``model`` (``agent.models``), or ``script`` (your model as a program file in
+    KernelBench's format), forward with the enabled kernels and eagerly, in a child process;
+    returns the comparison, the overloads served with their call counts, the timing and, on a
+    mismatch, the culprit overloads. ``settings``: dtype, include_unreviewed, include_slower, atol,
+    rtol, repeats, iterations, seed, compile and mode (torch.compile alone and with the kernels),
+    train and steps (training steps instead of forwards; compiled) (``agent.serving.check_model.ModelCheck``)."""
     from bbagent.agent.judging import check_op
     from bbagent.agent.serving.check_model import ModelCheck, checked, run_check
     for op in ops or []:
         check_op(op)
-    allowed = [name for name in ModelCheck.__dataclass_fields__ if name not in ("model", "config", "device", "ops", "root")]
-    _refuse_unknown("check_model", settings, allowed, f"{', '.join(allowed)}, root, device, config, ops, timeout_s")
-    return run_check(checked(model, config, device, ops=ops, root=str(resolve_root(root)), **settings), timeout_s)
+    allowed = [name for name in ModelCheck.__dataclass_fields__
+               if name not in ("model", "config", "device", "ops", "root", "script")]
+    _refuse_unknown("check_model", settings, allowed,
+                    f"{', '.join(allowed)}, script, root, device, config, ops, timeout_s")
+    return run_check(checked(model, config, device, script, ops=ops, root=str(resolve_root(root)), **settings),
+                     timeout_s)
 
 
 def regions(model: str | None = None, *, script: str | Path | None = None, root: str | Path | None = None,

@@ -399,17 +399,26 @@ def _print_compiled_check(console: Console, head: str, result: dict) -> None:
     console.print(f"{head}, torch.compile mode {compiled['mode']}: {status} against eager within atol "
                   f"{tol['atol']:g}, rtol {tol['rtol']:g}")
     timing = compiled.get("timing") or {}
-    table = Table(show_edge=False, pad_edge=False, title="the whole model, end to end")
-    for column in ("run", "output against eager", "ms per forward", "vs torch.compile"):
-        table.add_column(column, justify="left" if column in ("run", "output against eager") else "right")
+    train = compiled.get("train")
+    unit = "step" if train else "forward"
+    table = Table(show_edge=False, pad_edge=False, title="the whole model, end to end" +
+                  (f", {train['steps']} training steps (SGD, lr {train['learning_rate']:g})" if train else ""))
+    columns = ("run", "losses and first gradients against eager" if train else "output against eager",
+               f"ms per {unit}", "vs torch.compile") + (("peak MiB",) if train else ())
+    for column in columns:
+        table.add_column(column, justify="left" if column == columns[0] or column == columns[1] else "right")
     compile_ms = timing.get("compile_ms")
-    for run, name, against in (("eager", "eager_ms", None), ("torch.compile", "compile_ms", compiled["compile_alone"]),
-                               ("torch.compile + bbagent", "bbagent_ms", compiled["compile_bbagent"])):
-        ms = timing.get(name)
+    for run, name, against in (("eager", "eager", None), ("torch.compile", "compile", compiled["compile_alone"]),
+                               ("torch.compile + bbagent", "bbagent", compiled["compile_bbagent"])):
+        ms = timing.get(f"{name}_ms")
+        peak = (train["peak_mib"].get(name),) if train else ()
         table.add_row(run, _against_eager(against), f"{ms:.3f}" if ms is not None else "-",
-                      f"{compile_ms / ms:.3g}x" if ms and compile_ms else "-")
+                      f"{compile_ms / ms:.3g}x" if ms and compile_ms else "-",
+                      *(f"{p:.0f}" if p is not None else "-" for p in peak))
     console.print(table)
-    if timing:
+    if timing and train:
+        console.print(f"median of steps 2-{train['steps']} of each run (the first compiles)")
+    elif timing:
         note = " (CPU: the Triton interpreter; says nothing about speed)" if result["device"] == "cpu" else ""
         console.print(f"median of {timing['repeats']} x {timing['iterations']} forwards each (eager and "
                       f"torch.compile alone timed before and after){note}")
@@ -417,6 +426,18 @@ def _print_compiled_check(console: Console, head: str, result: dict) -> None:
         console.print(f"  {op} v{row['version']}: {_compiled_use(row['under_compile'], row['compiled_calls'], row.get('compiled_sites', 0))}")
     for key, row in sorted(compiled["regions"].items()):
         console.print(f"  region {key}: {_compiled_use(row['why'], row['calls'], row.get('sites', 0))}")
+    gate = compiled.get("gate")
+    if gate is not None:
+        served = ", ".join(gate["served"]) or "nothing (no set made the model faster beyond the noise)"
+        console.print(f"whole-model gate ({compiled['mode']}): serves {escape(served)}")
+        for timing in gate["sets"]:
+            console.print(f"  {escape(' + '.join(timing['members']))}: {timing['speedup']:.3f}x torch.compile "
+                          f"(95% interval {timing['low']:.3f}-{timing['high']:.3f})")
+        for name, why in sorted(gate["left_out"].items()):
+            console.print(f"  left out {escape(name)}: {escape(why)}")
+        if gate.get("saved_to"):
+            console.print(f"  recorded in {escape(gate['saved_to'])}: bbagent.enable(model='{escape(gate['model'])}', "
+                          f"mode='{gate['mode']}') serves it")
     if compiled["mode"] != "default" and "cudagraphs" not in compiled["mode"]:
         console.print("  (CUDA graph replays run no Python: the calls counted are those outside a replay)")
 

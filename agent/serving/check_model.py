@@ -38,26 +38,49 @@ class ModelCheck:
     iterations: int = 10
     compile: bool = False  # compiled by torch.compile, alone and with the kernels (``check_model_compiled``)
     mode: str = "default"  # torch.compile's mode, with ``compile``
+    script: str | None = None  # a program file in KernelBench's format, in a built-in model's place (``model``: its stem)
+    train: bool = False  # training steps (forward, loss, backward, optimizer step) instead of forwards
+    steps: int = 5  # training steps per side, with ``train``
+    gate: bool = False  # the whole-model gate (``agent.serving.gate``): each candidate measured in the model
 
 
-def checked(model: str, config: dict | None, device: str | None, **settings) -> ModelCheck:
-    """The check asked for, with the model's full config; a UsageError naming what is wrong."""
+def checked(model: str | None, config: dict | None, device: str | None, script: str | Path | None = None,
+            **settings) -> ModelCheck:
+    """The check asked for, with the model's full config (a built-in ``model``, or the program file
+    ``script``); a UsageError naming what is wrong."""
     from bbagent.agent.models import config_for
     from bbagent.harness.interface import default_device
     device = device or default_device()
     if device == "cuda" and default_device() != "cuda":
         raise UsageError("--device cuda: no CUDA device is visible here")
-    try:
-        full_config = config_for(model, config)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    check = ModelCheck(model=model, config=full_config, device=device, **settings)
+    if (model is None) == (script is None):
+        raise UsageError("give a model (--model) or a program file (--script), one of them")
+    if script is not None:
+        path = Path(script).expanduser().absolute()
+        if config:
+            raise UsageError("--set applies to a built-in --model, not to a --script (its sizes are in its code)")
+        if not path.is_file():
+            raise UsageError(f"--script {script}: no such file")
+        model, full_config, script = path.stem, {}, str(path)
+    else:
+        try:
+            full_config = config_for(model, config)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    check = ModelCheck(model=model, config=full_config, device=device, script=script, **settings)
     if check.dtype not in DTYPES:
         raise UsageError(f"--dtype takes {', '.join(DTYPES[:-1])} or {DTYPES[-1]} (got '{check.dtype}')")
     if check.mode not in COMPILE_MODES:
         raise UsageError(f"--compile takes a torch.compile mode: {', '.join(COMPILE_MODES)} (got '{check.mode}')")
     positive("--repeats", check.repeats, minimum=1)
     positive("--iterations", check.iterations, minimum=1)
+    positive("--steps", check.steps, minimum=2)
+    if check.train or check.gate:
+        check.compile = True  # measured against torch.compile's, as a forward is
+    if check.train and check.gate:
+        raise UsageError("--gate measures forwards; leave out --train (a plan for training steps is not measured yet)")
+    if check.gate:
+        check.include_slower = True  # the whole model decides, not each kernel's own measurement
     return check
 
 
@@ -81,4 +104,8 @@ def run_check(check: ModelCheck, timeout_s: float) -> dict:
         return {**spec, "match": False, "status": "crashed", "crashed": f"the child process exited with {done.returncode}",
                 "stderr_tail": done.stderr[-3000:]}
     result["child_stdout_tail"] = done.stdout[-2000:]
+    gate = (result.get("compiled") or {}).get("gate")
+    if gate is not None:  # the whole-model gate's decision, recorded for enable(model=..., mode=...)
+        from bbagent.agent.serving.gate import ServingPlan, save_plan
+        gate["saved_to"] = str(save_plan(Path(check.root), ServingPlan(**gate)))
     return result

@@ -24,10 +24,10 @@ from bbagent.agent.serving.model_numbers import compare_outputs, timed_ms
 MAX_BISECT_RUNS = 40
 
 
-def _forward(model, inputs):
+def _forward(model, inputs: tuple):
     import torch
     with torch.no_grad():
-        return model(inputs)
+        return model(*inputs)
 
 
 def ops_run(model, inputs) -> dict[str, int]:
@@ -49,15 +49,16 @@ def ops_run(model, inputs) -> dict[str, int]:
 
 def check(spec: dict) -> dict:
     import torch
-    from bbagent.agent.models import build_model
-    device, dtype = spec["device"], getattr(torch, spec["dtype"])
-    model, inputs = build_model(spec["model"], spec["config"], device, dtype, spec["seed"])
+    from bbagent.agent.models import built
+    device = spec["device"]
+    model, inputs = built(spec["model"], spec["config"], device, spec["dtype"], spec["seed"], spec["script"])
     atol, rtol = spec["atol"], spec["rtol"]
     options = dict(include_unreviewed=spec["include_unreviewed"], include_slower=spec["include_slower"],
                    device=device)
     ran = ops_run(model, inputs)
     eager = _forward(model, inputs)
-    head = {"model": spec["model"], "config": spec["config"], "device": device, "dtype": spec["dtype"],
+    head = {"model": spec["model"], "script": spec["script"], "config": spec["config"], "device": device,
+            "dtype": spec["dtype"],
             "seed": spec["seed"], "tolerance": {"atol": atol, "rtol": rtol}, "ops_run": ran}
     if device == "cuda":
         head["gpu"] = torch.cuda.get_device_name()
@@ -82,10 +83,15 @@ def check(spec: dict) -> dict:
 
 def compiled_check(model, inputs, eager, spec: dict, options: dict) -> dict:
     """``--compile``: the comparison of the compiled model with the kernels against eager decides
-    (``agent.serving.check_model_compiled``); no bisection."""
+    (``agent.serving.check_model_compiled``; ``--train``: training steps,
+    ``agent.serving.check_model_train``); no bisection."""
     from bbagent.agent.serving.check_model_compiled import check_compiled
+    from bbagent.agent.serving.check_model_train import check_training
     from bbagent.agent.serving.compiled import is_served
-    compiled = check_compiled(model, inputs, eager, spec, options)
+    if spec["train"]:
+        compiled = check_training(model, inputs, spec, options)
+    else:
+        compiled = check_compiled(model, inputs, eager, spec, options)
     result = {"compiled": compiled, **compiled["compile_bbagent"]}
     used = any(compiled["compiled_calls"].values()) or any(compiled["compiled_sites"].values())
     result["status"] = "mismatch" if not result["match"] else "match" if used else "nothing_served"

@@ -27,11 +27,11 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
     import torch
     settings = {} if spec["mode"] == "default" else {"mode": spec["mode"]}
 
-    def alone_forward(x):
-        return model(x)
+    def alone_forward(*x):
+        return model(*x)
 
-    def served_forward(x):
-        return model(x)
+    def served_forward(*x):
+        return model(*x)
     torch._dynamo.reset()
     alone = _runner(torch.compile(alone_forward, **settings), inputs)
     alone_output = _warm(alone)
@@ -41,18 +41,17 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
         served_output = _warm(served)
         compiled_calls = dict(enabled.compiled_calls())  # counted before the timing's calls
         sites = dict(enabled.compiled_sites())
-        kernels = _served_rows(enabled)
-        regions = enabled.regions()
+        uses = compiled_uses(enabled)
         used = any(compiled_calls.values()) or any(sites.values())
         served_times = _rounds({"bbagent": served}, spec) if used else None
     again = _rounds({"eager": _runner(model, inputs), "compile": alone}, spec)
+    candidates = sorted(name for name, count in {**compiled_calls, **sites}.items() if count)
+    plan = _gated(model, inputs, alone, spec, options, settings, candidates) if spec["gate"] else None
     atol, rtol = spec["atol"], spec["rtol"]
     result = {"mode": spec["mode"], "compile_alone": compare_outputs(eager, alone_output, atol, rtol),
-              "compile_bbagent": compare_outputs(eager, served_output, atol, rtol), "compiled_calls": compiled_calls,
-              "compiled_sites": sites, "kernels": kernels,
-              "regions": {key: {"served": is_served(why), "why": why, "calls": compiled_calls.get(key, 0),
-                                "sites": sites.get(key, 0)}
-                          for key, why in regions.items()}}
+              "compile_bbagent": compare_outputs(eager, served_output, atol, rtol), **uses}
+    if plan is not None:
+        result["gate"] = plan
     if served_times is not None:
         eager_ms = statistics.median(alone_times["eager"] + again["eager"])
         compile_ms = statistics.median(alone_times["compile"] + again["compile"])
@@ -66,21 +65,65 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
     return result
 
 
+def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, candidates: list[str]) -> dict:
+    """The whole-model gate (``agent.serving.gate``): each candidate in the model alone, then the
+    winners together; the plan as a dict."""
+    import torch
+    from bbagent.agent.machine import this_machine
+    from bbagent.agent.serving.gate import ServingPlan, decided
+    singles = [_in_model([name], n, model, inputs, alone, spec, options, settings) for n, name in enumerate(candidates)]
+    winners = [single.members[0] for single in singles if single.wins]
+    together = (_in_model(winners, len(singles), model, inputs, alone, spec, options, settings)
+                if len(winners) > 1 else None)
+    served, left_out = decided(singles, together)
+    here = this_machine()
+    return ServingPlan(model=spec["model"], mode=spec["mode"], device=spec["device"],
+                       gpu=torch.cuda.get_device_name() if spec["device"] == "cuda" else None, torch=here.torch,
+                       triton=here.triton, served=served, left_out=left_out,
+                       sets=singles + ([together] if together else [])).model_dump()
+
+
+def _in_model(members: list[str], number: int, model, inputs, alone, spec: dict, options: dict, settings: dict):
+    """``members`` served alone in the compiled model: rounds of torch.compile alone before and
+    after (the kernels enabled cannot be undone around each round), paired with the set's rounds."""
+    import torch
+    from bbagent.agent.serving.gate import timed_set
+    before = _rounds({"compile": alone}, spec)["compile"]
+    with enable(Path(spec["root"]), ops=members, **options):
+        served = _runner(torch.compile(_own_function(model, number), **settings), inputs)
+        _warm(served)
+        times = _rounds({"bbagent": served}, spec)["bbagent"]
+    after = _rounds({"compile": alone}, spec)["compile"]
+    return timed_set(members, [(b + a) / 2 for b, a in zip(before, after)], times)
+
+
+def _own_function(model, number: int):
+    """A function calling ``model`` with a code object of its own (torch.compile keeps compiled
+    code per code object, and guards a module's tensors by their metadata: each set compiles anew)."""
+    import types
+
+    def forward(*x):
+        return model(*x)
+    code = forward.__code__.replace(co_name=f"bbagent_set_{number}")
+    return types.FunctionType(code, forward.__globals__, code.co_name, None, forward.__closure__)
+
+
 def _runner(function, inputs):
     import torch
 
     def run():
         with torch.no_grad():
-            return function(inputs)
+            return function(*inputs)
     return run
 
 
 def _warm(run):
     """The output of the last warm-up call, copied (CUDA graphs write the next replay's output
     over it)."""
+    from torch.utils._pytree import tree_map
     for _ in range(WARM_UP_CALLS):
         output = run()
-    return output.detach().clone()
+    return tree_map(lambda value: value.detach().clone() if hasattr(value, "detach") else value, output)
 
 
 def _rounds(runs: dict, spec: dict) -> dict[str, list[float]]:
@@ -92,9 +135,13 @@ def _rounds(runs: dict, spec: dict) -> dict[str, list[float]]:
     return times
 
 
-def _served_rows(enabled) -> dict[str, dict]:
-    """Per operator served by a generated kernel: its compiled calls, or why compiled code does
-    not call it."""
-    return {row["op"]: {"version": row["version"], "compiled_calls": row["compiled_calls"] or 0,
-                        "compiled_sites": row["compiled_sites"] or 0, "under_compile": row["under_compile"]}
-            for row in enabled.report()}
+def compiled_uses(enabled) -> dict:
+    """What compiled code ran of what ``enabled`` serves: the opaque calls and the traced sites per
+    overload and region answer, and per operator and region answer how it runs or why not."""
+    calls, sites = dict(enabled.compiled_calls()), dict(enabled.compiled_sites())
+    kernels = {row["op"]: {"version": row["version"], "compiled_calls": row["compiled_calls"] or 0,
+                           "compiled_sites": row["compiled_sites"] or 0, "under_compile": row["under_compile"]}
+               for row in enabled.report()}
+    regions = {key: {"served": is_served(why), "why": why, "calls": calls.get(key, 0), "sites": sites.get(key, 0)}
+               for key, why in enabled.regions().items()}
+    return {"compiled_calls": calls, "compiled_sites": sites, "kernels": kernels, "regions": regions}

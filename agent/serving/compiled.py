@@ -39,6 +39,7 @@ from bbagent.agent.serving.direct import LAUNCHED, DirectKernel, DirectServing, 
 
 NAMESPACE = "bbagent_served"
 OPAQUE = "served"  # a twin's call out of inductor's code
+PASS_FORMAT = "3"  # what this module puts in a graph: a change to it must not meet graphs cached before it
 
 
 def is_served(status: str | None) -> bool:
@@ -138,8 +139,11 @@ class CompiledServing:
 
         def implementation(*args, **kwargs):
             calls[name] += 1
-            return overload(*args, **kwargs)
-        return self._define(twin_name, implementation, overload)
+            return _all_contiguous(overload(*args, **kwargs))
+
+        def shapes(*args, **kwargs):
+            return _all_contiguous(overload(*args, **kwargs))
+        return self._define(twin_name, implementation, shapes)
 
     def _define(self, name: str, implementation, shapes):
         """The twin ``name`` (its schema defined already): ``implementation`` on every device,
@@ -181,6 +185,14 @@ def _contiguous(result, count: int):
     if count > 1:
         return tuple(output.contiguous() for output in result)
     return result.contiguous()
+
+
+def _all_contiguous(result):
+    """An overload twin's result as its fake function and its implementation both give it: every
+    tensor contiguous (aten lays an output out after its inputs, a served kernel often contiguous,
+    and inductor checks the call's outputs against the fake's strides)."""
+    from torch.utils._pytree import tree_map
+    return tree_map(lambda value: value.contiguous() if hasattr(value, "contiguous") else value, result)
 
 
 def _functional(overload) -> bool:
@@ -242,7 +254,8 @@ class SwapPass(_PassBase):
         serving = self.serving
         fingerprint = (f"{serving.fingerprint};direct={','.join(serving.direct.names)};inline={serving.inline_regions}"
                        if serving is not None else "")  # the same files served another way: another graph
-        text = ",".join(sorted(op_name(overload) for overload in self.twins) + sorted(self.region_twins) + [fingerprint])
+        text = ",".join(sorted(op_name(overload) for overload in self.twins) + sorted(self.region_twins) +
+                        [fingerprint, PASS_FORMAT])
         previous = self.previous.uuid() if self.previous is not None and hasattr(self.previous, "uuid") else b""
         return hashlib.sha256(text.encode() + bytes(previous or b"")).digest()
 

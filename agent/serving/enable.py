@@ -123,11 +123,13 @@ def current() -> Enabled | None:
 
 
 def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool = False, device: str = "cuda",
-           ops: list[str] | None = None, direct: bool = True) -> Enabled:
+           ops: list[str] | None = None, direct: bool = True, plan=None) -> Enabled:
     """Register the chosen kernels under ``root/generated_kernels`` for ``device``'s dispatch key
-    (module docstring). ``ops`` limits it to these overloads. A CPU kernel runs under Triton's
-    interpreter (``agent.serving.load``). ``direct``: on a GPU, inductor's code launches the kernels
-    where it can (``agent.serving.direct``); else each is an opaque call."""
+    (module docstring). ``ops`` limits it to these overloads and region answers (by key). A CPU
+    kernel runs under Triton's interpreter (``agent.serving.load``). ``direct``: on a GPU,
+    inductor's code launches the kernels where it can (``agent.serving.direct``); else each is an
+    opaque call. ``plan`` (``agent.serving.gate.ServingPlan``): exactly what the whole-model gate
+    served, every other kernel left out with the gate's reason (its speed gates are the plan's)."""
     global _current
     import torch
     from bbagent.harness.interface import resolve_op, serving
@@ -140,7 +142,12 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     if not hasattr(torch.library, "get_kernel"):
         raise UsageError(f"bbagent.enable needs torch.library.get_kernel (torch 2.9 or newer; this is "
                          f"{torch.__version__}) to keep aten's kernel as the fallback")
+    if plan is not None:
+        ops, include_slower = None, True  # the plan was measured in the model: it is the gate
     chosen, skipped, gated, refused = to_serve(root, include_unreviewed, include_slower or device == "cpu", ops)
+    if plan is not None:
+        skipped.update({op: _left_out_by(plan, op) for op, _, _ in chosen if op not in plan.served})
+        chosen, gated = [c for c in chosen if c[0] in plan.served], set()
     for op in sorted(gated):  # an approved kernel not served: said once per process, on stderr
         _say(f"bbagent.enable: {op} is not served: {skipped[op]}; {SLOWER_HINT}")
     for op in sorted(refused):
@@ -164,7 +171,11 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
             functions[op] = serving(kernels[version.folder], resolve_op(version.meta.written_for), resolve_op(op),
                                     traced=True)
             served[op] = record
-        regions, unserved_regions = region_answers(root, device, include_unreviewed, include_slower)
+        regions, unserved_regions = region_answers(root, device, include_unreviewed, include_slower, ops)
+        if plan is not None:
+            unserved_regions.update({a.key: _left_out_by(plan, a.key) for a in regions.values()
+                                     if a.key not in plan.served})
+            regions = {h: a for h, a in regions.items() if a.key in plan.served}
         compiled, not_compiled = _under_compile(served, {op: version for op, version, _ in chosen}, device,
                                                 include_slower, regions, functions if direct else None)
         not_compiled.update(unserved_regions)
@@ -175,7 +186,13 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
     return _current
 
 
-def region_answers(root: Path, device: str, include_unreviewed: bool, include_slower: bool) -> tuple[dict, dict]:
+def _left_out_by(plan, name: str) -> str:
+    return (f"the whole-model gate left it out of {plan.model} ({plan.mode}): "
+            f"{plan.left_out.get(name, 'not a candidate when the plan was measured')}")
+
+
+def region_answers(root: Path, device: str, include_unreviewed: bool, include_slower: bool,
+                   only: list[str] | None = None) -> tuple[dict, dict]:
     """The answers to region problems (``bbagent regions``) compiled code may call, by hash
     (``agent.serving.compiled.RegionAnswer``), and why each other one may not: not approved (or
     rejected, with ``include_unreviewed``), its folder or file refused, the problem file gone or
@@ -199,6 +216,9 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
         if text is None or "REGION_HASH" not in text:
             continue  # a KernelBench problem, or one not at hand: bbagent.load_program serves it
         key = meta.op
+        if only is not None and key not in only:
+            refused[key] = "not in --ops"
+            continue
         version = entry.served(include_unreviewed)
         if version is None or (entry.current.unusable and version.folder == entry.current.folder):
             refused[key] = entry.current.unusable or "no approved, non-stale version"

@@ -415,14 +415,15 @@ def _settings(pairs: list[str]) -> dict:
 
 def cmd_check_model(args, out, err) -> int:
     ops = [op.strip() for op in args.ops.split(",") if op.strip()] if args.ops else None
-    how = "compiled by torch.compile, alone and" if args.compile else "eagerly and"
-    with _waiting(err, f"running {args.model} {how} with the kernels enabled"):
-        result = api.check_model(args.model, root=args.root, device=args.device, dtype=args.dtype,
+    how = "compiled by torch.compile, alone and" if args.compile or args.train or args.gate else "eagerly and"
+    what = f"{args.steps} training steps of " if args.train else ""
+    with _waiting(err, f"running {what}{args.model or args.script} {how} with the kernels enabled"):
+        result = api.check_model(args.model, script=args.script, root=args.root, device=args.device, dtype=args.dtype,
                                  config=_settings(args.set), ops=ops, include_unreviewed=args.include_unreviewed,
                                  include_slower=args.include_slower, atol=args.atol, rtol=args.rtol,
                                  repeats=args.repeats, iterations=args.iterations, seed=args.seed,
                                  compile=args.compile is not None, mode=args.compile or "default",
-                                 timeout_s=args.timeout)
+                                 train=args.train, steps=args.steps, gate=args.gate, timeout_s=args.timeout)
     if args.json:
         print(json.dumps(result, indent=1))
     else:

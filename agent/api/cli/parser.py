@@ -297,7 +297,17 @@ def _check_model_command(sub) -> None:
                                     "region answers, both against eager, timed (eager, torch.compile, torch.compile "
                                     "with bbagent), and which kernels and regions compiled code called. Exit 0 match, "
                                     "1 mismatch, 2 usage error, 4 nothing served (so nothing checked).")
-    _add_model_arguments(cm, "default: cuda if available, else cpu (interpreter)")
+    _add_model_arguments(cm, "default: cuda if available, else cpu (interpreter)", script=True)
+    cm.add_argument("--train", action="store_true",
+                    help="training steps (forward, a loss, backward, an SGD step) instead of forwards, compiled "
+                         "(--compile's mode, default if not given): loss and gradients against eager, time per "
+                         "step and peak memory for eager, torch.compile and torch.compile with bbagent")
+    cm.add_argument("--steps", type=int, default=5, help="training steps per run with --train (default 5)")
+    cm.add_argument("--gate", action="store_true",
+                    help="the whole-model gate (compiled; --compile's mode): every approved kernel and region answer "
+                         "the compiled model runs, measured in the model alone and the winners together against "
+                         "torch.compile (--repeats rounds; served only where the 95%% interval of the speedup is "
+                         "above 1); the plan is recorded in ROOT/runs/plans/ for bbagent.enable(model=..., mode=...)")
     cm.add_argument("--ops", help="only these overloads, comma-separated (default: every one enable() serves)")
     cm.add_argument("--include-unreviewed", action="store_true", help="also kernels not approved yet")
     cm.add_argument("--include-slower", action="store_true", help="also overloads not measured as fast as eager")
