@@ -169,6 +169,7 @@ def test_training_steps_of_a_transformers_llama_with_the_kernels_match_eager(tmp
     losses = compiled["train"]["losses"]
     assert len(losses["eager"]) == 2 and losses["eager"][1] < losses["eager"][0]  # it trains
     assert all(compiled["timing"][f"{run}_ms"] > 0 for run in ("eager", "compile", "bbagent"))
+    approve(tmp_path, RELU, "relu_triton.py")
     main(["check-model", "--script", str(MODELS / "relu_mlp.py"), "--device", "cpu", "--root", str(tmp_path),
           "--include-slower", "--train", "--steps", "2"])
     out = " ".join(capsys.readouterr().out.split())

@@ -35,6 +35,9 @@ def test_a_set_is_served_only_where_the_model_gets_faster_beyond_the_noise():
     served, left_out = decided([fast, also_fast], worse_together)
     assert served == ["fast"] and "not in the best set" in left_out["also_fast"]
     assert decided([slow, tie], None)[0] == []
+    served, left_out = decided([slow], None, alone={"slow": 1.42})  # a region that wins alone, loses in the model
+    assert left_out["slow"].startswith("wins alone (1.420x torch.compile on its own problem) but makes the model "
+                                       "slower (0.8")
 
 
 def test_check_model_gate_records_a_plan_that_enable_serves_exactly(tmp_path, capsys):

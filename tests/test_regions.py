@@ -335,3 +335,43 @@ def test_the_training_graphs_backward_included_are_searched_when_asked(tmp_path)
     outputs = module.Model()(*module.get_inputs())
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     assert [list(o.shape) for o in outputs] == [s.shape for s in derivative.outputs]
+
+
+@pytest.mark.slow
+def test_an_answer_to_a_backward_region_is_served_in_the_training_step(tmp_path):
+    """Issue 76, 3: the GELU derivative's region of the backward graph, answered (by its own
+    ``Model``, a right answer), is what the compiled training step runs there: its twin is called
+    once per backward, and the gradients are eager's."""
+    import bbagent
+    from bbagent.agent.serving.compiled import CompiledServing, RegionAnswer
+    from bbagent.harness.interface import ProgramProblem, program_module
+    script = tmp_path / "my_mlp.py"
+    script.write_text(MLP_SCRIPT)
+    training = bbagent.regions(script=script, device="cpu", out=tmp_path / "training", backward=True)
+    derivative = next(r for r in training.regions if r.ops[0] == "aten.mm.default" and "aten.exp.default" in r.ops)
+    path = Path(training.files[training.regions.index(derivative)])
+    module = program_module(ProgramProblem(path=str(path), text=path.read_text()))
+    answers = {derivative.hash: RegionAnswer(key="derivative", hash=derivative.hash, problem=module,
+                                             model_new=module.Model)}
+    namespace = {}
+    exec(compile(MLP_SCRIPT, str(script), "exec"), namespace)  # noqa: S102 - the script just written
+    torch.manual_seed(0)
+    model, x = namespace["Model"](16), torch.randn(8, 16)
+    eager = _gradients(model, model, x)
+    serving = CompiledServing({}, answers)
+    serving.install()
+    try:
+        torch._dynamo.reset()
+        compiled = _gradients(model, torch.compile(model), x)
+    finally:
+        serving.uninstall()
+        torch._dynamo.reset()
+    assert serving.calls["derivative"] == 1
+    assert all(torch.allclose(e, c, atol=1e-5) for e, c in zip(eager, compiled))
+
+
+def _gradients(model, run, x) -> list:
+    """The gradients of ``model``'s parameters after one backward of ``run(x)``'s mean square."""
+    model.zero_grad(set_to_none=True)
+    run(x).square().mean().backward()
+    return [p.grad.clone() for p in model.parameters()]

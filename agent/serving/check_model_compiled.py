@@ -42,11 +42,12 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
         compiled_calls = dict(enabled.compiled_calls())  # counted before the timing's calls
         sites = dict(enabled.compiled_sites())
         uses = compiled_uses(enabled)
+        alone_over = enabled.alone_over_compile()
         used = any(compiled_calls.values()) or any(sites.values())
         served_times = _rounds({"bbagent": served}, spec) if used else None
     again = _rounds({"eager": _runner(model, inputs), "compile": alone}, spec)
     candidates = sorted(name for name, count in {**compiled_calls, **sites}.items() if count)
-    plan = _gated(model, inputs, alone, spec, options, settings, candidates) if spec["gate"] else None
+    plan = _gated(model, inputs, alone, spec, options, settings, candidates, alone_over) if spec["gate"] else None
     atol, rtol = spec["atol"], spec["rtol"]
     result = {"mode": spec["mode"], "compile_alone": compare_outputs(eager, alone_output, atol, rtol),
               "compile_bbagent": compare_outputs(eager, served_output, atol, rtol), **uses}
@@ -65,9 +66,10 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
     return result
 
 
-def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, candidates: list[str]) -> dict:
+def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, candidates: list[str],
+           alone_over: dict[str, float]) -> dict:
     """The whole-model gate (``agent.serving.gate``): each candidate in the model alone, then the
-    winners together; the plan as a dict."""
+    winners together; the plan as a dict (``alone_over``: each one's own speedup over torch.compile)."""
     import torch
     from bbagent.agent.machine import this_machine
     from bbagent.agent.serving.gate import ServingPlan, decided
@@ -75,7 +77,7 @@ def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, cand
     winners = [single.members[0] for single in singles if single.wins]
     together = (_in_model(winners, len(singles), model, inputs, alone, spec, options, settings)
                 if len(winners) > 1 else None)
-    served, left_out = decided(singles, together)
+    served, left_out = decided(singles, together, alone_over)
     here = this_machine()
     return ServingPlan(model=spec["model"], mode=spec["mode"], device=spec["device"],
                        gpu=torch.cuda.get_device_name() if spec["device"] == "cuda" else None, torch=here.torch,

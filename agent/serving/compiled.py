@@ -56,6 +56,7 @@ class RegionAnswer:
     model_new: type
     problem: object
     sha256: str = ""
+    over_inductor: float | None = None  # its speedup over torch.compile on its own problem, as judged
 
 
 class CompiledServing:
@@ -75,6 +76,7 @@ class CompiledServing:
         self.region_answers = {answer.hash: answer for answer in (regions or {}).values()}
         self.inline_regions, self.fingerprint = inline_regions, fingerprint
         self.inlined: Counter = Counter()  # region answer's key -> regions traced into graphs
+        self.over_inductor: dict[str, float | None] = {}  # an overload's speedup over torch.compile alone, as judged
         self.region_declined: dict[str, Counter] = {}
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
         self.twins = {overload: self._twin(name, overload) for name, overload in overloads.items()

@@ -77,6 +77,15 @@ class Enabled:
         per overload and region answer (counted in ``calls`` too)."""
         return {op: self.compiled.calls[op] for op in self.compiled.names} if self.compiled is not None else {}
 
+    def alone_over_compile(self) -> dict[str, float]:
+        """Per overload and region answer served under torch.compile: its speedup over torch.compile
+        measured on its own (its problem, its shapes), where it was measured."""
+        if self.compiled is None:
+            return {}
+        return {name: over for name, over in {**self.compiled.over_inductor,
+                                              **{a.key: a.over_inductor for a in self.compiled.region_answers.values()}}.items()
+                if over is not None}
+
     def compiled_sites(self) -> dict[str, int]:
         """Per overload and region answer: its calls traced into compiled graphs as its Triton
         launches, which inductor's code then launches itself (``agent.serving.direct``; no Python
@@ -238,7 +247,7 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
             refused[key] = f"cannot be loaded: {_in_words(exc)}"
             continue
         answers[module.REGION_HASH] = RegionAnswer(key=key, hash=module.REGION_HASH, model_new=model_new, problem=module,
-                                                   sha256=version.meta.kernel_sha256 or "")
+                                                   sha256=version.meta.kernel_sha256 or "", over_inductor=over)
     return answers, refused
 
 
@@ -273,6 +282,8 @@ def _under_compile(served: dict[str, ServedOverload], versions: dict, device: st
     fingerprint = ",".join(sorted(f"{op}={versions[op].meta.kernel_sha256}" for op in chosen) +
                            sorted(f"{a.key}={a.sha256}" for a in (regions or {}).values()))
     compiled = CompiledServing(chosen, regions, direct, fingerprint, inline_regions=device != "cpu" and functions is not None)
+    compiled.over_inductor = {op: versions[op].meta.performance.speedup_over("inductor") for op in chosen
+                              if op == versions[op].meta.written_for}
     for op in chosen:
         if resolve_op(op) not in compiled.twins and op not in compiled.direct.names:
             not_compiled[op] = "an in-place or out= overload: compiled code calls its functional overload"

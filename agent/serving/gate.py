@@ -75,9 +75,11 @@ def timed_set(members: list[str], compile_ms: list[float], bbagent_ms: list[floa
                      speedup=math.exp(statistics.fmean(ratios)), low=math.exp(low), high=math.exp(high))
 
 
-def decided(singles: list[SetTiming], together: SetTiming | None) -> tuple[list[str], dict[str, str]]:
+def decided(singles: list[SetTiming], together: SetTiming | None,
+            alone: dict[str, float] | None = None) -> tuple[list[str], dict[str, str]]:
     """The members of the winning set with the best lower bound (none where none wins), and why
-    each other candidate is left out."""
+    each other candidate is left out (``alone``: each one's speedup over torch.compile measured on
+    its own problem, said beside the model's where it was faster alone)."""
     winners = [s for s in singles + ([together] if together else []) if s.wins]
     best = max(winners, key=lambda s: s.low, default=None)
     served = best.members if best else []
@@ -92,6 +94,8 @@ def decided(singles: list[SetTiming], together: SetTiming | None) -> tuple[list[
             left_out[name] = f"not faster beyond the noise in the model ({_said(single)})"
         else:
             left_out[name] = f"makes the model slower ({_said(single)})"
+        if name in left_out and (alone or {}).get(name, 0) > 1.0:
+            left_out[name] = f"wins alone ({alone[name]:.3f}x torch.compile on its own problem) but {left_out[name]}"
     return served, left_out
 
 
