@@ -435,6 +435,8 @@ def _print_compiled_check(console: Console, head: str, result: dict) -> None:
                           f"(95% interval {timing['low']:.3f}-{timing['high']:.3f})")
         for name, why in sorted(gate["left_out"].items()):
             console.print(f"  left out {escape(name)}: {escape(why)}")
+        if gate.get("not_saved"):
+            console.print(f"  [red]{escape(gate['not_saved'])}[/red]")
         if gate.get("saved_to"):
             console.print(f"  recorded in {escape(gate['saved_to'])}: bbagent.enable(model='{escape(gate['model'])}', "
                           f"mode='{gate['mode']}') serves it")

@@ -107,5 +107,8 @@ def run_check(check: ModelCheck, timeout_s: float) -> dict:
     gate = (result.get("compiled") or {}).get("gate")
     if gate is not None:  # the whole-model gate's decision, recorded for enable(model=..., mode=...)
         from bbagent.agent.serving.gate import ServingPlan, save_plan
-        gate["saved_to"] = str(save_plan(Path(check.root), ServingPlan(**gate)))
+        try:
+            gate["saved_to"] = str(save_plan(Path(check.root), ServingPlan(**gate)))
+        except OSError as exc:  # a full disk, a read-only root: the measurement is still printed
+            gate["not_saved"] = f"the plan could not be recorded under {check.root}: {exc.strerror or exc}"
     return result

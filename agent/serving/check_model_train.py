@@ -16,6 +16,7 @@ import statistics
 import time
 from pathlib import Path
 
+from bbagent.agent.errors import UsageError
 from bbagent.agent.serving.check_model_compiled import compiled_uses
 from bbagent.agent.serving.enable import enable
 from bbagent.agent.serving.model_numbers import compare_outputs
@@ -61,7 +62,8 @@ def loss_of(output):
     from torch.utils._pytree import tree_leaves
     floating = [leaf for leaf in tree_leaves(output) if hasattr(leaf, "is_floating_point") and leaf.is_floating_point()]
     if not floating:
-        raise ValueError("the model returns no floating-point tensor to train on")
+        raise UsageError("--train: the model returns no floating-point tensor to train on (its loss is the mean "
+                         "square of its floating outputs)")
     return sum(leaf.float().square().mean() for leaf in floating)
 
 
