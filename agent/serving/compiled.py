@@ -35,10 +35,9 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 
-from bbagent.agent.serving.direct import LAUNCHED, DirectKernel, DirectServing, inline, region_traced
+from bbagent.agent.serving.direct import LAUNCHED, OPAQUE, DirectKernel, DirectServing, inline, region_traced
 
 NAMESPACE = "bbagent_served"
-OPAQUE = "served"  # a twin's call out of inductor's code
 PASS_FORMAT = "3"  # what this module puts in a graph: a change to it must not meet graphs cached before it
 
 

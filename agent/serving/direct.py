@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 LAUNCHED = "launched by inductor's code"
+OPAQUE = "served"  # an opaque twin's call out of inductor's code (``agent.serving.compiled``)
 _TRACING = threading.local()
 _PATCHED: list = []  # [Triton's own KernelInterface.__getitem__, how many traces use the patch]
 
@@ -103,6 +104,8 @@ class DirectServing:
         if not kernel.declined:
             return LAUNCHED
         reasons = "; ".join(f"{why} ({count}x)" for why, count in kernel.declined.most_common())
+        if not kernel.sites:
+            return f"{OPAQUE} as an opaque call: {reasons}"
         return f"{LAUNCHED}; an opaque call where {reasons}"
 
 
