@@ -39,9 +39,8 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
     with enable(Path(spec["root"]), ops=spec["ops"], **options) as enabled:
         served = _runner(torch.compile(served_forward, **settings), inputs)
         served_output = _warm(served)
-        compiled_calls = dict(enabled.compiled_calls())  # counted before the timing's calls
-        sites = dict(enabled.compiled_sites())
-        uses = compiled_uses(enabled)
+        uses = compiled_uses(enabled)  # counted before the timing's calls
+        compiled_calls, sites = uses["compiled_calls"], uses["compiled_sites"]
         alone_over = enabled.alone_over_compile()
         used = any(compiled_calls.values()) or any(sites.values())
         served_times = _rounds({"bbagent": served}, spec) if used else None
@@ -92,14 +91,14 @@ def _in_model(members: list[str], number: int, model, inputs, alone, spec: dict,
     from bbagent.agent.serving.gate import timed_set
     before = _rounds({"compile": alone}, spec)["compile"]
     with enable(Path(spec["root"]), ops=members, **options):
-        served = _runner(torch.compile(_own_function(model, number), **settings), inputs)
+        served = _runner(torch.compile(own_function(model, number), **settings), inputs)
         _warm(served)
         times = _rounds({"bbagent": served}, spec)["bbagent"]
     after = _rounds({"compile": alone}, spec)["compile"]
     return timed_set(members, [(b + a) / 2 for b, a in zip(before, after)], times)
 
 
-def _own_function(model, number: int):
+def own_function(model, number: int):
     """A function calling ``model`` with a code object of its own (torch.compile keeps compiled
     code per code object, and guards a module's tensors by their metadata: each set compiles anew)."""
     import types

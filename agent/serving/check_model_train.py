@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.serving.check_model_compiled import compiled_uses
+from bbagent.agent.serving.check_model_compiled import compiled_uses, own_function
 from bbagent.agent.serving.enable import enable
 from bbagent.agent.serving.model_numbers import compare_outputs
 
@@ -31,10 +31,9 @@ def check_training(model, inputs: tuple, spec: dict, options: dict) -> dict:
     settings = {} if spec["mode"] == "default" else {"mode": spec["mode"]}
     torch._dynamo.reset()
     eager = _train(model, inputs, lambda m: m, spec)
-    alone = _train(model, inputs, lambda m: torch.compile(_called(m), **settings), spec)
-    torch._dynamo.reset()  # dynamo guards a module's tensors by their metadata: the copy would run alone's code
+    alone = _train(model, inputs, lambda m: torch.compile(own_function(m, 0), **settings), spec)
     with enable(Path(spec["root"]), ops=spec["ops"], **options) as enabled:
-        served = _train(model, inputs, lambda m: torch.compile(_called(m), **settings), spec)
+        served = _train(model, inputs, lambda m: torch.compile(own_function(m, 1), **settings), spec)
         uses = compiled_uses(enabled)
     atol, rtol = spec["atol"], spec["rtol"]
     runs = {"eager": eager, "compile": alone, "bbagent": served}
@@ -48,13 +47,6 @@ def check_training(model, inputs: tuple, spec: dict, options: dict) -> dict:
                                            "peak_mib": {name: run["peak_mib"] for name, run in runs.items()}},
             "compile_alone": _compared(eager, alone, atol, rtol), "compile_bbagent": _compared(eager, served, atol, rtol),
             "timing": timing, **uses}
-
-
-def _called(module):
-    """A function calling ``module``, for torch.compile."""
-    def forward(*args):
-        return module(*args)
-    return forward
 
 
 def loss_of(output):

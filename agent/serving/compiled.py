@@ -35,7 +35,8 @@ import hashlib
 from collections import Counter
 from dataclasses import dataclass
 
-from bbagent.agent.serving.direct import LAUNCHED, OPAQUE, DirectKernel, DirectServing, inline, region_traced
+from bbagent.agent.serving.direct import (LAUNCHED, OPAQUE, DirectKernel, DirectServing, inline, path_said,
+                                          region_traced)
 
 NAMESPACE = "bbagent_served"
 PASS_FORMAT = "3"  # what this module puts in a graph: a change to it must not meet graphs cached before it
@@ -64,10 +65,11 @@ class CompiledServing:
     that route compiled graphs to them; ``calls`` counts compiled calls of the twins per overload
     name and per region answer's key. ``fingerprint`` names the files served (inductor's caches key
     compiled graphs by it). With ``inline_regions`` a region answer is traced into the graph where it
-    can be."""
+    can be. ``over_inductor``: each overload's own speedup over torch.compile, as judged."""
 
     def __init__(self, overloads: dict[str, object], regions: dict[str, RegionAnswer] | None = None,
-                 direct: list[DirectKernel] | None = None, fingerprint: str = "", inline_regions: bool = False):
+                 direct: list[DirectKernel] | None = None, fingerprint: str = "", inline_regions: bool = False,
+                 over_inductor: dict[str, float | None] | None = None):
         import torch
         self.calls: Counter = Counter()
         self.direct = DirectServing(direct or [])
@@ -75,7 +77,7 @@ class CompiledServing:
         self.region_answers = {answer.hash: answer for answer in (regions or {}).values()}
         self.inline_regions, self.fingerprint = inline_regions, fingerprint
         self.inlined: Counter = Counter()  # region answer's key -> regions traced into graphs
-        self.over_inductor: dict[str, float | None] = {}  # an overload's speedup over torch.compile alone, as judged
+        self.over_inductor = over_inductor or {}  # an overload's speedup over torch.compile alone, as judged
         self.region_declined: dict[str, Counter] = {}
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
         self.twins = {overload: self._twin(name, overload) for name, overload in overloads.items()
@@ -95,11 +97,7 @@ class CompiledServing:
     def region_status(self, key: str) -> str:
         """How compiled code runs the region answer ``key``: launched by inductor's code, an opaque
         call (``OPAQUE``), or both, with why."""
-        declined = self.region_declined.get(key)
-        why = "; ".join(f"{reason} ({count}x)" for reason, count in declined.most_common()) if declined else ""
-        if self.inlined[key]:
-            return LAUNCHED + (f"; an opaque call where {why}" if why else "")
-        return OPAQUE + (f" as an opaque call: {why}" if why else "")
+        return path_said(self.inlined[key], self.region_declined.get(key, Counter()), OPAQUE)
 
     def under_compile(self, op: str) -> str | None:
         """How compiled code runs the served overload ``op``, or None where it does not."""

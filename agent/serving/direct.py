@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -99,14 +99,16 @@ class DirectServing:
     def under_compile(self, op: str) -> str | None:
         """How compiled code runs ``op`` where it is served direct: launched, and where it was not."""
         kernel = next((k for k in self.kernels.values() if k.op == op), None)
-        if kernel is None:
-            return None
-        if not kernel.declined:
-            return LAUNCHED
-        reasons = "; ".join(f"{why} ({count}x)" for why, count in kernel.declined.most_common())
-        if not kernel.sites:
-            return f"{OPAQUE} as an opaque call: {reasons}"
-        return f"{LAUNCHED}; an opaque call where {reasons}"
+        return None if kernel is None else path_said(kernel.sites, kernel.declined, LAUNCHED)
+
+
+def path_said(launched: int, declined: Counter, unmet: str) -> str:
+    """How compiled code ran a kernel or region answer that was ``launched`` (traced in) so many
+    times and kept the opaque call where ``declined`` says why; ``unmet`` where neither happened."""
+    if not declined:
+        return LAUNCHED if launched else unmet
+    reasons = "; ".join(f"{why} ({count}x)" for why, count in declined.most_common())
+    return f"{LAUNCHED}; an opaque call where {reasons}" if launched else f"{OPAQUE} as an opaque call: {reasons}"
 
 
 def _rule(kernel: DirectKernel):
@@ -203,7 +205,7 @@ def region_traced(answer, values: list):
             return tuple(output.contiguous() for output in result)
         return result.contiguous()
     try:
-        with detect_fake_mode(values) or _nothing(), enable_python_dispatcher():
+        with detect_fake_mode(values) or nullcontext(), enable_python_dispatcher():
             plain = make_fx(forward, tracing_mode="real")(*values)
             called = sorted({str(node.target) for node in plain.graph.nodes if node.op == "call_function"
                              and isinstance(node.target, torch._ops.OpOverload) and not is_allowed(node.target)})
@@ -227,11 +229,6 @@ def _no_writes_to_inputs(graph) -> None:
                 and node.args[0].op == "placeholder" and not node.users:
             graph.erase_node(node)
     graph.eliminate_dead_code()
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def inline(graph, match, traced) -> str | None:

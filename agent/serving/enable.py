@@ -258,16 +258,16 @@ def _under_compile(served: dict[str, ServedOverload], versions: dict, device: st
     overload goes there only where its kernel was measured at least as fast as inductor's code
     (``include_slower``: all), and inductor's code launches its kernel itself where it can
     (``agent.serving.direct``; ``functions``: each served overload's function for tracing, None: none
-    does); on the CPU, the
-    interpreter, where nothing is timed, every one does, as an opaque call."""
-    import torch
+    does); on the CPU, the interpreter, where nothing is timed, every one does, as an opaque call."""
     from bbagent.agent.serving.compiled import CompiledServing
     from bbagent.agent.serving.direct import DirectKernel
     from bbagent.harness.interface import resolve_op
     chosen, not_compiled = {}, {}
+    over_inductor = {}
     for op in served:
         meta = versions[op].meta
         over = meta.performance.speedup_over("inductor") if op == meta.written_for else None
+        over_inductor[op] = over
         if device == "cpu" or include_slower or (over is not None and over >= 1.0):
             chosen[op] = resolve_op(op)
         else:
@@ -277,13 +277,11 @@ def _under_compile(served: dict[str, ServedOverload], versions: dict, device: st
     direct = []
     if device != "cpu" and functions is not None:
         for op, overload in chosen.items():
-            dtypes = frozenset(getattr(torch, name) for name in versions[op].meta.dtypes if hasattr(torch, name))
-            direct.append(DirectKernel(op, overload, functions[op], dtypes, device))
+            direct.append(DirectKernel(op, overload, functions[op], frozenset(tested_dtypes(versions[op].meta)), device))
     fingerprint = ",".join(sorted(f"{op}={versions[op].meta.kernel_sha256}" for op in chosen) +
                            sorted(f"{a.key}={a.sha256}" for a in (regions or {}).values()))
-    compiled = CompiledServing(chosen, regions, direct, fingerprint, inline_regions=device != "cpu" and functions is not None)
-    compiled.over_inductor = {op: versions[op].meta.performance.speedup_over("inductor") for op in chosen
-                              if op == versions[op].meta.written_for}
+    compiled = CompiledServing(chosen, regions, direct, fingerprint, inline_regions=device != "cpu" and functions is not None,
+                               over_inductor={op: over_inductor[op] for op in chosen})
     for op in chosen:
         if resolve_op(op) not in compiled.twins and op not in compiled.direct.names:
             not_compiled[op] = "an in-place or out= overload: compiled code calls its functional overload"
@@ -358,7 +356,7 @@ def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload
     function = serving(kernel, resolve_op(meta.written_for), overload)
     original = torch.library.get_kernel(overload, dispatch_key)
     keyset = torch._C.DispatchKeySet(dispatch_key)
-    tested_dtypes = {getattr(torch, name) for name in meta.dtypes if hasattr(torch, name)}
+    dtypes = tested_dtypes(meta)
     guard = threading.local()
     tensor_positions = tensor_arguments(overload)
 
@@ -372,7 +370,7 @@ def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload
             return fallback("re-entered: the kernel called its own overload", args, kwargs)
         tensors = tensors_in((args, kwargs))
         dtype = tensors[0].dtype if tensors else None
-        if tested_dtypes and dtype is not None and dtype not in tested_dtypes:
+        if dtypes and dtype is not None and dtype not in dtypes:
             return fallback(f"dtype {str(dtype).removeprefix('torch.')} not tested", args, kwargs)
         guard.inside = True
         try:
@@ -389,6 +387,12 @@ def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
         library.impl(_library_name(op), implementation, dispatch_key)
+
+
+def tested_dtypes(meta: KernelMeta) -> set:
+    """The torch dtypes meta.json says the kernel was tested on (empty: not recorded)."""
+    import torch
+    return {getattr(torch, name) for name in meta.dtypes if hasattr(torch, name)}
 
 
 def _in_words(exc: Exception) -> str:
