@@ -62,6 +62,18 @@ def check_op(op: str) -> None:
     problem_of(op, exact_overload=True)
 
 
+def check_served_name(name: str) -> None:
+    """A UsageError unless ``name`` names what ``enable(ops=...)`` can choose: an aten overload or
+    a program answer's key (``kernelbench/<level>/<problem>``, as a serving plan lists it)."""
+    parts = name.split("/")
+    if parts[0] == "kernelbench":
+        if len(parts) != 3 or not all(parts):
+            raise UsageError(f"'{name}' is no program answer's key: expected kernelbench/<level>/<problem>, as "
+                             "'bbagent review list' shows it")
+        return
+    check_op(name)
+
+
 def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool) -> None:
     """What an evaluation needs before it starts: a positive time limit, CUDA where asked for,
     and OpInfo (unless the caller accepts tests without it)."""

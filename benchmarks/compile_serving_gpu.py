@@ -17,9 +17,10 @@ stack), then each ``--answer`` given to ``bbagent generate --problem`` through t
 client from a fake server on 127.0.0.1 (``tests/fake_llm.py``) that answers with the file: judged
 (the program verdict, timed against eager and torch.compile) and, when accepted, approved with
 ``bbagent review approve``, under ``/tmp/compile-serving/root``. ``check``: ``bbagent check-model
---compile`` of each model on them: served as the gate allows (at least as fast as torch.compile) and with ``--include-slower``, in torch.compile's
-default mode and under CUDA graphs. Every command's output goes to ``OUT/commands.log``;
-``OUT/summary.json`` gathers the verdicts, speedups and end-to-end tables.
+--compile`` of each model on them (``--gates``): served as each answer's own measurement allows (at
+least as fast as torch.compile), with ``--include-slower``, or as the whole-model gate decides
+(``--gate``, its plan's set then measured again alone), in each of ``--modes``. Every command's
+output goes to ``OUT/commands.log``; ``OUT/summary.json`` gathers the verdicts, speedups and end-to-end tables.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def judge(out: Path, work: Path, answers: dict[str, Path]) -> dict:
     return {"surveys": _surveyed(surveys), "judged": judged}
 
 
-def check(out: Path, work: Path, gates: list[str]) -> dict:
+def check(out: Path, work: Path, gates: list[str], modes: list[str], models: list[str]) -> dict:
     """``check-model --compile`` of each model on the kernels ``judge`` approved under ``work``."""
     root = work / "root"
     if not (root / "generated_kernels").is_dir():
@@ -102,26 +103,39 @@ def check(out: Path, work: Path, gates: list[str]) -> dict:
         meta = json.loads(meta_file.read_text())
         judged[meta["op"]] = {"review": meta.get("review", {}).get("status"), "performance": meta.get("performance")}
     checks = {}
-    for model, settings in MODELS.items():
-        for mode in ("default", "reduce-overhead"):
+    for model in models:
+        settings = MODELS[model]
+        for mode in modes:
             for gate in gates:
                 step = f"check-{model}-{mode}-{gate}"
-                extra = ["--include-slower"] if gate == "include-slower" else []
-                done = bbagent(out, f"{step}-json", "check-model", "--model", model, *settings, "--device", "cuda",
-                               "--compile", mode, *extra, "--root", str(root), "--repeats", "5", "--iterations", "20",
-                               "--json", cwd=work)
-                try:
-                    result = json.loads(done.stdout)
-                    compiled = result.get("compiled") or {}
-                    checks[step] = {"exit": done.returncode, "status": result.get("status"),
-                                    "timing": compiled.get("timing"), "compiled_calls": compiled.get("compiled_calls"),
-                                    "regions": compiled.get("regions"), "gpu": result.get("gpu"),
-                                    "max_abs_error": result.get("max_abs_error"),
-                                    "compile_alone_max_abs_error": (compiled.get("compile_alone") or {}).get("max_abs_error")}
-                except ValueError:
-                    checks[step] = {"exit": done.returncode, "stdout": done.stdout[-2000:]}
+                extra = {"gated": [], "include-slower": ["--include-slower"], "whole-model": ["--gate"]}[gate]
+                checks[step] = _checked(out, step, work, model, settings, mode, extra)
+                served = (checks[step].get("gate") or {}).get("served")
+                if served:  # the plan's set measured again, on its own, as enable(model=..., mode=...) serves it
+                    checks[f"{step}-plan"] = _checked(out, f"{step}-plan", work, model, settings, mode,
+                                                      ["--include-slower", "--ops", ",".join(served)])
                 (out / "summary.json").write_text(json.dumps({"judged": judged, "checks": checks}, indent=1))  # so far
     return {"judged": judged, "checks": checks}
+
+
+def _checked(out: Path, step: str, work: Path, model: str, settings: list, mode: str, extra: list[str]) -> dict:
+    """One ``check-model --compile MODE --json`` of ``model``, what it served and how fast."""
+    done = bbagent(out, f"{step}-json", "check-model", "--model", model, *settings, "--device", "cuda",
+                   "--compile", mode, *extra, "--root", str(work / "root"), "--repeats", "10", "--iterations", "20",
+                   "--json", cwd=work)
+    try:
+        result = json.loads(done.stdout)
+    except ValueError:
+        return {"exit": done.returncode, "stdout": done.stdout[-2000:], "stderr": done.stderr[-2000:]}
+    compiled = result.get("compiled") or {}
+    gate = compiled.get("gate")
+    return {"exit": done.returncode, "status": result.get("status"), "timing": compiled.get("timing"),
+            "compiled_calls": compiled.get("compiled_calls"), "compiled_sites": compiled.get("compiled_sites"),
+            "regions": compiled.get("regions"), "gpu": result.get("gpu"),
+            "max_abs_error": result.get("max_abs_error"),
+            "compile_alone_max_abs_error": (compiled.get("compile_alone") or {}).get("max_abs_error"),
+            "gate": gate and {"served": gate["served"], "left_out": gate["left_out"],
+                              "sets": [{k: s[k] for k in ("members", "speedup", "low", "high")} for s in gate["sets"]]}}
 
 
 def _surveyed(surveys: dict) -> dict:
@@ -149,7 +163,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--answer", action="append", default=[], metavar="REGION=ANSWER.py")
     parser.add_argument("--gates", default="gated,include-slower",
-                        help="check: served as the gate allows (gated), every approved one (include-slower), or both")
+                        help="check, comma-separated: served as each answer's own measurement allows (gated), every "
+                             "approved one (include-slower), the whole-model gate's plan (whole-model: check-model "
+                             "--gate, then the set it serves measured again on its own)")
+    parser.add_argument("--modes", default="default,reduce-overhead", help="check: torch.compile modes, comma-separated")
+    parser.add_argument("--models", default=",".join(MODELS), help="check: the models, comma-separated")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path("/tmp/compile-serving")
@@ -160,7 +178,7 @@ def main() -> None:
         answers = {pair.rsplit("=", 1)[0]: Path(pair.rsplit("=", 1)[1]).resolve() for pair in args.answer}
         summary = judge(args.out, work, answers)
     else:
-        summary = check(args.out, work, args.gates.split(","))
+        summary = check(args.out, work, args.gates.split(","), args.modes.split(","), args.models.split(","))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary, indent=1)[:6000])
 

@@ -79,3 +79,17 @@ def test_check_model_gate_records_a_plan_that_enable_serves_exactly(tmp_path, ca
         "    print(json.dumps({'error': str(exc)}))\n", tmp_path)
     assert "no serving plan for resnet18 in mode reduce-overhead on cpu" in refused["error"]
     assert "--gate" in refused["error"]
+
+
+def test_a_plans_members_are_names_check_model_and_enable_take():
+    """A plan lists region answers by key (``kernelbench/<level>/<problem>``): ``--ops`` and
+    ``enable(ops=...)`` take them beside aten overloads; a malformed key or overload is refused."""
+    import pytest
+    from bbagent.agent.errors import UsageError
+    from bbagent.agent.judging import check_served_name
+    check_served_name("kernelbench/other/1_reduction_pointwise_44daf41505b6")
+    check_served_name("aten.relu.default")
+    for wrong, said in (("kernelbench/1_reduction", "kernelbench/<level>/<problem>"),
+                        ("kernelbench//x", "kernelbench/<level>/<problem>"), ("relu", "unknown operator 'relu'")):
+        with pytest.raises(UsageError, match=said):
+            check_served_name(wrong)

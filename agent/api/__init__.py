@@ -322,12 +322,12 @@ def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, 
     it takes), ``served`` and ``skipped``. ``model`` (and torch.compile's ``mode``): serve exactly
     what the whole-model gate kept for that model (``check-model --compile MODE --gate``, recorded
     under ``runs/plans/``), each other kernel left out with the gate's reason."""
-    from bbagent.agent.judging import check_op
+    from bbagent.agent.judging import check_served_name
     from bbagent.agent.serving.enable import enable as enable_kernels
     from bbagent.agent.serving.gate import load_plan
     from bbagent.harness.interface import default_device
     for op in ops or []:
-        check_op(op)
+        check_served_name(op)
     device = device or default_device()
     plan = load_plan(resolve_root(root), model, mode, device) if model is not None else None
     return enable_kernels(resolve_root(root), include_unreviewed=include_unreviewed, include_slower=include_slower,
@@ -349,10 +349,10 @@ def check_model(model: str | None = None, *, script: str | Path | None = None, r
     mismatch, the culprit overloads. ``settings``: dtype, include_unreviewed, include_slower, atol,
     rtol, repeats, iterations, seed, compile and mode (torch.compile alone and with the kernels),
     train and steps (training steps instead of forwards; compiled) (``agent.serving.check_model.ModelCheck``)."""
-    from bbagent.agent.judging import check_op
+    from bbagent.agent.judging import check_served_name
     from bbagent.agent.serving.check_model import ModelCheck, checked, run_check
     for op in ops or []:
-        check_op(op)
+        check_served_name(op)
     allowed = [name for name in ModelCheck.__dataclass_fields__
                if name not in ("model", "config", "device", "ops", "root", "script")]
     _refuse_unknown("check_model", settings, allowed,
