@@ -5,7 +5,7 @@ the rest."""
 import json
 import random
 
-from bbagent.agent.serving.gate import decided, timed_set
+from bbagent.agent.serving.gate import decided, sets_together, timed_set
 from test_check_model import RELU, TINY
 from test_enable import in_fresh_process
 
@@ -24,20 +24,28 @@ def test_a_set_is_served_only_where_the_model_gets_faster_beyond_the_noise():
     tie = timed_set(["tie"], *rounds(1.00, 0.05, 3))
     also_fast = timed_set(["also_fast"], *rounds(1.05, 0.01, 4))
     assert fast.wins and fast.low > 1.05 and not slow.wins and not tie.wins and tie.low < 1.0 < tie.high
-    served, left_out = decided([fast, slow, tie], None)
+    served, left_out = decided([fast, slow, tie], [])
     assert served == ["fast"]
     assert left_out["slow"].startswith("makes the model slower (0.8") and "95% interval" in left_out["slow"]
     assert left_out["tie"].startswith(("not faster beyond the noise", "makes the model slower"))
     together = timed_set(["fast", "also_fast"], *rounds(1.16, 0.01, 5))
-    served, left_out = decided([fast, also_fast, slow], together)
+    served, left_out = decided([fast, also_fast, slow], [together])
     assert served == ["fast", "also_fast"] and set(left_out) == {"slow"}
     worse_together = timed_set(["fast", "also_fast"], *rounds(1.02, 0.01, 6))
-    served, left_out = decided([fast, also_fast], worse_together)
+    served, left_out = decided([fast, also_fast], [worse_together])
     assert served == ["fast"] and "not in the best set" in left_out["also_fast"]
-    assert decided([slow, tie], None)[0] == []
-    served, left_out = decided([slow], None, alone={"slow": 1.42})  # a region that wins alone, loses in the model
+    assert decided([slow, tie], [])[0] == []
+    served, left_out = decided([slow], [], alone={"slow": 1.42})  # a region that wins alone, loses in the model
     assert left_out["slow"].startswith("wins alone (1.420x torch.compile on its own problem) but makes the model "
                                        "slower (0.8")
+    # neither wins alone, both together do (one's layout is the other's input): the pair is served
+    first, second = timed_set(["first"], *rounds(0.99, 0.01, 7)), timed_set(["second"], *rounds(1.00, 0.03, 8))
+    assert sets_together([first, second]) == [["first", "second"]]
+    assert sets_together([fast, also_fast, slow]) == [["fast", "also_fast"], ["fast", "also_fast", "slow"]]
+    assert sets_together([fast, slow]) == [["fast", "slow"]] and sets_together([fast]) == []
+    pair = timed_set(["first", "second"], *rounds(1.08, 0.01, 9))
+    served, left_out = decided([first, second], [pair])
+    assert served == ["first", "second"] and left_out == {}
 
 
 def test_check_model_gate_records_a_plan_that_enable_serves_exactly(tmp_path, capsys):

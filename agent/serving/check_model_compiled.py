@@ -68,20 +68,20 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
 def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, candidates: list[str],
            alone_over: dict[str, float]) -> dict:
     """The whole-model gate (``agent.serving.gate``): each candidate in the model alone, then the
-    winners together; the plan as a dict (``alone_over``: each one's own speedup over torch.compile)."""
+    sets of several (``sets_together``); the plan as a dict (``alone_over``: each one's own speedup
+    over torch.compile)."""
     import torch
     from bbagent.agent.machine import this_machine
-    from bbagent.agent.serving.gate import ServingPlan, decided
+    from bbagent.agent.serving.gate import ServingPlan, decided, sets_together
     singles = [_in_model([name], n, model, inputs, alone, spec, options, settings) for n, name in enumerate(candidates)]
-    winners = [single.members[0] for single in singles if single.wins]
-    together = (_in_model(winners, len(singles), model, inputs, alone, spec, options, settings)
-                if len(winners) > 1 else None)
+    together = [_in_model(group, len(singles) + n, model, inputs, alone, spec, options, settings)
+                for n, group in enumerate(sets_together(singles))]
     served, left_out = decided(singles, together, alone_over)
     here = this_machine()
     return ServingPlan(model=spec["model"], mode=spec["mode"], device=spec["device"],
                        gpu=torch.cuda.get_device_name() if spec["device"] == "cuda" else None, torch=here.torch,
                        triton=here.triton, served=served, left_out=left_out,
-                       sets=singles + ([together] if together else [])).model_dump()
+                       sets=singles + together).model_dump()
 
 
 def _in_model(members: list[str], number: int, model, inputs, alone, spec: dict, options: dict, settings: dict):

@@ -3,8 +3,9 @@
 A kernel or region answer measured faster than inductor on its own can still make the compiled
 model slower (a launch inductor would have fused away, a layout it must convert). So each
 candidate (every approved overload or region answer the compiled model ran) is measured in the
-model: compiled with it alone against torch.compile alone, in interleaved rounds, and then the
-winners together. A set wins only where the model gets faster beyond the noise: the 95%
+model: compiled with it alone against torch.compile alone, in interleaved rounds; then the
+winners together, and every candidate together (two kernels side by side can win where neither
+does alone: one region's layout is the next one's input). A set wins only where the model gets faster beyond the noise: the 95%
 interval of its speedup over torch.compile (a bootstrap of the rounds' paired time ratios) lies
 above 1.0; ties and noise are not served. The set with the best lower bound is the plan.
 
@@ -75,12 +76,25 @@ def timed_set(members: list[str], compile_ms: list[float], bbagent_ms: list[floa
                      speedup=math.exp(statistics.fmean(ratios)), low=math.exp(low), high=math.exp(high))
 
 
-def decided(singles: list[SetTiming], together: SetTiming | None,
+def sets_together(singles: list[SetTiming]) -> list[list[str]]:
+    """The sets of several candidates the gate measures after each one alone: the winners, and
+    every candidate (where that is another set)."""
+    winners = [single.members[0] for single in singles if single.wins]
+    everyone = [single.members[0] for single in singles]
+    groups: list[list[str]] = []
+    for group in (winners, everyone):
+        if len(group) > 1 and group not in groups:
+            groups.append(group)
+    return groups
+
+
+def decided(singles: list[SetTiming], together: list[SetTiming],
             alone: dict[str, float] | None = None) -> tuple[list[str], dict[str, str]]:
     """The members of the winning set with the best lower bound (none where none wins), and why
-    each other candidate is left out (``alone``: each one's speedup over torch.compile measured on
-    its own problem, said beside the model's where it was faster alone)."""
-    winners = [s for s in singles + ([together] if together else []) if s.wins]
+    each other candidate is left out (``together``: the sets of several measured; ``alone``: each
+    one's speedup over torch.compile measured on its own problem, said beside the model's where it
+    was faster alone)."""
+    winners = [s for s in singles + together if s.wins]
     best = max(winners, key=lambda s: s.low, default=None)
     served = best.members if best else []
     left_out = {}

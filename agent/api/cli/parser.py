@@ -305,8 +305,8 @@ def _check_model_command(sub) -> None:
     cm.add_argument("--steps", type=int, default=5, help="training steps per run with --train (default 5)")
     cm.add_argument("--gate", action="store_true",
                     help="the whole-model gate (compiled; --compile's mode): every approved kernel and region answer "
-                         "the compiled model runs, measured in the model alone and the winners together against "
-                         "torch.compile (--repeats rounds; served only where the 95%% interval of the speedup is "
+                         "the compiled model runs, measured in the model alone, then the winners together and all "
+                         "of them together, against torch.compile (--repeats rounds; served only where the 95%% interval of the speedup is "
                          "above 1); the plan is recorded in ROOT/runs/plans/ for bbagent.enable(model=..., mode=...)")
     cm.add_argument("--ops", help="only these overloads, comma-separated (default: every one enable() serves)")
     cm.add_argument("--include-unreviewed", action="store_true", help="also kernels not approved yet")
