@@ -284,18 +284,18 @@ def evaluation_request(problem, root: Path, *, device: str | None, seed: int | N
                                 expected_bytes=facts.device_need() if facts is not None else None)
 
 
-def stored_request(meta, root: Path, *, device: str | None, timeout_s: float, timing=None):
-    """The request that judges a stored kernel (``KernelMeta``) again: its operator's problem as the
-    kernel serves it, or the program problem its answer was accepted for (the file as it was then:
-    a problem edited since is another problem, a UsageError)."""
-    from bbagent.harness.interface import served_problem
+def stored_request(version, root: Path, *, device: str | None, timeout_s: float, timing=None):
+    """The request that judges a stored kernel (``agent.review.catalog.KernelVersion``) again: its
+    operator's problem as the kernel serves it, or the program problem its answer was accepted for
+    as it was then (``posed_problem``: a UsageError where it is not at hand)."""
+    from bbagent.harness.interface import describe_program, served_problem
+    meta = version.meta
     if meta.problem_kind != "program":
         return evaluation_request(served_problem(meta.written_for, meta.serves), root, device=device, seed=None,
                                   timeout_s=timeout_s, timing=timing)
-    problem, facts = program_of(meta.program.path)
-    if problem.sha256 != meta.program.sha256:
-        raise UsageError(f"the problem file {meta.program.path} changed since {meta.op}'s answer was judged "
-                         f"(sha256 {meta.program.sha256[:12]} then, {problem.sha256[:12]} now): it is another problem")
+    problem = version.posed_problem()
+    with callers_fault():
+        facts = describe_program(problem)
     return evaluation_request(problem, root, device=device, seed=None, timeout_s=timeout_s, timing=timing,
                               allow_library=meta.allow_library or "gemm", facts=facts)
 

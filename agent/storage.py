@@ -104,11 +104,13 @@ class RunDir:
         return target
 
 
-def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: str) -> Path:
+def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: str,
+                  beside: dict[str, str] | None = None) -> Path:
     """Install the accepted kernel as ``generated_kernels/<op>/`` (a program's key is a path:
     ``generated_kernels/kernelbench/level1/19_ReLU/``), replacing the files there whole
     (the caller keeps an earlier version first: ``agent.review.lifecycle.archive_current``); the
-    ``versions/`` folder of earlier kernels moves into the new folder."""
+    ``versions/`` folder of earlier kernels moves into the new folder. ``beside``: other files of
+    the folder by name (a program answer's problem)."""
     final = root / "generated_kernels" / op
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}."))
@@ -117,6 +119,8 @@ def accept_kernel(root: Path, op: str, kernel_source: str, meta: dict, readme: s
         (staging / "kernel.py").write_text(kernel_source)
         write_json(staging / "meta.json", meta)
         (staging / "README.md").write_text(readme)
+        for name, text in (beside or {}).items():
+            (staging / name).write_text(text)
         if final.exists():
             if (final / "versions").is_dir():
                 os.replace(final / "versions", staging / "versions")

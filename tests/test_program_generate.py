@@ -196,3 +196,34 @@ def test_a_kernelbench_batch_killed_in_the_middle_resumes_and_answers_each_probl
     assert "<h2>KernelBench problems by level</h2>" in report and "<td>level2</td>" in report
     # each problem's row names its level, and the pass rates by family are by level for problems
     assert report.count("<td>KernelBench level1</td>") == 2 + 1 and report.count("<td>KernelBench level2</td>") == 1 + 1
+
+
+def test_an_answer_is_judged_again_from_its_problem_kept_beside_it(tmp_path, monkeypatch, no_keys, capsys):
+    """The problem file an answer was posed from is gone (a cleaned folder, a root moved to another
+    machine): an edit of the answer is still judged against the problem as it was, from the
+    ``problem.py`` kept beside the answer and beside each earlier version; with neither at hand the
+    judging is refused, naming what is missing."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("BBAGENT_REVIEWER", "ada")
+    posed = tmp_path / "posed" / "1_ReLU.py"
+    posed.parent.mkdir()
+    posed.write_text(RELU.read_text())
+    root = ["--root", str(tmp_path / "root")]
+    with FakeLLMServer().answer(fenced("relu_right")) as server:
+        assert main(["generate", "--problem", str(posed), "--rounds", "1", "--provider", "openai", "--model",
+                     "gpt-test", "--base-url", server.url + "/v1", *root, "--device", "cpu", "--seed", "7",
+                     "--timeout", "120"]) == 0
+    folder = tmp_path / "root" / "generated_kernels" / "kernelbench" / "other" / "1_ReLU"
+    assert (folder / "problem.py").read_text() == RELU.read_text()
+    posed.unlink()
+    (folder / "kernel.py").write_text((folder / "kernel.py").read_text() + "\n# read and tidied by hand\n")
+    capsys.readouterr()
+    assert main(["review", "approve", "kernelbench/other/1_ReLU", *root, "--device", "cpu"]) == 0, capsys.readouterr()
+    assert "judged first" in capsys.readouterr().out
+    assert (folder / "versions" / "1" / "problem.py").read_text() == RELU.read_text()
+    assert (folder / "problem.py").read_text() == RELU.read_text()
+    (folder / "problem.py").unlink()
+    (folder / "kernel.py").write_text((folder / "kernel.py").read_text() + "# again\n")
+    assert main(["review", "approve", "kernelbench/other/1_ReLU", *root, "--device", "cpu"]) == 2
+    said = capsys.readouterr().err
+    assert "is not at hand" in said and "problem.py" in said and str(posed) in said, said

@@ -144,9 +144,14 @@ def test_an_approved_region_answer_is_what_the_compiled_model_runs(tmp_path, mon
         return json.loads(done.stdout.strip().splitlines()[-1])
     served = run()
     assert served["regions"] == {key: "served"} and served["calls"][key] == 2 and served["close"], served
-    Path(problem).write_text(Path(problem).read_text() + "\n# edited\n")
+    kept = tmp_path / "generated_kernels" / key / "problem.py"
+    assert kept.read_text() == Path(problem).read_text()
+    Path(problem).unlink()  # the regions' folder cleaned away, or the root moved to another machine
+    assert run() == served
+    kept.unlink()  # an answer kept without its problem's copy (accepted before copies were kept)
     left = run()
-    assert "has changed since its answer was accepted" in left["regions"][key] and key not in left["calls"], left
+    assert "is not at hand" in left["regions"][key] and "problem.py" in left["regions"][key], left
+    assert key not in left["calls"], left
 
 
 MLP_SCRIPT = '''import torch

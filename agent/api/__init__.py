@@ -454,7 +454,7 @@ def _stored_judge(root: Path, device: str | None, timeout_s: float, allow_no_opi
         check_evaluation(device, timeout_s, allow_no_opinfo)
         timing = (timing_options(root, max_shapes=64, target_ms=100.0, no_cache=False)
                   if (device or default_device()) == "cuda" else None)
-        return Evaluations(stored_request(version.meta, root, device=device, timeout_s=timeout_s,
+        return Evaluations(stored_request(version, root, device=device, timeout_s=timeout_s,
                                           timing=timing)).evaluate(version.kernel)
     return judge
 

@@ -497,7 +497,8 @@ class Agent:
             fields["allow_library"] = self.options.allow_library
         if dispatcher is not None:
             fields.update(dispatch.provenance(dispatcher, self.run.path.name, self.root))
-        meta = install(self.root, self.op, kernel_source, fields)
+        meta = install(self.root, self.op, kernel_source, fields,
+                       problem_text=self.operator.problem.text if self.is_program else None)
         if meta.run_id != self.run.path.name:  # the same code as the current kernel: kept as it is
             self.report(SameKernel(round=n, version=meta.version, status=meta.review.status, run_id=meta.run_id))
             return

@@ -41,7 +41,8 @@ from bbagent.agent.storage import accept_kernel
 
 SHOWN_STATUSES = STATUSES + ("stale", "modified", "broken")
 VERSIONS_DIR = "versions"
-KERNEL_FILES = ("kernel.py", "meta.json", "README.md")
+PROBLEM_FILE = "problem.py"  # a program answer's problem as it was when accepted: the answer serves without the original
+KERNEL_FILES = ("kernel.py", "meta.json", "README.md", PROBLEM_FILE)
 ENVIRONMENT_KEYS = ("torch", "triton", "gpu", "suite")
 
 
@@ -204,10 +205,11 @@ def judged_source(root: Path, op_dir: Path, meta: KernelMeta) -> bytes | None:
     return None
 
 
-def install(root: Path, op: str, kernel_source: str, run_part: dict) -> KernelMeta:
+def install(root: Path, op: str, kernel_source: str, run_part: dict, problem_text: str | None = None) -> KernelMeta:
     """Install a newly accepted kernel as ``root/generated_kernels/<op>/``, keeping the kernel there
     (unless it is the same run's unreviewed one, or this is an edit of it) in ``versions/``.
-    ``run_part``: meta.json's fields from the run (``agent.review.record.run_part``). Returns the new
+    ``run_part``: meta.json's fields from the run (``agent.review.record.run_part``); ``problem_text``:
+    a program answer's problem as judged, kept beside it (``PROBLEM_FILE``). Returns the new
     meta.json; its ``replaced`` says what was moved aside. A kernel identical to the current one
     (same sha256) is no new version: the current one stays as it is, review included, and is returned."""
     folder = Path(root) / "generated_kernels" / op
@@ -226,11 +228,13 @@ def install(root: Path, op: str, kernel_source: str, run_part: dict) -> KernelMe
     meta = KernelMeta(**run_part, schema=SCHEMA, schema_version=SCHEMA_VERSION, version=version, replaced=replaced,
                       tested_in=tested_in(versions.get("torch"), versions.get("triton"), run_part.get("gpu")),
                       review={**entry.model_dump(), "history": [entry]})
-    accept_kernel(Path(root), op, kernel_source, meta.as_json(), kernel_readme(meta))
+    accept_kernel(Path(root), op, kernel_source, meta.as_json(), kernel_readme(meta),
+                  {PROBLEM_FILE: problem_text} if problem_text is not None else {})
     return meta
 
 
-def install_edit(root: Path, meta: KernelMeta, source: str, judged_part: dict, by: str) -> KernelMeta:
+def install_edit(root: Path, meta: KernelMeta, source: str, judged_part: dict, by: str,
+                 problem_text: str | None = None) -> KernelMeta:
     """``source``, the current kernel.py of ``meta``'s folder edited by hand since its tests judged it
     and now judged again (``judged_part``: meta.json's fields from that Verdict,
     ``agent.review.record.edit_part``), installed as a new version that says what it was edited from;
@@ -239,4 +243,4 @@ def install_edit(root: Path, meta: KernelMeta, source: str, judged_part: dict, b
     edited_from = EditedFrom(version=meta.version, kernel_sha256=meta.kernel_sha256, run_id=meta.run_id, by=by,
                              at=now())
     return install(root, meta.op, source, {**judged_part, "edited_from": edited_from,
-                                           "allow_library": meta.allow_library})
+                                           "allow_library": meta.allow_library}, problem_text)

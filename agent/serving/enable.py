@@ -210,21 +210,21 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
     from bbagent.agent.review.catalog import catalogue
     from bbagent.agent.serving.compiled import RegionAnswer
     from bbagent.agent.serving.load import import_module
-    from bbagent.harness.interface import ProgramProblem, program_module
+    from bbagent.harness.interface import program_module
     answers, refused = {}, {}
     for entry in catalogue(root)[0]:
         meta = entry.current.meta
         if meta.problem_kind != "program" or meta.program is None:
             continue
-        path = Path(meta.program.path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            text = None
-        problem = ProgramProblem(path=str(path), text=text or "", level=meta.program.level)
-        if text is None or "REGION_HASH" not in text:
-            continue  # a KernelBench problem, or one not at hand: bbagent.load_program serves it
         key = meta.op
+        try:
+            if "REGION_HASH" not in entry.current.posed_problem().text:
+                continue  # a KernelBench problem: bbagent.load_program serves it
+        except UsageError as exc:
+            if meta.program.level is not None:
+                continue  # a KernelBench problem not at hand: nothing of it runs under compile
+            refused[key] = str(exc)  # a region's problem, or the user's own program: either way said
+            continue
         if only is not None and key not in only:
             refused[key] = "not in --ops"
             continue
@@ -232,8 +232,10 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
         if version is None or (entry.current.unusable and version.folder == entry.current.folder):
             refused[key] = entry.current.unusable or "no approved, non-stale version"
             continue
-        if problem.sha256 != meta.program.sha256:
-            refused[key] = f"the region's problem file {path} has changed since its answer was accepted"
+        try:
+            problem = version.posed_problem()  # the copy kept beside the answer, else the file it was posed from
+        except UsageError as exc:
+            refused[key] = str(exc)
             continue
         over = version.meta.performance.speedup_over("inductor")
         if device != "cpu" and not include_slower and (over is None or over < 1.0):
