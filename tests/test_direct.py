@@ -115,7 +115,8 @@ def test_a_region_answer_of_launches_takes_the_regions_place_and_one_calling_tor
     result = in_fresh_process(TRACE + f'''
 import importlib.util
 from pathlib import Path
-from bbagent.agent.regions.extract import find_regions, inductor_graphs
+from bbagent.agent.regions.extract import inductor_graphs
+from bbagent.agent.regions.spanning import find_regions
 from bbagent.agent.regions.program import region_program
 from bbagent.agent.serving.compiled import CompiledServing, RegionAnswer, SwapPass
 from bbagent.harness.interface import ProgramProblem, program_module

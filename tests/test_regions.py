@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from bbagent.agent.regions.extract import find_regions, inductor_graphs
+from bbagent.agent.regions.extract import inductor_graphs
+from bbagent.agent.regions.spanning import find_regions
 from bbagent.agent.regions.program import region_program
 from conftest import PYTHONPATH
 
@@ -84,7 +85,10 @@ def test_regions_of_a_real_model_from_the_command_line_and_one_answered(tmp_path
     softmax = ["aten.amax.default", "aten.sub.Tensor", "aten.exp.default", "aten.sum.dim_IntList", "aten.div.Tensor"]
     assert kinds[tuple(softmax)]["count"] == 2 and kinds[tuple(softmax)]["kind"] == "reduction + pointwise"
     layer_norms = [r for r in survey["regions"] if r["ops"][0] == "aten.var_mean.correction"]
-    assert [r["count"] for r in layer_norms] == [5]  # two per layer and the final one: one hash
+    assert [r["count"] for r in layer_norms if r["kind"] == "reduction + pointwise"] == [5]  # two per layer, the last
+    # across the matrix products: each layer's norms with the projections after them, and the attention
+    assert {r["kind"] for r in layer_norms} == {"reduction + pointwise", "norm + matmul"}
+    assert [r["count"] for r in survey["regions"] if r["kind"] == "attention"] == [2]
     problem = survey["files"][survey["regions"].index(gelu)]
     assert problem.startswith(str(tmp_path / "found")) and problem.endswith(f"_matmul_epilogue_{gelu['hash']}.py")
     judged = bbagent("eval", "--problem", problem, "--kernel", str(ANSWERS / "region_addmm_gelu_right.py"),
@@ -380,3 +384,79 @@ def _gradients(model, run, x) -> list:
     model.zero_grad(set_to_none=True)
     run(x).square().mean().backward()
     return [p.grad.clone() for p in model.parameters()]
+
+
+MODELS = Path(__file__).parent / "models"
+
+
+@pytest.mark.slow
+def test_regions_across_matrix_products_are_found_in_llama_and_gpt2(tmp_path):
+    """transformers' Llama (RMSNorm, SwiGLU, eager attention with grouped KV heads) and GPT-2
+    (layer norm, Conv1D projections, eager attention), tiny: a normalization with the projections
+    reading it, Llama's gated MLP and the attention are found in the inference graph and in the
+    training graphs (--backward), one hash per layer's region, each a program problem that
+    ``generate --problem`` takes; the attention of both models is one problem at one size."""
+    import bbagent
+    from bbagent.harness.interface import describe_program, program_problem
+    found = {}
+    for name, backward, kinds in (("tiny_llama", False, {"norm + matmul", "gated MLP", "attention"}),
+                                  ("tiny_llama", True, {"norm + matmul", "gated MLP", "attention"}),
+                                  ("tiny_gpt2", False, {"norm + matmul", "attention"})):
+        survey = bbagent.regions(script=MODELS / f"{name}.py", device="cpu", out=tmp_path / f"{name}-{backward}",
+                                 backward=backward)
+        spanning = {}
+        for region, file in zip(survey.regions, survey.files):
+            spanning.setdefault(region.kind, (region, file))  # the most frequent of each kind
+        assert kinds <= set(spanning), (name, backward, sorted(spanning))
+        for kind in kinds:
+            region, file = spanning[kind]
+            assert region.count == 2, (name, backward, kind, region.count)  # once per layer: one hash
+            assert sum(op.split(".")[1] in ("mm", "addmm", "bmm") for op in region.ops) >= 2 or kind == "norm + matmul"
+            assert describe_program(program_problem(file)) is not None
+        found[(name, backward)] = spanning
+    assert found[("tiny_llama", False)]["attention"][0].hash == found[("tiny_gpt2", False)]["attention"][0].hash
+    gated = found[("tiny_llama", False)]["gated MLP"][0]
+    assert [op.split(".")[1] for op in gated.ops].count("mm") == 3  # gate, up and the down projection
+
+
+@pytest.mark.slow
+def test_an_attention_answer_is_served_in_the_compiled_llama(tmp_path, monkeypatch, no_keys, capsys):
+    """A hand-written Triton answer to the attention region of the tiny Llama (the scores never
+    written to memory), judged through the real SDK against the fake server and approved, is what
+    the compiled model runs in each layer, and the logits are eager's."""
+    import bbagent
+    from bbagent.agent.review import lifecycle
+    from bbagent.cli import main
+    from fake_llm import FakeLLMServer
+    survey = bbagent.regions(script=MODELS / "tiny_llama.py", device="cpu", out=tmp_path / "found")
+    attention = next(r for r in survey.regions if r.kind == "attention")
+    problem = survey.files[survey.regions.index(attention)]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    answer = f"```python\n{(ANSWERS / 'region_attention_right.py').read_text()}```\n"
+    with FakeLLMServer().answer(answer) as server:
+        code = main(["generate", "--problem", problem, "--rounds", "1", "--provider", "openai", "--model", "gpt-test",
+                     "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu", "--seed", "3",
+                     "--timeout", "120"])
+    assert code == 0, capsys.readouterr().err[-3000:]
+    key = f"kernelbench/other/{Path(problem).stem}"
+    lifecycle.set_status(tmp_path / "generated_kernels" / key, "approved")
+    script = (
+        "import importlib.util, json, sys, torch, bbagent\n"
+        "spec = importlib.util.spec_from_file_location('tiny_llama', sys.argv[2])\n"
+        "module = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(module)\n"
+        "torch.manual_seed(0)\n"
+        "model, tokens = module.Model().eval(), module.get_inputs()[0]\n"
+        "with torch.no_grad():\n"
+        "    eager = model(tokens)\n"
+        "    enabled = bbagent.enable(sys.argv[1], device='cpu')\n"
+        "    compiled = torch.compile(model)(tokens)\n"
+        "print(json.dumps({'calls': enabled.compiled_calls(), 'regions': enabled.regions(),\n"
+        "                  'close': bool(torch.allclose(compiled, eager, atol=1e-4, rtol=1e-4))}))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(MODELS / "tiny_llama.py")],
+                          capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                               "TRITON_INTERPRET": "1"})  # transformers imports triton before bbagent is enabled
+    assert done.returncode == 0, done.stderr[-3000:]
+    served = json.loads(done.stdout.strip().splitlines()[-1])
+    assert served["regions"][key] == "served" and served["calls"][key] == 2 and served["close"], served

@@ -2,15 +2,15 @@
 
 ``inductor_graphs`` compiles the model with ``torch.compile`` and keeps a copy of each graph that
 reaches inductor's post-grad passes (aten operators, decomposed as inductor decomposes them, shapes
-known). ``find_regions`` grows regions in each: from a seed, a matrix product or convolution (whose
+known). ``matches`` grows regions in each (``agent.regions.spanning`` joins them across matrix
+products and counts them by hash): from a seed, a matrix product or convolution (whose
 epilogue inductor leaves apart in its default mode) or a reduction (a normalization's statistics,
 a softmax's maximum and sum), through the users that inductor could fuse with it (pointwise
 operators and views; from a reduction, further reductions too), while each added node's other
 inputs come from before the seed or from the graph's inputs alone (a batch norm's scale, computed
 from its parameters after the convolution: those operators join the region); a
 region is kept where it holds a seed and at least one pointwise operator. Each region is hashed
-by its operators, their arguments and its inputs' shapes and dtypes (``Region.hash``); regions of
-one hash are counted together.
+by its operators, their arguments and its inputs' shapes and dtypes (``Region.hash``).
 """
 from __future__ import annotations
 
@@ -141,19 +141,6 @@ def matches(graph) -> list[Match]:
         taken.update(members)
         found.append(Match(described[0], members, described[1], [members[i] for i in described[0].output_nodes]))
     return found
-
-
-def find_regions(graphs: list) -> list[Region]:
-    """The candidate regions of ``graphs``, one per hash, the most frequent first (see the
-    module's docstring)."""
-    found: dict[str, Region] = {}
-    for graph in graphs:
-        for match in matches(graph):
-            if match.region.hash in found:
-                found[match.region.hash].count += 1
-            else:
-                found[match.region.hash] = match.region
-    return sorted(found.values(), key=lambda r: (-r.count, -len(r.ops)))
 
 
 def _grow(seed, position: dict, taken: set) -> list:

@@ -24,7 +24,7 @@ REGION_HASH = "{region.hash}"  # bbagent serves an approved answer where torch.c
 
 
 class Model(nn.Module):
-    """A {region.kind} region of {found_in} (hash {region.hash}, found {region.count} time(s)), as
+    """{_article(region.kind)} {region.kind} region of {found_in} (hash {region.hash}, found {region.count} time(s)), as
     the graph torch.compile's inductor receives has it: {", ".join(region.ops)}."""
 
     def __init__(self):
@@ -44,6 +44,10 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+def _article(word: str) -> str:
+    return "An" if word[0].lower() in "aeiou" else "A"
 
 
 def _call(target: str, args: list, kwargs: dict) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bbagent.agent.regions.extract import Region, find_regions, inductor_graphs
+from bbagent.agent.regions.extract import Region, inductor_graphs
+from bbagent.agent.regions.spanning import find_regions
 from bbagent.agent.regions.program import region_program
 from bbagent.agent.regions.share import measure_shares
 
@@ -66,7 +67,7 @@ def survey(model: str, config: dict, device: str, dtype: str, out: Path, script:
     regions = find_regions(graphs)
     files = []
     for number, region in enumerate(regions, start=1):
-        path = out / f"{number}_{re.sub(r'[^a-z]+', '_', region.kind)}_{region.hash}.py"
+        path = out / f"{number}_{re.sub(r'[^a-z]+', '_', region.kind.lower())}_{region.hash}.py"
         path.write_text(region_program(region, f"{model} {config}" if script is None else model))
         files.append(str(path))
     gpu_us = None if backward else measure_shares(built, inputs, regions, files, device)

@@ -16,8 +16,9 @@ of its generated code). Two changes to inductor, undone by ``uninstall``:
 An approved answer to a region problem (``bbagent regions``; its text names the region's hash,
 ``REGION_HASH``) gets a twin too, ``bbagent_served::region_<hash>``, taking the region's inputs and
 returning its outputs through the answer's ``ModelNew`` (its shapes from the problem's ``Model``):
-the same pass finds the regions of each graph (``agent.regions.extract.matches``) and puts one call
-of the twin where a region of that hash stands, before it swaps single overloads.
+the same pass finds the regions of each graph (``agent.regions.spanning.candidates``: those across
+matrix products first) and puts one call of the twin where a region of that hash stands, before it
+swaps single overloads.
 
 On a GPU both go further where they can (``agent.serving.direct``): a served overload is traced
 into the graph as its kernel's Triton launches, and a region answer made of Triton launches and
@@ -223,9 +224,9 @@ class SwapPass(_PassBase):
         if self.previous is not None:
             self.previous(graph)
         if self.region_twins:
-            from bbagent.agent.regions.extract import matches
+            from bbagent.agent.regions.spanning import candidates
             while True:  # found again after each swap: a region's input may be the output of one swapped before
-                match = next((m for m in matches(graph) if m.region.hash in self.region_twins), None)
+                match = next((m for m in candidates(graph) if m.region.hash in self.region_twins), None)
                 if match is None:
                     break
                 self._region(graph, match)
