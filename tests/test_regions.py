@@ -114,21 +114,10 @@ def test_an_approved_region_answer_is_what_the_compiled_model_runs(tmp_path, mon
     calls the answer once per layer where the region stands and computes what eager computes; the
     problem file edited, the answer is left to inductor, saying why."""
     import bbagent
-    from bbagent.agent.review import lifecycle
-    from bbagent.cli import main
-    from fake_llm import FakeLLMServer
     survey = bbagent.regions("transformer", config=SMALL, device="cpu", out=tmp_path / "found")
     gelu = next(r for r in survey.regions if r.ops == GELU_EPILOGUE)
     problem = survey.files[survey.regions.index(gelu)]
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    answer = f"```python\n{(ANSWERS / 'region_addmm_gelu_right.py').read_text()}```\n"
-    with FakeLLMServer().answer(answer) as server:
-        code = main(["generate", "--problem", problem, "--rounds", "1", "--provider", "openai", "--model", "gpt-test",
-                     "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu", "--seed", "3",
-                     "--timeout", "120"])
-    assert code == 0, capsys.readouterr().err[-3000:]
-    key = f"kernelbench/other/{Path(problem).stem}"
-    lifecycle.set_status(tmp_path / "generated_kernels" / key, "approved")
+    key = answered_and_approved(tmp_path, problem, "region_addmm_gelu_right.py", monkeypatch, capsys)
     script = (
         "import json, sys, torch, bbagent\n"
         "from bbagent.agent.models import build_model\n"
@@ -425,21 +414,10 @@ def test_an_attention_answer_is_served_in_the_compiled_llama(tmp_path, monkeypat
     written to memory), judged through the real SDK against the fake server and approved, is what
     the compiled model runs in each layer, and the logits are eager's."""
     import bbagent
-    from bbagent.agent.review import lifecycle
-    from bbagent.cli import main
-    from fake_llm import FakeLLMServer
     survey = bbagent.regions(script=MODELS / "tiny_llama.py", device="cpu", out=tmp_path / "found")
     attention = next(r for r in survey.regions if r.kind == "attention")
     problem = survey.files[survey.regions.index(attention)]
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    answer = f"```python\n{(ANSWERS / 'region_attention_right.py').read_text()}```\n"
-    with FakeLLMServer().answer(answer) as server:
-        code = main(["generate", "--problem", problem, "--rounds", "1", "--provider", "openai", "--model", "gpt-test",
-                     "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu", "--seed", "3",
-                     "--timeout", "120"])
-    assert code == 0, capsys.readouterr().err[-3000:]
-    key = f"kernelbench/other/{Path(problem).stem}"
-    lifecycle.set_status(tmp_path / "generated_kernels" / key, "approved")
+    key = answered_and_approved(tmp_path, problem, "region_attention_right.py", monkeypatch, capsys)
     script = (
         "import importlib.util, json, sys, torch, bbagent\n"
         "spec = importlib.util.spec_from_file_location('tiny_llama', sys.argv[2])\n"
@@ -460,3 +438,20 @@ def test_an_attention_answer_is_served_in_the_compiled_llama(tmp_path, monkeypat
     assert done.returncode == 0, done.stderr[-3000:]
     served = json.loads(done.stdout.strip().splitlines()[-1])
     assert served["regions"][key] == "served" and served["calls"][key] == 2 and served["close"], served
+
+
+def answered_and_approved(root: Path, problem: str, answer: str, monkeypatch, capsys) -> str:
+    """``problem`` answered with the file ``answer`` of tests/problems/answers through the real
+    OpenAI SDK against the fake server, judged on the CPU, accepted and approved; its key."""
+    from bbagent.agent.review import lifecycle
+    from bbagent.cli import main
+    from fake_llm import FakeLLMServer
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().answer(f"```python\n{(ANSWERS / answer).read_text()}```\n") as server:
+        code = main(["generate", "--problem", problem, "--rounds", "1", "--provider", "openai", "--model", "gpt-test",
+                     "--base-url", server.url + "/v1", "--root", str(root), "--device", "cpu", "--seed", "3",
+                     "--timeout", "120"])
+    assert code == 0, capsys.readouterr().err[-3000:]
+    key = f"kernelbench/other/{Path(problem).stem}"
+    lifecycle.set_status(root / "generated_kernels" / key, "approved")
+    return key
