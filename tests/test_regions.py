@@ -382,29 +382,33 @@ MODELS = Path(__file__).parent / "models"
 def test_regions_across_matrix_products_are_found_in_llama_and_gpt2(tmp_path):
     """transformers' Llama (RMSNorm, SwiGLU, eager attention with grouped KV heads) and GPT-2
     (layer norm, Conv1D projections, eager attention), tiny: a normalization with the projections
-    reading it, Llama's gated MLP and the attention are found in the inference graph and in the
-    training graphs (--backward), one hash per layer's region, each a program problem that
+    reading it, Llama's gated MLP and the attention are found in the inference graph, in bf16 and
+    in the training graphs (--backward), one hash per layer's region, each a program problem that
     ``generate --problem`` takes; the attention of both models is one problem at one size."""
     import bbagent
     from bbagent.harness.interface import describe_program, program_problem
     found = {}
-    for name, backward, kinds in (("tiny_llama", False, {"norm + matmul", "gated MLP", "attention"}),
-                                  ("tiny_llama", True, {"norm + matmul", "gated MLP", "attention"}),
-                                  ("tiny_gpt2", False, {"norm + matmul", "attention"})):
-        survey = bbagent.regions(script=MODELS / f"{name}.py", device="cpu", out=tmp_path / f"{name}-{backward}",
-                                 backward=backward)
+    llama = {"norm + matmul", "gated MLP", "attention"}
+    for name, backward, dtype, kinds in (("tiny_llama", False, "float32", llama), ("tiny_llama", True, "float32", llama),
+                                         ("tiny_llama", False, "bfloat16", llama),
+                                         ("tiny_gpt2", False, "float32", {"norm + matmul", "attention"})):
+        survey = bbagent.regions(script=MODELS / f"{name}.py", device="cpu", dtype=dtype,
+                                 out=tmp_path / f"{name}-{backward}-{dtype}", backward=backward)
         spanning = {}
         for region, file in zip(survey.regions, survey.files):
             spanning.setdefault(region.kind, (region, file))  # the most frequent of each kind
         assert kinds <= set(spanning), (name, backward, sorted(spanning))
         for kind in kinds:
             region, file = spanning[kind]
-            assert region.count == 2, (name, backward, kind, region.count)  # once per layer: one hash
+            assert region.count == 2, (name, backward, dtype, kind, region.count)  # once per layer: one hash
             assert sum(op.split(".")[1] in ("mm", "addmm", "bmm") for op in region.ops) >= 2 or kind == "norm + matmul"
             assert describe_program(program_problem(file)) is not None
-        found[(name, backward)] = spanning
-    assert found[("tiny_llama", False)]["attention"][0].hash == found[("tiny_gpt2", False)]["attention"][0].hash
-    gated = found[("tiny_llama", False)]["gated MLP"][0]
+        found[(name, backward, dtype)] = spanning
+    assert found[("tiny_llama", False, "float32")]["attention"][0].hash == \
+        found[("tiny_gpt2", False, "float32")]["attention"][0].hash
+    attention = found[("tiny_llama", False, "bfloat16")]["attention"][0]
+    assert {spec.dtype for spec in attention.inputs + attention.outputs} == {"bfloat16"}
+    gated = found[("tiny_llama", False, "float32")]["gated MLP"][0]
     assert [op.split(".")[1] for op in gated.ops].count("mm") == 3  # gate, up and the down projection
 
 

@@ -9,7 +9,8 @@ memory at every boundary. The regions here span those boundaries, built from the
   output (an RMSNorm and the projections after it), with those products' epilogues;
 - ``gated MLP``: two matrix products of one input whose results meet in a pointwise product
   (SiLU or GELU of the gate times the up projection), and the product that reads it alone (the
-  down projection), with its epilogue;
+  down projection; its epilogue, the residual add and what the next layer's norm starts with, is
+  left out, so that every layer's region is one);
 - ``attention``: a batched product, the softmax over its scaled and masked result, and the
   batched product that reads the softmax (where inductor does not already call a fused kernel).
 
@@ -111,8 +112,8 @@ def _gated_mlps(nodes: list, units: Units):
             continue
         members = {meet, *first_path, *second_path, *units.unit(first), *units.unit(second)}
         readers, views = _readers([meet], members)
-        if len(readers) == 1 and _packet(readers[0]) in MATMULS:
-            members |= views | set(units.unit(readers[0]))
+        if len(readers) == 1 and _packet(readers[0]) in MATMULS:  # its epilogue left out: it differs by layer
+            members |= views | {readers[0]}
         yield "gated MLP", members
 
 
