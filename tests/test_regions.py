@@ -413,15 +413,19 @@ def test_regions_across_matrix_products_are_found_in_llama_and_gpt2(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_attention_answer_is_served_in_the_compiled_llama(tmp_path, monkeypatch, no_keys, capsys):
-    """A hand-written Triton answer to the attention region of the tiny Llama (the scores never
-    written to memory), judged through the real SDK against the fake server and approved, is what
-    the compiled model runs in each layer, and the logits are eager's."""
+@pytest.mark.parametrize("kind, answer", [("attention", "region_attention_right.py"),
+                                          ("gated MLP", "region_gated_mlp_right.py")])
+def test_an_answer_across_matrix_products_is_served_in_the_compiled_llama(tmp_path, monkeypatch, no_keys, capsys,
+                                                                          kind, answer):
+    """A hand-written Triton answer to a region of the tiny Llama across matrix products (the
+    attention, its scores never written to memory; the gated MLP, gate and up computed together
+    and SiLU-and-multiplied before one store), judged through the real SDK against the fake server
+    and approved, is what the compiled model runs in each layer, and the logits are eager's."""
     import bbagent
     survey = bbagent.regions(script=MODELS / "tiny_llama.py", device="cpu", out=tmp_path / "found")
-    attention = next(r for r in survey.regions if r.kind == "attention")
-    problem = survey.files[survey.regions.index(attention)]
-    key = answered_and_approved(tmp_path, problem, "region_attention_right.py", monkeypatch, capsys)
+    region = next(r for r in survey.regions if r.kind == kind)
+    problem = survey.files[survey.regions.index(region)]
+    key = answered_and_approved(tmp_path, problem, answer, monkeypatch, capsys)
     script = (
         "import importlib.util, json, sys, torch, bbagent\n"
         "spec = importlib.util.spec_from_file_location('tiny_llama', sys.argv[2])\n"

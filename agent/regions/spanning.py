@@ -108,9 +108,11 @@ def _gated_mlps(nodes: list, units: Units):
         if any(side is None for side in sides) or sides[0][0] is sides[1][0]:
             continue
         (first, first_path), (second, second_path) = sides
-        if _activation(first) is not _activation(second):
+        (shared, first_views), (other, second_views) = _activation(first), _activation(second)
+        if shared is not other:
             continue
-        members = {meet, *first_path, *second_path, *units.unit(first), *units.unit(second)}
+        members = {meet, *first_path, *second_path, *units.unit(first), *units.unit(second), *first_views,
+                   *second_views}  # the one input itself, not a view of it per product
         readers, views = _readers([meet], members)
         if len(readers) == 1 and _packet(readers[0]) in MATMULS:  # its epilogue left out: it differs by layer
             members |= views | {readers[0]}
@@ -191,12 +193,13 @@ def _has_matmul_before(node, limit: int = 256) -> bool:
     return False
 
 
-def _activation(product):
-    """The tensor a matrix product multiplies by its weight, views looked through."""
-    node = product.args[1] if _packet(product) == "addmm" else product.args[0]
+def _activation(product) -> tuple:
+    """The tensor a matrix product multiplies by its weight, and the views between."""
+    node, views = product.args[1] if _packet(product) == "addmm" else product.args[0], []
     while hasattr(node, "op") and node.op == "call_function" and _packet(node) in VIEWS:
+        views.append(node)
         node = node.all_input_nodes[0]
-    return node
+    return node, views
 
 
 def _closed(members: set) -> bool:
