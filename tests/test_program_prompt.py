@@ -134,3 +134,23 @@ def test_prompt_problem_as_a_user_runs_it(tmp_path):
                         (["--problem", str(GEMM_RELU_BIAS), "--round-feedback", "v.json"], "comes with its verdict")]:
         done = run(*argv)
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, (argv, done.stderr)
+
+
+@pytest.mark.parametrize("kind, said", [("attention", "the online softmax"),
+                                        ("gated MLP", "two float32 accumulators"),
+                                        ("norm + matmul", "fuse the norm into their prologue"),
+                                        ("matmul + epilogue", None), ("a kind of its own", None)])
+def test_a_region_across_matrix_products_is_told_how_to_fuse_it(tmp_path, kind, said):
+    """A region problem names its kind (``REGION_KIND``, as ``bbagent regions`` writes it): one
+    across matrix products gets that kind's guidance in its prompt; any other problem none."""
+    path = tmp_path / "region.py"
+    path.write_text((PROBLEMS / "level1" / "1_ReLU.py").read_text() + f"\nREGION_KIND = {kind!r}\n".replace("'", '"'))
+    problem = program_problem(path)
+    prompt = render_program_prompt(problem, describe_program(problem), device="cpu")
+    sections = [line for line in prompt.splitlines() if line.startswith("## This program is")]
+    if said is None:
+        assert sections == []
+    else:
+        assert len(sections) == 1 and said in prompt and "## The GPU" not in prompt.split(said)[1].split("##")[0]
+    plain = program_problem(PROBLEMS / "level1" / "1_ReLU.py")
+    assert "## This program is" not in render_program_prompt(plain, describe_program(plain), device="cpu")

@@ -4,11 +4,14 @@ It holds the program's source, what one shape-only run of it found (``harness.pr
 inputs, outputs, weights and the aten operators it calls), the GPU's facts and Triton's traps as
 operators' prompts have them, and, for the prompt families of the operators the program runs
 (views and copies aside), each family's Triton guidance and, for the first ones, its worked
-example.
+example; for a region across matrix products (``agent.regions.spanning``), how to fuse it.
 """
 from __future__ import annotations
 
-from bbagent.agent.families import family_of
+import ast
+import re
+
+from bbagent.agent.families import PROMPTS_DIR, family_of
 from bbagent.agent.gpu_facts import facts_for
 from bbagent.agent.generate.prompting import template, worked_example
 from bbagent.harness.interface import LIBRARY_POLICIES, ProgramFacts, ProgramProblem, default_device, triton_version
@@ -43,10 +46,23 @@ def render_program_prompt(problem: ProgramProblem, facts: ProgramFacts, device: 
     guidance = [{"family": family, "text": text} for family in families
                 if (text := family_guidance(family, shared))]
     context = {**shared, "problem": {"name": problem.name, "level": problem.level}, "source": problem.text,
+               "region_guidance": region_guidance(problem.text, shared),
                "init_args": facts.init_args, "inputs": facts.inputs, "outputs": facts.outputs,
                "input_size": _size(facts.input_bytes), "parameters": facts.parameters, "aten_ops": facts.aten_ops,
                "trace_error": facts.trace_error, "library": library, "guidance": guidance, "examples": examples}
     return template("program.j2").render(**context).strip() + "\n"
+
+
+def region_guidance(source: str, context: dict) -> str:
+    """How to fuse a region across matrix products (``prompts/regions/<kind>.j2``) where the
+    problem is one (``bbagent regions`` writes its ``REGION_KIND``); empty otherwise."""
+    found = re.search(r"^REGION_KIND = (\"[^\"\n]*\")$", source, re.MULTILINE)
+    if found is None:
+        return ""
+    name = re.sub(r"[^a-z]+", "_", ast.literal_eval(found.group(1)).lower()).strip("_")
+    if not (PROMPTS_DIR / "regions" / f"{name}.j2").is_file():
+        return ""
+    return template(f"regions/{name}.j2").render(**context).strip()
 
 
 def _size(size: int) -> str:

@@ -21,6 +21,7 @@ def region_program(region: Region, found_in: str) -> str:
 import torch.nn as nn
 
 REGION_HASH = "{region.hash}"  # bbagent serves an approved answer where torch.compile's graph holds this region
+REGION_KIND = "{region.kind}"
 
 
 class Model(nn.Module):
