@@ -413,17 +413,20 @@ def test_regions_across_matrix_products_are_found_in_llama_and_gpt2(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, answer", [("attention", "region_attention_right.py"),
-                                          ("gated MLP", "region_gated_mlp_right.py")])
+@pytest.mark.parametrize("kind, products, answer", [("attention", 2, "region_attention_right.py"),
+                                                     ("gated MLP", 3, "region_gated_mlp_right.py"),
+                                                     ("norm + matmul", 2, "region_norm_gate_up_right.py")])
 def test_an_answer_across_matrix_products_is_served_in_the_compiled_llama(tmp_path, monkeypatch, no_keys, capsys,
-                                                                          kind, answer):
+                                                                          kind, products, answer):
     """A hand-written Triton answer to a region of the tiny Llama across matrix products (the
     attention, its scores never written to memory; the gated MLP, gate and up computed together
-    and SiLU-and-multiplied before one store), judged through the real SDK against the fake server
-    and approved, is what the compiled model runs in each layer, and the logits are eager's."""
+    and SiLU-and-multiplied before one store; the MLP's RMSNorm applied to each input tile as the
+    gate and up products load it), judged through the real SDK against the fake server and
+    approved, is what the compiled model runs in each layer, and the logits are eager's."""
     import bbagent
     survey = bbagent.regions(script=MODELS / "tiny_llama.py", device="cpu", out=tmp_path / "found")
-    region = next(r for r in survey.regions if r.kind == kind)
+    region = next(r for r in survey.regions
+                  if r.kind == kind and sum(op.split(".")[1] in ("mm", "bmm") for op in r.ops) == products)
     problem = survey.files[survey.regions.index(region)]
     key = answered_and_approved(tmp_path, problem, answer, monkeypatch, capsys)
     script = (

@@ -235,12 +235,19 @@ def _described(members: list) -> tuple[Region, list] | None:
 
 def _positive_inputs(members: list, inputs: list) -> set:
     """The inputs a root, log or reciprocal in the region is taken of without the seed's result
-    in between (a batch norm's running variance): the problem must draw them positive."""
+    in between (a batch norm's running variance), or of a mean or sum of them (an RMSNorm's
+    squares, computed before the region): the problem must draw them positive."""
     from_seed = {members[0]}
     for node in members[1:]:
         if any(a in from_seed for a in node.all_input_nodes):
             from_seed.add(node)
     positive: set = set()
+    for node in members:
+        source = node.all_input_nodes[0] if _packet(node) in POSITIVE_ONLY and node.all_input_nodes else None
+        while source in members and _is_pointwise(source) and len(source.all_input_nodes) == 1:
+            source = source.all_input_nodes[0]  # + eps
+        if source in members and _packet(source) in ("mean", "sum") and source.all_input_nodes[0] in inputs:
+            positive.add(source.all_input_nodes[0])
     pending = [n for n in members if _packet(n) in POSITIVE_ONLY and n not in from_seed]
     seen: set = set()
     while pending:

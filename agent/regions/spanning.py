@@ -84,7 +84,8 @@ def spanning(graph, base: list[Match]) -> list[Match]:
 
 def _norm_then_matmuls(base: list[Match], units: Units):
     """A normalization's region with the matrix products reading its output, each with its
-    epilogue."""
+    epilogue, and the pointwise work its statistic is computed from that nothing else reads (an
+    RMSNorm's squares: the region then takes the rows themselves, in every layer alike)."""
     for match in base:
         if _packet(match.members[0]) not in NORMS:
             continue
@@ -92,7 +93,7 @@ def _norm_then_matmuls(base: list[Match], units: Units):
         readers, views = _readers(match.outputs, members)
         if not readers or not all(_packet(r) in MATMULS for r in readers):
             continue
-        members |= views
+        members |= views | _producers(match.members[0], members)
         for reader in readers:
             members |= set(units.unit(reader))
         yield "norm + matmul", members
@@ -200,6 +201,24 @@ def _activation(product) -> tuple:
         views.append(node)
         node = node.all_input_nodes[0]
     return node, views
+
+
+def _producers(seed, inside: set) -> set:
+    """The pointwise calls and views ``seed`` is computed from that nothing outside the region
+    reads (taken from a region of ``extract`` they stand in, where one holds them)."""
+    joined: set = set()
+    pending = list(seed.all_input_nodes)
+    while pending:
+        node = pending.pop()
+        if node in inside or node in joined or node.op != "call_function":
+            continue
+        if not (_is_pointwise(node) or _packet(node) in VIEWS):
+            continue
+        if any(user not in inside and user not in joined for user in node.users):
+            continue
+        joined.add(node)
+        pending.extend(node.all_input_nodes)
+    return joined
 
 
 def _closed(members: set) -> bool:
