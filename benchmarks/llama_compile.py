@@ -10,7 +10,7 @@ calls after a warm-up that compiles; peak memory is the allocator's peak during 
 bbagent's column says what it served (its kernels' paths under torch.compile); where nothing
 approved applies to Llama it runs inductor's code alone, and the table says so.
 
-    python benchmarks/llama_compile.py --root ROOT --out $OUT [--layers 4 --batch 4 --seq 1024]
+    python benchmarks/llama_compile.py --root ROOT [--plan MODEL] --out $OUT [--layers 4 --batch 4 --seq 1024]
 """
 from __future__ import annotations
 
@@ -76,6 +76,10 @@ def run_side(model, tokens, train: bool, compiled: bool, iterations: int) -> tup
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, help="bbagent's root with the approved kernels (default: none)")
+    parser.add_argument("--plan", metavar="MODEL",
+                        help="serve what the whole-model gate kept for MODEL in torch.compile's default mode "
+                             "(check-model --script MODEL.py --gate, recorded under --root), instead of every "
+                             "approved kernel measured at least as fast alone")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--d-model", type=int, default=2048)
@@ -99,7 +103,8 @@ def main() -> int:
         for train in (False, True):
             torch._dynamo.reset()
             model = build(args, liger=side == "liger")
-            enabled = bbagent.enable(args.root, device="cuda") if side == "bbagent" and args.root else None
+            plan = {"model": args.plan, "mode": "default"} if args.plan else {}
+            enabled = bbagent.enable(args.root, device="cuda", **plan) if side == "bbagent" and args.root else None
             try:
                 ms, gib = run_side(model, tokens, train, compiled=side in ("compile", "bbagent"),
                                    iterations=args.iterations)

@@ -386,7 +386,7 @@ def test_regions_across_matrix_products_are_found_in_llama_and_gpt2(tmp_path):
     in the training graphs (--backward), one hash per layer's region, each a program problem that
     ``generate --problem`` takes; the attention of both models is one problem at one size."""
     import bbagent
-    from bbagent.harness.interface import describe_program, program_problem
+    from bbagent.harness.interface import describe_program, program_module, program_problem
     found = {}
     llama = {"norm + matmul", "gated MLP", "attention"}
     for name, backward, dtype, kinds in (("tiny_llama", False, "float32", llama), ("tiny_llama", True, "float32", llama),
@@ -402,7 +402,9 @@ def test_regions_across_matrix_products_are_found_in_llama_and_gpt2(tmp_path):
             region, file = spanning[kind]
             assert region.count == 2, (name, backward, dtype, kind, region.count)  # once per layer: one hash
             assert sum(op.split(".")[1] in ("mm", "addmm", "bmm") for op in region.ops) >= 2 or kind == "norm + matmul"
-            assert describe_program(program_problem(file)) is not None
+            module = program_module(program_problem(file))  # runs as written (a bf16 graph's casts are prims')
+            assert describe_program(program_problem(file)).trace_error is None
+            module.Model()(*module.get_inputs())
         found[(name, backward, dtype)] = spanning
     assert found[("tiny_llama", False, "float32")]["attention"][0].hash == \
         found[("tiny_gpt2", False, "float32")]["attention"][0].hash

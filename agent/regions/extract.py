@@ -264,8 +264,9 @@ def _positive_inputs(members: list, inputs: list) -> set:
 
 
 def _name(overload) -> str:
-    from bbagent.harness.interface import op_name
-    return op_name(overload)
+    """``aten.addmm.default``; an operator of another namespace keeps it (``prims.convert_element_type.default``,
+    the casts of a bf16 model's graph), so that the problem's ``torch.ops`` call finds it."""
+    return f"{overload.namespace}.{overload._schema.name.split('::')[-1]}.{overload._overloadname}"
 
 
 def _spec(node) -> TensorSpec | None:
