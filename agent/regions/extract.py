@@ -91,13 +91,16 @@ def inductor_graphs(model, inputs: tuple, backward: bool = False) -> list:
     return graphs
 
 
-def _packet(node) -> str | None:
+def packet_of(node) -> str | None:
+    """The operator a graph's call makes, without namespace or overload (``addmm``); None for a
+    call of no operator (``getitem``)."""
     overload = node.target
     schema = getattr(overload, "_schema", None)
     return schema.name.split("::")[-1] if schema is not None else None
 
 
-def _is_pointwise(node) -> bool:
+def is_pointwise(node) -> bool:
+    """Whether a graph's call is of an operator torch tags pointwise."""
     import torch
     return torch.Tag.pointwise in getattr(node.target, "tags", ())
 
@@ -109,7 +112,7 @@ def _fusible(node, reductions: bool) -> bool:
         return False
     if node.target is operator.getitem:
         return True
-    return _is_pointwise(node) or _packet(node) in VIEWS or (reductions and _packet(node) in REDUCTIONS)
+    return is_pointwise(node) or packet_of(node) in VIEWS or (reductions and packet_of(node) in REDUCTIONS)
 
 
 @dataclass
@@ -129,13 +132,13 @@ def matches(graph) -> list[Match]:
     taken: set = set()
     found = []
     for seed in nodes:
-        if seed in taken or seed.op != "call_function" or _packet(seed) not in MATMULS | REDUCTIONS:
+        if seed in taken or seed.op != "call_function" or packet_of(seed) not in MATMULS | REDUCTIONS:
             continue
         members = _grow(seed, position, taken)
-        computing = [n for n in members if n.target is not operator.getitem and _packet(n) not in VIEWS]
-        if not any(_is_pointwise(n) for n in computing):
+        computing = [n for n in members if n.target is not operator.getitem and packet_of(n) not in VIEWS]
+        if not any(is_pointwise(n) for n in computing):
             continue
-        described = _described(members)
+        described = described_region(members)
         if described is None:
             continue
         taken.update(members)
@@ -146,7 +149,7 @@ def matches(graph) -> list[Match]:
 def _grow(seed, position: dict, taken: set) -> list:
     members = [seed]
     inside = {seed}
-    reductions = _packet(seed) in REDUCTIONS  # a matrix product's region is it and its epilogue
+    reductions = packet_of(seed) in REDUCTIONS  # a matrix product's region is it and its epilogue
     grew = True
     while grew and len(members) < MAX_OPS:
         grew = False
@@ -190,7 +193,7 @@ def _from_inputs_alone(node, region: set, taken: set) -> list | None:
     return chain
 
 
-def _described(members: list) -> tuple[Region, list] | None:
+def described_region(members: list) -> tuple[Region, list] | None:
     """The region of these nodes and the nodes its inputs come from, or None where an argument
     cannot be written as a constant."""
     index = {node: i for i, node in enumerate(members)}
@@ -228,7 +231,7 @@ def _described(members: list) -> tuple[Region, list] | None:
     canonical = repr(([w.model_dump() for w in written], [s.model_dump(exclude={"positive"}) for s in input_specs],
                       [index[n] for n in outputs]))
     ops = [w.target for w in written if w.target != "getitem" and w.target.split(".")[1] not in VIEWS]
-    kind = "matmul + epilogue" if _packet(members[0]) in MATMULS else "reduction + pointwise"
+    kind = "matmul + epilogue" if packet_of(members[0]) in MATMULS else "reduction + pointwise"
     return Region(hash=hashlib.sha256(canonical.encode()).hexdigest()[:12], kind=kind, ops=ops, inputs=input_specs,
                   outputs=output_specs, output_nodes=[index[n] for n in outputs], nodes=written), inputs
 
@@ -243,12 +246,12 @@ def _positive_inputs(members: list, inputs: list) -> set:
             from_seed.add(node)
     positive: set = set()
     for node in members:
-        source = node.all_input_nodes[0] if _packet(node) in POSITIVE_ONLY and node.all_input_nodes else None
-        while source in members and _is_pointwise(source) and len(source.all_input_nodes) == 1:
+        source = node.all_input_nodes[0] if packet_of(node) in POSITIVE_ONLY and node.all_input_nodes else None
+        while source in members and is_pointwise(source) and len(source.all_input_nodes) == 1:
             source = source.all_input_nodes[0]  # + eps
-        if source in members and _packet(source) in ("mean", "sum") and source.all_input_nodes[0] in inputs:
+        if source in members and packet_of(source) in ("mean", "sum") and source.all_input_nodes[0] in inputs:
             positive.add(source.all_input_nodes[0])
-    pending = [n for n in members if _packet(n) in POSITIVE_ONLY and n not in from_seed]
+    pending = [n for n in members if packet_of(n) in POSITIVE_ONLY and n not in from_seed]
     seen: set = set()
     while pending:
         node = pending.pop()

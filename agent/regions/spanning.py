@@ -24,7 +24,7 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 
-from bbagent.agent.regions.extract import MATMULS, VIEWS, Match, Region, _described, _is_pointwise, _packet, matches
+from bbagent.agent.regions.extract import MATMULS, VIEWS, Match, Region, described_region, is_pointwise, matches, packet_of
 
 MAX_SPAN_NODES = 96  # views included
 NORMS = frozenset({"mean", "var_mean", "var", "native_layer_norm", "native_group_norm"})
@@ -73,7 +73,7 @@ def spanning(graph, base: list[Match]) -> list[Match]:
         if key in found or len(members) > MAX_SPAN_NODES or not _closed(members):
             continue
         ordered = sorted(members, key=units.position.get)
-        described = _described(ordered)
+        described = described_region(ordered)
         if described is None:
             continue
         region, inputs = described
@@ -87,11 +87,11 @@ def _norm_then_matmuls(base: list[Match], units: Units):
     epilogue, and the pointwise work its statistic is computed from that nothing else reads (an
     RMSNorm's squares: the region then takes the rows themselves, in every layer alike)."""
     for match in base:
-        if _packet(match.members[0]) not in NORMS:
+        if packet_of(match.members[0]) not in NORMS:
             continue
         members = set(match.members)
         readers, views = _readers(match.outputs, members)
-        if not readers or not all(_packet(r) in MATMULS for r in readers):
+        if not readers or not all(packet_of(r) in MATMULS for r in readers):
             continue
         members |= views | _producers(match.members[0], members)
         for reader in readers:
@@ -103,7 +103,7 @@ def _gated_mlps(nodes: list, units: Units):
     """Two matrix products of one input meeting in a pointwise product, and the matrix product
     that alone reads the result."""
     for meet in nodes:
-        if meet.op != "call_function" or not _is_pointwise(meet) or len(meet.all_input_nodes) != 2:
+        if meet.op != "call_function" or not is_pointwise(meet) or len(meet.all_input_nodes) != 2:
             continue
         sides = [_from_matmul(a) for a in meet.all_input_nodes]
         if any(side is None for side in sides) or sides[0][0] is sides[1][0]:
@@ -115,7 +115,7 @@ def _gated_mlps(nodes: list, units: Units):
         members = {meet, *first_path, *second_path, *units.unit(first), *units.unit(second), *first_views,
                    *second_views}  # the one input itself, not a view of it per product
         readers, views = _readers([meet], members)
-        if len(readers) == 1 and _packet(readers[0]) in MATMULS:  # its epilogue left out: it differs by layer
+        if len(readers) == 1 and packet_of(readers[0]) in MATMULS:  # its epilogue left out: it differs by layer
             members |= views | {readers[0]}
         yield "gated MLP", members
 
@@ -123,14 +123,14 @@ def _gated_mlps(nodes: list, units: Units):
 def _attentions(base: list[Match], units: Units):
     """A softmax's region between the batched product it normalizes and the one reading it."""
     for match in base:
-        if _packet(match.members[0]) not in SOFTMAXES:
+        if packet_of(match.members[0]) not in SOFTMAXES:
             continue
         source = _from_matmul(match.members[0].all_input_nodes[0])
         readers, views = _readers(match.outputs, set(match.members))
-        if source is None or len(readers) != 1 or _packet(readers[0]) not in {"bmm", "baddbmm"}:
+        if source is None or len(readers) != 1 or packet_of(readers[0]) not in {"bmm", "baddbmm"}:
             continue
         product, path = source
-        if _packet(product) not in {"bmm", "baddbmm"}:
+        if packet_of(product) not in {"bmm", "baddbmm"}:
             continue
         yield "attention", {*match.members, *path, *views, *units.unit(product), *units.unit(readers[0])}
 
@@ -145,7 +145,7 @@ def _readers(outputs: list, inside: set) -> tuple[list, set]:
             if user in seen or user.op == "output":
                 continue
             seen.add(user)
-            if user.op == "call_function" and (_packet(user) in VIEWS or user.target is operator.getitem):
+            if user.op == "call_function" and (packet_of(user) in VIEWS or user.target is operator.getitem):
                 pending.append(user)  # looked through, inside the region or not
                 if user not in inside:
                     views.add(user)
@@ -165,12 +165,12 @@ def _from_matmul(node):
         if current in seen or current.op != "call_function":
             continue
         seen.add(current)
-        if _packet(current) in MATMULS:
+        if packet_of(current) in MATMULS:
             sources.add(current)
             continue
         if not _has_matmul_before(current):
             continue  # computed apart from any product: the region takes it as an input
-        if not (_is_pointwise(current) or _packet(current) in VIEWS):
+        if not (is_pointwise(current) or packet_of(current) in VIEWS):
             return None
         path.append(current)
         pending.extend(current.all_input_nodes)
@@ -188,7 +188,7 @@ def _has_matmul_before(node, limit: int = 256) -> bool:
         if len(seen) >= limit:
             return True
         seen.add(current)
-        if current.op == "call_function" and _packet(current) in MATMULS:
+        if current.op == "call_function" and packet_of(current) in MATMULS:
             return True
         pending.extend(current.all_input_nodes)
     return False
@@ -196,8 +196,8 @@ def _has_matmul_before(node, limit: int = 256) -> bool:
 
 def _activation(product) -> tuple:
     """The tensor a matrix product multiplies by its weight, and the views between."""
-    node, views = product.args[1] if _packet(product) == "addmm" else product.args[0], []
-    while hasattr(node, "op") and node.op == "call_function" and _packet(node) in VIEWS:
+    node, views = product.args[1] if packet_of(product) == "addmm" else product.args[0], []
+    while hasattr(node, "op") and node.op == "call_function" and packet_of(node) in VIEWS:
         views.append(node)
         node = node.all_input_nodes[0]
     return node, views
@@ -212,7 +212,7 @@ def _producers(seed, inside: set) -> set:
         node = pending.pop()
         if node in inside or node in joined or node.op != "call_function":
             continue
-        if not (_is_pointwise(node) or _packet(node) in VIEWS):
+        if not (is_pointwise(node) or packet_of(node) in VIEWS):
             continue
         if any(user not in inside and user not in joined for user in node.users):
             continue
