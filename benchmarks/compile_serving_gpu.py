@@ -36,12 +36,15 @@ MODELS = {"transformer": [], "resnet18": []}  # default settings for both
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
-def bbagent(out: Path, step: str, *argv: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+def bbagent(out: Path, step: str, *argv: str, cwd: Path, env: dict | None = None, timeout: float = 1500,
+            program: tuple = ("-m", "bbagent")) -> subprocess.CompletedProcess:
+    """One command (``program``: bbagent, or a script) in ``cwd``, its output appended to
+    ``OUT/commands.log``."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "bbagent", *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=1500, env=env)
+    done = subprocess.run([sys.executable, *program, *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
     with (out / "commands.log").open("a") as log:  # one file: a device call brings back only a few
-        log.write(f"=== {step}\n$ bbagent {' '.join(argv)}\n# exit {done.returncode}, "
+        log.write(f"=== {step}\n$ {' '.join(program)} {' '.join(argv)}\n# exit {done.returncode}, "
                   f"{time.perf_counter() - started:.1f} s\n{done.stdout[-20000:]}\n--- stderr ---\n{done.stderr[-6000:]}\n")
     print(f"{step}: exit {done.returncode} in {time.perf_counter() - started:.1f} s", flush=True)
     return done

@@ -22,10 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from compile_serving_gpu import bbagent  # the same command log, beside this script
 
 HERE = Path(__file__).resolve().parent
 ANSWERS = HERE.parent / "tests" / "problems" / "answers"
@@ -59,19 +59,6 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
-
-
-def bbagent(out: Path, step: str, *argv: str, cwd: Path, env: dict | None = None,
-            program: tuple = ("-m", "bbagent")) -> subprocess.CompletedProcess:
-    """One command, its output appended to ``OUT/commands.log`` (a device call brings back few files)."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, *program, *argv], cwd=cwd, capture_output=True, text=True, timeout=3000,
-                          env=env)
-    with (out / "commands.log").open("a") as log:
-        log.write(f"=== {step}\n$ {' '.join(program)} {' '.join(argv)}\n# exit {done.returncode}, "
-                  f"{time.perf_counter() - started:.1f} s\n{done.stdout[-20000:]}\n--- stderr ---\n{done.stderr[-6000:]}\n")
-    print(f"{step}: exit {done.returncode} in {time.perf_counter() - started:.1f} s", flush=True)
-    return done
 
 
 def regions(args, out: Path, work: Path) -> dict:
@@ -137,7 +124,7 @@ def table(args, out: Path, work: Path) -> dict:
     sizes = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in
              ("layers", "d_model", "heads", "kv_heads", "mlp", "vocab", "batch", "seq")]
     done = bbagent(out, "table", "--root", str(work / "root"), "--plan", "llama_bench", "--out", str(out / "table"),
-                   *sizes, cwd=work, program=(str(HERE / "llama_compile.py"),))
+                   *sizes, cwd=work, timeout=3000, program=(str(HERE / "llama_compile.py"),))
     print(done.stdout[-4000:])
     return {"exit": done.returncode, "printed": done.stdout[-4000:]}
 

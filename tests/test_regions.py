@@ -118,23 +118,11 @@ def test_an_approved_region_answer_is_what_the_compiled_model_runs(tmp_path, mon
     gelu = next(r for r in survey.regions if r.ops == GELU_EPILOGUE)
     problem = survey.files[survey.regions.index(gelu)]
     key = answered_and_approved(tmp_path, problem, "region_addmm_gelu_right.py", monkeypatch, capsys)
-    script = (
-        "import json, sys, torch, bbagent\n"
-        "from bbagent.agent.models import build_model\n"
-        f"config = {{**{SMALL!r}, 'activation': 'gelu'}}\n"
-        "model, tokens = build_model('transformer', config, 'cpu', torch.float32)\n"
-        "with torch.no_grad():\n"
-        "    eager = model(tokens)\n"
-        "    enabled = bbagent.enable(sys.argv[1], device='cpu')\n"
-        "    compiled = torch.compile(model)(tokens)\n"
-        "print(json.dumps({'calls': enabled.compiled_calls(), 'regions': enabled.regions(),\n"
-        "                  'close': bool(torch.allclose(compiled, eager, atol=1e-4, rtol=1e-4))}))\n")
+    built = (f"config = {{**{SMALL!r}, 'activation': 'gelu'}}\n"
+             "model, tokens = build_model('transformer', config, 'cpu', torch.float32)\n")
 
     def run() -> dict:
-        done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
-                              timeout=600, env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout.strip().splitlines()[-1])
+        return compiled_beside_eager(tmp_path, built)
     served = run()
     assert served["regions"] == {key: "served"} and served["calls"][key] == 2 and served["close"], served
     kept = tmp_path / "generated_kernels" / key / "problem.py"
@@ -431,25 +419,8 @@ def test_an_answer_across_matrix_products_is_served_in_the_compiled_llama(tmp_pa
                   if r.kind == kind and sum(op.split(".")[1] in ("mm", "bmm") for op in r.ops) == products)
     problem = survey.files[survey.regions.index(region)]
     key = answered_and_approved(tmp_path, problem, answer, monkeypatch, capsys)
-    script = (
-        "import importlib.util, json, sys, torch, bbagent\n"
-        "spec = importlib.util.spec_from_file_location('tiny_llama', sys.argv[2])\n"
-        "module = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(module)\n"
-        "torch.manual_seed(0)\n"
-        "model, tokens = module.Model().eval(), module.get_inputs()[0]\n"
-        "with torch.no_grad():\n"
-        "    eager = model(tokens)\n"
-        "    enabled = bbagent.enable(sys.argv[1], device='cpu')\n"
-        "    compiled = torch.compile(model)(tokens)\n"
-        "print(json.dumps({'calls': enabled.compiled_calls(), 'regions': enabled.regions(),\n"
-        "                  'close': bool(torch.allclose(compiled, eager, atol=1e-4, rtol=1e-4))}))\n")
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path), str(MODELS / "tiny_llama.py")],
-                          capture_output=True, text=True, timeout=600,
-                          env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
-                               "TRITON_INTERPRET": "1"})  # transformers imports triton before bbagent is enabled
-    assert done.returncode == 0, done.stderr[-3000:]
-    served = json.loads(done.stdout.strip().splitlines()[-1])
+    served = compiled_beside_eager(tmp_path, f"model, (tokens,) = build_program({str(MODELS / 'tiny_llama.py')!r}, "
+                                              "'cpu', torch.float32)\n")
     assert served["regions"][key] == "served" and served["calls"][key] == 2 and served["close"], served
 
 
@@ -468,3 +439,23 @@ def answered_and_approved(root: Path, problem: str, answer: str, monkeypatch, ca
     key = f"kernelbench/other/{Path(problem).stem}"
     lifecycle.set_status(root / "generated_kernels" / key, "approved")
     return key
+
+
+def compiled_beside_eager(root: Path, built: str) -> dict:
+    """In a fresh process (enabling is process-wide): the model that the lines ``built`` make
+    (``model`` and ``tokens``; ``build_model`` and ``build_program`` at hand) run eagerly, then
+    compiled with bbagent enabled on ``root``'s kernels on the CPU; the compiled calls, each region
+    answer's state and whether the outputs are eager's."""
+    script = ("import json, sys, torch, bbagent\n"
+              "from bbagent.agent.models import build_model, build_program\n" + built +
+              "with torch.no_grad():\n"
+              "    eager = model(tokens)\n"
+              "    enabled = bbagent.enable(sys.argv[1], device='cpu')\n"
+              "    compiled = torch.compile(model)(tokens)\n"
+              "print(json.dumps({'calls': enabled.compiled_calls(), 'regions': enabled.regions(),\n"
+              "                  'close': bool(torch.allclose(compiled, eager, atol=1e-4, rtol=1e-4))}))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": PYTHONPATH, "PATH": "/usr/bin:/bin", "HOME": str(root),
+                               "TRITON_INTERPRET": "1"})  # transformers imports triton before bbagent is enabled
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

@@ -218,13 +218,14 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
             continue
         key = meta.op
         try:
-            if "REGION_HASH" not in entry.current.posed_problem().text:
-                continue  # a KernelBench problem: bbagent.load_program serves it
+            posed = entry.current.posed_problem()
         except UsageError as exc:
             if meta.program.level is not None:
                 continue  # a KernelBench problem not at hand: nothing of it runs under compile
             refused[key] = str(exc)  # a region's problem, or the user's own program: either way said
             continue
+        if "REGION_HASH" not in posed.text:
+            continue  # a KernelBench problem: bbagent.load_program serves it
         if only is not None and key not in only:
             refused[key] = "not in --ops"
             continue
@@ -232,8 +233,8 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
         if version is None or (entry.current.unusable and version.folder == entry.current.folder):
             refused[key] = entry.current.unusable or "no approved, non-stale version"
             continue
-        try:
-            problem = version.posed_problem()  # the copy kept beside the answer, else the file it was posed from
+        try:  # the copy kept beside the answer, else the file it was posed from (the current one's read above)
+            problem = posed if version is entry.current else version.posed_problem()
         except UsageError as exc:
             refused[key] = str(exc)
             continue
