@@ -7,8 +7,8 @@ timed against torch.compile and Liger-Kernel, in stages that can run in separate
 
 ``regions``: the model (random weights, bf16, attention through sdpa as users run it) written as a
 program in KernelBench's format (``DIR/llama_bench.py``), and ``bbagent regions --script`` of it,
-with each region's share of the compiled forward's GPU time. ``judge``: each hand-written answer
-of ``HAND`` (``tests/problems/answers/``) given to ``bbagent generate --problem`` for the most
+with each region's share of the compiled forward's GPU time and its roofline floor. ``judge``:
+each hand-written answer of ``HAND`` (``tests/problems/answers/``) given to ``bbagent generate --problem`` for the most
 frequent region of its kind, through the real OpenAI client and a fake server on 127.0.0.1 that
 answers with the file (``tests/fake_llm.py``), judged (timed against eager and torch.compile alone)
 and approved under ``DIR/root``. ``gate``: ``bbagent check-model --script --compile default --gate``
@@ -71,8 +71,8 @@ def regions(args, out: Path, work: Path) -> dict:
         return {"error": found.stderr[-2000:]}
     survey = json.loads(found.stdout)
     (work / "survey.json").write_text(json.dumps(survey))
-    return {"gpu_us": survey["gpu_us"], "regions": [{k: r[k] for k in ("hash", "kind", "ops", "count", "gpu_us", "share")}
-                                                   for r in survey["regions"]]}
+    kept = ("hash", "kind", "ops", "count", "gpu_us", "floor_us", "share")
+    return {"gpu_us": survey["gpu_us"], "regions": [{k: r[k] for k in kept} for r in survey["regions"]]}
 
 
 def judge(args, out: Path, work: Path) -> dict:
@@ -95,7 +95,8 @@ def judge(args, out: Path, work: Path) -> dict:
                            env={**os.environ, "OPENAI_API_KEY": "sk-fake"})
         key = f"kernelbench/other/{Path(problem).stem}"
         row = {"kind": kind, "answer": answer, "hash": region["hash"], "share": region["share"],
-               "generate_exit": done.returncode, "key": key}
+               "compiled_us": region["gpu_us"], "floor_us": region["floor_us"], "generate_exit": done.returncode,
+               "key": key}
         meta_file = root / "generated_kernels" / key / "meta.json"
         if meta_file.is_file():
             performance = json.loads(meta_file.read_text()).get("performance") or {}

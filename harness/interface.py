@@ -5,7 +5,8 @@ first used, so that importing this module costs nothing: every command pays for 
 
 * the problem and the request: ``OperatorProblem``, ``operator_problem``, ``problem_to_test``,
   ``UnknownOpError``, ``AdapterError``; a program's ``ProgramProblem``, ``program_problem``,
-  ``ProblemError`` and what it computes (``describe_program``, ``ProgramFacts``); ``EvaluationRequest``, ``TimingOptions``, ``Limits``,
+  ``ProblemError`` and what it computes (``describe_program``, ``ProgramFacts``) and its floor on the GPU
+  (``floor_us``, ``device_ceilings``); ``EvaluationRequest``, ``TimingOptions``, ``Limits``,
   ``default_device``;
 * evaluating: the ``Evaluator`` protocol (prepare, evaluate) and ``HERE``, the one that runs on
   this machine; ``evaluate_kernel``, ``prepare_suite``, ``adopt_remote_verdict``; the errors that are
@@ -29,6 +30,7 @@ _HOMES = {
     "bbagent.harness.evaluate": ("evaluate_kernel", "prepare_suite", "adopt_remote_verdict", "KernelFileError"),
     "bbagent.harness.timing.options": ("TimingOptions",),
     "bbagent.harness.timing.profile": ("profile_sides",),
+    "bbagent.harness.timing.program_floor": ("floor_us", "device_ceilings"),
     "bbagent.harness.sandbox.parent.watch": ("Limits",),
     "bbagent.harness.sandbox.parent.environment": ("SetupError", "physical_gpu", "start_early", "triton_cache_dir"),
     "bbagent.harness.sandbox.parent.gpu_share": ("GpuShare",),

@@ -5,6 +5,7 @@ the rest."""
 import json
 import random
 
+from bbagent.agent.serving.check_model_compiled import gate_candidates
 from bbagent.agent.serving.gate import decided, sets_together, timed_set
 from test_check_model import RELU, TINY
 from test_enable import in_fresh_process
@@ -46,6 +47,17 @@ def test_a_set_is_served_only_where_the_model_gets_faster_beyond_the_noise():
     pair = timed_set(["first", "second"], *rounds(1.08, 0.01, 9))
     served, left_out = decided([first, second], [pair])
     assert served == ["first", "second"] and left_out == {}
+
+
+def test_the_gate_measures_a_region_answer_that_an_overlapping_one_shadowed():
+    """With everything served, the pass swaps the region that starts first: an approved answer to a
+    region overlapping it (the gated MLP beside the norm + gate/up region) never runs, yet the gate
+    still measures it alone; an answer whose problem is not at hand is not a candidate."""
+    norm, mlp, gone = "kernelbench/other/region_norm", "kernelbench/other/region_mlp", "kernelbench/other/region_gone"
+    uses = {"compiled_calls": {norm: 4, mlp: 0, "aten.relu.default": 0}, "compiled_sites": {"aten.gelu.default": 2},
+            "regions": {norm: {"served": True, "calls": 4}, mlp: {"served": True, "calls": 0},
+                        gone: {"served": False, "calls": 0}}}
+    assert gate_candidates(uses) == ["aten.gelu.default", mlp, norm]
 
 
 def test_check_model_gate_records_a_plan_that_enable_serves_exactly(tmp_path, capsys):

@@ -162,8 +162,11 @@ def test_a_users_own_model_as_a_script_has_its_regions_found(tmp_path):
     """``regions --script FILE.py``: a model written in KernelBench's format is searched as a
     built-in one is; on the CPU no time share is measured (and none is made up); a script that is
     not a program, or that does not run, is a usage error saying so."""
+    from rich.console import Console
+
     import bbagent
     from bbagent.agent.errors import UsageError
+    from bbagent.agent.reports.console import print_regions
     script = tmp_path / "my_mlp.py"
     script.write_text(MLP_SCRIPT)
     survey = bbagent.regions(script=script, device="cpu", out=tmp_path / "found")
@@ -172,6 +175,14 @@ def test_a_users_own_model_as_a_script_has_its_regions_found(tmp_path):
     assert [s.shape for s in gelu.inputs] == [[64], [8, 16], [16, 64]] and gelu.count == 1
     assert any(r.ops[0] == "aten.var_mean.correction" for r in survey.regions)
     assert all(r.share is None and r.gpu_us is None for r in survey.regions)
+    printed = Console(record=True, width=400)
+    print_regions(printed, survey)
+    assert "time shares are measured on a GPU only" in printed.export_text() and "floor" not in printed.export_text()
+    for region in survey.regions:  # as a GPU's survey sets them
+        region.gpu_us, region.floor_us, region.share = 12.5, 2.25, 0.125
+    print_regions(printed, survey.model_copy(update={"gpu_us": 100.0}))
+    timed = printed.export_text().split("the compiled model: 100.0 us")[1]
+    assert "┃   us ┃ floor us ┃ share ┃" in timed and timed.count("│ 12.5 │      2.2 │ 12.5% │") == len(survey.regions)
     broken = tmp_path / "broken.py"
     broken.write_text(MLP_SCRIPT.replace("[torch.randn(8, 16)]", "[torch.randn(8, 15)]"))
     with pytest.raises(UsageError, match="broken does not run with its own get_inputs"):
@@ -459,3 +470,19 @@ def compiled_beside_eager(root: Path, built: str) -> dict:
                                "TRITON_INTERPRET": "1"})  # transformers imports triton before bbagent is enabled
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_regions_floor_is_its_bytes_or_its_flops_whichever_is_longer():
+    """``floor_us``: a gated MLP's three products (2 x M x N x K each, plus its SiLU and multiply
+    per element) over the matmul throughput; without one for its dtype, its inputs and output
+    moved once over the copy bandwidth."""
+    from bbagent.harness.timing.program_floor import floor_us
+
+    class GatedMLP(torch.nn.Module):
+        def forward(self, x, gate, up, down):
+            return (torch.nn.functional.silu(x @ gate) * (x @ up)) @ down
+    inputs = torch.randn(64, 32), torch.randn(32, 48), torch.randn(32, 48), torch.randn(48, 32)
+    flops = 3 * 2 * 64 * 32 * 48 + 64 * 48 * (4 + 1)  # silu, then the multiply
+    assert floor_us(GatedMLP(), inputs, 1000.0, {"float32": 1.0}) == pytest.approx(flops / 1e6)
+    moved = 4 * (64 * 32 + 2 * 32 * 48 + 48 * 32 + 64 * 32)
+    assert floor_us(GatedMLP(), inputs, 1000.0, {"bfloat16": 1.0}) == pytest.approx(moved / 1e6)

@@ -61,6 +61,7 @@ class Region(BaseModel):
     count: int = 1
     gpu_us: float | None = None  # GPU time of one call, compiled alone (``agent.regions.share``)
     share: float | None = None  # count x gpu_us over the compiled model's GPU time per forward
+    floor_us: float | None = None  # the roofline's floor of one call (``agent.regions.share``)
 
 
 def inductor_graphs(model, inputs: tuple, backward: bool = False) -> list:

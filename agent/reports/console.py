@@ -474,16 +474,19 @@ def print_regions(console: Console, found) -> None:
                   f"{len(found.regions)} region(s) in {found.graphs} graph(s) inductor received"
                   + (" (training: forward and backward)" if found.backward else ""))
     console.print(f"the compiled model: {found.gpu_us:.1f} us of GPU time per forward; a region's share is its count "
-                  "times its GPU time compiled alone, over that" if found.gpu_us is not None else
+                  "times its GPU time compiled alone, over that; its floor, the least bytes it moves over the copy "
+                  "bandwidth or its FLOPs over the matmul peak, whichever is longer" if found.gpu_us is not None else
                   "time shares are measured on a GPU only (--device cuda), of the inference graph (no --backward)")
     table = Table(show_edge=False, pad_edge=False)
-    columns = ("hash", "kind", "count", "operators", "inputs", "us", "share", "problem")
-    for column in columns if found.gpu_us is not None else [c for c in columns if c not in ("us", "share")]:
-        table.add_column(column, justify="right" if column in ("count", "us", "share") else "left", overflow="fold")
+    columns = ("hash", "kind", "count", "operators", "inputs", "us", "floor us", "share", "problem")
+    timings = ("us", "floor us", "share")
+    for column in columns if found.gpu_us is not None else [c for c in columns if c not in timings]:
+        table.add_column(column, justify="right" if column in ("count", *timings) else "left", overflow="fold")
     for region, path in zip(found.regions, found.files):
         ops = ", ".join(op.removeprefix("aten.") for op in region.ops)
         shapes = ", ".join(f"{s.dtype}{s.shape}" for s in region.inputs)
-        timed = [] if found.gpu_us is None else [f"{region.gpu_us:.1f}",
-                                                 f"{region.share:.1%}" if region.share is not None else "-"]
+        timed = [] if found.gpu_us is None else [
+            f"{region.gpu_us:.1f}", f"{region.floor_us:.1f}" if region.floor_us is not None else "-",
+            f"{region.share:.1%}" if region.share is not None else "-"]
         table.add_row(region.hash, region.kind, str(region.count), escape(ops), escape(shapes), *timed, escape(path))
     console.print(table)

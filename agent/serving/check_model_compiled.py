@@ -19,6 +19,7 @@ from bbagent.agent.serving.enable import enable
 from bbagent.agent.serving.model_numbers import compare_outputs, timed_ms
 
 WARM_UP_CALLS = 3  # enough for CUDA graph trees to record and then replay
+NEVER_RAN = "compiled code never ran it, even served alone (its region is not in this model's graphs)"
 
 
 def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
@@ -45,8 +46,8 @@ def check_compiled(model, inputs, eager, spec: dict, options: dict) -> dict:
         used = any(compiled_calls.values()) or any(sites.values())
         served_times = _rounds({"bbagent": served}, spec) if used else None
     again = _rounds({"eager": _runner(model, inputs), "compile": alone}, spec)
-    candidates = sorted(name for name, count in {**compiled_calls, **sites}.items() if count)
-    plan = _gated(model, inputs, alone, spec, options, settings, candidates, alone_over) if spec["gate"] else None
+    plan = (_gated(model, inputs, alone, spec, options, settings, gate_candidates(uses), alone_over)
+            if spec["gate"] else None)
     atol, rtol = spec["atol"], spec["rtol"]
     result = {"mode": spec["mode"], "compile_alone": compare_outputs(eager, alone_output, atol, rtol),
               "compile_bbagent": compare_outputs(eager, served_output, atol, rtol), **uses}
@@ -73,10 +74,13 @@ def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, cand
     import torch
     from bbagent.agent.machine import this_machine
     from bbagent.agent.serving.gate import ServingPlan, decided, sets_together
-    singles = [_in_model([name], n, model, inputs, alone, spec, options, settings) for n, name in enumerate(candidates)]
-    together = [_in_model(group, len(singles) + n, model, inputs, alone, spec, options, settings)
+    measured = [_in_model([name], n, model, inputs, alone, spec, options, settings)
+                for n, name in enumerate(candidates)]
+    singles = [single for single in measured if single is not None]
+    together = [_in_model(group, len(candidates) + n, model, inputs, alone, spec, options, settings)
                 for n, group in enumerate(sets_together(singles))]
-    served, left_out = decided(singles, together, alone_over)
+    served, left_out = decided(singles, [timing for timing in together if timing is not None], alone_over)
+    left_out.update({name: NEVER_RAN for name, single in zip(candidates, measured) if single is None})
     here = this_machine()
     return ServingPlan(model=spec["model"], mode=spec["mode"], device=spec["device"],
                        gpu=torch.cuda.get_device_name() if spec["device"] == "cuda" else None, torch=here.torch,
@@ -84,16 +88,31 @@ def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, cand
                        sets=singles + together).model_dump()
 
 
+def gate_candidates(uses: dict) -> list[str]:
+    """What the gate measures in the model (``uses``: ``compiled_uses`` with everything approved
+    served): each overload or region answer compiled code ran, and every region answer enabled,
+    run or not. Region answers can overlap (a gated MLP and the norm + gate/up region before it
+    share the gate and up products); with all of them served, the pass swaps the one that starts
+    first and the other never runs, yet alone it may be the faster."""
+    ran = {name for name, count in {**uses["compiled_calls"], **uses["compiled_sites"]}.items() if count}
+    return sorted(ran | {key for key, region in uses["regions"].items() if region["served"]})
+
+
 def _in_model(members: list[str], number: int, model, inputs, alone, spec: dict, options: dict, settings: dict):
     """``members`` served alone in the compiled model: rounds of torch.compile alone before and
-    after (the kernels enabled cannot be undone around each round), paired with the set's rounds."""
+    after (the kernels enabled cannot be undone around each round), paired with the set's rounds;
+    None where compiled code ran none of them (nothing to time)."""
     import torch
     from bbagent.agent.serving.gate import timed_set
     before = _rounds({"compile": alone}, spec)["compile"]
-    with enable(Path(spec["root"]), ops=members, **options):
+    with enable(Path(spec["root"]), ops=members, **options) as enabled:
         served = _runner(torch.compile(own_function(model, number), **settings), inputs)
         _warm(served)
-        times = _rounds({"bbagent": served}, spec)["bbagent"]
+        uses = compiled_uses(enabled)
+        ran = any(uses["compiled_calls"].get(name) or uses["compiled_sites"].get(name) for name in members)
+        times = _rounds({"bbagent": served}, spec)["bbagent"] if ran else []
+    if not ran:
+        return None
     after = _rounds({"compile": alone}, spec)["compile"]
     return timed_set(members, [(b + a) / 2 for b, a in zip(before, after)], times)
 
