@@ -161,3 +161,54 @@ serving.uninstall()
     assert any("bbagent_served.region_" in call for call in after)  # the GELU region: its twin's call
     assert result["calls"]["region_addmm_gelu_right"] == ("served as an opaque call: its forward calls torch's "
                                                           "compute (aten.addmm.default) (1x)")
+
+
+DEFAULTED = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scaled(x_ptr, out_ptr, n, BLOCK: tl.constexpr, FACTOR: tl.constexpr = 3):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, tl.load(x_ptr + i, mask=i < n) * FACTOR, mask=i < n)
+
+
+tuned = triton.autotune([triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])(scaled)
+'''
+
+
+def test_a_traced_launch_passes_the_defaults_it_leaves_out(tmp_path):
+    """A launch that leaves a ``tl.constexpr`` to its default (``GROUP_M: tl.constexpr = 8``), of a
+    plain kernel or under an autotuner, reaches the traced graph with that default as an argument
+    (torch's traced launch drops it, and inductor then compiled the kernel with None, failing the
+    user's model: the gated MLP answer on an H200); what a config sets or the call gives is left
+    alone."""
+    (tmp_path / "defaulted.py").write_text(DEFAULTED)
+    result = in_fresh_process(TRACE + '''
+sys.path.insert(0, sys.argv[1])
+import triton
+from torch.fx.experimental.proxy_tensor import make_fx
+from bbagent.agent.serving.direct import launches_traced
+from defaulted import scaled, tuned
+
+def arguments(launch):
+    def function(x):
+        out = torch.empty_like(x)
+        with launches_traced():
+            launch(x, out)
+        return out
+    graph = make_fx(function, tracing_mode="fake")(torch.randn(40))
+    node = next(n for n in graph.graph.nodes if "triton_kernel_wrapper" in str(n.target))
+    given = {**node.kwargs["kwargs"], **kernel_side_table.get_constant_args(node.kwargs["constant_args_idx"])}
+    return {k: v for k, v in given.items() if k in ("BLOCK", "FACTOR")}
+
+print(json.dumps({
+    "plain": arguments(lambda x, out: scaled[(3,)](x, out, 40, BLOCK=16)),
+    "tuned": arguments(lambda x, out: tuned[lambda m: (triton.cdiv(40, m["BLOCK"]),)](x, out, 40)),
+    "given": arguments(lambda x, out: tuned[lambda m: (triton.cdiv(40, m["BLOCK"]),)](x, out, 40, FACTOR=5)),
+    "positional": arguments(lambda x, out: scaled[(3,)](x, out, 40, 16, 7))}))
+''', tmp_path, interpret=False)
+    assert result["plain"] == {"BLOCK": 16, "FACTOR": 3}
+    assert result["tuned"] == {"FACTOR": 3}  # BLOCK is the config's
+    assert result["given"] == {"FACTOR": 5} and result["positional"] == {"BLOCK": 16, "FACTOR": 7}

@@ -169,10 +169,30 @@ def _patch_launches() -> None:
 
     def getitem(self, grid):
         if getattr(_TRACING, "on", False) and is_wrap_triton_enabled():
-            return wrap_triton(self)[grid]
+            launch = wrap_triton(self)[grid]
+            return lambda *args, **kwargs: launch(*args, **{**_defaults_left(self, len(args), kwargs), **kwargs})
         return original(self, grid)
     KernelInterface.__getitem__ = getitem
     _PATCHED.append([original, 1])
+
+
+def _defaults_left(kernel, positional: int, given: dict) -> dict:
+    """The parameters of ``kernel``'s function (under any autotuners and heuristics) that a launch
+    with ``positional`` arguments and the keywords ``given`` leaves to their defaults, and that no
+    autotuner config or heuristic sets, with those defaults. Torch's traced launch does not fill
+    them in (inductor then compiles the kernel with None for, say, a ``GROUP_M: tl.constexpr = 8``):
+    they are passed as keywords."""
+    import inspect
+
+    from triton.runtime.jit import JITFunction
+    set_by_wrappers = set()
+    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # an autotuner or heuristics wrapper
+        set_by_wrappers.update(*(config.kwargs for config in getattr(kernel, "configs", ())))
+        set_by_wrappers.update(getattr(kernel, "values", {}))
+        kernel = kernel.fn
+    parameters = list(inspect.signature(kernel.fn).parameters.values())[positional:]
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty
+            and p.name not in given and p.name not in set_by_wrappers}
 
 
 def _unpatch_launches() -> None:
