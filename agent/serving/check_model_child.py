@@ -85,9 +85,10 @@ def compiled_check(model, inputs, eager, spec: dict, options: dict) -> dict:
     """``--compile``: the comparison of the compiled model with the kernels against eager decides
     (``agent.serving.check_model_compiled``; ``--train``: training steps,
     ``agent.serving.check_model_train``); no bisection."""
-    from bbagent.agent.serving.check_model_compiled import check_compiled
+    from bbagent.agent.serving.check_model_compiled import check_compiled, without_compile_caches
     from bbagent.agent.serving.check_model_train import check_training
     from bbagent.agent.serving.compiled import is_served
+    without_compile_caches()
     if spec["train"]:
         compiled = check_training(model, inputs, spec, options)
     else:

@@ -77,9 +77,9 @@ def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, cand
     measured = [_in_model([name], n, model, inputs, alone, spec, options, settings)
                 for n, name in enumerate(candidates)]
     singles = [single for single in measured if single is not None]
-    together = [_in_model(group, len(candidates) + n, model, inputs, alone, spec, options, settings)
-                for n, group in enumerate(sets_together(singles))]
-    served, left_out = decided(singles, [timing for timing in together if timing is not None], alone_over)
+    together = [timing for n, group in enumerate(sets_together(singles))
+                if (timing := _in_model(group, len(candidates) + n, model, inputs, alone, spec, options, settings))]
+    served, left_out = decided(singles, together, alone_over)
     left_out.update({name: NEVER_RAN for name, single in zip(candidates, measured) if single is None})
     here = this_machine()
     return ServingPlan(model=spec["model"], mode=spec["mode"], device=spec["device"],
@@ -115,6 +115,17 @@ def _in_model(members: list[str], number: int, model, inputs, alone, spec: dict,
         return None
     after = _rounds({"compile": alone}, spec)["compile"]
     return timed_set(members, [(b + a) / 2 for b, a in zip(before, after)], times)
+
+
+def without_compile_caches() -> None:
+    """Every graph compiled from here on is compiled, not taken from inductor's or AOT autograd's
+    caches: what compiled code runs of the kernels (a region answer traced into a graph) is counted
+    as inductor compiles the graph, and one from a cache counts nothing. The gate measures a set
+    again that was compiled before (every candidate together, as with everything served), and a
+    second check-model finds the first one's graphs on disk."""
+    import torch
+    torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
 
 
 def own_function(model, number: int):
