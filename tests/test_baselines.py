@@ -199,6 +199,16 @@ def test_a_programs_speed_feedback_aims_at_torch_compile_and_lists_each_sides_ke
     assert "torch.compile runs this program in 1 launch(es), yours in 3: fuse" in text
     assert "Your call spends 100.0 us only copying data" in text
     assert "real-model shapes" not in text and "roofline" not in text
+    assert ("Its floor on this GPU is 500.0 us, memory-bound: 8.39 MB of inputs and outputs at the measured copy "
+            "bandwidth, 0.00105 GFLOP at the measured matmul throughput. Yours runs at 50% of that ceiling, "
+            "torch.compile's code at 100%, eager at 25%. torch.compile is already near the ceiling") in text
+    far = verdict.model_copy(deep=True)
+    far.performance.tests[0].baselines["inductor"].timing.median_ms = 2.0
+    assert "torch.compile's code at 25%, eager at 25%." in render_performance_feedback(far, target=None)
+    assert "already near the ceiling" not in render_performance_feedback(far, target=None)
+    floorless = verdict.model_copy(deep=True)
+    floorless.performance.tests[0].floor_ms = None  # a reference whose FLOPs could not be counted
+    assert "Its floor" not in render_performance_feedback(floorless, target=None)
     # without profiles (the kernel lists are feedback only), the timings alone
     verdict.performance.profiles = None
     verdict.performance.tests[0].baselines["inductor"].launches = None

@@ -241,8 +241,10 @@ def test_a_program_is_timed_against_eager_and_torch_compile_and_a_lazy_answer_fa
     profiled, = performance.profiles
     assert profiled.launches["kernel"] and profiled.launches["eager"] and profiled.files, profiled
     assert any("gemm" in k.name.lower() or "relu" in k.name.lower() for k in profiled.launches["kernel"]), profiled
+    assert timed.flops >= 2 * 32 * 64 * 48 and timed.floor_ms > 0 and 0 < timed.roof_fraction < 1.5, timed
     text = render_performance_feedback(result.verdict, target=None, target_baseline="inductor")
     assert "GPU kernels per call" in text and "- torch.compile:" in text and "- your ModelNew:" in text, text
+    assert "Its floor on this GPU is" in text, text
     lazy = bbagent.bench(problem=PROBLEMS / "level1" / "1_ReLU.py", kernel=ANSWERS / "relu_lazy.py", root=tmp_path,
                          device="cuda", seed=3, target_ms=20)
     assert [t.passed for t in lazy.verdict.tests] == [True, True, True, True]

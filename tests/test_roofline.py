@@ -90,3 +90,35 @@ def test_speed_feedback_names_the_shapes_furthest_from_their_ceiling():
     assert [line.split("`")[1] for line in lines] == ["(T([4194304], f32),)", "(T([16777216], f32),)",
                                                       "(T([67108864], f32),)"]
     assert "memory-bound" in lines[0] and "(20% of the ceiling; eager 80%)" in lines[0]
+
+
+def test_a_programs_timing_record_has_the_floor_of_its_reference():
+    """``time_program``'s roofline fields (``harness.timing.program_timing._roofline``): the
+    reference's FLOPs counted as it runs (a linear layer: 2 x M x N x K, then its ReLU per element),
+    against the bytes of its inputs and outputs; the answer's and eager's fractions of the floor;
+    none for a reference that a dispatch mode cannot run."""
+    import torch
+    from bbagent.harness.timing.program_timing import _roofline
+
+    class Linear(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(48, 64))
+
+        def forward(self, x):
+            return torch.relu(x @ self.weight.t())
+    device = {"copy_gbs": 1000.0, "matmul_tflops": {"float32": 1.0}}
+    fields = _roofline(Linear(), [torch.randn(32, 64)], 10_000, device, {"median_ms": 0.8}, {"median_ms": 1.6})
+    flops = 2 * 32 * 48 * 64 + 32 * 48
+    assert fields["flops"] == flops and fields["bound"] == "compute"
+    assert fields["floor_ms"] == pytest.approx(flops / 1e12 * 1e3)
+    assert fields["roof_fraction"] == pytest.approx(fields["floor_ms"] / 0.8)
+    assert fields["aten_roof_fraction"] == pytest.approx(fields["floor_ms"] / 1.6)
+    memory = _roofline(Linear(), [torch.randn(32, 64)], 10_000, {"copy_gbs": 1000.0}, {"median_ms": 1.0},
+                       {"median_ms": 1.0})
+    assert memory["bound"] == "memory" and memory["floor_ms"] == pytest.approx(10_000 / 1e12 * 1e3)
+
+    class Refusing(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("not under a dispatch mode")
+    assert _roofline(Refusing(), [torch.randn(2)], 8, device, {"median_ms": 1.0}, {"median_ms": 1.0}) == {}

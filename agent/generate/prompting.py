@@ -188,7 +188,8 @@ def render_performance_feedback(verdict: Verdict, *, previous_best=None, target:
     profiles' figures (``profiled``: ``agent.generate.profile_feedback.profile_part``), and what
     ends optimisation (``target`` speedup, if any; ``target_roof`` of the roofline, if any). A
     program's (``program_performance.j2``): its one timed input against eager and torch.compile,
-    and the GPU kernels of each per call where they were profiled; it has no roofline."""
+    the floor of its reference's FLOPs and bytes beside both (where they were counted), and the GPU
+    kernels of each per call where they were profiled."""
     perf = verdict.performance
     if verdict.problem_kind == "program":
         timed = perf.tests[0]

@@ -12,8 +12,10 @@ keeps results between calls, or a graph that captured no work, fails ``timing_mi
 On request (``TimingRequest.profile``: generate's optimisation rounds, ``bench --profile``),
 ``profile_program`` then lists the GPU kernels of one call of each side, by the torch profiler.
 
-A program has no roofline of its own here (its FLOPs are its operators'); the record keeps the
-bytes its inputs and outputs occupy, the least it must move.
+The record keeps the program's roofline (``harness.timing.roofline``): the bytes its inputs and
+outputs occupy, the least it must move, and its FLOPs, its operators' as the reference runs once more
+after timing (``harness.timing.program_floor.counted_flops``), against the copy bandwidth and the
+matmul throughput in the inputs' dtype; a reference that cannot be counted leaves the FLOPs out.
 """
 from __future__ import annotations
 
@@ -68,6 +70,7 @@ def time_program(reference, answer, inputs_of, request, gpu: str, device: dict, 
                                   l2_cache_bytes(), device["copy_gbs"])
     if impossible:
         return {**record, "error_kind": "implausible_timing", "message": "while being timed: " + impossible}
+    record.update(_roofline(reference, eager_in, moved, device, mine, eager))
     record.update({"mode": mode, "aten": eager, "aten_source": "measured", "candidate": mine,
                    "candidate_raw": [round(x, 6) for x in samples["candidate"]],
                    "aten_raw": [round(x, 6) for x in samples["aten"]],
@@ -81,6 +84,22 @@ def time_program(reference, answer, inputs_of, request, gpu: str, device: dict, 
         if failure:
             failure.pop("judge_changed", None)
     return {**record, **failure} if failure else record
+
+
+def _roofline(reference, eager_in: list, moved: int, device: dict, mine: dict, eager: dict) -> dict:
+    """The timing record's roofline fields (``TimedTest``), for the answer and for eager; none
+    where the reference's FLOPs cannot be counted."""
+    from bbagent.harness.timing.program_floor import counted_flops, products_dtype
+    from bbagent.harness.timing.roofline import roofline
+    try:
+        flops, _ = counted_flops(reference, eager_in)
+    except Exception:  # noqa: BLE001 - a reference a dispatch mode cannot run keeps its timing, without a floor
+        return {}
+    ceilings = (device["copy_gbs"], (device.get("matmul_tflops") or {}).get(products_dtype(eager_in)))
+    answer, reference_roof = (roofline(flops, moved, side["median_ms"] * 1e-3, *ceilings) for side in (mine, eager))
+    return {"flops": answer["flops"], "bound": answer["bound"], "floor_ms": answer["floor_ms"],
+            "roof_fraction": answer["roof_fraction"], "aten_roof_fraction": reference_roof["roof_fraction"],
+            "candidate_tflops": answer["achieved_tflops"]}
 
 
 def _recheck(reference, timed: dict, answer_in: list, eager_in: list, inputs_of) -> dict | None:
