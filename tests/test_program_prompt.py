@@ -139,6 +139,7 @@ def test_prompt_problem_as_a_user_runs_it(tmp_path):
 @pytest.mark.parametrize("kind, said", [("attention", "the online softmax"),
                                         ("gated MLP", "two float32 accumulators"),
                                         ("norm + matmul", "fuse the norm into their prologue"),
+                                        ("matmul + pointwise + matmul", "first product's float32 accumulator"),
                                         ("matmul + epilogue", None), ("a kind of its own", None)])
 def test_a_region_across_matrix_products_is_told_how_to_fuse_it(tmp_path, kind, said):
     """A region problem names its kind (``REGION_KIND``, as ``bbagent regions`` writes it): one

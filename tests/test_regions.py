@@ -380,17 +380,22 @@ MODELS = Path(__file__).parent / "models"
 @pytest.mark.slow
 def test_regions_across_matrix_products_are_found_in_llama_and_gpt2(tmp_path):
     """transformers' Llama (RMSNorm, SwiGLU, eager attention with grouped KV heads) and GPT-2
-    (layer norm, Conv1D projections, eager attention), tiny: a normalization with the projections
-    reading it, Llama's gated MLP and the attention are found in the inference graph, in bf16 and
-    in the training graphs (--backward), one hash per layer's region, each a program problem that
-    ``generate --problem`` takes; the attention of both models is one problem at one size."""
+    (layer norm, Conv1D projections, eager attention, a GELU MLP), tiny: a normalization with the
+    projections reading it, Llama's gated MLP, GPT-2's MLP and the attention are found in the
+    inference graph, in bf16 and in the training graphs (--backward; there also the MLPs' backward,
+    a product, the activation's derivative and the products after it), one hash per layer's
+    region, each a program problem that ``generate --problem`` takes; the attention of both models
+    is one problem at one size."""
     import bbagent
     from bbagent.harness.interface import describe_program, program_module, program_problem
     found = {}
-    llama = {"norm + matmul", "gated MLP", "attention"}
-    for name, backward, dtype, kinds in (("tiny_llama", False, "float32", llama), ("tiny_llama", True, "float32", llama),
+    llama, gpt2, chain = {"norm + matmul", "gated MLP", "attention"}, {"norm + matmul", "attention"}, \
+        {"matmul + pointwise + matmul"}
+    for name, backward, dtype, kinds in (("tiny_llama", False, "float32", llama),
+                                         ("tiny_llama", True, "float32", llama | chain),
                                          ("tiny_llama", False, "bfloat16", llama),
-                                         ("tiny_gpt2", False, "float32", {"norm + matmul", "attention"})):
+                                         ("tiny_gpt2", False, "float32", gpt2 | chain),
+                                         ("tiny_gpt2", True, "float32", gpt2 | chain)):
         survey = bbagent.regions(script=MODELS / f"{name}.py", device="cpu", dtype=dtype,
                                  out=tmp_path / f"{name}-{backward}-{dtype}", backward=backward)
         spanning = {}
@@ -411,26 +416,36 @@ def test_regions_across_matrix_products_are_found_in_llama_and_gpt2(tmp_path):
     assert {spec.dtype for spec in attention.inputs + attention.outputs} == {"bfloat16"}
     gated = found[("tiny_llama", False, "float32")]["gated MLP"][0]
     assert [op.split(".")[1] for op in gated.ops].count("mm") == 3  # gate, up and the down projection
+    assert "matmul + pointwise + matmul" not in found[("tiny_llama", False, "float32")]  # the gated MLP is not one
+    mlp = found[("tiny_gpt2", False, "float32")]["matmul + pointwise + matmul"][0]
+    assert [op.split(".")[1] for op in mlp.ops] == ["addmm", "mul", "pow", "mul", "add", "mul", "tanh", "add", "mul",
+                                                    "addmm"]  # c_fc, GELU (tanh), c_proj
+    backward = found[("tiny_llama", True, "float32")]["matmul + pointwise + matmul"][0]
+    assert [op.split(".")[1] for op in backward.ops].count("mm") == 5  # down's input gradient, then gate's and up's
+    # input and weight gradients
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind, products, answer", [("attention", 2, "region_attention_right.py"),
-                                                     ("gated MLP", 3, "region_gated_mlp_right.py"),
-                                                     ("norm + matmul", 2, "region_norm_gate_up_right.py")])
-def test_an_answer_across_matrix_products_is_served_in_the_compiled_llama(tmp_path, monkeypatch, no_keys, capsys,
-                                                                          kind, products, answer):
-    """A hand-written Triton answer to a region of the tiny Llama across matrix products (the
-    attention, its scores never written to memory; the gated MLP, gate and up computed together
-    and SiLU-and-multiplied before one store; the MLP's RMSNorm applied to each input tile as the
-    gate and up products load it), judged through the real SDK against the fake server and
-    approved, is what the compiled model runs in each layer, and the logits are eager's."""
+@pytest.mark.parametrize("model, kind, products, answer", [
+    ("tiny_llama", "attention", 2, "region_attention_right.py"),
+    ("tiny_llama", "gated MLP", 3, "region_gated_mlp_right.py"),
+    ("tiny_llama", "norm + matmul", 2, "region_norm_gate_up_right.py"),
+    ("tiny_gpt2", "matmul + pointwise + matmul", 2, "region_mlp_gelu_right.py")])
+def test_an_answer_across_matrix_products_is_served_in_the_compiled_model(tmp_path, monkeypatch, no_keys, capsys,
+                                                                          model, kind, products, answer):
+    """A hand-written Triton answer to a region of the tiny Llama or GPT-2 across matrix products
+    (the attention, its scores never written to memory; the gated MLP, gate and up computed
+    together and SiLU-and-multiplied before one store; the MLP's RMSNorm applied to each input tile
+    as the gate and up products load it; GPT-2's MLP, its GELU applied to the up projection's
+    accumulator), judged through the real SDK against the fake server and approved, is what the
+    compiled model runs in each layer, and the logits are eager's."""
     import bbagent
-    survey = bbagent.regions(script=MODELS / "tiny_llama.py", device="cpu", out=tmp_path / "found")
+    survey = bbagent.regions(script=MODELS / f"{model}.py", device="cpu", out=tmp_path / "found")
     region = next(r for r in survey.regions
-                  if r.kind == kind and sum(op.split(".")[1] in ("mm", "bmm") for op in r.ops) == products)
+                  if r.kind == kind and sum(op.split(".")[1] in ("mm", "addmm", "bmm") for op in r.ops) == products)
     problem = survey.files[survey.regions.index(region)]
     key = answered_and_approved(tmp_path, problem, answer, monkeypatch, capsys)
-    served = compiled_beside_eager(tmp_path, f"model, (tokens,) = build_program({str(MODELS / 'tiny_llama.py')!r}, "
+    served = compiled_beside_eager(tmp_path, f"model, (tokens,) = build_program({str(MODELS / f'{model}.py')!r}, "
                                               "'cpu', torch.float32)\n")
     assert served["regions"][key] == "served" and served["calls"][key] == 2 and served["close"], served
 

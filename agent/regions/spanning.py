@@ -12,7 +12,13 @@ memory at every boundary. The regions here span those boundaries, built from the
   down projection; its epilogue, the residual add and what the next layer's norm starts with, is
   left out, so that every layer's region is one);
 - ``attention``: a batched product, the softmax over its scaled and masked result, and the
-  batched product that reads the softmax (where inductor does not already call a fused kernel).
+  batched product that reads the softmax (where inductor does not already call a fused kernel);
+- ``matmul + pointwise + matmul``: a matrix product, the pointwise work computed from its result
+  alone (other operands computed apart: a bias, a saved activation), and the matrix products that
+  read that work (each without its epilogue): a plain MLP's up projection, GELU and down
+  projection (GPT-2, BERT, ViT), and in a backward graph the gated MLP's: the gradient of the down
+  projection, the SiLU's and the multiply's derivatives, and the products giving the input's and
+  the weights' gradients (and the biases', sums of the same rows).
 
 A region must be closed: no path leaves it and comes back (``_closed``); it then becomes a program
 problem and is served under torch.compile exactly as a region of ``extract`` is (its hash, its
@@ -29,6 +35,7 @@ from bbagent.agent.regions.extract import MATMULS, VIEWS, Match, Region, describ
 MAX_SPAN_NODES = 96  # views included
 NORMS = frozenset({"mean", "var_mean", "var", "native_layer_norm", "native_group_norm"})
 SOFTMAXES = frozenset({"amax", "_softmax"})
+BIAS_GRADIENTS = frozenset({"sum"})  # beside a backward's products: a bias's gradient, the rows summed
 
 
 @dataclass
@@ -68,7 +75,8 @@ def spanning(graph, base: list[Match]) -> list[Match]:
     units = Units(position={node: i for i, node in enumerate(nodes)},
                   unit_of={node: match.members for match in base for node in match.members})
     found: dict[frozenset, Match] = {}
-    for kind, members in [*_norm_then_matmuls(base, units), *_gated_mlps(nodes, units), *_attentions(base, units)]:
+    for kind, members in [*_norm_then_matmuls(base, units), *_gated_mlps(nodes, units), *_attentions(base, units),
+                          *_product_chains(nodes, units)]:
         key = frozenset(members)
         if key in found or len(members) > MAX_SPAN_NODES or not _closed(members):
             continue
@@ -133,6 +141,27 @@ def _attentions(base: list[Match], units: Units):
         if packet_of(product) not in {"bmm", "baddbmm"}:
             continue
         yield "attention", {*match.members, *path, *views, *units.unit(product), *units.unit(readers[0])}
+
+
+def _product_chains(nodes: list, units: Units):
+    """A matrix product, the pointwise calls computed from it alone whose results only matrix
+    products read (through views; and in a backward, the sums giving a bias's gradient), and those
+    readers; one region per first product."""
+    chains: dict = {}
+    for node in nodes:
+        if node.op != "call_function" or not is_pointwise(node):
+            continue
+        readers, views = _readers([node], set())
+        kinds = {packet_of(reader) for reader in readers}
+        if not kinds & MATMULS or not kinds <= MATMULS | BIAS_GRADIENTS:
+            continue
+        source = _from_matmul(node)
+        if source is None:
+            continue
+        product, path = source
+        chains.setdefault(product, set()).update({node, *path, *views, *readers, *units.unit(product)})
+    for members in chains.values():
+        yield "matmul + pointwise + matmul", members
 
 
 def _readers(outputs: list, inside: set) -> tuple[list, set]:
