@@ -30,6 +30,11 @@ def test_a_wheel_installed_in_a_fresh_virtualenv_works_from_an_empty_directory(t
     with zipfile.ZipFile(wheel) as archive:
         top = {name.split("/")[0] for name in archive.namelist()}
         shipped = {str(Path(name).parent) for name in archive.namelist() if name.endswith("/__init__.py")}
+        files = set(archive.namelist())
+    # every prompt, its data and its worked examples (prompts/ has no __init__.py: pyproject.toml names each folder)
+    prompts = {f"bbagent/agent/prompts/{path.relative_to(ROOT / 'prompts')}" for path in (ROOT / "prompts").rglob("*")
+               if path.suffix in (".j2", ".json", ".py")}
+    assert prompts <= files, f"prompt files missing from the wheel (add them to pyproject.toml): {sorted(prompts - files)}"
     assert top == {"bbagent", wheel.name.split("-py")[0] + ".dist-info"}, \
         f"the wheel installs {sorted(top)}; a build/ folder left in the checkout by an older layout adds its packages"
     # every package of the checkout is in it (pyproject.toml lists them one by one)

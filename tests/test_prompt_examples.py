@@ -7,6 +7,7 @@ so that what is checked is what a model reads."""
 import ast
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -115,3 +116,39 @@ def test_selfcheck_runs_an_example_and_names_a_missing_corpus(tmp_path, capsys):
 def problem(name: str):
     """The problem of ``name`` alone (as ``generate --exact-overload`` asks for it)."""
     return operator_problem(name, exact_overload=True)
+
+
+REGION_KINDS = {"attention": "causal_attention", "gated MLP": "linear_silu", "norm + matmul": "linear_silu",
+                "matmul + pointwise + matmul": "linear_silu"}
+
+
+def region_example_from_prompt(kind: str, tmp_path) -> tuple[Path, Path]:
+    """The problem and the answer of the worked example in a rendered region prompt of ``kind``."""
+    from bbagent.agent.generate.program_prompting import render_program_prompt
+    from bbagent.harness.interface import describe_program, program_problem
+    region = tmp_path / "region.py"
+    region.write_text((Path(__file__).parent / "problems" / "level1" / "1_ReLU.py").read_text()
+                      + f'\nREGION_KIND = "{kind}"\n')
+    prompt = render_program_prompt(program_problem(region), describe_program(program_problem(region)), device="cpu")
+    shown = prompt.split("### Worked example: the technique on another problem", 1)[1]
+    problem_code, answer_code = re.findall(r"```python\n(.*?)```", shown, re.DOTALL)[:2]
+    problem, answer = tmp_path / "example_problem.py", tmp_path / "example_answer.py"
+    problem.write_text(problem_code)
+    answer.write_text(answer_code)
+    return problem, answer
+
+
+@pytest.mark.parametrize("kind", sorted(REGION_KINDS))
+def test_a_region_kinds_worked_example_is_right_on_its_own_problem(kind, tmp_path):
+    """A region across matrix products shows a worked example of its technique (a matrix product
+    with its epilogue fused, autotuned for bf16 and fp16; the online softmax), with the problem it
+    answers: taken from the rendered prompt, the answer passes every test of that problem on the
+    CPU, and each example file is some kind's."""
+    import bbagent
+    problem, answer = region_example_from_prompt(kind, tmp_path)
+    folder = PROMPTS_DIR / "regions" / "examples"
+    assert answer.read_text().strip() == (folder / f"{REGION_KINDS[kind]}.py").read_text().strip()
+    assert code_lines(answer.read_text()) <= 105
+    result = bbagent.bench(problem=problem, kernel=answer, root=tmp_path / "root", device="cpu", seed=5)
+    assert result.verdict.passed, result.verdict.message
+    assert {p.stem for p in folder.glob("*.py") if not p.stem.endswith("_problem")} == set(REGION_KINDS.values())

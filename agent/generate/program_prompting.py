@@ -4,7 +4,8 @@ It holds the program's source, what one shape-only run of it found (``harness.pr
 inputs, outputs, weights and the aten operators it calls), the GPU's facts and Triton's traps as
 operators' prompts have them, and, for the prompt families of the operators the program runs
 (views and copies aside), each family's Triton guidance and, for the first ones, its worked
-example; for a region across matrix products (``agent.regions.spanning``), how to fuse it.
+example; for a region across matrix products (``agent.regions.spanning``), how to fuse it, with a
+worked example of the technique on a problem of its own.
 """
 from __future__ import annotations
 
@@ -62,7 +63,15 @@ def region_guidance(source: str, context: dict) -> str:
     name = re.sub(r"[^a-z]+", "_", ast.literal_eval(found.group(1)).lower()).strip("_")
     if not (PROMPTS_DIR / "regions" / f"{name}.j2").is_file():
         return ""
-    return template(f"regions/{name}.j2").render(**context).strip()
+    return template(f"regions/{name}.j2").render(**context, region_example=region_example).strip()
+
+
+def region_example(name: str) -> dict:
+    """A worked example a region kind's guidance shows (``prompts/regions/examples/``): the
+    problem's source and an answer judged right, as text (never rendered as templates)."""
+    folder = PROMPTS_DIR / "regions" / "examples"
+    return {"name": name, "problem": (folder / f"{name}_problem.py").read_text(),
+            "code": (folder / f"{name}.py").read_text()}
 
 
 def _size(size: int) -> str:
