@@ -142,8 +142,9 @@ def region_example_from_prompt(kind: str, tmp_path) -> tuple[Path, Path]:
 def test_a_region_kinds_worked_example_is_right_on_its_own_problem(kind, tmp_path):
     """A region across matrix products shows a worked example of its technique (a matrix product
     with its epilogue fused, autotuned for bf16 and fp16; the online softmax), with the problem it
-    answers: taken from the rendered prompt, the answer passes every test of that problem on the
-    CPU, and each example file is some kind's."""
+    answers (in bf16): taken from the rendered prompt, the answer passes every test of that
+    problem on the CPU (its float32 path, as the interpreter needs), and each example file is
+    some kind's."""
     import bbagent
     problem, answer = region_example_from_prompt(kind, tmp_path)
     folder = PROMPTS_DIR / "regions" / "examples"
@@ -152,3 +153,13 @@ def test_a_region_kinds_worked_example_is_right_on_its_own_problem(kind, tmp_pat
     result = bbagent.bench(problem=problem, kernel=answer, root=tmp_path / "root", device="cpu", seed=5)
     assert result.verdict.passed, result.verdict.message
     assert {p.stem for p in folder.glob("*.py") if not p.stem.endswith("_problem")} == set(REGION_KINDS.values())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["attention", "gated MLP"])
+def test_a_region_kinds_worked_example_is_right_on_its_own_problem_on_gpu(kind, tmp_path):
+    """The GPU twin: the examples' bf16 paths (tensor cores, the autotuned tiles) pass and are timed."""
+    import bbagent
+    problem, answer = region_example_from_prompt(kind, tmp_path)
+    result = bbagent.bench(problem=problem, kernel=answer, root=tmp_path / "root", device="cuda", seed=5)
+    assert result.verdict.passed and result.verdict.performance.measured, result.verdict.message

@@ -17,7 +17,7 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(2, 3, 40, 24), torch.randn(2, 3, 40, 24), torch.randn(2, 3, 40, 24)]
+    return [torch.randn(2, 3, 40, 24, dtype=torch.bfloat16) for _ in range(3)]
 
 
 def get_init_inputs():

@@ -13,7 +13,8 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    return [torch.randn(96, 80), torch.randn(48, 80).t(), torch.randn(48)]
+    return [torch.randn(96, 80, dtype=torch.bfloat16), torch.randn(48, 80, dtype=torch.bfloat16).t(),
+            torch.randn(48, dtype=torch.bfloat16)]
 
 
 def get_init_inputs():
