@@ -212,3 +212,42 @@ print(json.dumps({
     assert result["plain"] == {"BLOCK": 16, "FACTOR": 3}
     assert result["tuned"] == {"FACTOR": 3}  # BLOCK is the config's
     assert result["given"] == {"FACTOR": 5} and result["positional"] == {"BLOCK": 16, "FACTOR": 7}
+
+
+def test_every_region_of_a_llama_served_at_once_keeps_the_graph_valid(tmp_path):
+    """Answers to every region across matrix products of the tiny Llama served together (opaque
+    twins): each swap's call finds its inputs defined (a norm + q, k, v region's first node is the
+    norm, and the views of the k and v weights stood after it: the call was put before them), the
+    graph lints, overlapping regions are swapped once, and the graph is searched again only where a
+    swap replaced a later region's input."""
+    result = in_fresh_process(TRACE + f'''
+from pathlib import Path
+from bbagent.agent.models import build_program
+from bbagent.agent.regions import spanning
+from bbagent.agent.regions.extract import inductor_graphs
+from bbagent.agent.regions.program import region_program
+from bbagent.agent.serving.compiled import CompiledServing, RegionAnswer, SwapPass
+from bbagent.harness.interface import ProgramProblem, program_module
+
+model, inputs = build_program({str(Path(__file__).parent / "models" / "tiny_llama.py")!r}, "cpu", torch.float32)
+graph = inductor_graphs(model, inputs)[0]
+answers = {{}}
+for match in spanning.candidates(graph):
+    if match.region.kind in ("gated MLP", "attention", "norm + matmul") and match.region.hash not in answers:
+        path = Path(sys.argv[1]) / ("region_" + match.region.hash + ".py")
+        path.write_text(region_program(match.region, "Model"))
+        answers[match.region.hash] = RegionAnswer(key=match.region.hash, hash=match.region.hash,
+                                                  model_new=torch.nn.Identity,
+                                                  problem=program_module(ProgramProblem(path=str(path), text=path.read_text())))
+searches, found = [], spanning.candidates
+spanning.candidates = lambda g: searches.append(1) or found(g)
+serving = CompiledServing({{}}, answers)
+SwapPass({{}}, None, serving.region_twins, serving)(graph)
+graph.lint()
+swapped = [str(node.target).split(".")[1] for node in graph.nodes if "bbagent_served" in str(node.target)]
+print(json.dumps({{"answers": len(answers), "swapped": sorted(swapped), "searches": len(searches)}}))
+serving.uninstall()
+''', tmp_path, interpret=False)
+    per_layer = [name for name in set(result["swapped"]) if result["swapped"].count(name) == 2]  # each layer's
+    assert result["answers"] == 5 and len(per_layer) >= 3 and len(result["swapped"]) >= 7, result  # + the LM head's
+    assert result["searches"] < len(result["swapped"]), result

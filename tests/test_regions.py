@@ -232,12 +232,17 @@ def test_a_convolutions_batch_norm_epilogue_is_one_region_drawn_in_its_domain_an
     assert judged.returncode == 0 and json.loads(judged.stdout)["verdict"] == "pass", judged.stdout[-3000:]
 
 
+EXTRACT_KINDS = ("matmul + epilogue", "reduction + pointwise")
+
+
 def _answered(model, inputs: tuple, folder: Path, answer=None) -> tuple:
-    """Every region of ``model`` answered by ``answer(module)`` (default: the problem's own
-    ``Model``), swapped into the graph inductor receives: the compiled output and the calls."""
+    """Every region of ``model`` that ``extract`` finds (those across matrix products overlap
+    them) answered by ``answer(module)`` (default: the problem's own ``Model``), swapped into the
+    graph inductor receives: the compiled output and the calls."""
     from bbagent.agent.serving.compiled import CompiledServing, RegionAnswer
     from bbagent.harness.interface import ProgramProblem, program_module
-    regions, answers = find_regions(inductor_graphs(model, inputs)), {}
+    regions = [r for r in find_regions(inductor_graphs(model, inputs)) if r.kind in EXTRACT_KINDS]
+    answers = {}
     for number, region in enumerate(regions):
         path = folder / f"region_{number}.py"
         path.write_text(region_program(region, type(model).__name__))

@@ -126,6 +126,25 @@ class Match:
     outputs: list
 
 
+def inputs_before(match: Match) -> None:
+    """Move the nodes the region's inputs come from, with what they are computed from, that stand
+    after the region's first node to just before it, in their order, so that a call put in the
+    region's place finds its inputs defined (a norm + matmul region's first node is the norm; the
+    view of the third projection's weight comes after it). None of them reads the region: a
+    region is closed."""
+    first = match.members[0]
+    position = {node: i for i, node in enumerate(first.graph.nodes)}
+    start, moving, pending = position[first], set(), [node for node in match.inputs if hasattr(node, "op")]
+    while pending:
+        node = pending.pop()
+        if node in moving or position[node] < start:
+            continue
+        moving.add(node)
+        pending.extend(node.all_input_nodes)
+    for node in sorted(moving, key=position.get):
+        first.prepend(node)
+
+
 def matches(graph) -> list[Match]:
     """The candidate regions of one graph, disjoint, in the graph's order."""
     nodes = list(graph.nodes)

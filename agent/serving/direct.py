@@ -263,8 +263,10 @@ def inline(graph, match, traced) -> str | None:
         g, w = got.meta.get("val"), want.meta.get("val")
         if g is None or w is None or tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype:
             return "its outputs' shapes or dtypes are not the region's"
+    from bbagent.agent.regions.extract import inputs_before
     _no_writes_to_inputs(traced.graph)
     members = set(match.members)
+    inputs_before(match)
     with graph.inserting_before(match.members[0]):
         copied = graph.graph_copy(traced.graph, dict(zip(placeholders, match.inputs)))
     copied = list(copied) if isinstance(copied, (tuple, list)) else [copied]
