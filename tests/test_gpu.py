@@ -288,6 +288,7 @@ def test_regions_have_their_share_of_the_compiled_models_gpu_time(tmp_path):
     assert survey.gpu_us > 0 and survey.regions
     for region in survey.regions:
         assert region.gpu_us > 0 and 0 < region.share < 2, region
+        assert 0 < region.floor_us < 10 * region.gpu_us, region  # a floor, measured on this card
 
 
 def test_enable_with_no_device_serves_cuda_tensors_on_a_gpu_machine(tmp_path):
