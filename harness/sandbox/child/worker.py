@@ -7,10 +7,10 @@ Results go out as JSON lines on the file descriptor ``--result-fd`` (not stdout,
 which the candidate may print into); the parent turns them into a Verdict, also when this process dies
 half-way, because every test is announced before it runs.
 
-Order per test: the reference runs first on its own clone of the inputs and its
-output stays alive until the comparison, so the candidate cannot hand back memory
-that held the reference result; the candidate then runs on a fresh clone. What it reports is
-typed in ``harness.events``.
+Order per test (``harness.checks.case``): the candidate runs first, on its own copy of the inputs,
+after fresh allocations of their sizes were poisoned; the reference runs only once the candidate
+has returned, on the inputs drawn again, so no result of the reference exists while the candidate
+runs. What it reports is typed in ``harness.events``.
 """
 from __future__ import annotations
 
