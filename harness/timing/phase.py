@@ -33,7 +33,7 @@ from bbagent.harness.checks.float64_judge import Float64Run, judged
 from bbagent.harness.suite.build import TestCase
 from bbagent.harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, l2_cache_bytes,
                                   matmul_tflops, overhead_dominated, timing_stats, time_interleaved)
-from bbagent.harness.timing.roofline import flops_of, roofline
+from bbagent.harness.timing.roofline import flops_of, timed_roofline
 from bbagent.harness.variants import is_written, out_arguments, schema_arguments
 
 # Other seeds for the values copied in after timing, and for aten's timed inputs (any offsets that
@@ -211,9 +211,6 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
     impossible = implausible_call(candidate["median_ms"], empty, launched, written, l2_cache_bytes(), device["copy_gbs"])
     if impossible:
         return void_record(case, "implausible_timing", impossible)
-    ceilings = (roof["flops"], moved, roof["copy_gbs"], roof["matmul_tflops"])
-    mine, eager = roofline(*ceilings[:2], candidate["median_ms"] * 1e-3, *ceilings[2:]), \
-        roofline(*ceilings[:2], aten["median_ms"] * 1e-3, *ceilings[2:])
     result = {"id": case.id, "input": case.description, "dtype": case.dtype, "mode": mode,
               "aten": aten, "aten_source": "cache" if cached else "measured", "candidate": candidate,
               "candidate_raw": [round(x, 6) for x in samples["candidate"]],
@@ -222,9 +219,8 @@ def time_case(op, case: TestCase, kernel, request: TimingRequest, gpu: str, devi
               "bytes": moved, "candidate_gbs": moved / (candidate["median_ms"] * 1e-3) / 1e9,
               "aten_gbs": moved / (aten["median_ms"] * 1e-3) / 1e9,
               "overhead_dominated": overhead_dominated(min(aten["median_ms"], candidate["median_ms"]), empty),
-              "flops": mine["flops"], "bound": mine["bound"], "floor_ms": mine["floor_ms"],
-              "roof_fraction": mine["roof_fraction"], "aten_roof_fraction": eager["roof_fraction"],
-              "candidate_tflops": mine["achieved_tflops"]}
+              **timed_roofline(roof["flops"], moved, roof["copy_gbs"], roof["matmul_tflops"], candidate["median_ms"],
+                               aten["median_ms"])}
     failure = recheck(op, case, timed, ref_in, cand_in, recorder)
     if failure is None and watch is not None:
         failure = watch.failure() or watch.judge_changes(f"after timing test {case.id}", deep=True)

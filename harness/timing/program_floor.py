@@ -59,4 +59,3 @@ def _flop_counter():
                                    [tuple(t.shape) for t in tensors_in(result)])
             return result
     return FlopCount()
-

@@ -90,16 +90,13 @@ def _roofline(reference, eager_in: list, moved: int, device: dict, mine: dict, e
     """The timing record's roofline fields (``TimedTest``), for the answer and for eager; none
     where the reference's FLOPs cannot be counted."""
     from bbagent.harness.timing.program_floor import counted_flops, products_dtype
-    from bbagent.harness.timing.roofline import roofline
+    from bbagent.harness.timing.roofline import timed_roofline
     try:
         flops, _ = counted_flops(reference, eager_in)
     except Exception:  # noqa: BLE001 - a reference a dispatch mode cannot run keeps its timing, without a floor
         return {}
-    ceilings = (device["copy_gbs"], (device.get("matmul_tflops") or {}).get(products_dtype(eager_in)))
-    answer, reference_roof = (roofline(flops, moved, side["median_ms"] * 1e-3, *ceilings) for side in (mine, eager))
-    return {"flops": answer["flops"], "bound": answer["bound"], "floor_ms": answer["floor_ms"],
-            "roof_fraction": answer["roof_fraction"], "aten_roof_fraction": reference_roof["roof_fraction"],
-            "candidate_tflops": answer["achieved_tflops"]}
+    matmul_tflops = (device.get("matmul_tflops") or {}).get(products_dtype(eager_in))
+    return timed_roofline(flops, moved, device["copy_gbs"], matmul_tflops, mine["median_ms"], eager["median_ms"])
 
 
 def _recheck(reference, timed: dict, answer_in: list, eager_in: list, inputs_of) -> dict | None:

@@ -67,3 +67,13 @@ def roofline(flops: int, bytes_moved: int, seconds: float, copy_gbs: float, matm
             "bound": "compute" if compute_s > memory_s else "memory", "floor_ms": floor_s * 1e3,
             "roof_fraction": floor_s / seconds if seconds > 0 else None,
             "achieved_tflops": flops / seconds / 1e12 if seconds > 0 else None}
+
+
+def timed_roofline(flops: int, bytes_moved: int, copy_gbs: float, matmul_tflops: float | None, candidate_ms: float,
+                   aten_ms: float) -> dict:
+    """A timing record's roofline fields (``harness.verdict.TimedTest``): the FLOPs, the bound, the
+    floor time, and the fractions of it that the kernel and eager reached."""
+    mine, eager = (roofline(flops, bytes_moved, ms * 1e-3, copy_gbs, matmul_tflops) for ms in (candidate_ms, aten_ms))
+    return {"flops": mine["flops"], "bound": mine["bound"], "floor_ms": mine["floor_ms"],
+            "roof_fraction": mine["roof_fraction"], "aten_roof_fraction": eager["roof_fraction"],
+            "candidate_tflops": mine["achieved_tflops"]}
