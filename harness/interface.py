@@ -1,6 +1,6 @@
 """The harness as agent/ sees it: the one module of harness/ that agent/ imports.
 
-What is here, by purpose (each name is defined in the module named beside it, imported when
+What is here, by purpose (each name is defined in the module its import below names, imported when
 first used, so that importing this module costs nothing: every command pays for its imports):
 
 * the problem and the request: ``OperatorProblem``, ``operator_problem``, ``problem_to_test``,
@@ -19,57 +19,70 @@ first used, so that importing this module costs nothing: every command pays for 
 """
 from __future__ import annotations
 
+import ast
 import importlib
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-_HOMES = {
-    "bbagent.harness.problem": ("OperatorProblem", "operator_problem", "problem_to_test", "served_problem",
-                                "ProblemError", "ProgramProblem", "program_problem", "PROGRAMS_FOLDER", "program_module", "program_key", "problem_number"),
-    "bbagent.harness.request": ("EvaluationRequest", "default_device"),
-    "bbagent.harness.evaluate": ("evaluate_kernel", "prepare_suite", "adopt_remote_verdict", "KernelFileError"),
-    "bbagent.harness.timing.options": ("TimingOptions",),
-    "bbagent.harness.timing.profile": ("profile_sides",),
-    "bbagent.harness.timing.program_floor": ("floor_us", "device_ceilings"),
-    "bbagent.harness.sandbox.parent.watch": ("Limits",),
-    "bbagent.harness.sandbox.parent.environment": ("SetupError", "physical_gpu", "start_early", "triton_cache_dir"),
-    "bbagent.harness.sandbox.parent.gpu_share": ("GpuShare",),
-    "bbagent.harness.sandbox.parent.machine_gpu": ("machine_gpu", "total_memory"),
-    "bbagent.harness.nvml": ("NvmlUnavailable", "open_gpu"),
-    "bbagent.harness.ops": ("UnknownOpError", "resolve_op", "describe", "op_name", "packet_name", "value_mode",
-                            "tensor_arguments"),
-    "bbagent.harness.adapters": ("AdapterError", "serving"),
-    "bbagent.harness.variants": ("functional_of", "out_arguments", "overloads", "variant_family"),
-    "bbagent.harness.program_facts": ("ProgramFacts", "describe_program"),
-    "bbagent.harness.verdict": ("Verdict", "Summary", "TestCounts", "Variant", "Performance", "PerformanceSummary",
-                                "DeviceYardsticks", "NcuReport", "NcuSide", "Launch", "count_text", "short_count"),
-    "bbagent.harness.error_kinds": ("ERROR_KINDS",),
-    "bbagent.harness.checks.policy": ("TOLERANCE_POLICY", "LIBRARY_POLICIES"),
-    "bbagent.harness.checks.compare": ("TOLERANCES",),
-    "bbagent.harness.checks.allowed": ("ALLOWED", "SEED_DRAW", "is_allowed"),
-    "bbagent.harness.checks.reference": ("is_cuda_error",),
-    "bbagent.harness.suite.build": ("FLOAT_DTYPES", "SAMPLE_DTYPES"),
-    "bbagent.harness.suite.cache": ("suite_cache_dir",),
-    "bbagent.harness.coverage": ("SUITES", "list_ops", "variant_counts"),
-    "bbagent.harness.traces": ("DTYPE_NAMES", "TensorSpec", "TraceCall", "TraceFormatError", "parse_call_line",
-                               "load_calls"),
-    "bbagent.harness.inputs": ("materialize", "tensors_in"),
-    "bbagent.harness.layouts": ("CHANNELS_LAST_FAMILIES", "channels_last_call"),
-    "bbagent.harness.parse": ("parse",),
-    "bbagent.harness.fingerprint": ("harness_fingerprint", "triton_version"),
-    "bbagent.harness.device_probe.facts": ("PROBE_FORMAT", "DeviceFacts"),
-    "bbagent.harness.timing.baselines": ("INDUCTOR_MODES", "parse_engines"),
-    "bbagent.harness.timing.ncu": ("find_ncu",),
-    "bbagent.harness.timing.reference_cache": ("ReferenceCache",),
-    "bbagent.harness.workdirs": ("size_of",),
-}
-# names said more plainly here than in their modules: public name -> (module, its name there)
-_RENAMED = {"opinfo_listing": ("bbagent.harness.opinfo_index", "load"),
-            "TIMING_CACHE_FILE": ("bbagent.harness.timing.reference_cache", "FILE_NAME"),
-            "make_workdir": ("bbagent.harness.workdirs", "make"),
-            "orphaned_workdirs": ("bbagent.harness.workdirs", "orphaned"),
-            "remove_orphaned_workdirs": ("bbagent.harness.workdirs", "remove_orphaned")}
-_HOME_OF = {**{name: (module, name) for module, names in _HOMES.items() for name in names}, **_RENAMED}
+if TYPE_CHECKING:  # the table of names: real imports to a type checker and to import-linter, lazy at run time
+    from bbagent.harness.problem import (
+        OperatorProblem, operator_problem, problem_to_test, served_problem, ProblemError, ProgramProblem,
+        program_problem, PROGRAMS_FOLDER, program_module, program_key, problem_number
+    )
+    from bbagent.harness.request import EvaluationRequest, default_device
+    from bbagent.harness.evaluate import evaluate_kernel, prepare_suite, adopt_remote_verdict, KernelFileError
+    from bbagent.harness.timing.options import TimingOptions
+    from bbagent.harness.timing.profile import profile_sides
+    from bbagent.harness.timing.program_floor import floor_us, device_ceilings
+    from bbagent.harness.sandbox.parent.watch import Limits
+    from bbagent.harness.sandbox.parent.environment import SetupError, physical_gpu, start_early, triton_cache_dir
+    from bbagent.harness.sandbox.parent.gpu_share import GpuShare
+    from bbagent.harness.sandbox.parent.machine_gpu import machine_gpu, total_memory
+    from bbagent.harness.nvml import NvmlUnavailable, open_gpu
+    from bbagent.harness.ops import (
+        UnknownOpError, resolve_op, describe, op_name, packet_name, value_mode, tensor_arguments
+    )
+    from bbagent.harness.adapters import AdapterError, serving
+    from bbagent.harness.variants import functional_of, out_arguments, overloads, variant_family
+    from bbagent.harness.program_facts import ProgramFacts, describe_program
+    from bbagent.harness.verdict import (
+        Verdict, Summary, TestCounts, Variant, Performance, PerformanceSummary, DeviceYardsticks, NcuReport, NcuSide,
+        Launch, count_text, short_count
+    )
+    from bbagent.harness.error_kinds import ERROR_KINDS
+    from bbagent.harness.checks.policy import TOLERANCE_POLICY, LIBRARY_POLICIES
+    from bbagent.harness.checks.compare import TOLERANCES
+    from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW, is_allowed
+    from bbagent.harness.checks.reference import is_cuda_error
+    from bbagent.harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
+    from bbagent.harness.suite.cache import suite_cache_dir
+    from bbagent.harness.coverage import SUITES, list_ops, variant_counts
+    from bbagent.harness.traces import DTYPE_NAMES, TensorSpec, TraceCall, TraceFormatError, parse_call_line, load_calls
+    from bbagent.harness.inputs import materialize, tensors_in
+    from bbagent.harness.layouts import CHANNELS_LAST_FAMILIES, channels_last_call
+    from bbagent.harness.parse import parse
+    from bbagent.harness.fingerprint import harness_fingerprint, triton_version
+    from bbagent.harness.device_probe.facts import PROBE_FORMAT, DeviceFacts
+    from bbagent.harness.timing.baselines import INDUCTOR_MODES, parse_engines
+    from bbagent.harness.timing.ncu import find_ncu
+    from bbagent.harness.timing.reference_cache import ReferenceCache, FILE_NAME as TIMING_CACHE_FILE
+    from bbagent.harness.workdirs import (
+        size_of, make as make_workdir, orphaned as orphaned_workdirs, remove_orphaned as remove_orphaned_workdirs
+    )
+    from bbagent.harness.opinfo_index import load as opinfo_listing
+
+
+def _table() -> dict[str, tuple[str, str]]:
+    """Public name -> (its module, its name there), read from the imports under TYPE_CHECKING above,
+    so that the one list serves the type checker, the import rules and ``__getattr__`` alike."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    return {alias.asname or alias.name: (node.module, alias.name)
+            for node in block.body if isinstance(node, ast.ImportFrom) and node.module
+            for alias in node.names}
+
+
+_HOME_OF = _table()
 __all__ = ["Evaluator", "HERE", *_HOME_OF]
 
 
