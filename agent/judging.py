@@ -9,11 +9,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bbagent.agent.errors import UsageError
 from bbagent.agent.options import engines_of, positive
+
+if TYPE_CHECKING:  # loaded where used: importing this module costs nothing
+    from bbagent.harness.interface import (EvaluationRequest, Evaluator, OperatorProblem, ProgramFacts, ProgramProblem,
+                                           Verdict)
 
 PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each for eager and the kernel
 
@@ -164,7 +169,7 @@ class ResolvedOperator:
     """An operator as ``generate`` and a batch take it, resolved once from the name given
     (``resolve_operator``) and handed down as it is: the harness's problem (the overload the model
     is asked for, every overload its kernel is tested and served as) and the prompt family."""
-    problem: object  # harness.problem.OperatorProblem
+    problem: OperatorProblem
     family: str
 
     @property
@@ -200,8 +205,8 @@ class ResolvedProgram:
     what one shape-only run of it found (``ProgramFacts``, for the first prompt). Named by its
     ``key`` (``kernelbench/level1/19_ReLU``) wherever an operator is named by its overload: runs,
     the call log, ``generated_kernels/<key>/``. It serves no aten overload."""
-    problem: object  # harness.problem.ProgramProblem
-    facts: object  # harness.program_facts.ProgramFacts
+    problem: ProgramProblem
+    facts: ProgramFacts
     family: str = "program"
 
     @property
@@ -300,20 +305,21 @@ def stored_request(version, root: Path, *, device: str | None, timeout_s: float,
                               allow_library=meta.allow_library or "gemm", facts=facts)
 
 
+def this_machine() -> Evaluator:
+    """This machine's evaluator (``harness.interface.HERE``)."""
+    from bbagent.harness.interface import HERE
+    return HERE
+
+
 @dataclass
 class Evaluations:
     """The evaluations of one run: its request, and where they run (``evaluator``: this machine,
     or a batch's executor). ``prepare()`` builds the suite in a thread of its own while the model
     writes the first answer; the first evaluation waits for it, then loads it."""
-    request: object  # harness.request.EvaluationRequest
-    evaluator: object = None  # a harness.interface.Evaluator; None: this machine's (HERE)
+    request: EvaluationRequest
+    evaluator: Evaluator = field(default_factory=lambda: this_machine())
     preparing: threading.Thread | None = None
     prepared: dict | None = None  # outcome (cached, built, why not), seconds, started_at
-
-    def __post_init__(self):
-        if self.evaluator is None:
-            from bbagent.harness.interface import HERE
-            self.evaluator = HERE
 
     def prepare(self) -> None:
         """Start building the suite."""
@@ -328,7 +334,7 @@ class Evaluations:
             outcome = f"not built ({type(exc).__name__}: {exc})"
         self.prepared = {"outcome": outcome, "seconds": round(time.time() - started, 3), "started_at": round(started, 3)}
 
-    def evaluate(self, kernel: Path, profile: bool = True):
+    def evaluate(self, kernel: Path, profile: bool = True) -> Verdict:
         """The kernel's Verdict; ``profile=False`` leaves out the timing's profiles (no later round
         would read them). The caller's inputs or setup at fault: a UsageError."""
         if self.preparing is not None:

@@ -40,7 +40,7 @@ class PausePage:
     def __init__(self) -> None:
         self.fd = os.memfd_create("bbagent-gpu-pause", os.MFD_CLOEXEC)
         os.ftruncate(self.fd, PAGE_BYTES)
-        self.view = mmap.mmap(self.fd, PAGE_BYTES)
+        self.view: mmap.mmap | None = mmap.mmap(self.fd, PAGE_BYTES)
         self.generation = 0  # of the standing request; 0: none
         self.issued = 0  # the last generation issued
 

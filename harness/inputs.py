@@ -72,7 +72,7 @@ FLOAT16_SPREAD = 1
 
 
 def _values(shape: tuple[int, ...], dtype: torch.dtype, device: str,
-            gen: torch.Generator) -> torch.Tensor:
+            gen: torch.Generator | None) -> torch.Tensor:
     """Values drawn on ``device`` itself (``gen`` lives there): large trace inputs stay fast."""
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=gen, device=device).bool()

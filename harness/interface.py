@@ -99,21 +99,23 @@ def __getattr__(name: str):
 class Evaluator(Protocol):
     """Where evaluations run: this machine (``HERE``), a batch's GPUs, a Ray cluster."""
 
-    def prepare(self, request) -> str:
+    def prepare(self, request: EvaluationRequest) -> str:
         """Build the request's suite ahead of its first evaluation: "cached", "built", or why not."""
+        ...
 
-    def evaluate(self, request, kernel_path: Path):
+    def evaluate(self, request: EvaluationRequest, kernel_path: Path) -> Verdict:
         """The Verdict of the kernel file under the request."""
+        ...
 
 
 class _Here:
     """Evaluations in this process's own sandbox (``harness.evaluate``)."""
 
-    def prepare(self, request) -> str:
+    def prepare(self, request: EvaluationRequest) -> str:
         from bbagent.harness.evaluate import prepare_suite
         return prepare_suite(request)
 
-    def evaluate(self, request, kernel_path: Path):
+    def evaluate(self, request: EvaluationRequest, kernel_path: Path) -> Verdict:
         from bbagent.harness.evaluate import evaluate_kernel
         return evaluate_kernel(request, kernel_path)
 

@@ -28,7 +28,7 @@ class OverloadInfo:
 
 def _all_overload_names(namespace: str = "aten") -> list[str]:
     ns = getattr(torch.ops, namespace)
-    names = []
+    names: list[str] = []
     for packet_name in dir(ns):
         try:
             packet = getattr(ns, packet_name)

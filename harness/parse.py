@@ -9,7 +9,13 @@ import threading
 _LOCK = threading.Lock()
 
 
-def parse(source: str, mode: str = "exec") -> ast.AST:
-    """``ast.parse(source, mode=mode)``, one thread at a time."""
+def parse(source: str) -> ast.Module:
+    """``ast.parse(source)``, one thread at a time."""
     with _LOCK:
-        return ast.parse(source, mode=mode)
+        return ast.parse(source)
+
+
+def parse_expression(source: str) -> ast.expr:
+    """The expression ``source`` is (``ast.parse(source, mode="eval").body``), one thread at a time."""
+    with _LOCK:
+        return ast.parse(source, mode="eval").body

@@ -95,8 +95,8 @@ def _changed_class(args: tuple, kwargs: dict, before: list) -> str | None:
     for name, value, was in zip(names, values, before):
         now = tuple(map(type, value)) if type(value) in (list, tuple) else type(value)
         if now != was:
-            old, new = (was, now) if not isinstance(was, tuple) else next(
-                (a, b) for a, b in zip(was, now) if a is not b)
+            old, new = next(((a, b) for a, b in zip(was, now) if a is not b), (was, now)) \
+                if isinstance(was, tuple) and isinstance(now, tuple) else (was, now)
             return f"{name} was a {_type_name(old)} and the call made it a {_type_name(new)}"
     return None
 

@@ -24,15 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from torch._ops import OpOverload
+
 from bbagent.harness import ops
 
 
 @dataclass(frozen=True)
 class OperatorProblem:
     """An aten overload to write a kernel for. ``serves`` holds ``computation`` first."""
-    computation: object  # a torch._ops.OpOverload, as are serves' and written_for
-    serves: tuple
-    written_for: object
+    computation: OpOverload
+    serves: tuple[OpOverload, ...]
+    written_for: OpOverload
     requested: str = ""  # the name as it was given, before the family's functional overload was chosen
     kind: ClassVar[str] = "operator"
 

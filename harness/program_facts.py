@@ -61,7 +61,8 @@ class ProgramFacts(_Strict):
         measured it (``harness.suite.memory_need``): the copies of its inputs, outputs and weights a
         test keeps alive at once, and a child's own. A GPU shared by a batch admits it by this."""
         from bbagent.harness.suite.memory_need import program_need
-        tensors = [(v.shape, v.dtype) for v in self.inputs + self.outputs if v.kind == "tensor"]
+        tensors = [(v.shape, v.dtype) for v in self.inputs + self.outputs
+                   if v.kind == "tensor" and v.shape is not None and v.dtype is not None]
         tensors += [(p.shape, p.dtype) for p in self.parameters]
         return program_need(tensors)
 

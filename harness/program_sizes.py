@@ -58,7 +58,7 @@ def size_constants(text: str) -> list[SizeConstant]:
     for node in tree.body:
         if not isinstance(node, ast.Assign) or not all(isinstance(t, ast.Name) for t in node.targets):
             continue
-        names = tuple(t.id for t in node.targets)
+        names = tuple(t.id for t in node.targets if isinstance(t, ast.Name))
         label = " = ".join(names)
         if isinstance(node.value, (ast.Tuple, ast.List)):
             found += [_constant(element, (), f"{label}[{i}]") for i, element in enumerate(node.value.elts)]

@@ -54,8 +54,8 @@ class Redactor:
             forms.update({secret, secret[::-1], raw.hex(), raw.hex().upper(), quote(secret, safe="")})
             forms.update(_base64_cores(raw))
             self.fragments.update(secret[i:i + FRAGMENT] for i in range(len(secret) - FRAGMENT + 1))
-        forms = sorted((f for f in forms if len(f) >= MIN_LENGTH), key=len, reverse=True)
-        self.pattern = re.compile("|".join(map(re.escape, forms))) if forms else None
+        longest_first = sorted((f for f in forms if len(f) >= MIN_LENGTH), key=len, reverse=True)
+        self.pattern = re.compile("|".join(map(re.escape, longest_first))) if longest_first else None
 
     def text(self, text: str) -> tuple[str, int]:
         """``text`` with every secret form replaced; and how many replacements were made."""

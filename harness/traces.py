@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from bbagent.harness.parse import parse
+from bbagent.harness.parse import parse_expression
 
 SHIPPED_TRACES = Path(__file__).parent / "data" / "model_traces.txt"
 
@@ -148,7 +148,9 @@ def _eval_node(node: ast.AST) -> Any:
     if isinstance(node, ast.List):
         return [_eval_node(e) for e in node.elts]
     if isinstance(node, ast.Dict):
-        return {_eval_node(k): _eval_node(v) for k, v in zip(node.keys, node.values)}
+        if None in node.keys:
+            raise TraceFormatError("unsupported syntax: ** inside a dict")
+        return {_eval_node(k): _eval_node(v) for k, v in zip(node.keys, node.values) if k is not None}
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_eval_node(node.operand)
     if isinstance(node, ast.Name):
@@ -165,7 +167,7 @@ def _eval_node(node: ast.AST) -> Any:
         return NamedConstant(f"torch.{node.attr}")
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "T":
         return _tensor_spec(node)
-    if _called(node) == "device":  # torch.device('cuda'), or the repr device(type='cuda', index=0)
+    if isinstance(node, ast.Call) and _called(node) == "device":  # torch.device('cuda'), or the repr device(type='cuda', index=0)
         return _device(node)
     raise TraceFormatError(f"unsupported syntax: {ast.dump(node)[:80]}")
 
@@ -222,7 +224,7 @@ def parse_call_line(op: str, line: str) -> TraceCall:
         raise TraceFormatError(f"expected 'cnt: N, (...)': {line[:80]}")
     count = int(head.split(":", 1)[1])
     try:
-        tree = parse(rest.strip(), mode="eval").body
+        tree = parse_expression(rest.strip())
     except SyntaxError as exc:
         raise TraceFormatError(f"cannot parse arguments: {exc}") from None
     value = _eval_node(tree)

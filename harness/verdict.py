@@ -352,8 +352,9 @@ class Performance(_Strict):
 
     def furthest_from_roof(self, count: int) -> list[TimedTest]:
         """The ``count`` counted shapes whose kernel time is furthest above the roofline's floor time."""
-        known = [t for t in self.counted_tests() if t.floor_ms is not None and t.candidate is not None]
-        return sorted(known, key=lambda t: t.floor_ms - t.candidate.median_ms)[:count]
+        known = [(t.floor_ms - t.candidate.median_ms, t) for t in self.counted_tests()
+                 if t.floor_ms is not None and t.candidate is not None]
+        return [t for _, t in sorted(known, key=lambda pair: pair[0])][:count]
 
 
 class SuiteInfo(_Strict):

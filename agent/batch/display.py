@@ -6,6 +6,7 @@ busy fraction; LLM calls in flight; tokens, cost, elapsed time and an ETA.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -73,7 +74,7 @@ def _run_line(e: RunProgress) -> str | None:
     return None
 
 
-LINES = {  # event type -> its line (rich markup); events not here print none
+LINES: dict[type, Callable[..., str | None]] = {  # event type -> its line (rich markup); events not here print none
     Resumed: _resume_line,
     CoordinatorLost: lambda e: f"[yellow]the batch's last coordinator was lost: {escape(e.reason)}[/yellow]",
     RunsInterrupted: lambda e: (f"{len(e.runs)} run(s) the lost coordinator left saying 'running' now say "
@@ -113,7 +114,7 @@ def panel(snapshot: dict) -> Group:
     left = c["pending"] + c["running"]
     done = snapshot["finished_this_session"]
     eta = duration(elapsed / done * left) if done else "-"
-    parts = [Text.from_markup(
+    parts: list[Text | Table] = [Text.from_markup(
         f"[bold]{c['accepted'] + c['failed']}[/bold] of {c['total'] - c['skipped']} done: "
         f"[green]{c['accepted']} accepted[/green], [red]{c['failed']} failed[/red], {c['running']} running, "
         f"{c['pending']} pending, {c['skipped']} skipped"),

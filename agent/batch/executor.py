@@ -14,19 +14,15 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from bbagent.agent.errors import InfrastructureError
+from bbagent.harness.interface import Evaluator
 
 
-class Executor(Protocol):
+class Executor(Evaluator, Protocol):
     """A batch's ``harness.interface.Evaluator`` (prepare, evaluate), with its slots' accounts."""
-
-    def prepare(self, request) -> str:
-        """Build the request's suite ahead of its first evaluation: "cached", "built", or why not."""
 
     def finished(self, op: str) -> None:
         """The batch is done with ``op`` for now: what the executor keeps for its evaluations may go."""
-
-    def evaluate(self, request, kernel_path: Path):
-        """The Verdict of the kernel file under the request (a ``harness.request.EvaluationRequest``)."""
+        ...
 
     def activity(self) -> list[dict]:
         """Per slot (a GPU, or a CPU worker): name, busy (the op it evaluates, or None),

@@ -175,7 +175,8 @@ class Ledger:
         those finished under another key, are pending again (``dry_run``: only say which). A
         running operator with a live lease is left alone: another coordinator may hold it."""
         now = time.time()
-        reopened = {"interrupted": [], "lease_expired": [], "still_leased": [], "other_key": [], "failed": []}
+        reopened: dict[str, list] = {"interrupted": [], "lease_expired": [], "still_leased": [], "other_key": [],
+                                     "failed": []}
         for row in self.rows():
             if row["state"] == "interrupted":
                 reopened["interrupted"].append(row["op"])

@@ -245,7 +245,9 @@ def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
     from bbagent.harness.interface import UnknownOpError, resolve_op
     from bbagent.harness.interface import TraceFormatError, parse_call_line
     selection = Selection()
-    skipped_pairs, per_op, uuids = [], {}, {}
+    skipped_pairs: list = []
+    per_op: dict = {}
+    uuids: dict = {}
     for row in rows:
         op, args = row["op_name"], row["args"]
         pair = {"uuid": row.get("uuid"), "op": op, "args": args}

@@ -69,7 +69,7 @@ class SharedGpu:
         far), memory_gib (what they are admitted against; 0: by count alone), nvml (why the GPU
         was not sampled, if it was not), and the samples' figures (``GpuMonitor``)."""
         share = self.share
-        measured = self.monitor.summary()[self.gpu] if self.monitor is not None else {}
+        measured = self.monitor.summary()[self.gpu] if self.monitor is not None and self.gpu is not None else {}
         unsampled = self.monitor.unavailable if self.monitor is not None else "the CPU"
         return {"at_once": share.max_shared, "most_at_once": share.most_held,
                 "memory_gib": round(share.capacity / 2**30, 1), "nvml": unsampled, **measured}

@@ -18,14 +18,15 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION = "0.1"
+SCHEMA_VERSION: Literal["0.1"] = "0.1"
+Engine = Literal["aten", "inductor", "bbagent"]
 
 
 class BenchRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     workload: str = Field(description="aten overload, e.g. aten.relu.default")
-    engine: Literal["aten", "inductor", "bbagent"]
+    engine: Engine
     hardware: str = Field(description="device name, e.g. NVIDIA H200, or cpu")
     runtime_ms_mean: float | None
     runtime_ms_std: float | None
@@ -83,7 +84,7 @@ def hardware_config(device: str) -> dict[str, Any]:
             "l2_cache_bytes": getattr(props, "L2_cache_size", None)}
 
 
-def make_record(op: str, engine: str, device: str, input_description: str, seed: int, correct: bool,
+def make_record(op: str, engine: Engine, device: str, input_description: str, seed: int, correct: bool,
                 timing: dict[str, float] | None = None, samples: list[float] | None = None,
                 speedup: float | None = None, engine_version: str = "", execution: dict | None = None,
                 hardware: dict | None = None, metrics: dict | None = None, metadata: dict | None = None,

@@ -110,13 +110,14 @@ def _fit(dtype: str | None, shapes: list[tuple], rounds: tuple[int, int]) -> Rul
     falls midway (geometrically) between the sizes on either side of it."""
     sizes = sorted({s[1] for s in shapes})
     cuts = [-1] + [int(math.sqrt(max(a, 1) * max(b, 1))) for a, b in zip(sizes, sizes[1:])] + [sizes[-1]]
-    best = None
+    best: tuple | None = None
     for small_first in (True, False):
         small, large = (rounds if small_first else rounds[::-1])
         for cut in cuts:
             cost = sum(math.log(s[2] if (s[1] <= cut) == small_first else s[3]) for s in shapes)
             if best is None or cost < best[0] - 1e-12:
                 best = (cost, cut, small, large)
+    assert best is not None  # cuts is never empty
     _, cut, small, large = best
     if cut in (-1, sizes[-1]):  # one part for every size
         only = large if cut == -1 else small

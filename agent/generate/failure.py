@@ -28,7 +28,7 @@ def why_failed(rounds: list[RoundRecord]) -> WhyFailed:
     """The cause of a failed run from its round records (each round's picked candidate, and with
     several candidates each one's record)."""
     why = WhyFailed(rounds=len(rounds))
-    best = None
+    best: tuple | None = None
     for record in rounds:
         tried = record.tried()
         outcomes = {c.outcome for c in tried}
@@ -37,13 +37,12 @@ def why_failed(rounds: list[RoundRecord]) -> WhyFailed:
         if "provider_error" in outcomes or record.outcome == "provider_error":
             why.provider_error_rounds.append(record.round)
         for candidate in tried:
-            if candidate.summary is None:
-                continue
-            if best is None or candidate.summary.passed > best[1].summary.passed:
-                best = (record.round, candidate)
+            summary = candidate.summary
+            if summary is not None and (best is None or summary.passed > best[2].passed):
+                best = (record.round, candidate, summary)
     if best is not None:
-        why.best_round, candidate = best
-        why.passed, why.total = candidate.summary.passed, candidate.summary.total
+        why.best_round, candidate, summary = best
+        why.passed, why.total = summary.passed, summary.total
         why.kinds = list(candidate.failures)
         if not why.kinds:
             why.error_kind, why.message = candidate.error_kind, candidate.message

@@ -109,9 +109,9 @@ def profile_part(performance: Performance | None) -> str | None:
                     f"percentages, not its times{cost}):\n" + "\n".join(blocks))
     profiles = [p for p in performance.profiles or [] if p.launches.get("kernel")]
     if profiles:
-        cost = sum(p.wall_s or 0 for p in profiles)
+        seconds = sum(p.wall_s or 0 for p in profiles)
         return ("The torch profiler on the shapes furthest from their roofline (Nsight Compute was not available; "
-                f"profiling took {cost:.1f} s):\n" + "\n".join(_launch_shape(p, roof.get(p.input)) for p in profiles))
+                f"profiling took {seconds:.1f} s):\n" + "\n".join(_launch_shape(p, roof.get(p.input)) for p in profiles))
     return None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import keyword
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -60,7 +61,7 @@ class Parameter:
         return self.name if self.default is None else f"{self.name}={self.default}"
 
 
-def parameters(op: torch._ops.OpOverload, calls: list[TraceCall] = ()) -> list[Parameter]:
+def parameters(op: torch._ops.OpOverload, calls: Sequence[TraceCall] = ()) -> list[Parameter]:
     """The kernel's parameters for ``op``; ``calls`` (the trace calls its tests use) add what
     they really pass where that differs from the schema type."""
     arguments = op._schema.arguments
@@ -123,7 +124,7 @@ def python_default(arg) -> str:
     return repr(value)
 
 
-def _values_seen(arguments, calls: list[TraceCall]) -> dict[str, Counter]:
+def _values_seen(arguments, calls: Sequence[TraceCall]) -> dict[str, Counter]:
     """Per schema argument, the Python types of what the trace calls pass for it."""
     seen: dict[str, Counter] = {}
     for call in calls:

@@ -9,17 +9,20 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from bbagent.agent.errors import UsageError
 from bbagent.agent.judging import (Evaluations, ResolvedOperator, ResolvedProgram, check_channels_last, check_evaluation,
-                                      evaluation_request, resolve_operator, timing_options)
+                                   evaluation_request, resolve_operator, this_machine, timing_options)
 from bbagent.agent.generate.loop import Agent, Outcome
 from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retrying, Started, listener
 from bbagent.agent.generate.spending import Spent
 from bbagent.agent.generate.testable import refuse_untested
 from bbagent.agent.options import GenerateOptions
 from bbagent.agent.storage import RunDir, new_run_id, resolve_root
+
+if TYPE_CHECKING:
+    from bbagent.harness.interface import Evaluator
 
 
 def require_price(model: str | None) -> None:
@@ -31,7 +34,7 @@ def require_price(model: str | None) -> None:
 
 
 def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: GenerateOptions, root: str | Path | None, *,
-                 report: Callable | None = None, executor=None,
+                 report: Callable | None = None, executor: Evaluator | None = None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
                  resumed: bool = False, halt: Callable[[], str | None] | None = None,
                  spent: Spent | None = None) -> Outcome:
@@ -57,7 +60,7 @@ def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: Generate
                                  timeout_s=options.timeout_s, extra_traces=extra_traces,
                                  allow_library=options.allow_library, facts=operator.facts if program else None)
     if not program:  # a program's tests are its draws: never empty
-        refuse_untested(computation, serves, Evaluations(untimed, executor), extra_traces)
+        refuse_untested(computation, serves, Evaluations(untimed, executor or this_machine()), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
                             no_cache=options.no_cache, inductor_mode=options.inductor_mode,
                             # a program's bar is torch.compile: its rounds always see inductor beside eager
@@ -84,7 +87,7 @@ def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: Generate
                    rounds=options.rounds, candidates=options.candidates, run_dir=str(run.path)))
     probe_the_gpu(options.device, report)
     request = dataclasses.replace(untimed, timing=timing, channels_last=channels_last)
-    agent = Agent(operator=operator, provider=logged, evaluations=Evaluations(request, executor), run=run, root=root,
+    agent = Agent(operator=operator, provider=logged, evaluations=Evaluations(request, executor or this_machine()), run=run, root=root,
                   options=options.model_copy(update={"channels_last": channels_last,
                                                      "baseline": ",".join(timing.baselines)}),
                   report=report, halt=halt, spent=spent if spent is not None else Spent(), batch_id=batch_id)

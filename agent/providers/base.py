@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
@@ -168,7 +168,7 @@ class SdkProvider:
     explained in words. A subclass names its ``sdk`` module, ``vendor``, key variable and where a
     base URL is set, builds ``self.client`` and makes one call (``complete``)."""
     name = ""
-    sdk = None
+    sdk: Any = None  # the SDK's module
     vendor = ""
     key_var = ""
     base_url_fix = ""  # where the user sets the endpoint
@@ -183,7 +183,7 @@ class SdkProvider:
         self.on_retry = None
         self.limiter = None  # a batch's shared agent.providers.limiter.RateLimiter
         self.is_transient = transient_errors(self.sdk)
-        self.client = None
+        self.client: Any = None
 
     def _retried(self, call: Callable[[], Completion]) -> Completion:
         return call_with_retries(call, self.is_transient, self._explain, self.retry, self.on_retry, self.limiter)

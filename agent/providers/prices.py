@@ -64,7 +64,7 @@ def price_of(model: str) -> tuple[float, float] | None:
     """(USD per million input tokens, per million output tokens), or None if not listed."""
     user = user_prices_file()
     try:
-        stamp = (user.stat().st_mtime_ns, user.stat().st_size) if user is not None else ()
+        stamp: tuple[object, ...] = (user.stat().st_mtime_ns, user.stat().st_size) if user is not None else ()
     except OSError:
         stamp = ("missing",)  # read (and refused, with the reason) below
     prices = _prices(str(user) if user is not None else None, stamp)

@@ -31,7 +31,10 @@ def shipped_replay(op: str) -> Path | None:
 
 
 def _number(path: Path) -> int:
-    return int(re.search(r"(\d+)$", path.name).group(1))
+    found = re.search(r"(\d+)$", path.name)
+    if found is None:
+        raise ValueError(f"{path.name}: a replay file's name ends in its number")
+    return int(found.group(1))
 
 
 def _from_run_dir(source: Path) -> tuple[str, list[dict]]:

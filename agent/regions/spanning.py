@@ -80,7 +80,7 @@ def spanning(graph, base: list[Match]) -> list[Match]:
         key = frozenset(members)
         if key in found or len(members) > MAX_SPAN_NODES or not _closed(members):
             continue
-        ordered = sorted(members, key=units.position.get)
+        ordered = sorted(members, key=units.position.__getitem__)
         described = described_region(ordered)
         if described is None:
             continue
@@ -209,7 +209,7 @@ def _from_matmul(node):
 def _has_matmul_before(node, limit: int = 256) -> bool:
     """Whether a matrix product is among what ``node`` is computed from (looked for among
     ``limit`` nodes at most; beyond that, assumed)."""
-    pending, seen = [node], set()
+    pending, seen = [node], set[object]()
     while pending:
         current = pending.pop()
         if current in seen:

@@ -42,7 +42,7 @@ def run_status(record: RunRecord | None) -> str:
 def list_runs(runs_dir: Path) -> list[dict]:
     """Every run and batch, oldest first: id, kind, what it ran, its status, when, cost."""
     from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
-    entries = []
+    entries: list[dict] = []
     if not runs_dir.is_dir():
         return entries
     for path in sorted(runs_dir.iterdir()):

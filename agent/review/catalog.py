@@ -114,16 +114,16 @@ class Broken:
                 "performance": None, "dir": str(self.folder), "kernel": str(self.folder / "kernel.py")}
 
 
-def operators(root: Path) -> list[Operator]:
+def operators(root: str | Path) -> list[Operator]:
     """Every operator with an accepted kernel under ``root/generated_kernels``, by name (a broken
     folder is left out here: ``catalogue`` lists it too)."""
     return catalogue(root)[0]
 
 
-def catalogue(root: Path) -> tuple[list[Operator], list[Broken]]:
+def catalogue(root: str | Path) -> tuple[list[Operator], list[Broken]]:
     """Every folder of ``root/generated_kernels`` that looks like a kernel's, read once: the
     operators with their versions, and the folders that cannot be used, with why."""
-    found = _scan(root)
+    found = _scan(Path(root))
     return ([e for e in found if isinstance(e, Operator)], [e for e in found if isinstance(e, Broken)])
 
 

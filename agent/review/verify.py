@@ -75,7 +75,8 @@ def _verify_edit(root: Path, version: KernelVersion, judge: Callable) -> dict:
                 f"recorded as version {meta.version}, which needs review (bbagent review approve {meta.op})")
         return {"op": meta.op, "version": meta.version, "passed": True, "status": meta.review.status, "note": note,
                 "verdict": verdict_path}
-    meta = record_decision(read_meta(version.folder), "needs_review", edit.refused, by="bbagent")
+    refused = edit.refused or "the edited kernel was not judged"
+    meta = record_decision(read_meta(version.folder), "needs_review", refused, by="bbagent")
     write_meta(version.folder, meta)
-    return {"op": meta.op, "version": version.number, "passed": False, "status": "needs_review", "note": edit.refused,
+    return {"op": meta.op, "version": version.number, "passed": False, "status": "needs_review", "note": refused,
             "verdict": verdict_path}

@@ -63,6 +63,7 @@ def checked(model: str | None, config: dict | None, device: str | None, script: 
             raise UsageError(f"--script {script}: no such file")
         model, full_config, script = path.stem, {}, str(path)
     else:
+        assert model is not None  # one of the two, checked above
         try:
             full_config = config_for(model, config)
         except ValueError as exc:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bbagent.agent.serving.direct import (LAUNCHED, OPAQUE, DirectKernel, DirectServing, inline, path_said,
@@ -68,7 +69,7 @@ class CompiledServing:
     compiled graphs by it). With ``inline_regions`` a region answer is traced into the graph where it
     can be. ``over_inductor``: each overload's own speedup over torch.compile, as judged."""
 
-    def __init__(self, overloads: dict[str, object], regions: dict[str, RegionAnswer] | None = None,
+    def __init__(self, overloads: Mapping[str, object], regions: dict[str, RegionAnswer] | None = None,
                  direct: list[DirectKernel] | None = None, fingerprint: str = "", inline_regions: bool = False,
                  over_inductor: dict[str, float | None] | None = None):
         import torch

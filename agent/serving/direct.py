@@ -185,7 +185,7 @@ def _defaults_left(kernel, positional: int, given: dict) -> dict:
     import inspect
 
     from triton.runtime.jit import JITFunction
-    set_by_wrappers = set()
+    set_by_wrappers: set[str] = set()
     while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # an autotuner or heuristics wrapper
         set_by_wrappers.update(*(config.kwargs for config in getattr(kernel, "configs", ())))
         set_by_wrappers.update(getattr(kernel, "values", {}))

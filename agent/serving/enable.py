@@ -27,6 +27,7 @@ import sys
 import threading
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,7 +164,9 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
         _say(f"bbagent.enable: {op} is not served: {skipped[op]}")
     dispatch_key = DISPATCH_KEYS[device]
     library = torch.library.Library("aten", "IMPL")
-    served, kernels, functions = {}, {}, {}
+    served: dict = {}
+    kernels: dict[Path, Callable | UsageError] = {}
+    functions: dict = {}
     try:
         for op, version, speed in chosen:
             if version.folder not in kernels:
@@ -171,13 +174,14 @@ def enable(root: Path, *, include_unreviewed: bool = False, include_slower: bool
                     kernels[version.folder] = import_kernel(version.kernel, f"{version.meta.op}_v{version.number}", device)
                 except UsageError as exc:  # this kernel alone is left to aten
                     kernels[version.folder] = exc
-            if isinstance(kernels[version.folder], UsageError):
-                skipped[op] = str(kernels[version.folder])
+            kernel = kernels[version.folder]
+            if isinstance(kernel, UsageError):
+                skipped[op] = str(kernel)
                 _say(f"bbagent.enable: {op} is not served: {skipped[op]}")
                 continue
             record = ServedOverload(op, version.number, str(version.folder), speed)
-            _register(library, op, version.meta, kernels[version.folder], record, dispatch_key)
-            functions[op] = serving(kernels[version.folder], resolve_op(version.meta.written_for), resolve_op(op),
+            _register(library, op, version.meta, kernel, record, dispatch_key)
+            functions[op] = serving(kernel, resolve_op(version.meta.written_for), resolve_op(op),
                                     traced=True)
             served[op] = record
         regions, unserved_regions = region_answers(root, device, include_unreviewed, include_slower, ops)
@@ -358,7 +362,7 @@ def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload
     overload = resolve_op(op)
     function = serving(kernel, resolve_op(meta.written_for), overload)
     original = torch.library.get_kernel(overload, dispatch_key)
-    keyset = torch._C.DispatchKeySet(dispatch_key)
+    keyset = torch._C.DispatchKeySet(dispatch_key)  # type: ignore[arg-type]  # a key's name is taken too
     dtypes = tested_dtypes(meta)
     guard = threading.local()
     tensor_positions = tensor_arguments(overload)

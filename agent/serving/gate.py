@@ -108,7 +108,7 @@ def decided(singles: list[SetTiming], together: list[SetTiming],
             left_out[name] = f"not faster beyond the noise in the model ({_said(single)})"
         else:
             left_out[name] = f"makes the model slower ({_said(single)})"
-        if name in left_out and (alone or {}).get(name, 0) > 1.0:
+        if name in left_out and alone is not None and alone.get(name, 0) > 1.0:
             left_out[name] = f"wins alone ({alone[name]:.3f}x torch.compile on its own problem) but {left_out[name]}"
     return served, left_out
 

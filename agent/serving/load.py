@@ -110,6 +110,8 @@ def import_module(path: str | Path, name: str, device: str = "cuda"):
     if device == "cpu":
         interpret_triton()
     spec = importlib.util.spec_from_file_location("bbagent_kernel_" + name.replace(".", "_"), path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)

@@ -50,7 +50,7 @@ class Float64Run:
 
     @staticmethod
     def wanted(failure: dict | None) -> bool:
-        return bool(failure) and (failure["error_kind"] == "nan_mismatch"
+        return failure is not None and (failure["error_kind"] == "nan_mismatch"
                                   or (failure["error_kind"] == "mismatch" and "max_abs_error" in failure))
 
     def _run_on(self, convert):

@@ -122,7 +122,8 @@ def judge_program_call(draw: str, reference, answer, inputs: list, job, instrume
     evaluation cannot go on (a lost CUDA context, an exit). ``on_answer`` and ``on_reference`` are
     called as each side starts, so that a crash or a hang is blamed on the right one."""
     launches, watch = instruments
-    result = {"id": draw, "source": draw, "input": described(inputs), "dtype": inputs_dtype(inputs), "passed": False}
+    result: dict[str, object] = {"id": draw, "source": draw, "input": described(inputs), "dtype": inputs_dtype(inputs),
+                                 "passed": False}
     answer_inputs, kept = clone_value(inputs), clone_value(inputs)
     poison_freed_memory(tensors_in(answer_inputs), copies=3)  # the last draw freed three copies of its inputs
     calls = AtenCalls(job.allow_library, launches, candidate_file, answer if isinstance(answer, torch.nn.Module) else None)

@@ -22,6 +22,7 @@ import functools
 import gc
 import sys
 import threading
+from types import FrameType
 from contextlib import contextmanager
 from typing import Callable
 
@@ -47,6 +48,8 @@ class CallWatch:
         self._raw_stream = torch._C._cuda_getCurrentRawStream if self.cuda else None
 
     def current_stream(self) -> int:
+        if self._raw_stream is None:
+            raise RuntimeError("the current stream is asked on a GPU only")
         return self._raw_stream(torch.cuda.current_device())
 
     def wrap(self, kernel: Callable) -> Callable:
@@ -96,7 +99,8 @@ class CallWatch:
         the garbage collector happened to run."""
         frames = self._current_frames()
         frames.pop(threading.get_ident(), None)
-        for frame in frames.values():
+        for top in frames.values():
+            frame: FrameType | None = top
             depth = 0
             while frame is not None and depth < 200:
                 if frame.f_code.co_filename == self.candidate_file:

@@ -288,7 +288,7 @@ class _Checker(ast.NodeVisitor):
                                  "a failing kernel must fail, not fall back")
         self.generic_visit(node)
 
-    visit_TryStar = visit_Try
+    visit_TryStar = visit_Try  # type: ignore[assignment]  # the same fields as a Try
 
 
 SUBCLASS_ADVICE = ("a kernel returns plain torch.Tensor objects; a tensor subclass runs its own code whenever "

@@ -35,6 +35,7 @@ class Reaper:
     a stopped process, and the reaper lives outside the group (a SIGSTOP of the group misses it)."""
 
     def __init__(self, pid: int):
+        self._lifeline: int | None
         lifeline, self._lifeline = os.pipe()  # both ends close-on-exec: only the reaper inherits its end
         try:
             self._process = subprocess.Popen([sys.executable, "-S", "-I", "-c", _REAPER_CODE, str(pid)],

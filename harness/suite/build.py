@@ -74,7 +74,7 @@ class TestCase:
 
     def _drawn_inputs(self) -> tuple[tuple, dict]:
         if self.trace is None:
-            return self.args, self.kwargs
+            return self.args or (), self.kwargs or {}
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
         args = materialize(self.trace.args, self.device, gen)
         kwargs = materialize(self.trace.kwargs, self.device, gen)
@@ -303,7 +303,7 @@ def _inplace_refusal(op, functional, case: TestCase) -> str | None:
     """Why aten's in-place overload rejects the case's inputs, or None. Small inputs are tried
     for real; trace inputs on the meta device, where the functional overload works there."""
     if case.trace is None:
-        return None if reference_accepts(op, case.args, case.kwargs) else "aten raises on it"
+        return None if reference_accepts(op, case.args or (), case.kwargs or {}) else "aten raises on it"
     args, kwargs = case.meta_inputs()
     try:
         functional(*clone_value(args), **clone_value(kwargs))

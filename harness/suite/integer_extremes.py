@@ -136,7 +136,10 @@ def derive_integer_extreme_cases(op, base_cases: list, make_case: Callable[..., 
     more in each integer tensor come first."""
     small = [base for base in base_cases if base.largest_tensor() <= SMALL_NUMEL]
     ordered = sorted(small, key=lambda base: (-min(_fewest_integers(base), WANTED_ELEMENTS), -base.largest_tensor()))
-    derived, done, refused, probes = [], set(), set(), 0
+    derived: list = []
+    done: set = set()
+    refused: set = set()
+    probes = 0
     for base in ordered:
         args, kwargs = base.inputs()
         keys = list(dict.fromkeys(key for key in _keys(op, args, kwargs) if key not in refused))

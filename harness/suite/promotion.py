@@ -44,7 +44,7 @@ def _rewrite(args: tuple, kwargs: dict, first: Callable | None, others: Callable
     every other tensor; ``others`` may return a Python number only for a top-level argument whose
     position is in ``numbers_at`` (elsewhere the tensor stays). Scalar kwargs named in ``scalars``
     become True."""
-    done = []
+    done: list[torch.Tensor] = []
 
     def rewrite(t: torch.Tensor, position: int | None):
         if not done and t.dtype.is_floating_point:

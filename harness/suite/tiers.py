@@ -70,7 +70,9 @@ def first_tier_order(planned: list[tuple], classes: Classes | None = None) -> tu
     """``planned`` ((overload name, overload, case) triples) reordered: the first test of every
     class, then the others, each part in suite order. Returns the order and the first tier's size."""
     classes = classes or Classes()
-    seen, first, rest = set(), [], []
+    seen: set = set()
+    first: list = []
+    rest: list = []
     for entry in planned:
         key = classes(entry[0], entry[2])
         (rest if key in seen else first).append(entry)

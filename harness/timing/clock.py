@@ -161,7 +161,9 @@ def graphed(fns: dict[str, Callable[[], object]]) -> dict[str, Callable[[], obje
     the functions compared are always timed alike)."""
     _require_cuda()
     replays = {name: as_graph(fn) for name, fn in fns.items()}
-    return replays if all(replays.values()) else None
+    if any(replay is None for replay in replays.values()):
+        return None
+    return {name: replay for name, replay in replays.items() if replay is not None}
 
 
 def time_interleaved(fns: dict[str, Callable[[], object]], target_ms: float = 100.0,

@@ -96,7 +96,7 @@ def time_compiled_program(model, inputs_of, timing_mode: str, compile_mode: str,
     import torch
     from bbagent.harness.checks.program_compare import Float64Program, compare_outputs
     from bbagent.harness.timing.phase import ATEN_SEED_OFFSET
-    result = {"mode": cache_mode(compile_mode, timing_mode)}
+    result: dict[str, object] = {"mode": cache_mode(compile_mode, timing_mode)}
     eager_in, compiled_in = inputs_of(ATEN_SEED_OFFSET), inputs_of(0)
     torch._dynamo.reset()
     compiled = torch.compile(model, mode=INDUCTOR_MODES[compile_mode], dynamic=False)

@@ -35,9 +35,10 @@ class TimingOptions:
         return {**asked, **self._cached(op, torch.__version__)}
 
     def _cached(self, op: str, torch_version: str) -> dict:
-        use = self.cache is not None and self.reuse
-        return {"reference": self.cache.reference_rows(op, torch_version) if use else [],
-                "device": self.cache.device_rows(torch_version) if use else []}
+        if self.cache is None or not self.reuse:
+            return {"reference": [], "device": []}
+        return {"reference": self.cache.reference_rows(op, torch_version),
+                "device": self.cache.device_rows(torch_version)}
 
     def remote(self, op: str, torch_version: str) -> dict:
         """These options as plain data for an evaluation on another machine (whose torch is

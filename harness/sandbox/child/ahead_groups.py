@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import TYPE_CHECKING
 
 from bbagent.harness import events
 from bbagent.harness.stopwatch import Stopwatch
+
+if TYPE_CHECKING:
+    from bbagent.harness.sandbox.child.compile_ahead import Compiling
 
 
 class AheadGroups:
@@ -18,7 +22,7 @@ class AheadGroups:
     def __init__(self, planned: list, served: dict, compile_clock, device: str, send, stopwatch: Stopwatch):
         self.planned, self.served, self.compile_clock, self.device = planned, served, compile_clock, device
         self.send, self.stopwatch = send, stopwatch
-        self.compiling = None  # the group's compilations under way (each test waits for its own)
+        self.compiling: Compiling | None = None  # the group's compilations under way (each test waits for its own)
         self.call_of: dict[int, int] = {}  # test number -> the number of the call made for its layout
         self.group_end = 0  # the tests before this one had their kernels compiled ahead
 

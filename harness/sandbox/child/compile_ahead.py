@@ -290,7 +290,7 @@ class _Deferred:
         nothing is warmed (the thread's own compilation alone decides)."""
         try:
             found = dict(zip(compile_fn.__code__.co_freevars, (c.cell_contents for c in compile_fn.__closure__ or ())))
-            if not {"src", "target", "options"} <= found.keys():
+            if self.processes is None or not {"src", "target", "options"} <= found.keys():
                 return
             options = found["options"]
             self.processes.warm(found["src"], found["target"], options if isinstance(options, dict) else vars(options),

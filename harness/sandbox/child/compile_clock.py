@@ -116,7 +116,7 @@ class CompileClock:
         if tuner.configs != [config]:
             tuner.configs = [config]
             cache = getattr(tuner, "cache", None)
-            if hasattr(cache, "clear"):
+            if cache is not None and hasattr(cache, "clear"):
                 cache.clear()
 
     def _switch_benchmarker(self, Autotuner) -> None:
@@ -160,7 +160,7 @@ class CompileClock:
             if hasattr(tuner, "_bbagent_configs"):
                 tuner.configs = tuner.__dict__.pop("_bbagent_configs")
             cache = getattr(tuner, "cache", None)
-            if hasattr(cache, "clear"):
+            if cache is not None and hasattr(cache, "clear"):
                 cache.clear()
 
     def _timed(self, kind: str, original):
@@ -172,7 +172,7 @@ class CompileClock:
                 return original(*args, **kwargs)
             finally:
                 clock._exit(kind)
-        timed.__wrapped__ = original
+        timed.__wrapped__ = original  # type: ignore[attr-defined]  # as functools.wraps sets it
         return timed
 
     def _counting_runs(self, original):

@@ -182,7 +182,7 @@ class AuditGuard:
                 guard._judged(guard.judge_thread_start)
             return original(*args, **kwargs)
         _thread.start_new_thread = start_new_thread
-        threading._start_new_thread = start_new_thread
+        threading._start_new_thread = start_new_thread  # type: ignore[attr-defined]  # CPython's private alias
 
     def judge(self, event: str, args: tuple) -> tuple[str, str] | None:
         if event == "import":

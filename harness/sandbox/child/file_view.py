@@ -37,6 +37,7 @@ import os
 import tempfile
 import sys
 import sysconfig
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from bbagent.harness.sandbox.paths import PROJECT_ROOT
@@ -73,7 +74,7 @@ class AllowList:
     hidden: list[str] = field(default_factory=list)  # inside an allowed directory, yet not shown
 
     @classmethod
-    def for_child(cls, workdir: str, tool_write_dirs: list[str], hidden: list[str] = ()) -> "AllowList":
+    def for_child(cls, workdir: str, tool_write_dirs: list[str], hidden: Sequence[str] = ()) -> "AllowList":
         broad = _shared_roots()
         python = _python_paths(broad)
         spelled = python + _path_entries(broad) + _imported_package_paths(python, broad) + _library_dirs(broad)

@@ -117,7 +117,7 @@ def serve(listener: socket.socket, lifeline: int) -> None:
     children: dict[int, socket.socket] = {}
     abandoned: set[int] = set()
     while True:
-        watched = [listener, lifeline, wake_read, *(c for p, c in children.items() if p not in abandoned)]
+        watched: list = [listener, lifeline, wake_read, *(c for p, c in children.items() if p not in abandoned)]
         try:
             readable = select.select(watched, [], [])[0]
         except InterruptedError:

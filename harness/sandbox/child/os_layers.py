@@ -38,7 +38,8 @@ def enter_namespaces(network: bool = True) -> dict:
     """A network and a private mount namespace for this process (the file view is built in the
     latter by ``seal``); the mount namespace alone with ``network`` False. Returns what is in
     force, with the OS's reason where something is not."""
-    status = {"network_namespace": False, "mount_namespace": False, "notes": []}
+    notes: list[str] = []
+    status = {"network_namespace": False, "mount_namespace": False, "notes": notes}
     uid, gid = os.getuid(), os.getgid()
     flags = (CLONE_NEWNET if network else 0) | CLONE_NEWNS
     error = _unshare(flags) if uid == 0 else "not root"
@@ -55,14 +56,14 @@ def enter_namespaces(network: bool = True) -> dict:
         else:
             error = f"{error}; user namespace: {user_error}"
     if error:
-        status["notes"].append(f"no network or mount namespace (unshare: {error}); the network, file "
+        notes.append(f"no network or mount namespace (unshare: {error}); the network, file "
                                "reads and file writes are guarded by the audit hook only")
         return status
     status["network_namespace"] = network
     if not network:
-        status["notes"].append("no network namespace (not asked for); the network is guarded by the audit hook only")
+        notes.append("no network namespace (not asked for); the network is guarded by the audit hook only")
     if _libc().mount(None, b"/", None, MS_REC | MS_PRIVATE, None) != 0:
-        status["notes"].append(f"mount namespace not private ({os.strerror(ctypes.get_errno())}); "
+        notes.append(f"mount namespace not private ({os.strerror(ctypes.get_errno())}); "
                                "file reads are guarded by the audit hook only")
         return status
     status["mount_namespace"] = True

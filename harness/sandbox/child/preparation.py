@@ -11,9 +11,13 @@ import platform
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from bbagent.harness import events, gpu_pause
 from bbagent.harness.sandbox.job import Job
+
+if TYPE_CHECKING:
+    from bbagent.harness.sandbox.child.containment import AuditGuard
 
 def synchronize() -> None:
     """Wait for this process's GPU work (where it has touched the GPU at all)."""
@@ -27,7 +31,7 @@ def device_memory_peak(device: str) -> int | None:
     import torch
     return int(torch.cuda.max_memory_reserved())
 
-def contain_and_ready(job: Job, candidate_file: str, send) -> tuple[dict, object]:
+def contain_and_ready(job: Job, candidate_file: str, send) -> tuple[dict, AuditGuard]:
     """Contain this process (``harness.sandbox.child.containment``), get the device ready and say so."""
     started = time.perf_counter()
     from bbagent.harness.sandbox.child.containment import contain
@@ -127,6 +131,8 @@ def import_candidate(candidate_file: str, send):
     from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
     try:
         spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, candidate_file)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{candidate_file} cannot be loaded as a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # as an import would: the compile processes find its kernels by name
         spec.loader.exec_module(module)

@@ -19,7 +19,7 @@ from bbagent.harness.events import (CandidateStart, CaseResult, Compile, Done, E
 from bbagent.harness.sandbox.parent.compile_pauses import compile_totals, paused_seconds
 from bbagent.harness.sandbox.parent.gpu_share import ChildGate
 from bbagent.harness.sandbox.job import Job
-from bbagent.harness.sandbox.parent.pool import ColdChild, PoolError, pool_for
+from bbagent.harness.sandbox.parent.pool import ColdChild, PoolError, WarmChild, pool_for
 from bbagent.harness.sandbox.parent.watch import BoundedCapture, ChildOutcome, Limits, SessionMemory
 
 STDERR_TAIL_BYTES = 4000
@@ -67,7 +67,7 @@ def run_child(job: Job, env: dict, base_env: dict, warm: bool, timeout_s: float,
     outcome = ChildOutcome(launched_at=time.time())
     granting = gate.child_fds() if gate is not None else []  # the grant pipe, the pause page
     try:
-        child = None
+        child: WarmChild | ColdChild | None = None
         if warm and not prefix:
             try:
                 child = pool_for(job.device, base_env).launch(job, env, write_ends + granting)
