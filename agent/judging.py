@@ -17,8 +17,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.options import engines_of, positive
 
 if TYPE_CHECKING:  # loaded where used: importing this module costs nothing
-    from bbagent.harness.interface import (EvaluationRequest, Evaluator, OperatorProblem, ProgramFacts, ProgramProblem,
-                                           Verdict)
+    from bbagent.harness.interface import EvaluationRequest, Evaluator, Verdict
 
 PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each for eager and the kernel
 
@@ -164,68 +163,6 @@ def family_of_overload(op: str) -> dict:
     return variant_family(problem_of(op, exact_overload=True).computation)
 
 
-@dataclass(frozen=True)
-class ResolvedOperator:
-    """An operator as ``generate`` and a batch take it, resolved once from the name given
-    (``resolve_operator``) and handed down as it is: the harness's problem (the overload the model
-    is asked for, every overload its kernel is tested and served as) and the prompt family."""
-    problem: OperatorProblem
-    family: str
-
-    @property
-    def requested(self) -> str:
-        return self.problem.requested
-
-    @property
-    def computation(self) -> str:
-        return self.problem.name
-
-    @property
-    def serves(self) -> tuple[str, ...]:
-        return tuple(self.problem.names)
-
-    @property
-    def also_serves(self) -> list[str]:
-        """The in-place and out= overloads served by the same kernel."""
-        return self.problem.also_serves
-
-
-def resolve_operator(op: str, exact_overload: bool = False) -> ResolvedOperator:
-    """``op`` resolved (a UsageError where no such overload exists): asked for as the family's
-    functional overload and served as the whole family, unless ``exact_overload`` (or the overload
-    has no functional sibling)."""
-    from bbagent.agent.families import family_of
-    problem = problem_of(op, exact_overload=exact_overload)
-    return ResolvedOperator(problem, family_of(problem.name))
-
-
-@dataclass(frozen=True)
-class ResolvedProgram:
-    """A program problem as ``generate`` and a batch take it: the harness's ``ProgramProblem`` and
-    what one shape-only run of it found (``ProgramFacts``, for the first prompt). Named by its
-    ``key`` (``kernelbench/level1/19_ReLU``) wherever an operator is named by its overload: runs,
-    the call log, ``generated_kernels/<key>/``. It serves no aten overload."""
-    problem: ProgramProblem
-    facts: ProgramFacts
-    family: str = "program"
-
-    @property
-    def requested(self) -> str:
-        return self.problem.path
-
-    @property
-    def computation(self) -> str:
-        return self.problem.key
-
-    @property
-    def serves(self) -> tuple[str, ...]:
-        return ()
-
-    @property
-    def also_serves(self) -> list[str]:
-        return []
-
-
 def refuse_operator_flags(given: dict[str, object]) -> None:
     """A UsageError naming the flags of ``given`` (flag -> value) that were set: they apply to an
     operator's kernel, and a program's answer was asked for."""
@@ -233,12 +170,6 @@ def refuse_operator_flags(given: dict[str, object]) -> None:
     if named:
         raise UsageError(f"{', '.join(named)} {'applies' if len(named) == 1 else 'apply'} to an operator's kernel "
                          "(--op), not to a program's answer (--problem)")
-
-
-def resolve_program(path) -> ResolvedProgram:
-    """The program problem in the file at ``path``, resolved once (``program_of``: a UsageError for a
-    file that is no problem, or a program that cannot be set up)."""
-    return ResolvedProgram(*program_of(path))
 
 
 def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:
@@ -295,7 +226,7 @@ def stored_request(version, root: Path, *, device: str | None, timeout_s: float,
     as it was then (``posed_problem``: a UsageError where it is not at hand)."""
     from bbagent.harness.interface import describe_program, served_problem
     meta = version.meta
-    if meta.problem_kind != "program":
+    if meta.program is None:  # an operator's kernel
         return evaluation_request(served_problem(meta.written_for, meta.serves), root, device=device, seed=None,
                                   timeout_s=timeout_s, timing=timing)
     problem = version.posed_problem()
@@ -346,26 +277,27 @@ class Evaluations:
 
 def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: bool, keep_raw: bool = False,
                    engines: tuple[str, ...] = ("eager",), inductor_mode: str = "default", profile: int = 0,
-                   ncu: int = 0, profile_feedback: bool = False, program: bool = False):
+                   ncu: int = 0, profile_feedback: bool = False, feedback_by_ncu: bool = True):
     """The timing phase's options (``harness.evaluate.TimingOptions``) with the timing cache under
     ``root/runs``; ``engines``: the baselines to compare with (``agent.options.engines_of``).
     ``profile_feedback`` (generate's optimisation rounds): every timed kernel is also profiled,
     with eager, on the ``FEEDBACK_PROFILED_SHAPES`` shapes furthest from their roofline: by Nsight
-    Compute where ncu is found, else by the torch profiler (launches and times only); a
-    ``program``'s by the torch profiler (its one shape, and torch.compile's code beside it)."""
+    Compute where ncu is found and ``feedback_by_ncu`` (a program's are not: its one shape, and
+    torch.compile's code beside it, go to the torch profiler), else by the torch profiler (launches
+    and times only)."""
     from bbagent.harness.interface import TIMING_CACHE_FILE, ReferenceCache, TimingOptions
     positive("--max-shapes", max_shapes, minimum=1)
     positive("--target-ms", target_ms)
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
                          cache=ReferenceCache(root / "runs" / TIMING_CACHE_FILE), keep_raw=keep_raw,
                          baselines=engines_of(",".join(engines), inductor_mode), inductor_mode=inductor_mode,
-                         **{"profile": profile, "ncu": ncu, **(_feedback_profiles(program) if profile_feedback else {})})
+                         **{"profile": profile, "ncu": ncu, **(_feedback_profiles(feedback_by_ncu) if profile_feedback else {})})
 
 
 FEEDBACK_PROFILED_SHAPES = 2
 
 
-def _feedback_profiles(program: bool) -> dict:
+def _feedback_profiles(by_ncu: bool) -> dict:
     from bbagent.harness.interface import find_ncu
-    how = "ncu" if not program and find_ncu() else "profile"
+    how = "ncu" if by_ncu and find_ncu() else "profile"
     return {how: FEEDBACK_PROFILED_SHAPES, "pick": "furthest"}

@@ -42,7 +42,7 @@ class Failure:
 def assemble(problem: OperatorProblem | ProgramProblem, kernel_path, source: bytes, seed: int, events: list[Event],
              outcome: ChildOutcome, timeout_s: float, static_findings: list[dict] | None = None) -> Verdict:
     """The Verdict of one evaluation of ``problem`` (its secrets not yet redacted: ``harness.evaluate``)."""
-    op = problem.name
+    op = problem.key
     suite = first(events, SuiteBuilt)
     tests = [TestResult.model_validate(e.record) for e in of_kind(events, CaseResult)]
     timings = [dict(e.record) for e in of_kind(events, Timing)]  # the timing phase's data, read by its metrics
@@ -262,10 +262,10 @@ def _variant_summary(problem: OperatorProblem | ProgramProblem, suite: SuiteBuil
     through bbagent's adapter, and its test counts (``passed`` True only when all of its own
     tests ran and passed)."""
     from bbagent.harness.adapters import convention
-    if problem.kind != "operator":  # a program: one problem, no overloads to serve
+    overload = problem.overloads
+    if not overload:  # a program: one problem, no overloads to serve
         return []
     op = problem.name
-    overload = dict(zip(problem.names, problem.serves))
     kernel_for = suite.kernel_for if suite else op
     rows = []
     for name in (suite.overloads if suite else [op]):

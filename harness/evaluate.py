@@ -25,7 +25,7 @@ from bbagent.harness.sandbox.parent.gpu_share import ChildGate, GpuShare, Hold
 from bbagent.harness.sandbox.job import Job
 from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child, warn_once
 from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
-from bbagent.harness.problem import ProgramProblem
+from bbagent.harness.problem import kind_named
 from bbagent.harness.request import EvaluationRequest, default_device, fresh_seed
 from bbagent.harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from bbagent.harness.suite.memory_need import expected_need
@@ -184,7 +184,7 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
     suite to build (its reference and inputs are made in its own child, from the problem's text, in
     a second or two): what is built ahead for it is its torch.compile baseline, the costliest part
     of its first timed evaluation (``_program_ahead``)."""
-    if isinstance(request.problem, ProgramProblem):
+    if not request.problem.suite_ahead:
         return _program_ahead(request, gpu, share)
     names = request.problem.names
     key = suite_key(names, request.device, request.suite_options())
@@ -269,9 +269,9 @@ def _after_timing(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
     if "inductor" in timing.baselines and performance is not None:
         time_inductor(op, verdict, timing, job, base_env, warm, limits)
     if timing.ncu and performance is not None and performance.measured:
-        if job.problem.get("kind") == ProgramProblem.kind:
-            performance.ncu = NcuReport(measured=False, reason="Nsight Compute is not run on a program; the torch "
-                                                               "profiler lists its kernels (--profile)")
+        refused = kind_named(job.problem["kind"]).ncu_refused
+        if refused:
+            performance.ncu = NcuReport(measured=False, reason=refused)
         else:
             collect_ncu(verdict, timing, job, base_env, limits)
     finish_timing(timing, op, verdict)

@@ -12,6 +12,11 @@ The second kind, a PyTorch program in KernelBench's format (``ProgramProblem``):
 ``Model`` (an ``nn.Module``), ``get_inputs()`` and ``get_init_inputs()``, answered by a module
 defining ``ModelNew``. ``program_problem`` checks the file's shape without running it; what it
 computes is found by running it (``harness.program_facts``).
+
+Both are a ``Problem``: what differs by kind (its one name, its wire form, the baseline its speed
+is measured against by default, whether a suite is built ahead, what it serves) is an attribute or
+method of its class, and ``KINDS`` registers the classes by kind. Nothing outside this module, the
+child's ``harness.sandbox.child.kinds`` and the agent's ``agent.judging`` names a kind.
 """
 from __future__ import annotations
 
@@ -22,11 +27,49 @@ import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from torch._ops import OpOverload
 
 from bbagent.harness import ops
+
+
+class Problem(Protocol):
+    """What a kernel or an answer is asked to compute, of whichever kind."""
+    kind: ClassVar[str]  # the wire form's "kind", Verdict.problem_kind and meta.json's problem_kind
+    default_baseline: ClassVar[str]  # what an answer's speed is measured against unless asked otherwise
+    suite_ahead: ClassVar[bool]  # whether a suite of tests is built ahead (a program's draws are made per test)
+    ncu_refused: ClassVar[str | None]  # why Nsight Compute is not run on its answers (None: it is)
+
+    @property
+    def key(self) -> str:
+        """Its one name in every record: runs, the call log, the ledger, ``generated_kernels/<key>/``,
+        the Verdict and the child's Job."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """How a person reads it: an overload's name, or a program's file name without ``.py``."""
+        ...
+
+    @property
+    def names(self) -> list[str]:
+        """The aten overloads its kernel is tested and served as (none for a program)."""
+        ...
+
+    @property
+    def cache_key(self) -> str:
+        """Its name in the timing cache: two problems whose timings differ never share one."""
+        ...
+
+    @property
+    def overloads(self) -> dict[str, OpOverload]:
+        """``names`` with their overloads, the computation first (empty for a program)."""
+        ...
+
+    def to_wire(self) -> dict:
+        """Plain data for the other side of the process boundary; ``problem_from_wire`` reads it."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -37,11 +80,26 @@ class OperatorProblem:
     written_for: OpOverload
     requested: str = ""  # the name as it was given, before the family's functional overload was chosen
     kind: ClassVar[str] = "operator"
+    default_baseline: ClassVar[str] = "eager"
+    suite_ahead: ClassVar[bool] = True
+    ncu_refused: ClassVar[str | None] = None
 
     @property
     def name(self) -> str:
         """``aten.relu.default``: the computation's name."""
         return ops.op_name(self.computation)
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def cache_key(self) -> str:
+        return self.name
+
+    @property
+    def overloads(self) -> dict[str, OpOverload]:
+        return dict(zip(self.names, self.serves))
 
     @property
     def names(self) -> list[str]:
@@ -71,7 +129,7 @@ class OperatorProblem:
 
     def to_wire(self) -> dict:
         """Plain data for the other side of the process boundary (``from_wire`` reads it)."""
-        return {"kind": self.kind, "serves": self.names, "written_for": self.written_for_name,
+        return {"kind": self.kind, "key": self.key, "serves": self.names, "written_for": self.written_for_name,
                 "requested": self.requested or self.name}
 
     @classmethod
@@ -150,6 +208,10 @@ class ProgramProblem:
     text: str
     level: int | None = None
     kind: ClassVar[str] = "program"
+    default_baseline: ClassVar[str] = "inductor"  # its bar is torch.compile
+    suite_ahead: ClassVar[bool] = False
+    ncu_refused: ClassVar[str | None] = ("Nsight Compute is not run on a program; the torch profiler's kernels "
+                                         "of Model and ModelNew are in the feedback")
 
     @property
     def name(self) -> str:
@@ -158,7 +220,21 @@ class ProgramProblem:
 
     @property
     def names(self) -> list[str]:
-        return [self.name]
+        return []
+
+    @property
+    def requested(self) -> str:
+        return self.path
+
+    @property
+    def overloads(self) -> dict[str, OpOverload]:
+        return {}
+
+    @property
+    def cache_key(self) -> str:
+        """Its key and the digest of its text (``kernelbench/level1/19_ReLU@3f2a9c1b7d0e``): two texts
+        of one name never share cached timings."""
+        return f"{self.key}@{self.sha256[:12]}"
 
     @property
     def key(self) -> str:
@@ -170,7 +246,7 @@ class ProgramProblem:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
     def to_wire(self) -> dict:
-        return {"kind": self.kind, "path": self.path, "text": self.text, "level": self.level}
+        return {"kind": self.kind, "key": self.key, "path": self.path, "text": self.text, "level": self.level}
 
     @classmethod
     def from_wire(cls, data: dict) -> "ProgramProblem":
@@ -207,9 +283,20 @@ def given_inputs(module, seed: int, device: str) -> list:
         return list(module.get_inputs())
 
 
-def problem_from_wire(data: dict):
-    """The problem of either kind that ``to_wire`` sent."""
-    return (ProgramProblem if data.get("kind") == ProgramProblem.kind else OperatorProblem).from_wire(data)
+KINDS: dict[str, type[OperatorProblem] | type[ProgramProblem]] = {kind.kind: kind for kind in (OperatorProblem,
+                                                                                           ProgramProblem)}
+
+
+def kind_named(kind: str) -> type[OperatorProblem] | type[ProgramProblem]:
+    """The class of the problems of ``kind`` (a Verdict's or a meta.json's ``problem_kind``)."""
+    if kind not in KINDS:
+        raise ValueError(f"no problem kind {kind!r} (known: {', '.join(KINDS)})")
+    return KINDS[kind]
+
+
+def problem_from_wire(data: dict) -> OperatorProblem | ProgramProblem:
+    """The problem, of whichever kind, that ``to_wire`` sent."""
+    return kind_named(data.get("kind", "")).from_wire(data)
 
 
 def program_problem(path: str | Path) -> ProgramProblem:

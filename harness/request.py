@@ -66,19 +66,14 @@ class EvaluationRequest:
            family: bool = False, hidden=(), **settings) -> "EvaluationRequest":
         """A request for ``op`` (a name: ``problem_to_test`` with ``kernel_for`` and ``family``; or
         a problem made already) on ``device`` (default: ``default_device``), with these settings."""
-        problem = (op if isinstance(op, (OperatorProblem, ProgramProblem))
-                   else problem_to_test(op, family=family).written_as(kernel_for or op))
+        problem = problem_to_test(op, family=family).written_as(kernel_for or op) if isinstance(op, str) else op
         return cls(problem=problem, device=device or default_device(),
                    hidden=tuple(str(Path(p).resolve()) for p in hidden), **settings)
 
     @property
     def op(self) -> str:
-        """The name of the overload tested and timed first; for a program its key and the digest of
-        its text (``kernelbench/level1/19_ReLU@3f2a9c1b7d0e``: two texts of one name never share
-        cached timings)."""
-        if isinstance(self.problem, ProgramProblem):
-            return f"{self.problem.key}@{self.problem.sha256[:12]}"
-        return self.problem.name
+        """The problem's name in the timing cache (``Problem.cache_key``)."""
+        return self.problem.cache_key
 
     def without_profiles(self) -> "EvaluationRequest":
         """The same request with no profiler or Nsight Compute run (nothing would read them)."""

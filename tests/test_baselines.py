@@ -255,7 +255,7 @@ def test_a_baseline_child_that_fails_leaves_every_shape_with_the_reason():
     device = {"copy_gbs": 4000.0, "empty_launch_ms": 0.004, "empty_graph_launch_ms": 0.002}
     verdict = verdict_of(tests, gpu=GPU, summary=summarize_performance("aten.relu.default", tests, device, correct=True))
     from bbagent.harness.sandbox.job import Job
-    job = Job(problem={"kind": "operator", "serves": ["aten.relu.default"], "written_for": "aten.relu.default"}, kernel="", seed=3, device="cpu", workdir="", cpu_max_numel=1 << 16)
+    job = Job(problem={"kind": "operator", "key": "aten.relu.default", "serves": ["aten.relu.default"], "written_for": "aten.relu.default"}, kernel="", seed=3, device="cpu", workdir="", cpu_max_numel=1 << 16)
     _time_inductor("aten.relu.default", verdict, TimingOptions(baselines=("eager", "inductor")), job,
                    base_env("cpu"), True, Limits())
     errors = {t.baselines["inductor"].error for t in verdict.performance.tests}

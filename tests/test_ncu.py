@@ -101,7 +101,7 @@ sys.exit(code)
 """
 
 
-RELU_PROBLEM = {"kind": "operator", "serves": ["aten.relu.default"], "written_for": "aten.relu.default"}  # harness.problem's wire form
+RELU_PROBLEM = {"kind": "operator", "key": "aten.relu.default", "serves": ["aten.relu.default"], "written_for": "aten.relu.default"}  # harness.problem's wire form
 
 
 def run_behind_fake_ncu(tmp_path, monkeypatch, counters_open: bool) -> tuple[dict, list, Path]:

@@ -6,7 +6,8 @@ import re
 import tempfile
 from pathlib import Path
 
-from bbagent.agent.judging import Evaluations, evaluation_request, resolve_operator
+from bbagent.agent.generate.posed import posed_operator
+from bbagent.agent.judging import Evaluations, evaluation_request
 from bbagent.agent.generate.loop import Agent
 from bbagent.agent.generate.progress import NewBest
 from bbagent.agent.options import GenerateOptions
@@ -79,7 +80,7 @@ def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, t
     events = []
     options = GenerateOptions(provider="replay", rounds=rounds, target_speedup=target, target_baseline=target_baseline,
                               **options)
-    operator = resolve_operator(OP, exact_overload=True)
+    operator = posed_operator(OP, exact_overload=True)
     request = evaluation_request(operator.problem, tmp_path, device="cpu", seed=0, timeout_s=60,
                                  timing=TimingOptions(profile=2))
     agent = Agent(operator=operator, provider=ReplayProvider.from_path(replay),

@@ -42,7 +42,7 @@ def test_a_given_kernel_is_tested_first_on_its_own_overload():
 def test_the_wire_form_is_plain_data_and_comes_back_the_same():
     problem = operator_problem("aten.add.Tensor")
     wire = json.loads(json.dumps(problem.to_wire()))
-    assert wire == {"kind": "operator", "serves": ["aten.add.Tensor", "aten.add_.Tensor", "aten.add.out"],
+    assert wire == {"kind": "operator", "key": "aten.add.Tensor", "serves": ["aten.add.Tensor", "aten.add_.Tensor", "aten.add.out"],
                     "written_for": "aten.add.Tensor", "requested": "aten.add.Tensor"}
     assert OperatorProblem.from_wire(wire) == problem
     assert served_problem("aten.add.Tensor", wire["serves"]) == problem

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import bbagent
+from bbagent.harness.interface import program_problem
 from conftest import PYTHONPATH
 
 PROBLEMS = Path(__file__).parent / "problems"
@@ -65,7 +66,7 @@ CASES = [
 def test_each_answer_is_judged_for_its_own_reason(problem, answer, error_kind, draws, tmp_path):
     verdict = bbagent.evaluate_program(PROBLEMS / f"{problem}.py", ANSWERS / f"{answer}.py", root=tmp_path,
                                        device="cpu", seed=7)
-    assert verdict.problem_kind == "program" and verdict.op == Path(problem).name
+    assert verdict.problem_kind == "program" and verdict.op == program_problem(PROBLEMS / f"{problem}.py").key
     assert verdict.error_kind == error_kind, verdict.message
     assert judged_as(verdict) == judged_as(verdict, draws), verdict.message
     assert verdict.passed == (error_kind is None and all(kind is None for kind in draws.values()))

@@ -234,13 +234,13 @@ def test_an_overload_without_tests_of_its_own_is_not_served():
 
 
 def test_what_generate_asks_for():
-    from bbagent.agent.judging import resolve_operator
+    from bbagent.agent.generate.posed import posed_operator
     family = ("aten.relu.default", "aten.relu_.default", "aten.relu.out")
-    asked = resolve_operator("aten.relu.out")
-    assert (asked.requested, asked.computation, asked.serves, asked.family) == \
+    asked = posed_operator("aten.relu.out")
+    assert (asked.requested, asked.key, asked.serves, asked.family) == \
         ("aten.relu.out", "aten.relu.default", family, "elementwise_unary")
-    asked = resolve_operator("aten.relu_.default", exact_overload=True)
-    assert (asked.computation, asked.serves, asked.also_serves) == ("aten.relu_.default", ("aten.relu_.default",), [])
+    asked = posed_operator("aten.relu_.default", exact_overload=True)
+    assert (asked.key, asked.serves, asked.also_serves) == ("aten.relu_.default", ("aten.relu_.default",), [])
     # no functional sibling (it writes running statistics too): asked for and served as itself
-    asked = resolve_operator("aten.rrelu_with_noise_.default")
-    assert (asked.computation, asked.serves) == ("aten.rrelu_with_noise_.default", ("aten.rrelu_with_noise_.default",))
+    asked = posed_operator("aten.rrelu_with_noise_.default")
+    assert (asked.key, asked.serves) == ("aten.rrelu_with_noise_.default", ("aten.rrelu_with_noise_.default",))

@@ -143,11 +143,10 @@ def _refuse_unknown(what: str, given: dict, known, listing: str) -> None:
 
 def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False) -> str:
     """The first message ``generate`` sends for ``op`` with these options."""
-    from bbagent.agent.judging import check_channels_last, resolve_operator
+    from bbagent.agent.generate.posed import posed_operator
     from bbagent.agent.generate.prompting import render_prompt
-    operator = resolve_operator(op, exact_overload)
-    return render_prompt(operator.problem, device=device,
-                         channels_last=check_channels_last(operator.computation, channels_last))
+    operator = posed_operator(op, exact_overload)
+    return render_prompt(operator.problem, device=device, channels_last=operator.channels_last(channels_last))
 
 
 def program_prompt(problem_file: str | Path, *, device: str | None = None, allow_library: str = "gemm") -> str:
@@ -176,9 +175,10 @@ def generate(op: str | None = None, options=None, *, problem: str | Path | None 
     options = _options(options, settings)
     if problem is None:
         return run_generate(op, options, root, report=report)
-    from bbagent.agent.judging import refuse_operator_flags, resolve_program
+    from bbagent.agent.judging import refuse_operator_flags
+    from bbagent.agent.generate.posed import posed_program
     refuse_operator_flags({"--exact-overload": options.exact_overload, "--channels-last": options.channels_last})
-    return run_generate(resolve_program(problem), options, root, report=report)
+    return run_generate(posed_program(problem), options, root, report=report)
 
 
 def _one_of(op: str | None, problem) -> None:

@@ -208,8 +208,7 @@ class RayExecutor(SlotPool):
         """The operator's suite built ahead on a slot's node (the build runs references on its
         GPU), where its evaluations then run; a failure here costs only the saving."""
         from ray.exceptions import RayError, RayTaskError
-        from bbagent.harness.interface import ProgramProblem
-        if isinstance(request.problem, ProgramProblem):  # its ahead work goes to a timing cache, which is the driver's
+        if not request.problem.suite_ahead:  # a program's ahead work goes to a timing cache, which is the driver's
             return "not built (a program's torch.compile baseline is measured in its first timed evaluation on a node)"
         with self.condition:  # chosen and counted at once, so that prepares begun together spread
             slot = self._take(self._least_loaded(self._accepts(request.op)))

@@ -22,9 +22,9 @@ from bbagent.agent.batch.events import CoordinatorLost, DatasetChosen, Resumed, 
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
 from bbagent.agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
 from bbagent.agent.errors import UsageError
+from bbagent.agent.generate.posed import posed_operator, posed_program
 from bbagent.agent.generate.progress import DatasetInputs
-from bbagent.agent.judging import (check_channels_last, check_evaluation, family_of_overload,
-                                      listed_ops, resolve_operator, resolve_program)
+from bbagent.agent.judging import check_evaluation, family_of_overload, listed_ops
 from bbagent.agent.options import GenerateOptions, positive
 from bbagent.agent.run_record import interrupt_lost_runs
 
@@ -312,14 +312,11 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
         programs = runner.ledger.meta().get("programs") or {}
 
         def generate_one(op: str, hear):
-            if op in programs:  # a KernelBench problem: its file as chosen
-                return run_generate(resolve_program(programs[op]), options, root, report=hear, executor=evaluations,
-                                    limiter=runner.limiter, batch_id=runner.path.name, resumed=resume is not None,
-                                    halt=runner.budget_spent, spent=runner.spending(op))
-            operator = resolve_operator(op, options.exact_overload)
-            mine = {name: extra[name] for name in dict.fromkeys([op, *operator.serves]) if name in extra}
-            layout = check_channels_last(operator.computation, options.channels_last, quiet=True)
-            outcome = run_generate(operator, options.model_copy(update={"channels_last": layout}), root, report=hear,
+            # a KernelBench problem: its file as chosen; else an operator's name
+            posed = posed_program(programs[op]) if op in programs else posed_operator(op, options.exact_overload)
+            mine = {name: extra[name] for name in dict.fromkeys([op, *posed.serves]) if name in extra}
+            layout = posed.channels_last(options.channels_last, quiet=True)
+            outcome = run_generate(posed, options.model_copy(update={"channels_last": layout}), root, report=hear,
                                    executor=evaluations, limiter=runner.limiter, extra_traces=mine or None,
                                    batch_id=runner.path.name, resumed=resume is not None, halt=runner.budget_spent,
                                    spent=runner.spending(op))

@@ -64,7 +64,8 @@ def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = N
     if skipped:
         metadata["baselines_not_timed"] = skipped
     for test in verdict.tests:
-        workload = test.id == "given" if verdict.problem_kind == "program" else (test.source or "").startswith("trace")
+        # the inputs the kernel really meets: a trace shape of an operator, a program's own given inputs
+        workload = (test.source or "").startswith("trace") or test.id == "given"
         if not workload or test.passed is None:
             continue  # OpInfo, edge cases and a program's other draws are not workloads; a reference error has no answer
         records.append(make_record(engine="aten", input_description=test.input, correct=True,

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.errors import InfrastructureError, ProviderError
-from bbagent.agent.judging import Evaluations, ResolvedOperator, ResolvedProgram
+from bbagent.agent.judging import Evaluations
+from bbagent.agent.generate.posed import Posed
 from bbagent.agent.generate import dispatch
 from bbagent.agent.generate.choosing import (Best, BestKernel, Candidate, beats, best_kernel_of, candidate_line, choose,
                                      round_summary)
@@ -36,8 +37,7 @@ from bbagent.agent.generate.profile_feedback import profile_part, profiling_cost
 from bbagent.agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, Listener,
                                      NewBest, ReplacedApproved, RoundDone, SameKernel, ignore)
 from bbagent.agent.generate.spending import Spent
-from bbagent.agent.generate.program_prompting import render_program_prompt
-from bbagent.agent.generate.prompting import elide, render_feedback, render_performance_feedback, render_prompt, template_name
+from bbagent.agent.generate.prompting import elide, render_feedback
 from bbagent.agent.machine import this_process
 from bbagent.agent.options import GenerateOptions
 from bbagent.agent.providers import Provider
@@ -111,7 +111,7 @@ class Agent:
     program's key, installed under ``generated_kernels/<key>/``). ``options`` are generate's (rounds,
     candidates, budgets, the target); the provider and the evaluator are set up already
     (``agent.generate.start``)."""
-    operator: ResolvedOperator | ResolvedProgram
+    operator: Posed
     provider: Provider
     evaluations: Evaluations  # the run's request, where it runs, the suite built ahead
     run: RunDir
@@ -125,8 +125,8 @@ class Agent:
     def __post_init__(self):
         o = self.options
         self.rounds, self.candidates, self.target_speedup = o.rounds, o.candidates, o.target_speedup
-        # what target_speedup is measured against: eager, or inductor (a program's default: its bar is torch.compile)
-        self.target_baseline = o.target_baseline or ("inductor" if self.is_program else "eager")
+        # what target_speedup is measured against: the problem's own bar unless asked (a program's is torch.compile)
+        self.target_baseline = o.target_baseline or self.operator.problem.default_baseline
         self.target_roof, self.patience = o.target_roof, o.patience
         self.population = Population()  # the correct, timed kernels worth showing again
         self.dispatch_tried: set[tuple[int, int]] = set()  # pairs of rounds a dispatcher was considered for
@@ -135,7 +135,7 @@ class Agent:
             started_at=_now(), finished_at=None,
             config=RunConfig(**{**o.model_dump(exclude={"replay"}), "provider": self.provider.name,
                                 "model": self.provider.model, "target_baseline": self.target_baseline}),
-            batch_id=self.batch_id, prompt_template="program.j2" if self.is_program else template_name(self.op),
+            batch_id=self.batch_id, prompt_template=self.operator.prompt_template,
             serves=list(self.operator.serves),
             host={"python": platform.python_version(), "platform": platform.platform()},
             process=this_process(),  # a run left "running" by a killed process reads as interrupted
@@ -144,21 +144,14 @@ class Agent:
         self.best: Best | None = None
         self.history: list[str] = []  # one line per round, the last HISTORY_ROUNDS go into the feedback
 
-    @property
-    def is_program(self) -> bool:
-        return isinstance(self.operator, ResolvedProgram)
-
     def first_prompt(self) -> str:
-        if self.is_program:
-            return render_program_prompt(self.operator.problem, self.operator.facts, device=self.options.device,
-                                         library=self.options.allow_library)
-        return render_prompt(self.operator.problem, device=self.options.device,
-                             channels_last=self.options.channels_last)
+        return self.operator.first_prompt(self.options)
 
     @property
     def op(self) -> str:
-        """The overload the model is asked for and its kernels are evaluated and installed as."""
-        return self.operator.computation
+        """The problem's one name: the overload the model is asked for and its kernels are evaluated and
+        installed as, or a program's key."""
+        return self.operator.key
 
     def save(self) -> None:
         for name, value in self.spent.run_fields().items():
@@ -482,9 +475,10 @@ class Agent:
         """What the model reads next: its failures, or, for a correct and timed kernel, its speed.
         ``self.best`` is still the best kernel of the rounds before this one."""
         if verdict.passed and verdict.geomean_speedup() is not None:
-            return render_performance_feedback(verdict, previous_best=self.best, target=self.target_speedup,
-                                               target_baseline=self.target_baseline, target_roof=self.target_roof,
-                                               profiled=profile_part(verdict.performance))
+            return self.operator.performance_feedback(verdict, previous_best=self.best, target=self.target_speedup,
+                                                      target_baseline=self.target_baseline,
+                                                      target_roof=self.target_roof,
+                                                      profiled=profile_part(verdict.performance))
         return render_feedback(verdict, best=self.best)
 
     def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: DispatchPlan | None = None) -> None:
@@ -492,13 +486,12 @@ class Agent:
         fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
                           run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.record.rounds,
                           target_speedup=self.target_speedup, target_baseline=self.target_baseline,
-                          program=self.operator.problem if self.is_program else None)
-        if self.is_program:
-            fields["allow_library"] = self.options.allow_library
+                          program=self.operator.answers_program)
+        fields.update(self.operator.answer_fields(self.options))
         if dispatcher is not None:
             fields.update(dispatch.provenance(dispatcher, self.run.path.name, self.root))
         meta = install(self.root, self.op, kernel_source, fields,
-                       problem_text=self.operator.problem.text if self.is_program else None)
+                       problem_text=program.text if (program := self.operator.answers_program) else None)
         if meta.run_id != self.run.path.name:  # the same code as the current kernel: kept as it is
             self.report(SameKernel(round=n, version=meta.version, status=meta.review.status, run_id=meta.run_id))
             return

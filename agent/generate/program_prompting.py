@@ -14,8 +14,10 @@ import re
 
 from bbagent.agent.families import PROMPTS_DIR, family_of
 from bbagent.agent.gpu_facts import facts_for
-from bbagent.agent.generate.prompting import template, worked_example
-from bbagent.harness.interface import LIBRARY_POLICIES, ProgramFacts, ProgramProblem, default_device, triton_version
+from bbagent.agent.generate.profile_feedback import program_kernels_part
+from bbagent.agent.generate.prompting import COMPILE_BUDGET_S, template, worked_example
+from bbagent.harness.interface import (LIBRARY_POLICIES, ProgramFacts, ProgramProblem, Verdict, default_device,
+                                       triton_version)
 
 NOT_COMPUTE_FAMILIES = ("copy_layout", "generic")  # views, copies and the unlisted: no guidance of their own
 EXAMPLES_IN_PROMPT = 2
@@ -79,3 +81,21 @@ def _size(size: int) -> str:
         if size >= scale:
             return f"{size / scale:.3g} {unit}"
     return f"{size} bytes"
+
+
+def render_program_performance_feedback(verdict: Verdict, *, previous_best=None, target: float | None,
+                                        target_baseline: str = "inductor", **_operator_only) -> str:
+    """Feedback on a correct, timed round of a program's answer (``program_performance.j2``): its one
+    timed input against eager and torch.compile, the floor of its reference's FLOPs and bytes beside
+    both (where they were counted), and the GPU kernels of each per call where they were profiled.
+    The options that apply to an operator's shapes (the slowest, the roofline target, the profiles)
+    are taken and not used."""
+    perf = verdict.performance
+    if perf is None or not perf.tests:
+        raise ValueError("performance feedback is for a timed Verdict")
+    timed = perf.tests[0]
+    return template("program_performance.j2").render(
+        verdict=verdict, perf=perf, t=timed, compiled=(timed.baselines or {}).get("inductor"),
+        inductor=(perf.baselines or {}).get("inductor"), kernels=program_kernels_part(perf),
+        previous_best=previous_best, target=target, target_baseline=target_baseline, target_roof=0.0, roof=None,
+        compile_budget=COMPILE_BUDGET_S).strip() + "\n"

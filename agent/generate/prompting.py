@@ -14,7 +14,6 @@ import torch
 
 from bbagent.agent.families import PROMPTS_DIR, family_map, family_of
 from bbagent.agent.gpu_facts import facts_for
-from bbagent.agent.generate.profile_feedback import program_kernels_part
 from bbagent.agent.generate.signature import parameters, signature
 from bbagent.harness.interface import TOLERANCES
 from bbagent.harness.interface import triton_version
@@ -187,17 +186,8 @@ def render_performance_feedback(verdict: Verdict, *, previous_best=None, target:
     """Feedback on a correct, timed round: speedups, the slowest shapes, the bandwidth gap, the
     profiles' figures (``profiled``: ``agent.generate.profile_feedback.profile_part``), and what
     ends optimisation (``target`` speedup, if any; ``target_roof`` of the roofline, if any). A
-    program's (``program_performance.j2``): its one timed input against eager and torch.compile,
-    the floor of its reference's FLOPs and bytes beside both (where they were counted), and the GPU
-    kernels of each per call where they were profiled."""
+    program's is ``agent.generate.program_prompting.render_program_performance_feedback``."""
     perf = verdict.performance
-    if verdict.problem_kind == "program":
-        timed = perf.tests[0]
-        return _environment().get_template("program_performance.j2").render(
-            verdict=verdict, perf=perf, t=timed, compiled=(timed.baselines or {}).get("inductor"),
-            inductor=(perf.baselines or {}).get("inductor"), kernels=program_kernels_part(perf),
-            previous_best=previous_best, target=target, target_baseline=target_baseline, target_roof=0.0, roof=None,
-            compile_budget=COMPILE_BUDGET_S).strip() + "\n"
     shapes = sorted(perf.counted_tests(), key=lambda t: t.speedup)[:slowest]
     furthest = [t for t in perf.furthest_from_roof(3) if t.roof_fraction is not None]
     return _environment().get_template("performance.j2").render(

@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from bbagent.agent.errors import UsageError
-from bbagent.agent.judging import (Evaluations, ResolvedOperator, ResolvedProgram, check_channels_last, check_evaluation,
-                                   evaluation_request, resolve_operator, this_machine, timing_options)
+from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, this_machine, timing_options
 from bbagent.agent.generate.loop import Agent, Outcome
 from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retrying, Started, listener
 from bbagent.agent.generate.spending import Spent
-from bbagent.agent.generate.testable import refuse_untested
+from bbagent.agent.generate.posed import Posed, posed_operator
 from bbagent.agent.options import GenerateOptions
 from bbagent.agent.storage import RunDir, new_run_id, resolve_root
 
@@ -33,13 +32,13 @@ def require_price(model: str | None) -> None:
                          "--max-cost-usd")
 
 
-def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: GenerateOptions, root: str | Path | None, *,
+def run_generate(op: str | Posed, options: GenerateOptions, root: str | Path | None, *,
                  report: Callable | None = None, executor: Evaluator | None = None,
                  limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
                  resumed: bool = False, halt: Callable[[], str | None] | None = None,
                  spent: Spent | None = None) -> Outcome:
-    """Ask for a kernel for ``op`` (a name, a ``ResolvedOperator`` a batch resolved, or a
-    ``ResolvedProgram``: a ``ModelNew`` for a program problem) as
+    """Ask for a kernel for ``op`` (an operator's name, or a problem resolved already: an operator a
+    batch resolved, or a program, whose answer is a ``ModelNew``) as
     ``options`` say, under ``root`` (``agent.storage.resolve_root``;
     created once the checks passed), and return the run's Outcome. ``report(event)`` hears the
     progress, one ``agent.generate.progress`` event at a time (a two-argument ``report(name, data)``
@@ -50,22 +49,21 @@ def run_generate(op: str | ResolvedOperator | ResolvedProgram, options: Generate
     from bbagent.agent.providers import RetryPolicy, make_provider
     from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
     from bbagent.agent.providers.logged import LoggedProvider
-    operator = op if isinstance(op, (ResolvedOperator, ResolvedProgram)) else resolve_operator(op, options.exact_overload)
-    computation, serves = operator.computation, list(operator.serves)
-    program = isinstance(operator, ResolvedProgram)
-    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo or program)  # a program needs no OpInfo
-    channels_last = False if program else check_channels_last(computation, options.channels_last)
+    operator = posed_operator(op, options.exact_overload) if isinstance(op, str) else op
+    computation, serves = operator.key, list(operator.serves)
+    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo or not operator.needs_opinfo)
+    channels_last = operator.channels_last(options.channels_last)
     root = resolve_root(root, write=True)
     untimed = evaluation_request(operator.problem, root, device=options.device, seed=options.seed,
                                  timeout_s=options.timeout_s, extra_traces=extra_traces,
-                                 allow_library=options.allow_library, facts=operator.facts if program else None)
-    if not program:  # a program's tests are its draws: never empty
-        refuse_untested(computation, serves, Evaluations(untimed, executor or this_machine()), extra_traces)
+                                 allow_library=options.allow_library, facts=operator.facts)
+    operator.refuse_untestable(Evaluations(untimed, executor or this_machine()), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
                             no_cache=options.no_cache, inductor_mode=options.inductor_mode,
-                            # a program's bar is torch.compile: its rounds always see inductor beside eager
-                            engines=tuple(dict.fromkeys(options.engines + (("inductor",) if program else ()))),
-                            profile_feedback=options.profile_feedback, program=program)
+                            # the rounds always see the problem's own bar (a program's is torch.compile)
+                            engines=tuple(dict.fromkeys(options.engines + (operator.problem.default_baseline,))),
+                            profile_feedback=options.profile_feedback,
+                            feedback_by_ncu=operator.problem.ncu_refused is None)
     report = listener(report)
     log = LLMLog(root / "runs" / FILE_NAME)
     inner = make_provider(options.provider, op=computation, model=options.model, base_url=options.base_url,

@@ -97,7 +97,7 @@ def verdict_line(verdict) -> str:
     status = "[green]PASS[/green]" if verdict.passed else "[red]FAIL[/red]"
     counts = verdict.test_counts()
     text = f"{status} {counts.text()}"
-    if counts.overloads == 1 and verdict.summary.total and verdict.problem_kind == "operator":
+    if counts.overloads == 1 and verdict.summary.total and verdict.variants:  # an operator's (a program serves none)
         from bbagent.agent.judging import family_of_overload
         family = family_of_overload(verdict.op)["serves"]
         if len(family) > 1:  # generate's count covers the family: say why this one is smaller

@@ -58,7 +58,7 @@ class KernelVersion:
         file it was posed from while its text is unchanged; a UsageError naming what is missing
         where neither is at hand, or where this is an operator's kernel."""
         program = self.meta.program
-        if self.meta.problem_kind != "program" or program is None:
+        if program is None:
             raise UsageError(f"{self.meta.op} is an operator's kernel, not a program's answer")
         for where in (self.folder / PROBLEM_FILE, Path(program.path)):
             try:
@@ -348,7 +348,7 @@ def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersio
         edit.refused = (f"{current.kernel} was edited since its tests and fails them now on {where} ({s.failed} of "
                         f"{s.total} tests failed: {first}; the Verdict: {current.folder / verdict_file})")
     else:  # installing replaces the folder whole: the Verdict is written after it
-        posed = current.posed_problem() if current.meta.problem_kind == "program" else None
+        posed = current.posed_problem() if current.meta.program is not None else None
         edit.meta = install_edit(root, current.meta, source.decode(), edit_part(current.meta, verdict), by,
                                  problem_text=posed and posed.text)
     write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")

@@ -32,7 +32,7 @@ def export_kernelbench(root: Path, out_dir: Path, include_unreviewed: bool = Fal
     kernels, _ = catalogue(root)
     for entry in kernels:
         meta = entry.current.meta
-        if meta.problem_kind != "program" or meta.program is None:
+        if meta.program is None:  # an operator's kernel: exported as KernelBench answers are not
             continue
         version = entry.served(include_unreviewed)
         why = _why_not(version, entry, include_unreviewed)

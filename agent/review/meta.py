@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from bbagent.agent.run_record import Tokens
 from bbagent.agent.storage import write_json
@@ -173,6 +173,14 @@ class KernelMeta(_Open):
     kernel_sha256: str | None = None
     seed: int | None = None
     versions: Versions = Versions()
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "KernelMeta":
+        """A program's answer names the problem it answers, and only a program's does: code that
+        asks which kind a kernel is reads ``program``."""
+        if (self.program is not None) != (self.problem_kind == "program"):
+            raise ValueError(f"problem_kind {self.problem_kind!r} with{'' if self.program else 'out'} a program")
+        return self
     device: str | None = None
     gpu: str | None = None
     interpreter: bool | None = None

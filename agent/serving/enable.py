@@ -218,7 +218,7 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
     answers, refused = {}, {}
     for entry in catalogue(root)[0]:
         meta = entry.current.meta
-        if meta.problem_kind != "program" or meta.program is None:
+        if meta.program is None:  # an operator's kernel: served below
             continue
         key = meta.op
         try:
@@ -305,7 +305,7 @@ def to_serve(root: Path, include_unreviewed: bool, include_slower: bool,
     chosen, skipped, gated, refused = [], {}, set(), set()
     kernels, wrecks = catalogue(root)
     for entry in kernels:
-        if entry.current.meta.problem_kind == "program":  # a ModelNew serves no overload: bbagent.load_program
+        if entry.current.meta.program is not None:  # a ModelNew serves no overload: bbagent.load_program
             continue
         version = entry.served(include_unreviewed)
         unusable = entry.current.unusable

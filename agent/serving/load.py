@@ -68,7 +68,7 @@ def load_program(root: str | Path, problem: str | Path, device: str | None = Non
     except ReviewError as exc:
         raise UsageError(f"{exc}; bbagent generate --problem FILE writes one") from None
     current = entry.current
-    if current.meta.problem_kind != "program" or current.meta.program is None:
+    if current.meta.program is None:
         raise UsageError(f"{key} names an operator's kernel, not a program's answer: use bbagent.load('{key}')")
     if posed is not None and posed.sha256 != current.meta.program.sha256:
         raise UsageError(f"{problem} is not the program the answer in {current.folder} was accepted for (it was "

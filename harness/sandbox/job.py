@@ -7,7 +7,6 @@ back (``from_wire``). Standard library only: both processes import it before tor
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from dataclasses import asdict, dataclass, field
 
 from bbagent.harness.suite.budget import CPU_MAX_NUMEL
@@ -43,10 +42,9 @@ class Job:
 
     @property
     def op(self) -> str:
-        """The name of the overload tested and timed first (a program problem's file name)."""
-        if self.problem.get("kind") == "program":
-            return Path(self.problem["path"]).stem
-        return self.problem["serves"][0]
+        """The problem's one name (``Problem.key``): the overload tested and timed first, or a
+        program's key."""
+        return self.problem["key"]
 
     def to_wire(self, **extra) -> str:
         """As JSON, with ``extra`` fields the receiving side takes off first (the fork server's ``env``)."""

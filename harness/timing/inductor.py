@@ -161,21 +161,31 @@ def _program_baselines(job, send) -> None:
         torch.cuda.empty_cache()
 
 
-def run_baseline_job(job, send) -> int:
-    """Build the op's suite as the candidate's child did (same seed, same inputs), then time each
-    asked-for shape (``job.baseline["shapes"]``: input description and timing mode); for a program,
-    its ``Model`` on its own inputs."""
+def start_baseline_job(send) -> None:
+    """What every baseline child does first: inductor compiles on one thread, the GPU is touched and
+    the child says where it runs."""
     import torch
     from torch._inductor import config
-    from bbagent.harness.problem import OperatorProblem, ProgramProblem
-    from bbagent.harness.suite.build import build_suite
     config.compile_threads = 1
     torch.zeros(1, device="cuda")
     send(ChildEnvironment(device="cuda", interpreter=False, gpu=torch.cuda.get_device_name(), torch=torch.__version__))
-    if job.problem.get("kind") == ProgramProblem.kind:
-        _program_baselines(job, send)
-        send(Done(total_s=0))
-        return 0
+
+
+def program_baselines(job, send) -> int:
+    """``start_baseline_job``, then the program's baselines (``_program_baselines``)."""
+    start_baseline_job(send)
+    _program_baselines(job, send)
+    send(Done(total_s=0))
+    return 0
+
+
+def operator_baselines(job, send) -> int:
+    """Build the op's suite as the candidate's child did (same seed, same inputs), then time each
+    asked-for shape (``job.baseline["shapes"]``: input description and timing mode)."""
+    import torch
+    from bbagent.harness.problem import OperatorProblem
+    from bbagent.harness.suite.build import build_suite
+    start_baseline_job(send)
     op = OperatorProblem.from_wire(job.problem).computation
     suite = build_suite(op, "cuda", job.seed, interpreter=False, cpu_max_numel=job.cpu_max_numel,
                         extra_traces=job.extra_traces, channels_last=job.channels_last)

@@ -183,30 +183,28 @@ def cmd_schema(args, out, err) -> int:
 def cmd_prompt(args, out, err) -> int:
     if args.problem is not None:
         return _program_prompt(args, err)
-    from bbagent.agent.judging import resolve_operator
-    from bbagent.agent.generate.prompting import render_feedback, render_performance_feedback, template_name
+    from bbagent.agent.generate.posed import posed_operator
+    from bbagent.agent.generate.prompting import render_feedback
     options = _generate_options(args, with_defaults=True)
-    operator = resolve_operator(args.op, options["exact_overload"])
-    computation, serves = operator.computation, list(operator.serves)
+    operator = posed_operator(args.op, options["exact_overload"])
+    computation, serves = operator.key, list(operator.serves)
     if args.round_feedback is None:
         from bbagent.agent.generate.start import probe_the_gpu
         from bbagent.agent.reports.console import RoundReporter
         from bbagent.harness.interface import default_device
         probe_the_gpu(args.device or default_device(), RoundReporter(err))  # told on stderr, as generate tells it
         text, template = api.prompt(args.op, exact_overload=options["exact_overload"], device=args.device,
-                                    channels_last=options["channels_last"]), \
-            template_name(computation)
+                                    channels_last=options["channels_last"]), operator.prompt_template
     else:
         verdict = _read_verdict(args.round_feedback)
         if verdict.op not in (args.op, computation, *serves):
             raise UsageError(f"--round-feedback {args.round_feedback} is a Verdict of {verdict.op}, not of {args.op}: "
                              f"pass a verdict.json of a run of {computation}")
         if verdict.passed and verdict.geomean_speedup() is not None:
-            text, template = render_performance_feedback(verdict, target=options["target_speedup"],
-                                                         target_baseline=options["target_baseline"] or (
-                                                             "inductor" if verdict.problem_kind == "program" else "eager"),
-                                                         target_roof=options["target_roof"]), \
-                ("program_performance.j2" if verdict.problem_kind == "program" else "performance.j2")
+            baseline = options["target_baseline"] or operator.problem.default_baseline
+            text = operator.performance_feedback(verdict, target=options["target_speedup"], target_baseline=baseline,
+                                                 target_roof=options["target_roof"])
+            template = operator.performance_template
         else:
             text, template = render_feedback(verdict), "feedback.j2"
     if computation != args.op:

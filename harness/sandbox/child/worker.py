@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 
 from bbagent.harness import events, gpu_pause
 from bbagent.harness.sandbox.child.ahead_groups import AheadGroups
@@ -40,18 +41,28 @@ def main(argv: list[str] | None = None) -> int:
     return run_job_reporting_errors(job, args.result_fd)
 
 
+def _program_tests(job: Job, send) -> int:
+    from bbagent.harness.sandbox.child.program_job import run_program_job
+    return run_program_job(job, send)
+
+
+def _operator_baselines(job: Job, send) -> int:
+    from bbagent.harness.timing.inductor import operator_baselines
+    return operator_baselines(job, send)
+
+
+def _program_baselines(job: Job, send) -> int:
+    from bbagent.harness.timing.inductor import program_baselines
+    return program_baselines(job, send)
+
+
 def run_job_reporting_errors(job: Job, result_fd: int) -> int:
     """``run_job``; an exception out of the harness itself (not the candidate, whose exceptions
     the runner catches) becomes a ``worker_error`` with its traceback, never a verdict on the kernel."""
     send = events.Channel(result_fd).send
     try:
-        if job.baseline is not None:
-            from bbagent.harness.timing.inductor import run_baseline_job
-            return run_baseline_job(job, send)
-        if job.problem.get("kind") == "program":
-            from bbagent.harness.sandbox.child.program_job import run_program_job
-            return run_program_job(job, send)
-        return run_job(job, send)
+        tests, baselines = JOBS_BY_KIND[job.problem["kind"]]
+        return (tests if job.baseline is None else baselines)(job, send)
     except Exception:  # noqa: BLE001 - a harness failure becomes a worker_error with its traceback
         import traceback
         text = traceback.format_exc()
@@ -357,6 +368,14 @@ def _build_suites(job: Job, problem, interpreter: bool) -> list[tuple[str, objec
             suite.skipped = [{**skip, "id": prefix + skip["id"]} for skip in suite.skipped]
         suites.append((name, target, suite))
     return suites
+
+
+# per problem kind (harness.problem.KINDS): what its child runs for a candidate's tests, and for a
+# baseline (a Job with ``baseline`` set). Each is imported when its job comes: the child starts light.
+JOBS_BY_KIND: dict[str, tuple[Callable[[Job, Callable], int], Callable[[Job, Callable], int]]] = {
+    "operator": (run_job, _operator_baselines),
+    "program": (_program_tests, _program_baselines),
+}
 
 
 if __name__ == "__main__":
