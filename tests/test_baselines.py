@@ -176,7 +176,7 @@ def test_a_programs_speed_feedback_aims_at_torch_compile_and_lists_each_sides_ke
     """A program has one timed input: eager, torch.compile and the answer side by side, how far
     torch.compile's code is ahead, and the GPU kernels of each per call (the answer's and eager's
     from its own child's profiler, torch.compile's from the baseline's child)."""
-    from bbagent.agent.generate.prompting import render_performance_feedback
+    from bbagent.agent.generate.program_prompting import render_program_performance_feedback
     from bbagent.harness.verdict import ProfileFiles
     tests = [{**timed_test(0, 1.0), "id": "given", "input": "get_inputs(): float32[4096, 393216]"}]
     compiled = [{"name": "triton_poi_fused_add_mul_relu_0", "us": 500.0, "per_call": 1.0}]
@@ -188,7 +188,7 @@ def test_a_programs_speed_feedback_aims_at_torch_compile_and_lists_each_sides_ke
     eager = [{"name": "void at::native::vectorized_elementwise_kernel<relu>", "us": 900.0, "per_call": 2.0}]
     verdict.performance.profiles = [ProfileFiles.model_validate({"id": "given", "input": tests[0]["input"],
                                                                  "launches": {"kernel": mine, "eager": eager}})]
-    text = render_performance_feedback(verdict, target=None, target_baseline="inductor")
+    text = render_program_performance_feedback(verdict, target=None, target_baseline="inductor")
     assert "Your ModelNew is correct: all 4 tests passed" in text and "`get_inputs(): float32[4096, 393216]`" in text
     assert "| eager PyTorch (`Model`) | 2000.0 | 2x faster |" in text
     assert "| torch.compile (inductor, mode default) | 500.0 | 0.5x (slower) |" in text
@@ -204,15 +204,15 @@ def test_a_programs_speed_feedback_aims_at_torch_compile_and_lists_each_sides_ke
             "torch.compile's code at 100%, eager at 25%. torch.compile is already near the ceiling") in text
     far = verdict.model_copy(deep=True)
     far.performance.tests[0].baselines["inductor"].timing.median_ms = 2.0
-    assert "torch.compile's code at 25%, eager at 25%." in render_performance_feedback(far, target=None)
-    assert "already near the ceiling" not in render_performance_feedback(far, target=None)
+    assert "torch.compile's code at 25%, eager at 25%." in render_program_performance_feedback(far, target=None)
+    assert "already near the ceiling" not in render_program_performance_feedback(far, target=None)
     floorless = verdict.model_copy(deep=True)
     floorless.performance.tests[0].floor_ms = None  # a reference whose FLOPs could not be counted
-    assert "Its floor" not in render_performance_feedback(floorless, target=None)
+    assert "Its floor" not in render_program_performance_feedback(floorless, target=None)
     # without profiles (the kernel lists are feedback only), the timings alone
     verdict.performance.profiles = None
     verdict.performance.tests[0].baselines["inductor"].launches = None
-    assert "GPU kernels per call" not in render_performance_feedback(verdict, target=None)
+    assert "GPU kernels per call" not in render_program_performance_feedback(verdict, target=None)
 
 
 def test_an_unknown_baseline_is_a_usage_error(tmp_path, capsys):

@@ -227,7 +227,7 @@ def test_a_program_is_timed_against_eager_and_torch_compile_and_a_lazy_answer_fa
     torch.compile beside them in a child of its own, each side's GPU kernels listed by the profiler
     for the feedback; an answer that stops computing after its first calls passes the draws and
     fails the check after timing."""
-    from bbagent.agent.generate.prompting import render_performance_feedback
+    from bbagent.agent.generate.program_prompting import render_program_performance_feedback
     relu = PROBLEMS / "level2" / "1_Gemm_ReLU_BiasAdd.py"
     result = bbagent.bench(problem=relu, kernel=ANSWERS / "gemm_relu_bias_right.py", root=tmp_path, device="cuda",
                            seed=3, baseline="eager,inductor", target_ms=20, profile=True)
@@ -243,7 +243,7 @@ def test_a_program_is_timed_against_eager_and_torch_compile_and_a_lazy_answer_fa
     assert profiled.launches["kernel"] and profiled.launches["eager"] and profiled.files, profiled
     assert any("gemm" in k.name.lower() or "relu" in k.name.lower() for k in profiled.launches["kernel"]), profiled
     assert timed.flops >= 2 * 32 * 64 * 48 and timed.floor_ms > 0 and 0 < timed.roof_fraction < 1.5, timed
-    text = render_performance_feedback(result.verdict, target=None, target_baseline="inductor")
+    text = render_program_performance_feedback(result.verdict, target=None, target_baseline="inductor")
     assert "GPU kernels per call" in text and "- torch.compile:" in text and "- your ModelNew:" in text, text
     assert "Its floor on this GPU is" in text, text
     lazy = bbagent.bench(problem=PROBLEMS / "level1" / "1_ReLU.py", kernel=ANSWERS / "relu_lazy.py", root=tmp_path,
