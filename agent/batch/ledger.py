@@ -204,6 +204,13 @@ class Ledger:
             self._write("UPDATE ops SET state = 'pending', lease_until = NULL, updated_at = ? WHERE op = ?", (now, op))
         return reopened
 
+    def row_of(self, op: str) -> dict:
+        """``op``'s row, which the batch wrote when it began (a KeyError where there is none)."""
+        row = self.row(op)
+        if row is None:
+            raise KeyError(f"the ledger has no row for {op}")
+        return row
+
     def row(self, op: str) -> dict | None:
         with self._connect() as db:
             found = db.execute("SELECT * FROM ops WHERE op = ?", (op,)).fetchone()

@@ -266,7 +266,7 @@ class Batch:
             kind = {"stopped": "budget", "error": "provider"}.get(outcome.status, "kernel")
             why = outcome.why_failed.model_dump() if outcome.why_failed is not None else None
             self.ledger.finish(op, "failed", error_class=kind, error=outcome.message, why_failed=why, **spent)
-        row = self.ledger.row(op)
+        row = self.ledger.row_of(op)
         self.event(OpEnded(op=op, state=row["state"], error_class=row["error_class"], rounds=row["rounds"],
                            run_id=row["run_id"], best_speedup=row["best_speedup"],
                            error=row["error"] if row["state"] != "accepted" else None))
@@ -297,7 +297,7 @@ class Batch:
         doubling while failures follow each other. The operator is failed only after INFRA_RETRIES
         such failures spread over at least ``give_up_s``: a count alone would fail every operator of
         a long outage, as the shared pause lets each one try again after every pause."""
-        row = self.ledger.row(op)
+        row = self.ledger.row_of(op)
         now = time.time()
         failing_for = now - self.infra_since.setdefault(op, now)
         self.failures_in_a_row += 1

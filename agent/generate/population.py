@@ -25,12 +25,12 @@ class Member:
 
     @property
     def gpu(self) -> str | None:
-        return self.verdict.performance.gpu
+        return self.verdict.performance.gpu if self.verdict.performance is not None else None
 
     def times_us(self) -> dict[str, float]:
         """Each timed shape's median time, in microseconds, by its input."""
-        return {t.input: t.candidate.median_ms * 1e3 for t in self.verdict.performance.tests
-                if t.candidate is not None and t.candidate.median_ms}
+        tests = self.verdict.performance.tests if self.verdict.performance is not None else []
+        return {t.input: t.candidate.median_ms * 1e3 for t in tests if t.candidate is not None and t.candidate.median_ms}
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Population:
         return next((m for m in self.members if m.round == round and m.parts == parts), None)
 
     def _prune(self) -> None:
-        by_geomean = sorted(self.members, key=lambda m: m.verdict.geomean_speedup(), reverse=True)
+        by_geomean = sorted(self.members, key=lambda m: m.verdict.geomean_speedup() or 0.0, reverse=True)
         kept = {id(m) for m in by_geomean[:KEPT_BY_GEOMEAN]}
         fastest: dict[tuple, tuple[float, Member]] = {}  # (GPU model, shape): the least time, and whose
         for member in self.members:

@@ -22,9 +22,20 @@ if TYPE_CHECKING:
 
 class Posed(Protocol):
     """A run's problem as the agent takes it."""
-    problem: OperatorProblem | ProgramProblem
-    family: str  # the prompt family (an operator's, or "program")
-    needs_opinfo: bool  # whether its tests come from OpInfo (a program's are its own draws)
+
+    @property
+    def problem(self) -> OperatorProblem | ProgramProblem:
+        ...
+
+    @property
+    def family(self) -> str:
+        """The prompt family (an operator's, or "program")."""
+        ...
+
+    @property
+    def needs_opinfo(self) -> bool:
+        """Whether its tests come from OpInfo (a program's are its own draws)."""
+        ...
 
     @property
     def key(self) -> str:

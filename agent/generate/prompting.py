@@ -188,7 +188,9 @@ def render_performance_feedback(verdict: Verdict, *, previous_best=None, target:
     ends optimisation (``target`` speedup, if any; ``target_roof`` of the roofline, if any). A
     program's is ``agent.generate.program_prompting.render_program_performance_feedback``."""
     perf = verdict.performance
-    shapes = sorted(perf.counted_tests(), key=lambda t: t.speedup)[:slowest]
+    if perf is None:
+        raise ValueError("performance feedback is for a timed Verdict")
+    shapes = sorted(perf.counted_tests(), key=lambda t: t.speedup or 0.0)[:slowest]
     furthest = [t for t in perf.furthest_from_roof(3) if t.roof_fraction is not None]
     return _environment().get_template("performance.j2").render(
         verdict=verdict, perf=perf, slowest=shapes, furthest=furthest, previous_best=previous_best, target=target,

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def require_price(model: str | None) -> None:
     """A cost budget needs the model's price (a run's ``--max-cost-usd`` or a batch's)."""
     from bbagent.agent.providers.prices import price_of, where_prices_go
-    if price_of(model) is None:
+    if model is None or price_of(model) is None:
         raise UsageError(f"--max-cost-usd needs a price for model '{model}': {where_prices_go()}, or drop "
                          "--max-cost-usd")
 
@@ -92,7 +92,7 @@ def run_generate(op: str | Posed, options: GenerateOptions, root: str | Path | N
     return agent.generate()
 
 
-def probe_the_gpu(device: str, report) -> None:
+def probe_the_gpu(device: str | None, report) -> None:
     """Probe the GPU for the first prompt's section on it (``agent.gpu_facts``), telling the listener,
     unless it was probed before (cached) or there is none."""
     from bbagent.agent.gpu_facts import facts_for, probe_failure
@@ -101,5 +101,5 @@ def probe_the_gpu(device: str, report) -> None:
     started = time.monotonic()
     report(ProbingDevice())
     facts = facts_for(device)
-    report(DeviceProbed(gpu=facts.gpu.name if facts else None, seconds=round(time.monotonic() - started, 1),
+    report(DeviceProbed(gpu=facts.gpu.name if facts is not None and facts.gpu is not None else None, seconds=round(time.monotonic() - started, 1),
                         failure=probe_failure(device)))

@@ -106,7 +106,7 @@ def batch_metadata(meta: dict) -> list[tuple[str, str]]:
                                                  if len(sessions) > 1 else "")),
             ("sessions", "; ".join(f"{_when(s.get('started_at'))}: {s.get('ended') or 'running'} "
                                    f"(jobs {s.get('jobs')})" for s in sessions) or "-"),
-            ("evaluated on", {"cpu": "cpu (Triton interpreter)"}.get(key.get("gpu"), key.get("gpu"))
+            ("evaluated on", {"cpu": "cpu (Triton interpreter)"}.get(key.get("gpu") or "", key.get("gpu"))
              or options.get("device") or "-"),
             ("torch / triton", f"{key.get('torch', '-')} / {key.get('triton', '-')}"),
             ("provider / model", f"{options.get('provider', '-')} / {options.get('model') or '-'}"
@@ -126,11 +126,13 @@ def run_metadata(record: RunRecord) -> list[tuple[str, str]]:
     import datetime
     config = record.config.model_dump() if record.config is not None else {}
     env = record.environment or {}
+    took = None
     try:
-        took = (datetime.datetime.fromisoformat(record.finished_at)
-                - datetime.datetime.fromisoformat(record.started_at)).total_seconds()
-    except (TypeError, ValueError):
-        took = None
+        if record.finished_at and record.started_at:
+            took = (datetime.datetime.fromisoformat(record.finished_at)
+                    - datetime.datetime.fromisoformat(record.started_at)).total_seconds()
+    except ValueError:
+        pass
     device = env.get("gpu") or (f"{env.get('device')} (Triton interpreter)" if env.get("interpreter")
                                 else env.get("device"))
     return [("started", _when(record.started_at)), ("running time", _duration(took)),
@@ -351,7 +353,7 @@ def charts(ops: list[dict]) -> dict[str, str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, small
-    found = {}
+    found: dict[str, str] = {}
     if any(o["speedup"] for o in ops):
         found.update(speedups=_svg(_speedups_chart(plt, ops)), fast_p=_svg(_fast_p_chart(plt, ops)))
     with_shapes = [o for o in ops if o["shapes"]][:MAX_SHAPE_LINES]

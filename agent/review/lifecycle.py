@@ -34,8 +34,8 @@ from pathlib import Path
 
 from bbagent.agent.errors import ReviewError
 from bbagent.agent.machine import harness_fingerprint, this_machine
-from bbagent.agent.review.meta import (SCHEMA, SCHEMA_VERSION, STATUSES, EditedFrom, KernelMeta, Replaced, ReviewEntry,
-                                      TestedIn, read_meta, write_meta)
+from bbagent.agent.review.meta import (SCHEMA, SCHEMA_VERSION, STATUSES, EditedFrom, KernelMeta, Replaced, Review,
+                                      ReviewEntry, TestedIn, read_meta, write_meta)
 from bbagent.agent.review.record import kernel_readme, now
 from bbagent.agent.storage import accept_kernel
 
@@ -144,7 +144,8 @@ def record_decision(meta: KernelMeta, status: str, note: str, by: str, kernel_sh
     an approval records the digest of the file that was read (``kernel_sha256``)."""
     if status not in STATUSES:
         raise ReviewError(f"unknown review status '{status}'; one of {', '.join(STATUSES)}")
-    entry = ReviewEntry(status=status, by=by, at=now(), note=note, kernel_sha256=kernel_sha256)
+    entry = ReviewEntry.model_validate({"status": status, "by": by, "at": now(), "note": note,
+                                        "kernel_sha256": kernel_sha256})
     return meta.model_copy(update={"review": meta.review.model_copy(
         update={**entry.model_dump(), "history": [*meta.review.history, entry]})})
 
@@ -227,7 +228,7 @@ def install(root: Path, op: str, kernel_source: str, run_part: dict, problem_tex
     versions = run_part.get("versions") or {}
     meta = KernelMeta(**run_part, schema=SCHEMA, schema_version=SCHEMA_VERSION, version=version, replaced=replaced,
                       tested_in=tested_in(versions.get("torch"), versions.get("triton"), run_part.get("gpu")),
-                      review={**entry.model_dump(), "history": [entry]})
+                      review=Review(**entry.model_dump(), history=[entry]))
     accept_kernel(Path(root), op, kernel_source, meta.as_json(), kernel_readme(meta),
                   {PROBLEM_FILE: problem_text} if problem_text is not None else {})
     return meta

@@ -25,8 +25,8 @@ from bbagent.agent.run_record import Tokens
 from bbagent.agent.storage import write_json
 from bbagent.harness.interface import DeviceYardsticks, PerformanceSummary, Summary, TestCounts, Variant
 
-SCHEMA = "bbagent.kernel-meta"
-SCHEMA_VERSION = 3
+SCHEMA: Literal["bbagent.kernel-meta"] = "bbagent.kernel-meta"
+SCHEMA_VERSION: Literal[3] = 3
 STATUSES = ("needs_review", "approved", "rejected")
 
 
@@ -173,14 +173,6 @@ class KernelMeta(_Open):
     kernel_sha256: str | None = None
     seed: int | None = None
     versions: Versions = Versions()
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> "KernelMeta":
-        """A program's answer names the problem it answers, and only a program's does: code that
-        asks which kind a kernel is reads ``program``."""
-        if (self.program is not None) != (self.problem_kind == "program"):
-            raise ValueError(f"problem_kind {self.problem_kind!r} with{'' if self.program else 'out'} a program")
-        return self
     device: str | None = None
     gpu: str | None = None
     interpreter: bool | None = None
@@ -199,6 +191,14 @@ class KernelMeta(_Open):
     dispatch_predicted_gain: float | None = None
     edited_from: EditedFrom | None = None  # kernel.py edited by hand from an earlier version, then judged
     allow_library: str | None = None  # a program's answer: what it was judged as allowed to leave to torch
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "KernelMeta":
+        """A program's answer names the problem it answers, and only a program's does: code that
+        asks which kind a kernel is reads ``program``."""
+        if (self.program is not None) != (self.problem_kind == "program"):
+            raise ValueError(f"problem_kind {self.problem_kind!r} with{'' if self.program else 'out'} a program")
+        return self
 
     def as_json(self) -> dict:
         """The document as meta.json holds it (what ``--json`` listings print)."""
