@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bbagent.harness.assemble import not_timed_reason
 from bbagent.harness.events import Baseline, ChildEnvironment, Done, Event, Fatal, NcuRange, first, of_kind
-from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.job import CompiledBaseline, Job, NcuProfile
 from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child
 from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
 from bbagent.harness.timing import baselines, ncu
@@ -42,7 +42,7 @@ def time_inductor(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
         child_job = Job(problem=job.problem, seed=job.seed, device=job.device, cpu_max_numel=job.cpu_max_numel,
                         extra_traces=job.extra_traces, channels_last=job.channels_last, kernel="",
                         workdir=str(workdirs.make("baseline")),
-                        baseline={"compile_mode": mode, "target_ms": timing.target_ms, "shapes": shapes})
+                        work=CompiledBaseline(compile_mode=mode, target_ms=timing.target_ms, shapes=shapes))
         events, outcome = run_baseline_child(child_job, base_env, warm, limits)
         measured = [dict(e.record) for e in of_kind(events, Baseline)]
         if first(events, Done) is None:
@@ -54,13 +54,15 @@ def time_inductor(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
 
 
 def run_baseline_child(job: Job, base_env: dict, warm: bool, limits: Limits) -> tuple[list[Event], ChildOutcome]:
-    """The inductor baseline's child for ``job`` (its ``baseline`` says what to time), its working
-    directory removed after it: its events and how it ended."""
+    """The inductor baseline's child for ``job`` (its ``work``, a ``CompiledBaseline``, says what to time), its
+    working directory removed after it: its events and how it ended."""
+    if not isinstance(job.work, CompiledBaseline):
+        raise TypeError(f"a baseline's child runs a CompiledBaseline, not {type(job.work).__name__}")
     workdir = Path(job.workdir)
-    per_shape_s = 180 if job.baseline["compile_mode"] != "default" else 60
+    per_shape_s = 180 if job.work.compile_mode != "default" else 60
     try:
         return run_child(job, child_env(base_env, workdir), base_env, warm,
-                         120 + per_shape_s * len(job.baseline["shapes"]), limits)
+                         120 + per_shape_s * len(job.work.shapes), limits)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -74,9 +76,9 @@ def program_baseline_ahead(op: str, job: Job, timing: TimingOptions, base_env: d
     mode = timing.inductor_mode
     cached = [[row["gpu"], row["input"], row["mode"]] for row in timing.request(op)["reference"]
               if row["mode"] == baselines.cache_mode(mode, "graph")]
-    child_job = replace(job, kernel="", timing=None, save_suite=None,
-                        baseline={"compile_mode": mode, "target_ms": timing.target_ms, "cached": cached,
-                                  "shapes": [{"input": None, "mode": "graph"}]})
+    child_job = replace(job, kernel="", save_suite=None,
+                        work=CompiledBaseline(compile_mode=mode, target_ms=timing.target_ms, cached=cached,
+                                      shapes=[{"input": None, "mode": "graph"}]))
     events, outcome = run_baseline_child(child_job, base_env, warm, limits)
     environment = first(events, ChildEnvironment)
     records = [e.record for e in of_kind(events, Baseline)]
@@ -139,8 +141,8 @@ def collect_ncu(verdict: Verdict, timing: TimingOptions, job: Job, base_env: dic
     kept = None
     try:
         shutil.copy(job.kernel, workdir / "candidate.py")
-        child_job = replace(job, kernel=str(workdir / "candidate.py"), workdir=str(workdir), timing=None,
-                            save_suite=None, ncu={"ids": ids}, network_namespace=False,
+        child_job = replace(job, kernel=str(workdir / "candidate.py"), workdir=str(workdir),
+                            save_suite=None, work=NcuProfile(ids=ids), network_namespace=False,
                             tool_write_dirs=job.tool_write_dirs + ncu.lock_directories())
         with ncu.one_at_a_time():
             events, outcome = run_child(child_job, child_env(base_env, workdir), base_env, False,

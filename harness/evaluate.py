@@ -22,7 +22,7 @@ from bbagent.harness.events import Done, first
 from bbagent.harness.redact import Redactor, configured_secrets
 from bbagent.harness.sandbox.parent.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
 from bbagent.harness.sandbox.parent.gpu_share import ChildGate, GpuShare, Hold
-from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.job import BuildSuite, Job
 from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child, warn_once
 from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
 from bbagent.harness.problem import kind_named
@@ -195,7 +195,7 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
         (workdir / "candidate.py").write_bytes(b"")  # never imported: the child ends once the suite is saved
         shared_env = base_env(request.device, gpu)
         untimed = replace(request, timing=None)  # nothing is timed: the timing cache is not read
-        job = replace(untimed.job(workdir, [_triton_cache(shared_env)], seed=fresh_seed()), build_only=True,
+        job = replace(untimed.job(workdir, [_triton_cache(shared_env)], seed=fresh_seed()), work=BuildSuite(),
                       save_suite=str(workdir / "suite.pt"))
         share = share or _process_share(request, gpu)
         hold = share.enter(share.need_for(key, _first_guess(request)), request.op) if share else None

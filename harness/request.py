@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bbagent.harness.problem import OperatorProblem, ProgramProblem, problem_from_wire, problem_to_test
-from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.job import Job, Tests
 from bbagent.harness.sandbox.parent.watch import Limits
 from bbagent.harness.suite.budget import CPU_MAX_NUMEL
 from bbagent.harness.suite.tiers import EXTRA_AFTER_FAILURE_S
@@ -94,7 +94,7 @@ class EvaluationRequest:
                    hidden=list(self.hidden), tool_write_dirs=tool_write_dirs, namespaces=self.namespaces,
                    fail_fast_s=self.fail_fast_s, profile=self.profile, in_use_calls=self.in_use_calls,
                    allow_library=self.allow_library,
-                   timing=self.timing.request(self.op) if self.timing else None, **self.suite_options())
+                   work=Tests(timing=self.timing.request(self.op) if self.timing else None), **self.suite_options())
 
     def fresh_seed(self) -> int:
         """The request's seed, or a new one where it has none."""

@@ -68,6 +68,34 @@ class Counted:
                 monkeypatch.setattr(module, "resolve_op", counting)
 
 
+def test_each_kind_of_problem_and_of_child_work_is_behind_its_type():
+    """One registry per side names the kinds: a problem's behaviour is read from its class (the
+    baseline its speed is measured against, whether a suite is built ahead, its one name), and a
+    Job's work comes back from the wire as the same typed work."""
+    from bbagent.harness.problem import KINDS, ProgramProblem, kind_named, problem_from_wire
+    from bbagent.harness.sandbox.job import BuildSuite, CompiledBaseline, Job, NcuProfile, Tests
+    assert set(KINDS) == {"operator", "program"}
+    program = ProgramProblem(path="/x/level1/19_ReLU.py", text="...", level=1)
+    assert (program.key, program.name, program.names, program.overloads) == ("kernelbench/level1/19_ReLU", "19_ReLU",
+                                                                             [], {})
+    assert program.cache_key.startswith("kernelbench/level1/19_ReLU@") and program.requested == "/x/level1/19_ReLU.py"
+    assert problem_from_wire(json.loads(json.dumps(program.to_wire()))) == program
+    operator = operator_problem("aten.relu.default")
+    assert operator.key == operator.cache_key == operator.to_wire()["key"] == "aten.relu.default"
+    assert (kind_named("operator").default_baseline, kind_named("program").default_baseline) == ("eager", "inductor")
+    assert kind_named("operator").suite_ahead and not kind_named("program").suite_ahead
+    with pytest.raises(ValueError, match="no problem kind 'region'"):
+        kind_named("region")
+    for work in (Tests(timing={"target_ms": 5.0}), Tests(), BuildSuite(), NcuProfile(ids=["a", "b"]),
+                 CompiledBaseline(compile_mode="default", target_ms=20.0, shapes=[{"input": None, "mode": "graph"}])):
+        job = Job(problem=operator.to_wire(), kernel="k.py", seed=1, device="cpu", workdir="/w", work=work)
+        again = Job.from_wire(job.to_wire())
+        assert again == job and type(again.work) is type(work) and again.op == "aten.relu.default"
+    assert Job(problem=operator.to_wire(), kernel="", seed=1, device="cpu", workdir="",
+               work=Tests(timing={"x": 1})).timing == {"x": 1}
+    assert Job(problem=operator.to_wire(), kernel="", seed=1, device="cpu", workdir="", work=BuildSuite()).timing is None
+
+
 def test_generate_resolves_the_operators_name_once_in_the_parent(tmp_path, monkeypatch, no_keys):
     """From ``bbagent generate --op`` to the accepted kernel (two rounds, two Verdicts), the parent
     resolves the name given once; the overloads it serves come from the schemas. (The shipped

@@ -290,8 +290,8 @@ def test_a_programs_torch_compile_baseline_measured_ahead_goes_to_the_timing_cac
     told = []
 
     def child(job, base_env, warm, limits):
-        told.append(job.baseline)
-        if job.baseline["cached"]:
+        told.append(job.work)
+        if job.work.cached:
             record = {"input": "get_inputs(): float32[32, 64]", "mode": "inductor-default/graph", "cached": True}
         else:
             record = {"input": "get_inputs(): float32[32, 64]", "mode": "inductor-default/graph", "timing": stats,
@@ -301,7 +301,7 @@ def test_a_programs_torch_compile_baseline_measured_ahead_goes_to_the_timing_cac
     monkeypatch.setattr(after_tests, "run_baseline_child", child)
     monkeypatch.setattr(evaluate, "base_env", lambda device, gpu: {"TRITON_CACHE_DIR": str(tmp_path / "triton")})
     assert evaluate.prepare_suite(request) == "built"
-    assert told[0]["shapes"] == [{"input": None, "mode": "graph"}] and told[0]["cached"] == []
+    assert told[0].shapes == [{"input": None, "mode": "graph"}] and told[0].cached == []
     rows = request.timing.cache.reference_rows(request.op, "2.11")
     assert [(r["gpu"], r["input"], r["mode"]) for r in rows] == \
         [("NVIDIA H100 80GB HBM3", "get_inputs(): float32[32, 64]", "inductor-default/graph")]
@@ -309,7 +309,7 @@ def test_a_programs_torch_compile_baseline_measured_ahead_goes_to_the_timing_cac
     import torch
     monkeypatch.setattr(torch, "__version__", "2.11")  # the cache's rows are the parent's torch version's
     assert evaluate.prepare_suite(request) == "cached"
-    assert told[1]["cached"] == [["NVIDIA H100 80GB HBM3", "get_inputs(): float32[32, 64]", "inductor-default/graph"]]
+    assert told[1].cached == [["NVIDIA H100 80GB HBM3", "get_inputs(): float32[32, 64]", "inductor-default/graph"]]
 
 
 @pytest.mark.gpu

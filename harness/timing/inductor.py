@@ -139,13 +139,13 @@ def _program_baselines(job, send) -> None:
 
     def inputs_of(offset: int) -> list:
         return given_inputs(module, job.seed + offset, "cuda")
-    asked = job.baseline
-    cached = [list(row) for row in asked.get("cached", [])]
-    for shape in asked["shapes"]:
+    asked = job.work  # a harness.sandbox.job.CompiledBaseline: the child runs this for no other work
+    cached = [list(row) for row in asked.cached]
+    for shape in asked.shapes:
         found = described(inputs_of(0))
         timed = shape["input"] or found  # None: ahead of any answer (harness.after_tests.program_baseline_ahead)
         send(BaselineStart(input=timed))
-        mode = cache_mode(asked["compile_mode"], shape["mode"])
+        mode = cache_mode(asked.compile_mode, shape["mode"])
         if [torch.cuda.get_device_name(), found, mode] in cached:
             send(Baseline(record={"input": found, "mode": mode, "cached": True}))
             continue
@@ -153,8 +153,8 @@ def _program_baselines(job, send) -> None:
             record = {"error": f"the program's inputs here are {found}, not the timed {timed}"}
         else:
             try:
-                record = time_compiled_program(model, inputs_of, shape["mode"], asked["compile_mode"],
-                                               asked["target_ms"])
+                record = time_compiled_program(model, inputs_of, shape["mode"], asked.compile_mode,
+                                               asked.target_ms)
             except Exception as exc:  # noqa: BLE001 - e.g. the compiled code raised while being timed
                 record = {"error": f"inductor failed while being timed: {exception_line(exc)}"}
         send(Baseline(record={"input": timed, "mode": mode, **record}))
@@ -181,7 +181,7 @@ def program_baselines(job, send) -> int:
 
 def operator_baselines(job, send) -> int:
     """Build the op's suite as the candidate's child did (same seed, same inputs), then time each
-    asked-for shape (``job.baseline["shapes"]``: input description and timing mode)."""
+    asked-for shape (``job.work.shapes``: input description and timing mode)."""
     import torch
     from bbagent.harness.problem import OperatorProblem
     from bbagent.harness.suite.build import build_suite
@@ -190,18 +190,18 @@ def operator_baselines(job, send) -> int:
     suite = build_suite(op, "cuda", job.seed, interpreter=False, cpu_max_numel=job.cpu_max_numel,
                         extra_traces=job.extra_traces, channels_last=job.channels_last)
     by_input = {case.description: case for case in suite.cases if case.trace is not None}
-    asked = job.baseline
-    for shape in asked["shapes"]:
+    asked = job.work  # a harness.sandbox.job.CompiledBaseline: the child runs this for no other work
+    for shape in asked.shapes:
         case = by_input.get(shape["input"])
         send(BaselineStart(input=shape["input"]))
         if case is None:
-            send(Baseline(record={"input": shape["input"], "mode": cache_mode(asked["compile_mode"], shape["mode"]),
+            send(Baseline(record={"input": shape["input"], "mode": cache_mode(asked.compile_mode, shape["mode"]),
                                   "error": "this input is not among the op's trace tests in this child"}))
             continue
         try:
-            send(Baseline(record=time_compiled(op, case, shape["mode"], asked["compile_mode"], asked["target_ms"])))
+            send(Baseline(record=time_compiled(op, case, shape["mode"], asked.compile_mode, asked.target_ms)))
         except Exception as exc:  # noqa: BLE001 - e.g. the compiled code raised while being timed
-            send(Baseline(record={"input": shape["input"], "mode": cache_mode(asked["compile_mode"], shape["mode"]),
+            send(Baseline(record={"input": shape["input"], "mode": cache_mode(asked.compile_mode, shape["mode"]),
                                   "error": f"inductor failed while being timed: {exception_line(exc)}"}))
         torch.cuda.empty_cache()
     send(Done(total_s=0))

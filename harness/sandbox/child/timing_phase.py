@@ -9,7 +9,7 @@ import os
 import time
 
 from bbagent.harness import events
-from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.job import Job, NcuProfile
 
 
 def wait_for_the_gpu_alone(job: Job, send) -> None:
@@ -86,10 +86,10 @@ def _profile_shapes(op, cases, results: list[dict], kernel, request, workdir: st
             send(events.Profile(id=case_id, input=case.description, files=[], error=exception_line(exc, 300)))
 
 
-def profile_under_ncu(op, job: Job, suite, kernel, compile_clock, send) -> None:
-    """No tests: the kernel and eager on the cases ncu asks for, each in a range of its own."""
+def profile_under_ncu(op, job: Job, ncu: NcuProfile, suite, kernel, compile_clock, send) -> None:
+    """No tests: the kernel and eager on the cases ncu asks for (``ncu.ids``), each in a range of its own."""
     if job.device == "cuda":
         compile_clock.real_autotuning()
     from bbagent.harness.timing.ncu import profile_cases
     by_id = {case.id: case for case in suite.cases}
-    profile_cases(op, [by_id[i] for i in job.ncu["ids"] if i in by_id], kernel, send)
+    profile_cases(op, [by_id[i] for i in ncu.ids if i in by_id], kernel, send)

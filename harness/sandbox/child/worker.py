@@ -23,7 +23,7 @@ from collections.abc import Callable
 from bbagent.harness import events, gpu_pause
 from bbagent.harness.sandbox.child.ahead_groups import AheadGroups
 from bbagent.harness.stopwatch import Stopwatch
-from bbagent.harness.sandbox.job import Job
+from bbagent.harness.sandbox.job import BuildSuite, CompiledBaseline, Job, NcuProfile
 from bbagent.harness.sandbox.child.preparation import (contain_and_ready, device_memory_peak, import_candidate, instrument,
                                                       synchronize, watch_calls)
 from bbagent.harness.sandbox.child.timing_phase import profile_under_ncu, timing_phase
@@ -62,7 +62,7 @@ def run_job_reporting_errors(job: Job, result_fd: int) -> int:
     send = events.Channel(result_fd).send
     try:
         tests, baselines = JOBS_BY_KIND[job.problem["kind"]]
-        return (tests if job.baseline is None else baselines)(job, send)
+        return (baselines if isinstance(job.work, CompiledBaseline) else tests)(job, send)
     except Exception:  # noqa: BLE001 - a harness failure becomes a worker_error with its traceback
         import traceback
         text = traceback.format_exc()
@@ -95,7 +95,7 @@ def run_job(job: Job, send) -> int:
                       overloads=[name for name, _, _ in suites], kernel_for=problem.written_for_name,
                       build_s=round(time.perf_counter() - suite_started, 3), reused=reused, saved_sha256=saved))
     phases = {"start": round(suite_started - started, 3), "suite": round(time.perf_counter() - suite_started, 3)}
-    if job.build_only:
+    if isinstance(job.work, BuildSuite):
         send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases,
                          device_memory_peak=device_memory_peak(job.device)))
         return 0
@@ -119,8 +119,8 @@ def run_job(job: Job, send) -> int:
     phases["import"], mark = round(time.perf_counter() - mark, 3), time.perf_counter()
     from bbagent.harness.adapters import serving
     served = {name: watch.wrap(serving(kernel, written_for, target)) for name, target, _ in suites}
-    if job.ncu is not None:
-        profile_under_ncu(op, job, suites[0][2], served[job.op], compile_clock, send)
+    if isinstance(job.work, NcuProfile):
+        profile_under_ncu(op, job, job.work, suites[0][2], served[job.op], compile_clock, send)
     elif _profiled(job.profile, _run_tests, op, job, suites, served, (launches, compile_clock, stopwatch, watch),
                    candidate_file, send) is not None:
         return 0
