@@ -154,6 +154,27 @@ def test_meta_json_follows_its_schema(tree, capsys):
     assert {"schema", "version", "review", "tested_in"} <= set(schema["required"])
 
 
+def test_an_undeclared_field_is_refused_when_written_and_kept_when_read(tree):
+    """Issue 78: a new meta.json is assembled from declared fields only (a misspelt or unplanned
+    field is bbagent's bug, refused before it is written); a field another version of bbagent wrote
+    is read, tolerated, and written back as it was."""
+    with pytest.raises(ValueError, match="meta.json fields not in its schema: speeed"):
+        install(tree, "aten.exp.default", (KERNELS / "exp_fast.py").read_text(),
+                {**run_meta("aten.exp.default", "run-x"), "speeed": 2.0})
+    assert not (tree / "generated_kernels" / "aten.exp.default").exists()
+    before = find(tree, RELU).current.meta
+    with pytest.raises(ValueError, match="performance.roof"):  # refused before the current version moves aside
+        install(tree, RELU, (KERNELS / "relu_triton.py").read_text(),
+                {**run_meta(RELU, "run-x"), "performance": {"reason": "r", "roof": 1}})
+    assert find(tree, RELU).current.meta == before
+    folder = tree / "generated_kernels" / ADD
+    document = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps({**document, "from_a_newer_bbagent": [1, 2]}))
+    meta = read_meta(folder)
+    write_meta(folder, meta)
+    assert json.loads((folder / "meta.json").read_text())["from_a_newer_bbagent"] == [1, 2]
+
+
 def accepted_verdict():
     """A passing, timed Verdict serving relu's family, as the harness hands it to the run."""
     from conftest import make_verdict

@@ -35,7 +35,7 @@ from pathlib import Path
 from bbagent.agent.errors import ReviewError
 from bbagent.agent.machine import harness_fingerprint, this_machine
 from bbagent.agent.review.meta import (SCHEMA, SCHEMA_VERSION, STATUSES, EditedFrom, KernelMeta, Replaced, Review,
-                                      ReviewEntry, TestedIn, read_meta, write_meta)
+                                      ReviewEntry, TestedIn, new_meta, read_meta, write_meta)
 from bbagent.agent.review.record import kernel_readme, now
 from bbagent.agent.storage import accept_kernel
 
@@ -219,16 +219,17 @@ def install(root: Path, op: str, kernel_source: str, run_part: dict, problem_tex
         if current.kernel_sha256 == run_part["kernel_sha256"] and current.run_id != run_part.get("run_id"):
             return current
     incoming = None if run_part.get("edited_from") else run_part.get("run_id")  # an edit never replaces in place
-    version, replaced = archive_current(root, folder, incoming)
     accepted_at = run_part.get("accepted_at") or now()
     edit = run_part.get("edited_from")
     note = (f"accepted by run {run_part.get('run_id')}" if edit is None else
             f"kernel.py of version {edit.version} edited by hand, then judged: its tests passed")
     entry = ReviewEntry(status="needs_review", by="bbagent", at=accepted_at, note=note)
     versions = run_part.get("versions") or {}
-    meta = KernelMeta(**run_part, schema=SCHEMA, schema_version=SCHEMA_VERSION, version=version, replaced=replaced,
-                      tested_in=tested_in(versions.get("torch"), versions.get("triton"), run_part.get("gpu")),
-                      review=Review(**entry.model_dump(), history=[entry]))
+    meta = new_meta(**run_part, schema=SCHEMA, schema_version=SCHEMA_VERSION, version=0, replaced=None,  # checked
+                    tested_in=tested_in(versions.get("torch"), versions.get("triton"), run_part.get("gpu")),
+                    review=Review(**entry.model_dump(), history=[entry]))  # before anything is moved aside
+    version, replaced = archive_current(root, folder, incoming)
+    meta = meta.model_copy(update={"version": version, "replaced": replaced})
     accept_kernel(Path(root), op, kernel_source, meta.as_json(), kernel_readme(meta),
                   {PROBLEM_FILE: problem_text} if problem_text is not None else {})
     return meta

@@ -286,6 +286,27 @@ def read_meta(folder: str | Path) -> KernelMeta:
     return KernelMeta.model_validate(upgraded(document, folder.name))
 
 
+def undeclared(model: BaseModel, where: str = "") -> list[str]:
+    """The fields of ``model``, and of the models inside it, that the schema does not declare: kept
+    as read from a file another version of bbagent wrote (tolerated, and written back as read)."""
+    found = [f"{where}{key}" for key in (model.model_extra or {})]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        items = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
+        found += [path for item in items if isinstance(item, BaseModel) for path in undeclared(item, f"{where}{name}.")]
+    return found
+
+
+def new_meta(**fields) -> KernelMeta:
+    """A new meta.json document. Every field is declared: an undeclared one (a misspelt name, a field
+    not yet in the schema) is bbagent's bug, refused here rather than written."""
+    meta = KernelMeta(**fields)
+    unknown = undeclared(meta)
+    if unknown:
+        raise ValueError(f"meta.json fields not in its schema: {', '.join(unknown)}")
+    return meta
+
+
 def write_meta(folder: str | Path, meta: KernelMeta) -> None:
     write_json(Path(folder) / "meta.json", meta.as_json())
 
