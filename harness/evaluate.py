@@ -24,8 +24,7 @@ from bbagent.harness.sandbox.parent.environment import PROJECT_ROOT, SetupError,
 from bbagent.harness.sandbox.parent.gpu_share import ChildGate, GpuShare, Hold
 from bbagent.harness.sandbox.job import BuildSuite, Job
 from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child, warn_once
-from bbagent.harness.sandbox.parent.watch import ChildOutcome, Limits
-from bbagent.harness.problem import kind_named
+from bbagent.harness.sandbox.parent.watch import ChildOutcome
 from bbagent.harness.request import EvaluationRequest, default_device, fresh_seed
 from bbagent.harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from bbagent.harness.suite.memory_need import expected_need
@@ -122,8 +121,7 @@ class _Child:
         if request.timing:
             if share is not None and verdict.performance is not None:
                 share.go_exclusive(hold)  # the baselines and Nsight Compute measure the GPU too
-            _after_timing(self.op, verdict, request.timing, job, self.shared_env, request.warm, request.limits,
-                          workdir)
+            _after_timing(self.op, verdict, request, request.timing, job, self.shared_env, workdir)
         return verdict
 
 
@@ -260,16 +258,18 @@ def _triton_cache(base_env: dict) -> str:
     return where
 
 
-def _after_timing(op: str, verdict: Verdict, timing: TimingOptions, job: Job, base_env: dict, warm: bool,
-                  limits: Limits, workdir: Path) -> None:
-    """The profiles kept, the baselines and Nsight Compute run beside, the cache brought up to date."""
+def _after_timing(op: str, verdict: Verdict, request: EvaluationRequest, timing: TimingOptions, job: Job,
+                  base_env: dict, workdir: Path) -> None:
+    """The profiles kept, the baselines and Nsight Compute run beside, the cache brought up to date
+    (``timing``: the request's, set)."""
+    warm, limits = request.warm, request.limits
     performance = verdict.performance
     if performance is not None and performance.profiles:  # out of the workdir before it is removed
         keep_profiles(performance.profiles, workdir, timing.profile_dir)
     if "inductor" in timing.baselines and performance is not None:
         time_inductor(op, verdict, timing, job, base_env, warm, limits)
     if timing.ncu and performance is not None and performance.measured:
-        refused = kind_named(job.problem["kind"]).ncu_refused
+        refused = request.problem.ncu_refused
         if refused:
             performance.ncu = NcuReport(measured=False, reason=refused)
         else:
