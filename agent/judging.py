@@ -92,17 +92,17 @@ def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool
                              "to run under the Triton interpreter")
     from bbagent.harness.interface import default_device
     if device == "cpu" or device is None and default_device() == "cpu":
-        broken = interpreter_problem()
+        broken = why_no_interpreter()
         if broken:
             raise UsageError(broken)
-    problem = None if allow_no_opinfo else opinfo_problem()
+    problem = None if allow_no_opinfo else why_no_opinfo()
     if problem:
         raise UsageError(f"PyTorch's OpInfo test database cannot be imported ({problem}), so every OpInfo test "
                          "would be missing. Install it with: pip install expecttest (or pass --allow-no-opinfo "
                          "to test on traces and edge cases alone)")
 
 
-def interpreter_problem(versions: dict[str, str] | None = None) -> str | None:
+def why_no_interpreter(versions: dict[str, str] | None = None) -> str | None:
     """Why Triton's interpreter cannot judge kernels on this stack, or None. Triton 3.6 and earlier
     (3.5.1 and 3.6.0 checked; 3.7.1, 3.8.0 and 3.9.0 work) turn a loop bound into a Python int with
     ``int()`` of a one-element array, which numpy 2.4 and later refuse: every kernel with a ``for``
@@ -130,7 +130,7 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", version)[:2])
 
 
-def opinfo_problem() -> str | None:
+def why_no_opinfo() -> str | None:
     """Why the OpInfo database (torch.testing._internal) cannot be imported, or None. Checked
     without importing it (that costs seconds): its module must exist and expecttest, which it
     imports first, must be importable."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Literal
@@ -27,8 +28,10 @@ RunStatus = Literal["running", "accepted", "failed", "stopped", "error", "interr
 class StoppedBecause(str, Enum):
     """Why a run stopped (run.json's ``stopped_because``; a str, so it is written and compared as
     its value): optimisation reached a target, went ``--patience`` rounds without a better kernel,
-    or had nothing timed to improve; the rounds ran out; the run's budget, a batch's (``halt``),
-    the provider, Ctrl-C or an error ended it. ``RUNNING`` until one of them did."""
+    or had nothing timed to improve; the rounds ran out; the run's budget, a batch's, the provider,
+    the machine that runs evaluations (``INFRASTRUCTURE``), Ctrl-C or a bug (``ERROR``) ended it;
+    or it never started: input it cannot take (``USAGE``), a provider it cannot set up (``SETUP``).
+    ``RUNNING`` until one of them did."""
     RUNNING = "running"
     TARGET_SPEEDUP = "target_speedup"
     TARGET_ROOF = "target_roof"
@@ -39,22 +42,26 @@ class StoppedBecause(str, Enum):
     BATCH_BUDGET = "batch_budget"
     PROVIDER_ERROR = "provider_error"
     INTERRUPTED = "interrupted"
+    INFRASTRUCTURE = "infrastructure"
     ERROR = "error"
+    USAGE = "usage"
+    SETUP = "setup"
 
     def __str__(self) -> str:  # printed as its value, as run.json has it (not "StoppedBecause.PATIENCE")
         return self.value
 
 
-class RunStopped(BaseException):
-    """A run's end, raised where its reason arises (a budget between rounds, a target reached,
-    the rounds run out, a batch that stops its runs) and caught in one place, ``Agent.generate``:
-    why (``because``), the run's message, and its status where the best kernel does not decide it
-    (None: "accepted" with a correct kernel, else "failed"). A BaseException, as KeyboardInterrupt
-    is: no ``except Exception`` on its way (a provider's retries, say) takes it for an error."""
-
-    def __init__(self, because: StoppedBecause, message: str, status: str | None = None, transient: bool = False):
-        super().__init__(message)
-        self.because, self.message, self.status, self.transient = because, message, status, transient
+@dataclass(frozen=True)
+class Halt:
+    """How a run ends, as every ending is said (a target reached, the rounds run out, a budget, a
+    batch stopping its runs, Ctrl-C, the provider, a bug, input it cannot take): why
+    (``because``), the run's message, and its status where the best kernel does not decide it
+    (None: "accepted" with a correct kernel, else "failed"). ``transient``: the cause may pass (a
+    provider outage, a lost GPU), so a batch tries the run again later."""
+    because: StoppedBecause
+    message: str
+    status: RunStatus | None = None
+    transient: bool = False
 
 
 def one_line(text: str | None, width: int = 600) -> str:

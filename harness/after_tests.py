@@ -46,7 +46,7 @@ def time_inductor(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
         events, outcome = run_baseline_child(child_job, base_env, warm, limits)
         measured = [dict(e.record) for e in of_kind(events, Baseline)]
         if first(events, Done) is None:
-            problem = side_child_problem("the inductor baseline's child", events, outcome)
+            problem = side_child_failure("the inductor baseline's child", events, outcome)
     baselines.attach(tests, rows, measured, gpu, mode, missing_error=problem)
     performance.tests = [TimedTest.model_validate(t) for t in tests]
     summary = baselines.summary(tests, performance.summary is not None and performance.summary.correct, mode)
@@ -86,7 +86,7 @@ def program_baseline_ahead(op: str, job: Job, timing: TimingOptions, base_env: d
         return "cached"
     fresh = [r for r in records if r.get("timing") and not r.get("error")]
     if not fresh or environment is None or first(events, Done) is None:
-        why = records[0].get("error") if records else side_child_problem("the inductor baseline's child", events,
+        why = records[0].get("error") if records else side_child_failure("the inductor baseline's child", events,
                                                                           outcome)
         return f"not built ({why})"
     if timing.cache is not None:
@@ -161,7 +161,7 @@ def collect_ncu(verdict: Verdict, timing: TimingOptions, job: Job, base_env: dic
     shapes = ncu.per_shape(of_kind(events, NcuRange), ncu.parse_csv(text))
     said = ncu.errors("\n".join([text, outcome.stdout or "", outcome.stderr or ""]))
     if first(events, Done) is None:
-        notes = [side_child_problem("the ncu child", events, outcome, said)]
+        notes = [side_child_failure("the ncu child", events, outcome, said)]
     else:
         notes = [f"ncu said: {said}"] if said else []
     notes += [ncu.COUNTERS_FIX] if "ERR_NVGPUCTRPERM" in said else []
@@ -172,7 +172,7 @@ def collect_ncu(verdict: Verdict, timing: TimingOptions, job: Job, base_env: dic
         "wall_s": round(time.perf_counter() - started, 2)})
 
 
-def side_child_problem(what: str, events: list[Event], outcome: ChildOutcome, said: str = "") -> str:
+def side_child_failure(what: str, events: list[Event], outcome: ChildOutcome, said: str = "") -> str:
     """Why a child beside the evaluation (the inductor baseline's, ncu's) said nothing to the end."""
     fatal = first(events, Fatal)
     if fatal:  # a harness traceback: its last line says what

@@ -511,7 +511,7 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
     from bbagent.agent.batch.executor import LocalExecutor
     from bbagent.agent.batch.runner import Batch
     from bbagent.agent.errors import InfrastructureError
-    from bbagent.agent.generate.loop import Outcome
+    from bbagent.agent.generate.loop import Outcome, ending_of
     from bbagent.agent.run_record import RunRecord
     lost = "evaluation exited with code 1 before the tests were built"
 
@@ -520,9 +520,12 @@ def test_a_lost_gpu_is_taken_out_and_its_failures_are_not_charged_to_the_operato
                                message=lost if gpu == 1 else "", passed=gpu != 1)
     executor = LocalExecutor("cuda", gpus=[0, 1], evaluate=evaluate)
 
-    def generate(op, hear):
+    def generate(op, hear):  # as a run does: the evaluator's InfrastructureError ends it in error, transient
         hear(run_started(op, tmp_path / op))
-        executor.evaluate(SimpleNamespace(op=op), tmp_path / "kernel.py")
+        try:
+            executor.evaluate(SimpleNamespace(op=op), tmp_path / "kernel.py")
+        except InfrastructureError as exc:
+            return Outcome.not_started(op, ending_of(exc))
         return Outcome(RunRecord(op=op, status="accepted", rounds_used=1), run_dir=tmp_path / op)
     batch_dir = tmp_path / "batch"
     batch_dir.mkdir()
@@ -648,11 +651,13 @@ def test_a_simulated_device_memory_goes_with_the_ray_executor_and_must_be_positi
 def test_an_operator_is_failed_for_infrastructure_only_after_retries_spread_over_the_give_up_time(tmp_path, give_up_s):
     from bbagent.agent.batch.runner import INFRA_RETRIES, Batch
     from bbagent.agent.errors import InfrastructureError
+    from bbagent.agent.generate.loop import Outcome, ending_of
     tries = []
 
-    def generate(op, hear):
+    def generate(op, hear):  # every run ends in error, for the machine that runs evaluations
         tries.append(time.time())
-        raise InfrastructureError("gpu-0: evaluation exited with code 1 before the tests were built")
+        lost = InfrastructureError("gpu-0: evaluation exited with code 1 before the tests were built")
+        return Outcome.not_started(op, ending_of(lost))
     runner = Batch(tmp_path, generate, jobs=1, pause_s=(0.01, 0.01), give_up_s=give_up_s)
     runner.ledger.add(["a"])
     result = runner.run()
@@ -736,7 +741,7 @@ def test_a_model_with_no_price_costs_unknown_everywhere_and_a_user_file_prices_i
     """Issue 47 (point 7): a model missing from the shipped prices showed $0.0000 in summary.md,
     status, the live panel and runs. Now it reads unknown; the user's own prices file
     ($BBAGENT_PRICES; nothing in the package edited) prices it; a broken one is refused before any call."""
-    from bbagent import UsageError, batch, runs
+    from bbagent import batch, runs
     from fake_llm import FakeLLMServer
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     monkeypatch.setenv("BBAGENT_PRICES", str(tmp_path / "none-yet.json"))
@@ -761,10 +766,11 @@ def test_a_model_with_no_price_costs_unknown_everywhere_and_a_user_file_prices_i
         assert summary["cost_complete"] is True and summary["cost_usd"] > 0
         (tmp_path / "prices.json").write_text(json.dumps({"my-local-model": "cheap"}))
         asked = len(server.requests)
-        with pytest.raises(UsageError, match="the price of 'my-local-model' must be"):
-            from bbagent import generate
-            generate("aten.relu.default", root=tmp_path / "c", provider="openai", model="my-local-model",
-                     base_url=server.url + "/v1", rounds=1, device="cpu")
+        from bbagent import generate
+        refused = generate("aten.relu.default", root=tmp_path / "c", provider="openai", model="my-local-model",
+                           base_url=server.url + "/v1", rounds=1, device="cpu")
+        assert (refused.status, refused.stopped_because, refused.run_dir) == ("error", "usage", None)
+        assert "the price of 'my-local-model' must be" in refused.message
         assert len(server.requests) == asked
 
 

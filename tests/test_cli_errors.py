@@ -81,7 +81,7 @@ def test_bad_input_gets_its_exit_code_and_the_fix_on_stderr(argv, code, words, t
 
 
 def test_opinfo_missing_is_a_usage_error_unless_allowed(monkeypatch, capsys):
-    monkeypatch.setattr(judging, "opinfo_problem", lambda: "ModuleNotFoundError: No module named 'expecttest'")
+    monkeypatch.setattr(judging, "why_no_opinfo", lambda: "ModuleNotFoundError: No module named 'expecttest'")
     assert main(["eval", "--op", "aten.relu.default", "--kernel", RELU]) == 2
     assert "pip install expecttest" in capsys.readouterr().err
     assert main(["eval", "--op", "aten.relu.default", "--kernel", RELU, "--allow-no-opinfo", "--json"]) == 0
@@ -92,12 +92,12 @@ def test_opinfo_missing_is_a_usage_error_unless_allowed(monkeypatch, capsys):
 def test_an_interpreter_that_cannot_run_loops_is_refused_on_the_cpu(monkeypatch, capsys):
     """Triton 3.6's interpreter with numpy 2.4 fails every loop over a run-time bound (checked with
     triton 3.5.1 and 3.6.0; 3.7.1 to 3.9.0 run it): the user is told the fix, no kernel is judged."""
-    assert judging.interpreter_problem({"triton": "3.6.0", "numpy": "2.5.2"}) is not None
-    assert judging.interpreter_problem({"triton": "3.5.1", "numpy": "2.4.0"}) is not None
+    assert judging.why_no_interpreter({"triton": "3.6.0", "numpy": "2.5.2"}) is not None
+    assert judging.why_no_interpreter({"triton": "3.5.1", "numpy": "2.4.0"}) is not None
     for fine in ({"triton": "3.6.0", "numpy": "2.3.5"}, {"triton": "3.7.1", "numpy": "2.4.6"},
                  {"triton": "3.9.0", "numpy": "2.5.2"}, {"triton": "3.10.0rc1", "numpy": "3.0.0"}):
-        assert judging.interpreter_problem(fine) is None, fine
-    monkeypatch.setattr(judging, "interpreter_problem", lambda: "Triton's interpreter (triton 3.6.0) cannot ...")
+        assert judging.why_no_interpreter(fine) is None, fine
+    monkeypatch.setattr(judging, "why_no_interpreter", lambda: "Triton's interpreter (triton 3.6.0) cannot ...")
     assert main(["eval", "--op", "aten.relu.default", "--kernel", RELU, "--device", "cpu"]) == 2
     assert "Triton's interpreter (triton 3.6.0)" in capsys.readouterr().err
 

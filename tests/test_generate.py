@@ -123,6 +123,28 @@ def test_ctrl_c_marks_the_run_interrupted(tmp_path, monkeypatch):
     assert not list(run_dir.rglob("*.tmp"))
 
 
+def test_every_ending_of_a_run_is_an_outcome_and_the_command_line_says_it(tmp_path, monkeypatch, capsys):
+    """Issue 78, item 4: a run refused before it began and a bug inside a run are Outcomes, not
+    exceptions out of ``bbagent.generate``; the command line turns each into its exit code and one
+    line, and a bug's traceback is kept in the run's directory."""
+    from bbagent import generate
+    from bbagent.agent.providers.replay import ReplayProvider
+    refused = generate("aten.no_such_op.default", provider="replay", root=tmp_path / "a", device="cpu")
+    assert (refused.status, refused.stopped_because, refused.run_dir) == ("error", "usage", None)
+    assert "no_such_op" in refused.message and not (tmp_path / "a" / "runs").exists()
+
+    def bug(self, messages, **kwargs):
+        raise AttributeError("'NoneType' object has no attribute 'text'")
+    monkeypatch.setattr(ReplayProvider, "complete", bug)
+    code = main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--root", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert code == 70 and "a bug in bbagent" in err and "Traceback" not in err
+    run_dir, run = read_run(tmp_path / "b")
+    assert (run["status"], run["stopped_because"]) == ("error", "error")
+    saved, = run_dir.glob("traceback-*.txt")
+    assert saved.name in err and "AttributeError" in saved.read_text()
+
+
 def test_replaying_a_past_run_reproduces_it(tmp_path, capsys):
     assert main(["generate", "--op", "aten.relu.default", "--provider", "replay", "--root", str(tmp_path / "a")]) == 0
     first_run, _ = read_run(tmp_path / "a")
@@ -362,7 +384,9 @@ def test_counts_agree_everywhere_and_say_what_the_cpu_did_not_run(tmp_path, caps
         assert f"{passed}/{total} +{not_run} not run" in capsys.readouterr().out, argv
     assert main(["eval", "--op", "aten.relu.default", "--device", "cpu", "--root", str(tmp_path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert f"{own_total}/{own_total} tests passed" in out and "of aten.relu.default alone; --family tests all 3" in out
+    assert f"{own_total}/{own_total} tests passed" in out and "of aten.relu.default alone; --variants tests all 3" in out
+    assert main(["eval", "--op", "aten.relu.default", "--device", "cpu", "--variants", "--root", str(tmp_path)]) == 0
+    # the flag's earlier name is still taken, hidden from the help (--family names a prompt family elsewhere)
     assert main(["eval", "--op", "aten.relu.default", "--device", "cpu", "--family", "--root", str(tmp_path)]) == 0
     assert f"{total}/{total} tests passed (3 overloads; {own_total}/{own_total}" in " ".join(capsys.readouterr().out.split())
 

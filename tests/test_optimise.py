@@ -74,7 +74,7 @@ class Scripted:
 
 
 def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, target_baseline: str = "eager",
-              listener=None, **options):
+              listener=None, stop=None, **options):
     replay = tmp_path / "answers.json"
     replay.write_text(json.dumps({"model": "scripted", "exchanges": [{"response": a} for a in answers]}))
     events = []
@@ -86,7 +86,7 @@ def run_agent(tmp_path, answers: list[str], rounds: int, target: float | None, t
     agent = Agent(operator=operator, provider=ReplayProvider.from_path(replay),
                   evaluations=Evaluations(request, Scripted()),
                   run=RunDir(tmp_path, "run-1"), root=tmp_path, options=options,
-                  report=listener or events.append)
+                  report=listener or events.append, **({"stop": stop} if stop is not None else {}))
     return agent.generate(), events
 
 
@@ -254,22 +254,52 @@ def test_why_a_run_stopped_reads_as_its_value_in_text_json_and_comparisons():
 
 
 def test_a_run_ends_through_one_door_whoever_stops_it(tmp_path):
-    """Issue 61: a target, the rounds running out and a listener that stops the run (a batch after
-    Ctrl-C) all end it by raising RunStopped, caught in one place: the outcome and run.json agree on
-    why, and a stopped run returns instead of raising."""
+    """Issues 61 and 78: a target, the rounds running out, a batch stopping the run (its stop signal,
+    read by the loop; no listener raises into it), its budget, Ctrl-C and a bug all end the run with
+    an Outcome, returned, never raised: the outcome and run.json agree on why."""
     from bbagent.agent.generate.progress import Asking
-    from bbagent.agent.run_record import RunStopped, StoppedBecause
+    from bbagent.agent.generate.stopping import StopSignal
+    from bbagent.agent.run_record import Halt, StoppedBecause
 
-    def stop_at_round_2(event):
+    signal = StopSignal(cut_message="interrupted: the batch was stopped")
+
+    def ctrl_c_of_the_batch_in_round_2(event):  # the batch sets its event while the model writes round 2's answer
         if isinstance(event, Asking) and event.round == 2:
-            raise RunStopped(StoppedBecause.INTERRUPTED, "interrupted: the batch was stopped", status="interrupted")
+            signal.cut.set()
     outcome, _ = run_agent(tmp_path, [answer("speed 1.1"), answer("speed 1.2")], rounds=3, target=None,
-                           listener=stop_at_round_2)
+                           listener=ctrl_c_of_the_batch_in_round_2, stop=signal)
     run = json.loads((tmp_path / "runs" / "run-1" / "run.json").read_text())
     assert (outcome.status, outcome.stopped_because, outcome.message) == (
         "interrupted", StoppedBecause.INTERRUPTED, "interrupted: the batch was stopped")
     assert (run["status"], run["stopped_because"], run["rounds"][-1]["outcome"]) == (
         "interrupted", "interrupted", "interrupted")
-    (tmp_path / "again").mkdir()
-    ran_out, _ = run_agent(tmp_path / "again", [answer("broken")] * 2, rounds=2, target=None)
+    assert not (tmp_path / "runs" / "run-1" / "round-2" / "verdict.json").exists()  # cut before its evaluation
+
+    def at(name):
+        (tmp_path / name).mkdir()
+        return tmp_path / name
+    ran_out, _ = run_agent(at("again"), [answer("broken")] * 2, rounds=2, target=None)
     assert (ran_out.status, ran_out.stopped_because, ran_out.rounds_used) == ("failed", StoppedBecause.ROUNDS, 2)
+
+    spent = Halt(StoppedBecause.BATCH_BUDGET, "the batch's token budget is spent (9 of --max-tokens 1)")
+    budget, _ = run_agent(at("budget"), [answer("speed 1.1"), answer("speed 1.2")], rounds=3, target=None,
+                          stop=StopSignal(budget=lambda: spent))
+    assert (budget.status, budget.stopped_because, budget.rounds_used) == ("stopped", StoppedBecause.BATCH_BUDGET, 0)
+    assert budget.message.startswith("stopped before round 1: the batch's token budget is spent")
+
+    def ctrl_c(event):
+        if isinstance(event, Asking) and event.round == 2:
+            raise KeyboardInterrupt
+    interrupted, _ = run_agent(at("ctrl-c"), [answer("speed 1.1")] * 2, rounds=3, target=None, listener=ctrl_c)
+    assert (interrupted.status, interrupted.stopped_because) == ("interrupted", StoppedBecause.INTERRUPTED)
+    assert interrupted.best is not None and interrupted.best.round == 1  # what it had accepted stays
+
+    def bug(event):
+        if isinstance(event, Asking) and event.round == 2:
+            raise AttributeError("'NoneType' object has no attribute 'stdout'")
+    crashed, _ = run_agent(at("bug"), [answer("speed 1.1")] * 2, rounds=3, target=None, listener=bug)
+    run = json.loads((crashed.run_dir / "run.json").read_text())
+    assert (crashed.status, crashed.stopped_because, run["status"]) == ("error", StoppedBecause.ERROR, "error")
+    saved, = crashed.run_dir.glob("traceback-*.txt")
+    assert str(saved) in crashed.message and "a bug in bbagent" in crashed.message
+    assert "AttributeError" in saved.read_text() and "Traceback (most recent call last)" in saved.read_text()

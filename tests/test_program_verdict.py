@@ -163,8 +163,8 @@ def test_eval_problem_as_a_user_runs_it(tmp_path):
                         (["--problem", relu], "needs --kernel ANSWER.py"),
                         (["--problem", relu, "--kernel", "nowhere.py"], "answer file not found: nowhere.py"),
                         (["--problem", relu, "--op", "aten.relu.default", "--kernel", "x.py"], "not allowed with"),
-                        (["--problem", relu, "--kernel", str(ANSWERS / "relu_right.py"), "--family"],
-                         "--family applies to an operator's kernel (--op), not to a program's answer")]:
+                        (["--problem", relu, "--kernel", str(ANSWERS / "relu_right.py"), "--variants"],
+                         "--variants applies to an operator's kernel (--op), not to a program's answer")]:
         done = run(*argv)
         assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, (argv, done.stderr)
 

@@ -21,8 +21,9 @@ def test_the_run_budget_names_what_is_spent():
     spent = Spent(input_tokens=900, output_tokens=100, cost_usd=1.5)
     assert spent.over_budget(None, None) is None
     assert spent.over_budget(2.0, 5000) is None
-    assert spent.over_budget(1.5, None) == "the cost budget is spent ($1.5000 of --max-cost-usd 1.5)"
-    assert spent.over_budget(None, 1000) == "the token budget is spent (1000 of --max-tokens 1000)"
+    cost, tokens = spent.over_budget(1.5, None), spent.over_budget(None, 1000)
+    assert (cost.because, cost.message) == ("budget", "the cost budget is spent ($1.5000 of --max-cost-usd 1.5)")
+    assert (tokens.because, tokens.message) == ("budget", "the token budget is spent (1000 of --max-tokens 1000)")
 
 
 def test_a_batch_budget_counts_what_a_running_operator_has_spent_so_far(tmp_path):
@@ -42,6 +43,6 @@ def test_a_batch_budget_counts_what_a_running_operator_has_spent_so_far(tmp_path
     runner = Batch(batch_dir, generate, jobs=1, budgets=Budgets(max_tokens=1000))
     runner.ledger.add(["a"])
     runner.run()
-    assert seen and seen[0] is not None and "token" in seen[0], seen
+    assert seen and seen[0] is not None and seen[0].because == "batch_budget" and "token" in seen[0].message, seen
     row = runner.ledger.row("a")
     assert (row["tokens_input"], row["tokens_output"], row["run_id"]) == (600, 500, "run-a")

@@ -173,7 +173,7 @@ def test_generate_for_an_inplace_overload_asks_for_the_computation_once(tmp_path
 
 
 def test_eval_refuses_a_variant_kernel_for_the_whole_family(capsys):
-    code = main(["eval", "--op", "aten.relu_.default", "--kernel", str(KERNELS / "relu_inplace.py"), "--family",
+    code = main(["eval", "--op", "aten.relu_.default", "--kernel", str(KERNELS / "relu_inplace.py"), "--variants",
                  "--device", "cpu"])
     assert code == 2
     assert "a kernel written for aten.relu_.default cannot serve aten.relu.default" in capsys.readouterr().err

@@ -65,17 +65,18 @@ __version__ = version()
 
 # --- evaluate, bench, prompt, generate -------------------------------------------------------------
 
-def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | None = None, family: bool = False,
+def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | None = None, variants: bool = False,
              root: str | Path | None = None, device: str | None = None, seed: int | None = None,
              timeout_s: float = 300.0, allow_no_opinfo: bool = False, channels_last: bool = False):
     """Test ``kernel`` (default: the accepted kernel serving ``op`` under ``root``) on ``op``'s tests,
-    in a sandboxed child process; ``family`` tests every overload of its family; ``channels_last``
+    in a sandboxed child process; ``variants`` tests every variant of it (its functional, in-place and
+    out= overloads, as generate serves them); ``channels_last``
     runs the 4-d and 5-d trace inputs in that layout too. Returns the Verdict."""
     from bbagent.harness.interface import start_early
     start_early(device if device in ("cuda", "cpu") else None)  # the sandbox's start-up overlaps the checks below
     from bbagent.agent.judging import (Evaluations, check_channels_last, check_evaluation, evaluation_request,
                                           kernel_to_evaluate, problem_of, written_as)
-    problem = problem_of(op, to_test=True, family=family)  # an unknown name is said before anything else
+    problem = problem_of(op, to_test=True, family=variants)  # an unknown name is said before anything else
     check_evaluation(device, timeout_s, allow_no_opinfo)
     channels_last = check_channels_last(op, channels_last)
     where = resolve_root(root)
@@ -164,21 +165,23 @@ def generate(op: str | None = None, options=None, *, problem: str | Path | None 
     """Ask an LLM for a kernel for ``op`` (or, with ``problem``, a ``ModelNew`` for the program in
     that file, KernelBench's format: installed under ``generated_kernels/kernelbench/level<N>/<name>/``)
     and return the Outcome (status accepted, failed, stopped,
-    error or interrupted; ``run_dir``; ``accepted_dir``; ``spent``; ``best``). ``options`` is a
+    error or interrupted; ``stopped_because``; ``message``; ``run_dir``; ``accepted_dir``; ``spent``;
+    ``best``), however the run ended: an operator or file that is no problem, a provider that cannot
+    be set up, Ctrl-C and a bug (its traceback kept in a file the message names) are Outcomes too
+    (``run_dir`` None where the run never started). A call that is malformed in itself (neither or
+    both of ``op`` and ``problem``, options that do not validate) raises UsageError. ``options`` is a
     ``GenerateOptions``, or give its fields as keywords (``provider="replay"``, ``rounds=3``, ...;
     the README lists every one). ``report(event)`` hears the progress, one typed event at a time
     (``agent.generate.progress``: Started, Asking, Retrying, Evaluating, CandidateJudged, RoundDone,
-    NewBest, ...); a ``report(name, data)`` of two arguments gets each event's name and fields. A KeyboardInterrupt propagates after the run directory is
-    recorded as interrupted."""
+    NewBest, ...); a ``report(name, data)`` of two arguments gets each event's name and fields."""
     from bbagent.agent.generate.start import run_generate
     _one_of(op, problem)
     options = _options(options, settings)
     if problem is None:
         return run_generate(op, options, root, report=report)
     from bbagent.agent.judging import refuse_operator_flags
-    from bbagent.agent.generate.posed import posed_program
     refuse_operator_flags({"--exact-overload": options.exact_overload, "--channels-last": options.channels_last})
-    return run_generate(posed_program(problem), options, root, report=report)
+    return run_generate(Path(problem), options, root, report=report)
 
 
 def _one_of(op: str | None, problem) -> None:

@@ -26,22 +26,29 @@ from typing import Callable
 
 from bbagent.agent.batch.executor import node_rows
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
-from bbagent.agent.errors import InfrastructureError, ProviderError, Terminated, UsageError, save_traceback
+from bbagent.agent.errors import Terminated, UsageError, save_traceback
 from bbagent.agent.batch.events import (Activity, BatchEnded, BatchStarted, BudgetSpent, OpEnded, OpInterrupted, OpRetried,
                                         OpStarted, RunProgress)
 from bbagent.agent.generate.progress import Progress, Started, listener
 from bbagent.agent.generate.spending import Spent
+from bbagent.agent.generate.stopping import StopSignal
 from bbagent.agent.money import cost_text
 from bbagent.agent.machine import process_state, this_process
-from bbagent.agent.run_record import RunStopped, StoppedBecause, mark_interrupted
+from bbagent.agent.run_record import Halt, StoppedBecause, mark_interrupted
 from bbagent.harness.interface import PROGRAMS_FOLDER
 
 LEASE_S = 900.0  # renewed every LEASE_S / 3 while the coordinator lives
 INFRA_RETRIES = 8  # infrastructure failures of one operator before it may be marked failed ...
 INFRA_GIVE_UP_S = 600.0  # ... and for how long they must have gone on (an outage is waited out)
 PAUSE_S = (5.0, 300.0)  # the shared pause after an infrastructure failure: first, longest
-TRACEBACKS = "tracebacks"  # runs/<batch>/tracebacks/: an operator's run that raised a bug, whole
+TRACEBACKS = "tracebacks"  # runs/<batch>/tracebacks/: the batch's own code raising a bug around a run, whole
 ACTIVITY_EVERY_S = 2.0  # how often the activity snapshot in the ledger is refreshed
+
+# the ledger's error class of a run that did not end accepted, by why it stopped; "kernel" for the rest
+ERROR_CLASS = {StoppedBecause.BUDGET: "budget", StoppedBecause.BATCH_BUDGET: "budget",
+               StoppedBecause.PROVIDER_ERROR: "provider", StoppedBecause.SETUP: "setup",
+               StoppedBecause.USAGE: "usage", StoppedBecause.INFRASTRUCTURE: "sandbox",
+               StoppedBecause.ERROR: "internal", StoppedBecause.INTERRUPTED: "interrupted"}
 
 
 def new_batch_id() -> str:
@@ -54,7 +61,7 @@ class BatchResult:
     path: Path
     counts: dict
     interrupted: bool = False
-    ended_by: str | None = None  # the budget that stopped new work, if one did
+    ended_by: str | None = None  # the budget that stopped new work (its message), if one did
     nothing_to_do: bool = False  # a resume that found every operator finished (and changed nothing)
 
 
@@ -66,18 +73,21 @@ class Budgets:
     max_tokens: int | None = None
     deadline: float | None = None
 
-    def spent(self, rows: list[dict], in_flight: tuple[int, float] = (0, 0.0)) -> str | None:
-        """Which budget is spent (in words), or None. ``in_flight``: the tokens and dollars the
-        runs still going have spent so far (the ledger has them only once a run ends)."""
+    def spent(self, rows: list[dict], in_flight: tuple[int, float] = (0, 0.0)) -> Halt | None:
+        """The stop of the batch's runs where one of its budgets is spent (its message says which),
+        or None. ``in_flight``: the tokens and dollars the runs still going have spent so far (the
+        ledger has them only once a run ends)."""
         spend = spend_of(rows)
         cost, tokens = spend["cost_usd"] + in_flight[1], spend["input"] + spend["output"] + in_flight[0]
         if self.max_cost_usd is not None and cost >= self.max_cost_usd:
-            return f"the batch's cost budget is spent (${cost:.4f} of --max-cost-usd {self.max_cost_usd:g})"
-        if self.max_tokens is not None and tokens >= self.max_tokens:
-            return f"the batch's token budget is spent ({tokens} of --max-tokens {self.max_tokens})"
-        if self.deadline is not None and time.time() >= self.deadline:
-            return f"the deadline {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.deadline))} has passed"
-        return None
+            why = f"the batch's cost budget is spent (${cost:.4f} of --max-cost-usd {self.max_cost_usd:g})"
+        elif self.max_tokens is not None and tokens >= self.max_tokens:
+            why = f"the batch's token budget is spent ({tokens} of --max-tokens {self.max_tokens})"
+        elif self.deadline is not None and time.time() >= self.deadline:
+            why = f"the deadline {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.deadline))} has passed"
+        else:
+            return None
+        return Halt(StoppedBecause.BATCH_BUDGET, why)
 
 
 class Batch:
@@ -105,7 +115,9 @@ class Batch:
         self.paused_until = 0.0
         self.failures_in_a_row = 0
         self.infra_since: dict[str, float] = {}  # op -> its first infrastructure failure this session
-        self.stop = threading.Event()
+        self.stop = threading.Event()  # set on Ctrl-C or SIGTERM
+        # what each run reads to know the batch stopped it: Ctrl-C at its next step, a spent budget before a round
+        self.stop_signal = StopSignal(cut=self.stop, budget=self.budget_spent)
 
     def event(self, event: Progress) -> None:
         """Log ``event`` in events.jsonl and tell the batch's listener."""
@@ -146,7 +158,7 @@ class Batch:
         except KeyboardInterrupt as exc:
             interrupted = True
             why = "SIGTERM" if isinstance(exc, Terminated) else "Ctrl-C"
-            self.stop.set()  # a worker's next report stops its run (RunStopped; run.json: interrupted)
+            self.stop.set()  # each run stops at its next step (its stop signal; run.json: interrupted)
             stopped = self.ledger.interrupt_running()
             for worker in workers:  # a moment for runs between two steps to record it themselves
                 worker.join(timeout=1.0 / len(workers))
@@ -211,61 +223,55 @@ class Batch:
                     self.executor.finished(op)  # a cluster spreads the next operators by those not finished
 
     def _not_run(self, op: str, exc: Exception) -> None:
-        """An operator whose run raised: how it is asked for (a provider that cannot be used, a usage
-        error: failed, before any call), the sandbox or its GPU failing (infrastructure: retried), or
-        a bug (failed, its traceback kept in the batch's folder and named in the error)."""
-        if isinstance(exc, (ProviderError, UsageError)):
-            kind = "setup" if isinstance(exc, ProviderError) else "usage"
-            self.ledger.finish(op, "failed", error_class=kind, error=str(exc))
-            return self.event(OpEnded(op=op, state="failed", error_class=kind, error=str(exc)))
-        if isinstance(exc, InfrastructureError):
-            return self._infrastructure(op, "sandbox", str(exc), self._spent_so_far(op))
+        """An operator whose run could not be asked for: the batch's own code around the run raised.
+        Input the operator cannot take fails it; anything else is a bug (failed, its traceback kept
+        in the batch's folder and named in the error)."""
+        if isinstance(exc, UsageError):
+            self.ledger.finish(op, "failed", error_class="usage", error=str(exc))
+            return self.event(OpEnded(op=op, state="failed", error_class="usage", error=str(exc)))
         where = save_traceback(self.path / TRACEBACKS, prefix=f"{op.replace('/', '-')}-", header=f"batch {self.path.name}, {op}")
         error = f"{type(exc).__name__}: {exc} (a bug in bbagent; its traceback: {where})"
         self.ledger.finish(op, "failed", error_class="internal", error=error)
         return self.event(OpEnded(op=op, state="failed", error_class="internal", error=error))
 
-    def budget_spent(self) -> str | None:
-        """The batch budget that is spent, counting what the running operators spent so far; the
-        first time, recorded (``ended_by``) and told."""
+    def budget_spent(self) -> Halt | None:
+        """The stop of a spent batch budget, counting what the running operators spent so far, or
+        None; the first time, recorded (``ended_by``) and told."""
         live = [self._spent_so_far(op) for op in list(self.running)]
         in_flight = (sum(sum(s.get("tokens", (0, 0))) for s in live), sum(s.get("cost_usd", 0.0) for s in live))
         spent = self.budgets.spent(self.ledger.rows(), in_flight)
-        if spent and self.ended_by is None:
-            self.ended_by = spent
-            self.ledger.set_meta(ended_by=spent)
-            self.event(BudgetSpent(reason=spent))
+        if spent is not None and self.ended_by is None:
+            self.ended_by = spent.message
+            self.ledger.set_meta(ended_by=spent.message)
+            self.event(BudgetSpent(reason=spent.message))
         return spent
 
     def _run_one(self, op: str) -> None:
         try:
             outcome = self.generate(op, lambda event: self._heard(op, event))
-        except RunStopped:  # raised by _heard after Ctrl-C, before the run started its loop: the coordinator marks the op
-            return
-        except Exception as exc:  # noqa: BLE001 - one operator's failure to run, or bug, must not stop the batch
-            if self.stop.is_set():  # Ctrl-C or SIGTERM: whatever the run raised as it was cut off, it is interrupted
+        except Exception as exc:  # noqa: BLE001 - the batch's own code around a run must not stop the batch
+            if self.stop.is_set():  # Ctrl-C or SIGTERM: whatever was cut off, the coordinator marked it interrupted
                 return
             return self._not_run(op, exc)
         if self.stop.is_set():
             return  # Ctrl-C: the coordinator marked it interrupted
         spent = {**outcome.spent.ledger_fields(), "run_id": outcome.run_id, "rounds": outcome.rounds_used}
-        if outcome.status == "error" and outcome.transient:  # the provider was unreachable: not the op's fault
-            return self._infrastructure(op, "provider", outcome.message, spent)
+        error_class = ERROR_CLASS.get(outcome.stopped_because, "kernel")
+        if outcome.status == "error" and outcome.transient:  # the provider or the GPU failed: not the op's fault
+            return self._infrastructure(op, error_class, outcome.message, spent)
         self.failures_in_a_row = 0
         self.infra_since.pop(op, None)
         if outcome.status == "accepted":
             best = outcome.best
             self.ledger.finish(op, "accepted", best_speedup=best and best.speedup, fast_p=best and best.fast_p,
                                gpu=best and best.gpu, baseline_speedups=best and best.baseline_speedups, **spent)
-        elif outcome.status == "interrupted":
-            self.ledger.finish(op, "interrupted", error_class="interrupted", error=outcome.message, **spent)
-        elif outcome.status == "stopped" and outcome.stopped_because == StoppedBecause.BATCH_BUDGET:
-            # the batch's budget stopped it between rounds: not its failure; a resume runs it again
-            self.ledger.finish(op, "interrupted", error_class="budget", error=outcome.message, **spent)
-        else:  # failed, stopped by a budget, or a provider that cannot answer (a bad model, a spent replay)
-            kind = {"stopped": "budget", "error": "provider"}.get(outcome.status, "kernel")
+        elif outcome.status == "interrupted" or outcome.stopped_because == StoppedBecause.BATCH_BUDGET:
+            # cut short by the user or stopped between rounds by the batch's budget: not its failure, and a resume
+            # runs it again
+            self.ledger.finish(op, "interrupted", error_class=error_class, error=outcome.message, **spent)
+        else:  # failed, stopped by its budget, a provider that cannot answer, input it cannot take, a bug
             why = outcome.why_failed.model_dump() if outcome.why_failed is not None else None
-            self.ledger.finish(op, "failed", error_class=kind, error=outcome.message, why_failed=why, **spent)
+            self.ledger.finish(op, "failed", error_class=error_class, error=outcome.message, why_failed=why, **spent)
         row = self.ledger.row_of(op)
         self.event(OpEnded(op=op, state=row["state"], error_class=row["error_class"], rounds=row["rounds"],
                            run_id=row["run_id"], best_speedup=row["best_speedup"],
@@ -285,9 +291,6 @@ class Batch:
                 **({"run_id": Path(run_dir).name} if run_dir else {})}
 
     def _heard(self, op: str, event: Progress) -> None:
-        if self.stop.is_set():  # Ctrl-C: the run stops at its next step and records itself interrupted
-            raise RunStopped(StoppedBecause.INTERRUPTED, "interrupted: the batch was stopped (Ctrl-C)",
-                             status="interrupted")
         if isinstance(event, Started):
             self.run_dirs[op] = event.run_dir
         self.event(RunProgress(op=op, event=event))

@@ -281,7 +281,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
     """Start a batch of ``choice`` with ``options`` (or, with ``resume``, continue the batch of that
     id with its own; ``given``: the options set for the resume, to be refused where they differ)
     and run it to its end. ``root`` exists and is writable."""
-    from bbagent.agent.generate.start import probe_the_gpu, require_price, run_generate
+    from bbagent.agent.generate.start import InBatch, probe_the_gpu, require_price, run_generate
     from bbagent.agent.providers.limiter import RateLimiter
     budgets = check_plan(plan)
     if plan.retry_failed and resume is None:
@@ -317,9 +317,9 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
             mine = {name: extra[name] for name in dict.fromkeys([op, *posed.serves]) if name in extra}
             layout = posed.channels_last(options.channels_last, quiet=True)
             outcome = run_generate(posed, options.model_copy(update={"channels_last": layout}), root, report=hear,
-                                   executor=evaluations, limiter=runner.limiter, extra_traces=mine or None,
-                                   batch_id=runner.path.name, resumed=resume is not None, halt=runner.budget_spent,
-                                   spent=runner.spending(op))
+                                   batch=InBatch(runner.path.name, evaluations, runner.limiter, runner.stop_signal,
+                                                 runner.spending(op), extra_traces=mine or None,
+                                                 resumed=resume is not None))
             used = select.dataset_inputs_run(outcome.run_dir) if mine else None
             if used is not None:  # which of the user's inputs ran, and why the others did not
                 hear(DatasetInputs(**used))

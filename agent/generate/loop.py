@@ -9,10 +9,14 @@ row did not improve it, when the rounds run out, or at once after the first corr
 nothing could be timed (CPU); run.json's ``stopped_because`` says which. Slower correct kernels
 stay in ``runs/`` only.
 
-The run directory is brought up to date after every step (in a ``finally``), so a crash or
-Ctrl-C leaves a complete record with the status it reached: ``running`` while it works, then
-``accepted``, ``failed`` (every round failed), ``stopped`` (the cost or token budget ran out
-before a kernel was accepted), ``error`` (provider or harness failure) or ``interrupted``.
+Every ending is an ``Outcome``, whatever ended the run: a reason of its own, a budget, a batch
+stopping it (``agent.generate.stopping``: a signal the loop reads, never an exception raised into
+it), Ctrl-C, the provider, the machine that runs evaluations, or a bug (its traceback kept in the
+run directory); none of them is raised out of ``Agent.generate``. The run directory is brought up
+to date after every step, so a crash leaves a complete record with the status it reached:
+``running`` while it works, then ``accepted``, ``failed`` (every round failed), ``stopped`` (a
+budget ran out before a kernel was accepted), ``error`` (provider, machine or bbagent failure) or
+``interrupted``.
 """
 from __future__ import annotations
 
@@ -20,9 +24,8 @@ import platform
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from bbagent.agent.errors import InfrastructureError, ProviderError
+from bbagent.agent.errors import InfrastructureError, ProviderError, UsageError, save_traceback
 from bbagent.agent.judging import Evaluations
 from bbagent.agent.generate.posed import Posed
 from bbagent.agent.generate import dispatch
@@ -37,13 +40,14 @@ from bbagent.agent.generate.profile_feedback import profile_part, profiling_cost
 from bbagent.agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, Listener,
                                      NewBest, ReplacedApproved, RoundDone, SameKernel, ignore)
 from bbagent.agent.generate.spending import Spent
+from bbagent.agent.generate.stopping import StopSignal
 from bbagent.agent.generate.prompting import elide, render_feedback
 from bbagent.agent.machine import this_process
 from bbagent.agent.options import GenerateOptions
 from bbagent.agent.providers import Provider
 from bbagent.agent.review.lifecycle import install
 from bbagent.agent.review.record import now as _now, run_part
-from bbagent.agent.run_record import (CandidateRecord, DispatcherRecord, RoundRecord, RunConfig, RunRecord, RunStopped,
+from bbagent.agent.run_record import (CandidateRecord, DispatcherRecord, Halt, RoundRecord, RunConfig, RunRecord,
                                        StoppedBecause, Usage, WhyFailed)
 from bbagent.agent.storage import RunDir
 from bbagent.harness.interface import Verdict
@@ -52,17 +56,51 @@ HISTORY_ROUNDS = 3          # earlier rounds summarised in each feedback message
 FEEDBACK_CHARS = 16000      # the feedback message is elided head-and-tail beyond this
 BEST_KERNEL_CHARS = 8000
 
+def ending_of(exc: BaseException, traceback_folder: Path | None = None) -> Halt:
+    """How ``exc`` ends a run, called while it is handled: Ctrl-C or SIGTERM (interrupted), input
+    the run cannot take (usage), the provider, the machine that runs evaluations (infrastructure,
+    which may pass), or anything else, a bug in bbagent, whose traceback is kept in a file in
+    ``traceback_folder`` (the run's directory; the temporary folder before there is one)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return Halt(StoppedBecause.INTERRUPTED, f"interrupted by the user ({exc or 'Ctrl-C'})", status="interrupted")
+    if isinstance(exc, UsageError):
+        return Halt(StoppedBecause.USAGE, str(exc), status="error")
+    if isinstance(exc, ProviderError):
+        return Halt(StoppedBecause.PROVIDER_ERROR, str(exc), status="error", transient=exc.transient)
+    if isinstance(exc, InfrastructureError):  # e.g. a lost GPU: not the kernel's failure
+        return Halt(StoppedBecause.INFRASTRUCTURE, f"{type(exc).__name__}: {exc}", status="error", transient=True)
+    where = save_traceback(traceback_folder, prefix="traceback-", header=f"bbagent run, {type(exc).__name__}")
+    return Halt(StoppedBecause.ERROR, f"internal error: {type(exc).__name__}: {exc} (a bug in bbagent; its "
+                                      f"traceback: {where})", status="error")
+
+
+class _Cut(Exception):
+    """The loop's own way out of a round that its stop signal cut short (caught in ``generate``)."""
+
+    def __init__(self, halt: Halt):
+        super().__init__(halt.message)
+        self.halt = halt
+
+
 @dataclass
 class Outcome:
     """How a run ended: a view of its record (run.json; status accepted, failed, stopped, error or
     interrupted, the message, why it stopped, why it failed), with what the record does not keep:
     the spend as counted, the best kernel, and whether an error may pass (a provider outage or rate
-    limit). What ``generate`` returns and a batch reads."""
+    limit, a lost GPU). What ``generate`` returns, however the run ended, and a batch reads.
+    ``run_dir`` is None for a run that never started (``not_started``)."""
     record: RunRecord
-    run_dir: Path
+    run_dir: Path | None
     spent: Spent = field(default_factory=Spent)
     best: BestKernel | None = None
     transient: bool = False
+
+    @classmethod
+    def not_started(cls, op: str, halt: Halt) -> "Outcome":
+        """A run refused before it began (input it cannot take, a provider it cannot set up): no
+        run directory, nothing spent."""
+        return cls(RunRecord(op=op, status=halt.status or "error", stopped_because=halt.because,
+                             message=halt.message, rounds_used=0), None, transient=halt.transient)
 
     @property
     def status(self) -> str:
@@ -90,7 +128,7 @@ class Outcome:
 
     @property
     def run_id(self) -> str:
-        return self.run_dir.name
+        return self.run_dir.name if self.run_dir is not None else ""
 
 
 def rival_part(rival: Rival, best_round: int, shown: int = 6) -> str:
@@ -118,7 +156,7 @@ class Agent:
     root: Path
     options: GenerateOptions = field(default_factory=lambda: GenerateOptions(provider="replay"))
     report: Listener = ignore  # hears each Progress event
-    halt: Callable[[], str | None] | None = None  # a budget beyond the run's own (a batch's), asked between rounds
+    stop: StopSignal = field(default_factory=StopSignal)  # what may stop the run from outside it (a batch)
     spent: Spent = field(default_factory=Spent)  # counted as each answer comes (a batch reads it while the run goes on)
     batch_id: str | None = None  # the batch the run belongs to, named in run.json
 
@@ -159,60 +197,68 @@ class Agent:
         self.record.write(self.run.path)
 
     def generate(self) -> Outcome:
+        """Run the rounds until something ends the run, and return how it ended, whatever that was."""
         outcome = Outcome(self.record, self.run.path, self.spent)
-        self.evaluations.prepare()  # the suite is built while the model writes its first answer
         try:
-            self.messages = [{"role": "user", "content": self.first_prompt()}]
-            for n in range(1, self.rounds + 1):
-                self.check_budgets(n)
-                self.record.rounds_used = n
-                verdict, kernel_source = self.step(n)
-                if verdict is not None and verdict.passed:
-                    self.consider(kernel_source, verdict, n)
-                    self.record.accepted_dir = str(self.root / "generated_kernels" / self.op)
-                if self.options.dispatch:
-                    self.try_dispatcher(n)
-                if self.best is not None:
-                    self.check_targets(n)
-            raise RunStopped(StoppedBecause.ROUNDS, self.summary_of_best() + f"; the {self.rounds} round(s) ran out"
-                             if self.best else self.record_why_failed())
-        except RunStopped as stop:  # the one way a run ends on purpose
-            self.stopped(outcome, stop)
+            self.evaluations.prepare()  # the suite is built while the model writes its first answer
+            halt = self.rounds_until_halted()
+        except _Cut as cut:
+            halt = cut.halt
         except ProviderError as exc:
-            self.stopped(outcome, RunStopped(
-                StoppedBecause.PROVIDER_ERROR, str(exc), status="error", transient=exc.transient) if self.best is None
-                else RunStopped(StoppedBecause.PROVIDER_ERROR,  # the provider only cut optimisation short
-                                f"{self.summary_of_best()}; optimisation stopped by a provider error: {exc}"))
-        except KeyboardInterrupt:
-            self.stopped(outcome, RunStopped(StoppedBecause.INTERRUPTED, "interrupted by the user (Ctrl-C)",
-                                             status="interrupted"))
-            raise
-        except Exception as exc:  # a harness or storage bug: recorded, then shown in full
-            cause = "" if isinstance(exc, InfrastructureError) else "internal error: "  # e.g. a lost GPU
-            self.stopped(outcome, RunStopped(StoppedBecause.ERROR, f"{cause}{type(exc).__name__}: {exc}",
-                                             status="error"))
-            raise
-        finally:
-            self.finish(outcome)
+            halt = ending_of(exc) if self.best is None else Halt(  # the provider only cut optimisation short
+                StoppedBecause.PROVIDER_ERROR, f"{self.summary_of_best()}; optimisation stopped by a provider error: {exc}")
+        except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - Ctrl-C, the machine, a bug: recorded
+            halt = ending_of(exc, self.run.path)
+        self.stopped(outcome, halt)
+        self.finish(outcome)
         return outcome
 
-    def stopped(self, outcome: Outcome, stop: RunStopped) -> None:
-        """How the run ended, from the stop that ended it."""
-        record = self.record
-        record.stopped_because, record.message, outcome.transient = stop.because, stop.message, stop.transient
-        record.status = stop.status or ("accepted" if self.best else "failed")
+    def rounds_until_halted(self) -> Halt:
+        """The rounds, until a target is reached, a budget or the stop signal allows no further
+        round, or they run out: how that ended the run."""
+        self.messages = [{"role": "user", "content": self.first_prompt()}]
+        for n in range(1, self.rounds + 1):
+            halt = self.halt_before_round(n)
+            if halt is not None:
+                return halt
+            self.record.rounds_used = n
+            verdict, kernel_source = self.step(n)
+            if verdict is not None and verdict.passed:
+                self.consider(kernel_source, verdict, n)
+                self.record.accepted_dir = str(self.root / "generated_kernels" / self.op)
+            if self.options.dispatch:
+                self.try_dispatcher(n)
+            halt = self.target_halt(n) if self.best is not None else None
+            if halt is not None:
+                return halt
+        return Halt(StoppedBecause.ROUNDS, self.summary_of_best() + f"; the {self.rounds} round(s) ran out"
+                    if self.best else self.record_why_failed())
 
-    def check_budgets(self, n: int) -> None:
-        """Before round ``n``: ``RunStopped`` where the run's own budget (``over_budget``) or a
-        batch's (``halt``) allows no further round."""
-        over = self.over_budget()
-        halted = None if over else self.halt() if self.halt is not None else None
-        if over or halted:
-            raise RunStopped(StoppedBecause.BATCH_BUDGET if halted else StoppedBecause.BUDGET,
-                             f"stopped before round {n}: {over or halted}" + (
-                                 f"; {self.summary_of_best()}" if self.best else
-                                 "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else "")),
-                             status=None if self.best else "stopped")
+    def stopped(self, outcome: Outcome, halt: Halt) -> None:
+        """How the run ended, from the Halt that ended it."""
+        record = self.record
+        record.stopped_because, record.message, outcome.transient = halt.because, halt.message, halt.transient
+        record.status = halt.status or ("accepted" if self.best else "failed")
+
+    def heed_the_stop_signal(self) -> None:
+        """Mid-round: end the run here where the stop signal says so (a batch stopped by Ctrl-C)."""
+        halt = self.stop.now()
+        if halt is not None:
+            raise _Cut(halt)
+
+    def halt_before_round(self, n: int) -> Halt | None:
+        """Before round ``n``: the stop where the signal, the run's own budget (``over_budget``) or
+        a batch's allows no further round, or None."""
+        cut = self.stop.now()
+        if cut is not None:
+            return cut
+        spent = self.over_budget() or self.stop.budget()
+        if spent is None:
+            return None
+        return Halt(spent.because, f"stopped before round {n}: {spent.message}" + (
+            f"; {self.summary_of_best()}" if self.best else
+            "; no kernel was accepted" + (f" ({self.record_why_failed()})" if n > 1 else "")),
+            status=None if self.best else "stopped")
 
     def finish(self, outcome: Outcome) -> None:
         """Complete the record (best kernel, why it failed, when it ended) and bring run.json up to
@@ -231,10 +277,10 @@ class Agent:
         """Why no kernel passed, in one line (run.json keeps it whole as ``why_failed``)."""
         return why_failed(self.record.rounds).text()
 
-    def over_budget(self) -> str | None:
-        """Why the run's own budget allows no further call, or None. Checked between rounds (with a
-        batch's ``halt``): a round's calls are never cut off half-way, so the run directory stays
-        complete."""
+    def over_budget(self) -> Halt | None:
+        """The stop where the run's own budget allows no further call, or None. Checked between
+        rounds (with a batch's): a round's calls are never cut off half-way, so the run directory
+        stays complete."""
         return self.spent.over_budget(self.options.max_cost_usd, self.options.max_tokens)
 
     def consider(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: DispatchPlan | None = None) -> bool:
@@ -300,8 +346,8 @@ class Agent:
             self.report(DispatcherDone(record))
             self.save()
 
-    def check_targets(self, n: int) -> None:
-        """After round ``n`` (a best kernel exists): ``RunStopped`` where optimisation ends. It ends
+    def target_halt(self, n: int) -> Halt | None:
+        """After round ``n`` (a best kernel exists): the stop where optimisation ends, or None. It ends
         at once where nothing was timed; else when the best reaches ``--target-speedup`` (if given),
         or ``--target-roof`` of the roofline (geomean over its timed shapes), or when ``--patience``
         rounds in a row did not improve it, whichever comes first."""
@@ -311,20 +357,20 @@ class Agent:
             reason = (performance.reason if performance is not None else None) or (
                 "every timed shape took about as long as an empty kernel launch (overhead-dominated), so there is "
                 "no speed to improve" if performance is not None and performance.measured else "it was not timed")
-            raise RunStopped(StoppedBecause.UNTIMED, f"{self.summary_of_best()}; no optimisation rounds: {reason}")
+            return Halt(StoppedBecause.UNTIMED, f"{self.summary_of_best()}; no optimisation rounds: {reason}")
         if self.target_speedup is not None:
             reached = self._reached_target_speedup(best)
             if reached:
-                raise RunStopped(StoppedBecause.TARGET_SPEEDUP, reached)
+                return Halt(StoppedBecause.TARGET_SPEEDUP, reached)
         roof = best.verdict.geomean_roof_fraction()
         if self.target_roof and roof is not None and roof >= self.target_roof:
-            raise RunStopped(StoppedBecause.TARGET_ROOF, f"{self.summary_of_best()}; reached {roof:.0%} of the roofline "
-                                                         f"(geomean over its timed shapes; --target-roof "
-                                                         f"{self.target_roof:g})")
+            return Halt(StoppedBecause.TARGET_ROOF, f"{self.summary_of_best()}; reached {roof:.0%} of the roofline "
+                                                    f"(geomean over its timed shapes; --target-roof {self.target_roof:g})")
         if n - best.round >= self.patience:
             near = f", {roof:.0%} of the roofline" if roof is not None else ""
-            raise RunStopped(StoppedBecause.PATIENCE, f"{self.summary_of_best()}{near}; no round improved it in the "
-                                                      f"last {self.patience} (--patience {self.patience})")
+            return Halt(StoppedBecause.PATIENCE, f"{self.summary_of_best()}{near}; no round improved it in the "
+                                                 f"last {self.patience} (--patience {self.patience})")
+        return None
 
     def _reached_target_speedup(self, best: Best) -> str | None:
         if self.target_baseline != "eager":
@@ -364,6 +410,7 @@ class Agent:
             self.report(Asking(round=n, rounds=self.rounds, candidates=self.candidates))
             tried = []
             for k, answer in enumerate(self.ask(n)):
+                self.heed_the_stop_signal()  # before each evaluation: a batch stopped meanwhile ends the run here
                 where = round_dir if self.candidates == 1 else f"{round_dir}/candidate-{k + 1}"
                 tried.append(self.no_answer(n, k, where, answer) if isinstance(answer, ProviderError)
                              else self.try_candidate(n, k, where, answer))
@@ -381,7 +428,7 @@ class Agent:
             self.messages = [self.messages[0], {"role": "assistant", "content": pick.completion.text},
                              {"role": "user", "content": self.compose(feedback, tried, pick, n)}]
             return pick.verdict, pick.source
-        except (KeyboardInterrupt, RunStopped):  # Ctrl-C, or a batch stopping its runs
+        except (KeyboardInterrupt, _Cut):  # Ctrl-C, or a batch stopping its runs
             self.record.rounds[-1].outcome = "interrupted"
             raise
         except ProviderError as exc:

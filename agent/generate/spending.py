@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bbagent.agent.run_record import Halt, StoppedBecause
+
 
 @dataclass
 class Spent:
@@ -36,12 +38,13 @@ class Spent:
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
-    def over_budget(self, max_cost_usd: float | None, max_tokens: int | None) -> str | None:
-        """Why no further call fits the run's budget (in words), or None."""
+    def over_budget(self, max_cost_usd: float | None, max_tokens: int | None) -> Halt | None:
+        """The stop of a run whose own budget allows no further call (its message says which), or None."""
         if max_cost_usd is not None and self.cost_usd >= max_cost_usd:
-            return f"the cost budget is spent (${self.cost_usd:.4f} of --max-cost-usd {max_cost_usd:g})"
+            return Halt(StoppedBecause.BUDGET,
+                        f"the cost budget is spent (${self.cost_usd:.4f} of --max-cost-usd {max_cost_usd:g})")
         if max_tokens is not None and self.tokens >= max_tokens:
-            return f"the token budget is spent ({self.tokens} of --max-tokens {max_tokens})"
+            return Halt(StoppedBecause.BUDGET, f"the token budget is spent ({self.tokens} of --max-tokens {max_tokens})")
         return None
 
     def run_fields(self) -> dict:

@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from bbagent.agent.errors import UsageError
+from bbagent.agent.errors import ProviderError, UsageError
 from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, this_machine, timing_options
-from bbagent.agent.generate.loop import Agent, Outcome
+from bbagent.agent.generate.loop import Agent, Outcome, ending_of
 from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retrying, Started, listener
 from bbagent.agent.generate.spending import Spent
-from bbagent.agent.generate.posed import Posed, posed_operator
+from bbagent.agent.generate.posed import Posed, posed_operator, posed_program
+from bbagent.agent.generate.stopping import StopSignal
 from bbagent.agent.options import GenerateOptions
+from bbagent.agent.run_record import Halt, StoppedBecause
 from bbagent.agent.storage import RunDir, new_run_id, resolve_root
 
 if TYPE_CHECKING:
+    from bbagent.agent.providers.limiter import RateLimiter
     from bbagent.harness.interface import Evaluator
 
 
@@ -32,24 +36,63 @@ def require_price(model: str | None) -> None:
                          "--max-cost-usd")
 
 
-def run_generate(op: str | Posed, options: GenerateOptions, root: str | Path | None, *,
-                 report: Callable | None = None, executor: Evaluator | None = None,
-                 limiter=None, extra_traces: dict | None = None, batch_id: str | None = None,
-                 resumed: bool = False, halt: Callable[[], str | None] | None = None,
-                 spent: Spent | None = None) -> Outcome:
-    """Ask for a kernel for ``op`` (an operator's name, or a problem resolved already: an operator a
-    batch resolved, or a program, whose answer is a ``ModelNew``) as
+@dataclass
+class InBatch:
+    """What a batch gives each of its runs: its id (named in run.json), where evaluations run, the
+    shared rate limiter, the stop signal the run reads (the batch's Ctrl-C and budget), the spend
+    the run counts into as each answer comes (the batch's view of it so far), the user's dataset
+    inputs for the operator, and whether the batch is resumed (requests it already paid for are
+    answered from the call log). A run alone has the defaults: no batch, this machine, a stop signal
+    nothing sets, its own spend."""
+    batch_id: str | None = None
+    executor: Evaluator = field(default_factory=this_machine)
+    limiter: RateLimiter | None = None
+    stop: StopSignal = field(default_factory=StopSignal)
+    spent: Spent = field(default_factory=Spent)
+    extra_traces: dict | None = None
+    resumed: bool = False
+
+
+def run_generate(op: str | Path | Posed, options: GenerateOptions, root: str | Path | None, *,
+                 report: Callable | None = None, batch: InBatch | None = None) -> Outcome:
+    """Ask for a kernel for ``op`` (an operator's name, a program's file, whose answer is a
+    ``ModelNew``, or a problem posed already, as a batch poses its operators) as
     ``options`` say, under ``root`` (``agent.storage.resolve_root``;
-    created once the checks passed), and return the run's Outcome. ``report(event)`` hears the
+    created once the checks passed), and return the run's Outcome, however it ended: a run refused
+    before it began (input it cannot take, a provider it cannot set up, Ctrl-C) is one too, with no
+    run directory. ``report(event)`` hears the
     progress, one ``agent.generate.progress`` event at a time (a two-argument ``report(name, data)``
-    gets each one's name and fields). A batch's run names its ``batch_id``; in a ``resumed``
-    batch, requests its batch already paid for are answered from the call log; ``halt()``, asked
-    between rounds, says why no further round may start (a batch's spent budget), or None; ``spent``
-    is counted into as each answer comes (a batch's view of the run's spend so far)."""
+    gets each one's name and fields). A run of a ``batch`` takes what the batch gives it."""
+    try:
+        agent = set_up(op, options, root, report, batch)
+    except ProviderError as exc:  # a provider that cannot be used at all (no key, a bad model): nothing started
+        return Outcome.not_started(_name_of(op), Halt(StoppedBecause.SETUP, str(exc), status="error"))
+    except (KeyboardInterrupt, Exception) as exc:  # noqa: BLE001 - bad input, Ctrl-C, a bug: nothing started
+        return Outcome.not_started(_name_of(op), ending_of(exc))
+    return agent.generate()
+
+
+def _name_of(op: str | Path | Posed) -> str:
+    return str(op) if isinstance(op, (str, Path)) else op.key
+
+
+def pose(op: str | Path | Posed, exact_overload: bool) -> Posed:
+    """The problem ``op`` names: an operator by its name, a program by its file."""
+    if isinstance(op, Path):
+        return posed_program(op)
+    return posed_operator(op, exact_overload) if isinstance(op, str) else op
+
+
+def set_up(op: str | Path | Posed, options: GenerateOptions, root: str | Path | None, report: Callable | None,
+           batch: InBatch | None) -> Agent:
+    """The checks this machine needs, the provider behind the call log, the run directory and the
+    evaluator: the loop of ``run_generate``, ready to start. Raises what refuses the run."""
+    batch = batch if batch is not None else InBatch()
+    extra_traces = batch.extra_traces
     from bbagent.agent.providers import RetryPolicy, make_provider
     from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
     from bbagent.agent.providers.logged import LoggedProvider
-    operator = posed_operator(op, options.exact_overload) if isinstance(op, str) else op
+    operator = pose(op, options.exact_overload)
     computation, serves = operator.key, list(operator.serves)
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo or not operator.needs_opinfo)
     channels_last = operator.channels_last(options.channels_last)
@@ -57,7 +100,7 @@ def run_generate(op: str | Posed, options: GenerateOptions, root: str | Path | N
     untimed = evaluation_request(operator.problem, root, device=options.device, seed=options.seed,
                                  timeout_s=options.timeout_s, extra_traces=extra_traces,
                                  allow_library=options.allow_library, facts=operator.facts)
-    operator.refuse_untestable(Evaluations(untimed, executor or this_machine()), extra_traces)
+    operator.refuse_untestable(Evaluations(untimed, batch.executor), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
                             no_cache=options.no_cache, inductor_mode=options.inductor_mode,
                             # the rounds always see the problem's own bar (a program's is torch.compile)
@@ -71,25 +114,24 @@ def run_generate(op: str | Posed, options: GenerateOptions, root: str | Path | N
                           temperature=options.temperature, retry=RetryPolicy(attempts=options.retries), log=log,
                           root=root)
     inner.on_retry = lambda info: report(Retrying(**info))
-    inner.limiter = limiter
+    inner.limiter = batch.limiter
     from bbagent.agent.providers.prices import price_of
     price_of(inner.model)  # a bad prices file of the user's is said now (exit 2), before any call
     if options.max_cost_usd is not None:
         require_price(inner.model)
     run = RunDir(root, new_run_id(computation))
-    reuse = "any" if options.cache else "batch" if resumed else None
-    logged = LoggedProvider(inner, log, run_id=run.path.name, op=computation, reuse=reuse, batch_id=batch_id,
+    reuse = "any" if options.cache else "batch" if batch.resumed else None
+    logged = LoggedProvider(inner, log, run_id=run.path.name, op=computation, reuse=reuse, batch_id=batch.batch_id,
                             params={"max_output_tokens": options.max_output_tokens,
                                     "temperature": options.temperature})
     report(Started(op=operator.requested, computation=computation, serves=serves, provider=logged.name, model=logged.model,
                    rounds=options.rounds, candidates=options.candidates, run_dir=str(run.path)))
     probe_the_gpu(options.device, report)
     request = dataclasses.replace(untimed, timing=timing, channels_last=channels_last)
-    agent = Agent(operator=operator, provider=logged, evaluations=Evaluations(request, executor or this_machine()), run=run, root=root,
-                  options=options.model_copy(update={"channels_last": channels_last,
-                                                     "baseline": ",".join(timing.baselines)}),
-                  report=report, halt=halt, spent=spent if spent is not None else Spent(), batch_id=batch_id)
-    return agent.generate()
+    return Agent(operator=operator, provider=logged, evaluations=Evaluations(request, batch.executor), run=run,
+                 root=root, options=options.model_copy(update={"channels_last": channels_last,
+                                                               "baseline": ",".join(timing.baselines)}),
+                 report=report, stop=batch.stop, spent=batch.spent, batch_id=batch.batch_id)
 
 
 def probe_the_gpu(device: str | None, report) -> None:

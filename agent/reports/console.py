@@ -101,7 +101,7 @@ def verdict_line(verdict) -> str:
         from bbagent.agent.judging import family_of_overload
         family = family_of_overload(verdict.op)["serves"]
         if len(family) > 1:  # generate's count covers the family: say why this one is smaller
-            text += f" (of {verdict.op} alone; --family tests all {len(family)} overloads, as generate does)"
+            text += f" (of {verdict.op} alone; --variants tests all {len(family)} overloads, as generate does)"
     lines = verdict.message.strip().splitlines()
     if verdict.error_kind and len(lines) > 1:  # the whole message follows (print_verdict)
         from bbagent.harness.interface import ERROR_KINDS

@@ -85,7 +85,7 @@ def _pooled(draws: list[Any]) -> tuple[torch.Tensor, ...]:
     return tuple(torch.cat([outputs[k].detach().flatten() for outputs in kept]) for k in range(len(kept[0])))
 
 
-def generator_problem(op, expected: list[Any], actual: list[Any]) -> str | None:
+def generator_misuse(op, expected: list[Any], actual: list[Any]) -> str | None:
     source = "the generator argument" if takes_generator(op) else "the default generator (torch.manual_seed)"
     if same_tensors(expected[0], expected[2]) and not same_tensors(actual[0], actual[2]):
         return (f"not reproducible: seeded twice with the same seed through {source}, the kernel "
@@ -106,7 +106,7 @@ def random_failure(op, args: tuple, kwargs: dict, kernel: Callable, device: str,
     calls = calls_for(values_per_call, device)
     expected = _draws(op, op, device, args, kwargs, calls)
     actual = run_candidate(lambda: _draws(kernel, op, device, args, kwargs, calls))
-    problem = generator_problem(op, expected, actual)
+    problem = generator_misuse(op, expected, actual)
     if problem:
         return {"error_kind": "generator_misuse", "message": f"{problem}; {SEED_RECIPE}"}
     if len(tensors_in(actual[0])) != len(tensors_in(expected[0])):

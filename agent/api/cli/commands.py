@@ -38,14 +38,14 @@ def cmd_eval(args, out, err) -> int:
         if args.kernel is None:
             raise UsageError("eval --problem needs --kernel ANSWER.py, a module defining ModelNew")
         from bbagent.agent.judging import refuse_operator_flags
-        refuse_operator_flags({"--family": args.family, "--kernel-for": args.kernel_for,
+        refuse_operator_flags({"--variants": args.variants, "--kernel-for": args.kernel_for,
                                "--channels-last": args.channels_last, "--allow-no-opinfo": args.allow_no_opinfo})
         with _waiting(err, f"evaluating {args.kernel} on {args.problem}"):
             verdict = api.evaluate_program(args.problem, args.kernel, root=args.root, device=args.device,
                                            seed=args.seed, timeout_s=args.timeout, allow_library=args.allow_library)
         return _print_verdict(args, out, verdict)
     with _waiting(err, f"evaluating {args.kernel or 'the accepted kernel'} on {args.op}"):
-        verdict = api.evaluate(args.op, args.kernel, kernel_for=args.kernel_for, family=args.family, root=args.root,
+        verdict = api.evaluate(args.op, args.kernel, kernel_for=args.kernel_for, variants=args.variants, root=args.root,
                                **_evaluation_options(args))
     code = _print_verdict(args, out, verdict)
     if not verdict.passed and args.kernel and not args.kernel_for:
@@ -498,18 +498,19 @@ def cmd_generate(args, out, err) -> int:
 
     from bbagent.agent.reports.console import round_reporter
     report = round_reporter(err)
-    try:  # a provider that cannot be set up raises ProviderError before any round: exit 3 in main()
-        outcome = api.generate(args.op, problem=args.problem, root=args.root, report=report,
-                               **_generate_options(args))
-    except KeyboardInterrupt:
-        report.stop_waiting()
-        err.print("[yellow]interrupted[/yellow]; the run is recorded as interrupted in its run directory (above)")
+    outcome = api.generate(args.op, problem=args.problem, root=args.root, report=report, **_generate_options(args))
+    report.stop_waiting()
+    message = escape(outcome.message)
+    if outcome.run_dir is None:  # refused before it began: nothing was asked or written
+        err.print(f"[red]error:[/red] {message}" if outcome.status == "error" else message)
+        return _exit_of(outcome)
+    if outcome.status == "interrupted":
+        err.print(f"[yellow]interrupted[/yellow]; the run is recorded as interrupted in {outcome.run_dir}")
         return EXIT_INTERRUPTED
     spent = outcome.spent
     err.print(f"spent: {spent.input_tokens} input + {spent.output_tokens} output tokens, "
               f"{cost_text(spent.cost_usd, spent.cost_complete)}"
               f"; {spent.cached_calls} answer(s) from the call log")
-    message = escape(outcome.message)
     if outcome.status == "accepted":
         out.print(f"[green]accepted[/green] after {outcome.rounds_used} round(s): {outcome.accepted_dir}\n{message}")
         return EXIT_OK
@@ -519,10 +520,19 @@ def cmd_generate(args, out, err) -> int:
         return EXIT_FAIL
     if outcome.status == "error":
         err.print(f"[red]error:[/red] {message}\nrun recorded in {outcome.run_dir}")
-        return EXIT_PROVIDER
+        return _exit_of(outcome)
     out.print(f"[red]not accepted:[/red] {message}; nothing written to generated_kernels/. "
               f"Transcript: {outcome.run_dir}")
     return EXIT_FAIL
+
+
+def _exit_of(outcome) -> int:
+    """The exit code of a run that ended in error or never started, by why: input it cannot take,
+    the provider, Ctrl-C; the rest (a bug, the machine that runs evaluations failing) is internal."""
+    from bbagent.agent.run_record import StoppedBecause  # here: loading the command line loads no pydantic
+    exits = {StoppedBecause.USAGE: EXIT_USAGE, StoppedBecause.SETUP: EXIT_PROVIDER,
+             StoppedBecause.PROVIDER_ERROR: EXIT_PROVIDER, StoppedBecause.INTERRUPTED: EXIT_INTERRUPTED}
+    return exits.get(outcome.stopped_because, EXIT_INTERNAL)
 
 
 def cmd_export(args, out, err) -> int:

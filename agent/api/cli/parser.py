@@ -180,8 +180,10 @@ def _eval_command(sub) -> None:
                     help="with --problem: what the answer may leave to torch (none; gemm: matrix products and "
                          "convolutions, the default; all)")
     _add_kernel_options(ev)
-    ev.add_argument("--family", action="store_true",
-                    help="test every overload of OP's family (functional, in-place, out=) with the one kernel")
+    ev.add_argument("--variants", action="store_true",
+                    help="test every variant of OP (its functional, in-place and out= overloads) with the one kernel")
+    # the flag's earlier name, still taken: --family names a prompt family in ops, batch and review list
+    ev.add_argument("--family", action="store_true", dest="variants", help=argparse.SUPPRESS)
     ev.add_argument("--json", action="store_true", help="print the Verdict as one JSON object")
     _add_root(ev)
     _add_eval_options(ev)
