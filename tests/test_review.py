@@ -11,16 +11,30 @@ from bbagent.cli import main
 from bbagent.agent import machine
 from bbagent.agent.review import lifecycle
 from bbagent.agent.review.catalog import find, flags, listing
-from bbagent.agent.review.lifecycle import install, status_of
-from bbagent.agent.review.meta import KernelMeta, read_meta, upgraded, write_meta
+from bbagent.agent.review.lifecycle import install as install_accepted, status_of
+from bbagent.agent.review.meta import Accepted, KernelMeta, read_meta, upgraded, write_meta
 from conftest import speed_summary
 
 KERNELS = Path(__file__).parent / "kernels"
 RELU, ADD = "aten.relu.default", "aten.add.Tensor"
 
 
+def install(root: Path, op: str, source: str, fields: dict) -> KernelMeta:
+    """Install ``source`` as a run accepts it for ``op``, from meta.json's fields as these tests
+    write them (``run_meta``: the acceptance's, typed as ``Accepted``); ``overload_speedups``, which
+    ``bbagent bench`` measures later, written after it, as bench writes them."""
+    fields = dict(fields)
+    speeds = fields.pop("overload_speedups", None)
+    meta = install_accepted(root, source, Accepted(**{"op": op, **fields}))
+    if speeds:
+        meta = meta.model_copy(update={"overload_speedups": KernelMeta.model_validate(
+            {**meta.as_json(), "overload_speedups": speeds}).overload_speedups})
+        write_meta(root / "generated_kernels" / op, meta)
+    return meta
+
+
 def run_meta(op: str, run_id: str, **extra) -> dict:
-    """What a run records of an accepted kernel (agent.review.record.run_part), with what these tests vary."""
+    """What a run records of an accepted kernel (``agent.review.meta.Accepted``), with what these tests vary."""
     import torch
     import triton
     return {"op": op, "written_for": op, "serves": [op], "provider": "replay", "model": "m", "run_id": run_id,
@@ -158,7 +172,7 @@ def test_an_undeclared_field_is_refused_when_written_and_kept_when_read(tree):
     """Issue 78: a new meta.json is assembled from declared fields only (a misspelt or unplanned
     field is bbagent's bug, refused before it is written); a field another version of bbagent wrote
     is read, tolerated, and written back as it was."""
-    with pytest.raises(ValueError, match="meta.json fields not in its schema: speeed"):
+    with pytest.raises(ValueError, match="speeed\n  Extra inputs are not permitted"):
         install(tree, "aten.exp.default", (KERNELS / "exp_fast.py").read_text(),
                 {**run_meta("aten.exp.default", "run-x"), "speeed": 2.0})
     assert not (tree / "generated_kernels" / "aten.exp.default").exists()
@@ -193,20 +207,24 @@ def accepted_verdict():
 
 
 def test_meta_json_is_one_dump_of_the_verdicts_own_parts(tmp_path):
-    """The run's part of meta.json holds the Verdict's parts themselves (no dict between them and the
-    record), meta.json is one dump of the record, and reading it back validates to an equal record."""
-    from bbagent.agent.review.record import kernel_readme, run_part
+    """Issue 78: meta.json is assembled from typed parts (what the Verdict says, who wrote it) that
+    hold the Verdict's parts themselves (no dict between them and the record), meta.json is one dump
+    of the record, its head says what it is, and reading it back validates to an equal record."""
+    from bbagent.agent.review.record import authored_part, judged_part, kernel_readme
+    from bbagent.agent.run_record import Tokens
     verdict = accepted_verdict()
-    fields = run_part(RELU, verdict, provider="replay", model="m", run_id="run-a", accepted_round=1,
-                      totals={"tokens": {"input": 1, "output": 2}, "cost_usd": 0.0, "cost_complete": True},
-                      rounds=[], target_speedup=1.0, target_baseline="eager")
-    meta = install(tmp_path, RELU, (KERNELS / "relu_triton.py").read_text(), fields)
+    authored = authored_part(provider="replay", model="m", run_id="run-a", accepted_round=1,
+                             tokens=Tokens(input=1, output=2), cost_usd=0.0, cost_complete=True, answers_paid_by=[],
+                             rounds=[], target_speedup=1.0, target_baseline="eager")
+    meta = install_accepted(tmp_path, (KERNELS / "relu_triton.py").read_text(),
+                            Accepted.of(RELU, judged_part(RELU, verdict), authored))
     assert meta.summary is verdict.summary and meta.variants[1] is verdict.variants[1]
     assert meta.performance.summary is verdict.performance.summary
     assert meta.performance.device is verdict.performance.device
     assert meta.tests == verdict.test_counts()
     folder = tmp_path / "generated_kernels" / RELU
     assert json.loads((folder / "meta.json").read_text()) == meta.as_json()
+    assert list(json.loads((folder / "meta.json").read_text()))[:4] == ["schema", "schema_version", "op", "version"]
     assert read_meta(folder) == meta
     assert meta.serves == [RELU, "aten.relu_.default"] and meta.performance.geomean_speedup == 1.25
     readme = kernel_readme(meta)

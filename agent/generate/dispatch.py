@@ -19,6 +19,7 @@ from pathlib import Path
 
 from bbagent.agent.generate.merge import CannotMerge, Part, import_identity, merge
 from bbagent.agent.generate.population import Member
+from bbagent.agent.review.meta import Composed, ComposedPart
 from bbagent.harness.interface import DTYPE_NAMES
 
 MIN_GAIN = 0.03
@@ -186,7 +187,7 @@ def kernel(*args, **kwargs):
 '''
 
 
-def provenance(chosen: DispatchPlan, run_id: str, root: Path) -> dict:
+def provenance(chosen: DispatchPlan, run_id: str, root: Path) -> Composed:
     """meta.json's fields for an accepted dispatcher: each part's own provenance (its round, file
     under the root, digest, speed, the GPU it was timed on) and the rules."""
     parts = []
@@ -196,8 +197,8 @@ def provenance(chosen: DispatchPlan, run_id: str, root: Path) -> dict:
             path = path.resolve().relative_to(Path(root).resolve())
         except ValueError:
             pass
-        parts.append({"round": member.round, "run_id": run_id, "file": str(path),
-                      "kernel_sha256": member.verdict.kernel.sha256, "geomean_speedup": member.verdict.geomean_speedup(),
-                      "gpu": member.gpu})
-    return {"composed_of": parts, "dispatch_rules": [rule.text() for rule in chosen.rules],
-            "dispatch_predicted_gain": round(chosen.predicted_gain, 4)}
+        parts.append(ComposedPart(round=member.round, run_id=run_id, file=str(path),
+                                  kernel_sha256=member.verdict.kernel.sha256,
+                                  geomean_speedup=member.verdict.geomean_speedup(), gpu=member.gpu))
+    return Composed(composed_of=parts, dispatch_rules=[rule.text() for rule in chosen.rules],
+                    dispatch_predicted_gain=round(chosen.predicted_gain, 4))

@@ -46,9 +46,10 @@ from bbagent.agent.machine import this_process
 from bbagent.agent.options import GenerateOptions
 from bbagent.agent.providers import Provider
 from bbagent.agent.review.lifecycle import install
-from bbagent.agent.review.record import now as _now, run_part
+from bbagent.agent.review.meta import Accepted
+from bbagent.agent.review.record import authored_part, judged_part, now as _now
 from bbagent.agent.run_record import (CandidateRecord, DispatcherRecord, Halt, RoundRecord, RunConfig, RunRecord,
-                                       StoppedBecause, Usage, WhyFailed)
+                                       StoppedBecause, Tokens, Usage, WhyFailed)
 from bbagent.agent.storage import RunDir
 from bbagent.harness.interface import Verdict
 
@@ -529,16 +530,16 @@ class Agent:
         return render_feedback(verdict, best=self.best)
 
     def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: DispatchPlan | None = None) -> None:
-        totals = {key: value for key, value in self.spent.run_fields().items() if key != "cached_calls"}
-        fields = run_part(self.op, verdict, provider=self.provider.name, model=self.provider.model,
-                          run_id=self.run.path.name, accepted_round=n, totals=totals, rounds=self.record.rounds,
-                          target_speedup=self.target_speedup, target_baseline=self.target_baseline,
-                          program=self.operator.answers_program)
-        fields.update(self.operator.answer_fields(self.options))
-        if dispatcher is not None:
-            fields.update(dispatch.provenance(dispatcher, self.run.path.name, self.root))
-        meta = install(self.root, self.op, kernel_source, fields,
-                       problem_text=program.text if (program := self.operator.answers_program) else None)
+        spent, program = self.spent, self.operator.answers_program
+        authored = authored_part(provider=self.provider.name, model=self.provider.model, run_id=self.run.path.name,
+                                 accepted_round=n, tokens=Tokens(input=spent.input_tokens, output=spent.output_tokens),
+                                 cost_usd=spent.cost_usd, cost_complete=spent.cost_complete,
+                                 answers_paid_by=sorted(spent.paid_by), rounds=self.record.rounds,
+                                 target_speedup=self.target_speedup, target_baseline=self.target_baseline)
+        composed = dispatch.provenance(dispatcher, self.run.path.name, self.root) if dispatcher is not None else None
+        accepted = Accepted.of(self.op, judged_part(self.op, verdict, program), authored, composed,
+                               allow_library=self.operator.allow_library(self.options))
+        meta = install(self.root, kernel_source, accepted, problem_text=program.text if program else None)
         if meta.run_id != self.run.path.name:  # the same code as the current kernel: kept as it is
             self.report(SameKernel(round=n, version=meta.version, status=meta.review.status, run_id=meta.run_id))
             return

@@ -89,8 +89,9 @@ class Posed(Protocol):
         (``agent.judging.check_channels_last``)."""
         ...
 
-    def answer_fields(self, options: GenerateOptions) -> dict:
-        """What an accepted answer's meta.json records beyond the run's part."""
+    def allow_library(self, options: GenerateOptions) -> str | None:
+        """What an accepted answer was judged as allowed to leave to torch (meta.json records it), or
+        None where the kind has no such policy."""
         ...
 
     def refuse_untestable(self, evaluations: Evaluations, extra_traces: dict | None) -> None:
@@ -151,8 +152,8 @@ class PosedOperator(_Names):
     def channels_last(self, wanted: bool, quiet: bool = False) -> bool:
         return check_channels_last(self.key, wanted, quiet=quiet)
 
-    def answer_fields(self, options: GenerateOptions) -> dict:
-        return {}
+    def allow_library(self, options: GenerateOptions) -> str | None:
+        return None
 
     def refuse_untestable(self, evaluations: Evaluations, extra_traces: dict | None) -> None:
         refuse_untested(self.key, list(self.serves), evaluations, extra_traces)
@@ -193,8 +194,8 @@ class PosedProgram(_Names):
     def channels_last(self, wanted: bool, quiet: bool = False) -> bool:
         return False  # its inputs are the program's own
 
-    def answer_fields(self, options: GenerateOptions) -> dict:
-        return {"allow_library": options.allow_library}
+    def allow_library(self, options: GenerateOptions) -> str | None:
+        return options.allow_library
 
     def refuse_untestable(self, evaluations: Evaluations, extra_traces: dict | None) -> None:
         return None  # its tests are its own draws: never none

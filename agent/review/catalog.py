@@ -14,7 +14,6 @@ from bbagent.agent.families import family_of
 from bbagent.agent.review.lifecycle import (PROBLEM_FILE, SHOWN_STATUSES, changes, install_edit,
                                             not_covered, reviewer, set_status, status_of, unjudged,
                                             version_folders)
-from bbagent.agent.review.record import edit_part
 from bbagent.agent.review.meta import KernelMeta, read_meta
 from bbagent.agent.run_record import read_run
 from bbagent.agent.storage import write_atomic
@@ -349,8 +348,7 @@ def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersio
                         f"{s.total} tests failed: {first}; the Verdict: {current.folder / verdict_file})")
     else:  # installing replaces the folder whole: the Verdict is written after it
         posed = current.posed_problem() if current.meta.program is not None else None
-        edit.meta = install_edit(root, current.meta, source.decode(), edit_part(current.meta, verdict), by,
-                                 problem_text=posed and posed.text)
+        edit.meta = install_edit(root, current.meta, source.decode(), verdict, by, problem_text=posed and posed.text)
     write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
     return edit
 

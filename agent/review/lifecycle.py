@@ -34,10 +34,11 @@ from pathlib import Path
 
 from bbagent.agent.errors import ReviewError
 from bbagent.agent.machine import harness_fingerprint, this_machine
-from bbagent.agent.review.meta import (SCHEMA, SCHEMA_VERSION, STATUSES, EditedFrom, KernelMeta, Replaced, Review,
-                                      ReviewEntry, TestedIn, new_meta, read_meta, write_meta)
-from bbagent.agent.review.record import kernel_readme, now
+from bbagent.agent.review.meta import (SCHEMA, SCHEMA_VERSION, STATUSES, Accepted, EditedFrom, KernelMeta, Replaced,
+                                      Review, ReviewEntry, TestedIn, new_meta, read_meta, write_meta)
+from bbagent.agent.review.record import edit_part, kernel_readme, now
 from bbagent.agent.storage import accept_kernel
+from bbagent.harness.interface import Verdict
 
 SHOWN_STATUSES = STATUSES + ("stale", "modified", "broken")
 VERSIONS_DIR = "versions"
@@ -206,43 +207,39 @@ def judged_source(root: Path, op_dir: Path, meta: KernelMeta) -> bytes | None:
     return None
 
 
-def install(root: Path, op: str, kernel_source: str, run_part: dict, problem_text: str | None = None) -> KernelMeta:
+def install(root: Path, kernel_source: str, accepted: Accepted, problem_text: str | None = None) -> KernelMeta:
     """Install a newly accepted kernel as ``root/generated_kernels/<op>/``, keeping the kernel there
     (unless it is the same run's unreviewed one, or this is an edit of it) in ``versions/``.
-    ``run_part``: meta.json's fields from the run (``agent.review.record.run_part``); ``problem_text``:
-    a program answer's problem as judged, kept beside it (``PROBLEM_FILE``). Returns the new
+    ``accepted``: what its acceptance knows (``agent.review.meta.Accepted``); ``problem_text``: a
+    program answer's problem as judged, kept beside it (``PROBLEM_FILE``). Returns the new
     meta.json; its ``replaced`` says what was moved aside. A kernel identical to the current one
     (same sha256) is no new version: the current one stays as it is, review included, and is returned."""
-    folder = Path(root) / "generated_kernels" / op
-    if (folder / "meta.json").is_file() and run_part.get("kernel_sha256"):
+    folder = Path(root) / "generated_kernels" / accepted.op
+    if (folder / "meta.json").is_file() and accepted.kernel_sha256:
         current = read_meta(folder)
-        if current.kernel_sha256 == run_part["kernel_sha256"] and current.run_id != run_part.get("run_id"):
+        if current.kernel_sha256 == accepted.kernel_sha256 and current.run_id != accepted.run_id:
             return current
-    incoming = None if run_part.get("edited_from") else run_part.get("run_id")  # an edit never replaces in place
-    accepted_at = run_part.get("accepted_at") or now()
-    edit = run_part.get("edited_from")
-    note = (f"accepted by run {run_part.get('run_id')}" if edit is None else
+    edit = accepted.edited_from
+    incoming = None if edit is not None else accepted.run_id  # an edit never replaces in place
+    note = (f"accepted by run {accepted.run_id}" if edit is None else
             f"kernel.py of version {edit.version} edited by hand, then judged: its tests passed")
-    entry = ReviewEntry(status="needs_review", by="bbagent", at=accepted_at, note=note)
-    versions = run_part.get("versions") or {}
-    meta = new_meta(**run_part, schema=SCHEMA, schema_version=SCHEMA_VERSION, version=0, replaced=None,  # checked
-                    tested_in=tested_in(versions.get("torch"), versions.get("triton"), run_part.get("gpu")),
+    entry = ReviewEntry(status="needs_review", by="bbagent", at=accepted.accepted_at or now(), note=note)
+    meta = new_meta(accepted, schema=SCHEMA, schema_version=SCHEMA_VERSION, version=0, replaced=None,  # checked
+                    tested_in=tested_in(accepted.versions.torch, accepted.versions.triton, accepted.gpu),
                     review=Review(**entry.model_dump(), history=[entry]))  # before anything is moved aside
     version, replaced = archive_current(root, folder, incoming)
     meta = meta.model_copy(update={"version": version, "replaced": replaced})
-    accept_kernel(Path(root), op, kernel_source, meta.as_json(), kernel_readme(meta),
+    accept_kernel(Path(root), accepted.op, kernel_source, meta.as_json(), kernel_readme(meta),
                   {PROBLEM_FILE: problem_text} if problem_text is not None else {})
     return meta
 
 
-def install_edit(root: Path, meta: KernelMeta, source: str, judged_part: dict, by: str,
+def install_edit(root: Path, meta: KernelMeta, source: str, verdict: Verdict, by: str,
                  problem_text: str | None = None) -> KernelMeta:
     """``source``, the current kernel.py of ``meta``'s folder edited by hand since its tests judged it
-    and now judged again (``judged_part``: meta.json's fields from that Verdict,
-    ``agent.review.record.edit_part``), installed as a new version that says what it was edited from;
-    the version it was edited from is kept in ``versions/`` with the file its tests judged. Returns
-    the new meta.json (needs_review)."""
+    and now judged again by ``verdict`` (``agent.review.record.edit_part``), installed as a new
+    version that says what it was edited from; the version it was edited from is kept in
+    ``versions/`` with the file its tests judged. Returns the new meta.json (needs_review)."""
     edited_from = EditedFrom(version=meta.version, kernel_sha256=meta.kernel_sha256, run_id=meta.run_id, by=by,
                              at=now())
-    return install(root, meta.op, source, {**judged_part, "edited_from": edited_from,
-                                           "allow_library": meta.allow_library}, problem_text)
+    return install(root, source, edit_part(meta, verdict, edited_from), problem_text)

@@ -144,21 +144,39 @@ class ProgramSource(_Strict):
     sha256: str
 
 
-class KernelMeta(_Open):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    schema_name: Literal["bbagent.kernel-meta"] = Field(alias="schema")
-    schema_version: Literal[3]
-    op: str  # an aten overload; for a program, its key (kernelbench/level1/19_ReLU)
+class Judged(_Strict):
+    """meta.json's part that the Verdict accepting the kernel gives (``agent.review.record.judged_part``):
+    what it answers, the overloads it serves, its tests and speed, and where they ran."""
     problem_kind: Literal["operator", "program"] = "operator"
     program: ProgramSource | None = None  # a program's answer: the problem it answers
     written_for: str
     serves: list[str]
     not_served: list[str] = []
     variants: list[Variant] = []
-    version: int
-    review: Review
-    tested_in: TestedIn
+    tests: TestCounts | None = None  # None: not recorded (a folder older than the record of tests)
+    summary: Summary | None = None
+    kernel_sha256: str | None = None
+    seed: int | None = None
+    versions: Versions = Versions()
+    device: str | None = None
+    gpu: str | None = None
+    interpreter: bool | None = None
+    performance: PerformanceRecord = PerformanceRecord(reason="not recorded")
+    dtypes: list[str] = []
+    tolerance_used_max: float | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> "Judged":
+        """A program's answer names the problem it answers, and only a program's does: code that
+        asks which kind a kernel is reads ``program``."""
+        if (self.program is not None) != (self.problem_kind == "program"):
+            raise ValueError(f"problem_kind {self.problem_kind!r} with{'' if self.program else 'out'} a program")
+        return self
+
+
+class Authored(_Strict):
+    """meta.json's part on who wrote the kernel (``agent.review.record.authored_part``): the provider
+    and model, the run and round, what the run cost, the target it ran for, and what its rounds did."""
     provider: str | None = None
     model: str | None = None
     run_id: str | None = None
@@ -168,41 +186,61 @@ class KernelMeta(_Open):
     cost_usd: float | None = None
     cost_complete: bool = True
     answers_paid_by: list[str] = []  # answers from the call log: the runs whose calls paid for them
-    tests: TestCounts | None = None  # None: not recorded (a folder older than the record of tests)
-    summary: Summary | None = None
-    kernel_sha256: str | None = None
-    seed: int | None = None
-    versions: Versions = Versions()
-    device: str | None = None
-    gpu: str | None = None
-    interpreter: bool | None = None
     accepted_at: str | None = None
-    performance: PerformanceRecord = PerformanceRecord(reason="not recorded")
     target_speedup: float | None = None
     target_baseline: str | None = None
     round_speedups: dict[str, float | None] = {}
-    dtypes: list[str] = []
     earlier_guard_findings: list[EarlierGuardNote] = []
-    tolerance_used_max: float | None = None
-    overload_speedups: dict[str, OverloadSpeed] = {}
-    replaced: Replaced | None = None
-    composed_of: list[ComposedPart] = []  # a dispatcher: its two parts; empty for a kernel a model wrote
+
+
+class Composed(_Strict):
+    """meta.json's part on a dispatcher bbagent composed (``agent.generate.dispatch.provenance``):
+    its two parts and its rules; empty for a kernel a model wrote."""
+    composed_of: list[ComposedPart] = []
     dispatch_rules: list[str] = []
     dispatch_predicted_gain: float | None = None
+
+
+def _fields(part: BaseModel) -> dict:
+    """A part's declared fields, as the typed values it holds (nothing serialised)."""
+    return {name: getattr(part, name) for name in type(part).model_fields}
+
+
+class Accepted(Judged, Authored, Composed):
+    """Everything the acceptance of a kernel knows, assembled from its typed parts (``of``): what
+    ``agent.review.lifecycle.install`` takes, and adds the review lifecycle to. Nothing undeclared."""
+    op: str  # an aten overload; for a program, its key (kernelbench/level1/19_ReLU)
     edited_from: EditedFrom | None = None  # kernel.py edited by hand from an earlier version, then judged
     allow_library: str | None = None  # a program's answer: what it was judged as allowed to leave to torch
 
-    @model_validator(mode="after")
-    def _one_kind(self) -> "KernelMeta":
-        """A program's answer names the problem it answers, and only a program's does: code that
-        asks which kind a kernel is reads ``program``."""
-        if (self.program is not None) != (self.problem_kind == "program"):
-            raise ValueError(f"problem_kind {self.problem_kind!r} with{'' if self.program else 'out'} a program")
-        return self
+    @classmethod
+    def of(cls, op: str, judged: Judged, authored: Authored, composed: Composed | None = None, *,
+           edited_from: EditedFrom | None = None, allow_library: str | None = None) -> "Accepted":
+        return cls(op=op, **_fields(judged), **_fields(authored), **_fields(composed or Composed()),
+                   edited_from=edited_from, allow_library=allow_library)
+
+
+FIRST_KEYS = ("schema", "schema_version", "op", "version", "review", "tested_in")  # meta.json's head, for a reader
+
+
+class KernelMeta(Accepted):
+    """A meta.json document: the acceptance (``Accepted``) with the review lifecycle, and what a
+    later ``bbagent bench`` measured of the other overloads it serves. Fields another version of
+    bbagent wrote are read and kept (``extra="allow"``); a new document refuses them (``new_meta``)."""
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    schema_name: Literal["bbagent.kernel-meta"] = Field(alias="schema")
+    schema_version: Literal[3]
+    version: int
+    review: Review
+    tested_in: TestedIn
+    overload_speedups: dict[str, OverloadSpeed] = {}
+    replaced: Replaced | None = None
 
     def as_json(self) -> dict:
-        """The document as meta.json holds it (what ``--json`` listings print)."""
-        return self.model_dump(mode="json", by_alias=True)
+        """The document as meta.json holds it (what ``--json`` listings print): what it is first."""
+        document = self.model_dump(mode="json", by_alias=True)
+        return {**{key: document[key] for key in FIRST_KEYS if key in document}, **document}
 
     def overload_speeds(self) -> dict[str, float]:
         """Measured geomean speedup over eager per served overload: the kernel's own from its timing,
@@ -297,10 +335,11 @@ def undeclared(model: BaseModel, where: str = "") -> list[str]:
     return found
 
 
-def new_meta(**fields) -> KernelMeta:
-    """A new meta.json document. Every field is declared: an undeclared one (a misspelt name, a field
-    not yet in the schema) is bbagent's bug, refused here rather than written."""
-    meta = KernelMeta(**fields)
+def new_meta(accepted: Accepted, **lifecycle) -> KernelMeta:
+    """A new meta.json document: ``accepted`` with the ``lifecycle`` fields. Every field is declared:
+    an undeclared one (a misspelt name, a field not yet in the schema, in a part or nested in one)
+    is bbagent's bug, refused here rather than written."""
+    meta = KernelMeta(**_fields(accepted), **lifecycle)
     unknown = undeclared(meta)
     if unknown:
         raise ValueError(f"meta.json fields not in its schema: {', '.join(unknown)}")

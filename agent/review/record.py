@@ -1,13 +1,14 @@
-"""What a run records about the kernel it accepts: the run's part of meta.json, taken from the
-Verdict, and the README.md a reviewer reads first (``agent.review.lifecycle.install`` adds the
-review lifecycle and writes both)."""
+"""What a run records about the kernel it accepts: meta.json's typed parts (what the Verdict says
+of the kernel, who wrote it and at what cost), and the README.md a reviewer reads first
+(``agent.review.lifecycle.install`` adds the review lifecycle and writes both)."""
 from __future__ import annotations
 
 import datetime as dt
 
-from bbagent.agent.review.meta import EarlierGuardNote, KernelMeta, PerformanceRecord, ProgramSource, ShapeTiming
+from bbagent.agent.review.meta import (Accepted, Authored, EarlierGuardNote, EditedFrom, Judged, KernelMeta,
+                                       PerformanceRecord, ProgramSource, ShapeTiming, Versions)
 from bbagent.agent.money import cost_text
-from bbagent.agent.run_record import RoundRecord
+from bbagent.agent.run_record import RoundRecord, Tokens
 from bbagent.harness.interface import Variant, Verdict
 
 
@@ -49,45 +50,48 @@ def guard_findings(rounds: list[RoundRecord]) -> list[EarlierGuardNote]:
     return found
 
 
-def run_part(op: str, verdict: Verdict, *, provider: str, model: str, run_id: str, accepted_round: int, totals: dict,
-             rounds: list[RoundRecord], target_speedup: float, target_baseline: str, program=None) -> dict:
-    """meta.json's fields from the run: the kernel's tests, speed, cost and who wrote it.
-    ``totals``: the run's tokens, cost_usd and cost_complete so far; ``rounds``: its round records;
-    ``program``: the ``ProgramProblem`` an answer to a program was accepted for."""
+def judged_part(op: str, verdict: Verdict, program=None) -> Judged:
+    """What the Verdict that accepts a kernel for ``op`` says of it: its tests, speed and where they
+    ran. ``program``: the ``ProgramProblem`` (or the ``ProgramSource`` recorded of it) an answer to
+    a program was accepted for."""
     env = verdict.environment
     source = None if program is None else ProgramSource(path=program.path, name=program.name, level=program.level,
                                                           sha256=program.sha256)
-    return {
-        "op": op, "problem_kind": verdict.problem_kind, "program": source,
-        "written_for": op, "serves": served_overloads(verdict, op),
-        "not_served": [v.op for v in verdict.variants if not v.ok],
-        "variants": verdict.variants, "provider": provider, "model": model,
-        "run_id": run_id, "round": accepted_round, "rounds_used": accepted_round, "tokens": dict(totals["tokens"]),
-        "cost_usd": round(totals["cost_usd"], 6), "cost_complete": totals["cost_complete"],
-        "answers_paid_by": totals.get("answers_paid_by", []),
-        "tests": verdict.test_counts(), "summary": verdict.summary, "kernel_sha256": verdict.kernel.sha256,
-        "seed": verdict.seed,
-        "versions": {"torch": env.torch, "triton": env.triton, "python": env.python, "cuda": env.cuda},
-        "device": env.device, "gpu": env.gpu, "interpreter": env.interpreter, "accepted_at": now(),
-        "performance": performance_record(verdict), "target_speedup": target_speedup,
-        "target_baseline": target_baseline,
-        "round_speedups": {str(r.round): r.speedup for r in rounds if r.outcome == "pass"},
-        "dtypes": sorted({t.dtype for t in verdict.tests if t.passed and t.dtype}),
-        "earlier_guard_findings": guard_findings(rounds),
-        "tolerance_used_max": max((t.tolerance_used for t in verdict.tests if t.tolerance_used is not None),
-                                  default=None),
-    }
+    return Judged(
+        problem_kind=verdict.problem_kind, program=source, written_for=op, serves=served_overloads(verdict, op),
+        not_served=[v.op for v in verdict.variants if not v.ok], variants=verdict.variants,
+        tests=verdict.test_counts(), summary=verdict.summary, kernel_sha256=verdict.kernel.sha256, seed=verdict.seed,
+        versions=Versions(torch=env.torch, triton=env.triton, python=env.python, cuda=env.cuda),
+        device=env.device, gpu=env.gpu, interpreter=env.interpreter, performance=performance_record(verdict),
+        dtypes=sorted({t.dtype for t in verdict.tests if t.passed and t.dtype}),
+        tolerance_used_max=max((t.tolerance_used for t in verdict.tests if t.tolerance_used is not None),
+                               default=None))
 
 
-def edit_part(meta: KernelMeta, verdict: Verdict) -> dict:
-    """meta.json's fields for ``meta``'s kernel.py edited by hand and judged by ``verdict``: the
-    Verdict's tests, speed and environment (``run_part``); who wrote the kernel it was edited from,
-    in which run, and what that cost."""
-    totals = {"tokens": meta.tokens.model_dump(), "cost_usd": meta.cost_usd or 0.0,
-              "cost_complete": meta.cost_complete, "answers_paid_by": meta.answers_paid_by}
-    return run_part(meta.op, verdict, provider=meta.provider, model=meta.model, run_id=meta.run_id,
-                    accepted_round=meta.round, totals=totals, rounds=[], target_speedup=meta.target_speedup,
-                    target_baseline=meta.target_baseline, program=meta.program)
+def authored_part(*, provider: str | None, model: str | None, run_id: str | None, accepted_round: int | None,
+                  tokens: Tokens,
+                  cost_usd: float, cost_complete: bool, answers_paid_by: list[str], rounds: list[RoundRecord],
+                  target_speedup: float | None, target_baseline: str | None) -> Authored:
+    """Who wrote the kernel a run accepts in round ``accepted_round``, what the run spent so far,
+    the target it ran for, and what its ``rounds`` (their records) did before."""
+    return Authored(provider=provider, model=model, run_id=run_id, round=accepted_round, rounds_used=accepted_round,
+                    tokens=tokens, cost_usd=round(cost_usd, 6), cost_complete=cost_complete,
+                    answers_paid_by=answers_paid_by, accepted_at=now(), target_speedup=target_speedup,
+                    target_baseline=target_baseline,
+                    round_speedups={str(r.round): r.speedup for r in rounds if r.outcome == "pass"},
+                    earlier_guard_findings=guard_findings(rounds))
+
+
+def edit_part(meta: KernelMeta, verdict: Verdict, edited_from: EditedFrom) -> Accepted:
+    """The acceptance of ``meta``'s kernel.py edited by hand and judged by ``verdict``: the
+    Verdict's tests, speed and environment; who wrote the kernel it was edited from, in which run,
+    and what that cost (not what that run's earlier rounds did: they wrote another kernel)."""
+    authored = authored_part(provider=meta.provider, model=meta.model, run_id=meta.run_id,
+                             accepted_round=meta.round, tokens=meta.tokens, cost_usd=meta.cost_usd or 0.0,
+                             cost_complete=meta.cost_complete, answers_paid_by=meta.answers_paid_by, rounds=[],
+                             target_speedup=meta.target_speedup, target_baseline=meta.target_baseline)
+    return Accepted.of(meta.op, judged_part(meta.op, verdict, meta.program), authored, edited_from=edited_from,
+                       allow_library=meta.allow_library)
 
 
 def kernel_readme(meta: KernelMeta) -> str:
