@@ -647,7 +647,7 @@ def test_a_simulated_device_memory_goes_with_the_ray_executor_and_must_be_positi
     assert not list(tmp_path.glob("runs/batch-*"))
 
 
-@pytest.mark.parametrize("give_up_s", [0.0, 0.3])
+@pytest.mark.parametrize("give_up_s", [0.0, 1.0])
 def test_an_operator_is_failed_for_infrastructure_only_after_retries_spread_over_the_give_up_time(tmp_path, give_up_s):
     from bbagent.agent.batch.runner import INFRA_RETRIES, Batch
     from bbagent.agent.errors import InfrastructureError
@@ -666,7 +666,7 @@ def test_an_operator_is_failed_for_infrastructure_only_after_retries_spread_over
     assert len(tries) >= INFRA_RETRIES and tries[-1] - tries[0] >= give_up_s
     if give_up_s == 0.0:  # the count alone decides
         assert len(tries) == INFRA_RETRIES and row["infra_retries"] == INFRA_RETRIES - 1
-    else:  # 8 tries 10 ms apart are not enough: it went on until 0.3 s had passed
+    else:  # 8 tries 10 ms apart are not enough: it went on until 1 s had passed (a loaded machine still makes 8 tries in less)
         assert len(tries) > INFRA_RETRIES
 
 

@@ -90,13 +90,17 @@ class Budgets:
         return Halt(StoppedBecause.BATCH_BUDGET, why)
 
 
+def _unbound(op: str, report: Callable) -> None:
+    raise RuntimeError("the batch's generate was never bound (agent.batch.start binds it before run)")
+
+
 class Batch:
     """``generate(op, report) -> Outcome`` runs the agent loop for one operator (``agent.batch.start``
     binds every other option), its ``report`` hearing the run's ``Progress`` events; the batch's own
     ``report(event)`` hears every event the batch records (``agent.batch.events``; a run's as
     ``RunProgress``); a two-argument ``report(name, data)`` gets each one's name and fields."""
 
-    def __init__(self, path: Path, generate: Callable, *, jobs: int = 2, report: Callable | None = None,
+    def __init__(self, path: Path, generate: Callable = _unbound, *, jobs: int = 2, report: Callable | None = None,
                  lease_s: float = LEASE_S, pause_s: tuple[float, float] = PAUSE_S, budgets: Budgets | None = None,
                  executor=None, limiter=None, give_up_s: float = INFRA_GIVE_UP_S):
         self.path, self.generate, self.jobs, self.lease_s, self.pause_s = path, generate, jobs, lease_s, pause_s

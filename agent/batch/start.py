@@ -213,7 +213,7 @@ def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: Batc
         skipped.update({op: "an accepted kernel serves it already (--force to redo)" for op in chosen.ops if op in served})
     path = root / "runs" / new_batch_id()
     path.mkdir(parents=True)
-    runner = Batch(path, None, **runner_options)
+    runner = Batch(path, **runner_options)
     runner.ledger.key = key
     runner.ledger.set_meta(generate_options=options.model_dump(), created_at=time.time(), jobs=runner.jobs,
                            resume_key=key, extra_traces=chosen.extra_traces, programs=chosen.programs,
@@ -251,7 +251,7 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
     todo = ledger.reopen(key, coordinator_dead=dead, retry_failed=retry_failed, dry_run=True)
     if not any(ops for kind, ops in todo.items() if kind != "still_leased") and not ledger.counts()["pending"]:
         return None
-    runner = Batch(path, None, **{**runner_options, "jobs": runner_options.get("jobs") or meta.get("jobs") or 4})
+    runner = Batch(path, **{**runner_options, "jobs": runner_options.get("jobs") or meta.get("jobs") or 4})
     alive = liveness(meta, ledger.counts())
     if alive["state"] == "dead":
         sessions = meta.get("sessions") or [{}]
@@ -292,6 +292,8 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
             raise UsageError(f"no batch '{resume}' under {root / 'runs'} (see `bbagent status`)")
         ledger = Ledger(path / FILE_NAME)
         options = resumed_options(ledger, given or {})
+    if options is None:  # a new batch is given its options; a resumed one reads them from its ledger
+        raise UsageError("a batch needs its options, or --resume BATCH_ID")
     check_provider(options)
     if plan.max_cost_usd is not None and options.provider != "replay":
         require_price(options.model)
@@ -307,7 +309,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
         runner = (reopen_batch(path, ledger, runner_options, key, plan.retry_failed) if resume is not None
                   else start_batch(root, choice or Choice(), options, plan, runner_options, key))
         if runner is None:  # a resume with nothing left to do changes nothing
-            return BatchResult(resume, path, ledger.counts(), nothing_to_do=True)
+            return BatchResult(path.name, path, ledger.counts(), nothing_to_do=True)
         extra = runner.ledger.meta().get("extra_traces") or {}
         programs = runner.ledger.meta().get("programs") or {}
 
@@ -320,7 +322,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
                                    batch=InBatch(runner.path.name, evaluations, runner.limiter, runner.stop_signal,
                                                  runner.spending(op), extra_traces=mine or None,
                                                  resumed=resume is not None))
-            used = select.dataset_inputs_run(outcome.run_dir) if mine else None
+            used = select.dataset_inputs_run(outcome.run_dir) if mine and outcome.run_dir is not None else None
             if used is not None:  # which of the user's inputs ran, and why the others did not
                 hear(DatasetInputs(**used))
             return outcome

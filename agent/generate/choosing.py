@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bbagent.agent.generate.dispatch import DispatchPlan
+from bbagent.agent.providers import Completion
 from bbagent.agent.run_record import CandidateRecord
 from bbagent.harness.interface import Verdict
 
@@ -74,7 +75,7 @@ class Candidate:
     """One answer of a round: its index, completion (None: the call failed), kernel source and
     Verdict (None: no code, or no answer)."""
     number: int
-    completion: object
+    completion: Completion | None
     source: str | None
     verdict: Verdict | None
     record: CandidateRecord
@@ -83,16 +84,17 @@ class Candidate:
 def choose(tried: list[Candidate]) -> Candidate:
     """The round's result: the fastest correct candidate (the first, if none was timed), else
     the one that passed most tests, else the first."""
-    correct = [c for c in tried if c.verdict is not None and c.verdict.passed]
+    judged = [(c, c.verdict) for c in tried if c.verdict is not None]
+    correct = [(c, verdict) for c, verdict in judged if verdict.passed]
     if correct:
-        timed = [c for c in correct if c.verdict.geomean_speedup() is not None]
+        timed = [(c, verdict, speedup) for c, verdict in correct if (speedup := verdict.geomean_speedup()) is not None]
         if not timed:
-            return correct[0]
-        comparable = [c for c in timed if timed_on(c.verdict) == timed_on(timed[0].verdict)]
-        return max(comparable, key=lambda c: c.verdict.geomean_speedup())
-    evaluated = [c for c in tried if c.verdict is not None]
-    answered = [c for c in tried if c.completion is not None]  # never empty: a round with no answer raised
-    return max(evaluated, key=lambda c: c.verdict.summary.passed) if evaluated else answered[0]
+            return correct[0][0]
+        gpu = timed_on(timed[0][1])  # speeds compare on one GPU model only
+        return max((t for t in timed if timed_on(t[1]) == gpu), key=lambda t: t[2])[0]
+    if judged:
+        return max(judged, key=lambda pair: pair[1].summary.passed)[0]
+    return next(c for c in tried if c.completion is not None)  # there is one: a round with no answer raised
 
 
 def candidate_line(c: Candidate) -> str:

@@ -44,7 +44,7 @@ from bbagent.agent.generate.stopping import StopSignal
 from bbagent.agent.generate.prompting import elide, render_feedback
 from bbagent.agent.machine import this_process
 from bbagent.agent.options import GenerateOptions
-from bbagent.agent.providers import Provider
+from bbagent.agent.providers import Completion, Provider
 from bbagent.agent.review.lifecycle import install
 from bbagent.agent.review.meta import Accepted
 from bbagent.agent.review.record import authored_part, judged_part, now as _now
@@ -224,12 +224,12 @@ class Agent:
                 return halt
             self.record.rounds_used = n
             verdict, kernel_source = self.step(n)
-            if verdict is not None and verdict.passed:
+            if verdict is not None and verdict.passed and kernel_source is not None:
                 self.consider(kernel_source, verdict, n)
                 self.record.accepted_dir = str(self.root / "generated_kernels" / self.op)
             if self.options.dispatch:
                 self.try_dispatcher(n)
-            halt = self.target_halt(n) if self.best is not None else None
+            halt = self.target_halt(n, self.best) if self.best is not None else None
             if halt is not None:
                 return halt
         return Halt(StoppedBecause.ROUNDS, self.summary_of_best() + f"; the {self.rounds} round(s) ran out"
@@ -347,12 +347,11 @@ class Agent:
             self.report(DispatcherDone(record))
             self.save()
 
-    def target_halt(self, n: int) -> Halt | None:
-        """After round ``n`` (a best kernel exists): the stop where optimisation ends, or None. It ends
-        at once where nothing was timed; else when the best reaches ``--target-speedup`` (if given),
-        or ``--target-roof`` of the roofline (geomean over its timed shapes), or when ``--patience``
-        rounds in a row did not improve it, whichever comes first."""
-        best = self.best
+    def target_halt(self, n: int, best: Best) -> Halt | None:
+        """After round ``n``, ``best`` the best kernel so far: the stop where optimisation ends, or
+        None. It ends at once where nothing was timed; else when the best reaches ``--target-speedup``
+        (if given), or ``--target-roof`` of the roofline (geomean over its timed shapes), or when
+        ``--patience`` rounds in a row did not improve it, whichever comes first."""
         if best.speedup is None:
             performance = best.verdict.performance
             reason = (performance.reason if performance is not None else None) or (
@@ -387,11 +386,13 @@ class Agent:
         return None
 
     def summary_of_best(self) -> str:
-        speed = f", geomean speedup {self.best.speedup:.3g}x over eager" if self.best.speedup is not None else ""
-        if self.best.parts is not None:
-            return "accepted bbagent's dispatcher between the kernels of rounds {} and {}{}".format(*self.best.parts,
-                                                                                                 speed)
-        return f"accepted the kernel of round {self.best.round}{speed}"
+        best = self.best
+        if best is None:
+            return "no kernel was accepted"
+        speed = f", geomean speedup {best.speedup:.3g}x over eager" if best.speedup is not None else ""
+        if best.parts is not None:
+            return "accepted bbagent's dispatcher between the kernels of rounds {} and {}{}".format(*best.parts, speed)
+        return f"accepted the kernel of round {best.round}{speed}"
 
     def profiles_read_after(self, n: int) -> bool:
         """Whether a kernel evaluated in round ``n`` is worth profiling: only a later round reads
@@ -426,6 +427,7 @@ class Agent:
             self.history.append(round_summary(n, tried, pick))
             if pick.verdict is not None:
                 self.population.add(n, pick.source, pick.verdict)
+            assert pick.completion is not None  # choose picks a candidate that answered
             self.messages = [self.messages[0], {"role": "assistant", "content": pick.completion.text},
                              {"role": "user", "content": self.compose(feedback, tried, pick, n)}]
             return pick.verdict, pick.source
@@ -438,7 +440,7 @@ class Agent:
         finally:
             self.save()
 
-    def ask(self, n: int) -> list:
+    def ask(self, n: int) -> list[Completion | ProviderError]:
         """One answer per candidate of round ``n``, asked in parallel, in candidate order: a
         Completion, or the ProviderError of a call that failed for good. The round fails only if
         every call failed."""
@@ -447,14 +449,15 @@ class Agent:
         with ThreadPoolExecutor(max_workers=self.candidates) as pool:
             futures = [pool.submit(self.provider.complete, self.messages, round=n, candidate=k)
                        for k in range(self.candidates)]
-        answers = []
+        answers: list[Completion | ProviderError] = []
         for future in futures:
             try:
                 answers.append(future.result())
             except ProviderError as exc:
                 answers.append(exc)
-        if all(isinstance(a, ProviderError) for a in answers):
-            raise answers[0]
+        failed = [a for a in answers if isinstance(a, ProviderError)]
+        if len(failed) == len(answers):
+            raise failed[0]
         return answers
 
     def no_answer(self, n: int, k: int, where: str, error: ProviderError) -> "Candidate":
@@ -515,7 +518,7 @@ class Agent:
         best_round = n if replaces else best.round if best is not None else None
         dispatcher_of = None if replaces or best is None else best.parts
         rival = self.population.rival(best_round, dispatcher_of) if best_round is not None else None
-        if rival is not None:
+        if rival is not None and best_round is not None:
             parts.append(rival_part(rival, best_round))
         return elide("\n\n".join(parts), FEEDBACK_CHARS) + "\n"
 

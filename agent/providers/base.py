@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential, wait_random
 
 from bbagent.agent.errors import ProviderError
-from bbagent.agent.providers.limiter import retry_after_s
+from bbagent.agent.providers.limiter import RateLimiter, retry_after_s
 from bbagent.agent.run_record import Usage
 
 
@@ -32,6 +32,7 @@ class Provider(Protocol):
     name: str
     model: str
     on_retry: Callable[[dict], None] | None  # told before each retry wait: attempt, attempts, wait_s, error
+    limiter: RateLimiter | None  # a batch's shared rate limiter, gating every attempt; None alone
 
     def complete(self, messages: list[dict], *, round: int = 1, candidate: int = 0) -> Completion: ...
 
@@ -181,7 +182,7 @@ class SdkProvider:
         self.temperature = temperature
         self.retry = retry or RetryPolicy()
         self.on_retry = None
-        self.limiter = None  # a batch's shared agent.providers.limiter.RateLimiter
+        self.limiter: RateLimiter | None = None  # a batch's shared rate limiter
         self.is_transient = transient_errors(self.sdk)
         self.client: Any = None
 

@@ -13,6 +13,7 @@ from bbagent.agent.providers.call_log import IN_FLIGHT, LLMLog, request_hash
 from bbagent.agent.providers.prices import cost_usd
 from bbagent.agent.errors import ProviderError
 from bbagent.agent.providers.base import Completion, Provider
+from bbagent.agent.providers.limiter import RateLimiter
 
 
 UNANSWERED = {"response": "", "input_tokens": 0, "output_tokens": 0, "cost_usd": None, "cached": 0}
@@ -35,6 +36,15 @@ class LoggedProvider:
         self._on_retry = getattr(inner, "on_retry", None)
         if hasattr(inner, "on_retry"):
             inner.on_retry = self._retrying
+
+    @property
+    def limiter(self) -> RateLimiter | None:
+        """The wrapped provider's: it makes the calls this one does not answer from the log."""
+        return getattr(self.inner, "limiter", None)
+
+    @limiter.setter
+    def limiter(self, limiter: RateLimiter | None) -> None:
+        self.inner.limiter = limiter
 
     @property
     def on_retry(self):

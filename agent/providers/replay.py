@@ -19,6 +19,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from bbagent.agent.providers.base import Completion, ProviderError
+from bbagent.agent.providers.limiter import RateLimiter
 from bbagent.agent.run_record import read_run
 
 SHIPPED_REPLAYS = Path(__file__).resolve().parent / "replays"
@@ -78,7 +79,7 @@ class ReplayProvider:
 
     def __init__(self, source: str, model: str, exchanges: list[dict], latency_s: float = 0.0):
         self.source, self.model, self.latency_s = source, model, latency_s
-        self.limiter = None  # a batch's shared agent.providers.limiter.RateLimiter
+        self.limiter: RateLimiter | None = None  # a batch's shared rate limiter
         self.keyed = {(e["round"], e["candidate"]): e for e in exchanges if "round" in e and "candidate" in e}
         self.in_order = [e for e in exchanges if not ("round" in e and "candidate" in e)]
         self.calls = 0

@@ -23,7 +23,8 @@ def performance_record(verdict: Verdict) -> PerformanceRecord:
         return PerformanceRecord(reason="timing was not asked for")
     if not performance.measured:
         return PerformanceRecord(reason=performance.reason)
-    shapes = [ShapeTiming(input=t.input, mode=t.mode, aten_ms=t.aten.median_ms, kernel_ms=t.candidate.median_ms,
+    shapes = [ShapeTiming(input=t.input, mode=t.mode, aten_ms=t.aten.median_ms if t.aten is not None else None,
+                          kernel_ms=t.candidate.median_ms if t.candidate is not None else None,
                           speedup=t.speedup, bytes=t.bytes, kernel_gbs=t.candidate_gbs,
                           overhead_dominated=bool(t.overhead_dominated))
               for t in performance.tests]
