@@ -12,7 +12,7 @@ from bbagent.agent import machine
 from bbagent.agent.review import lifecycle
 from bbagent.agent.review.catalog import find, flags, listing
 from bbagent.agent.review.lifecycle import install as install_accepted, status_of
-from bbagent.agent.review.meta import Accepted, KernelMeta, read_meta, upgraded, write_meta
+from bbagent.agent.review.meta import Accepted, KernelMeta, OverloadSpeed, read_meta, upgraded, write_meta
 from conftest import speed_summary
 
 KERNELS = Path(__file__).parent / "kernels"
@@ -27,8 +27,7 @@ def install(root: Path, op: str, source: str, fields: dict) -> KernelMeta:
     speeds = fields.pop("overload_speedups", None)
     meta = install_accepted(root, source, Accepted(**{"op": op, **fields}))
     if speeds:
-        meta = meta.model_copy(update={"overload_speedups": KernelMeta.model_validate(
-            {**meta.as_json(), "overload_speedups": speeds}).overload_speedups})
+        meta = meta.model_copy(update={"overload_speedups": {op: OverloadSpeed(**speed) for op, speed in speeds.items()}})
         write_meta(root / "generated_kernels" / op, meta)
     return meta
 

@@ -22,7 +22,6 @@ from bbagent.agent.batch.events import CoordinatorLost, DatasetChosen, Resumed, 
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
 from bbagent.agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
 from bbagent.agent.errors import UsageError
-from bbagent.agent.generate.posed import posed_operator, posed_program
 from bbagent.agent.generate.progress import DatasetInputs
 from bbagent.agent.judging import check_evaluation, family_of_overload, listed_ops
 from bbagent.agent.options import GenerateOptions, positive
@@ -281,7 +280,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
     """Start a batch of ``choice`` with ``options`` (or, with ``resume``, continue the batch of that
     id with its own; ``given``: the options set for the resume, to be refused where they differ)
     and run it to its end. ``root`` exists and is writable."""
-    from bbagent.agent.generate.start import InBatch, probe_the_gpu, require_price, run_generate
+    from bbagent.agent.generate.start import InBatch, pose, probe_the_gpu, require_price, run_generate
     from bbagent.agent.providers.limiter import RateLimiter
     budgets = check_plan(plan)
     if plan.retry_failed and resume is None:
@@ -315,7 +314,7 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
 
         def generate_one(op: str, hear):
             # a KernelBench problem: its file as chosen; else an operator's name
-            posed = posed_program(programs[op]) if op in programs else posed_operator(op, options.exact_overload)
+            posed = pose(Path(programs[op]) if op in programs else op, options.exact_overload)
             mine = {name: extra[name] for name in dict.fromkeys([op, *posed.serves]) if name in extra}
             layout = posed.channels_last(options.channels_last, quiet=True)
             outcome = run_generate(posed, options.model_copy(update={"channels_last": layout}), root, report=hear,
