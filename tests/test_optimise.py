@@ -292,6 +292,7 @@ def test_a_run_ends_through_one_door_whoever_stops_it(tmp_path):
             raise KeyboardInterrupt
     interrupted, _ = run_agent(at("ctrl-c"), [answer("speed 1.1")] * 2, rounds=3, target=None, listener=ctrl_c)
     assert (interrupted.status, interrupted.stopped_because) == ("interrupted", StoppedBecause.INTERRUPTED)
+    assert interrupted.message == "interrupted by the user (Ctrl-C)"
     assert interrupted.best is not None and interrupted.best.round == 1  # what it had accepted stays
 
     def bug(event):

@@ -63,7 +63,7 @@ def ending_of(exc: BaseException, traceback_folder: Path | None = None) -> Halt:
     which may pass), or anything else, a bug in bbagent, whose traceback is kept in a file in
     ``traceback_folder`` (the run's directory; the temporary folder before there is one)."""
     if isinstance(exc, KeyboardInterrupt):
-        return Halt(StoppedBecause.INTERRUPTED, f"interrupted by the user ({exc or 'Ctrl-C'})", status="interrupted")
+        return Halt(StoppedBecause.INTERRUPTED, f"interrupted by the user ({str(exc) or 'Ctrl-C'})", status="interrupted")
     if isinstance(exc, UsageError):
         return Halt(StoppedBecause.USAGE, str(exc), status="error")
     if isinstance(exc, ProviderError):
