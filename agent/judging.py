@@ -221,19 +221,12 @@ def evaluation_request(problem, root: Path, *, device: str | None, seed: int | N
 
 
 def stored_request(version, root: Path, *, device: str | None, timeout_s: float, timing=None):
-    """The request that judges a stored kernel (``agent.review.catalog.KernelVersion``) again: its
-    operator's problem as the kernel serves it, or the program problem its answer was accepted for
-    as it was then (``posed_problem``: a UsageError where it is not at hand)."""
-    from bbagent.harness.interface import describe_program, served_problem
-    meta = version.meta
-    if meta.program is None:  # an operator's kernel
-        return evaluation_request(served_problem(meta.written_for, meta.serves), root, device=device, seed=None,
-                                  timeout_s=timeout_s, timing=timing)
-    problem = version.posed_problem()
+    """The request that judges a stored kernel (``agent.review.catalog.KernelVersion``) again as
+    its kind says (``StoredKind.judged_as``: a UsageError where its problem is not at hand)."""
     with callers_fault():
-        facts = describe_program(problem)
+        problem, facts = version.kind.judged_as(version)
     return evaluation_request(problem, root, device=device, seed=None, timeout_s=timeout_s, timing=timing,
-                              allow_library=meta.allow_library or "gemm", facts=facts)
+                              allow_library=version.meta.allow_library or "gemm", facts=facts)
 
 
 def this_machine() -> Evaluator:

@@ -15,8 +15,9 @@ computes is found by running it (``harness.program_facts``).
 
 Both are a ``Problem``: what differs by kind (its one name, its wire form, the baseline its speed
 is measured against by default, whether a suite is built ahead, what it serves) is an attribute or
-method of its class, and ``KINDS`` registers the classes by kind. Nothing outside this module, the
-child's ``harness.sandbox.child.kinds`` and the agent's ``agent.judging`` names a kind.
+method of its class, and ``KINDS`` registers the classes by kind. Beside this module, the tables that
+name a kind are the child's ``JOBS_BY_KIND`` (``harness.sandbox.child.worker``) and the agent's own
+classes per kind (``agent.generate.posed``, ``agent.review.kinds``).
 """
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
@@ -94,6 +95,30 @@ def test_each_kind_of_problem_and_of_child_work_is_behind_its_type():
     assert Job(problem=operator.to_wire(), kernel="", seed=1, device="cpu", workdir="",
                work=Tests(timing={"x": 1})).timing == {"x": 1}
     assert Job(problem=operator.to_wire(), kernel="", seed=1, device="cpu", workdir="", work=BuildSuite()).timing is None
+
+
+def test_every_kind_is_registered_on_every_side_and_a_stored_kernel_asks_its_kind(tmp_path):
+    """A new kind is a class per table: the harness's, the child's and the stored kernels' name the
+    same kinds, and what serving and loading read of a stored kernel comes from its kind."""
+    from bbagent.agent.errors import UsageError
+    from bbagent.agent.review.kinds import STORED_KINDS
+    from bbagent.agent.review.meta import ProgramSource
+    from bbagent.harness.problem import KINDS
+    from bbagent.harness.sandbox.child.worker import JOBS_BY_KIND
+    assert set(STORED_KINDS) == set(KINDS) == set(JOBS_BY_KIND)
+    operator = SimpleNamespace(op="aten.relu.default", serves=["aten.relu.default", "aten.relu_.default"], program=None)
+    program = SimpleNamespace(op="kernelbench/level1/19_ReLU", serves=["kernelbench/level1/19_ReLU"],
+                              program=ProgramSource(path=str(tmp_path / "19_ReLU.py"), name="19_ReLU", level=1,
+                                                    sha256="0" * 64))
+    assert STORED_KINDS["operator"].overloads(operator) == ["aten.relu.default", "aten.relu_.default"]
+    assert STORED_KINDS["program"].overloads(program) == []  # a ModelNew is loaded, never served as an overload
+    assert STORED_KINDS["program"].answered(program).name == "19_ReLU"
+    with pytest.raises(UsageError, match="an operator's kernel, not a program's answer"):
+        STORED_KINDS["operator"].answered(operator)
+    kept = SimpleNamespace(folder=tmp_path, meta=program)
+    assert STORED_KINDS["program"].region(kept) is None  # a KernelBench problem not at hand: nothing to compile
+    with pytest.raises(UsageError, match="is not at hand"):
+        STORED_KINDS["program"].kept_text(kept)
 
 
 def test_generate_resolves_the_operators_name_once_in_the_parent(tmp_path, monkeypatch, no_keys):

@@ -9,15 +9,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable
 
-from bbagent.agent.errors import ReviewError, UsageError
+from bbagent.agent.errors import ReviewError
 from bbagent.agent.families import family_of
-from bbagent.agent.review.lifecycle import (PROBLEM_FILE, SHOWN_STATUSES, changes, install_edit,
+from bbagent.agent.review.lifecycle import (SHOWN_STATUSES, changes, install_edit,
                                             not_covered, reviewer, set_status, status_of, unjudged,
                                             version_folders)
+from bbagent.agent.review.kinds import StoredKind, stored_kind
 from bbagent.agent.review.meta import KernelMeta, read_meta
 from bbagent.agent.run_record import read_run
 from bbagent.agent.storage import write_atomic
-from bbagent.harness.interface import PROGRAMS_FOLDER, ProgramProblem, Verdict
+from bbagent.harness.interface import PROGRAMS_FOLDER, Verdict
 
 SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
 NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)
@@ -51,25 +52,15 @@ class KernelVersion:
     def kernel(self) -> Path:
         return self.folder / "kernel.py"
 
-    def posed_problem(self):
-        """The program problem this answer was accepted for, as it was then
-        (``harness.problem.ProgramProblem``): the copy kept beside it (``problem.py``), else the
-        file it was posed from while its text is unchanged; a UsageError naming what is missing
-        where neither is at hand, or where this is an operator's kernel."""
-        program = self.meta.program
-        if program is None:
-            raise UsageError(f"{self.meta.op} is an operator's kernel, not a program's answer")
-        for where in (self.folder / PROBLEM_FILE, Path(program.path)):
-            try:
-                problem = ProgramProblem(path=program.path, text=where.read_text(encoding="utf-8"), level=program.level)
-            except (OSError, UnicodeDecodeError):
-                continue
-            if problem.sha256 == program.sha256:
-                return problem
-        raise UsageError(f"the problem {self.meta.op}'s answer was accepted for is not at hand: {program.path} is gone "
-                         f"or changed since (sha256 {program.sha256[:12]} then) and {self.folder} keeps no "
-                         f"{PROBLEM_FILE} (answers accepted before it was kept): put the file back as it was, or "
-                         "generate an answer again")
+    @cached_property
+    def kind(self) -> StoredKind:
+        """What differs by its kind (``agent.review.kinds``), looked up once."""
+        return stored_kind(self.meta)
+
+    @property
+    def overloads(self) -> list[str]:
+        """The aten overloads ``bbagent.enable()`` serves it as (none for a program's answer)."""
+        return self.kind.overloads(self.meta)
 
 
 @dataclass
@@ -347,8 +338,8 @@ def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersio
         edit.refused = (f"{current.kernel} was edited since its tests and fails them now on {where} ({s.failed} of "
                         f"{s.total} tests failed: {first}; the Verdict: {current.folder / verdict_file})")
     else:  # installing replaces the folder whole: the Verdict is written after it
-        posed = current.posed_problem() if current.meta.program is not None else None
-        edit.meta = install_edit(root, current.meta, source.decode(), verdict, by, problem_text=posed and posed.text)
+        edit.meta = install_edit(root, current.meta, source.decode(), verdict, by,
+                                 problem_text=current.kind.kept_text(current))
     write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
     return edit
 

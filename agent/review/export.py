@@ -31,14 +31,14 @@ def export_kernelbench(root: Path, out_dir: Path, include_unreviewed: bool = Fal
     written, left_out = [], []
     kernels, _ = catalogue(root)
     for entry in kernels:
-        meta = entry.current.meta
-        if meta.program is None:  # an operator's kernel: exported as KernelBench answers are not
+        program = entry.current.kind.kernelbench_answer(entry.current.meta)
+        if program is None:  # an operator's kernel: exported as KernelBench answers are not
             continue
         version = entry.served(include_unreviewed)
         why = _why_not(version, entry, include_unreviewed)
-        file_name = kernelbench_name(meta.program.level, meta.program.name) if meta.program.level else None
+        file_name = kernelbench_name(program.level, program.name) if program.level else None
         if why is None and file_name is None:
-            why = (f"{meta.program.name} has no KernelBench level and number (a file <ID>_<name>.py under a "
+            why = (f"{program.name} has no KernelBench level and number (a file <ID>_<name>.py under a "
                    "level<N> folder)")
         if why is not None:
             left_out.append({"problem": entry.op, "why": why})
@@ -46,7 +46,7 @@ def export_kernelbench(root: Path, out_dir: Path, include_unreviewed: bool = Fal
         out_dir.mkdir(parents=True, exist_ok=True)
         write_atomic(out_dir / file_name, version.kernel.read_text())
         written.append({"problem": entry.op, "file": file_name, "version": version.number, "status": version.status,
-                        "run_id": version.meta.run_id, "problem_sha256": version.meta.program.sha256,
+                        "run_id": version.meta.run_id, "problem_sha256": program.sha256,
                         "kernel_sha256": version.meta.kernel_sha256, "source": str(version.kernel)})
     manifest = out_dir / MANIFEST
     if written:

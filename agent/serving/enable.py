@@ -217,19 +217,15 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
     from bbagent.harness.interface import program_module
     answers, refused = {}, {}
     for entry in catalogue(root)[0]:
-        meta = entry.current.meta
-        if meta.program is None:  # an operator's kernel: served below
-            continue
-        key = meta.op
+        current = entry.current
+        key = current.meta.op
         try:
-            posed = entry.current.posed_problem()
+            posed = current.kind.region(current)
         except UsageError as exc:
-            if meta.program.level is not None:
-                continue  # a KernelBench problem not at hand: nothing of it runs under compile
-            refused[key] = str(exc)  # a region's problem, or the user's own program: either way said
+            refused[key] = str(exc)
             continue
-        if "REGION_HASH" not in posed.text:
-            continue  # a KernelBench problem: bbagent.load_program serves it
+        if posed is None:
+            continue  # an operator's kernel (served below) or a KernelBench answer (bbagent.load_program)
         if only is not None and key not in only:
             refused[key] = "not in --ops"
             continue
@@ -238,9 +234,12 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
             refused[key] = entry.current.unusable or "no approved, non-stale version"
             continue
         try:  # the copy kept beside the answer, else the file it was posed from (the current one's read above)
-            problem = posed if version is entry.current else version.posed_problem()
+            problem = posed if version is current else version.kind.region(version)
         except UsageError as exc:
             refused[key] = str(exc)
+            continue
+        if problem is None:
+            refused[key] = f"the problem v{version.number} answers is no region's"
             continue
         over = version.meta.performance.speedup_over("inductor")
         if device != "cpu" and not include_slower and (over is None or over < 1.0):
@@ -305,23 +304,21 @@ def to_serve(root: Path, include_unreviewed: bool, include_slower: bool,
     chosen, skipped, gated, refused = [], {}, set(), set()
     kernels, wrecks = catalogue(root)
     for entry in kernels:
-        if entry.current.meta.program is not None:  # a ModelNew serves no overload: bbagent.load_program
-            continue
         version = entry.served(include_unreviewed)
         unusable = entry.current.unusable
         if unusable and (version is None or version.folder == entry.current.folder):
-            for op in entry.current.meta.serves:
+            for op in entry.current.overloads:
                 if ops is None or op in ops:
                     skipped[op] = unusable
                     refused.add(op)
             continue
         if version is None:
             statuses = ", ".join(f"v{v.number} {v.status}" for v in entry.versions)
-            for op in entry.current.meta.serves:
+            for op in entry.current.overloads:
                 skipped[op] = f"no {'usable' if include_unreviewed else 'approved, non-stale'} version ({statuses})"
             continue
         speeds = version.meta.overload_speeds()
-        for op in version.meta.serves:
+        for op in version.overloads:
             if ops is not None and op not in ops:
                 continue
             speed = speeds.get(op)

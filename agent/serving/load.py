@@ -68,11 +68,10 @@ def load_program(root: str | Path, problem: str | Path, device: str | None = Non
     except ReviewError as exc:
         raise UsageError(f"{exc}; bbagent generate --problem FILE writes one") from None
     current = entry.current
-    if current.meta.program is None:
-        raise UsageError(f"{key} names an operator's kernel, not a program's answer: use bbagent.load('{key}')")
-    if posed is not None and posed.sha256 != current.meta.program.sha256:
+    answered = current.kind.answered(current.meta)
+    if posed is not None and posed.sha256 != answered.sha256:
         raise UsageError(f"{problem} is not the program the answer in {current.folder} was accepted for (it was "
-                         f"{current.meta.program.path}, sha256 {current.meta.program.sha256[:12]}; the file's text "
+                         f"{answered.path}, sha256 {answered.sha256[:12]}; the file's text "
                          "has changed since): generate an answer for it again")
     if current.unusable:
         raise UsageError(f"the answer to {key} cannot be loaded: {current.unusable}")
