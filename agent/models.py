@@ -20,7 +20,7 @@ from torch import nn
 from bbagent.agent.errors import ModelUnavailable
 
 MODELS = ("resnet18", "transformer")
-DEFAULT_CONFIGS = {
+DEFAULT_CONFIGS: dict[str, dict[str, int | str]] = {
     "resnet18": {"batch": 8, "image": 224, "classes": 1000},
     "transformer": {"batch": 4, "seq": 128, "vocab": 1000, "d_model": 256, "heads": 4, "layers": 2,
                     "d_ff": 1024, "activation": "gelu"},

@@ -13,7 +13,7 @@ an adapter copies it anywhere.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Callable
+from typing import Callable, Literal
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
@@ -27,7 +27,7 @@ class AdapterError(ValueError):
     """The kernel cannot serve this overload (it is written for another family's convention)."""
 
 
-def convention(op) -> str:
+def convention(op) -> Literal["functional", "inplace", "out"]:
     """``functional``, ``inplace`` or ``out``: how ``op`` returns its result."""
     if out_arguments(op):
         return "out"

@@ -154,8 +154,8 @@ def _stopped(op: str, events: list[Event], suite: SuiteBuilt | None, tests: list
         return Failure("worker_error", f"the aten reference (not the kernel) {cause} on test {unfinished[0]} "
                                        f"({case.get('input')}); the remaining tests did not run")
     ahead = _unfinished_ahead_call(events)
-    if unfinished or ahead:
-        test_id = unfinished[0] if unfinished else ahead
+    test_id = unfinished[0] if unfinished else ahead
+    if test_id is not None:
         case = cases.get(test_id, {})
         when = ("while running this test" if unfinished else
                 "when called on this test's inputs to compile its kernels ahead of the tests")

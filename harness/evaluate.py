@@ -102,7 +102,7 @@ class _Child:
             touch(reuse)
         job = (replace(self.job, suite_file=str(reuse)) if reuse
                else replace(self.job, save_suite=str(workdir / "suite.pt")))
-        gate = ChildGate(share, hold) if share is not None and hold.phase == "shared" else None
+        gate = ChildGate(share, hold) if share is not None and hold is not None and hold.phase == "shared" else None
         try:
             events, outcome = run_child(job, child_env(self.shared_env, workdir), self.shared_env, request.warm,
                                         request.timeout_s, request.limits, gate=gate)
@@ -119,7 +119,7 @@ class _Child:
             done = first(events, Done)
             share.learn(self.key, done.device_memory_peak if done else None)
         if request.timing:
-            if share is not None and verdict.performance is not None:
+            if share is not None and hold is not None and verdict.performance is not None:
                 share.go_exclusive(hold)  # the baselines and Nsight Compute measure the GPU too
             _after_timing(self.op, verdict, request, request.timing, job, self.shared_env, workdir)
         return verdict
@@ -197,14 +197,14 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
                       save_suite=str(workdir / "suite.pt"))
         share = share or _process_share(request, gpu)
         hold = share.enter(share.need_for(key, _first_guess(request)), request.op) if share else None
-        gate = ChildGate(share, hold) if share is not None else None  # it pauses for another's timing
+        gate = ChildGate(share, hold) if share is not None and hold is not None else None  # it pauses for another's timing
         try:
             events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, request.warm,
                                         request.timeout_s, request.limits, gate=gate)
         finally:
             if gate is not None:
                 gate.close()
-            if hold is not None:
+            if share is not None and hold is not None:
                 share.leave(hold)
         _adopt_suite(events, workdir / "suite.pt", key)  # its memory peak is not learned: no test ran
         if cached_suite(key):
@@ -229,12 +229,12 @@ def _program_ahead(request: EvaluationRequest, gpu: int | None, share: GpuShare 
         key = suite_key(request.problem.names, request.device, request.suite_options())
         hold = share.enter(share.need_for(key, _first_guess(request)), request.op, pausable=False)
     try:
-        if hold is not None:
+        if share is not None and hold is not None:
             share.go_exclusive(hold)  # it times the GPU: alone, as every timing
         job = request.job(workdirs.make("baseline"), [_triton_cache(shared_env)], seed=fresh_seed())
         return program_baseline_ahead(request.op, job, timing, shared_env, request.warm, request.limits)
     finally:
-        if hold is not None:
+        if share is not None and hold is not None:
             share.leave(hold)
 
 

@@ -51,7 +51,10 @@ def _is_return_type(kind: type) -> bool:
     return issubclass(kind, tuple) and getattr(torch.return_types, kind.__name__, None) is kind
 
 
-def _type_name(kind: type) -> str:
+def _type_name(kind: type | tuple[type, ...]) -> str:
+    """A class by its full name; a list's or tuple's classes as ``a list of 2 (…, …)``."""
+    if isinstance(kind, tuple):
+        return f"list of {len(kind)} ({', '.join(_type_name(k) for k in kind)})"
     return f"{kind.__module__}.{kind.__qualname__}"
 
 

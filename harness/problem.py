@@ -28,16 +28,18 @@ import sys
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar, Literal, Protocol
 
 from torch._ops import OpOverload
 
 from bbagent.harness import ops
 
+ProblemKind = Literal["operator", "program"]  # each registered in KINDS; Verdict and meta.json declare the same
+
 
 class Problem(Protocol):
     """What a kernel or an answer is asked to compute, of whichever kind."""
-    kind: ClassVar[str]  # the wire form's "kind", Verdict.problem_kind and meta.json's problem_kind
+    kind: ClassVar[ProblemKind]  # the wire form's "kind", Verdict.problem_kind and meta.json's problem_kind
     default_baseline: ClassVar[str]  # what an answer's speed is measured against unless asked otherwise
     suite_ahead: ClassVar[bool]  # whether a suite of tests is built ahead (a program's draws are made per test)
     ncu_refused: ClassVar[str | None]  # why Nsight Compute is not run on its answers (None: it is)
@@ -80,7 +82,7 @@ class OperatorProblem:
     serves: tuple[OpOverload, ...]
     written_for: OpOverload
     requested: str = ""  # the name as it was given, before the family's functional overload was chosen
-    kind: ClassVar[str] = "operator"
+    kind: ClassVar[ProblemKind] = "operator"
     default_baseline: ClassVar[str] = "eager"
     suite_ahead: ClassVar[bool] = True
     ncu_refused: ClassVar[str | None] = None
@@ -208,7 +210,7 @@ class ProgramProblem:
     path: str
     text: str
     level: int | None = None
-    kind: ClassVar[str] = "program"
+    kind: ClassVar[ProblemKind] = "program"
     default_baseline: ClassVar[str] = "inductor"  # its bar is torch.compile
     suite_ahead: ClassVar[bool] = False
     ncu_refused: ClassVar[str | None] = ("Nsight Compute is not run on a program; the torch profiler's kernels "

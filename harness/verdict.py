@@ -455,7 +455,7 @@ class Environment(_Strict):
 
 class Verdict(_Strict):
     schema_version: int = SCHEMA_VERSION
-    op: str  # the operator's name; a program problem's name (its file's, without .py)
+    op: str  # the problem's key (harness.problem.Problem.key): an overload's name, a program's kernelbench/...
     problem_kind: Literal["operator", "program"] = "operator"
     kernel: KernelFile
     verdict: Literal["pass", "fail"]

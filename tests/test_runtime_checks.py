@@ -50,6 +50,13 @@ def test_plain_only_refuses_what_the_kernel_made_and_keeps_the_callers_own():
     with pytest.raises(NotPlainTensor, match="argument 0 was a torch.Tensor and the call made it"):
         plain_only(reclasses)(torch.randn(2))
 
+    def shortens(tensors):
+        tensors.pop()
+        return torch.empty(2)
+    with pytest.raises(NotPlainTensor, match=r"argument 0 was a list of 2 \(torch.Tensor, torch.Tensor\) and the "
+                                             r"call made it a list of 1 \(torch.Tensor\)"):
+        plain_only(shortens)([torch.randn(2), torch.randn(2)])
+
 
 def test_the_judge_state_names_what_changed_by_any_spelling():
     state = JudgeState.capture(ops=[torch.ops.aten.relu.default])

@@ -125,14 +125,14 @@ def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: s
     from bbagent.agent.bench.run import BenchRequest, run_bench, run_program_bench
     known = list(BenchRequest.__dataclass_fields__)
     _refuse_unknown("bench", settings, known, ", ".join(known))
-    _one_of(op, problem)
+    asked = _one_of(op, problem)
     request = BenchRequest(kernel=kernel, **settings)
-    if problem is not None:
-        from bbagent.agent.judging import refuse_operator_flags
-        refuse_operator_flags({"--kernel-for": request.kernel_for, "--channels-last": request.channels_last,
-                               "extra_traces": request.extra_traces, "--ncu": request.ncu})
-        return run_program_bench(problem, request, resolve_root(root, write=True), on_start)
-    return run_bench(op, request, resolve_root(root, write=True), on_start)
+    if op is not None:
+        return run_bench(op, request, resolve_root(root, write=True), on_start)
+    from bbagent.agent.judging import refuse_operator_flags
+    refuse_operator_flags({"--kernel-for": request.kernel_for, "--channels-last": request.channels_last,
+                           "extra_traces": request.extra_traces, "--ncu": request.ncu})
+    return run_program_bench(asked, request, resolve_root(root, write=True), on_start)
 
 
 def _refuse_unknown(what: str, given: dict, known, listing: str) -> None:
@@ -175,18 +175,22 @@ def generate(op: str | None = None, options=None, *, problem: str | Path | None 
     (``agent.generate.progress``: Started, Asking, Retrying, Evaluating, CandidateJudged, RoundDone,
     NewBest, ...); a ``report(name, data)`` of two arguments gets each event's name and fields."""
     from bbagent.agent.generate.start import run_generate
-    _one_of(op, problem)
+    asked = _one_of(op, problem)
     options = _options(options, settings)
-    if problem is None:
+    if op is not None:
         return run_generate(op, options, root, report=report)
     from bbagent.agent.judging import refuse_operator_flags
     refuse_operator_flags({"--exact-overload": options.exact_overload, "--channels-last": options.channels_last})
-    return run_generate(Path(problem), options, root, report=report)
+    return run_generate(Path(asked), options, root, report=report)
 
 
-def _one_of(op: str | None, problem) -> None:
-    if (op is None) == (problem is None):
-        raise _usage_error("give an operator (op) or a program problem (problem=FILE), one of them")
+def _one_of(op: str | None, problem: str | Path | None) -> str | Path:
+    """The one of ``op`` and ``problem`` given (a UsageError unless exactly one is)."""
+    if op is not None and problem is None:
+        return op
+    if problem is not None and op is None:
+        return problem
+    raise _usage_error("give an operator (op) or a program problem (problem=FILE), one of them")
 
 
 def _options(options, settings: dict, batch: bool = False):
@@ -388,6 +392,7 @@ def regions(model: str | None = None, *, script: str | Path | None = None, root:
         script = Path(script).expanduser().absolute()
         name, settings = script.stem, {}
     else:
+        assert model is not None, "one of model and script, checked above"
         try:
             name, settings = model, config_for(model, config)
         except ValueError as exc:

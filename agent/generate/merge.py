@@ -65,7 +65,7 @@ def merge(parts: list[Part], host_names: dict[str, tuple]) -> Merged:
     return Merged(future, bodies, renamed)
 
 
-def _import_identity(node: ast.AST, alias: ast.alias) -> tuple:
+def _import_identity(node: ast.Import | ast.ImportFrom, alias: ast.alias) -> tuple:
     if isinstance(node, ast.Import):
         bound = alias.name if alias.asname else alias.name.split(".")[0]
         return ("import", bound)
@@ -75,13 +75,16 @@ def _import_identity(node: ast.AST, alias: ast.alias) -> tuple:
 def import_identity(statement: str) -> dict[str, tuple]:
     """What the names of one import statement are bound to (for ``host_names``)."""
     node = parse(statement).body[0]
+    if not isinstance(node, (ast.Import, ast.ImportFrom)):
+        raise ValueError(f"not an import statement: {statement!r}")
     return {(alias.asname or alias.name.split(".")[0]): _import_identity(node, alias) for alias in node.names}
 
 
 def _top_level_bindings(tree: ast.Module) -> tuple[set[str], dict[str, tuple]]:
     """The names the module binds at its top level (in any statement not inside a function or
     class body), and of those the imported ones with what each is bound to."""
-    names, imports = set(), {}
+    names: set[str] = set()
+    imports: dict[str, tuple] = {}
 
     def visit(statements):
         for node in statements:
@@ -147,13 +150,13 @@ def _renamed(source: str, tree: ast.Module, mapping: dict[str, str]) -> tuple[st
     ``from __future__`` lines taken out (returned apart)."""
     lines = source.splitlines(keepends=True)
     encoded = [line.encode() for line in lines]
-    edits: list[tuple[int, int, int, str]] = []  # (line index, start byte, end byte, new text)
-    future = []
+    edits: list[tuple[int, int, int | None, str]] = []  # (line index, start byte, end byte, new text)
+    future: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             if node.end_lineno != node.lineno:
                 raise CannotMerge(f"line {node.lineno}: a 'from __future__' import over several lines")
-            future.append(ast.get_source_segment(source, node))
+            future.append(ast.get_source_segment(source, node) or "")
             edits.append((node.lineno - 1, node.col_offset, node.end_col_offset, "pass  # (moved to the top)"))
     _Renamer(mapping, encoded, edits).visit(tree)
     for index, start, end, text in sorted(edits, reverse=True):
@@ -170,7 +173,7 @@ class _Renamer(ast.NodeVisitor):
         self.mapping, self.encoded, self.edits = mapping, encoded, edits
         self.scopes: list[set[str]] = []  # innermost last; empty at module level
 
-    def _rename_at(self, lineno: int, col: int, end_col: int, name: str, text: str | None = None) -> None:
+    def _rename_at(self, lineno: int, col: int, end_col: int | None, name: str, text: str | None = None) -> None:
         self.edits.append((lineno - 1, col, end_col, self.mapping[name] if text is None else text))
 
     def _hidden(self, name: str) -> bool:

@@ -141,7 +141,7 @@ def inputs_before(match: Match) -> None:
             continue
         moving.add(node)
         pending.extend(node.all_input_nodes)
-    for node in sorted(moving, key=position.get):
+    for node in sorted(moving, key=position.__getitem__):
         first.prepend(node)
 
 
@@ -173,7 +173,7 @@ def _grow(seed, position: dict, taken: set) -> list:
     grew = True
     while grew and len(members) < MAX_OPS:
         grew = False
-        for node in sorted({u for m in members for u in m.users}, key=position.get):
+        for node in sorted({u for m in members for u in m.users}, key=position.__getitem__):
             if node in inside or node in taken or not _fusible(node, reductions) or len(members) >= MAX_OPS:
                 continue
             pulled = []
@@ -190,7 +190,7 @@ def _grow(seed, position: dict, taken: set) -> list:
                         members.append(added)
                         inside.add(added)
                 grew = True
-    return sorted(members, key=position.get)
+    return sorted(members, key=position.__getitem__)
 
 
 def _from_inputs_alone(node, region: set, taken: set) -> list | None:
@@ -243,11 +243,13 @@ def described_region(members: list) -> tuple[Region, list] | None:
     except TypeError:
         return None
     outputs = [n for n in members if any(u not in index for u in n.users)]
-    if any(_spec(n) is None for n in inputs + outputs):
+    specs = [_spec(n) for n in inputs + outputs]
+    known = [spec for spec in specs if spec is not None]
+    if len(known) != len(specs):
         return None
     positive = _positive_inputs(members, inputs)
-    input_specs = [_spec(n).model_copy(update={"positive": n in positive}) for n in inputs]
-    output_specs = [_spec(n) for n in outputs]
+    input_specs = [spec.model_copy(update={"positive": n in positive}) for n, spec in zip(inputs, known)]
+    output_specs = known[len(inputs):]
     canonical = repr(([w.model_dump() for w in written], [s.model_dump(exclude={"positive"}) for s in input_specs],
                       [index[n] for n in outputs]))
     ops = [w.target for w in written if w.target != "getitem" and w.target.split(".")[1] not in VIEWS]
@@ -267,9 +269,9 @@ def _positive_inputs(members: list, inputs: list) -> set:
     positive: set = set()
     for node in members:
         source = node.all_input_nodes[0] if packet_of(node) in POSITIVE_ONLY and node.all_input_nodes else None
-        while source in members and is_pointwise(source) and len(source.all_input_nodes) == 1:
+        while source is not None and source in members and is_pointwise(source) and len(source.all_input_nodes) == 1:
             source = source.all_input_nodes[0]  # + eps
-        if source in members and packet_of(source) in ("mean", "sum") and source.all_input_nodes[0] in inputs:
+        if source is not None and source in members and packet_of(source) in ("mean", "sum") and source.all_input_nodes[0] in inputs:
             positive.add(source.all_input_nodes[0])
     pending = [n for n in members if packet_of(n) in POSITIVE_ONLY and n not in from_seed]
     seen: set = set()

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any, Callable
 
 from rich.console import Console
+from rich.status import Status
 from rich.markup import escape
 
 from bbagent.agent.generate.progress import (Asking, CandidateJudged, DeviceProbed, DispatcherDone, DispatcherTried,
@@ -58,19 +60,20 @@ class Waiting:
 
     def __init__(self, console: Console, text: str):
         self.console, self.text = console, text
-        self._status, self._done = None, threading.Event()
+        self._status: Status | None = None
+        self._done = threading.Event()
 
     def start(self) -> "Waiting":
         if not self.console.is_terminal:
             self.console.print(f"{self.text}...")
             return self
         started = time.monotonic()
-        self._status = self.console.status(f"{self.text}...")
-        self._status.start()
+        self._status = status = self.console.status(f"{self.text}...")
+        status.start()
 
         def tick():
             while not self._done.wait(1.0):
-                self._status.update(f"{self.text}... {time.monotonic() - started:.0f} s")
+                status.update(f"{self.text}... {time.monotonic() - started:.0f} s")
         threading.Thread(target=tick, daemon=True).start()
         return self
 
@@ -148,7 +151,7 @@ class RoundReporter:
     def __init__(self, console: Console):
         self.console = console
         self.waiting: list[Waiting] = []
-        self.handlers = {Started: self._started, Asking: self._asking, Retrying: self._retrying,
+        self.handlers: dict[type, Callable[[Any], None]] = {Started: self._started, Asking: self._asking, Retrying: self._retrying,
                          Evaluating: self._evaluating, CandidateJudged: self._candidate, NewBest: self._best,
                          DispatcherTried: self._dispatcher, DispatcherDone: self._dispatcher_done,
                          ReplacedApproved: self._replaced_approved, SameKernel: self._same_kernel,
@@ -205,7 +208,8 @@ class RoundReporter:
             self.console.print(f"{where}: [red]no code block[/red]")
         else:
             s = record.summary
-            self.console.print(f"{where}: {_status(record)} {s.passed}/{s.total} tests")
+            counted = f"{s.passed}/{s.total} tests" if s is not None else "no tests"
+            self.console.print(f"{where}: {_status(record)} {counted}")
 
     def _best(self, event: NewBest) -> None:
         what = ("bbagent's dispatcher between rounds {} and {}".format(*event.dispatcher_of)
@@ -251,7 +255,8 @@ class RoundReporter:
         if record.outcome == "no_code":
             self.console.print(f"round {event.round}: [red]no code block[/red] in the answer ({tokens})")
             return
-        counts = (record.counts or record.summary).model_dump()
+        counted = record.counts or record.summary
+        counts = counted.model_dump() if counted is not None else {"total": 0}
         from bbagent.harness.interface import count_text  # pydantic: not at import, which every command pays before it starts
         line = f"round {event.round}: {_status(record)} {count_text(counts)} ({tokens})"
         if record.speedup is not None:

@@ -40,7 +40,7 @@ def export_kernelbench(root: Path, out_dir: Path, include_unreviewed: bool = Fal
         if why is None and file_name is None:
             why = (f"{program.name} has no KernelBench level and number (a file <ID>_<name>.py under a "
                    "level<N> folder)")
-        if why is not None:
+        if why is not None or version is None or file_name is None:
             left_out.append({"problem": entry.op, "why": why})
             continue
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -36,17 +36,22 @@ import hashlib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from bbagent.agent.serving.direct import (LAUNCHED, OPAQUE, DirectKernel, DirectServing, inline, path_said,
                                           region_traced)
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 NAMESPACE = "bbagent_served"
 PASS_FORMAT = "3"  # what this module puts in a graph: a change to it must not meet graphs cached before it
 
 
-def is_served(status: str | None) -> bool:
+def is_served(status: str | None) -> TypeGuard[str]:
     """Whether an ``under_compile`` or region status says compiled code runs the kernel."""
-    return bool(status) and status.startswith((OPAQUE, LAUNCHED))
+    return status is not None and status.startswith((OPAQUE, LAUNCHED))
 
 
 @dataclass
@@ -56,7 +61,7 @@ class RegionAnswer:
     key: str
     hash: str
     model_new: type
-    problem: object
+    problem: ModuleType
     sha256: str = ""
     over_inductor: float | None = None  # its speedup over torch.compile on its own problem, as judged
 
@@ -69,7 +74,7 @@ class CompiledServing:
     compiled graphs by it). With ``inline_regions`` a region answer is traced into the graph where it
     can be. ``over_inductor``: each overload's own speedup over torch.compile, as judged."""
 
-    def __init__(self, overloads: Mapping[str, object], regions: dict[str, RegionAnswer] | None = None,
+    def __init__(self, overloads: Mapping[str, OpOverload], regions: dict[str, RegionAnswer] | None = None,
                  direct: list[DirectKernel] | None = None, fingerprint: str = "", inline_regions: bool = False,
                  over_inductor: dict[str, float | None] | None = None):
         import torch
@@ -82,12 +87,13 @@ class CompiledServing:
         self.over_inductor = over_inductor or {}  # an overload's speedup over torch.compile alone, as judged
         self.region_declined: dict[str, Counter] = {}
         self.library = torch.library.Library(NAMESPACE, "FRAGMENT")
+        self.destroyed = False  # the library, by uninstall()
         self.twins = {overload: self._twin(name, overload) for name, overload in overloads.items()
                       if _functional(overload)}
         self.region_twins = {answer.hash: self._region_twin(answer) for answer in (regions or {}).values()}
         self.region_keys = {answer.hash: answer.key for answer in (regions or {}).values()}
         self.removed: list[tuple[dict, object, object]] = []
-        self.previous_pass = None
+        self.previous_pass: Any = None  # whatever inductor's config held: a pass, a list of them, None
         self.installed = False
 
     @property
@@ -174,9 +180,9 @@ class CompiledServing:
                 table[overload] = decomposition
             self.removed.clear()
             self.installed = False
-        if self.library is not None:
+        if not self.destroyed:
             self.library._destroy()
-            self.library = None
+            self.destroyed = True
 
 
 def _contiguous(result, count: int):
@@ -203,10 +209,13 @@ def _functional(overload) -> bool:
     return not schema.is_mutable and all(r.alias_info is None for r in schema.returns)
 
 
-try:  # imported by enable() only, torch with it
+if TYPE_CHECKING:
     from torch._inductor.custom_graph_pass import CustomGraphPass as _PassBase
-except ImportError:  # a torch without it: the pass still runs, and inductor does not cache the graph
-    _PassBase = object
+else:
+    try:  # imported by enable() only, torch with it
+        from torch._inductor.custom_graph_pass import CustomGraphPass as _PassBase
+    except ImportError:  # a torch without it: the pass still runs, and inductor does not cache the graph
+        _PassBase = object
 
 
 class SwapPass(_PassBase):

@@ -29,7 +29,10 @@ import threading
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 LAUNCHED = "launched by inductor's code"
 OPAQUE = "served"  # an opaque twin's call out of inductor's code (``agent.serving.compiled``)
@@ -43,7 +46,7 @@ class DirectKernel:
     kernel behind ``harness.adapters.serving``), the dtypes it was tested on (empty: any) and the
     device type it serves."""
     op: str
-    overload: object
+    overload: OpOverload
     function: Callable
     dtypes: frozenset = frozenset()
     device_type: str = "cuda"

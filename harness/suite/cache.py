@@ -27,6 +27,7 @@ import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -46,7 +47,7 @@ def suite_key(overloads: list[str], device: str, options: dict) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def dumps(suites: list[tuple[str, object, object]]) -> bytes:
+def dumps(suites: list[tuple[str, Any, Any]]) -> bytes:
     """``(name, overload, Suite)`` triples as bytes: tensors moved to the CPU, operator objects by name."""
     from bbagent.harness.ops import op_name
     portable = []
@@ -60,7 +61,7 @@ def dumps(suites: list[tuple[str, object, object]]) -> bytes:
     return buffer.getvalue()
 
 
-def loads(data: bytes, device: str, problem) -> list[tuple[str, object, object]]:
+def loads(data: bytes, device: str, problem) -> list[tuple[str, Any, Any]]:
     """The triples ``dumps`` saved, with tensors on ``device`` and operators taken from ``problem``
     (``harness.problem``: the overloads it was saved for) and their schemas, never looked up by name."""
     from bbagent.harness.ops import op_name
@@ -113,7 +114,7 @@ def _on_cpu(value):
 def _saved(t: torch.Tensor) -> _SavedTensor:
     length = t.storage_offset() + memory_span(tuple(t.shape), t.stride())
     memory = t.detach().as_strided((length,), (1,), 0).to("cpu", copy=True)
-    return _SavedTensor(memory, tuple(t.shape), t.stride(), t.storage_offset())
+    return _SavedTensor(memory, tuple(t.shape), t.stride(), int(t.storage_offset()))
 
 
 def _on(value, device: str):
@@ -121,7 +122,7 @@ def _on(value, device: str):
     return map_leaves(value, _SavedTensor, lambda s: s.memory.to(device).as_strided(s.shape, s.stride, s.offset))
 
 
-def refreshed(suites: list[tuple[str, object, object]], seed: int) -> tuple[list, int]:
+def refreshed(suites: list[tuple[str, Any, Any]], seed: int) -> tuple[list, int]:
     """The suites with this evaluation's values: trace inputs drawn from ``seed``, refreshable OpInfo
     samples redrawn. Returns them and how many cases got new values."""
     gen = torch.Generator().manual_seed(seed)

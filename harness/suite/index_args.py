@@ -28,7 +28,7 @@ unspecified for those inputs.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -155,7 +155,7 @@ def _distinct_layout(source: tuple, index: torch.Tensor, values: dict[str, Any])
     return None
 
 
-def _redrawable(index: Any) -> bool:
+def _redrawable(index: Any) -> TypeGuard[torch.Tensor]:
     return isinstance(index, torch.Tensor) and not index.dtype.is_floating_point \
         and index.dtype != torch.bool and index.numel() > 0
 

@@ -257,6 +257,7 @@ def _timing(pair, reference_module, job: Job, instruments, send) -> None:
     reference.load_state_dict(fresh.state_dict())
     answer.load_state_dict(fresh.state_dict())
     del fresh
+    assert job.timing is not None, "timed only where its Job asks for timing"
     request = TimingRequest(**job.timing)
     gpu = torch.cuda.get_device_name()
     stats, measured = device_stats(gpu, request.device)

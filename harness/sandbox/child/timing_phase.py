@@ -43,6 +43,7 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
     from bbagent.harness.timing.phase import (TimingRequest, device_stats, implausible_device, peak_memory_gbs, time_case,
                                       timed_cases, void_record)
     from bbagent.harness.checks.case import candidate_raised
+    assert job.timing is not None, "timed only where its Job asks for timing"
     request = TimingRequest(**job.timing)
     gpu = torch.cuda.get_device_name()
     cases = timed_cases(suite.cases, passed, request.max_cases)

@@ -148,6 +148,9 @@ class WarmPool:
 
     def _await_ready(self) -> None:
         server = self.server  # close() may take it away meanwhile: another thread's, the exit handler's
+        if server is None or server.stdout is None:
+            raise PoolClosed("the fork server was closed before this evaluation could wait for it to start "
+                             "(the process is ending)")
         left = SERVER_START_TIMEOUT_S - (time.monotonic() - self.spawned_at)
         try:
             ready = select.select([server.stdout], [], [], max(0.0, left))[0]
@@ -215,7 +218,8 @@ class WarmPool:
             except (subprocess.TimeoutExpired, KeyboardInterrupt):  # Ctrl-C while it exits: no traceback at exit
                 kill_group(server.pid)
                 server.wait()
-            server.stdout.close()
+            if server.stdout is not None:
+                server.stdout.close()
         directory, self.directory = self.directory, ""
         if directory:
             shutil.rmtree(directory, ignore_errors=True)

@@ -43,7 +43,10 @@ def child_env(base_env: dict, workdir) -> dict:
     return {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
 
 
-def exit_cause(returncode: int) -> str:
+def exit_cause(returncode: int | None) -> str:
+    """How a child process ended, in words (None: it was never waited for)."""
+    if returncode is None:
+        return "gone without an exit status"
     if returncode < 0:
         try:
             name = signal.Signals(-returncode).name
