@@ -242,8 +242,8 @@ def option_flags(batch: bool = False, fields=None, defaults: dict | None = None)
     for name, info in GenerateOptions.model_fields.items():
         if fields is not None and name not in fields:
             continue
-        extra = info.json_schema_extra or {}
-        help_text = extra.get("batch_help") if batch and "batch_help" in extra else info.description
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        help_text = str(extra["batch_help"] if batch and "batch_help" in extra else info.description)
         default = (defaults or {}).get(name, info.default)
         kind = next((t for t in get_args(info.annotation) if t is not type(None)), info.annotation)
         flag = flag_of(name, batch)

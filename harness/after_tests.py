@@ -29,6 +29,8 @@ def time_inductor(op: str, verdict: Verdict, timing: TimingOptions, job: Job, ba
     """The inductor baseline of every timed shape (``harness.timing.baselines``): from the cache, or
     measured now in a child of its own with no candidate in it."""
     performance = verdict.performance
+    if performance is None:  # nothing was timed: nothing to compare with
+        return
     tests, gpu, mode = [_data(t) for t in performance.tests], performance.gpu, timing.inductor_mode
     if not verdict.passed:  # it went wrong while being timed: no speedup to compare
         performance.baselines = {"inductor": BaselineSummary.model_validate(baselines.not_measured(
@@ -127,6 +129,8 @@ def collect_ncu(verdict: Verdict, timing: TimingOptions, job: Job, base_env: dic
     """Nsight Compute metrics of eager and the kernel on timed shapes (``timing.pick``), from a cold
     child of their own started by ncu (``harness.timing.ncu``); its CSV is kept in the run."""
     performance = verdict.performance
+    if performance is None:  # nothing was timed: nothing to profile
+        return
     if not verdict.passed:
         performance.ncu = NcuReport(measured=False, reason="the kernel failed while being timed; it is not profiled")
         return
@@ -212,13 +216,15 @@ def store_measured(timing: TimingOptions, op: str, verdict: Verdict) -> None:
     if timing.cache is None:
         return
     performance, env = verdict.performance, verdict.environment
+    if performance is None or performance.gpu is None or env.torch is None:
+        return  # nothing timed, or not where the cache can name it
     gpu = performance.gpu
-    if performance.device_measured:
+    if performance.device_measured and performance.device is not None and env.triton is not None:
         timing.cache.store_device(gpu, env.torch, env.triton, performance.device.model_dump(exclude_none=True))
     eager = [{"mode": t.mode, "input": t.input, "timing": t.aten.model_dump()}
-             for t in performance.tests if t.aten_source == "measured"]
-    inductor = [(t, t.baselines["inductor"]) for t in performance.tests if "inductor" in (t.baselines or {})]
+             for t in performance.tests if t.aten_source == "measured" and t.aten is not None]
+    inductor = [(t, t.baselines["inductor"]) for t in performance.tests if t.baselines and "inductor" in t.baselines]
     compiled = [baselines.cache_row(baselines.cache_mode(entry.compile_mode, t.mode), t.input, entry.timing.model_dump(),
                                     entry.eager_over_inductor, [k.model_dump() for k in entry.launches or []])
-                for t, entry in inductor if entry.source == "measured" and entry.timing is not None]
+                for t, entry in inductor if entry.source == "measured" and entry.timing is not None and t.mode]
     timing.cache.store_reference(op, env.torch, gpu, eager + compiled)

@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the table of names: real imports to a type checker and to i
     from bbagent.harness.program_facts import ProgramFacts, describe_program
     from bbagent.harness.verdict import (
         Verdict, Summary, TestCounts, Variant, Performance, PerformanceSummary, DeviceYardsticks, NcuReport, NcuSide,
-        Launch, count_text, short_count
+        Launch, TimingStats, count_text, short_count
     )
     from bbagent.harness.error_kinds import ERROR_KINDS
     from bbagent.harness.checks.policy import TOLERANCE_POLICY, LIBRARY_POLICIES

@@ -11,7 +11,8 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Protocol
+from collections.abc import Sequence
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from bbagent.agent.errors import InfrastructureError
 from bbagent.harness.interface import Evaluator
@@ -44,6 +45,9 @@ class Executor(Evaluator, Protocol):
 RETIRE_AFTER = 3  # sandbox failures in a row on one slot before it is taken out (a lost GPU)
 
 
+Gpu = TypeVar("Gpu", int, str)  # what names a slot's GPU: its number here, its supervisor on a cluster
+
+
 class SlotLost(RuntimeError):
     """The evaluation was lost with its slot's process (``retire``: with its node, for good); it
     runs again, on another slot where one is free first."""
@@ -54,9 +58,13 @@ class SlotLost(RuntimeError):
         self.counted = counted  # the same loss was counted already (another evaluation on the slot's GPU)
 
 
-class Slot:
-    def __init__(self, name: str, gpu: int | None, model: str | None = None):
-        self.name, self.gpu, self.model = name, gpu, model
+class Slot(Generic[Gpu]):
+    """One evaluation at a time, on ``gpu`` (a local GPU's number, a cluster's supervisor; None: the
+    CPU): what it is doing, what it did, and whether it is out of service."""
+
+    def __init__(self, name: str, gpu: Gpu | None, model: str | None = None):
+        self.name, self.model = name, model
+        self.gpu: Gpu | None = gpu
         self.busy: str | None = None
         self.busy_since = 0.0
         self.busy_s = 0.0
@@ -68,26 +76,29 @@ class Slot:
         self.queued_s = 0.0  # how long its evaluations waited for it to be free (more work than slots)
 
 
-class SlotPool:
+S = TypeVar("S", bound="Slot[Any]")
+
+
+class SlotPool(Generic[S]):
     """Slots and the evaluations waiting for one, in arrival order. A waiting evaluation takes the
     first free slot it accepts that no evaluation ahead of it accepts; ``evaluate`` runs it there
     (``_run_on``, each executor's own), takes a slot out after RETIRE_AFTER sandbox failures in a
     row, and runs an evaluation whose slot was lost (``SlotLost``) again on another."""
 
-    def __init__(self, slots: list[Slot]):
+    def __init__(self, slots: list[S]):
         self.slots = slots
         self.free = list(slots)
-        self.waiting: list[tuple[object, Callable[[Slot], bool]]] = []  # (ticket, accepts), in arrival order
+        self.waiting: list[tuple[object, Callable[[S], bool]]] = []  # (ticket, accepts), in arrival order
         self.condition = threading.Condition()
         self.started = time.time()
 
-    def _run_on(self, slot: Slot, request, kernel_path: Path):
+    def _run_on(self, slot: S, request, kernel_path: Path):
         raise NotImplementedError
 
-    def _accepts(self, op: str) -> Callable[[Slot], bool]:
+    def _accepts(self, op: str) -> Callable[[S], bool]:
         return lambda slot: True
 
-    def _same_device(self, slot: Slot) -> list[Slot]:
+    def _same_device(self, slot: S) -> list[S]:
         """The slots that go with ``slot`` when it is taken out: those sharing its GPU (``Slot.gpu``,
         a local GPU's number or a cluster's supervisor); a slot of no GPU alone."""
         return [s for s in self.slots if s.gpu == slot.gpu] if slot.gpu is not None else [slot]
@@ -98,7 +109,7 @@ class SlotPool:
     def finished(self, op: str) -> None:
         """``Executor.finished``: a pool of slots keeps nothing per operator."""
 
-    def _granted(self) -> dict[object, Slot]:
+    def _granted(self) -> dict[object, S]:
         free, granted = list(self.free), {}
         for ticket, accepts in self.waiting:
             slot = next((s for s in free if not s.retired and accepts(s)), None)
@@ -107,7 +118,7 @@ class SlotPool:
                 granted[ticket] = slot
         return granted
 
-    def _take(self, accepts: Callable[[Slot], bool]) -> Slot:
+    def _take(self, accepts: Callable[[S], bool]) -> S:
         ticket = object()
         with self.condition:
             if all(slot.retired for slot in self.slots):
@@ -123,13 +134,13 @@ class SlotPool:
             self.condition.notify_all()  # the next in line may find a slot too
             return slot
 
-    def _give(self, slot: Slot) -> None:
+    def _give(self, slot: S) -> None:
         with self.condition:
             if not slot.retired:
                 self.free.append(slot)
             self.condition.notify_all()
 
-    def _add(self, slot: Slot) -> None:
+    def _add(self, slot: S) -> None:
         with self.condition:
             self.slots.append(slot)
             self.free.append(slot)
@@ -187,7 +198,7 @@ class SlotPool:
         return []
 
 
-class LocalExecutor(SlotPool):
+class LocalExecutor(SlotPool[Slot[int]]):
     """``per_gpu`` slots per GPU in ``gpus`` (device ``cuda``; default
     ``agent.batch.shared_gpu.evaluations_per_gpu``), each GPU a ``SharedGpu`` (tests side by side as
     memory allows, timing alone), or ``cpu_slots`` slots on the CPU."""
@@ -212,7 +223,7 @@ class LocalExecutor(SlotPool):
         return gpu_rows(self.slots, self.started, {gpu: (f"gpu-{gpu}", shared.figures())
                                                    for gpu, shared in self.shared.items()})
 
-    def _run_on(self, slot: Slot, request, kernel_path: Path):
+    def _run_on(self, slot: Slot[int], request, kernel_path: Path):
         if slot.gpu in self.shared:
             return self.shared[slot.gpu].evaluate(request, kernel_path)
         if self.run_evaluation is None:
@@ -243,7 +254,7 @@ class LocalExecutor(SlotPool):
             shared.close()  # the sandbox pools close at exit (harness.sandbox.parent.pool)
 
 
-def gpu_rows(slots: list[Slot], started: float, shared: dict[object, tuple[str, dict]]) -> list[dict]:
+def gpu_rows(slots: Sequence[Slot[Any]], started: float, shared: dict[object, tuple[str, dict]]) -> list[dict]:
     """``Executor.gpus``: per shared GPU (key -> its name and ``SharedGpu.figures``), what the
     slots on it did (evaluations, per hour, waits for the GPU and for a free slot) beside what the
     GPU measured of itself."""

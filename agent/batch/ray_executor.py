@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from bbagent.agent.batch.executor import Slot, SlotLost, SlotPool, gpu_rows
 from bbagent.agent.batch.shared_gpu import MAX_PER_GPU
@@ -104,7 +105,16 @@ class EvaluationSupervisor:
         return self.gpu.figures()
 
 
-class RayExecutor(SlotPool):
+class RaySlot(Slot[str]):
+    """A slot of a supervisor (``gpu``: its key, ``<node id>/<GPU index>``) on a Ray node: the
+    supervisor's actor, its node, and what it said of itself when it started."""
+
+    def __init__(self, name: str, supervisor: str, model: str | None, actor, node_id: str, info: dict):
+        super().__init__(name, supervisor, model)
+        self.supervisor, self.actor, self.node_id, self.info = supervisor, actor, node_id, info
+
+
+class RayExecutor(SlotPool[RaySlot]):
     """Slots are the supervisors of every live node's ``resource`` (``GPU``, or a custom resource
     a cluster declares with ``ray start --resources``), ``at_once`` slots each (default: as many as
     the node's cores and memory allow per GPU, as locally; ``device_memory``: the bytes each one
@@ -119,7 +129,7 @@ class RayExecutor(SlotPool):
         self.model_of: dict[str, str] = {}  # op -> the GPU model its first evaluation ran on
         self.home: dict[str, str] = {}  # op, until the batch finished it -> the node its suite was built ahead on
         self.known: set[tuple[str, int]] = set()  # (node id, index) with a supervisor
-        self.supervisors: dict[str, tuple[str, str, object]] = {}  # its slots' key -> (name, node, actor)
+        self.supervisors: dict[str, tuple[str, str, Any]] = {}  # its slots' key -> (name, node, actor)
         self.last_figures: dict[str, dict] = {}
         self.died_at: dict[str, float] = {}  # supervisor -> when its last death was first heard of
         self.notes: list[str] = []  # what was seen of the cluster (mismatched or unreachable nodes)
@@ -179,9 +189,8 @@ class RayExecutor(SlotPool):
             key = f"{node['NodeID']}/{index}"
             self.supervisors[key] = (name, where, actor)
             for n in range(info["at_once"]):
-                slot = Slot(name if info["at_once"] == 1 else f"{name}/{n}", key, info["gpu_model"])
-                slot.actor, slot.node_id, slot.info = actor, node["NodeID"], info
-                self._add(slot)
+                self._add(RaySlot(name if info["at_once"] == 1 else f"{name}/{n}", key, info["gpu_model"], actor,
+                                  node["NodeID"], info))
 
     def _no_slot_left(self) -> None:
         self._refresh()
@@ -191,7 +200,7 @@ class RayExecutor(SlotPool):
         and on the node its suite was built on while that node has a slot in service."""
         model, home = self.model_of.get(op), self.home.get(op)
 
-        def accepts(slot: Slot) -> bool:
+        def accepts(slot: RaySlot) -> bool:
             if home is not None and slot.node_id != home and any(
                     s.node_id == home and not s.retired for s in self.slots):
                 return False
@@ -241,7 +250,7 @@ class RayExecutor(SlotPool):
         lightest = min(load.values())
         return lambda slot: load.get(slot.node_id, lightest + 1) == lightest and accepts(slot)
 
-    def _run_on(self, slot: Slot, request, kernel_path: Path):
+    def _run_on(self, slot: RaySlot, request, kernel_path: Path):
         from ray.exceptions import RayError, RayTaskError
         from bbagent.harness.interface import KernelFileError
         op = request.op
@@ -259,7 +268,7 @@ class RayExecutor(SlotPool):
             if not self._node_alive(slot.node_id):
                 raise SlotLost(f"node lost while evaluating {op} ({type(exc).__name__})", retire=True) from None
             raise SlotLost(f"the supervisor died while evaluating {op}; Ray restarts it ({_death(exc)})",
-                           counted=self._death_counted(slot.gpu)) from None
+                           counted=self._death_counted(slot.supervisor)) from None
         return self._received(request, kernel_path, verdict)
 
     def _death_counted(self, supervisor: str) -> bool:
@@ -298,7 +307,7 @@ class RayExecutor(SlotPool):
                                                    for key, (name, node, _) in self.supervisors.items()})
 
     def gpu_label(self) -> str:
-        return "cpu" if self.device == "cpu" else "+".join(sorted({s.model for s in self.slots}))
+        return "cpu" if self.device == "cpu" else "+".join(sorted({s.model or "unknown GPU" for s in self.slots}))
 
     def close(self) -> None:
         for _, _, actor in self.supervisors.values():

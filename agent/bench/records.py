@@ -11,9 +11,10 @@ records carry correctness alone, one pair per trace test, and say why in their m
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bbagent.agent.bench.schema import BenchRecord, append_records, hardware_config, make_record
-from bbagent.harness.interface import NcuReport, Verdict
+from bbagent.harness.interface import NcuReport, TimingStats, Verdict
 
 
 def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = None) -> list[BenchRecord]:
@@ -22,13 +23,14 @@ def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = N
     device = verdict.environment.device or "cpu"
     performance = verdict.performance
     hardware = hardware_config(device)
-    metadata = {"run_id": run_id, "verdict": verdict.verdict, "seed": verdict.seed}
+    metadata: dict[str, Any] = {"run_id": run_id, "verdict": verdict.verdict, "seed": verdict.seed}
     kernel = {"kernel": verdict.kernel.path, "sha256": verdict.kernel.sha256}
     version = verdict.kernel.sha256[:12]
-    common = {"op": workload or verdict.op, "device": device, "seed": verdict.seed, "hardware": hardware}
+    common: dict[str, Any] = {"op": workload or verdict.op, "device": device, "seed": verdict.seed,
+                              "hardware": hardware}
     records = []
     if performance is not None and performance.measured:
-        copy_gbs = performance.device.copy_gbs
+        copy_gbs = performance.device.copy_gbs if performance.device is not None else None
         profiled = _ncu_by_input(performance.ncu)
         for t in performance.tests:
             if t.error_kind:
@@ -42,9 +44,9 @@ def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = N
             shared = {"bytes_moved": t.bytes, "overhead_dominated": t.overhead_dominated, "flops": t.flops,
                       "bound": t.bound, "floor_ms": t.floor_ms}
             records.append(make_record(
-                engine="aten", input_description=t.input, correct=True, timing=t.aten.model_dump(),
+                engine="aten", input_description=t.input, correct=True, timing=_dumped(t.aten),
                 samples=t.aten_raw, execution=execution, metadata=metadata, **common,
-                metrics={**shared, "achieved_gbs": t.aten_gbs, "copy_bandwidth_fraction": t.aten_gbs / copy_gbs,
+                metrics={**shared, "achieved_gbs": t.aten_gbs, "copy_bandwidth_fraction": _fraction(t.aten_gbs, copy_gbs),
                          "roof_fraction": t.aten_roof_fraction, "reference_source": t.aten_source,
                          **_ncu_metrics(profiled, t.input, "eager")}))
             inductor = (t.baselines or {}).get("inductor")
@@ -52,11 +54,11 @@ def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = N
                 records.append(_inductor_record(t, inductor, execution, shared, metadata, common))
             vs_inductor = {"speedup_inductor": inductor.speedup} if inductor is not None else {}
             records.append(make_record(
-                engine="bbagent", input_description=t.input, correct=True, timing=t.candidate.model_dump(),
+                engine="bbagent", input_description=t.input, correct=True, timing=_dumped(t.candidate),
                 samples=t.candidate_raw, speedup=t.speedup, execution=execution, metadata=metadata,
                 engine_version=version, engine_config=kernel, **common,
                 metrics={**shared, "achieved_gbs": t.candidate_gbs, "achieved_tflops": t.candidate_tflops,
-                         "copy_bandwidth_fraction": t.candidate_gbs / copy_gbs, "roof_fraction": t.roof_fraction,
+                         "copy_bandwidth_fraction": _fraction(t.candidate_gbs, copy_gbs), "roof_fraction": t.roof_fraction,
                          **vs_inductor, **_ncu_metrics(profiled, t.input, "kernel")}))
         return records
     metadata["not_timed"] = performance.reason if performance is not None else "timing was not asked for"
@@ -65,14 +67,23 @@ def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = N
         metadata["baselines_not_timed"] = skipped
     for test in verdict.tests:
         # the inputs the kernel really meets: a trace shape of an operator, a program's own given inputs
-        workload = (test.source or "").startswith("trace") or test.id == "given"
-        if not workload or test.passed is None:
+        met = (test.source or "").startswith("trace") or test.id == "given"
+        if not met or test.passed is None:
             continue  # OpInfo, edge cases and a program's other draws are not workloads; a reference error has no answer
-        records.append(make_record(engine="aten", input_description=test.input, correct=True,
+        described = test.input or test.id
+        records.append(make_record(engine="aten", input_description=described, correct=True,
                                    metadata=metadata, **common))
-        records.append(make_record(engine="bbagent", input_description=test.input, correct=bool(test.passed),
+        records.append(make_record(engine="bbagent", input_description=described, correct=bool(test.passed),
                                    engine_version=version, engine_config=kernel, metadata=metadata, **common))
     return records
+
+
+def _dumped(timing: TimingStats | None) -> dict | None:
+    return timing.model_dump() if timing is not None else None
+
+
+def _fraction(part: float | None, whole: float | None) -> float | None:
+    return part / whole if part is not None and whole else None
 
 
 def _ncu_by_input(report: NcuReport | None) -> dict:

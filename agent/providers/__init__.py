@@ -5,7 +5,7 @@ from pathlib import Path
 
 from bbagent.agent.errors import ProviderError
 from bbagent.agent.options import PROVIDERS
-from bbagent.agent.providers.base import Completion, Provider, RetryPolicy
+from bbagent.agent.providers.base import Completion, Provider, RetryPolicy, SdkProvider
 
 
 def make_provider(name: str, *, op: str, model: str | None = None, base_url: str | None = None,
@@ -22,12 +22,14 @@ def make_provider(name: str, *, op: str, model: str | None = None, base_url: str
     if not model:
         example = "gpt-5" if name == "openai" else "claude-sonnet-4-5"
         raise ProviderError(f"--model is required with --provider {name} (for example --model {example})")
-    common = dict(base_url=base_url, max_output_tokens=max_output_tokens, temperature=temperature, retry=retry)
+    sdk: type[SdkProvider]
     if name == "openai":
         from bbagent.agent.providers.openai_provider import OpenAIProvider
-        return OpenAIProvider(model, **common)
-    from bbagent.agent.providers.anthropic_provider import AnthropicProvider
-    return AnthropicProvider(model, **common)
+        sdk = OpenAIProvider
+    else:
+        from bbagent.agent.providers.anthropic_provider import AnthropicProvider
+        sdk = AnthropicProvider
+    return sdk(model, base_url=base_url, max_output_tokens=max_output_tokens, temperature=temperature, retry=retry)
 
 
 def _replay_provider(op: str, replay: str | None, log, root: Path | None):

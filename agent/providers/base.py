@@ -181,7 +181,7 @@ class SdkProvider:
         self.max_output_tokens = max_output_tokens
         self.temperature = temperature
         self.retry = retry or RetryPolicy()
-        self.on_retry = None
+        self.on_retry: Callable[[dict], None] | None = None
         self.limiter: RateLimiter | None = None  # a batch's shared rate limiter
         self.is_transient = transient_errors(self.sdk)
         self.client: Any = None

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bbagent.agent.reports.console import widen
-from bbagent.harness.interface import NcuReport, Performance, Verdict
+from bbagent.harness.interface import NcuReport, Performance, TimingStats, Verdict
 
 
 def print_bench(console: Console, verdict: Verdict) -> None:
@@ -26,22 +26,23 @@ def print_bench(console: Console, verdict: Verdict) -> None:
     columns += ["kernel GB/s", "% copy", "% roof", ""]
     for column in columns:
         table.add_column(column, overflow="fold", justify="left" if column in ("input", "mode", "") else "right")
-    copy_gbs = performance.device.copy_gbs
+    copy_gbs = performance.device.copy_gbs if performance.device is not None else None
     for t in performance.tests:
         if t.error_kind:
             table.add_row(t.input, *["-"] * (len(columns) - 2), t.error_kind)
             continue
         flag = "overhead-dominated" if t.overhead_dominated else ""
         flag += " (eager from cache)" if t.aten_source == "cache" else ""
-        row = [t.input, t.mode, f"{t.aten.median_ms * 1e3:.1f}", f"{t.candidate.median_ms * 1e3:.1f}", f"{t.speedup:.3f}x"]
+        row = [t.input, t.mode, _us(t.aten), _us(t.candidate), f"{t.speedup:.3f}x"]
         if with_inductor:
             inductor = (t.baselines or {}).get("inductor")
             if inductor is None or inductor.error:
                 row += ["-", "-"]
                 flag += f" inductor: {inductor.error}" if inductor is not None else ""
             else:
-                row += [f"{inductor.timing.median_ms * 1e3:.1f}", f"{inductor.speedup:.3f}x"]
-        row += [f"{t.candidate_gbs:.0f}", f"{100 * t.candidate_gbs / copy_gbs:.0f}%",
+                row += [_us(inductor.timing), f"{inductor.speedup:.3f}x"]
+        gbs = t.candidate_gbs
+        row += [f"{gbs:.0f}" if gbs is not None else "-", f"{100 * gbs / copy_gbs:.0f}%" if gbs is not None and copy_gbs else "-",
                 f"{100 * t.roof_fraction:.0f}% {t.bound}" if t.roof_fraction is not None else "-", flag.strip()]
         table.add_row(*row)
     widen(console)
@@ -52,6 +53,10 @@ def print_bench(console: Console, verdict: Verdict) -> None:
         console.print(f"profile of {entry.input}: {files}{' (' + entry.error + ')' if entry.error else ''}")
     if performance.ncu is not None:
         print_ncu(console, performance.ncu)
+
+
+def _us(timing: TimingStats | None) -> str:
+    return "-" if timing is None else f"{timing.median_ms * 1e3:.1f}"
 
 
 def _percent(value: float | None) -> str:
@@ -90,6 +95,8 @@ def print_ncu(console: Console, report: NcuReport) -> None:
 
 def summary_line(performance: Performance) -> str:
     s, device = performance.summary, performance.device
+    if s is None or device is None:
+        return f"{performance.gpu}: not measured ({performance.reason or 'no summary'})"
     parts = [f"{performance.gpu}: copy bandwidth {device.copy_gbs:.0f} GB/s, empty launch "
              f"{device.empty_launch_ms * 1e3:.1f} us (graph replay {device.empty_graph_launch_ms * 1e3:.1f} us)"]
     if s.geomean_speedup is not None:
@@ -103,7 +110,7 @@ def summary_line(performance: Performance) -> str:
             failed = f"; {len(b.compile_failures)} shapes it failed to compile left out" if b.compile_failures else ""
             parts.append(f"against {name} ({b.compile_mode}) geomean {b.geomean_speedup:.3f}x over {b.compared} shapes "
                          f"(p20 {b.speedup_p20:.3f}x, p50 {b.speedup_p50:.3f}x, p80 {b.speedup_p80:.3f}x); "
-                         f"fast_1 {b.fast_p['1']:.2f}{failed}")
+                         f"fast_1 {b.fast_p['1'] if b.fast_p else float('nan'):.2f}{failed}")
         else:
             parts.append(f"against {name}: no shape compared ({len(b.compile_failures)} failed to compile)")
     if s.overhead_dominated.count:

@@ -176,19 +176,20 @@ def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = "o
     if not (exp.dtype.is_floating_point or exp.dtype.is_complex):
         bad = exp != act
         return _mismatch_report(path, exp, act, bad, "mismatch", exact=True) if bad.any() else None
-    has_truth = exact is not None and exact.truth.shape == exp.shape
+    known = exact if exact is not None and exact.truth.shape == exp.shape else None
     atol, rtol = TOLERANCES.get(exp.dtype, (0.0, 0.0))
-    if not has_truth and _close_everywhere(exp, act, atol, rtol):
+    if known is None and _close_everywhere(exp, act, atol, rtol):
         # the common case: equal (infinities too), both NaN, or both finite and within the
         # tolerance; exactly the elements the checks below pass
         return None
     exp64, act64 = exp.to(torch.float64), act.to(torch.float64)
-    truth = exact.truth.detach().to(torch.float64) if has_truth else None
-    if has_truth and _all_finite_and_allowed(exp64, act64, truth, exact.scale, atol, rtol):
+    truth = known.truth.detach().to(torch.float64) if known is not None else None
+    scale = known.scale if known is not None else None
+    if truth is not None and _all_finite_and_allowed(exp64, act64, truth, scale, atol, rtol):
         return None
     if not report:
         return dict(UNREPORTED)
-    if has_truth:
+    if truth is not None:
         exp64 = torch.where(_aten_not_finite_wrongly(exp64, act64, truth, exp.dtype),
                             truth.to(exp.dtype).to(torch.float64), exp64)
     exp_nan, act_nan = torch.isnan(exp64), torch.isnan(act64)
@@ -201,21 +202,21 @@ def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = "o
     diff = torch.where(both_finite, (act64 - exp64).abs(), torch.zeros_like(exp64))
     close_bad = both_finite & (diff > atol + rtol * exp64.abs())
     allowance = None
-    if (close_bad.any() or inf_bad.any()) and has_truth:
-        allowance = _allowance_from_exact(exp64, truth, exact.scale, both_finite, atol, rtol)
+    if (close_bad.any() or inf_bad.any()) and truth is not None:
+        allowance = _allowance_from_exact(exp64, truth, scale, both_finite, atol, rtol)
         close_bad = close_bad & ((act64 - truth).abs() > allowance)
         inf_bad = inf_bad & ~_overflow_boundary(act64, truth, allowance, exp.dtype)
     bad = inf_bad | close_bad
     if bad.any():
-        report = _mismatch_report(path, exp64, act64, bad, "mismatch", atol=atol, rtol=rtol, diff=diff)
-        if allowance is not None:  # quoted at the first reported element, not the tensor's largest
+        found = _mismatch_report(path, exp64, act64, bad, "mismatch", atol=atol, rtol=rtol, diff=diff)
+        if allowance is not None and truth is not None:  # quoted at the first reported element, not the tensor's largest
             first = int(bad.flatten().nonzero()[0])
-            report["message"] += (
+            found["message"] += (
                 f"; also more than the allowed distance from a float64 run of the op (at the first element "
                 f"reported, {float(truth.flatten()[first]):.6g} +- {float(allowance.flatten()[first]):.3g}: dtype "
                 "tolerance, twice aten's own largest error where aten is outside it, and twice the float32 "
                 "rounding bound sqrt(n) * 2**-24 * sum|terms| for reductions)")
-        return report
+        return found
     return None
 
 

@@ -46,13 +46,13 @@ def cache_row(mode: str, input_id: str | None, timing: dict, eager_over_inductor
             "timing": {**timing, "eager_over_inductor": eager_over_inductor, **({"launches": launches} if launches else {})}}
 
 
-def wanted(tests: list[dict], rows: list[dict], gpu: str, compile_mode: str) -> list[dict]:
+def wanted(tests: list[dict], rows: list[dict], gpu: str | None, compile_mode: str) -> list[dict]:
     """The timed tests with no cached inductor row for their (GPU, input, timing mode)."""
     have = {(row["input"], row["mode"]) for row in rows if row["gpu"] == gpu}
     return [t for t in tests if "error_kind" not in t and (t["input"], cache_mode(compile_mode, t["mode"])) not in have]
 
 
-def attach(tests: list[dict], rows: list[dict], measured: list[dict], gpu: str, compile_mode: str,
+def attach(tests: list[dict], rows: list[dict], measured: list[dict], gpu: str | None, compile_mode: str,
            missing_error: str | None = None) -> None:
     """Give each timed test its ``baselines.inductor``: the timing (from ``measured`` this time, else
     the cache ``rows``), the kernel's speedup over it, or why there is none (``missing_error``: why

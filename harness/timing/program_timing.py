@@ -19,6 +19,8 @@ matmul throughput in the inputs' dtype; a reference that cannot be counted leave
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from bbagent.harness.checks.case import synchronize
@@ -42,7 +44,7 @@ def time_program(reference, answer, inputs_of, request, gpu: str, device: dict, 
     on the problem's inputs; ``inputs_of(draw, seed_offset)`` gives fresh inputs on the device."""
     answer_in, eager_in = inputs_of("given", 0), inputs_of("given", ATEN_SEED_OFFSET)
     fns = {"aten": lambda: reference(*eager_in), "candidate": lambda: answer(*answer_in)}
-    record = {"id": TIMED_ID, "input": described(answer_in), "dtype": inputs_dtype(answer_in)}
+    record: dict[str, Any] = {"id": TIMED_ID, "input": described(answer_in), "dtype": inputs_dtype(answer_in)}
     launched_before = launches.launches
     watch.light = True  # a scan per call would add host time to the timed calls
     try:

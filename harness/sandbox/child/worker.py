@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from bbagent.harness import events, gpu_pause
 from bbagent.harness.sandbox.child.ahead_groups import AheadGroups
@@ -174,26 +175,26 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
     planned, first_tier = first_tier_order([(name, target, case) for name, target, suite in suites
                                             for case in suite.cases], classes)
     failing_classes: dict[tuple, None] = {}
-    extra_from = None  # when the first tier ended, if it failed (compiling counts: a failing candidate's time is waste)
+    # when the extra tests after a failed first tier must end (compiling counts: a failing candidate's time is waste)
+    deadline: float | None = None
     ahead = AheadGroups(planned, served, compile_clock, job.device, send, stopwatch)
     try:
         for number, (name, target, case) in enumerate(planned):
             gpu_pause.checkpoint()  # between tests: another evaluation's timing may want the GPU alone
             ahead.finish_if_done(number)
             if number == first_tier and failed and job.fail_fast_s is not None:
-                extra_from = time.perf_counter()
+                deadline = time.perf_counter() + job.fail_fast_s
                 # reordered in place: the loop reads each entry by its position, this one and after
                 planned[first_tier:] = failing_classes_first(planned[first_tier:], failing_classes, classes)
                 name, target, case = planned[number]
                 # the failing classes' tests compiled ahead too, as many calls as the budget has time for
                 ahead.start(number, first_tier + sum(classes(n, c) in failing_classes for n, _, c in planned[first_tier:]),
-                            until=extra_from + job.fail_fast_s)
+                            until=deadline)
             elif ahead.due(number) and not failed:  # the first tier, then (if it passed) the rest
                 ahead.start(number, first_tier if number < first_tier else len(planned))
-            compiled = ahead.wait_for(number, None if extra_from is None
-                                      else max(0.0, extra_from + job.fail_fast_s - time.perf_counter()))
-            if extra_from is not None and (not compiled or time.perf_counter() - extra_from >= job.fail_fast_s):
-                send(events.StoppedEarly(first_tier=first_tier, not_run=len(planned) - number, budget_s=job.fail_fast_s,
+            compiled = ahead.wait_for(number, None if deadline is None else max(0.0, deadline - time.perf_counter()))
+            if deadline is not None and (not compiled or time.perf_counter() >= deadline):
+                send(events.StoppedEarly(first_tier=first_tier, not_run=len(planned) - number, budget_s=job.fail_fast_s or 0.0,
                                          failing_classes=[describe_class(k) for k in failing_classes]))
                 ahead.drop(report=True)  # what the tests that ran did not need
                 break
@@ -353,7 +354,7 @@ def _suites(job: Job, problem) -> tuple[list, bool, str | None]:
     return suites, False, hashlib.sha256(data).hexdigest()
 
 
-def _build_suites(job: Job, problem, interpreter: bool) -> list[tuple[str, object, object]]:
+def _build_suites(job: Job, problem, interpreter: bool) -> list[tuple[str, Any, Any]]:
     """(name, overload, Suite) for every overload the problem serves, its computation first. Test
     ids of the other overloads carry the overload's name (``relu_.default/opinfo-3``)."""
     from bbagent.harness.suite.build import build_suite

@@ -37,7 +37,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from bbagent.harness.gpu_pause import PausePage
 
@@ -81,6 +83,22 @@ class Interval:
     end: float
 
 
+class Across(Protocol):
+    """The GPU's admissions across processes (``harness.sandbox.parent.machine_gpu.MachineGpu``)."""
+
+    def try_enter(self, number: int, need: int) -> bool: ...
+
+    def mark(self) -> tuple[int, int, bool]: ...
+
+    def others_since(self, mark: tuple[int, int, bool]) -> bool: ...
+
+    def leave(self, number: int) -> None: ...
+
+    def try_alone(self) -> bool: ...
+
+    def end_alone(self) -> None: ...
+
+
 @dataclass
 class GpuShare:
     """One GPU's gate. ``capacity`` is the bytes of device memory the evaluations may need
@@ -89,7 +107,7 @@ class GpuShare:
     name: str
     capacity: int
     max_shared: int
-    clock: object = time.monotonic
+    clock: Callable[[], float] = time.monotonic
     condition: threading.Condition = field(default_factory=threading.Condition)
     holds: dict = field(default_factory=dict)  # hold number -> Hold, every one admitted and not left
     exclusive: Hold | None = None
@@ -97,8 +115,8 @@ class GpuShare:
     learned: dict = field(default_factory=dict)  # suite key -> largest device memory a child held
     intervals: list = field(default_factory=list)
     most_held: int = 0  # the most evaluations admitted at once so far
-    across: object = None  # harness.sandbox.parent.machine_gpu.MachineGpu: the other processes on this GPU
-    _numbers: object = field(default_factory=itertools.count)
+    across: Across | None = None  # the other processes on this GPU (harness.sandbox.parent.machine_gpu.MachineGpu)
+    _numbers: Iterator[int] = field(default_factory=itertools.count)
 
     @classmethod
     def for_gpu(cls, name: str, total_memory: int, max_shared: int, across=None) -> "GpuShare":
@@ -247,7 +265,8 @@ class GpuShare:
             hold.stopped_s += self.clock() - hold.stopped_since
             hold.stopped_since = None
             try:
-                os.killpg(hold.process_group, signal.SIGCONT)
+                if hold.process_group is not None:
+                    os.killpg(hold.process_group, signal.SIGCONT)
             except OSError:
                 pass
 
@@ -299,7 +318,7 @@ class GpuShare:
             self._go_on(hold)
             self._end_phase(hold)
             self.holds.pop(hold.number, None)
-            if hold.across:
+            if hold.across and self.across is not None:
                 self.across.leave(hold.number)
                 hold.across = False
             hold.phase = "left"
