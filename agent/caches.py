@@ -13,6 +13,11 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from bbagent.agent import gpu_facts
+from bbagent.agent.errors import UsageError
+from bbagent.harness.interface import (TIMING_CACHE_FILE as FILE_NAME, orphaned_workdirs, remove_orphaned_workdirs,
+                                       size_of, suite_cache_dir, triton_cache_dir)
+
 CACHES = ("suites", "triton", "timing", "devices", "workdirs")
 
 
@@ -29,22 +34,16 @@ class Cache:
 
 
 def _timing_file(root: Path) -> Path:
-    from bbagent.harness.interface import TIMING_CACHE_FILE as FILE_NAME
     return root / "runs" / FILE_NAME
 
 
 def _folder(name: str, path: Path, what: str, pattern: str = "*") -> Cache:
-    from bbagent.harness.interface import size_of
     entries = list(path.glob(pattern)) if path.is_dir() else []
     return Cache(name, str(path), len(entries), size_of(path) if path.is_dir() else 0, what)
 
 
 def caches(root: Path) -> list[Cache]:
     """Every cache, with where it is, how many entries it holds and their bytes."""
-    from bbagent.agent import gpu_facts
-    from bbagent.harness.interface import orphaned_workdirs, size_of
-    from bbagent.harness.interface import triton_cache_dir
-    from bbagent.harness.interface import suite_cache_dir
     timing = _timing_file(root)
     orphans = orphaned_workdirs()
     return [
@@ -62,11 +61,9 @@ def caches(root: Path) -> list[Cache]:
 
 def clear(root: Path, which: list[str], dry_run: bool = False) -> list[Cache]:
     """Empty the caches named (``CACHES``, or "all"); what was (or would be) removed."""
-    from bbagent.harness.interface import remove_orphaned_workdirs
     names = list(CACHES) if "all" in which else which
     unknown = [n for n in names if n not in CACHES]
     if unknown:
-        from bbagent.agent.errors import UsageError
         raise UsageError(f"unknown cache {', '.join(unknown)}: choose from {', '.join(CACHES)} or all")
     removed = []
     for cache in caches(root):

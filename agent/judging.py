@@ -7,17 +7,27 @@ Every problem found here is the caller's to fix and raised as a ``UsageError`` n
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import re
 import threading
 import time
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bbagent.agent.errors import UsageError
+from bbagent.agent.families import family_of
 from bbagent.agent.options import engines_of, positive
+from bbagent.agent.review.catalog import kernel_serving, written_for_beside
+from bbagent.harness.interface import (AdapterError, CHANNELS_LAST_FAMILIES, EvaluationRequest, HERE, KernelFileError,
+                                       ProblemError, ReferenceCache, SUITES, SetupError, TIMING_CACHE_FILE,
+                                       TimingOptions, UnknownOpError, default_device, describe_program, find_ncu,
+                                       list_ops, operator_problem, problem_to_test, program_problem, triton_version,
+                                       variant_family)
 
-if TYPE_CHECKING:  # loaded where used: importing this module costs nothing
-    from bbagent.harness.interface import EvaluationRequest, Evaluator, Verdict
+if TYPE_CHECKING:
+    from bbagent.harness.interface import Evaluator, Verdict
 
 PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each for eager and the kernel
 
@@ -26,7 +36,6 @@ PROFILED_SHAPES = 2  # bench --profile and --ncu: the largest timed shapes, each
 def callers_fault():
     """The harness's errors that are the caller's to fix (a name that is no overload, a kernel that
     cannot serve one, a kernel file missing, a setup that cannot run) raised as a UsageError."""
-    from bbagent.harness.interface import AdapterError, KernelFileError, ProblemError, SetupError, UnknownOpError
     try:
         yield
     except (UnknownOpError, AdapterError, KernelFileError, SetupError, ProblemError) as exc:
@@ -37,7 +46,6 @@ def problem_of(name: str, *, exact_overload: bool = False, to_test: bool = False
     """The harness's problem for ``name`` (``harness.problem``): ``generate``'s (``exact_overload``)
     or, ``to_test``, a given kernel file's (``family``: every overload of its family; ``written_as``
     names the overload the file is written for). A name that is no overload is a UsageError."""
-    from bbagent.harness.interface import operator_problem, problem_to_test
     with callers_fault():
         if to_test:
             return problem_to_test(name, family=family)
@@ -48,7 +56,6 @@ def program_of(path) -> tuple:
     """The program problem in the file at ``path`` and what one shape-only run of it found
     (``harness.program_facts``); a file that is no problem, or a program that cannot be set up, is
     a UsageError."""
-    from bbagent.harness.interface import describe_program, program_problem
     with callers_fault():
         problem = program_problem(path)
         return problem, describe_program(problem)
@@ -90,7 +97,6 @@ def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool
             raise UsageError("--device cuda: this machine has no usable CUDA device (torch "
                              f"{torch.__version__}, CUDA build: {torch.version.cuda or 'no'}); use --device cpu "
                              "to run under the Triton interpreter")
-    from bbagent.harness.interface import default_device
     if device == "cpu" or device is None and default_device() == "cpu":
         broken = why_no_interpreter()
         if broken:
@@ -108,9 +114,7 @@ def why_no_interpreter(versions: dict[str, str] | None = None) -> str | None:
     ``int()`` of a one-element array, which numpy 2.4 and later refuse: every kernel with a ``for``
     over a run-time bound would fail to compile under it, correct or not. ``versions``: the installed
     ones (a test gives its own)."""
-    from importlib import metadata
 
-    from bbagent.harness.interface import triton_version
     if versions is None:
         try:  # triton as the harness reads it: a pytorch-triton distribution counts
             versions = {"triton": triton_version(), "numpy": metadata.version("numpy")}
@@ -126,7 +130,6 @@ def why_no_interpreter(versions: dict[str, str] | None = None) -> str | None:
 
 def _release(version: str) -> tuple[int, ...]:
     """(3, 6) of "3.6.0", (2, 4) of "2.4.6rc1": the first two numbers of a version."""
-    import re
     return tuple(int(n) for n in re.findall(r"\d+", version)[:2])
 
 
@@ -134,7 +137,6 @@ def why_no_opinfo() -> str | None:
     """Why the OpInfo database (torch.testing._internal) cannot be imported, or None. Checked
     without importing it (that costs seconds): its module must exist and expecttest, which it
     imports first, must be importable."""
-    import importlib.util
     try:
         if importlib.util.find_spec("torch.testing._internal.common_methods_invocations") is None:
             return "this torch has no torch.testing._internal"
@@ -147,8 +149,6 @@ def why_no_opinfo() -> str | None:
 def listed_ops(suite: str = "all", family: str | None = None, pattern: str | None = None) -> list[dict]:
     """The overloads bbagent can test (``bbagent ops --json`` rows) of ``suite``, by prompt family
     and a substring of the name."""
-    from bbagent.agent.families import family_of
-    from bbagent.harness.interface import SUITES, list_ops
     if suite not in SUITES:
         raise UsageError(f"unknown suite '{suite}'; choose one of {', '.join(SUITES)}")
     rows = list_ops(suite)
@@ -159,7 +159,6 @@ def listed_ops(suite: str = "all", family: str | None = None, pattern: str | Non
 
 def family_of_overload(op: str) -> dict:
     """The overloads computing what ``op`` computes (``harness.variants.variant_family``), by name."""
-    from bbagent.harness.interface import variant_family
     return variant_family(problem_of(op, exact_overload=True).computation)
 
 
@@ -178,8 +177,6 @@ def check_channels_last(op: str, wanted: bool, quiet: bool = False) -> bool:
     False when ``quiet`` (a batch applies it where it applies)."""
     if not wanted:
         return False
-    from bbagent.agent.families import family_of
-    from bbagent.harness.interface import CHANNELS_LAST_FAMILIES
     family = family_of(op)
     if family in CHANNELS_LAST_FAMILIES:
         return True
@@ -193,7 +190,6 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
     """The kernel file and the overload it is written for: ``kernel`` (written for ``kernel_for``,
     for the written_for of the meta.json beside it, else for ``op``), or the accepted kernel
     serving ``op``."""
-    from bbagent.agent.review.catalog import kernel_serving, written_for_beside
     if kernel is not None:
         kernel = Path(kernel)
         if not kernel.is_file():
@@ -213,7 +209,6 @@ def evaluation_request(problem, root: Path, *, device: str | None, seed: int | N
     """The harness's request for ``problem`` with these settings; ``root`` (runs, kernels) is never
     shown to the candidate, even where it lies inside a directory the sandbox shows. A program's
     ``facts`` (``ProgramFacts``) say how much device memory a shared GPU must admit it with."""
-    from bbagent.harness.interface import EvaluationRequest
     return EvaluationRequest.of(problem, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
                                 hidden=[root], extra_traces=extra_traces or {}, channels_last=channels_last,
                                 allow_library=allow_library,
@@ -231,7 +226,6 @@ def stored_request(version, root: Path, *, device: str | None, timeout_s: float,
 
 def this_machine() -> Evaluator:
     """This machine's evaluator (``harness.interface.HERE``)."""
-    from bbagent.harness.interface import HERE
     return HERE
 
 
@@ -278,7 +272,6 @@ def timing_options(root: Path, *, max_shapes: int, target_ms: float, no_cache: b
     Compute where ncu is found and ``feedback_by_ncu`` (a program's are not: its one shape, and
     torch.compile's code beside it, go to the torch profiler), else by the torch profiler (launches
     and times only)."""
-    from bbagent.harness.interface import TIMING_CACHE_FILE, ReferenceCache, TimingOptions
     positive("--max-shapes", max_shapes, minimum=1)
     positive("--target-ms", target_ms)
     return TimingOptions(target_ms=target_ms, max_cases=max_shapes, reuse=not no_cache,
@@ -291,6 +284,5 @@ FEEDBACK_PROFILED_SHAPES = 2
 
 
 def _feedback_profiles(by_ncu: bool) -> dict:
-    from bbagent.harness.interface import find_ncu
     how = "ncu" if by_ncu and find_ncu() else "profile"
     return {how: FEEDBACK_PROFILED_SHAPES, "pick": "furthest"}

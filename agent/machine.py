@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
+import time
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -68,8 +70,6 @@ def this_machine() -> Machine:
 def this_process() -> dict:
     """Who is running, as recorded where a process may die without a word (a batch's coordinator,
     a run): host, pid and start time, for :func:`process_state` to read back."""
-    import socket
-    import time
     return {"host": socket.gethostname(), "pid": os.getpid(), "started_at": round(time.time(), 3)}
 
 
@@ -77,7 +77,6 @@ def process_state(record: dict | None) -> str:
     """Whether the process of a :func:`this_process` record is ``alive`` or ``dead`` (it ran on
     this host: its pid is checked, and a pid reused by a later process counts as dead), or
     ``unknown`` (another host, or no record)."""
-    import socket
     record = record or {}
     pid = record.get("pid")
     if record.get("host") != socket.gethostname() or not pid:

@@ -17,7 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bbagent.agent.errors import ModelUnavailable
+from bbagent.agent.errors import ModelUnavailable, UsageError
+from bbagent.harness.interface import ProblemError, program_module, program_problem
 
 MODELS = ("resnet18", "transformer")
 DEFAULT_CONFIGS: dict[str, dict[str, int | str]] = {
@@ -102,7 +103,6 @@ def build_program(path: Path, device: str, dtype: torch.dtype, seed: int = 0) ->
     user's own model written that way): its ``Model`` in eval mode and its inputs, from ``seed``,
     on ``device``, floating-point tensors in ``dtype``. A ``ProblemError`` where the file is not
     such a program; what its code raises is raised."""
-    from bbagent.harness.interface import program_module, program_problem
     module = program_module(program_problem(path))
     torch.manual_seed(seed)
     model = module.Model(*module.get_init_inputs()).to(device=device, dtype=dtype).eval()
@@ -117,8 +117,6 @@ def built(name: str, config: dict, device: str, dtype: str, seed: int = 0,
     a tuple, run once forward here: a ``UsageError`` naming the fix where the script is not a
     program in KernelBench's format, or where the model does not run in ``dtype`` on ``device``
     (its own error said)."""
-    from bbagent.agent.errors import UsageError
-    from bbagent.harness.interface import ProblemError
     try:
         if script is not None:
             model, inputs = build_program(Path(script), device, getattr(torch, dtype), seed)

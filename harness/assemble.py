@@ -8,9 +8,11 @@ phase's measurements) and the Verdict from them; the steps after the tests
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import re
 from dataclasses import dataclass
 
+from bbagent.harness.adapters import convention
 from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, ChildEnvironment,
                             Event, Fatal, InUse, InUseStart, Profile, ReferenceStart, Sealed, StoppedEarly, SuiteBuilt, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
@@ -98,8 +100,6 @@ def stopped_early_reason(stopped: StoppedEarly) -> str:
 def outside_the_view(message: str) -> str:
     """For an import that failed in the sandbox: where this process (which sees every file) finds
     the module, so that the message says it exists but outside what the sandbox shows."""
-    import importlib.util
-    import re
     missing = re.findall(r"No module named '([\w.]+)'", message)
     if not missing:
         return ""
@@ -261,7 +261,6 @@ def _variant_summary(problem: OperatorProblem | ProgramProblem, suite: SuiteBuil
     """Per tested overload: its calling convention, whether the kernel serves it directly or
     through bbagent's adapter, and its test counts (``passed`` True only when all of its own
     tests ran and passed)."""
-    from bbagent.harness.adapters import convention
     overload = problem.overloads
     if not overload:  # a program: one problem, no overloads to serve
         return []

@@ -15,22 +15,23 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from bbagent.harness import workdirs
 from bbagent.harness.after_tests import collect_ncu, finish_timing, keep_profiles, program_baseline_ahead, time_inductor
 from bbagent.harness.assemble import assemble
 from bbagent.harness.checks.static_check import check_source
-from bbagent.harness.events import Done, first
+from bbagent.harness.events import Done, SuiteBuilt, first
 from bbagent.harness.redact import Redactor, configured_secrets
+from bbagent.harness.request import EvaluationRequest, default_device, fresh_seed
+from bbagent.harness.sandbox.job import BuildSuite, Job
 from bbagent.harness.sandbox.parent.environment import PROJECT_ROOT, SetupError, base_env, physical_gpu
 from bbagent.harness.sandbox.parent.gpu_share import ChildGate, GpuShare, Hold
-from bbagent.harness.sandbox.job import BuildSuite, Job
+from bbagent.harness.sandbox.parent.machine_gpu import process_share
 from bbagent.harness.sandbox.parent.run import child_env, exit_cause, run_child, warn_once
 from bbagent.harness.sandbox.parent.watch import ChildOutcome
-from bbagent.harness.request import EvaluationRequest, default_device, fresh_seed
 from bbagent.harness.suite.cache import adopt, cached as cached_suite, suite_key, touch
 from bbagent.harness.suite.memory_need import expected_need
 from bbagent.harness.timing.options import TimingOptions
 from bbagent.harness.verdict import NcuReport, Verdict
-from bbagent.harness import workdirs
 
 __all__ = ["PROJECT_ROOT", "EvaluationRequest", "TimingOptions", "KernelFileError", "SetupError", "evaluate_kernel", "prepare_suite",
            "default_device", "adopt_remote_verdict", "physical_gpu"]
@@ -154,7 +155,6 @@ def _process_share(request: EvaluationRequest, gpu: int | None) -> GpuShare | No
     it (``harness.sandbox.parent.machine_gpu``); None on the CPU."""
     if request.device != "cuda":
         return None
-    from bbagent.harness.sandbox.parent.machine_gpu import process_share
     return process_share(gpu)
 
 
@@ -241,7 +241,6 @@ def _program_ahead(request: EvaluationRequest, gpu: int | None, share: GpuShare 
 def _adopt_suite(events: list, saved: Path, key: str) -> None:
     """Keep the suite this child built for the next evaluation of the same operator, if the file
     still holds what the child announced before its candidate ran."""
-    from bbagent.harness.events import SuiteBuilt
     announced = first(events, SuiteBuilt)
     if announced is not None and announced.saved_sha256:
         adopt(saved, announced.saved_sha256, key)

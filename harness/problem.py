@@ -22,6 +22,7 @@ classes per kind (``agent.generate.posed``, ``agent.review.kinds``).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
 import re
 import sys
@@ -33,6 +34,8 @@ from typing import ClassVar, Literal, Protocol
 from torch._ops import OpOverload
 
 from bbagent.harness import ops
+from bbagent.harness.adapters import check_serves
+from bbagent.harness.variants import family_members
 
 ProblemKind = Literal["operator", "program"]  # each registered in KINDS; Verdict and meta.json declare the same
 
@@ -122,7 +125,6 @@ class OperatorProblem:
         """The same problem for a kernel file written for the overload ``name`` (found among those
         served, else resolved), which is then tested first where it is served. ``AdapterError``
         where such a kernel cannot serve every overload."""
-        import dataclasses
         kernel_for = _resolved(name, self.serves)
         serves = self.serves
         if kernel_for in serves:
@@ -139,7 +141,6 @@ class OperatorProblem:
     def from_wire(cls, data: dict) -> "OperatorProblem":
         """The problem ``to_wire`` sent: the computation resolved by name, the other overloads
         found among its family's (from the schemas), and resolved by name only where not there."""
-        from bbagent.harness.variants import family_members
         if data.get("kind") != cls.kind:
             raise ValueError(f"not an operator problem: kind {data.get('kind')!r}")
         computation = ops.resolve_op(data["serves"][0])
@@ -153,7 +154,6 @@ def operator_problem(name: str, *, exact_overload: bool = False) -> OperatorProb
     """The problem ``generate`` poses for ``name`` (``UnknownOpError`` where no such overload
     exists): the family's functional overload, served as the whole family, unless
     ``exact_overload`` (or the overload has no functional sibling), then ``name`` alone."""
-    from bbagent.harness.variants import family_members
     requested = ops.resolve_op(name)
     functional, members = family_members(requested)
     if exact_overload or functional is None:
@@ -167,7 +167,6 @@ def problem_to_test(name: str, *, family: bool = False) -> OperatorProblem:
     its family, ``name`` first), for a kernel written for ``name``; ``written_as`` names the
     overload the file was written for, and checks that such a kernel serves them all.
     ``UnknownOpError`` for a name that is no overload."""
-    from bbagent.harness.variants import family_members
     requested = ops.resolve_op(name)
     serves = family_members(requested)[1] if family else (requested,)
     serves = (requested,) + tuple(op for op in serves if op is not requested)
@@ -189,7 +188,6 @@ def _resolved(name: str, known: tuple):
 
 def _check_servable(written_for, serves: tuple) -> None:
     """``AdapterError`` unless a kernel written for ``written_for`` can serve every overload of ``serves``."""
-    from bbagent.harness.adapters import check_serves
     for target in serves:
         check_serves(written_for, target)
 

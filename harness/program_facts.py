@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bbagent.harness.inputs import flat_values
 from bbagent.harness.problem import ProblemError, ProgramProblem, program_module
+from bbagent.harness.suite.memory_need import program_need
 
 VALUE_TEXT_LIMIT = 80
 
@@ -60,7 +61,6 @@ class ProgramFacts(_Strict):
         """The device memory an evaluation of the program is expected to need before any child
         measured it (``harness.suite.memory_need``): the copies of its inputs, outputs and weights a
         test keeps alive at once, and a child's own. A GPU shared by a batch admits it by this."""
-        from bbagent.harness.suite.memory_need import program_need
         tensors = [(v.shape, v.dtype) for v in self.inputs + self.outputs
                    if v.kind == "tensor" and v.shape is not None and v.dtype is not None]
         tensors += [(p.shape, p.dtype) for p in self.parameters]

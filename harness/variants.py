@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from bbagent.harness.inputs import map_tensors, poisoned_like
-from bbagent.harness.ops import packet_name
+from bbagent.harness.ops import op_name, packet_name
 
 
 def out_arguments(op) -> list[str]:
@@ -118,7 +118,6 @@ def family_members(op) -> tuple:
 def variant_family(op) -> dict:
     """The calling conventions of one computation by name (``family_members``): ``functional``,
     ``inplace`` (or None), ``out`` and ``serves`` (every member, the functional first)."""
-    from bbagent.harness.ops import op_name
     functional, members = family_members(op)
     if functional is None:
         return {"functional": None, "inplace": None, "out": [], "serves": [op_name(op)]}

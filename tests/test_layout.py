@@ -138,3 +138,35 @@ def test_every_name_imported_from_bbagent_exists():
                     if not hasattr(module, alias.name) and importlib.util.find_spec(f"{node.module}.{alias.name}") is None:
                         missing.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.module} has no {alias.name}")
     assert missing == []
+
+
+# Where an import inside a function is the point: the public package and the command line (importing
+# bbagent and `bbagent --help` load neither torch nor pydantic), the modules every command loads
+# before it parses its arguments, the one that loads an LLM SDK only for its provider, the Ray
+# supervisor (its methods run on other nodes), serving (on the CPU it turns Triton's interpreter on
+# before anything imports triton) and the entry points of child processes, which start light.
+# Everywhere else a module says what it depends on at its top.
+LATE_IMPORTS_ALLOWED = ("agent/api/", "agent/generate/progress.py", "agent/money.py", "agent/options.py",
+                        "agent/reports/console.py", "agent/serving/check_model.py", "agent/providers/__init__.py",
+                        "agent/batch/ray_executor.py", "agent/serving/enable.py", "agent/serving/load.py",
+                        "agent/serving/check_model_child.py", "harness/interface.py", "harness/sandbox/child/",
+                        "harness/device_probe/__main__.py")
+
+
+def test_modules_import_bbagent_and_the_standard_library_at_their_top():
+    """Third-party packages (torch, triton, ray, rich, ...) may still be imported where used: a
+    module that light commands load must not pay for them."""
+    late = []
+    for path in sorted([*(ROOT / "agent").rglob("*.py"), *(ROOT / "harness").rglob("*.py")]):
+        name = path.relative_to(ROOT).as_posix()
+        if name.startswith(LATE_IMPORTS_ALLOWED):
+            continue
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+                    if module and module.split(".")[0] in {"bbagent", *sys.stdlib_module_names}:
+                        late.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+    assert late == [], "imports inside functions (move them to the module's top):\n" + "\n".join(late)

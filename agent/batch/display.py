@@ -17,6 +17,7 @@ from rich.text import Text
 from bbagent.agent.batch.events import (Activity, BatchStarted, BudgetSpent, CoordinatorLost, DatasetChosen, OpEnded,
                                         OpInterrupted, OpRetried, OpStarted, Resumed, RunProgress, RunsInterrupted,
                                         WorkdirsRemoved)
+from bbagent.agent.batch.executor import node_rows
 from bbagent.agent.generate.progress import DatasetInputs, DeviceProbed, ProbingDevice, Progress, ReplacedApproved, RoundDone
 from bbagent.agent.money import cost_text
 
@@ -140,7 +141,6 @@ def panel(snapshot: dict) -> Group:
 
 def gpu_lines(gpus: list[dict]) -> list[str]:
     """A line per GPU, then, for a cluster's (rows with a node), a line per node."""
-    from bbagent.agent.batch.executor import node_rows
     lines = [gpu_line(gpu) for gpu in gpus]
     for node in node_rows(gpus):
         use = (f", utilization {node['utilization_mean']:.0f}% mean over {node['sampled']} GPU(s) sampled"

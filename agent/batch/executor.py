@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Callable, Generic, Protocol, TypeVar
 
+from bbagent.agent.batch.shared_gpu import SharedGpu, evaluations_per_gpu
 from bbagent.agent.errors import InfrastructureError
-from bbagent.harness.interface import Evaluator
+from bbagent.agent.machine import gpu_model
+from bbagent.harness.interface import Evaluator, evaluate_kernel, prepare_suite
 
 
 class Executor(Evaluator, Protocol):
@@ -205,7 +207,6 @@ class LocalExecutor(SlotPool[Slot[int]]):
 
     def __init__(self, device: str, gpus: list[int] | None = None, cpu_slots: int | None = None,
                  evaluate=None, per_gpu: int | None = None):
-        from bbagent.agent.batch.shared_gpu import SharedGpu, evaluations_per_gpu
         self.device = device
         self.run_evaluation = evaluate  # harness.interface.evaluate_kernel unless a test gives another
         self.shared: dict[int, SharedGpu] = {}  # GPU -> its gate and samples
@@ -227,7 +228,6 @@ class LocalExecutor(SlotPool[Slot[int]]):
         if slot.gpu in self.shared:
             return self.shared[slot.gpu].evaluate(request, kernel_path)
         if self.run_evaluation is None:
-            from bbagent.harness.interface import evaluate_kernel
             self.run_evaluation = evaluate_kernel
         return self.run_evaluation(request, kernel_path, gpu=slot.gpu)
 
@@ -238,7 +238,6 @@ class LocalExecutor(SlotPool[Slot[int]]):
         try:
             if slot.gpu in self.shared:
                 return self.shared[slot.gpu].prepare(request)
-            from bbagent.harness.interface import prepare_suite
             return prepare_suite(request, gpu=slot.gpu)
         finally:
             self._give(slot)
@@ -246,7 +245,6 @@ class LocalExecutor(SlotPool[Slot[int]]):
     def gpu_label(self) -> str:
         if self.device == "cpu":
             return "cpu"
-        from bbagent.agent.machine import gpu_model
         return gpu_model()
 
     def close(self) -> None:

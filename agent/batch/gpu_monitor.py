@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
+from bbagent.harness.interface import open_gpu
+
 SAMPLE_EVERY_S = 1.0
 
 
@@ -41,9 +43,7 @@ class GpuUse:
 class GpuMonitor:
     """Samples the GPUs ``visible`` (GPU number -> its ``CUDA_VISIBLE_DEVICES`` entry) until ``stop``."""
 
-    def __init__(self, visible: dict[int, str], every_s: float = SAMPLE_EVERY_S, open_gpu=None):
-        if open_gpu is None:
-            from bbagent.harness.interface import open_gpu
+    def __init__(self, visible: dict[int, str], every_s: float = SAMPLE_EVERY_S, open_gpu=open_gpu):
         self.uses = {gpu: GpuUse() for gpu in visible}
         self.unavailable: str | None = None
         self.handles = {}

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bbagent.agent.errors import SelectionError
+from bbagent.harness.interface import (ProblemError, TraceFormatError, UnknownOpError, parse_call_line, problem_number,
+                                       program_key, program_problem, resolve_op)
 
 DATASET_FIELDS = ("uuid", "op_name", "args", "runnable", "included_in_benchmark", "why_excluded", "is_synthetic",
                   "runtime_ms", "relative_runtime_to_kernel_launch", "is_overhead_dominated_op", "count",
@@ -33,7 +35,6 @@ class Selection:
 
 
 def by_name(names: list[str]) -> Selection:
-    from bbagent.harness.interface import UnknownOpError, resolve_op
     names = list(dict.fromkeys(n.strip() for n in names if n and n.strip()))
     for name in names:
         try:
@@ -107,7 +108,6 @@ def by_kernelbench(folder: str | Path, levels: str | None = None, problems: str 
     """The problems of a KernelBench checkout (``folder`` holds ``KernelBench/level<N>/``, or is
     that ``KernelBench`` folder), of ``levels`` and numbered ``problems`` (``"1-20,25"``; default:
     all), ordered by level and number; a file that is no problem is skipped with why."""
-    from bbagent.harness.interface import ProblemError, problem_number, program_key, program_problem
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         raise SelectionError(f"--kernelbench {folder}: no such folder (pass a KernelBench checkout)")
@@ -242,8 +242,6 @@ def by_dataset(rows: list[dict], include_synthetic: bool = False) -> Selection:
     correctness canary (tested, never timed); a pair whose arguments are not in the trace format
     is skipped and listed. A usable pair naming an operator this torch does not have stops the
     selection (``SelectionError``, with the rows' uuids): a misspelled name is the dataset's error."""
-    from bbagent.harness.interface import UnknownOpError, resolve_op
-    from bbagent.harness.interface import TraceFormatError, parse_call_line
     selection = Selection()
     skipped_pairs: list = []
     per_op: dict = {}

@@ -10,6 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bbagent.agent.batch.gpu_monitor import GpuMonitor
+from bbagent.harness.interface import (GpuShare, evaluate_kernel, machine_gpu, physical_gpu, prepare_suite,
+                                       total_memory)
+
 EVALUATION_CORES = 2  # an evaluation's tests and its compile processes take about this many cores
 EVALUATION_HOST_GIB = 8  # and up to this much host memory
 MAX_PER_GPU = 8
@@ -39,7 +43,6 @@ class SharedGpu:
 
     def __init__(self, name: str, gpu: int | None, at_once: int, device_memory: int | None = None,
                  evaluate=None):
-        from bbagent.harness.interface import GpuShare, machine_gpu, physical_gpu, total_memory
         self.name, self.gpu = name, gpu
         if device_memory is None:
             device_memory = total_memory(physical_gpu(gpu)) if gpu is not None else 0
@@ -48,20 +51,16 @@ class SharedGpu:
         self.run_evaluation = evaluate  # harness.interface.evaluate_kernel unless a test gives another
         self.monitor = None
         if gpu is not None:
-            from bbagent.agent.batch.gpu_monitor import GpuMonitor
-            from bbagent.harness.interface import physical_gpu
             self.monitor = GpuMonitor({gpu: physical_gpu(gpu)})
 
     def evaluate(self, request, kernel_path: Path):
         """The Verdict of the kernel under the request, its tests beside the others' on this GPU."""
         if self.run_evaluation is None:
-            from bbagent.harness.interface import evaluate_kernel
             self.run_evaluation = evaluate_kernel
         return self.run_evaluation(request, kernel_path, gpu=self.gpu, share=self.share)
 
     def prepare(self, request) -> str:
         """The request's suite built ahead, here (``harness.interface.prepare_suite``)."""
-        from bbagent.harness.interface import prepare_suite
         return prepare_suite(request, gpu=self.gpu, share=self.share)
 
     def figures(self) -> dict:

@@ -19,13 +19,22 @@ from typing import Callable
 
 from bbagent.agent.batch import selection as select
 from bbagent.agent.batch.events import CoordinatorLost, DatasetChosen, Resumed, RunsInterrupted, WorkdirsRemoved
+from bbagent.agent.batch.executor import LocalExecutor
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
+from bbagent.agent.batch.ray_executor import RayExecutor, import_ray
 from bbagent.agent.batch.runner import Batch, BatchResult, Budgets, coordinator_state, new_batch_id
 from bbagent.agent.errors import UsageError
+from bbagent.agent.families import PROMPTS_DIR
 from bbagent.agent.generate.progress import DatasetInputs
+from bbagent.agent.generate.start import InBatch, pose, probe_the_gpu, require_price, run_generate
 from bbagent.agent.judging import check_evaluation, family_of_overload, listed_ops
+from bbagent.agent.machine import this_machine
 from bbagent.agent.options import GenerateOptions, positive
+from bbagent.agent.providers import RetryPolicy, make_provider
+from bbagent.agent.providers.limiter import RateLimiter
+from bbagent.agent.review.catalog import accepted
 from bbagent.agent.run_record import interrupt_lost_runs
+from bbagent.harness.interface import default_device, remove_orphaned_workdirs
 
 
 @dataclass
@@ -95,14 +104,12 @@ def choose_ops(choice: Choice, exact_overload: bool = False) -> select.Selection
 
 
 def prompts_hash() -> str:
-    from bbagent.agent.families import PROMPTS_DIR
     return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(Path(PROMPTS_DIR).rglob("*.j2")))).hexdigest()[:16]
 
 
 def resume_key(options: GenerateOptions, gpu: str) -> dict:
     """What an operator's result depends on beyond the operator: the prompt templates, the provider
     and model, torch, triton and the GPU model(s) the batch's executor evaluates on ("cpu")."""
-    from bbagent.agent.machine import this_machine
     machine = this_machine()
     return {"prompts": prompts_hash(), "provider": options.provider, "model": options.model,
             "torch": machine.torch, "triton": machine.triton, "gpu": gpu}
@@ -144,7 +151,6 @@ def check_plan(plan: BatchPlan) -> Budgets:
 def check_provider(options: GenerateOptions) -> None:
     """A batch's provider can be set up (its key is there) before any operator starts: raises
     ProviderError naming the fix. A replay is checked per operator (each has its own answers)."""
-    from bbagent.agent.providers import RetryPolicy, make_provider
     if options.provider != "replay":
         make_provider(options.provider, op="", model=options.model, base_url=options.base_url, retry=RetryPolicy())
 
@@ -172,7 +178,6 @@ def make_executor(plan: BatchPlan, options: GenerateOptions):
     this machine (the driver) needs no GPU of its own, so CUDA is not checked here. OpInfo is, as
     the supervisors run the same bbagent."""
     if plan.executor == "ray":
-        from bbagent.agent.batch.ray_executor import RayExecutor, import_ray
         import_ray()
         if not plan.ray_resource or not plan.ray_resource.strip():
             raise UsageError("--ray-resource needs a resource name (GPU, or a custom one the nodes declare)")
@@ -181,8 +186,6 @@ def make_executor(plan: BatchPlan, options: GenerateOptions):
         memory = plan.ray_device_memory_gib
         return RayExecutor(device, address=plan.ray_address, resource=plan.ray_resource, at_once=plan.evals_per_gpu,
                            device_memory=None if memory is None else int(memory * 2**30))
-    from bbagent.agent.batch.executor import LocalExecutor
-    from bbagent.harness.interface import default_device
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
     device = options.device or default_device()
     if device == "cpu" and plan.evals_per_gpu:
@@ -203,7 +206,6 @@ def resumed_options(ledger: Ledger, given: dict) -> GenerateOptions:
 def start_batch(root: Path, choice: Choice, options: GenerateOptions, plan: BatchPlan, runner_options: dict,
                 key: dict) -> Batch:
     """A new batch directory with its ledger: the operators chosen, those skipped and why."""
-    from bbagent.agent.review.catalog import accepted
     chosen = choose_ops(choice, exact_overload=options.exact_overload)
     # a kernel modified since its approval serves nothing: its operators are generated again
     served = {op for entry in accepted(root) if entry["status"] != "modified" for op in entry["serves"]}
@@ -268,7 +270,6 @@ def reopen_batch(path: Path, ledger: Ledger, runner_options: dict, key: dict, re
     lost = interrupt_lost_runs(path.parent, path.name, since=meta.get("created_at") or 0.0)
     if lost:
         runner.event(RunsInterrupted(runs=lost))
-    from bbagent.harness.interface import remove_orphaned_workdirs
     left = remove_orphaned_workdirs()  # a killed coordinator's candidates' folders, among others
     if left["folders"]:
         runner.event(WorkdirsRemoved(folders=left["folders"], bytes=left["bytes"]))
@@ -280,8 +281,6 @@ def run_batch(root: Path, choice: Choice | None, options: GenerateOptions | None
     """Start a batch of ``choice`` with ``options`` (or, with ``resume``, continue the batch of that
     id with its own; ``given``: the options set for the resume, to be refused where they differ)
     and run it to its end. ``root`` exists and is writable."""
-    from bbagent.agent.generate.start import InBatch, pose, probe_the_gpu, require_price, run_generate
-    from bbagent.agent.providers.limiter import RateLimiter
     budgets = check_plan(plan)
     if plan.retry_failed and resume is None:
         raise UsageError("--retry-failed goes with --resume BATCH_ID")

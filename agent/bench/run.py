@@ -8,13 +8,16 @@ from pathlib import Path
 from typing import Callable
 
 from bbagent.agent.bench.records import BenchRecord, write_bench
-from bbagent.agent.judging import (PROFILED_SHAPES, Evaluations, check_channels_last, check_evaluation,
-                                      evaluation_request, kernel_to_evaluate, problem_of, timing_options, written_as)
+from bbagent.agent.errors import ReviewError, UsageError
+from bbagent.agent.judging import (Evaluations, PROFILED_SHAPES, check_channels_last, check_evaluation,
+                                   evaluation_request, kernel_to_evaluate, problem_of, program_of, timing_options,
+                                   written_as)
 from bbagent.agent.options import engines_of
+from bbagent.agent.review.catalog import find
 from bbagent.agent.review.meta import OverloadSpeed, read_meta, write_meta
 from bbagent.agent.review.record import now
 from bbagent.agent.storage import RunDir, new_run_id
-from bbagent.harness.interface import Verdict
+from bbagent.harness.interface import TraceFormatError, Verdict, parse_call_line
 
 
 @dataclass
@@ -79,8 +82,6 @@ def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Pat
     one): judged as ``eval --problem`` judges it, then timed against eager and, unless the baseline
     is eager alone, torch.compile in ``request.inductor_mode``, on the problem's own inputs; with
     ``request.profile``, the torch profiler's traces of ``Model`` and ``ModelNew`` kept in the run."""
-    from bbagent.agent.errors import UsageError
-    from bbagent.agent.judging import program_of
     problem, facts = program_of(problem_file)
     check_evaluation(request.device, request.timeout_s, True)
     answer = Path(request.kernel) if request.kernel is not None else _accepted_answer(root, problem.key)
@@ -103,8 +104,6 @@ def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Pat
 
 
 def _accepted_answer(root: Path, key: str) -> Path:
-    from bbagent.agent.errors import ReviewError, UsageError
-    from bbagent.agent.review.catalog import find
     try:
         return find(root, key).current.kernel
     except ReviewError as exc:
@@ -114,8 +113,6 @@ def _accepted_answer(root: Path, key: str) -> Path:
 def check_extra_traces(extra: dict | None) -> None:
     """A UsageError naming the first input of ``extra`` that is not a trace line (the suite would
     leave it out without a word)."""
-    from bbagent.agent.errors import UsageError
-    from bbagent.harness.interface import TraceFormatError, parse_call_line
     for name, entries in (extra or {}).items():
         for entry in entries:
             try:

@@ -18,6 +18,8 @@ from typing import Any, Literal
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from bbagent.harness.interface import triton_version
+
 SCHEMA_VERSION: Literal["0.1"] = "0.1"
 Engine = Literal["aten", "inductor", "bbagent"]
 
@@ -58,7 +60,6 @@ class BenchRecord(BaseModel):
 @lru_cache(maxsize=1)
 def software_config() -> dict[str, Any]:
     """Versions (and the driver, via NVML): the same for every record of a process, read once."""
-    from bbagent.harness.interface import triton_version
     config = {"python": platform.python_version(), "torch": torch.__version__,
               "triton": triton_version(), "cuda": torch.version.cuda}
     if torch.cuda.is_available():

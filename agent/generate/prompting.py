@@ -13,9 +13,9 @@ import jinja2
 import torch
 
 from bbagent.agent.families import PROMPTS_DIR, family_map, family_of
-from bbagent.agent.gpu_facts import facts_for
 from bbagent.agent.generate.signature import parameters, signature
-from bbagent.harness.interface import TOLERANCES
+from bbagent.agent.gpu_facts import facts_for
+from bbagent.harness.interface import TOLERANCES, channels_last_call, materialize, tensors_in
 from bbagent.harness.interface import triton_version
 from bbagent.harness.interface import default_device, describe, op_name as op_name_of, opinfo_listing, packet_name, value_mode
 from bbagent.harness.interface import FLOAT_DTYPES, SAMPLE_DTYPES
@@ -105,8 +105,6 @@ def channels_last_examples(op, calls: list, device: str) -> list[dict]:
     picks depends on the device (a convolution on CUDA follows cuDNN's choice), which meta
     tensors, having none, do not show."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from bbagent.harness.interface import materialize, tensors_in
-    from bbagent.harness.interface import channels_last_call
     examples = []
     for call in calls:
         changed = channels_last_call(call)

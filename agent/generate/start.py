@@ -13,13 +13,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from bbagent.agent.errors import ProviderError, UsageError
-from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, this_machine, timing_options
 from bbagent.agent.generate.loop import Agent, Outcome, ending_of
+from bbagent.agent.generate.posed import Posed, posed_operator, posed_program
 from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retrying, Started, listener
 from bbagent.agent.generate.spending import Spent
-from bbagent.agent.generate.posed import Posed, posed_operator, posed_program
 from bbagent.agent.generate.stopping import StopSignal
+from bbagent.agent.gpu_facts import facts_for, probe_failure
+from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, this_machine, timing_options
 from bbagent.agent.options import GenerateOptions
+from bbagent.agent.providers import RetryPolicy, make_provider
+from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
+from bbagent.agent.providers.logged import LoggedProvider
+from bbagent.agent.providers.prices import price_of, where_prices_go
 from bbagent.agent.run_record import Halt, StoppedBecause
 from bbagent.agent.storage import RunDir, new_run_id, resolve_root
 
@@ -30,7 +35,6 @@ if TYPE_CHECKING:
 
 def require_price(model: str | None) -> None:
     """A cost budget needs the model's price (a run's ``--max-cost-usd`` or a batch's)."""
-    from bbagent.agent.providers.prices import price_of, where_prices_go
     if model is None or price_of(model) is None:
         raise UsageError(f"--max-cost-usd needs a price for model '{model}': {where_prices_go()}, or drop "
                          "--max-cost-usd")
@@ -89,9 +93,6 @@ def set_up(op: str | Path | Posed, options: GenerateOptions, root: str | Path | 
     evaluator: the loop of ``run_generate``, ready to start. Raises what refuses the run."""
     batch = batch if batch is not None else InBatch()
     extra_traces = batch.extra_traces
-    from bbagent.agent.providers import RetryPolicy, make_provider
-    from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
-    from bbagent.agent.providers.logged import LoggedProvider
     operator = pose(op, options.exact_overload)
     computation, serves = operator.key, list(operator.serves)
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo or not operator.needs_opinfo)
@@ -115,7 +116,6 @@ def set_up(op: str | Path | Posed, options: GenerateOptions, root: str | Path | 
                           root=root)
     inner.on_retry = lambda info: report(Retrying(**info))
     inner.limiter = batch.limiter
-    from bbagent.agent.providers.prices import price_of
     price_of(inner.model)  # a bad prices file of the user's is said now (exit 2), before any call
     if options.max_cost_usd is not None:
         require_price(inner.model)
@@ -137,7 +137,6 @@ def set_up(op: str | Path | Posed, options: GenerateOptions, root: str | Path | 
 def probe_the_gpu(device: str | None, report) -> None:
     """Probe the GPU for the first prompt's section on it (``agent.gpu_facts``), telling the listener,
     unless it was probed before (cached) or there is none."""
-    from bbagent.agent.gpu_facts import facts_for, probe_failure
     if device != "cuda" or facts_for(device, probe=False) is not None or probe_failure(device):
         return
     started = time.monotonic()

@@ -15,6 +15,7 @@ import functools
 import shutil
 
 from bbagent.agent.errors import UsageError
+from bbagent.harness.interface import list_ops, make_workdir
 
 NOTHING_IMPLEMENTED = "def kernel(*args, **kwargs):\n    raise NotImplementedError('bbagent: does an operator have tests?')\n"
 
@@ -22,7 +23,6 @@ NOTHING_IMPLEMENTED = "def kernel(*args, **kwargs):\n    raise NotImplementedErr
 @functools.lru_cache(maxsize=1)
 def _listed() -> dict[str, str]:
     """Overload -> why it has no tests ('' where it has some), for every listed overload."""
-    from bbagent.harness.interface import list_ops
     return {row["op"]: row["why_none"] for row in list_ops("all")}
 
 
@@ -45,7 +45,6 @@ def refuse_untested(op: str, overloads: list[str], evaluations, extra_traces: di
     why = listed_without_tests(overloads, extra_traces)
     if why is None:
         return
-    from bbagent.harness.interface import make_workdir
     scratch = make_workdir("testable")
     try:
         stub = scratch / "kernel.py"

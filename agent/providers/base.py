@@ -10,6 +10,7 @@ files the call under them.
 """
 from __future__ import annotations
 
+import socket
 import time
 from contextlib import nullcontext
 from typing import Any, Callable, Protocol
@@ -105,7 +106,6 @@ UNREACHABLE_WAIT_S = 1.0
 def unreachable(exc: BaseException | None) -> str | None:
     """Why nothing answered at all, where the cause says so: ``connection refused`` (nothing listens
     at that host and port) or ``unknown host`` (the name does not resolve); None otherwise."""
-    import socket
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))

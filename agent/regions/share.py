@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bbagent.agent.regions.extract import Region
+from bbagent.harness.interface import ProgramProblem, device_ceilings, floor_us, profile_sides, program_module
 
 
 def measure_shares(model, inputs: tuple, regions: list[Region], files: list[str], device: str) -> float | None:
@@ -27,7 +28,6 @@ def measure_shares(model, inputs: tuple, regions: list[Region], files: list[str]
     if device != "cuda":
         return None
     import torch
-    from bbagent.harness.interface import device_ceilings
     model_us = _gpu_us(torch.compile(model), inputs)
     ceilings = device_ceilings()
     for region, file in zip(regions, files):
@@ -39,7 +39,6 @@ def measure_shares(model, inputs: tuple, regions: list[Region], files: list[str]
 def _region_us(file: Path, device: str, copy_gbs: float, tflops: dict[str, float]) -> tuple[float, float]:
     """The region's GPU microseconds per call compiled alone, and its floor (module docstring)."""
     import torch
-    from bbagent.harness.interface import ProgramProblem, floor_us, program_module
     module = program_module(ProgramProblem(path=str(file.resolve()), text=file.read_text()))
     inputs = tuple(value.to(device) for value in module.get_inputs())
     reference = module.Model(*module.get_init_inputs()).to(device)
@@ -49,7 +48,6 @@ def _region_us(file: Path, device: str, copy_gbs: float, tflops: dict[str, float
 def _gpu_us(compiled, inputs: tuple) -> float:
     """GPU microseconds of one call of ``compiled(*inputs)``: its kernels, copies and memsets."""
     import torch
-    from bbagent.harness.interface import profile_sides
 
     def call():
         with torch.no_grad():

@@ -14,10 +14,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from bbagent.agent.errors import UsageError
+from bbagent.agent.models import build_model, build_program
 from bbagent.agent.regions.extract import Region, inductor_graphs
-from bbagent.agent.regions.spanning import find_regions
 from bbagent.agent.regions.program import region_program
 from bbagent.agent.regions.share import measure_shares
+from bbagent.agent.regions.spanning import find_regions
+from bbagent.harness.interface import ProblemError
 
 
 class RegionSurvey(BaseModel):
@@ -40,9 +43,6 @@ def survey(model: str, config: dict, device: str, dtype: str, out: Path, script:
     named ``model``), their problems written under ``out``. A ``UsageError`` where ``out`` cannot
     be written, the script is not a program, or the model cannot run with these settings."""
     import torch
-    from bbagent.agent.errors import UsageError
-    from bbagent.agent.models import build_model, build_program
-    from bbagent.harness.interface import ProblemError
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -9,20 +9,30 @@ matplotlib SVGs inlined in the page; nothing is fetched when it opens.
 """
 from __future__ import annotations
 
+import datetime
 import html
-import json
+import importlib.util
 import io
+import json
 import math
 import os
+import time
 from pathlib import Path
 
+from bbagent.agent.batch.display import duration, gpu_lines
+from bbagent.agent.batch.ledger import Ledger
 from bbagent.agent.errors import ReportError
+from bbagent.agent.families import family_of
 from bbagent.agent.money import cost_text
-from bbagent.agent.review.catalog import flags as review_flags
+from bbagent.agent.options import GenerateOptions
+from bbagent.agent.reports.runs import BATCH_ID, RUN_ID, age_s, run_id_of
+from bbagent.agent.review.catalog import flags as review_flags, version_diff, versions_in
 from bbagent.agent.review.lifecycle import status_of, version_folders
 from bbagent.agent.review.meta import PerformanceRecord, read_meta
-from bbagent.agent.reports.runs import run_id_of
+from bbagent.agent.review.record import performance_record
 from bbagent.agent.run_record import RoundRecord, RunRecord, UnreadableRun, read_run
+from bbagent.agent.storage import write_atomic
+from bbagent.harness.interface import PROGRAMS_FOLDER, Verdict, short_count
 
 MAX_SHAPE_LINES = 12
 
@@ -30,7 +40,6 @@ MAX_SHAPE_LINES = 12
 def newest(runs: Path) -> str:
     """The id of the batch or run under ``runs`` written last (a batch writes its summary after
     its own runs end, so a batch's runs never hide it)."""
-    from bbagent.agent.reports.runs import BATCH_ID, RUN_ID, age_s
     found = [p for p in runs.glob("*") if p.is_dir() and (
         (BATCH_ID.match(p.name) and (p / "ledger.sqlite").is_file())
         or (RUN_ID.match(p.name) and (p / "run.json").is_file()))]
@@ -47,7 +56,6 @@ def collect(root: Path, ident: str | None) -> dict:
     ident = ident or newest(runs)
     where = runs / ident
     if (where / "ledger.sqlite").is_file():
-        from bbagent.agent.batch.ledger import Ledger
         ledger = Ledger(where / "ledger.sqlite")
         rows = [r for r in ledger.rows() if r["state"] != "skipped"]
         ops = [_op_row(root, r["op"], r["state"], r.get("run_id"), r.get("rounds"), r.get("cost_usd"),
@@ -78,21 +86,18 @@ def _levels(batch: Path) -> dict:
 
 def _options_line(options: dict) -> str:
     """The options that differ from generate's defaults."""
-    from bbagent.agent.options import GenerateOptions
     defaults = GenerateOptions(provider="replay").model_dump()
     changed = {k: v for k, v in options.items() if k not in ("provider", "model", "replay") and v != defaults.get(k)}
     return ", ".join(f"{k}={v}" for k, v in changed.items()) or "the defaults"
 
 
 def _when(moment) -> str:
-    import time
     if isinstance(moment, (int, float)):
         return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(moment))
     return str(moment or "-")
 
 
 def _duration(seconds: float | None) -> str:
-    from bbagent.agent.batch.display import duration
     return "-" if seconds is None else duration(seconds)
 
 
@@ -117,13 +122,11 @@ def batch_metadata(meta: dict) -> list[tuple[str, str]]:
 
 def _gpu_rows(sessions: list[dict]) -> list[tuple[str, str]]:
     """Per session that ran on GPUs: each GPU's evaluations, waits and own utilization (NVML)."""
-    from bbagent.agent.batch.display import gpu_lines
     return [(f"GPUs, session {n}" if len(sessions) > 1 else "GPUs", "; ".join(gpu_lines(session["gpus"])))
             for n, session in enumerate(sessions, 1) if session.get("gpus")]
 
 
 def run_metadata(record: RunRecord) -> list[tuple[str, str]]:
-    import datetime
     config = record.config.model_dump() if record.config is not None else {}
     env = record.environment or {}
     took = None
@@ -185,7 +188,6 @@ def _diff_to_approved(base: Path, folder: Path) -> dict | None:
     """The kernel in ``folder`` against the newest other approved version kept in ``base``, its
     operator's folder (``review diff``'s format), or None where no other version is approved or a
     file cannot be read."""
-    from bbagent.agent.review.catalog import version_diff, versions_in
     try:
         versions = versions_in(base)
         shown = next(v for v in versions if v.folder == folder)
@@ -200,7 +202,6 @@ def _diff_to_approved(base: Path, folder: Path) -> dict | None:
 def round_history(rounds: list[RoundRecord]) -> list[dict]:
     """Each round of a run as the report lists it: its outcome, tests passed of total, speedup, and
     what failed (from run.json's round records)."""
-    from bbagent.harness.interface import short_count
     history = []
     for record in rounds:
         counts = record.counts or record.summary
@@ -223,8 +224,6 @@ def _tests_of(history: list[dict], best_round: int | None) -> dict:
 
 def _family(op: str) -> str:
     """An operator's prompt family; a KernelBench problem's level (``KernelBench level1``)."""
-    from bbagent.agent.families import family_of
-    from bbagent.harness.interface import PROGRAMS_FOLDER
     parts = op.split("/")
     if len(parts) == 3 and parts[0] == PROGRAMS_FOLDER:
         return f"KernelBench {parts[1]}"
@@ -248,7 +247,6 @@ def by_family(ops: list[dict]) -> list[dict]:
 
 def earlier_batches(root: Path, ident: str) -> list[str]:
     """The batches under ``root`` created before ``ident``, oldest first (batch ids start with their time)."""
-    from bbagent.agent.reports.runs import BATCH_ID
     return sorted(p.name for p in (root / "runs").glob("batch-*")
                   if BATCH_ID.match(p.name) and p.name < ident and (p / "ledger.sqlite").is_file())
 
@@ -260,7 +258,6 @@ def comparison(root: Path, ident: str, ops: list[dict]) -> dict | None:
     batches = earlier_batches(root, ident)
     if not batches:
         return None
-    from bbagent.agent.batch.ledger import Ledger
     ledgers = [{r["op"]: r for r in Ledger(root / "runs" / batch / "ledger.sqlite").rows()} for batch in batches]
     before_id, before = batches[-1], ledgers[-1]
     rows = []
@@ -293,8 +290,6 @@ def _kernel_folder(root: Path, op: str, run_id: str | None) -> Path | None:
 
 
 def _best_performance(run_dir: Path) -> PerformanceRecord:
-    from bbagent.agent.review.record import performance_record
-    from bbagent.harness.interface import Verdict
     best = None
     for path in run_dir.glob("round-*/**/verdict.json"):
         verdict = Verdict.model_validate_json(path.read_text())
@@ -336,7 +331,6 @@ NO_MATPLOTLIB = ("No charts: matplotlib (an optional extra) is not installed; pi
 
 def can_draw() -> bool:
     """Whether matplotlib, which draws the charts, can be imported."""
-    import importlib.util
     try:
         return importlib.util.find_spec("matplotlib") is not None
     except (ImportError, ValueError):
@@ -486,6 +480,5 @@ def write_report(root: Path, ident: str | None, out: Path | None = None) -> Path
     data = collect(root, ident)
     target = out or data["path"] / "report.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    from bbagent.agent.storage import write_atomic
     write_atomic(target, render(data, target.resolve()))
     return target

@@ -13,7 +13,9 @@ import shutil
 import time
 from pathlib import Path
 
+from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
 from bbagent.agent.machine import process_state
+from bbagent.agent.review.meta import read_meta
 from bbagent.agent.run_record import RunRecord, read_run
 
 RUN_ID = re.compile(r"^\d{8}-\d{6}-.+-[0-9a-f]{4}$")
@@ -41,7 +43,6 @@ def run_status(record: RunRecord | None) -> str:
 
 def list_runs(runs_dir: Path) -> list[dict]:
     """Every run and batch, oldest first: id, kind, what it ran, its status, when, cost."""
-    from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
     entries: list[dict] = []
     if not runs_dir.is_dir():
         return entries
@@ -73,7 +74,6 @@ def list_runs(runs_dir: Path) -> list[dict]:
 
 def run_id_of(folder: Path) -> str | None:
     """The run an accepted kernel's folder came from (None where its meta.json cannot be read)."""
-    from bbagent.agent.review.meta import read_meta
     try:
         return read_meta(folder).run_id
     except (OSError, ValueError):
@@ -82,7 +82,6 @@ def run_id_of(folder: Path) -> str | None:
 
 def _kept_runs(root: Path, batches_kept: list[Path]) -> dict[str, str]:
     """Run ids that must stay, with the reason."""
-    from bbagent.agent.batch.ledger import FILE_NAME, Ledger
     kept = {}
     for meta in [*(root / "generated_kernels").glob("*/meta.json"),
                  *(root / "generated_kernels").glob("*/versions/*/meta.json")]:
@@ -101,7 +100,6 @@ def _kept_runs(root: Path, batches_kept: list[Path]) -> dict[str, str]:
 def prune(root: Path, older_than_s: float, dry_run: bool = False) -> dict:
     """Remove runs and batches older than ``older_than_s`` that are safe to remove; returns what
     was (or, with ``dry_run``, would be) removed and what was kept, each with the reason."""
-    from bbagent.agent.batch.ledger import FILE_NAME, Ledger
     runs_dir = root / "runs"
     removed, kept = [], []
     entries = list_runs(runs_dir)

@@ -12,10 +12,13 @@ torch.compile alone again; each figure the median of its rounds.
 from __future__ import annotations
 
 import statistics
+import types
 from pathlib import Path
 
+from bbagent.agent.machine import this_machine
 from bbagent.agent.serving.compiled import is_served
 from bbagent.agent.serving.enable import enable
+from bbagent.agent.serving.gate import ServingPlan, decided, sets_together, timed_set
 from bbagent.agent.serving.model_numbers import compare_outputs, timed_ms
 
 WARM_UP_CALLS = 3  # enough for CUDA graph trees to record and then replay
@@ -72,8 +75,6 @@ def _gated(model, inputs, alone, spec: dict, options: dict, settings: dict, cand
     sets of several (``sets_together``); the plan as a dict (``alone_over``: each one's own speedup
     over torch.compile)."""
     import torch
-    from bbagent.agent.machine import this_machine
-    from bbagent.agent.serving.gate import ServingPlan, decided, sets_together
     measured = [_in_model([name], n, model, inputs, alone, spec, options, settings)
                 for n, name in enumerate(candidates)]
     singles = [single for single in measured if single is not None]
@@ -103,7 +104,6 @@ def _in_model(members: list[str], number: int, model, inputs, alone, spec: dict,
     after (the kernels enabled cannot be undone around each round), paired with the set's rounds;
     None where compiled code ran none of them (nothing to time)."""
     import torch
-    from bbagent.agent.serving.gate import timed_set
     before = _rounds({"compile": alone}, spec)["compile"]
     with enable(Path(spec["root"]), ops=members, **options) as enabled:
         served = _runner(torch.compile(own_function(model, number), **settings), inputs)
@@ -131,7 +131,6 @@ def without_compile_caches() -> None:
 def own_function(model, number: int):
     """A function calling ``model`` with a code object of its own (torch.compile keeps compiled
     code per code object, and guards a module's tensors by their metadata: each set compiles anew)."""
-    import types
 
     def forward(*x):
         return model(*x)

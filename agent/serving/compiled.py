@@ -33,14 +33,18 @@ a replay (warm-up and capture), while the kernel runs in every replay.
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
+from bbagent.agent.regions.extract import inputs_before
+from bbagent.agent.regions.spanning import candidates
 from bbagent.agent.serving.direct import (LAUNCHED, OPAQUE, DirectKernel, DirectServing, inline, path_said,
                                           region_traced)
+from bbagent.harness.interface import op_name, tensor_arguments
 
 if TYPE_CHECKING:
     from torch._ops import OpOverload
@@ -99,7 +103,6 @@ class CompiledServing:
     @property
     def names(self) -> list[str]:
         """The overloads and region answers served under torch.compile."""
-        from bbagent.harness.interface import op_name
         return sorted(op_name(overload) for overload in self.twins) + sorted(self.region_keys.values())
 
     def region_status(self, key: str) -> str:
@@ -245,7 +248,6 @@ class SwapPass(_PassBase):
         output feeding the next region): a search costs about as much as the graph is long, and a
         32-layer model swaps hundreds of regions. A region an earlier swap took nodes of (they
         overlap) is passed over."""
-        from bbagent.agent.regions.spanning import candidates
 
         def served():
             return [m for m in candidates(graph) if m.region.hash in self.region_twins]
@@ -276,7 +278,6 @@ class SwapPass(_PassBase):
     def uuid(self) -> bytes:
         """What inductor's graph cache keys the pass by: what is swapped and by which files (and
         the pass before)."""
-        from bbagent.harness.interface import op_name
         serving = self.serving
         fingerprint = (f"{serving.fingerprint};direct={','.join(serving.direct.names)};inline={serving.inline_regions}"
                        if serving is not None else "")  # the same files served another way: another graph
@@ -290,7 +291,6 @@ def _tensors_given(node) -> bool:
     """Whether each Tensor argument of the call is given a tensor: inductor's graphs pass a number
     where aten takes a wrapped one (``add.Tensor(x, 1e-05)``), which the twin's schema refuses, so
     that call is left to inductor."""
-    from bbagent.harness.interface import tensor_arguments
     positions, names = tensor_arguments(node.target)
     given = [node.args[i] for i in positions if i < len(node.args)] + [node.kwargs[n] for n in names if n in node.kwargs]
     return all(hasattr(value, "op") for value in given)
@@ -299,9 +299,7 @@ def _tensors_given(node) -> bool:
 def _replace(graph, match, twin) -> None:
     """One call of ``twin`` on the region's inputs in place of its nodes: each output's users
     outside the region read the call's result instead, and the region's nodes go."""
-    import operator
 
-    from bbagent.agent.regions.extract import inputs_before
     members = set(match.members)
     inputs_before(match)
     with graph.inserting_before(match.members[0]):

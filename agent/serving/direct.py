@@ -25,11 +25,15 @@ interpreter's kernels cannot be traced.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import Counter
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
+
+from bbagent.agent.regions.extract import inputs_before
+from bbagent.harness.interface import is_allowed, tensors_in
 
 if TYPE_CHECKING:
     from torch._ops import OpOverload
@@ -55,7 +59,6 @@ class DirectKernel:
 
     def takes(self, args, kwargs) -> str | None:
         """Why the call cannot be traced as this kernel's launches, or None."""
-        from bbagent.harness.interface import tensors_in
         tensors = tensors_in((args, kwargs))
         if not tensors:
             return "no tensor argument"
@@ -185,7 +188,6 @@ def _defaults_left(kernel, positional: int, given: dict) -> dict:
     autotuner config or heuristic sets, with those defaults. Torch's traced launch does not fill
     them in (inductor then compiles the kernel with None for, say, a ``GROUP_M: tl.constexpr = 8``):
     they are passed as keywords."""
-    import inspect
 
     from triton.runtime.jit import JITFunction
     set_by_wrappers: set[str] = set()
@@ -216,7 +218,6 @@ def region_traced(answer, values: list):
     from torch._dispatch.python import enable_python_dispatcher
     from torch._guards import detect_fake_mode
     from torch.fx.experimental.proxy_tensor import make_fx
-    from bbagent.harness.interface import is_allowed
     model = answer.model_new()
     if any(True for _ in model.parameters()) or any(True for _ in model.buffers()):
         return None, "its ModelNew holds weights or buffers of its own"
@@ -266,7 +267,6 @@ def inline(graph, match, traced) -> str | None:
         g, w = got.meta.get("val"), want.meta.get("val")
         if g is None or w is None or tuple(g.shape) != tuple(w.shape) or g.dtype != w.dtype:
             return "its outputs' shapes or dtypes are not the region's"
-    from bbagent.agent.regions.extract import inputs_before
     _no_writes_to_inputs(traced.graph)
     members = set(match.members)
     inputs_before(match)

@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from bbagent.agent.errors import UsageError
+from bbagent.agent.machine import this_machine
 from bbagent.agent.storage import write_atomic
 
 CONFIDENCE = 0.95
@@ -131,7 +132,6 @@ def save_plan(root: Path, plan: ServingPlan) -> Path:
 def load_plan(root: Path, model: str, mode: str, device: str) -> ServingPlan:
     """The plan recorded for ``model`` in ``mode`` on ``device``, checked to be this stack's; a
     UsageError naming the command that records one."""
-    from bbagent.agent.machine import this_machine
     path = plan_path(root, model, mode, device)
     try:
         plan = ServingPlan.model_validate_json(path.read_text(encoding="utf-8"))

@@ -29,19 +29,20 @@ from typing import Any
 
 import torch
 
+from bbagent.harness.adapters import convention, serving
 from bbagent.harness.checks.compare import compare, equal_exactly, non_finite_disagreements, tolerance_used
 from bbagent.harness.checks.float64_judge import Float64Run, judged
-from bbagent.harness.checks.reference import is_cuda_error, out_of_memory, reference_call, reference_refused
-from bbagent.harness.plain import NotPlainTensor
-from bbagent.harness.checks.runtime import CallWatch, collector_paused
-from bbagent.harness.ops import value_mode
 from bbagent.harness.checks.random_ops import random_failure
+from bbagent.harness.checks.reference import is_cuda_error, out_of_memory, reference_call, reference_refused
+from bbagent.harness.checks.runtime import CallWatch, collector_paused
 from bbagent.harness.inputs import map_tensors, poison_freed_memory, tensors_in
 from bbagent.harness.inputs import clone_value
+from bbagent.harness.ops import value_mode
+from bbagent.harness.plain import NotPlainTensor
 from bbagent.harness.stopwatch import Stopwatch
-from bbagent.harness.suite.integer_extremes import diagnosed
 from bbagent.harness.suite.build import TestCase
-from bbagent.harness.variants import is_written, schema_arguments
+from bbagent.harness.suite.integer_extremes import diagnosed
+from bbagent.harness.variants import functional_of, is_written, schema_arguments
 
 
 HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -192,8 +193,6 @@ def functional_reference(op, args, kwargs, expected, ref_args, ref_kwargs, devic
     aten's own in-place or out= kernel on this input (CPU ``_softmax.out`` into a non-contiguous
     ``out`` writes wrong values). Returns the new (expected, ref_args, ref_kwargs, note), or None
     where they agree or the functional reference cannot be made."""
-    from bbagent.harness.adapters import convention, serving
-    from bbagent.harness.variants import functional_of
     if convention(op) == "functional":
         return None
     functional = functional_of(op)

@@ -7,7 +7,9 @@ import time
 
 import torch
 
+from bbagent.harness.device_probe import kernels
 from bbagent.harness.device_probe.facts import DeviceFacts, GpuFacts, TritonFacts
+from bbagent.harness.timing.clock import copy_bandwidth_gbs, empty_launch_ms, matmul_tflops
 
 DOT_DTYPES = {"float16": torch.float16, "float32": torch.float32, "int8": torch.int8}
 DOT_K = (8, 16, 32)
@@ -25,7 +27,6 @@ def probe(device: str) -> DeviceFacts:
 
 def gpu_facts() -> GpuFacts:
     import triton
-    from bbagent.harness.timing.clock import copy_bandwidth_gbs, empty_launch_ms, matmul_tflops
     index = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(index)
     driver = triton.runtime.driver.active.utils.get_device_properties(index)
@@ -40,7 +41,6 @@ def gpu_facts() -> GpuFacts:
 
 
 def triton_facts(device: str) -> TritonFacts:
-    from bbagent.harness.device_probe import kernels
     errors: dict[str, str] = {}
 
     def attempt(name: str, fn):

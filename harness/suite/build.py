@@ -18,16 +18,17 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from bbagent.harness.gpu_pause import checkpoint
+from bbagent.harness.inputs import clone_value, describe_call, map_tensors, materialize, spread, tensors_in
+from bbagent.harness.layouts import channels_last_call
+from bbagent.harness.opinfo_index import opinfos_reaching
+from bbagent.harness.ops import op_name, packet_name
 from bbagent.harness.suite.budget import CPU_MAX_NUMEL, MAX_TRACE_CASES_CPU
+from bbagent.harness.suite.cache import probe_refresh
 from bbagent.harness.suite.edge_cases import derive_edge_cases, reference_accepts, reference_accepts_cpu_first
+from bbagent.harness.suite.index_args import make_index_args_valid
 from bbagent.harness.suite.integer_extremes import derive_integer_extreme_cases
 from bbagent.harness.suite.promotion import derive_promotion_cases
-from bbagent.harness.inputs import clone_value, describe_call, map_tensors, materialize, spread, tensors_in
-from bbagent.harness.gpu_pause import checkpoint
-from bbagent.harness.opinfo_index import opinfos_reaching
-from bbagent.harness.suite.index_args import make_index_args_valid
-from bbagent.harness.ops import op_name, packet_name
-from bbagent.harness.layouts import channels_last_call
 from bbagent.harness.traces import TraceCall, TraceFormatError, load_calls, parse_call_line
 from bbagent.harness.variants import functional_of, is_written, out_arguments, schema_arguments, with_out_tensors
 
@@ -189,7 +190,6 @@ def opinfo_cases(op, device: str, dtypes: tuple[torch.dtype, ...]) -> tuple[list
     if refused:
         notes.append(refused_note(refused))
     unique = _dedupe(cases)
-    from bbagent.harness.suite.cache import probe_refresh
     for case in unique:
         checkpoint()
         case.refreshable = probe_refresh(op, case)

@@ -25,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,9 @@ import torch
 
 from bbagent.harness.fingerprint import harness_fingerprint, triton_version
 from bbagent.harness.inputs import clone_value, map_tensors, memory_span, tensors_in
+from bbagent.harness.ops import op_name
 from bbagent.harness.traces import map_leaves
+from bbagent.harness.variants import functional_of
 
 FORMAT = 1
 MAX_CACHED = 200  # suites kept; adopting one more removes the least recently used
@@ -49,7 +52,6 @@ def suite_key(overloads: list[str], device: str, options: dict) -> str:
 
 def dumps(suites: list[tuple[str, Any, Any]]) -> bytes:
     """``(name, overload, Suite)`` triples as bytes: tensors moved to the CPU, operator objects by name."""
-    from bbagent.harness.ops import op_name
     portable = []
     for name, _, suite in suites:
         cases = [replace(case, args=_on_cpu(case.args), kwargs=_on_cpu(case.kwargs),
@@ -64,8 +66,6 @@ def dumps(suites: list[tuple[str, Any, Any]]) -> bytes:
 def loads(data: bytes, device: str, problem) -> list[tuple[str, Any, Any]]:
     """The triples ``dumps`` saved, with tensors on ``device`` and operators taken from ``problem``
     (``harness.problem``: the overloads it was saved for) and their schemas, never looked up by name."""
-    from bbagent.harness.ops import op_name
-    from bbagent.harness.variants import functional_of
     saved = torch.load(io.BytesIO(data), weights_only=False)  # written by a trusted child, digest checked
     if saved.get("format") != FORMAT:
         raise ValueError(f"suite file format {saved.get('format')}, expected {FORMAT}")
@@ -184,7 +184,6 @@ def _non_finite(result) -> int:
 
 def suite_cache_dir() -> Path:
     """Where adopted suites live: private to this user, outside every child's file view."""
-    import tempfile
     return Path(os.environ.get("BBAGENT_SUITE_CACHE") or Path(tempfile.gettempdir()) / f"bbagent-suites-{os.getuid()}")
 
 

@@ -12,6 +12,7 @@ reference accepts it, so the rules stay generic and no per-op table is needed.
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import time
 from typing import Any, Callable
@@ -177,13 +178,12 @@ def _accepts_in_fork(op, args: tuple, kwargs: dict, timeout_s: float = 20.0) -> 
 def _limit_address_space(extra: int) -> None:
     """This process's address space capped at its present size plus ``extra`` bytes (Linux)."""
     try:
-        import resource
         with open("/proc/self/statm") as statm:
             size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         _, hard = resource.getrlimit(resource.RLIMIT_AS)
         limit = size + extra if hard == resource.RLIM_INFINITY else min(size + extra, hard)
         resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    except (OSError, ValueError, ImportError):
+    except (OSError, ValueError):
         pass  # no /proc or no limits here: the probe runs unbounded, as before
 
 

@@ -14,11 +14,17 @@ import time
 
 from bbagent.harness.checks.case import exception_line
 from bbagent.harness.checks.float64_judge import Float64Run, judged
+from bbagent.harness.checks.program_compare import Float64Program, compare_outputs
 from bbagent.harness.events import Baseline, BaselineStart, ChildEnvironment, Done
 from bbagent.harness.inputs import clone_value
 from bbagent.harness.ops import value_mode
+from bbagent.harness.problem import OperatorProblem, ProgramProblem, given_inputs, program_module, reference_model
+from bbagent.harness.suite.build import build_suite
 from bbagent.harness.timing.baselines import INDUCTOR_MODES, cache_mode
 from bbagent.harness.timing.clock import graphed, timing_stats, time_interleaved
+from bbagent.harness.timing.phase import ATEN_SEED_OFFSET
+from bbagent.harness.timing.profile import profile_sides
+from bbagent.harness.timing.program_timing import described
 
 
 def _calling(op):
@@ -94,8 +100,6 @@ def time_compiled_program(model, inputs_of, timing_mode: str, compile_mode: str,
     by the program comparison, then timed as the answer was (CUDA-graph replays or eager calls), and
     its GPU kernels per call listed by the torch profiler (``launches``: what the answer is to beat)."""
     import torch
-    from bbagent.harness.checks.program_compare import Float64Program, compare_outputs
-    from bbagent.harness.timing.phase import ATEN_SEED_OFFSET
     result: dict[str, object] = {"mode": cache_mode(compile_mode, timing_mode)}
     eager_in, compiled_in = inputs_of(ATEN_SEED_OFFSET), inputs_of(0)
     torch._dynamo.reset()
@@ -119,7 +123,6 @@ def time_compiled_program(model, inputs_of, timing_mode: str, compile_mode: str,
 def _kernels_of(call) -> list[dict] | None:
     """The GPU kernels of one call of ``call`` (``harness.timing.profile.launches_per_call``); None
     where the profiler could not list them (the list is feedback: the timing is kept without it)."""
-    from bbagent.harness.timing.profile import profile_sides
     try:
         return profile_sides({"inductor": call}, "inductor", None)[1]["inductor"]
     except Exception:  # noqa: BLE001 - see the docstring
@@ -132,8 +135,6 @@ def _program_baselines(job, send) -> None:
     with no input named is those inputs, measured ahead of any answer, and one ``cached`` (GPU,
     input, mode) already is skipped."""
     import torch
-    from bbagent.harness.problem import ProgramProblem, given_inputs, program_module, reference_model
-    from bbagent.harness.timing.program_timing import described
     module = program_module(ProgramProblem.from_wire(job.problem))
     model = reference_model(module, job.seed, "cuda")
 
@@ -183,8 +184,6 @@ def operator_baselines(job, send) -> int:
     """Build the op's suite as the candidate's child did (same seed, same inputs), then time each
     asked-for shape (``job.work.shapes``: input description and timing mode)."""
     import torch
-    from bbagent.harness.problem import OperatorProblem
-    from bbagent.harness.suite.build import build_suite
     start_baseline_job(send)
     op = OperatorProblem.from_wire(job.problem).computation
     suite = build_suite(op, "cuda", job.seed, interpreter=False, cpu_max_numel=job.cpu_max_numel,

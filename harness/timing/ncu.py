@@ -16,12 +16,16 @@ durations are longer than bbagent's timings: read its percentages, not its times
 from __future__ import annotations
 
 import csv
+import fcntl
 import os
 import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from bbagent.harness.checks.case import exception_line
 from bbagent.harness.events import NcuRange
+from bbagent.harness.inputs import clone_value
 
 # (ncu metric, our name): the three the issue names, the kernel's time, and its launch shape
 METRICS = {"gpu__time_duration.sum": "time_us",
@@ -67,8 +71,6 @@ def one_at_a_time():
     where ncu keeps its own lock, so two evaluations profiling at once (a batch's jobs, or
     generate's profile feedback beside ``bench --ncu``) did not see each other and one ended with
     "Profiling failed" (H200, 8 GPU tests at once). Waits as long as the other session runs."""
-    import fcntl
-    import tempfile
     with open(os.path.join(tempfile.gettempdir(), "bbagent-ncu.lock"), "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -116,8 +118,6 @@ def profile_cases(op, cases, kernel, send) -> None:
     """In the child: per case, eager aten and the kernel each called once to warm up (compile,
     autotune), then once more between ``cudaProfilerStart`` and ``Stop`` inside its NVTX range."""
     import torch
-    from bbagent.harness.checks.case import exception_line
-    from bbagent.harness.inputs import clone_value
     cuda = torch.cuda.is_available()
     for index, case in enumerate(cases):
         args, kwargs = case.inputs()

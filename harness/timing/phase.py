@@ -27,9 +27,9 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from bbagent.harness.inputs import clone_value, copy_into, spread, tensors_in
-from bbagent.harness.ops import value_mode
 from bbagent.harness.checks.float64_judge import Float64Run, judged
+from bbagent.harness.inputs import clone_value, copy_into, spread, tensors_in
+from bbagent.harness.ops import packet_name, value_mode
 from bbagent.harness.suite.build import TestCase
 from bbagent.harness.timing.clock import (ImplausibleTiming, copy_bandwidth_gbs, empty_launch_ms, graphed, l2_cache_bytes,
                                   matmul_tflops, overhead_dominated, timing_stats, time_interleaved)
@@ -163,7 +163,6 @@ def implausible_call(median_ms: float, empty_ms: float, launched: bool, written:
 
 def shape_roofline(op, args: tuple, kwargs: dict, result, dtype: str, bytes_moved: int, device: dict) -> dict:
     """FLOPs of one call and the ceilings that apply (``harness.timing.roofline``), for its dtype."""
-    from bbagent.harness.ops import packet_name
     name = packet_name(op)
     transposed = bool(args[6]) if name in ("convolution", "_convolution") and len(args) > 6 else False
     shapes = [tuple(t.shape) for t in tensors_in((args, kwargs))]

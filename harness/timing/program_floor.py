@@ -4,10 +4,14 @@ bytes (inputs read once, outputs written once), against the card's ceilings meas
 (``device_ceilings``)."""
 from __future__ import annotations
 
+from bbagent.harness.inputs import tensors_in
+from bbagent.harness.ops import packet_name
+from bbagent.harness.timing.clock import copy_bandwidth_gbs, matmul_tflops
+from bbagent.harness.timing.roofline import flops_of, roofline
+
 
 def device_ceilings() -> tuple[float, dict[str, float]]:
     """This GPU's copy bandwidth in GB/s and matmul throughput per dtype name in TFLOP/s, measured now."""
-    from bbagent.harness.timing.clock import copy_bandwidth_gbs, matmul_tflops
     return copy_bandwidth_gbs(), matmul_tflops()
 
 
@@ -16,8 +20,6 @@ def floor_us(reference, inputs: tuple, copy_gbs: float, tflops: dict[str, float]
     its bytes over the copy bandwidth and its FLOPs over the matmul throughput in the dtype of its
     first floating input, given the copy bandwidth in GB/s and the matmul throughput per dtype name
     in TFLOP/s."""
-    from bbagent.harness.inputs import tensors_in
-    from bbagent.harness.timing.roofline import roofline
     flops, outputs = counted_flops(reference, inputs)
     moved = sum(t.numel() * t.element_size() for t in tensors_in((inputs, outputs)))
     return roofline(flops, moved, 1.0, copy_gbs, tflops.get(products_dtype(inputs)))["floor_ms"] * 1e3
@@ -25,7 +27,6 @@ def floor_us(reference, inputs: tuple, copy_gbs: float, tflops: dict[str, float]
 
 def products_dtype(inputs) -> str:
     """The dtype whose matmul throughput bounds a program: its first floating input's ('' where none)."""
-    from bbagent.harness.inputs import tensors_in
     floating = [t.dtype for t in tensors_in(inputs) if t.is_floating_point()]
     return str(floating[0]).removeprefix("torch.") if floating else ""
 
@@ -44,9 +45,6 @@ def _flop_counter():
     (``harness.timing.roofline.flops_of``)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from bbagent.harness.inputs import tensors_in
-    from bbagent.harness.ops import packet_name
-    from bbagent.harness.timing.roofline import flops_of
 
     class FlopCount(TorchDispatchMode):
         flops = 0

@@ -30,6 +30,9 @@ from bbagent.harness.inputs import clone_value, copy_into, tensors_in
 from bbagent.harness.timing.clock import (ImplausibleTiming, graphed, l2_cache_bytes, overhead_dominated, timing_stats,
                                           time_interleaved)
 from bbagent.harness.timing.phase import ATEN_SEED_OFFSET, RECHECK_SEED_OFFSET, implausible_call, timing_mismatch
+from bbagent.harness.timing.profile import profile_sides
+from bbagent.harness.timing.program_floor import counted_flops, products_dtype
+from bbagent.harness.timing.roofline import timed_roofline
 
 TIMED_ID = "given"  # the draw timed: the problem's own inputs
 
@@ -91,8 +94,6 @@ def time_program(reference, answer, inputs_of, request, gpu: str, device: dict, 
 def _roofline(reference, eager_in: list, moved: int, device: dict, mine: dict, eager: dict) -> dict:
     """The timing record's roofline fields (``TimedTest``), for the answer and for eager; none
     where the reference's FLOPs cannot be counted."""
-    from bbagent.harness.timing.program_floor import counted_flops, products_dtype
-    from bbagent.harness.timing.roofline import timed_roofline
     try:
         flops, _ = counted_flops(reference, eager_in)
     except Exception:  # noqa: BLE001 - a reference a dispatch mode cannot run keeps its timing, without a floor
@@ -117,7 +118,6 @@ def _recheck(reference, timed: dict, answer_in: list, eager_in: list, inputs_of)
 def profile_program(reference, answer, inputs_of, workdir: str) -> tuple[list[str], dict]:
     """Trace files and GPU kernels per call (``harness.timing.profile.profile_sides``) of eager
     ``Model`` and of ``ModelNew``, each on inputs of its own."""
-    from bbagent.harness.timing.profile import profile_sides
     eager_in, answer_in = inputs_of("given", ATEN_SEED_OFFSET), inputs_of("given", 0)
     with torch.no_grad():
         return profile_sides({"eager": lambda: reference(*eager_in), "kernel": lambda: answer(*answer_in)},

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from bbagent.harness.sandbox import paths
+from bbagent.harness.sandbox.parent.pool import pool_for
 
 PROJECT_ROOT = Path(paths.PROJECT_ROOT).resolve()
 
@@ -86,7 +87,6 @@ def start_early(device: str | None = None, gpu: int | None = None) -> None:
     """Start the fork server of ``device`` (default: the likely one) in the background, where none
     runs yet: its interpreter imports torch and Triton (seconds) while the caller does its own
     checks. The first evaluation waits for it; one that cannot start is reported there."""
-    from bbagent.harness.sandbox.parent.pool import pool_for
     try:
         device = device or likely_device()
         pool_for(device, base_env(device, gpu)).start_in_background()

@@ -28,7 +28,8 @@ import threading
 from pathlib import Path
 
 from bbagent.harness.nvml import NvmlUnavailable, open_gpu
-from bbagent.harness.sandbox.parent.gpu_share import USABLE_SHARE
+from bbagent.harness.sandbox.parent.environment import physical_gpu
+from bbagent.harness.sandbox.parent.gpu_share import GpuShare, USABLE_SHARE
 
 
 def lock_folder() -> Path:
@@ -236,8 +237,6 @@ _SHARES: dict[str, object] = {}
 def process_share(gpu: int | None):
     """The ``GpuShare`` of this process's evaluations on a GPU when no batch gives one (``bbagent
     eval``, ``bench``, ``generate``, ``review``): one per GPU, meeting the other processes on it."""
-    from bbagent.harness.sandbox.parent.environment import physical_gpu
-    from bbagent.harness.sandbox.parent.gpu_share import GpuShare
     entry = physical_gpu(gpu or 0)
     with _MACHINE_LOCK:
         share = _SHARES.get(entry)
