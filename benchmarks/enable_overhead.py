@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -37,14 +38,15 @@ def per_call_us(function, x, calls: int, repeats: int, sync) -> float:
 def approved_root(source: str) -> Path:
     from bbagent.agent.machine import this_machine
     from bbagent.agent.review.lifecycle import install, set_status
+    from bbagent.agent.review.meta import Accepted
     import torch
     import triton
     root = Path(tempfile.mkdtemp(prefix="bbagent-enable-overhead-"))
     op = "aten.relu.default"
-    install(root, op, source, {"op": op, "written_for": op, "serves": [op], "run_id": "bench", "tests": {"passed": 1, "total": 1},
-                               "versions": {"torch": torch.__version__, "triton": triton.__version__},
-                               "gpu": this_machine().gpu, "dtypes": ["float32"],
-                               "performance": {"measured": False}})
+    install(root, source, Accepted.model_validate({
+        "op": op, "written_for": op, "serves": [op], "run_id": "bench", "tests": {"passed": 1, "total": 1},
+        "versions": {"torch": torch.__version__, "triton": triton.__version__}, "gpu": this_machine().gpu,
+        "dtypes": ["float32"], "performance": {"measured": False}}))
     set_status(root / "generated_kernels" / op, "approved")
     return root
 
@@ -57,6 +59,8 @@ def main() -> int:
     parser.add_argument("--numel", type=int, default=1024)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.device == "cpu":  # the kernels run under Triton's interpreter: chosen before triton loads
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     import torch
     import bbagent
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)

@@ -389,3 +389,13 @@ def relu_served_with_no_device(root: Path, tensor_device: str = "cpu", **enable)
         f"y = torch.relu(torch.tensor([-1.0, 2.0], device={tensor_device!r}))\n"
         "print(json.dumps({'calls': enabled.calls(), 'device': enabled.dispatch_key, 'y': y.tolist()}))\n",
         root, interpret=False)
+
+
+def test_the_serving_overhead_benchmark_runs_on_the_cpu(tmp_path):
+    """benchmarks/enable_overhead.py (and benchmarks/compiled_launch.py, which builds its root the
+    same way on the GPU) installs an approved kernel as a run accepts one and serves torch.relu from it."""
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "enable_overhead.py"), "--device", "cpu",
+                           "--calls", "20", "--repeats", "1", "--numel", "16", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "triton relu kernel" in done.stdout and "Traceback" not in done.stderr
