@@ -197,7 +197,8 @@ def prepare_suite(request: EvaluationRequest, *, gpu: int | None = None, share: 
                       save_suite=str(workdir / "suite.pt"))
         share = share or _process_share(request, gpu)
         hold = share.enter(share.need_for(key, _first_guess(request)), request.op) if share else None
-        gate = ChildGate(share, hold) if share is not None and hold is not None else None  # it pauses for another's timing
+        # it pauses for another's timing
+        gate = ChildGate(share, hold) if share is not None and hold is not None else None
         try:
             events, outcome = run_child(job, child_env(shared_env, workdir), shared_env, request.warm,
                                         request.timeout_s, request.limits, gate=gate)

@@ -46,8 +46,8 @@ def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = N
             records.append(make_record(
                 engine="aten", input_description=t.input, correct=True, timing=_dumped(t.aten),
                 samples=t.aten_raw, execution=execution, metadata=metadata, **common,
-                metrics={**shared, "achieved_gbs": t.aten_gbs, "copy_bandwidth_fraction": _fraction(t.aten_gbs, copy_gbs),
-                         "roof_fraction": t.aten_roof_fraction, "reference_source": t.aten_source,
+                metrics={**shared, "achieved_gbs": t.aten_gbs,
+                         "copy_bandwidth_fraction": _fraction(t.aten_gbs, copy_gbs), "roof_fraction": t.aten_roof_fraction, "reference_source": t.aten_source,
                          **_ncu_metrics(profiled, t.input, "eager")}))
             inductor = (t.baselines or {}).get("inductor")
             if inductor is not None:
@@ -58,7 +58,8 @@ def records_from_verdict(verdict: Verdict, run_id: str, workload: str | None = N
                 samples=t.candidate_raw, speedup=t.speedup, execution=execution, metadata=metadata,
                 engine_version=version, engine_config=kernel, **common,
                 metrics={**shared, "achieved_gbs": t.candidate_gbs, "achieved_tflops": t.candidate_tflops,
-                         "copy_bandwidth_fraction": _fraction(t.candidate_gbs, copy_gbs), "roof_fraction": t.roof_fraction,
+                         "copy_bandwidth_fraction": _fraction(t.candidate_gbs, copy_gbs),
+                         "roof_fraction": t.roof_fraction,
                          **vs_inductor, **_ncu_metrics(profiled, t.input, "kernel")}))
         return records
     metadata["not_timed"] = performance.reason if performance is not None else "timing was not asked for"

@@ -271,7 +271,8 @@ def _positive_inputs(members: list, inputs: list) -> set:
         source = node.all_input_nodes[0] if packet_of(node) in POSITIVE_ONLY and node.all_input_nodes else None
         while source is not None and source in members and is_pointwise(source) and len(source.all_input_nodes) == 1:
             source = source.all_input_nodes[0]  # + eps
-        if source is not None and source in members and packet_of(source) in ("mean", "sum") and source.all_input_nodes[0] in inputs:
+        if source is not None and source in members and packet_of(source) in ("mean", "sum") \
+                and source.all_input_nodes[0] in inputs:
             positive.add(source.all_input_nodes[0])
     pending = [n for n in members if packet_of(n) in POSITIVE_ONLY and n not in from_seed]
     seen: set = set()

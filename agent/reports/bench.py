@@ -42,7 +42,8 @@ def print_bench(console: Console, verdict: Verdict) -> None:
             else:
                 row += [_us(inductor.timing), f"{inductor.speedup:.3f}x"]
         gbs = t.candidate_gbs
-        row += [f"{gbs:.0f}" if gbs is not None else "-", f"{100 * gbs / copy_gbs:.0f}%" if gbs is not None and copy_gbs else "-",
+        row += [f"{gbs:.0f}" if gbs is not None else "-",
+                f"{100 * gbs / copy_gbs:.0f}%" if gbs is not None and copy_gbs else "-",
                 f"{100 * t.roof_fraction:.0f}% {t.bound}" if t.roof_fraction is not None else "-", flag.strip()]
         table.add_row(*row)
     widen(console)
@@ -108,9 +109,10 @@ def summary_line(performance: Performance) -> str:
             parts.append(f"{name} not timed: {b.reason}")
         elif b.geomean_speedup is not None:
             failed = f"; {len(b.compile_failures)} shapes it failed to compile left out" if b.compile_failures else ""
+            fast_1 = f"{b.fast_p['1']:.2f}" if b.fast_p else "-"
             parts.append(f"against {name} ({b.compile_mode}) geomean {b.geomean_speedup:.3f}x over {b.compared} shapes "
                          f"(p20 {b.speedup_p20:.3f}x, p50 {b.speedup_p50:.3f}x, p80 {b.speedup_p80:.3f}x); "
-                         f"fast_1 {b.fast_p['1'] if b.fast_p else float('nan'):.2f}{failed}")
+                         f"fast_1 {fast_1}{failed}")
         else:
             parts.append(f"against {name}: no shape compared ({len(b.compile_failures)} failed to compile)")
     if s.overhead_dominated.count:

@@ -151,11 +151,12 @@ class RoundReporter:
     def __init__(self, console: Console):
         self.console = console
         self.waiting: list[Waiting] = []
-        self.handlers: dict[type, Callable[[Any], None]] = {Started: self._started, Asking: self._asking, Retrying: self._retrying,
-                         Evaluating: self._evaluating, CandidateJudged: self._candidate, NewBest: self._best,
-                         DispatcherTried: self._dispatcher, DispatcherDone: self._dispatcher_done,
-                         ReplacedApproved: self._replaced_approved, SameKernel: self._same_kernel,
-                         RoundDone: self._round, ProbingDevice: self._probing, DeviceProbed: self._probed}
+        self.handlers: dict[type, Callable[[Any], None]] = {
+            Started: self._started, Asking: self._asking, Retrying: self._retrying, Evaluating: self._evaluating,
+            CandidateJudged: self._candidate, NewBest: self._best, DispatcherTried: self._dispatcher,
+            DispatcherDone: self._dispatcher_done, ReplacedApproved: self._replaced_approved,
+            SameKernel: self._same_kernel, RoundDone: self._round, ProbingDevice: self._probing,
+            DeviceProbed: self._probed}
 
     def __call__(self, event: Progress) -> None:
         handler = self.handlers.get(type(event))

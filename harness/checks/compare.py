@@ -209,7 +209,7 @@ def compare_tensors(expected: torch.Tensor, actual: torch.Tensor, path: str = "o
     bad = inf_bad | close_bad
     if bad.any():
         found = _mismatch_report(path, exp64, act64, bad, "mismatch", atol=atol, rtol=rtol, diff=diff)
-        if allowance is not None and truth is not None:  # quoted at the first reported element, not the tensor's largest
+        if allowance is not None and truth is not None:  # quoted at the first reported element, not the largest
             first = int(bad.flatten().nonzero()[0])
             found["message"] += (
                 f"; also more than the allowed distance from a float64 run of the op (at the first element "

@@ -194,7 +194,8 @@ def _run_tests(op, job: Job, suites, served: dict, instruments, candidate_file: 
                 ahead.start(number, first_tier if number < first_tier else len(planned))
             compiled = ahead.wait_for(number, None if deadline is None else max(0.0, deadline - time.perf_counter()))
             if deadline is not None and (not compiled or time.perf_counter() >= deadline):
-                send(events.StoppedEarly(first_tier=first_tier, not_run=len(planned) - number, budget_s=job.fail_fast_s or 0.0,
+                send(events.StoppedEarly(first_tier=first_tier, not_run=len(planned) - number,
+                                         budget_s=job.fail_fast_s or 0.0,
                                          failing_classes=[describe_class(k) for k in failing_classes]))
                 ahead.drop(report=True)  # what the tests that ran did not need
                 break
