@@ -54,7 +54,10 @@ if TYPE_CHECKING:  # the table of names: real imports to a type checker and to i
     from bbagent.harness.checks.compare import TOLERANCES
     from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW, is_allowed
     from bbagent.harness.checks.reference import is_cuda_error
-    from bbagent.harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES
+    from bbagent.harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES, build_suite
+    from bbagent.harness.packaged import MANIFEST as PACKAGE_MANIFEST, Manifest, PackagedKernel, Stack, file_sha256
+    from bbagent.harness.kernel_import import KernelImportError, import_module as import_kernel_module, interpret_triton
+    from bbagent.harness.overriding import override, dtypes_named, in_words
     from bbagent.harness.suite.cache import suite_cache_dir
     from bbagent.harness.coverage import SUITES, list_ops, variant_counts
     from bbagent.harness.traces import DTYPE_NAMES, TensorSpec, TraceCall, TraceFormatError, parse_call_line, load_calls

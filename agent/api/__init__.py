@@ -314,6 +314,23 @@ def export_kernelbench(out_dir: str | Path, root: str | Path | None = None, incl
     return export(resolve_root(root), out, include_unreviewed=include_unreviewed)
 
 
+def export_package(out_dir: str | Path, name: str, root: str | Path | None = None, include_unreviewed: bool = False,
+                   target: str = "package") -> dict:
+    """Write the approved kernels as a package ``name`` that serves them with torch and triton alone
+    (``agent.review.package``): ``target`` ``package``, a project with its wheel in ``out_dir/dist``;
+    ``hf-kernels``, the Hugging Face ``kernels`` library's universal build variant; ``backendbench``,
+    BackendBench's DirectoryBackend layout (``name`` unused). Returns the files written and the
+    kernels left out, with why."""
+    from bbagent.agent.review import package
+    writers = {"package": package.export_package, "hf-kernels": package.export_hf_kernels}
+    out, root_path = Path(out_dir).expanduser(), resolve_root(root)
+    if target == "backendbench":
+        return package.export_backendbench(root_path, out, include_unreviewed)
+    if target not in writers:
+        raise _usage_error(f"target must be one of package, hf-kernels, backendbench (got {target!r})")
+    return writers[target](root_path, out, name, include_unreviewed)
+
+
 def enable(root: str | Path | None = None, *, include_unreviewed: bool = False, include_slower: bool = False,
            device: str | None = None, ops: list[str] | None = None, direct: bool = True, model: str | None = None,
            mode: str = "default"):

@@ -35,7 +35,7 @@ def export_kernelbench(root: Path, out_dir: Path, include_unreviewed: bool = Fal
         if program is None:  # an operator's kernel: exported as KernelBench answers are not
             continue
         version = entry.served(include_unreviewed)
-        why = _why_not(version, entry, include_unreviewed)
+        why = why_not_exported(version, entry, include_unreviewed)
         file_name = kernelbench_name(program.level, program.name) if program.level else None
         if why is None and file_name is None:
             why = (f"{program.name} has no KernelBench level and number (a file <ID>_<name>.py under a "
@@ -54,7 +54,8 @@ def export_kernelbench(root: Path, out_dir: Path, include_unreviewed: bool = Fal
     return {"written": written, "left_out": left_out, "manifest": str(manifest) if written else None}
 
 
-def _why_not(version, entry, include_unreviewed: bool) -> str | None:
+def why_not_exported(version, entry, include_unreviewed: bool) -> str | None:
+    """Why ``version`` (``entry``'s to export) is not exported, or None."""
     if version is None:
         states = ", ".join(f"v{v.number} {v.status}" for v in entry.versions)
         return f"no {'usable' if include_unreviewed else 'approved'} version ({states})" + (

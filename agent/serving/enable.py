@@ -1,16 +1,9 @@
 """Run PyTorch on the approved kernels: ``bbagent.enable()`` / ``disable()``.
 
 Each served overload is registered as aten's implementation for one dispatch key (CUDA by
-default) through ``torch.library``, overload by overload, wrapped so that:
-
-* the original aten kernel (``torch.library.get_kernel``, taken before the override) runs
-  instead for inputs the kernel was not tested on (a leading dtype outside meta.json's
-  ``dtypes``) and where the kernel raises an ordinary exception (a CUDA error is re-raised:
-  the context is lost, nothing can fall back);
-* a kernel that calls back into the overload it replaces gets the original, never itself
-  (a per-thread re-entrancy guard);
-* every call is counted: served by the kernel, or fallen back and why (with the exception's own
-  message where the kernel raised).
+default) through ``torch.library``, overload by overload (``harness.overriding``): aten's own
+kernel answers inputs the kernel was not tested on (a leading dtype outside meta.json's
+``dtypes``) and those it raises on, and every call is counted.
 
 On the CPU dispatch key the kernels run under Triton's interpreter (``agent.serving.load``).
 
@@ -24,8 +17,6 @@ said once on stderr (``SLOWER_HINT`` names the option that serves it anyway).
 from __future__ import annotations
 
 import sys
-import threading
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -351,80 +342,19 @@ def disable() -> dict[str, int] | None:
 
 
 def _register(library, op: str, meta: KernelMeta, kernel, record: ServedOverload, dispatch_key: str) -> None:
-    import torch
-    from bbagent.harness.interface import serving, tensor_arguments
-    from bbagent.harness.interface import is_cuda_error
-    from bbagent.harness.interface import tensors_in
-    from bbagent.harness.interface import resolve_op
+    from bbagent.harness.interface import resolve_op, serving
+    from bbagent.harness.interface import override
     overload = resolve_op(op)
-    function = serving(kernel, resolve_op(meta.written_for), overload)
-    original = torch.library.get_kernel(overload, dispatch_key)
-    keyset = torch._C.DispatchKeySet(dispatch_key)  # type: ignore[arg-type]  # a key's name is taken too
-    dtypes = tested_dtypes(meta)
-    guard = threading.local()
-    tensor_positions = tensor_arguments(overload)
-
-    def fallback(reason: str, args, kwargs):
-        record.fallbacks[reason] += 1
-        args, kwargs = _numbers_as_tensors(args, kwargs, tensor_positions)
-        return original.call_boxed(keyset, *args, **kwargs)
-
-    def implementation(*args, **kwargs):
-        if getattr(guard, "inside", False):
-            return fallback("re-entered: the kernel called its own overload", args, kwargs)
-        tensors = tensors_in((args, kwargs))
-        dtype = tensors[0].dtype if tensors else None
-        if dtypes and dtype is not None and dtype not in dtypes:
-            return fallback(f"dtype {str(dtype).removeprefix('torch.')} not tested", args, kwargs)
-        guard.inside = True
-        try:
-            result = function(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - an input the kernel does not support: aten answers
-            if is_cuda_error(exc):
-                raise
-            return fallback(f"kernel raised {_in_words(exc)}", args, kwargs)
-        finally:
-            guard.inside = False
-        record.calls += 1
-        return result
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
-        library.impl(_library_name(op), implementation, dispatch_key)
+    override(library, overload, serving(kernel, resolve_op(meta.written_for), overload), tested_dtypes(meta),
+             dispatch_key, record)
 
 
 def tested_dtypes(meta: KernelMeta) -> set:
     """The torch dtypes meta.json says the kernel was tested on (empty: not recorded)."""
-    import torch
-    return {getattr(torch, name) for name in meta.dtypes if hasattr(torch, name)}
+    from bbagent.harness.interface import dtypes_named
+    return dtypes_named(meta.dtypes)
 
 
 def _in_words(exc: Exception) -> str:
-    """``Type: the message's first line`` (the type alone where it says nothing), at most 200 characters."""
-    lines = str(exc).strip().splitlines()
-    return (f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)[:200]
-
-
-def _numbers_as_tensors(args: tuple, kwargs: dict, tensor_arguments) -> tuple[tuple, dict]:
-    """A Python kernel receives a wrapped number (``x + 0.5``) as a Python number, but aten's boxed
-    kernel wants a Tensor there: give it a 0-dim tensor of the dtype a wrapped number has (the
-    default float dtype for floats, int64, bool, complex), so type promotion comes out the same
-    (except when every operand is 0-dim)."""
-    import torch
-    positions, names = tensor_arguments
-
-    def as_tensor(value):
-        if isinstance(value, bool):
-            return torch.tensor(value)
-        if isinstance(value, (int, float, complex)):
-            return torch.tensor(value, dtype=torch.int64 if isinstance(value, int) else None)
-        return value
-    args = tuple(as_tensor(a) if i in positions else a for i, a in enumerate(args))
-    kwargs = {k: as_tensor(v) if k in names else v for k, v in kwargs.items()}
-    return args, kwargs
-
-
-def _library_name(op: str) -> str:
-    """``aten.relu.default`` -> ``relu``, ``aten.add.out`` -> ``add.out`` (torch.library's spelling)."""
-    name, overload = op.removeprefix("aten.").rsplit(".", 1)
-    return name if overload == "default" else f"{name}.{overload}"
+    from bbagent.harness.interface import in_words
+    return in_words(exc)

@@ -2,19 +2,12 @@
 registers what it imports with torch): the overload asked for is served through
 ``harness.adapters`` where the kernel is written for its functional sibling.
 
-A kernel for the CPU runs under Triton's interpreter. Triton decides between compiling and
-interpreting when it decorates a function (``@triton.jit`` reads ``TRITON_INTERPRET``), its own
-library functions (``tl.sum``, ``tl.zeros_like``) included when ``triton`` is first imported. So
-where triton is not imported yet, loading a CPU kernel sets ``TRITON_INTERPRET=1`` for this
-process (from then on its Triton interprets, as the harness's CPU evaluations do); where triton was
-imported compiling, it is refused at once with the fix. An autotuner keeps its first configuration
-(the interpreter cannot time configurations).
+A kernel for the CPU runs under Triton's interpreter (``harness.kernel_import`` says how): where
+triton is not imported yet, loading a CPU kernel sets ``TRITON_INTERPRET=1`` for this process;
+where triton was imported compiling, it is refused at once with the fix.
 """
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -104,51 +97,23 @@ def import_kernel(path: str | Path, name: str, device: str = "cuda") -> Callable
 
 
 def import_module(path: str | Path, name: str, device: str = "cuda"):
-    """The module at ``path``, imported under a module name made from ``name``, for ``device``. A
-    UsageError where it cannot be imported, or (CPU) where its Triton functions are not interpreted."""
-    if device == "cpu":
-        interpret_triton()
-    spec = importlib.util.spec_from_file_location("bbagent_kernel_" + name.replace(".", "_"), path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
+    """The module at ``path``, imported under a module name made from ``name``, for ``device``
+    (``harness.kernel_import``). A UsageError where it cannot be imported, or (CPU) where its
+    Triton functions are not interpreted."""
+    from bbagent.harness.interface import KernelImportError
+    from bbagent.harness.interface import import_kernel_module as imported
     try:
-        spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - said with the file's name
-        raise UsageError(f"{path} cannot be imported: {type(exc).__name__}: {exc}") from exc
-    if device == "cpu":
-        for_the_interpreter(module, path)
-    return module
+        return imported(path, "bbagent_kernel_" + name.replace(".", "_"), device)
+    except KernelImportError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def interpret_triton() -> None:
-    """Make this process's Triton interpret its kernels, or raise a UsageError naming the fix where
-    triton was imported compiling them."""
-    if "triton" not in sys.modules:
-        os.environ["TRITON_INTERPRET"] = "1"
-        return
-    from triton.language import standard
-    from triton.runtime.jit import JITFunction
-    if isinstance(getattr(standard, "zeros_like", None), JITFunction) and os.environ.get("TRITON_INTERPRET") != "1":
-        raise UsageError("a CPU kernel runs under Triton's interpreter, but triton was imported in this process to "
-                         "compile for a GPU before bbagent could choose: set TRITON_INTERPRET=1 before Python starts "
-                         "(or load the CPU kernel before anything imports triton)")
-    os.environ["TRITON_INTERPRET"] = "1"
-
-
-def for_the_interpreter(module, path) -> None:
-    """Autotuners of the module keep their first configuration; a Triton function of the module
-    that still came out compiled (a module imported before, cached) is refused with the fix."""
-    from triton.runtime.autotuner import Autotuner
-    from triton.runtime.jit import JITFunction
-    for value in vars(module).values():
-        if isinstance(value, Autotuner) and len(value.configs) > 1:
-            value.configs = value.configs[:1]
-        inner = value
-        for _ in range(8):  # through autotuners and heuristics to what they wrap
-            if isinstance(inner, JITFunction) or not hasattr(inner, "fn"):
-                break
-            inner = inner.fn
-        if isinstance(inner, JITFunction):
-            raise UsageError(f"{path}: its Triton kernels were compiled for a GPU, not for the CPU's interpreter; "
-                             "start Python with TRITON_INTERPRET=1 set to run them on the CPU")
+    """Make this process's Triton interpret its kernels (``harness.kernel_import``), or raise a
+    UsageError naming the fix where triton was imported compiling them."""
+    from bbagent.harness.interface import KernelImportError
+    from bbagent.harness.interface import interpret_triton as interpret
+    try:
+        interpret()
+    except KernelImportError as exc:
+        raise UsageError(str(exc)) from None

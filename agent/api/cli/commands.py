@@ -536,6 +536,8 @@ def _exit_of(outcome) -> int:
 
 
 def cmd_export(args, out, err) -> int:
+    if args.kernelbench is None:
+        return _export_package(args, out, err)
     result = api.export_kernelbench(args.kernelbench, root=args.root, include_unreviewed=args.include_unreviewed)
     if args.json:
         print(json.dumps(result, indent=1))
@@ -549,6 +551,29 @@ def cmd_export(args, out, err) -> int:
                   + ("" if args.include_unreviewed else " is approved (bbagent review approve KEY, or "
                                                         "--include-unreviewed)"))
         return EXIT_FAIL
+    return EXIT_OK
+
+
+def _export_package(args, out, err) -> int:
+    """export --package / --hf-kernels / --backendbench."""
+    target, folder = next((name, getattr(args, name.replace("-", "_"))) for name in ("package", "hf-kernels",
+                                                                                     "backendbench")
+                          if getattr(args, name.replace("-", "_")) is not None)
+    if target != "backendbench" and not args.name:
+        raise UsageError(f"export --{target} needs --name NAME, the Python package's name")
+    result = api.export_package(folder, args.name or "", root=args.root, include_unreviewed=args.include_unreviewed,
+                                target=target)
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return EXIT_OK
+    for row in result["written"]:
+        out.print(f"{row['kernel']} (v{row['version']}, {row['status']}, sha256 {row['sha256'][:12]}) -> "
+                  f"{folder / row['file']}")
+    for row in result["left_out"]:
+        err.print(f"left out {row.get('overload') or row['kernel']}: {row['why']}")
+    if result.get("wheel"):
+        out.print(f"wheel: {result['wheel']} (pip install it; python -m {args.name} check runs the self-tests)")
+    out.print(f"manifest: {result['manifest']}")
     return EXIT_OK
 
 

@@ -97,14 +97,29 @@ def _batch_command(sub) -> None:
 
 
 def _export_command(sub) -> None:
-    ex = sub.add_parser("export", help="write accepted answers to programs as KernelBench's scripts read them",
-                        description="Write the approved answers to program problems (generate --problem, batch "
-                                    "--kernelbench) into OUT_DIR as level_<L>_problem_<ID>_sample_0_kernel.py, the "
-                                    "names KernelBench's scripts/eval_from_generations.py reads from its "
-                                    "runs/<run_name>/ folder, with bbagent_export.json saying what each file is. "
-                                    "Exit 0 something written, 1 nothing to write, 2 usage error.")
-    ex.add_argument("--kernelbench", type=Path, required=True, metavar="OUT_DIR",
-                    help="the folder to write (e.g. KernelBench/runs/bbagent)")
+    ex = sub.add_parser("export", help="ship approved kernels: a package, BackendBench's or HF kernels' layout, "
+                                       "KernelBench's",
+                        description="Write the approved kernels where they are used without bbagent. --package DIR "
+                                    "--name NAME: a Python project (and its wheel in DIR/dist) whose package NAME "
+                                    "serves them with torch and triton alone (NAME.enable(), NAME.disable(), "
+                                    "NAME.kernels(), python -m NAME check). --hf-kernels DIR --name NAME: the same as "
+                                    "the Hugging Face kernels library's universal build variant "
+                                    "(kernels.get_local_kernel(DIR)). --backendbench DIR: BackendBench's "
+                                    "DirectoryBackend layout. --kernelbench DIR: the approved answers to program "
+                                    "problems as level_<L>_problem_<ID>_sample_0_kernel.py, the names KernelBench's "
+                                    "scripts/eval_from_generations.py reads from its runs/<run_name>/ folder. Each "
+                                    "writes bbagent_export.json saying what each file is and what was left out. "
+                                    "Exit 0 something written, 1 nothing to write (--kernelbench), 2 usage error "
+                                    "(no approved kernel, a folder that cannot be written, a bad --name).")
+    target = ex.add_mutually_exclusive_group(required=True)
+    target.add_argument("--package", type=Path, metavar="DIR", help="the project folder to write (with --name)")
+    target.add_argument("--hf-kernels", type=Path, metavar="DIR", help="the kernel repository folder to write "
+                                                                      "(with --name)")
+    target.add_argument("--backendbench", type=Path, metavar="DIR", help="the ops folder BackendBench's "
+                                                                        "--ops-directory reads")
+    target.add_argument("--kernelbench", type=Path, metavar="OUT_DIR",
+                        help="the folder to write (e.g. KernelBench/runs/bbagent)")
+    ex.add_argument("--name", help="the Python package's name (--package, --hf-kernels)")
     ex.add_argument("--include-unreviewed", action="store_true",
                     help="also answers not approved yet (never rejected ones)")
     ex.add_argument("--json", action="store_true", help="print what was written and left out as one JSON object")
