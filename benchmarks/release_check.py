@@ -5,8 +5,11 @@ fresh target folder (``--deps DIR``: wheels of the packages the machine lacks, i
 and from an empty directory, with nothing but that folder on ``PYTHONPATH`` (no checkout), runs:
 ``generate`` (replay), ``review approve/list/show``, a 2-operator ``batch`` (replay: the prompt
 examples of sigmoid and mul as the answers), ``status``, ``report``, ``bbagent.enable()`` serving
-``torch.relu`` on CUDA with ``calls()`` counting, ``check-model --model transformer``, and a
-KernelBench-format program (``prompt --problem``, ``eval --problem`` of a right and a wrong answer). One line
+``torch.relu`` on CUDA with ``calls()`` counting, ``check-model --model transformer``, a
+KernelBench-format program (``prompt --problem``, ``eval --problem`` of a right and a wrong answer),
+and ``export --package``: its wheel installed into a folder of its own and, with only that folder on
+``PYTHONPATH`` (no bbagent imported), serving a small model's relu, sigmoid and mul in eager and under
+torch.compile, equal to eager. ``--keep-root DIR`` keeps the root (its approved kernels) there. One line
 per step; the first failure ends it with exit 1. Every command's output goes to ``--log``.
 
     python3 benchmarks/release_check.py --deps .whl --log benchmarks/results/<issue>/release-check.log
@@ -37,6 +40,32 @@ with bbagent.enable(sys.argv[1], include_slower=True, device=sys.argv[2]) as ena
     calls = enabled.calls()
 print(json.dumps({"calls": calls.get("aten.relu.default", 0), "correct": bool(torch.equal(y, x.clamp_min(0))),
                   "where": bbagent.__file__}))
+"""
+
+
+PACKAGE_SCRIPT = """
+import json, sys, torch
+import release_kernels
+device = sys.argv[1]
+torch.manual_seed(0)
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.gate, self.down = torch.nn.Linear(64, 128), torch.nn.Linear(64, 128), torch.nn.Linear(128, 64)
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)) * torch.sigmoid(self.gate(x)))
+model, x = Model().to(device), torch.randn(32, 64, device=device)
+with torch.no_grad():
+    expected = model(x)
+    with release_kernels.enable(device=device, include_slower=True) as served:
+        eager = model(x)
+        eager_calls = dict(served.calls())
+        compiled = torch.compile(model)(x)
+        calls = served.calls()
+print(json.dumps({"bbagent": [name for name in sys.modules if name.split(".")[0] == "bbagent"], "eager_calls": eager_calls,
+                  "compiled_calls": {op: calls[op] - eager_calls[op] for op in calls},
+                  "eager": torch.allclose(eager, expected, rtol=1e-5, atol=1e-5),
+                  "compiled": torch.allclose(compiled, expected, rtol=1e-4, atol=1e-4), "skipped": served.skipped}))
 """
 
 
@@ -179,9 +208,32 @@ def steps(check: Check) -> list[tuple[str, callable]]:
             raise StepFailed(f"the answer without its bias failed as {wrong['error_kind']}, not by its values")
         return f"prompt, a right answer passed {right['summary']['passed']} draws, one without its bias failed"
 
+    def package():
+        for op in BATCH_OPS:
+            check.bbagent("review", "approve", op)
+        out = check.work / "package"
+        check.bbagent("export", "--package", str(out), "--name", "release_kernels")
+        check.bbagent("export", "--backendbench", str(check.work / "backendbench"))
+        site = check.work / "package-site"
+        install(next((out / "dist").glob("release_kernels-*.whl")), None, site)
+        saved, check.env = check.env, {**check.env, "PYTHONPATH": str(site)}
+        try:
+            done = check.run("-c", PACKAGE_SCRIPT, check.device)
+        finally:
+            check.env = saved
+        if done.returncode != 0:
+            raise StepFailed(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no output")
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        wanted = {RELU, *BATCH_OPS}
+        eager = {op for op, n in result["eager_calls"].items() if n}
+        compiled = {op for op, n in result["compiled_calls"].items() if n}
+        if result["bbagent"] or not (result["eager"] and result["compiled"]) or eager != wanted or compiled != wanted:
+            raise StepFailed(f"the package served {result}")
+        return f"its wheel, without bbagent: {len(eager)} operators served in eager and compiled, equal to eager"
+
     return [("installed", where_from), ("generate", generate), ("review", review), ("batch", batch),
             ("status", status), ("report", report), ("enable", enable), ("check-model", check_model),
-            ("program", program)]
+            ("program", program), ("package", package)]
 
 
 def main() -> int:
@@ -191,6 +243,7 @@ def main() -> int:
     parser.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda where torch sees a GPU")
     parser.add_argument("--log", type=Path, default=Path("release-check.log"))
     parser.add_argument("--keep-report", type=Path, metavar="FILE", help="copy the batch's report.html there")
+    parser.add_argument("--keep-root", type=Path, metavar="DIR", help="copy the root (its approved kernels) there")
     args = parser.parse_args()
     import torch
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -211,6 +264,8 @@ def main() -> int:
             step_started = time.perf_counter()
             said = step()
             print(f"ok    {name:<12} {said} ({time.perf_counter() - step_started:.1f} s)", flush=True)
+        if args.keep_root:
+            shutil.copytree(scratch / "work", args.keep_root, symlinks=True, dirs_exist_ok=True)
     except (StepFailed, subprocess.TimeoutExpired, OSError, ValueError, KeyError) as exc:
         print(f"FAIL  {locals().get('name', 'setup'):<12} {type(exc).__name__ if not isinstance(exc, StepFailed) else ''}"
               f"{exc}  (log: {args.log})", flush=True)
