@@ -80,7 +80,8 @@ with torch.no_grad():
             out = compiled(x)
             assert torch.allclose(out, expected, rtol=1e-3, atol=1e-3), label
             rows[label + ", compiled"] = ms(compiled, x)
-            served_by[label] = sorted(op for op, n in served.calls().items() if n)
+            served_by[label] = {op: served.under_compile().get(op, "eager only") for op, n in served.calls().items()
+                                if n}
         torch._dynamo.reset()
     alone = {}
     big = torch.randn(numel, device=device)
@@ -166,7 +167,7 @@ def main() -> int:
         print(f"    {label:<36} {ms:8.3f} ms  ({model['model_ms']['eager'] / ms:5.2f}x eager, "
               f"{model['model_ms']['torch.compile'] / ms:5.2f}x torch.compile)")
     for label, ops in model["served"].items():
-        print(f"    served by {label}: {', '.join(ops) or 'none'}")
+        print(f"    served by {label}: " + ("; ".join(f"{op} ({path})" for op, path in ops.items()) or "none"))
     print(f"  each kernel alone, {numel} fp32 elements: eager ms, package ms")
     for op, row in model["alone"].items():
         print(f"    {op:<24} {row['eager_ms']:.3f}  {row['package_ms']:.3f}  ({row['eager_ms'] / row['package_ms']:.2f}x)")

@@ -18,9 +18,13 @@ overloads through ``harness.adapters``). It serves a kernel only where:
 * on a GPU, it was measured at least as fast as eager for that overload (``include_slower``: all).
 
 Under torch.compile, inductor lowers aten operators itself; while enabled, each served functional
-overload measured at least as fast as inductor (on the CPU: every one) is taken out of inductor's
-decompositions and lowered as a call of the overload (an extern call out of inductor's code), which
-reaches the served kernel through the dispatcher. Only graphs compiled while enabled are changed.
+overload measured at least as fast as inductor (on the CPU: every one) is served in compiled code
+too. On a GPU inductor's own code launches the kernel (``harness.launches``: the approved wrapper is
+traced with its Triton launches, as ``bbagent.enable`` does); every call that cannot be traced so,
+and every one on the CPU, is taken out of inductor's decompositions and lowered as a call of the
+overload (an extern call out of inductor's code), which reaches the served kernel through the
+dispatcher. ``Served.under_compile`` says which path each took. Only graphs compiled while enabled
+are changed.
 
 Imports torch, triton and the standard library only.
 """
@@ -40,7 +44,8 @@ import torch
 from bbagent.harness.adapters import serving
 from bbagent.harness.checks.compare import compare
 from bbagent.harness.kernel_import import KernelImportError, import_module, interpret_triton
-from bbagent.harness.ops import resolve_op
+from bbagent.harness.launches import DirectKernel, DirectServing
+from bbagent.harness.ops import op_name, resolve_op
 from bbagent.harness.overriding import Counted, dtypes_named, in_words, override
 
 SCHEMA = "bbagent.package"
@@ -144,6 +149,10 @@ class Served:
     def calls(self) -> dict[str, int]:
         return {op: counted.calls for op, counted in self.served.items()}
 
+    def under_compile(self) -> dict[str, str]:
+        """Per overload served in compiled code: launched by inductor's code, or an extern call and why."""
+        return self.compiled.said() if self.compiled is not None else {}
+
     def fallbacks(self) -> dict[str, dict[str, int]]:
         return {op: dict(counted.fallbacks) for op, counted in self.served.items() if counted.fallbacks}
 
@@ -194,7 +203,7 @@ class Package:
         library = torch.library.Library("aten", "IMPL")
         served: dict[str, Counted] = {}
         skipped: dict[str, str] = {}
-        compiled: list = []
+        compiled: dict = {}
         try:
             for kernel in self.manifest.kernels:
                 if wanted is not None and not wanted & set(kernel.serves):
@@ -206,8 +215,10 @@ class Package:
                     for op in kernel.serves:
                         skipped[op] = why
                     _say(f"{self.name}: {kernel.key} is not served: {why}")
-            lowering = CompiledLowering([resolve_op(op) for op in compiled], self._fingerprint(served)) \
-                if compiled else None
+            direct = [DirectKernel(op, resolve_op(op), function, frozenset(dtypes), device)
+                      for op, (function, dtypes) in compiled.items()] if device != "cpu" else []
+            lowering = CompiledLowering([resolve_op(op) for op in compiled], DirectServing(direct),
+                                        self._fingerprint(served)) if compiled else None
             if lowering is not None:
                 lowering.install()
         except BaseException:
@@ -261,7 +272,7 @@ class Package:
         return None
 
     def _register(self, library, kernel: PackagedKernel, device: str, include_slower: bool, wanted: set | None,
-                  served: dict, skipped: dict, compiled: list) -> str | None:
+                  served: dict, skipped: dict, compiled: dict) -> str | None:
         try:
             function = self._kernel(kernel, device)
         except KernelImportError as exc:
@@ -282,7 +293,7 @@ class Package:
             served[op] = counted
             over = kernel.over_inductor
             if op == kernel.written_for and (device == "cpu" or include_slower or (over is not None and over >= 1.0)):
-                compiled.append(op)
+                compiled[op] = (serving(function, written_for, overload, traced=True), dtypes)
         return None
 
     def _kernel(self, kernel: PackagedKernel, device: str):
@@ -430,16 +441,26 @@ def _say(line: str) -> None:
 
 
 class CompiledLowering:
-    """Inductor lowers ``overloads`` as calls of the overload (which reach the served kernels)
-    instead of its own code, until ``uninstall``; ``fingerprint`` keys the graphs it compiles
+    """Until ``uninstall``: ``direct``'s overloads are traced as their kernels' launches where they
+    can be, and inductor lowers every call of ``overloads`` left as a call of the overload (which
+    reaches the served kernel) instead of its own code; ``fingerprint`` keys the graphs it compiles
     apart from those compiled without it (inductor's caches read its custom pass's uuid)."""
 
-    def __init__(self, overloads: list, fingerprint: str):
-        self.overloads, self.fingerprint = overloads, fingerprint
+    def __init__(self, overloads: list, direct: DirectServing, fingerprint: str):
+        self.overloads, self.direct = overloads, direct
+        self.fingerprint = f"{fingerprint};direct={','.join(direct.names)}"
         self._saved: list = []
+        self.left_out: dict[str, str] = {}
+
+    def said(self) -> dict[str, str]:
+        names = {kernel.op for kernel in self.direct.kernels.values()}
+        return {**{op: self.direct.under_compile(op) or "" for op in names},
+                **{op_name(overload): "an extern call out of inductor's code"
+                   for overload in self.overloads if op_name(overload) not in names}}
 
     def install(self) -> None:
         from torch._inductor import config, decomposition, lowering
+        self.left_out = self.direct.install()
         for overload in self.overloads:
             removed = [(table, table.pop(overload)) for table in (decomposition.decompositions,
                                                                   decomposition.fast_random_decomps())
@@ -456,6 +477,7 @@ class CompiledLowering:
 
     def uninstall(self) -> None:
         from torch._inductor import config, lowering
+        self.direct.uninstall()
         for overload, lowered, removed, realized in reversed(self._saved):
             lowering.lowerings.pop(overload, None)
             if lowered is not None:

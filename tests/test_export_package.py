@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import venv
+import zipfile
 from importlib.metadata import distribution
 from pathlib import Path
 
@@ -172,6 +173,22 @@ def test_the_self_test_refuses_a_kernel_whose_check_fails_here(tmp_path, capsys)
     assert facts["calls"] == {} and "its self-test failed" in facts["skipped"]["aten.relu.default"]
     trusted = _run(python, SERVE.format(name="wrong", options=", trust=True"), cwd, PYTHONPATH=str(project))
     assert json.loads(trusted.stdout.splitlines()[-1])["calls"]["aten.relu.default"] == 1  # the user said so
+
+
+def test_the_exported_project_builds_the_same_package_with_pip(demo_root, tmp_path, capsys):
+    """``pip wheel DIR`` of the project (its pyproject.toml) packs what bbagent's own wheel packs."""
+    assert main(["export", "--package", str(tmp_path / "project"), "--name", "built", "--root", str(demo_root)]) == 0
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                           str(tmp_path / "pip"), str(tmp_path / "project")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    def files(wheel: Path) -> set[str]:
+        with zipfile.ZipFile(wheel) as archive:
+            return {name for name in archive.namelist() if ".dist-info/" not in name}
+    ours = files(next((tmp_path / "project" / "dist").glob("*.whl")))
+    assert files(next((tmp_path / "pip").glob("*.whl"))) == ours
+    assert {"built/manifest.json", "built/kernels/aten_relu_default/kernel.py", "built/_runtime/packaged.py",
+            "built/selftest/aten_relu_default.pt"} <= ours
 
 
 def test_a_packaged_file_changed_after_export_is_not_served(tmp_path, capsys):

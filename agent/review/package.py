@@ -53,7 +53,7 @@ CARRIED = {"bbagent.harness.packaged": "packaged", "bbagent.harness.adapters": "
            "bbagent.harness.inputs": "inputs", "bbagent.harness.traces": "traces", "bbagent.harness.parse": "parse",
            "bbagent.harness.overriding": "overriding", "bbagent.harness.kernel_import": "kernel_import",
            "bbagent.harness.checks.reference": "reference", "bbagent.harness.checks.compare": "compare",
-           "bbagent.harness.checks.policy": "policy"}
+           "bbagent.harness.checks.policy": "policy", "bbagent.harness.launches": "launches"}
 SELF_TEST_CASES = 12
 SELF_TEST_MAX_NUMEL = 1 << 12
 _IMPORT = re.compile(r"^(\s*)from (bbagent(?:\.\w+)+) import", re.M)
@@ -280,7 +280,8 @@ def _digest(data: bytes) -> str:
 
 def _row(kernel: PackagedKernel, file: str) -> dict:
     return {"file": file, "kernel": kernel.key, "version": kernel.version, "status": kernel.status,
-            "sha256": kernel.sha256, "serves": kernel.serves, "verdict": kernel.verdict,
+            "sha256": kernel.sha256, "serves": kernel.serves, "speedups": kernel.speedups,
+            "over_inductor": kernel.over_inductor, "verdict": kernel.verdict,
             "judged_on": asdict(kernel.judged_on), "origin": kernel.origin}
 
 

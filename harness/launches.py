@@ -1,0 +1,195 @@
+"""Approved kernels that inductor's generated code launches itself, with no Python in between
+(``agent.serving.direct`` explains the path; this is the part an exported package carries too).
+
+While installed, a served overload has a functionalization rule (``OpOverload.py_impl``) that runs
+the approved wrapper itself on the traced tensors, with each Triton launch recorded as torch's
+Triton kernel node (``torch.library.wrap_triton``) instead of run; inductor then launches the
+judged kernel from its own code. Where the rule cannot (a dtype the kernel was not tested on,
+another device, a wrapper that reads a tensor's address or values on the host), it steps aside and
+the call reaches inductor as the overload; ``declined`` says why, per overload.
+
+Imports torch, triton and the standard library only: an exported package runs it without bbagent.
+"""
+from __future__ import annotations
+
+import inspect
+import threading
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+from bbagent.harness.inputs import tensors_in
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
+
+LAUNCHED = "launched by inductor's code"
+OPAQUE = "served"  # an opaque twin's call out of inductor's code (``agent.serving.compiled``)
+_TRACING = threading.local()
+_PATCHED: list = []  # [Triton's own KernelInterface.__getitem__, how many traces use the patch]
+
+
+@dataclass
+class DirectKernel:
+    """One served overload: its name, the function with its calling convention (the approved
+    kernel behind ``harness.adapters.serving``), the dtypes it was tested on (empty: any) and the
+    device type it serves."""
+    op: str
+    overload: OpOverload
+    function: Callable
+    dtypes: frozenset = frozenset()
+    device_type: str = "cuda"
+    sites: int = 0  # calls put into compiled graphs as its launches
+    declined: Counter = field(default_factory=Counter)
+
+    def takes(self, args, kwargs) -> str | None:
+        """Why the call cannot be traced as this kernel's launches, or None."""
+        tensors = tensors_in((args, kwargs))
+        if not tensors:
+            return "no tensor argument"
+        if any(t.device.type != self.device_type for t in tensors):
+            return f"a tensor not on {self.device_type}"
+        if self.dtypes and tensors[0].dtype not in self.dtypes:
+            return f"dtype {str(tensors[0].dtype).removeprefix('torch.')} not tested"
+        return None
+
+
+class DirectServing:
+    """The functionalization rules of ``kernels`` (by overload), installed and removed together."""
+
+    def __init__(self, kernels: list[DirectKernel]):
+        self.kernels = {kernel.overload: kernel for kernel in kernels}
+        self.installed: list = []
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(kernel.op for kernel in self.kernels.values())
+
+    def install(self) -> dict[str, str]:
+        """Install a rule per overload; why each overload that cannot have one is left out."""
+        from torch._subclasses.functional_tensor import FunctionalTensorMode
+        left_out = {}
+        for overload, kernel in self.kernels.items():
+            if FunctionalTensorMode in overload.python_key_table:
+                left_out[kernel.op] = "torch has its own functionalization rule for it"
+                continue
+            overload.py_impl(FunctionalTensorMode)(_rule(kernel))
+            self.installed.append(overload)
+        for overload in list(self.kernels):
+            if overload not in self.installed:
+                del self.kernels[overload]
+        return left_out
+
+    def uninstall(self) -> None:
+        from torch._subclasses.functional_tensor import FunctionalTensorMode
+        for overload in self.installed:
+            overload.python_key_table.pop(FunctionalTensorMode, None)
+            overload._dispatch_cache.clear()
+        self.installed = []
+
+    def under_compile(self, op: str) -> str | None:
+        """How compiled code runs ``op`` where it is served direct: launched, and where it was not."""
+        kernel = next((k for k in self.kernels.values() if k.op == op), None)
+        return None if kernel is None else path_said(kernel.sites, kernel.declined, LAUNCHED)
+
+
+def path_said(launched: int, declined: Counter, unmet: str) -> str:
+    """How compiled code ran a kernel or region answer that was ``launched`` (traced in) so many
+    times and kept the opaque call where ``declined`` says why; ``unmet`` where neither happened."""
+    if not declined:
+        return LAUNCHED if launched else unmet
+    reasons = "; ".join(f"{why} ({count}x)" for why, count in declined.most_common())
+    return f"{LAUNCHED}; an opaque call where {reasons}" if launched else f"{OPAQUE} as an opaque call: {reasons}"
+
+
+def _rule(kernel: DirectKernel):
+    def rule(mode, *args, **kwargs):
+        why = kernel.takes(args, kwargs)
+        if why is None:
+            try:
+                with mode, launches_traced():
+                    result = kernel.function(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - this call alone is left to the opaque path, with why
+                why = untraceable(exc)
+            else:
+                if _building_a_graph():  # not the pass that only reads the outputs' metadata
+                    kernel.sites += 1
+                return result
+        if _building_a_graph():
+            kernel.declined[why] += 1
+        return mode.__torch_dispatch__(kernel.overload, (), args, kwargs)
+    return rule
+
+
+def _building_a_graph() -> bool:
+    """Whether the trace records a graph (AOT autograd first runs the function once, on fake
+    tensors alone, to learn its outputs)."""
+    from torch.fx.experimental.proxy_tensor import get_proxy_mode
+    return get_proxy_mode() is not None
+
+
+def untraceable(exc: Exception) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"its wrapper cannot be traced ({type(exc).__name__}: {lines[0][:120] if lines else ''})"
+
+
+@contextmanager
+def launches_traced():
+    """While inside, a Triton launch ``kernel[grid](...)`` on this thread is recorded as torch's
+    Triton kernel node (``wrap_triton``) where tracing asks for it, instead of run."""
+    before = getattr(_TRACING, "on", False)
+    _TRACING.on = True
+    _patch_launches()
+    try:
+        yield
+    finally:
+        _unpatch_launches()
+        _TRACING.on = before
+
+
+def _patch_launches() -> None:
+    """``KernelInterface.__getitem__`` (``kernel[grid]`` of a ``@triton.jit`` function, an autotuner,
+    a heuristics wrapper) goes through ``wrap_triton`` inside ``launches_traced``; elsewhere, and
+    where torch runs the launch itself (``is_wrap_triton_enabled`` false), it is Triton's own."""
+    if _PATCHED:
+        _PATCHED[0][1] += 1
+        return
+    from torch._library.triton import is_wrap_triton_enabled, wrap_triton
+    from triton.runtime.jit import KernelInterface
+    original = KernelInterface.__getitem__
+
+    def getitem(self, grid):
+        if getattr(_TRACING, "on", False) and is_wrap_triton_enabled():
+            launch = wrap_triton(self)[grid]
+            return lambda *args, **kwargs: launch(*args, **{**_defaults_left(self, len(args), kwargs), **kwargs})
+        return original(self, grid)
+    KernelInterface.__getitem__ = getitem
+    _PATCHED.append([original, 1])
+
+
+def _defaults_left(kernel, positional: int, given: dict) -> dict:
+    """The parameters of ``kernel``'s function (under any autotuners and heuristics) that a launch
+    with ``positional`` arguments and the keywords ``given`` leaves to their defaults, and that no
+    autotuner config or heuristic sets, with those defaults. Torch's traced launch does not fill
+    them in (inductor then compiles the kernel with None for, say, a ``GROUP_M: tl.constexpr = 8``):
+    they are passed as keywords."""
+
+    from triton.runtime.jit import JITFunction
+    set_by_wrappers: set[str] = set()
+    while not isinstance(kernel, JITFunction) and hasattr(kernel, "fn"):  # an autotuner or heuristics wrapper
+        set_by_wrappers.update(*(config.kwargs for config in getattr(kernel, "configs", ())))
+        set_by_wrappers.update(getattr(kernel, "values", {}))
+        kernel = kernel.fn
+    parameters = list(inspect.signature(kernel.fn).parameters.values())[positional:]
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty
+            and p.name not in given and p.name not in set_by_wrappers}
+
+
+def _unpatch_launches() -> None:
+    if not _PATCHED:
+        return
+    _PATCHED[0][1] -= 1
+    if _PATCHED[0][1] == 0:
+        from triton.runtime.jit import KernelInterface
+        KernelInterface.__getitem__ = _PATCHED.pop()[0]
