@@ -149,6 +149,13 @@ class Served:
     def calls(self) -> dict[str, int]:
         return {op: counted.calls for op, counted in self.served.items()}
 
+    def compiled_sites(self) -> dict[str, int]:
+        """Per overload launched from inductor's code: its calls traced into compiled graphs as its
+        Triton launches (no Python runs them, so they are counted where they are compiled)."""
+        if self.compiled is None:
+            return {}
+        return {kernel.op: kernel.sites for kernel in self.compiled.direct.kernels.values()}
+
     def under_compile(self) -> dict[str, str]:
         """Per overload served in compiled code: launched by inductor's code, or an extern call and why."""
         return self.compiled.said() if self.compiled is not None else {}

@@ -92,11 +92,13 @@ def test_the_wheel_serves_a_model_where_bbagent_is_not_installed(demo_root, fres
                 eager_calls = served.calls()["aten.relu.default"]
                 compiled = torch.compile(model)(x)
                 compiled_calls = served.calls()["aten.relu.default"] - eager_calls
+                paths = served.under_compile()
             after = demo_kernels.disable()
             model(x)
         print(json.dumps({{"absent": absent, "eager_calls": eager_calls, "compiled_calls": compiled_calls,
                           "eager_equal": torch.equal(eager, expected), "compiled_equal": torch.equal(compiled, expected),
-                          "kernels": demo_kernels.kernels(), "after": after, "served": list(served.served)}}))
+                          "kernels": demo_kernels.kernels(), "after": after, "served": list(served.served),
+                          "paths": paths}}))
         """, tmp_path)
     assert ran.returncode == 0, ran.stderr[-3000:]
     facts = json.loads(ran.stdout.splitlines()[-1])
@@ -104,6 +106,7 @@ def test_the_wheel_serves_a_model_where_bbagent_is_not_installed(demo_root, fres
     assert facts["eager_calls"] == 2 and facts["compiled_calls"] == 2, facts
     assert facts["eager_equal"] and facts["compiled_equal"], facts
     assert facts["served"] == ["aten.relu.default", "aten.relu_.default", "aten.relu.out"]
+    assert facts["paths"] == {"aten.relu.default": "an extern call out of inductor's code"}  # the CPU: no launches
     kernel = facts["kernels"][0]
     assert kernel["judged_on"]["torch"] == torch.__version__ and kernel["judged_on"]["triton"] == triton.__version__
     assert kernel["verdict"]["tests"]["passed"] == kernel["verdict"]["tests"]["total"] > 0
