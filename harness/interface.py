@@ -57,7 +57,7 @@ if TYPE_CHECKING:  # the table of names: real imports to a type checker and to i
     from bbagent.harness.suite.build import FLOAT_DTYPES, SAMPLE_DTYPES, build_suite
     from bbagent.harness.packaged import MANIFEST as PACKAGE_MANIFEST, Manifest, PackagedKernel, Stack, file_sha256
     from bbagent.harness.kernel_import import KernelImportError, import_module as import_kernel_module, interpret_triton
-    from bbagent.harness.overriding import override, dtypes_named, in_words
+    from bbagent.harness.overriding import Installed, override, dtypes_named, in_words
     from bbagent.harness.launches import (
         LAUNCHED, OPAQUE, DirectKernel, DirectServing, launches_traced, path_said, untraceable
     )

@@ -22,7 +22,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -42,6 +42,39 @@ class Counted:
     """The calls one served overload answered, and those it left to aten, by why."""
     calls: int = 0
     fallbacks: Counter = field(default_factory=Counter)
+
+
+_I = TypeVar("_I", bound="Installed")
+
+
+class Installed:
+    """What one enable installed: an ``aten`` IMPL ``library`` and what compiled code was given
+    (``compiled``: anything with ``uninstall()``), undone together by ``disable``; a context manager
+    (leaving the block disables it)."""
+    library: Any = None
+    compiled: Any = None
+
+    @property
+    def active(self) -> bool:
+        return self.library is not None
+
+    def disable(self) -> None:
+        if self.compiled is not None:
+            self.compiled.uninstall()
+            self.compiled = None
+        if self.library is not None:
+            self.library._destroy()
+            self.library = None
+        self.forget()
+
+    def forget(self) -> None:
+        """Called when disabled: where the enable keeps the current one, it lets go of it here."""
+
+    def __enter__(self: _I) -> _I:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.disable()
 
 
 def override(library, overload, function: Callable, dtypes: Collection, dispatch_key: str, counted: Counts) -> None:

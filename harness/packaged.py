@@ -46,7 +46,7 @@ from bbagent.harness.checks.compare import compare
 from bbagent.harness.kernel_import import KernelImportError, import_module, interpret_triton
 from bbagent.harness.launches import DirectKernel, DirectServing
 from bbagent.harness.ops import op_name, resolve_op
-from bbagent.harness.overriding import Counted, dtypes_named, in_words, override
+from bbagent.harness.overriding import Counted, Installed, dtypes_named, in_words, override
 
 SCHEMA = "bbagent.package"
 SCHEMA_VERSION = 1
@@ -134,17 +134,13 @@ class Checked:
     failure: str = ""
 
 
-class Served:
+class Served(Installed):
     """What ``Package.enable`` installed; a context manager (leaving the block disables it).
     ``served``: the calls per overload; ``skipped``: each kernel or overload left to aten, with why."""
 
     def __init__(self, package: Package, library, served: dict[str, Counted], skipped: dict[str, str],
                  compiled: CompiledLowering | None):
         self.package, self.library, self.served, self.skipped, self.compiled = package, library, served, skipped, compiled
-
-    @property
-    def active(self) -> bool:
-        return self.library is not None
 
     def calls(self) -> dict[str, int]:
         return {op: counted.calls for op, counted in self.served.items()}
@@ -163,21 +159,9 @@ class Served:
     def fallbacks(self) -> dict[str, dict[str, int]]:
         return {op: dict(counted.fallbacks) for op, counted in self.served.items() if counted.fallbacks}
 
-    def disable(self) -> None:
-        if self.compiled is not None:
-            self.compiled.uninstall()
-            self.compiled = None
-        if self.library is not None:
-            self.library._destroy()
-            self.library = None
+    def forget(self) -> None:
         if self.package.current is self:
             self.package.current = None
-
-    def __enter__(self) -> Served:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.disable()
 
 
 class Package:
@@ -200,13 +184,7 @@ class Package:
                check: bool = False, ops: Iterable[str] | None = None) -> Served:
         """Serve the package's kernels for ``device`` (default: CUDA where there is a GPU, else the
         CPU, under Triton's interpreter), as the module says. ``ops``: only these overloads."""
-        device = _device(device)
-        if self.current is not None:
-            raise PackageError(f"{self.name} is already enabled: call {self.name}.disable() first")
-        if device == "cpu":
-            _interpreted()
-        here = Stack.here(device)
-        wanted = None if ops is None else set(ops)
+        device, here, wanted = self._where(device, ops, f"is already enabled: call {self.name}.disable() first")
         library = torch.library.Library("aten", "IMPL")
         served: dict[str, Counted] = {}
         skipped: dict[str, str] = {}
@@ -245,18 +223,22 @@ class Package:
     def check(self, device: str | None = None, ops: Iterable[str] | None = None) -> list[Checked]:
         """Run each kernel's self-test here (``ops``: only the kernels serving these), record the
         passes for this stack, and return every result."""
-        device = _device(device)
-        if self.current is not None:
-            raise PackageError(f"{self.name} is enabled: disable it before checking its kernels against aten")
-        if device == "cpu":
-            _interpreted()
-        here = Stack.here(device)
-        wanted = None if ops is None else set(ops)
+        device, here, wanted = self._where(device, ops, "is enabled: disable it before checking its kernels against aten")
         results = []
         for kernel in self.manifest.kernels:
             if wanted is None or wanted & set(kernel.serves):
                 results.append(self._checked(kernel, here))
         return results
+
+    def _where(self, device: str | None, ops: Iterable[str] | None, if_enabled: str) -> tuple[str, Stack, set | None]:
+        """The device (checked; Triton's interpreter chosen for the CPU), its stack, and the
+        overloads asked for (None: all); a PackageError saying ``if_enabled`` while enabled."""
+        device = _device(device)
+        if self.current is not None:
+            raise PackageError(f"{self.name} {if_enabled}")
+        if device == "cpu":
+            _interpreted()
+        return device, Stack.here(device), None if ops is None else set(ops)
 
     def _why_not(self, kernel: PackagedKernel, here: Stack, trust: bool, check: bool) -> str | None:
         path = self.folder / "kernels" / kernel.folder / kernel.file

@@ -86,5 +86,5 @@ def test_the_release_check_passes_on_the_cpu(tmp_path):
     lines = done.stdout.splitlines()
     assert [line.split()[1] for line in lines if line.startswith("ok")] == [
         "wheel", "install", "installed", "generate", "review", "batch", "status", "report", "enable", "check-model",
-        "program"]
+        "program", "package"]
     assert lines[-1].startswith("release check passed on cpu")

@@ -25,6 +25,7 @@ from pathlib import Path
 from bbagent.agent.errors import UsageError
 from bbagent.agent.review.meta import KernelMeta
 from bbagent.agent.serving.load import import_kernel, interpret_triton
+from bbagent.harness.interface import Installed
 
 DISPATCH_KEYS = {"cuda": "CUDA", "cpu": "CPU"}
 SLOWER_HINT = "include_slower=True serves it anyway"  # the Python spelling; commands say their flag
@@ -45,7 +46,7 @@ class ServedOverload:
                 "calls": self.calls, "fallbacks": dict(self.fallbacks)}
 
 
-class Enabled:
+class Enabled(Installed):
     """What ``enable`` installed. A context manager: leaving the block disables it. ``compiled``
     (``agent.serving.compiled``) routes compiled graphs to the kernels it serves; ``not_compiled``
     says, per served overload left to inductor under torch.compile, why."""
@@ -55,10 +56,6 @@ class Enabled:
         self.library, self.served, self.skipped, self.dispatch_key = library, served, skipped, dispatch_key
         self.slower = slower or set()  # of the skipped, those an approved kernel serves once slower ones are asked for
         self.compiled, self.not_compiled = compiled, not_compiled or {}
-
-    @property
-    def active(self) -> bool:
-        return self.library is not None
 
     def calls(self) -> dict[str, int]:
         """Calls served by a generated kernel, per overload."""
@@ -98,22 +95,10 @@ class Enabled:
                  or self.not_compiled.get(s.op)}
                 for s in self.served.values()]
 
-    def disable(self) -> None:
+    def forget(self) -> None:
         global _current
-        if self.compiled is not None:
-            self.compiled.uninstall()
-            self.compiled = None
-        if self.library is not None:
-            self.library._destroy()
-            self.library = None
         if _current is self:
             _current = None
-
-    def __enter__(self) -> "Enabled":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.disable()
 
 
 _current: Enabled | None = None
