@@ -86,8 +86,8 @@ def export_hf_kernels(root: Path, out_dir: Path, name: str, include_unreviewed: 
     """Write package ``name`` as the ``kernels`` library's universal build variant under ``out_dir``."""
     name = package_name(name)
     if not re.fullmatch(r"[a-z][a-z0-9_]*[a-z0-9]", name):
-        raise UsageError(f"--name {name!r}: the kernels library wants a kernel name of lowercase letters, digits "
-                         "and _ (written - in its metadata), starting with a letter and not ending with _")
+        raise UsageError(f"--name {name!r}: the kernels library wants a kernel name of at least 2 lowercase "
+                         "letters, digits and _ (written - in its metadata), starting with a letter and not ending with _")
     chosen, left_out = _chosen(root, include_unreviewed)
     _writable(out_dir)
     variant = out_dir / "build" / "torch-universal"
@@ -139,10 +139,11 @@ def _chosen(root: Path, include_unreviewed: bool) -> tuple[list, list[dict]]:
         chosen.append((version, _packaged(version)))
     left_out += [{"kernel": wreck.folder.name, "why": f"its folder is broken: {wreck.reason}"} for wreck in wrecks]
     if not chosen:
-        raise UsageError("no kernel to export: " + ("; ".join(f"{row['kernel']}: {row['why']}" for row in left_out)
-                                                    or f"no accepted kernel under {Path(root) / 'generated_kernels'}")
-                         + ("" if include_unreviewed else " (only approved kernels are exported: bbagent review "
-                                                          "approve OP, or --include-unreviewed)"))
+        said = "; ".join(f"{row['kernel']}: {row['why']}" for row in left_out)
+        hint = "" if include_unreviewed or not said or "--include-unreviewed" in said else \
+            " (only approved kernels are exported: bbagent review approve OP, or --include-unreviewed)"
+        raise UsageError(f"no kernel to export: {said or 'no accepted kernel under ' + str(Path(root) / 'generated_kernels')}"
+                         f"{hint}")
     return chosen, left_out
 
 

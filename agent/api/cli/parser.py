@@ -121,7 +121,7 @@ def _export_command(sub) -> None:
                         help="the folder to write (e.g. KernelBench/runs/bbagent)")
     ex.add_argument("--name", help="the Python package's name (--package, --hf-kernels)")
     ex.add_argument("--include-unreviewed", action="store_true",
-                    help="also answers not approved yet (never rejected ones)")
+                    help="also kernels and answers not approved yet (never rejected ones)")
     ex.add_argument("--json", action="store_true", help="print what was written and left out as one JSON object")
     _add_root(ex)
 
