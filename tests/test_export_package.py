@@ -116,11 +116,11 @@ def test_the_wheel_serves_a_model_where_bbagent_is_not_installed(demo_root, fres
     assert "aten.relu.default v1 approved" in listed.stdout, listed.stderr
 
 
-def _approved(root: Path, source: str) -> Path:
+def _approved(root: Path, source: str, torch_version: str = torch.__version__) -> Path:
     op = "aten.relu.default"
     install(root, source, Accepted.model_validate({
         "op": op, "written_for": op, "serves": [op, "aten.relu_.default", "aten.relu.out"], "run_id": "test",
-        "tests": {"passed": 1, "total": 1}, "versions": {"torch": torch.__version__, "triton": triton.__version__},
+        "tests": {"passed": 1, "total": 1}, "versions": {"torch": torch_version, "triton": triton.__version__},
         "device": "cpu", "dtypes": ["float32"], "performance": {"measured": False}}))
     set_status(root / "generated_kernels" / op, "approved")
     return root
@@ -267,6 +267,12 @@ def test_with_no_approved_kernel_nothing_is_exported_and_it_exits_2(tmp_path, ca
     assert not (tmp_path / "p" / "dist").exists()
     assert main(["export", "--package", str(tmp_path / "p"), "--name", "k", "--root", str(root),
                  "--include-unreviewed", "--json"]) == 0
+
+
+def test_a_stale_kernel_is_not_exported_and_the_message_names_review_verify(tmp_path, capsys):
+    root = _approved(tmp_path / "root", RELU_RIGHT, torch_version="2.0.0")  # judged under another torch: stale
+    assert main(["export", "--package", str(tmp_path / "p"), "--name", "k", "--root", str(root)]) == 2
+    assert "'bbagent review verify aten.relu.default' judges a stale one here again" in capsys.readouterr().err
 
 
 def test_every_module_a_package_carries_imports_no_other_bbagent_code():

@@ -58,6 +58,8 @@ def why_not_exported(version, entry, include_unreviewed: bool) -> str | None:
     """Why ``version`` (``entry``'s to export) is not exported, or None."""
     if version is None:
         states = ", ".join(f"v{v.number} {v.status}" for v in entry.versions)
+        stale = any(v.status == "stale" for v in entry.versions)
         return f"no {'usable' if include_unreviewed else 'approved'} version ({states})" + (
+            f"; 'bbagent review verify {entry.op}' judges a stale one here again" if stale else "") + (
             "" if include_unreviewed else "; --include-unreviewed exports the current one")
     return version.unusable
