@@ -35,7 +35,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -171,7 +171,8 @@ class Package:
         self.name, self.folder = name, Path(folder)
         self.manifest = Manifest.read(self.folder / MANIFEST)
         self.current: Served | None = None
-        self._results: dict[str, Checked] = {}
+        self._results: dict[str, Checked] = {}  # self-tests run in this process, by kernel digest and stack
+        self._functions: dict[tuple[str, str], Callable] = {}  # kernels imported, by folder and device
 
     def kernels(self) -> list[dict]:
         """Each kernel: its key, version, digest, the overloads it serves, its Verdict's tests, the
@@ -185,15 +186,15 @@ class Package:
         """Serve the package's kernels for ``device`` (default: CUDA where there is a GPU, else the
         CPU, under Triton's interpreter), as the module says. ``ops``: only these overloads."""
         device, here, wanted = self._where(device, ops, f"is already enabled: call {self.name}.disable() first")
+        # decided (self-tests run) before anything is registered: aten's results are the references
+        chosen = [(kernel, self._why_not(kernel, here, trust, check)) for kernel in self.manifest.kernels
+                  if wanted is None or wanted & set(kernel.serves)]
         library = torch.library.Library("aten", "IMPL")
         served: dict[str, Counted] = {}
         skipped: dict[str, str] = {}
         compiled: dict = {}
         try:
-            for kernel in self.manifest.kernels:
-                if wanted is not None and not wanted & set(kernel.serves):
-                    continue
-                why = self._why_not(kernel, here, trust, check)
+            for kernel, why in chosen:
                 if why is None:
                     why = self._register(library, kernel, device, include_slower, wanted, served, skipped, compiled)
                 if why is not None:
@@ -240,17 +241,24 @@ class Package:
             _interpreted()
         return device, Stack.here(device), None if ops is None else set(ops)
 
-    def _why_not(self, kernel: PackagedKernel, here: Stack, trust: bool, check: bool) -> str | None:
-        path = self.folder / "kernels" / kernel.folder / kernel.file
+    def _path(self, kernel: PackagedKernel) -> Path:
+        return self.folder / "kernels" / kernel.folder / kernel.file
+
+    def _file_problem(self, kernel: PackagedKernel) -> str | None:
+        """Why the kernel's file is not the one approved (missing, or another digest), or None."""
+        path = self._path(kernel)
         if not path.is_file():
             return f"its file {path} is missing"
         if file_sha256(path) != kernel.sha256:
             return f"{path} is not the file approved (its sha256 is not {kernel.sha256[:12]})"
-        if trust or kernel.judged_on == here:
-            return None
-        result: dict | None = _recorded(self.name).get(_check_key(kernel, here))
-        if _check_key(kernel, here) in self._results:
-            result = asdict(self._results[_check_key(kernel, here)])
+        return None
+
+    def _why_not(self, kernel: PackagedKernel, here: Stack, trust: bool, check: bool) -> str | None:
+        problem = self._file_problem(kernel)
+        if problem is not None or trust or kernel.judged_on == here:
+            return problem
+        key = _check_key(kernel, here)
+        result = asdict(self._results[key]) if key in self._results else _recorded(self.name).get(key)
         if result is None and check:
             result = asdict(self._checked(kernel, here))
         if result is None:
@@ -285,13 +293,17 @@ class Package:
                 compiled[op] = (serving(function, written_for, overload, traced=True), dtypes)
         return None
 
-    def _kernel(self, kernel: PackagedKernel, device: str):
-        path = self.folder / "kernels" / kernel.folder / kernel.file
-        module = import_module(path, f"{self.name}_kernel_{kernel.folder}", device)
-        function = getattr(module, "kernel", None)
-        if not callable(function):
-            raise KernelImportError(f"{path} defines no kernel(...)")
-        return function
+    def _kernel(self, kernel: PackagedKernel, device: str) -> Callable:
+        """The kernel's ``kernel``, imported once per device (a second import would compile its
+        Triton kernels again)."""
+        if (kernel.folder, device) not in self._functions:
+            path = self._path(kernel)
+            module = import_module(path, f"{self.name}_kernel_{kernel.folder}", device)
+            function = getattr(module, "kernel", None)
+            if not callable(function):
+                raise KernelImportError(f"{path} defines no kernel(...)")
+            self._functions[(kernel.folder, device)] = function
+        return self._functions[(kernel.folder, device)]
 
     def _checked(self, kernel: PackagedKernel, here: Stack) -> Checked:
         result = self._self_test(kernel, here.device)
@@ -303,9 +315,9 @@ class Package:
         """The kernel against aten on its saved test inputs, on ``device``."""
         if kernel.selftest is None:
             return Checked(kernel.key, False, 0, "the package holds no test inputs for it")
-        why = self._why_not(kernel, Stack("", "", device), trust=True, check=False)
-        if why is not None:
-            return Checked(kernel.key, False, 0, why)
+        problem = self._file_problem(kernel)
+        if problem is not None:
+            return Checked(kernel.key, False, 0, problem)
         try:
             function = self._kernel(kernel, device)
             saved = torch.load(self.folder / "selftest" / kernel.selftest, weights_only=True)

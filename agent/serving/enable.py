@@ -190,7 +190,7 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
     from bbagent.agent.review.catalog import catalogue
     from bbagent.agent.serving.compiled import RegionAnswer
     from bbagent.agent.serving.load import import_module
-    from bbagent.harness.interface import program_module
+    from bbagent.harness.interface import in_words, program_module
     answers, refused = {}, {}
     for entry in catalogue(root)[0]:
         current = entry.current
@@ -226,7 +226,7 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
             module = program_module(problem)
             model_new = getattr(import_module(version.kernel, key.replace("/", "_"), device), "ModelNew")
         except Exception as exc:  # noqa: BLE001 - this answer alone is left to inductor, with why
-            refused[key] = f"cannot be loaded: {_in_words(exc)}"
+            refused[key] = f"cannot be loaded: {in_words(exc)}"
             continue
         answers[module.REGION_HASH] = RegionAnswer(key=key, hash=module.REGION_HASH, model_new=model_new, problem=module,
                                                    sha256=version.meta.kernel_sha256 or "", over_inductor=over)
@@ -339,7 +339,3 @@ def tested_dtypes(meta: KernelMeta) -> set:
     from bbagent.harness.interface import dtypes_named
     return dtypes_named(meta.dtypes)
 
-
-def _in_words(exc: Exception) -> str:
-    from bbagent.harness.interface import in_words
-    return in_words(exc)
