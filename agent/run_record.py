@@ -29,7 +29,8 @@ class StoppedBecause(str, Enum):
     """Why a run stopped (run.json's ``stopped_because``; a str, so it is written and compared as
     its value): optimisation reached a target, went ``--patience`` rounds without a better kernel,
     or had nothing timed to improve; the rounds ran out; the run's budget, a batch's, the provider,
-    the machine that runs evaluations (``INFRASTRUCTURE``), Ctrl-C or a bug (``ERROR``) ended it;
+    the machine that runs evaluations (``INFRASTRUCTURE``), the machine refusing a write (a full
+    disk, a quota: ``MACHINE``), Ctrl-C or a bug (``ERROR``) ended it;
     or it never started: input it cannot take (``USAGE``), a provider it cannot set up (``SETUP``).
     ``RUNNING`` until one of them did."""
     RUNNING = "running"
@@ -43,6 +44,7 @@ class StoppedBecause(str, Enum):
     PROVIDER_ERROR = "provider_error"
     INTERRUPTED = "interrupted"
     INFRASTRUCTURE = "infrastructure"
+    MACHINE = "machine"
     ERROR = "error"
     USAGE = "usage"
     SETUP = "setup"

@@ -71,6 +71,9 @@ def write_atomic(path: Path, text: str) -> None:
             f.write(text)
         follow_umask(Path(tmp))
         os.replace(tmp, path)
+    except OSError as exc:  # a full disk or a quota: the file it was writing is named
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

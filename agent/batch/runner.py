@@ -26,7 +26,7 @@ from typing import Callable
 
 from bbagent.agent.batch.executor import node_rows
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, counts_of, spend_of
-from bbagent.agent.errors import Terminated, UsageError, save_traceback
+from bbagent.agent.errors import Terminated, UsageError, refused_by_machine, save_traceback
 from bbagent.agent.batch.events import (Activity, BatchEnded, BatchStarted, BudgetSpent, OpEnded, OpInterrupted, OpRetried,
                                         OpStarted, RunProgress)
 from bbagent.agent.generate.progress import Progress, Started, listener
@@ -48,7 +48,7 @@ ACTIVITY_EVERY_S = 2.0  # how often the activity snapshot in the ledger is refre
 ERROR_CLASS = {StoppedBecause.BUDGET: "budget", StoppedBecause.BATCH_BUDGET: "budget",
                StoppedBecause.PROVIDER_ERROR: "provider", StoppedBecause.SETUP: "setup",
                StoppedBecause.USAGE: "usage", StoppedBecause.INFRASTRUCTURE: "sandbox",
-               StoppedBecause.ERROR: "internal", StoppedBecause.INTERRUPTED: "interrupted"}
+               StoppedBecause.MACHINE: "machine", StoppedBecause.ERROR: "internal", StoppedBecause.INTERRUPTED: "interrupted"}
 
 
 def new_batch_id() -> str:
@@ -233,6 +233,9 @@ class Batch:
         if isinstance(exc, UsageError):
             self.ledger.finish(op, "failed", error_class="usage", error=str(exc))
             return self.event(OpEnded(op=op, state="failed", error_class="usage", error=str(exc)))
+        if (refused := refused_by_machine(exc)) is not None:  # a full disk: not a bug, named as what it is
+            self.ledger.finish(op, "failed", error_class="machine", error=str(refused))
+            return self.event(OpEnded(op=op, state="failed", error_class="machine", error=str(refused)))
         where = save_traceback(self.path / TRACEBACKS, prefix=f"{op.replace('/', '-')}-", header=f"batch {self.path.name}, {op}")
         error = f"{type(exc).__name__}: {exc} (a bug in bbagent; its traceback: {where})"
         self.ledger.finish(op, "failed", error_class="internal", error=error)

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bbagent.agent.errors import InfrastructureError, ProviderError, UsageError, save_traceback
+from bbagent.agent.errors import InfrastructureError, ProviderError, UsageError, refused_by_machine, save_traceback
 from bbagent.agent.judging import Evaluations
 from bbagent.agent.generate.posed import Posed
 from bbagent.agent.generate import dispatch
@@ -60,7 +60,7 @@ BEST_KERNEL_CHARS = 8000
 def ending_of(exc: BaseException, traceback_folder: Path | None = None) -> Halt:
     """How ``exc`` ends a run, called while it is handled: Ctrl-C or SIGTERM (interrupted), input
     the run cannot take (usage), the provider, the machine that runs evaluations (infrastructure,
-    which may pass), or anything else, a bug in bbagent, whose traceback is kept in a file in
+    which may pass), the machine refusing a write (a full disk), or anything else, a bug in bbagent, whose traceback is kept in a file in
     ``traceback_folder`` (the run's directory; the temporary folder before there is one)."""
     if isinstance(exc, KeyboardInterrupt):
         return Halt(StoppedBecause.INTERRUPTED, f"interrupted by the user ({str(exc) or 'Ctrl-C'})", status="interrupted")
@@ -70,6 +70,8 @@ def ending_of(exc: BaseException, traceback_folder: Path | None = None) -> Halt:
         return Halt(StoppedBecause.PROVIDER_ERROR, str(exc), status="error", transient=exc.transient)
     if isinstance(exc, InfrastructureError):  # e.g. a lost GPU: not the kernel's failure
         return Halt(StoppedBecause.INFRASTRUCTURE, f"{type(exc).__name__}: {exc}", status="error", transient=True)
+    if (refused := refused_by_machine(exc)) is not None:
+        return Halt(StoppedBecause.MACHINE, str(refused), status="error")
     where = save_traceback(traceback_folder, prefix="traceback-", header=f"bbagent run, {type(exc).__name__}")
     return Halt(StoppedBecause.ERROR, f"internal error: {type(exc).__name__}: {exc} (a bug in bbagent; its "
                                       f"traceback: {where})", status="error")

@@ -5,7 +5,9 @@ Results go to stdout, diagnostics (progress, warnings, errors) to stderr. Exit c
 (kernel accepted / verdict pass); 1 the kernel failed (every round failed / verdict fail); 2 usage
 error (unknown op, missing file, bad option, unusable --root, no CUDA for --device cuda, OpInfo
 unavailable); 3 provider error (missing or rejected key, retries exhausted); 70 internal error (a
-bug in bbagent: the message names the file holding the traceback); 130 interrupted. No traceback
+bug in bbagent: the message names the file holding the traceback); 74 the machine refused (a full
+disk or quota, an unwritable folder: the message names the path); 130 interrupted (Ctrl-C, or
+SIGTERM, which every command takes as Ctrl-C: its temporary folders removed). No traceback
 reaches a user; a closed stdout or stderr ends that output quietly, and the command runs on as it would have.
 
 Imports are lazy: ``bbagent --help`` and ``--version`` never load torch. ``run`` (the console
@@ -18,7 +20,9 @@ import os
 import sys
 
 from bbagent import ProviderError, UsageError, version
-from bbagent.cli.commands import (COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_PROVIDER, EXIT_USAGE)
+from bbagent.agent.errors import refused_by_machine
+from bbagent.cli.commands import (COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MACHINE, EXIT_PROVIDER, EXIT_USAGE,
+                                  sigterm_as_interrupt)
 from bbagent.cli.parser import build_parser
 
 
@@ -32,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
     err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
     try:
-        return COMMANDS[args.command](args, out, err)
+        with sigterm_as_interrupt():
+            return COMMANDS[args.command](args, out, err)
     except (UsageError, ProviderError) as exc:  # a provider that cannot be used at all (no key): nothing started
         err.print(f"[red]error:[/red] {escape(str(exc))}")
         return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_PROVIDER
@@ -40,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         err.print("interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - a bug in bbagent: one line for the user, the traceback in a file
+        if (refused := refused_by_machine(exc)) is not None:  # a full disk, a quota: not a bug
+            err.print(f"[red]error:[/red] {escape(str(refused))}")
+            return EXIT_MACHINE
         err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))}\nThis is a bug in bbagent; the "
                   f"traceback is in {_save_traceback()}. Please report it with that file.")
         return EXIT_INTERNAL

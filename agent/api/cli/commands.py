@@ -3,7 +3,8 @@
 
 Exit codes: 0 success (kernel accepted / verdict pass); 1 the kernel failed (every round failed /
 verdict fail); 2 usage error; 3 provider error; 4 check-model served nothing (nothing was checked);
-70 internal error; 130 interrupted.
+70 internal error; 74 the machine refused (a full disk, a quota, an unwritable folder); 130
+interrupted (Ctrl-C or SIGTERM).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from bbagent.agent.money import cost_text
 from bbagent import UsageError
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_PROVIDER, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 70, 130
+EXIT_MACHINE = 74  # sysexits' EX_IOERR: a full disk, a quota, an unwritable folder
 EXIT_NOTHING_CHECKED = 4  # check-model: no generated kernel served a call, so nothing was checked
 PER_OP = {"max_cost_usd": "max_cost_per_op", "max_tokens": "max_tokens_per_op"}  # a batch's per-operator budgets
 def _evaluation_options(args) -> dict:
@@ -280,7 +282,7 @@ def _generate_options(args, with_defaults: bool = False) -> dict:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt():
+def sigterm_as_interrupt():
     """SIGTERM (a scheduler's stop, a closed session) ends the command as Ctrl-C does
     (``agent.errors.Terminated``) instead of killing it mid-write."""
     def terminated(signum, frame):
@@ -306,7 +308,7 @@ def cmd_batch(args, out, err) -> int:
                 retry_failed=args.retry_failed,
                 lease_s=args.lease, max_cost_usd=args.max_cost_usd, max_tokens=args.max_tokens, deadline=args.deadline,
                 executor=args.executor, ray_address=args.ray_address, ray_resource=args.ray_resource)
-    with BatchDisplay(err) as display, _sigterm_as_interrupt():
+    with BatchDisplay(err) as display:
         if args.resume:  # the batch's own options; only those given here are passed, to be refused where they differ
             given = {PER_OP.get(k, k): v for k, v in fields.items() if v is not None}
             result = api.batch(root=args.root, resume=args.resume, report=display.hear, **plan, **given)
@@ -528,10 +530,12 @@ def cmd_generate(args, out, err) -> int:
 
 def _exit_of(outcome) -> int:
     """The exit code of a run that ended in error or never started, by why: input it cannot take,
-    the provider, Ctrl-C; the rest (a bug, the machine that runs evaluations failing) is internal."""
+    the provider, Ctrl-C, the machine refusing a write; the rest (a bug, the machine that runs
+    evaluations failing) is internal."""
     from bbagent.agent.run_record import StoppedBecause  # here: loading the command line loads no pydantic
     exits = {StoppedBecause.USAGE: EXIT_USAGE, StoppedBecause.SETUP: EXIT_PROVIDER,
-             StoppedBecause.PROVIDER_ERROR: EXIT_PROVIDER, StoppedBecause.INTERRUPTED: EXIT_INTERRUPTED}
+             StoppedBecause.PROVIDER_ERROR: EXIT_PROVIDER, StoppedBecause.INTERRUPTED: EXIT_INTERRUPTED,
+             StoppedBecause.MACHINE: EXIT_MACHINE}
     return exits.get(outcome.stopped_because, EXIT_INTERNAL)
 
 

@@ -1,0 +1,113 @@
+"""What a new user trips on (issue 80): the machine refusing a write, signals, regions into a batch,
+the KernelBench report, logs, messages from the wrong context, roots and JSON. Each test runs the
+command as a user does and fails on the behaviour the issue reported."""
+import errno
+import json
+import os
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bbagent.agent.errors import refused_by_machine
+from bbagent.agent.storage import write_atomic
+from conftest import KERNELS
+
+
+def _bbagent(*argv: str, cwd: Path, env: dict | None = None, preexec_fn=None, timeout: float = 300):
+    return subprocess.run([sys.executable, "-m", "bbagent", *argv], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, preexec_fn=preexec_fn, timeout=timeout)
+
+
+def _file_size_limit(limit: int):
+    """For a child process: files may grow to ``limit`` bytes (EFBIG past it), as a full disk or a
+    quota refuses a write; SIGXFSZ ignored so that the write fails instead of killing the process."""
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return limited
+
+
+# 1. The machine refusing a write is not a bug in bbagent
+
+def test_a_run_on_a_disk_that_refuses_writes_exits_74_naming_the_fix_not_a_bug(tmp_path):
+    done = _bbagent("generate", "--op", "aten.relu.default", "--provider", "replay", "--root", str(tmp_path / "root"),
+                    cwd=tmp_path, preexec_fn=_file_size_limit(6000))
+    assert done.returncode == 74, done.stdout + done.stderr
+    assert "the machine refused" in done.stderr and "run again" in done.stderr, done.stderr
+    assert "bug" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_atomic_write_refused_names_its_file_and_leaves_no_temporary_file(tmp_path):
+    script = ("import sys; from pathlib import Path; from bbagent.agent.storage import write_atomic\n"
+              "from bbagent.agent.errors import refused_by_machine\n"
+              "try:\n    write_atomic(Path(sys.argv[1]), 'x' * 100000)\n"
+              "except OSError as exc:\n    print(refused_by_machine(exc))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "run.json")], capture_output=True, text=True,
+                          preexec_fn=_file_size_limit(4096), timeout=120)
+    assert f"the machine refused at {tmp_path / 'run.json'}: File too large" in done.stdout, done.stdout + done.stderr
+    assert list(tmp_path.iterdir()) == []
+    write_atomic(tmp_path / "ok.json", "{}")  # without the limit it writes
+    assert (tmp_path / "ok.json").read_text() == "{}"
+
+
+def test_sqlite_full_is_the_machine_refusing_and_a_bug_stays_a_bug(tmp_path):
+    db = sqlite3.connect(tmp_path / "log.sqlite")
+    db.execute("PRAGMA max_page_count = 2")
+    db.execute("CREATE TABLE t (x TEXT)")
+    try:
+        db.execute("INSERT INTO t VALUES (?)", ("x" * 100000,))
+    except sqlite3.Error as exc:
+        assert "No space left on device" in str(refused_by_machine(exc))
+    else:
+        raise AssertionError("SQLite took a row larger than its page limit")
+    assert refused_by_machine(ValueError("a bug")) is None
+    assert refused_by_machine(OSError(errno.EEXIST, "File exists")) is None
+    assert "ulimit -n" in str(refused_by_machine(OSError(errno.EMFILE, "Too many open files")))
+
+
+# 2. SIGTERM ends eval, generate and check-model as Ctrl-C does, temporary folders removed
+
+def _stopped_by_sigterm(tmp_path: Path, argv: list[str], after: str, wait_s: float) -> tuple[int, str]:
+    """Run ``argv`` with its own temporary folder, send SIGTERM ``wait_s`` seconds after ``after``
+    appears on stderr; the exit code and stderr."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    process = subprocess.Popen([sys.executable, "-m", "bbagent", *argv], cwd=tmp_path, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(temp)})
+    seen = ""
+    while after not in seen:
+        line = process.stderr.readline()
+        assert line, f"{argv} ended before '{after}': {seen}"
+        seen += line
+    time.sleep(wait_s)
+    process.send_signal(signal.SIGTERM)
+    _, rest = process.communicate(timeout=120)
+    left = [p.name for p in temp.iterdir() if p.name.startswith("bbagent-") and f"-{process.pid}-" in p.name]
+    assert left == [], left
+    return process.returncode, seen + rest
+
+
+def test_sigterm_stops_eval_as_ctrl_c_does_and_removes_its_temporary_folders(tmp_path):
+    code, err = _stopped_by_sigterm(tmp_path, ["eval", "--op", "aten.add.Tensor", "--kernel",
+                                               str(KERNELS / "add_broadcast.py")], "evaluating", 4.0)
+    assert code == 130 and "interrupted" in err and "Traceback" not in err, err
+
+
+def test_sigterm_stops_generate_recording_the_run_as_interrupted(tmp_path):
+    code, err = _stopped_by_sigterm(tmp_path, ["generate", "--op", "aten.relu.default", "--provider", "replay",
+                                               "--root", str(tmp_path)], "evaluating the kernel", 2.0)
+    assert code == 130 and "recorded as interrupted" in err and "Traceback" not in err, err
+    [run] = (tmp_path / "runs").glob("*-aten.relu.default-*")
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+
+
+def test_sigterm_stops_check_model_as_ctrl_c_does(tmp_path):
+    from tests.test_check_model import TINY, approve
+    approve(tmp_path, "aten.relu.default", "relu_triton.py")
+    code, err = _stopped_by_sigterm(tmp_path, ["check-model", "--model", "transformer", "--device", "cpu", *TINY,
+                                               "--root", str(tmp_path), "--include-slower"], "running", 3.0)
+    assert code == 130 and "interrupted" in err and "Traceback" not in err, err
