@@ -111,3 +111,39 @@ def test_sigterm_stops_check_model_as_ctrl_c_does(tmp_path):
     code, err = _stopped_by_sigterm(tmp_path, ["check-model", "--model", "transformer", "--device", "cpu", *TINY,
                                                "--root", str(tmp_path), "--include-slower"], "running", 3.0)
     assert code == 130 and "interrupted" in err and "Traceback" not in err, err
+
+
+# 3. What `regions` writes is what `batch --kernelbench` takes; a failed `regions` leaves no folder
+
+PROBLEMS = Path(__file__).parent / "problems"
+
+
+def test_a_folder_of_numbered_problems_as_regions_writes_them_is_a_batch(tmp_path, no_keys):
+    from fake_llm import FakeLLMServer
+    from test_program_generate import fenced
+    found = tmp_path / "runs" / "20261129-150000-regions-my_model-ab12"  # as `regions --script my_model.py` names it
+    found.mkdir(parents=True)
+    (found / "1_pointwise_0a1b2c3d.py").write_text((PROBLEMS / "level1" / "1_ReLU.py").read_text())
+    (found / "2_reduction_4e5f6a7b.py").write_text((PROBLEMS / "level1" / "4_Softmax.py").read_text())
+    with FakeLLMServer().answer_by_op({"`1_pointwise_0a1b2c3d`": fenced("relu_right"),
+                                       "`2_reduction_4e5f6a7b`": fenced("softmax_right")}) as server:
+        done = _bbagent("batch", "--kernelbench", str(found), "--provider", "openai", "--model", "gpt-test",
+                        "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu", "--rounds", "1",
+                        "--timeout", "120", cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"}, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    for name in ("1_pointwise_0a1b2c3d", "2_reduction_4e5f6a7b"):
+        assert (tmp_path / "generated_kernels" / "kernelbench" / "other" / name / "kernel.py").is_file()
+    refused = _bbagent("batch", "--kernelbench", str(found), "--level", "1", "--provider", "replay", cwd=tmp_path)
+    assert refused.returncode == 2 and "drop --level" in refused.stderr, refused.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused = _bbagent("batch", "--kernelbench", str(empty), "--provider", "replay", cwd=tmp_path)
+    assert refused.returncode == 2 and "no numbered problem files" in refused.stderr, refused.stderr
+
+
+def test_a_failed_regions_leaves_no_empty_run_folder(tmp_path):
+    (tmp_path / "broken.py").write_text("class Model(:\n")
+    for script, said in (("missing.py", "no such file"), ("broken.py", "not a Python file")):
+        done = _bbagent("regions", "--script", script, "--device", "cpu", "--root", str(tmp_path), cwd=tmp_path)
+        assert done.returncode == 2 and said in done.stderr, done.stderr
+        assert list((tmp_path / "runs").glob("*regions*")) == []

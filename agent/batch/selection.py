@@ -107,24 +107,39 @@ def numbers_of(text: str | None, flag: str) -> set[int] | None:
 def by_kernelbench(folder: str | Path, levels: str | None = None, problems: str | None = None) -> Selection:
     """The problems of a KernelBench checkout (``folder`` holds ``KernelBench/level<N>/``, or is
     that ``KernelBench`` folder), of ``levels`` and numbered ``problems`` (``"1-20,25"``; default:
-    all), ordered by level and number; a file that is no problem is skipped with why."""
+    all), ordered by level and number; or of a folder of numbered problem files with no levels
+    (``bbagent regions``' output: ``1_matmul_3f2a9c1b.py`` ...). A file that is no problem is
+    skipped with why."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
-        raise SelectionError(f"--kernelbench {folder}: no such folder (pass a KernelBench checkout)")
+        raise SelectionError(f"--kernelbench {folder}: no such folder (pass a KernelBench checkout or a folder of "
+                             "problem files)")
     base = folder / "KernelBench" if (folder / "KernelBench").is_dir() else folder
     found = {int(p.name[5:]): p for p in base.glob("level*") if p.is_dir() and p.name[5:].isdigit()}
     if not found:
-        raise SelectionError(f"--kernelbench {folder}: no level<N> folders in {base} (a KernelBench checkout has "
-                             "KernelBench/level1/ ... level4/)")
+        if not any(problem_number(p.stem) is not None for p in base.glob("*.py")):
+            raise SelectionError(f"--kernelbench {folder}: no level<N> folders and no numbered problem files "
+                                 f"(<n>_<name>.py) in {base} (a KernelBench checkout has KernelBench/level1/ ... "
+                                 "level4/; bbagent regions writes numbered files)")
+        if levels is not None:
+            raise SelectionError(f"--level {levels}: {base} holds problem files, not level<N> folders; drop --level")
+        return _numbered_problems([(None, base)], numbers_of(problems, "--problems"), folder, levels, problems)
     wanted_levels = numbers_of(levels, "--level") or set(found)
     missing = sorted(wanted_levels - set(found))
     if missing:
         raise SelectionError(f"--level {levels}: {base} has no level {', '.join(map(str, missing))} (it has "
                              f"{', '.join(map(str, sorted(found)))})")
-    wanted = numbers_of(problems, "--problems")
+    return _numbered_problems([(level, found[level]) for level in sorted(wanted_levels)],
+                              numbers_of(problems, "--problems"), folder, levels, problems)
+
+
+def _numbered_problems(folders: list[tuple[int | None, Path]], wanted: set[int] | None, folder: Path,
+                       levels: str | None, problems: str | None) -> Selection:
+    """The numbered problem files of ``folders`` (each with its level; None: a folder with no
+    level), of ``wanted`` numbers (None: all), in order and by number."""
     selection = Selection()
-    for level in sorted(wanted_levels):
-        numbered = sorted((number, p.name, p) for p in found[level].glob("*.py")
+    for level, where in folders:
+        numbered = sorted((number, p.name, p) for p in where.glob("*.py")
                           if (number := problem_number(p.stem)) is not None)
         for number, _, path in numbered:
             if wanted is not None and number not in wanted:

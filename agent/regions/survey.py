@@ -41,12 +41,24 @@ def survey(model: str, config: dict, device: str, dtype: str, out: Path, script:
            backward: bool = False) -> RegionSurvey:
     """The regions of ``model`` built from ``config`` (or of the program file ``script``, then
     named ``model``), their problems written under ``out``. A ``UsageError`` where ``out`` cannot
-    be written, the script is not a program, or the model cannot run with these settings."""
-    import torch
+    be written, the script is not a program, or the model cannot run with these settings. A folder
+    ``out`` made here is removed again when the survey fails before writing into it."""
+    made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"--out {out}: the problems cannot be written there ({exc.strerror or exc})") from None
+    try:
+        return _surveyed(model, config, device, dtype, out, script, backward)
+    except BaseException:
+        if made and not any(out.iterdir()):
+            out.rmdir()
+        raise
+
+
+def _surveyed(model: str, config: dict, device: str, dtype: str, out: Path, script: Path | None,
+              backward: bool) -> RegionSurvey:
+    import torch
     try:
         if script is not None:
             built, inputs = build_program(script, device, getattr(torch, dtype))

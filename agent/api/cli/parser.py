@@ -61,7 +61,9 @@ def _batch_command(sub) -> None:
     ba.add_argument("--include-synthetic", action="store_true", help="with --dataset: also its synthetic inputs")
     ba.add_argument("--kernelbench", type=Path, metavar="DIR",
                     help="a KernelBench checkout: generate a ModelNew for each problem of its KernelBench/level<N>/ "
-                         "folders (answers go to generated_kernels/kernelbench/level<N>/<problem>/)")
+                         "folders (answers go to generated_kernels/kernelbench/level<N>/<problem>/); or a folder "
+                         "of numbered problem files with no levels, as `bbagent regions` writes them (answers go "
+                         "to generated_kernels/kernelbench/other/<problem>/)")
     ba.add_argument("--level", metavar="LEVELS", help="with --kernelbench: its levels, e.g. 1,2 (default: all)")
     ba.add_argument("--problems", metavar="NUMBERS",
                     help="with --kernelbench: problem numbers, e.g. 1-20,25 (default: all)")
