@@ -147,3 +147,27 @@ def test_a_failed_regions_leaves_no_empty_run_folder(tmp_path):
         done = _bbagent("regions", "--script", script, "--device", "cpu", "--root", str(tmp_path), cwd=tmp_path)
         assert done.returncode == 2 and said in done.stderr, done.stderr
         assert list((tmp_path / "runs").glob("*regions*")) == []
+
+
+# 4. The KernelBench levels say "not timed" where nothing was timed, never 0%
+
+def test_kernelbench_levels_untimed_say_not_timed_in_summary_and_report(tmp_path):
+    from bbagent.agent.batch.runner import _levels_md, by_level
+    from bbagent.agent.reports.html import collect, render
+    from tests.test_report import batch as report_batch
+    row = {"state": "accepted", "best_speedup": None, "baseline_speedups": None}
+    levels = by_level([{**row, "op": "kernelbench/level1/1_ReLU"}, {**row, "op": "kernelbench/level1/4_Softmax"},
+                       {**row, "op": "kernelbench/level2/1_Gemm", "best_speedup": 1.6,
+                        "baseline_speedups": {"inductor": 0.9}},
+                       {**row, "op": "kernelbench/level2/2_Gemm", "state": "failed"}])
+    assert levels["level1"]["fast_p_eager"] == {"0": 1.0, "1": None, "1.5": None, "2": None}
+    assert levels["level2"]["fast_p_eager"] == {"0": 0.5, "1": 0.5, "1.5": 0.5, "2": 0.0}
+    assert levels["level2"]["fast_p_compile"]["1"] == 0.0  # timed against inductor, and slower
+    table = "\n".join(_levels_md(levels))
+    assert "| level1 | 2 | 0 | 2 | 2 | not timed | not timed |" in table, table
+    assert "| level2 | 2 | 0 | 1 | 0 | 50% / 50% / 0% | 0% / 0% / 0% |" in table, table
+    data = collect(report_batch.__wrapped__(tmp_path), None)
+    data["levels"] = levels
+    page = render(data, tmp_path / "report.html")
+    level1 = page.split("<td>level1</td>")[1].split("</tr>")[0]
+    assert level1.count("not timed") == 2 and "0%" not in level1, level1

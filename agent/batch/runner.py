@@ -391,8 +391,9 @@ def by_level(ops: list[dict]) -> dict[str, dict]:
     """A batch's KernelBench problems (keys ``kernelbench/level<N>/...``) per level, scored as the
     field scores them: fast_p, the share of the level's problems answered correctly and faster than
     p x the baseline (eager, and torch.compile where it was timed); p = 0 is the share answered
-    correctly. An answer not timed (the CPU) counts for p = 0 only; a problem the batch skipped (an
-    accepted answer serves it, or the file is no problem) is counted apart."""
+    correctly. An answer not timed (the CPU) counts for p = 0 only, and where no correct answer was
+    timed against a baseline its fast_p for p > 0 is None (not timed, not 0%); a problem the batch
+    skipped (an accepted answer serves it, or the file is no problem) is counted apart."""
     levels: dict[str, list[dict]] = {}
     for row in ops:
         parts = row["op"].split("/")
@@ -403,7 +404,9 @@ def by_level(ops: list[dict]) -> dict[str, dict]:
         rows = [r for r in listed if r["state"] != "skipped"]  # answered already, or no problem: not scored here
         correct = [r for r in rows if r["state"] == "accepted"]
 
-        def share(p: float, speedup) -> float:
+        def share(p: float, speedup) -> float | None:
+            if p > 0 and correct and all(speedup(r) is None for r in correct):
+                return None  # correct answers, none timed: no share faster can be told
             return sum(1 for r in correct if p == 0 or (speedup(r) or 0) > p) / len(rows) if rows else 0.0
         compile_speedup = lambda r: (r["baseline_speedups"] or {}).get("inductor")  # noqa: E731
         scored[level] = {"problems": len(rows), "skipped": len(listed) - len(rows), "correct": len(correct),
@@ -423,6 +426,8 @@ def _levels_md(levels: dict[str, dict]) -> list[str]:
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for level, row in levels.items():
         def shares(key: str) -> str:
+            if row[key]["1"] is None:
+                return "not timed"
             return " / ".join(f"{row[key][p]:.0%}" for p in ("1", "1.5", "2"))
         lines.append(f"| {level} | {row['problems']} | {row['skipped']} | {row['correct']} | {row['untimed']} | "
                      f"{shares('fast_p_eager')} | "
