@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from bbagent.agent.errors import refused_by_machine
 from bbagent.agent.storage import write_atomic
 from conftest import KERNELS
@@ -171,3 +173,54 @@ def test_kernelbench_levels_untimed_say_not_timed_in_summary_and_report(tmp_path
     page = render(data, tmp_path / "report.html")
     level1 = page.split("<td>level1</td>")[1].split("</tr>")[0]
     assert level1.count("not timed") == 2 and "0%" not in level1, level1
+
+
+# 5. Without prices the most expensive operators are ranked by tokens; the table fits the window
+
+def test_most_expensive_operators_without_prices_are_ranked_by_tokens(tmp_path):
+    from bbagent.agent.reports.html import collect, render
+    from tests.test_report import batch as report_batch
+    data = collect(report_batch.__wrapped__(tmp_path), None)
+    spent = {"aten.relu.default": 1000, "aten.exp.default": 3000, "aten.add.Tensor": 2000, "aten.mm.default": 9000}
+    for o in data["ops"]:
+        o["cost_known"], o["cost_usd"], o["tokens"] = False, 0.0, spent[o["op"]]
+    page = render(data, tmp_path / "report.html")
+    table = page.split('id="costliest"')[1].split("</table>")[0]
+    order = [op for op in spent if op in table]
+    assert sorted(order, key=table.index) == ["aten.mm.default", "aten.exp.default", "aten.add.Tensor",
+                                              "aten.relu.default"], table
+    assert "Ranked by tokens" in page and "9,000" in table
+    priced = collect(tmp_path, None)  # every price known: ranked by dollars, as before
+    page = render(priced, tmp_path / "report.html")
+    table = page.split('id="costliest"')[1].split("</table>")[0]
+    assert table.index("aten.mm.default") < table.index("aten.exp.default") < table.index("aten.relu.default")
+    assert "Ranked by tokens" not in page
+
+
+def _chromium() -> str | None:
+    import shutil
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium here (.ci/run installs Debian's chromium as root; "
+                                                "apt-get install chromium)")
+def test_the_report_fits_a_1400px_window_with_long_errors_and_paths(tmp_path):
+    from bbagent.agent.batch.ledger import Ledger
+    from bbagent.agent.reports.html import write_report
+    from tests.test_report import batch as report_batch
+    root = report_batch.__wrapped__(tmp_path)
+    ledger = Ledger(next((root / "runs").glob("batch-*")) / "ledger.sqlite")
+    op = "aten.native_layer_norm.default"
+    ledger.add([op])
+    ledger.claim(60)
+    ledger.finish(op, "failed", run_id=f"20261123-010900-{op}-0000", rounds=5, cost_usd=0.2, error_class="mismatch",
+                  error="every round failed: " + f"/tmp/bbagent-cand-12345-abcdefgh/{op}/round_5/kernel.py:"
+                  "T([8192,4096],bf16)->T([8192,4096],bf16)_max_abs_error_1.5e+00" * 3)
+    page = write_report(root, None, tmp_path / "report.html")
+    page.write_text(page.read_text().replace(
+        "</body>", "<script>document.body.dataset.width = document.documentElement.scrollWidth</script></body>"))
+    dom = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--window-size=1400,1000", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                          page.as_uri()], capture_output=True, text=True, timeout=120).stdout
+    width = int(dom.split('data-width="')[1].split('"')[0])
+    assert width <= 1400, width

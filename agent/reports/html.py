@@ -59,7 +59,8 @@ def collect(root: Path, ident: str | None) -> dict:
         ledger = Ledger(where / "ledger.sqlite")
         rows = [r for r in ledger.rows() if r["state"] != "skipped"]
         ops = [_op_row(root, r["op"], r["state"], r.get("run_id"), r.get("rounds"), r.get("cost_usd"),
-                       r.get("error_class") or "", r.get("error") or "") for r in rows]
+                       (r.get("tokens_input") or 0) + (r.get("tokens_output") or 0), r.get("error_class") or "",
+                       r.get("error") or "") for r in rows]
         return {"title": f"batch {ident}", "ident": ident, "path": where, "ops": ops, "levels": _levels(where),
                 "meta": batch_metadata(ledger.meta()), "comparison": comparison(root, ident, ops),
                 "files": [where / name for name in ("summary.md", "summary.json", "ledger.sqlite", "events.jsonl",
@@ -70,7 +71,8 @@ def collect(root: Path, ident: str | None) -> dict:
         record = RunRecord.read(where)
     except UnreadableRun as exc:  # there, but not a run record this version reads
         raise ReportError(f"run '{ident}' cannot be reported: {exc}") from None
-    op = _op_row(root, record.op, record.status, ident, record.rounds_used, record.cost_usd, "", record.message)
+    op = _op_row(root, record.op, record.status, ident, record.rounds_used, record.cost_usd,
+                 record.tokens.input + record.tokens.output, "", record.message)
     return {"title": f"run {ident}", "ident": ident, "path": where, "ops": [op], "meta": run_metadata(record),
             "files": [where / "run.json", where]}
 
@@ -144,12 +146,13 @@ def run_metadata(record: RunRecord) -> list[tuple[str, str]]:
             ("options", _options_line(config)), ("outcome", f"{record.status}: {record.message}")]
 
 
-def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, error_class: str, error: str) -> dict:
+def _op_row(root: Path, op: str, state: str, run_id: str | None, rounds, cost, tokens: int, error_class: str,
+            error: str) -> dict:
     run = read_run(root / "runs" / run_id) if run_id else None
     history = round_history(run.rounds if run is not None else [])
     why = run.why_failed if run is not None and state != "accepted" else None
     shown_round = (why.best_round if why is not None else run.best_round) if run is not None else None
-    row = {"op": op, "state": state, "run_id": run_id, "rounds": rounds, "cost_usd": cost or 0.0,
+    row = {"op": op, "state": state, "run_id": run_id, "rounds": rounds, "cost_usd": cost or 0.0, "tokens": tokens,
            "cost_known": run is None or run.cost_complete, "error_class": error_class,
            "error": why.text() if why is not None and why.best_round is not None else error,  # of the round shown
            "speedup": None, "untimed": None, "shapes": [], "review": None, "kernel": None, "flags": [],
@@ -464,11 +467,13 @@ def render(data: dict, out: Path) -> str:
              "transcript_link": _link(o["transcript"], base, o["run_id"] or "run"),
              "paid_links": [_link(p, base, Path(p).name) for p in o["paid_by"]]} for o in ops]
     drawn = charts(ops)
-    costliest = sorted(rows, key=lambda o: -o["cost_usd"])[:5]
+    priced = all(o["cost_known"] for o in ops)  # else dollars undercount: rank by the tokens spent
+    costliest = sorted(rows, key=lambda o: -(o["cost_usd"] if priced else o["tokens"]))[:5]
     return template.render(title=data["title"], funnel=funnel(ops), charts=drawn, rows=rows,
                            families=by_family(ops), levels=data.get("levels") or {}, compared=data.get("comparison"),
                            is_batch=data["title"].startswith("batch"),
-                           slowest=slowest, costliest=costliest, geomean=geomean, meta=data.get("meta") or [],
+                           slowest=slowest, costliest=costliest, ranked_by="cost" if priced else "tokens",
+                           geomean=geomean, meta=data.get("meta") or [],
                            files=[_link(str(f), base, f.name + ("/" if f.is_dir() else "")) for f in data.get("files", [])],
                            untimed=(None if "speedups" in drawn else untimed_reason(ops) if can_draw()
                                     else NO_MATPLOTLIB),
