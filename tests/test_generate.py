@@ -184,7 +184,7 @@ def test_calls_are_logged_with_cost_and_reuse_of_answers_is_explicit_and_per_end
     first = calls[0]
     assert first["provider"] == "openai" and first["model"] == "gpt-5" and first["input_tokens"] > 0
     assert first["cost_usd"] == pytest.approx((first["input_tokens"] * 1.25 + first["output_tokens"] * 10) / 1e6)
-    assert "aten::relu(Tensor self) -> Tensor" in first["prompt"] and "```python" in first["response"]
+    assert "aten::relu(Tensor self) -> Tensor" in first["messages"][-1]["content"] and "```python" in first["response"]
     assert calls[2]["cost_usd"] == 0.0  # answered from the log: nothing spent
     runs = sorted(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
     first_run = json.loads((runs[0] / "run.json").read_text())

@@ -224,3 +224,53 @@ def test_the_report_fits_a_1400px_window_with_long_errors_and_paths(tmp_path):
                           page.as_uri()], capture_output=True, text=True, timeout=120).stdout
     width = int(dom.split('data-width="')[1].split('"')[0])
     assert width <= 1400, width
+
+
+# 6. logs: by batch, the last N, a search, one call whole, JSON of messages
+
+def _logged(root: Path) -> None:
+    from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
+    log = LLMLog(root / "runs" / FILE_NAME)
+    for n, (run, batch, op, answer) in enumerate([
+            ("20261129-010000-aten.relu.default-aaaa", "batch-20261129-010000-abcd", "aten.relu.default",
+             "```python\ndef relu_kernel(): ...\n```"),
+            ("20261129-010100-aten.exp.default-bbbb", "batch-20261129-010000-abcd", "aten.exp.default",
+             "```python\ndef exp_kernel(): tl.exp(x)\n```"),
+            ("20261129-020000-aten.relu.default-cccc", None, "aten.relu.default", "```python\ndef relu2(): ...\n```")]):
+        messages = [{"role": "system", "content": "You write Triton kernels."},
+                    {"role": "user", "content": f"Write {op} as a Triton kernel (call {n})."}]
+        log.record(run_id=run, op=op, round=1, candidate=0, provider="openai", model="gpt-test", request_hash=str(n),
+                   params=json.dumps({"candidate": 0}), prompt=json.dumps(messages), response=answer, input_tokens=10,
+                   output_tokens=20, cost_usd=None, latency_s=1.5, cached=0, endpoint=None, batch_id=batch)
+
+
+def test_logs_filter_by_batch_count_and_search_and_show_one_call_whole(tmp_path):
+    _logged(tmp_path)
+
+    def logs(*argv: str):
+        done = _bbagent("logs", "--root", str(tmp_path), *argv, cwd=tmp_path)
+        assert "Traceback" not in done.stderr
+        return done
+
+    def ops_of(*argv: str) -> list[str]:
+        done = logs(*argv, "--json")
+        assert done.returncode == 0, done.stderr
+        return [call["op"] for call in json.loads(done.stdout)]
+
+    assert ops_of("--run", "batch-20261129-010000-abcd") == ["aten.relu.default", "aten.exp.default"]
+    assert ops_of("--run", "20261129-020000-aten.relu.default-cccc") == ["aten.relu.default"]
+    assert ops_of("-n", "1") == ["aten.relu.default"] and len(ops_of("-n", "2")) == 2 and len(ops_of("-n", "0")) == 3
+    assert ops_of("-q", "TL.EXP") == ["aten.exp.default"]  # the answer searched, whatever the case
+    assert ops_of("-q", "call 2") == ["aten.relu.default"]  # the prompt searched
+    assert ops_of("-q", "triton", "-q", "exp") == ["aten.exp.default"]
+    [call] = json.loads(logs("--json", "-n", "1").stdout)
+    assert call["messages"][1] == {"role": "user", "content": "Write aten.relu.default as a Triton kernel (call 2)."}
+    assert call["params"] == {"candidate": 0} and "prompt" not in call
+    whole = logs("--id", "2")
+    assert whole.returncode == 0, whole.stderr
+    assert "--- system ---\nYou write Triton kernels." in whole.stdout and "tl.exp(x)" in whole.stdout
+    assert json.loads(logs("--id", "2", "--json").stdout)["op"] == "aten.exp.default"
+    missing = logs("--id", "99")
+    assert missing.returncode == 2 and "no recorded call numbered 99" in missing.stderr
+    assert logs("-n", "-1").returncode == 2
+    assert "no recorded call matches -q nothing-like-this" in logs("-q", "nothing-like-this").stderr

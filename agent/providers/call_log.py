@@ -88,13 +88,23 @@ class LLMLog:
                                f"AND error IS NULL {scope}ORDER BY id LIMIT 1", values).fetchone()
         return dict(zip(COLUMNS, found)) if found else None
 
-    def calls(self, op: str | None = None, run_id: str | None = None) -> list[dict]:
+    def calls(self, op: str | None = None, run_id: str | None = None, *, model: str | None = None,
+              search: tuple[str, ...] = (), last: int | None = None, call_id: int | None = None) -> list[dict]:
+        """The recorded calls, oldest first: of ``op``; of ``run_id``, a run's id or a batch's (every
+        call its runs made); of ``model``; whose prompt or answer holds every text of ``search``
+        (case-insensitive); only the ``last`` ones; or the one numbered ``call_id``."""
         where, values = [], []
-        for column, value in (("op", op), ("run_id", run_id)):
+        for clause, value in (("op = ?", op), ("(run_id = ? OR batch_id = ?)", run_id), ("model = ?", model),
+                              ("id = ?", call_id)):
             if value is not None:
-                where.append(f"{column} = ?")
-                values.append(value)
+                where.append(clause)
+                values.extend([value] * clause.count("?"))
+        for text in search:
+            where.append("(instr(lower(prompt), lower(?)) > 0 OR instr(lower(response), lower(?)) > 0)")
+            values.extend([text, text])
         clause = f" WHERE {' AND '.join(where)}" if where else ""
+        limit = f" LIMIT {int(last)}" if last else ""
         with self._connect() as db:
-            rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM calls{clause} ORDER BY id", values).fetchall()
-        return [dict(zip(COLUMNS, r)) for r in rows]
+            rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM calls{clause} ORDER BY id DESC{limit}",
+                              values).fetchall()
+        return [dict(zip(COLUMNS, r)) for r in reversed(rows)]

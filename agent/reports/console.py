@@ -2,6 +2,7 @@
 a spinner for waits."""
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -347,6 +348,42 @@ def print_calls(console: Console, calls: list[dict]) -> None:
     console.print(f"{len(calls)} calls, {sum(bool(c['cached']) for c in calls)} from the cache, {failed} failed"
                   + (f", {unanswered} with no answer recorded (in flight when their process ended, or still)"
                      if unanswered else "") + f", {cost_text(total, priced)} in all")
+
+
+def call_as_json(call: dict) -> dict:
+    """A recorded call as ``logs --json`` prints it: its messages and parameters as JSON, not as
+    the text the log keeps them in."""
+    shown = {key: value for key, value in call.items() if key not in ("prompt", "params")}
+    return {**shown, "messages": _parsed(call["prompt"]), "params": _parsed(call["params"])}
+
+
+def _parsed(text: str | None):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:  # a log written by hand or cut short: shown as it is
+        return text
+
+
+def print_call(console: Console, call: dict) -> None:
+    """One recorded call whole (``logs --id N``): what it was, every message sent, and the answer
+    (or the error)."""
+    from bbagent.agent.money import cost_text
+    cost = "?" if call["cost_usd"] is None else cost_text(call["cost_usd"], True)
+    console.print(f"call {call['id']}: run {call['run_id'] or '-'}, {call['op'] or '-'}, round {call['round']}, "
+                  f"candidate {call['candidate']}, {call['provider']} {call['model']}, {call['input_tokens']} in + "
+                  f"{call['output_tokens']} out tokens, {cost}, {call['latency_s']:.2f} s"
+                  + (" (from the cache)" if call["cached"] else ""), markup=False)
+    messages = _parsed(call["prompt"])
+    for message in messages if isinstance(messages, list) else [{"role": "prompt", "content": messages}]:
+        content = message.get("content") if isinstance(message, dict) else message
+        if isinstance(content, list):  # content blocks: their text
+            content = "\n".join(block.get("text", "") for block in content if isinstance(block, dict))
+        console.print(f"\n--- {message.get('role', '?') if isinstance(message, dict) else '?'} ---\n{content}",
+                      markup=False)
+    if call.get("error"):
+        console.print(f"\n--- error ---\n{call['error']}", markup=False)
+    else:
+        console.print(f"\n--- answer ---\n{call['response']}", markup=False)
 
 
 def print_check_model(console: Console, result: dict) -> None:

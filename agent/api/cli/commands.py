@@ -160,15 +160,27 @@ def cmd_logs(args, out, err) -> int:
         err.print(f"[yellow]warning:[/yellow] no call log at {root / 'runs' / FILE_NAME}: no LLM call was made "
                   "there (pass --root DIR or set BBAGENT_ROOT to read another folder)")
     else:
-        calls = LLMLog(root / "runs" / FILE_NAME).calls(op=args.op, run_id=args.run)
-        if not calls and (args.op or args.run):
+        calls = LLMLog(root / "runs" / FILE_NAME).calls(op=args.op, run_id=args.run, model=args.model,
+                                                        search=tuple(args.query), last=args.count, call_id=args.id)
+        asked = [(flag, value) for flag, value in (("--op", args.op), ("--run", args.run), ("--model", args.model),
+                                                   *(("-q", text) for text in args.query), ("--id", args.id))
+                 if value is not None]
+        if not calls and asked:
             err.print("[yellow]warning:[/yellow] no recorded call matches "
-                      + " and ".join(f"{flag} {value}" for flag, value in (("--op", args.op), ("--run", args.run))
-                                     if value))
-    if args.json:
-        print(json.dumps(calls, indent=1))
+                      + " and ".join(f"{flag} {shlex.quote(str(value))}" for flag, value in asked))
+    from bbagent.agent.reports.console import call_as_json, print_call, print_calls
+    if args.id is not None:
+        if not calls:
+            raise UsageError(f"no recorded call numbered {args.id}{' matches' if len(asked) > 1 else ''} in "
+                             f"{root / 'runs' / FILE_NAME}: `bbagent logs` lists the calls with their ids")
+        if args.json:
+            print(json.dumps(call_as_json(calls[0]), indent=1))
+        else:
+            print_call(out, calls[0])
         return EXIT_OK
-    from bbagent.agent.reports.console import print_calls
+    if args.json:
+        print(json.dumps([call_as_json(call) for call in calls], indent=1))
+        return EXIT_OK
     print_calls(out, calls)
     return EXIT_OK
 

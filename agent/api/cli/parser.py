@@ -259,11 +259,21 @@ def _kernels_command(sub) -> None:
 
 def _logs_command(sub) -> None:
     logs = sub.add_parser("logs", help="list the LLM calls recorded in ROOT/runs/llm_calls.sqlite",
-                          description="List every recorded LLM call: run, op, round, candidate, provider, model, "
-                                      "tokens, cost, latency, and whether it was answered from the cache.")
+                          description="List the recorded LLM calls, oldest first: run, op, round, candidate, provider, "
+                                      "model, tokens, cost, latency, and whether it was answered from the cache. "
+                                      "--id N prints one call whole: every message sent and the answer.")
     logs.add_argument("--op", help="only calls for this overload")
-    logs.add_argument("--run", help="only calls of this run id")
-    logs.add_argument("--json", action="store_true", help="print one JSON list (prompts and responses included)")
+    logs.add_argument("--run", help="only calls of this run, or of this batch (batch-...: every run of it)")
+    logs.add_argument("--model", help="only calls to this model")
+    logs.add_argument("-q", "--query", action="append", default=[], metavar="TEXT",
+                      help="only calls whose prompt or answer holds TEXT (case-insensitive; repeat: all of them)")
+    logs.add_argument("-n", "--count", type=_at_least(0, "-n"), metavar="N",
+                      help="only the N most recent of the calls chosen (0: all, the default)")
+    logs.add_argument("--id", type=_at_least(1, "--id"), metavar="N",
+                      help="the call numbered N (the table's id), whole: its messages and its answer")
+    logs.add_argument("--json", action="store_true",
+                      help="print one JSON list (each call's messages, parsed, and its answer included); with --id, "
+                           "one JSON object")
     _add_root(logs)
 
 
@@ -417,6 +427,19 @@ def _review_command(sub) -> None:
     vf.add_argument("--json", action="store_true", help="print one JSON list of outcomes")
     _add_root(vf)
     _add_eval_options(vf)
+
+
+def _at_least(low: int, flag: str):
+    """An argparse type: a whole number of at least ``low``, else a usage error naming ``flag``."""
+    def whole(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            number = low - 1
+        if number < low:
+            raise argparse.ArgumentTypeError(f"{flag} takes a whole number of at least {low} (got '{text}')")
+        return number
+    return whole
 
 
 def _gpu_list(text: str) -> list[int]:
