@@ -4,9 +4,9 @@ lower bound, never a silent $0."""
 from __future__ import annotations
 
 
-def cost_text(cost: float | None, complete: bool = True, digits: int = 4) -> str:
-    """Dollars where every call was priced; where a model had no price, "unknown" if nothing was
-    priced, else the dollars as a lower bound."""
+def cost_text(cost: float | None, complete: bool = True, digits: int = 4, why: str = "no price for the model") -> str:
+    """Dollars where every call was priced; where one was not (a model had no price: ``why``),
+    "unknown" if nothing was priced, else the dollars as a lower bound."""
     if complete and cost is not None:
         return f"${cost:.{digits}f}"
-    return f"at least ${cost:.{digits}f}" if cost else "unknown (no price for the model)"
+    return f"at least ${cost:.{digits}f}" if cost else f"unknown ({why})"

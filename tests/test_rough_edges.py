@@ -274,3 +274,67 @@ def test_logs_filter_by_batch_count_and_search_and_show_one_call_whole(tmp_path)
     assert missing.returncode == 2 and "no recorded call numbered 99" in missing.stderr
     assert logs("-n", "-1").returncode == 2
     assert "no recorded call matches -q nothing-like-this" in logs("-q", "nothing-like-this").stderr
+
+
+# 7. Messages from the right context
+
+def test_generate_problem_does_not_call_the_program_a_calling_convention(tmp_path):
+    from test_program_generate import RELU, fenced
+    replay = tmp_path / "answers.json"
+    replay.write_text(json.dumps({"model": "replay-test", "exchanges": [{"response": fenced("relu_right")}]}))
+    done = _bbagent("generate", "--problem", str(RELU), "--provider", "replay", "--replay", str(replay), "--rounds",
+                    "1", "--root", str(tmp_path), "--device", "cpu", cwd=tmp_path)
+    assert "bbagent generate kernelbench/level1/1_ReLU" in done.stderr, done.stderr
+    assert "calling convention" not in done.stderr and "--exact-overload" not in done.stderr, done.stderr
+    variant = _bbagent("prompt", "--op", "aten.relu_.default", cwd=tmp_path)
+    assert "aten.relu_.default is a calling convention of aten.relu.default" in variant.stderr, variant.stderr
+
+
+def test_review_of_a_kernel_not_there_suggests_only_names_alike(tmp_path):
+    from tests.test_check_model import approve
+    approve(tmp_path, "aten.relu.default", "relu_triton.py")
+    unrelated = _bbagent("review", "reject", "aten.cat.default", "--note", "x", "--root", str(tmp_path), cwd=tmp_path)
+    assert unrelated.returncode == 2 and "did you mean" not in unrelated.stderr, unrelated.stderr
+    assert "the kernels here are for aten.relu.default" in unrelated.stderr
+    slip = _bbagent("review", "show", "aten.rel.default", "--root", str(tmp_path), cwd=tmp_path)
+    assert slip.returncode == 2 and "did you mean aten.relu.default?" in slip.stderr, slip.stderr
+
+
+def test_check_model_counts_calls_made_inside_other_operators_as_calls_in_the_model(tmp_path):
+    from rich.console import Console
+
+    from bbagent.agent.reports.console import print_check_model
+    from tests.test_check_model import approve, check
+    approve(tmp_path, "aten.index_select.default", "index_select.py", dtypes=("float32", "int64"))
+    code, result = check(tmp_path)
+    served = result["served"]["aten.index_select.default"]
+    assert code == 0 and served["calls"] >= 1, result
+    assert "aten.index_select.default" not in result["ops_run"]  # the embedding calls it, inside its kernel
+    assert served["model_calls"] == served["calls"] == served["calls_inside_other_ops"]
+    printed = Console(record=True, width=300)
+    print_check_model(printed, result)
+    text = printed.export_text()
+    assert f"{served['calls']} ({served['calls']} inside other operators)" in text, text
+
+
+def test_runs_says_unknown_for_a_run_whose_call_was_lost_at_a_kill(tmp_path, no_keys):
+    from bbagent.agent.providers.call_log import FILE_NAME, IN_FLIGHT, LLMLog
+    from fake_llm import FakeLLMServer
+    with FakeLLMServer().answer("no answer in time").latency(60.0) as server:
+        process = subprocess.Popen([sys.executable, "-m", "bbagent", "generate", "--op", "aten.relu.default",
+                                    "--provider", "openai", "--model", "gpt-5", "--base-url", server.url + "/v1",
+                                    "--root", str(tmp_path), "--device", "cpu"], cwd=tmp_path,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   env={**os.environ, "OPENAI_API_KEY": "sk-test"})
+        deadline = time.monotonic() + 120
+        while not ((tmp_path / "runs" / FILE_NAME).is_file()
+                   and any(c["error"] == IN_FLIGHT for c in LLMLog(tmp_path / "runs" / FILE_NAME).calls())):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.2)
+        process.kill()  # kill -9: the call in flight is lost, and what it cost is unknown
+        process.wait()
+    listed = _bbagent("runs", "--root", str(tmp_path), cwd=tmp_path)
+    [line] = [line for line in listed.stdout.splitlines() if "aten.relu.default" in line]
+    assert "interrupted" in line and "unknown (a call in flight" in line and "$0.0000" not in line, listed.stdout
+    [row] = json.loads(_bbagent("runs", "--root", str(tmp_path), "--json", cwd=tmp_path).stdout)
+    assert row["cost_complete"] is False and row["call_in_flight"] is True

@@ -53,6 +53,13 @@ class Posed(Protocol):
         ...
 
     @property
+    def variant_of(self) -> str | None:
+        """The overload asked for in place of the one the user named, of which that one is a
+        calling convention (``aten.relu_.default``: ``aten.relu.default``); None where what was
+        named is what is asked for (always for a program)."""
+        ...
+
+    @property
     def also_serves(self) -> list[str]:
         ...
 
@@ -134,6 +141,10 @@ class PosedOperator(_Names):
         return None
 
     @property
+    def variant_of(self) -> str | None:
+        return self.key if self.key != self.requested else None
+
+    @property
     def prompt_template(self) -> str:
         return template_name(self.key)
 
@@ -173,6 +184,10 @@ class PosedProgram(_Names):
     @property
     def facts(self) -> ProgramFacts:
         return self.program_facts
+
+    @property
+    def variant_of(self) -> None:
+        return None  # its key names the file the user gave
 
     @property
     def prompt_template(self) -> str:

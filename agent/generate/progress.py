@@ -32,7 +32,9 @@ def _plain(value):
 
 @dataclass(frozen=True)
 class Started(Progress):
-    """The run has its directory and provider; ``serves`` are the overloads its kernel serves."""
+    """The run has its directory and provider; ``serves`` are the overloads its kernel serves;
+    ``variant_of`` the overload asked for instead of ``op``, a calling convention of it (None where
+    ``op`` itself is asked for, and for a program)."""
     name: ClassVar[str] = "start"
     op: str
     computation: str
@@ -42,6 +44,7 @@ class Started(Progress):
     rounds: int
     candidates: int
     run_dir: str
+    variant_of: str | None = None
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,8 @@ def set_up(op: str | Path | Posed, options: GenerateOptions, root: str | Path | 
                             params={"max_output_tokens": options.max_output_tokens,
                                     "temperature": options.temperature})
     report(Started(op=operator.requested, computation=computation, serves=serves, provider=logged.name, model=logged.model,
-                   rounds=options.rounds, candidates=options.candidates, run_dir=str(run.path)))
+                   rounds=options.rounds, candidates=options.candidates, run_dir=str(run.path),
+                   variant_of=operator.variant_of))
     probe_the_gpu(options.device, report)
     request = dataclasses.replace(untimed, timing=timing, channels_last=channels_last)
     return Agent(operator=operator, provider=logged, evaluations=Evaluations(request, batch.executor), run=run,

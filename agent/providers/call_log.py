@@ -88,6 +88,13 @@ class LLMLog:
                                f"AND error IS NULL {scope}ORDER BY id LIMIT 1", values).fetchone()
         return dict(zip(COLUMNS, found)) if found else None
 
+    def unanswered_runs(self) -> set[str]:
+        """The runs with a call recorded as sent and never answered (``IN_FLIGHT``): a call in
+        flight now, or one its process was killed in. What it cost, if anything, is unknown."""
+        with self._connect() as db:
+            return {row[0] for row in db.execute("SELECT DISTINCT run_id FROM calls WHERE error = ?", (IN_FLIGHT,))
+                    if row[0]}
+
     def calls(self, op: str | None = None, run_id: str | None = None, *, model: str | None = None,
               search: tuple[str, ...] = (), last: int | None = None, call_id: int | None = None) -> list[dict]:
         """The recorded calls, oldest first: of ``op``; of ``run_id``, a run's id or a batch's (every

@@ -173,9 +173,9 @@ class RoundReporter:
             self.waiting.pop().stop()
 
     def _started(self, event: Started) -> None:
-        if event.computation != event.op:
-            self.console.print(f"{event.op} is a calling convention of {event.computation}: asking for "
-                               f"{event.computation} once (--exact-overload asks for the overload itself)")
+        if event.variant_of is not None:
+            self.console.print(f"{event.op} is a calling convention of {event.variant_of}: asking for "
+                               f"{event.variant_of} once (--exact-overload asks for the overload itself)")
         self.console.print(f"bbagent generate {event.computation}: provider {event.provider}, model "
                            f"{event.model}, up to {event.rounds} round(s) of {event.candidates} candidate(s); "
                            f"run directory {event.run_dir}")
@@ -414,7 +414,8 @@ def print_check_model(console: Console, result: dict) -> None:
         table.add_column(column, justify="left" if column in ("overload", "fallbacks") else "right")
     for op, r in sorted(result["served"].items(), key=lambda item: -item[1]["calls"]):
         fallbacks = ", ".join(f"{why}: {n}" for why, n in r["fallbacks"].items()) or "-"
-        table.add_row(op, f"v{r['version']}", str(r["calls"]), str(r["model_calls"]), escape(fallbacks),
+        inside = f" ({r['calls_inside_other_ops']} inside other operators)" if r.get("calls_inside_other_ops") else ""
+        table.add_row(op, f"v{r['version']}", str(r["calls"]), f"{r['model_calls']}{inside}", escape(fallbacks),
                       f"{r['speedup']:.3g}x" if r["speedup"] is not None else "-")
     console.print(table)
     total = sum(result["ops_run"].values())

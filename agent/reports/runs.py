@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bbagent.agent.batch.ledger import FILE_NAME, Ledger, liveness
 from bbagent.agent.machine import process_state
+from bbagent.agent.providers.call_log import FILE_NAME as CALL_LOG, LLMLog
 from bbagent.agent.review.meta import read_meta
 from bbagent.agent.run_record import RunRecord, read_run
 
@@ -42,17 +43,20 @@ def run_status(record: RunRecord | None) -> str:
 
 
 def list_runs(runs_dir: Path) -> list[dict]:
-    """Every run and batch, oldest first: id, kind, what it ran, its status, when, cost."""
+    """Every run and batch, oldest first: id, kind, what it ran, its status, when, cost (not
+    complete for a run with a call in flight, or lost in flight at a kill: what it cost is unknown)."""
     entries: list[dict] = []
     if not runs_dir.is_dir():
         return entries
+    in_flight = LLMLog(runs_dir / CALL_LOG).unanswered_runs() if (runs_dir / CALL_LOG).is_file() else set()
     for path in sorted(runs_dir.iterdir()):
         if path.is_dir() and RUN_ID.match(path.name) and (path / "run.json").is_file():
             record = read_run(path)
             entries.append({"id": path.name, "kind": "run", "op": record and record.op, "status": run_status(record),
                             "started_at": record and record.started_at, "rounds": record and record.rounds_used,
                             "cost_usd": record and record.cost_usd,
-                            "cost_complete": record is None or record.cost_complete,
+                            "cost_complete": (record is None or record.cost_complete) and path.name not in in_flight,
+                            "call_in_flight": path.name in in_flight,
                             "model": record and record.config and record.config.model,
                             "age_s": round(age_s(path)), "path": str(path)})
         elif path.is_dir() and BATCH_ID.match(path.name) and (path / FILE_NAME).is_file():

@@ -149,6 +149,19 @@ def _first_line(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
 
 
+def close_names(op: str, known: list[str]) -> list[str]:
+    """The names of ``known`` that ``op`` may be a slip for: another overload of the same operator,
+    or an operator whose name is spelled almost alike (``aten.rel.default``: ``aten.relu.default``).
+    The namespace and overload every aten name shares are not compared: ``aten.cat.default`` is
+    not close to ``aten.relu.default``."""
+    def name(full: str) -> str:
+        parts = full.split(".")
+        return parts[1] if len(parts) in (2, 3) else full  # aten.relu.default, aten.relu: relu
+    same = [k for k in known if name(k) == name(op) and k != op]
+    alike = [k for k in known if k not in same and difflib.SequenceMatcher(None, name(op), name(k)).ratio() >= 0.75]
+    return (same + alike)[:3]
+
+
 def find(root: Path, op: str) -> Operator:
     """The operator's kernels: by the name it was accepted under, or by any overload its current
     kernel serves (``aten.relu_.default`` finds relu's kernel)."""
@@ -163,9 +176,10 @@ def find(root: Path, op: str) -> Operator:
         if wreck.folder.name == op:
             raise ReviewError(f"{op}'s kernel folder {wreck.folder} is broken: {wreck.reason}")
     known = [e.op for e in everything]
-    close = difflib.get_close_matches(op, known, n=3, cutoff=0.5)
+    close = close_names(op, known)
     hint = f"; did you mean {', '.join(close)}?" if close else (
-        f"; there are: {', '.join(known[:8])}" if known else ": none is accepted yet (bbagent generate / batch)")
+        f"; the kernels here are for {', '.join(known[:8])}{' ...' if len(known) > 8 else ''} (bbagent review list)"
+        if known else ": none is accepted yet (bbagent generate / batch)")
     raise ReviewError(f"no accepted kernel for {op} under {Path(root) / 'generated_kernels'}{hint}"
                       + last_failure(Path(root), op))
 

@@ -47,6 +47,15 @@ def ops_run(model, inputs) -> dict[str, int]:
     return dict(counter.seen.most_common())
 
 
+def model_calls(served: dict, ran: dict[str, int]) -> dict[str, int]:
+    """How often the model called a served overload: its calls at the top (``ops_run``) and those
+    from inside other operators' kernels (embedding calls index_select), which only its
+    registration sees, served or fallen back."""
+    reached = served["calls"] + sum(served["fallbacks"].values())
+    top = ran.get(served["op"], 0)
+    return {"model_calls": max(top, reached), "calls_inside_other_ops": max(0, reached - top)}
+
+
 def check(spec: dict) -> dict:
     import torch
     from bbagent.agent.models import built
@@ -66,7 +75,7 @@ def check(spec: dict) -> dict:
         return {**head, **compiled_check(model, inputs, eager, spec, options)}
     with enable(Path(spec["root"]), ops=spec["ops"], **options) as enabled:
         output = _forward(model, inputs)
-        served = {r["op"]: {**r, "model_calls": ran.get(r["op"], 0)} for r in enabled.report()}
+        served = {r["op"]: {**r, **model_calls(r, ran)} for r in enabled.report()}
         skipped = {op: why for op, why in enabled.skipped.items() if op in ran}
         slower = sorted(op for op in enabled.slower if op in ran)
     result = {**head, "served": served, "skipped_in_model": skipped, "slower_skipped": slower,

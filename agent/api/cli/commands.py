@@ -221,7 +221,7 @@ def cmd_prompt(args, out, err) -> int:
             template = operator.performance_template
         else:
             text, template = render_feedback(verdict), "feedback.j2"
-    if computation != args.op:
+    if operator.variant_of is not None:
         err.print(f"{args.op} is a calling convention of {computation}: this is the prompt for {computation}, "
                   "as generate sends it (--exact-overload asks for the overload itself)")
     from bbagent.agent.generate.testable import listed_without_tests
@@ -406,7 +406,8 @@ def cmd_runs(args, out, err) -> int:
     else:
         out.print(f"{'run':<52} {'kind':<5} {'status':<11} {'op':<34} cost", markup=False)
     for e in entries:
-        cost = cost_text(e["cost_usd"], e.get("cost_complete", True)) if e.get("cost_usd") is not None else ""
+        why = "a call in flight, or lost in flight at a kill" if e.get("call_in_flight") else "no price for the model"
+        cost = cost_text(e["cost_usd"], e.get("cost_complete", True), why=why) if e.get("cost_usd") is not None else ""
         out.print(f"{e['id']:<52} {e['kind']:<5} {e['status'] or '':<11} {e['op'] or '':<34} {cost}",
                   markup=False)
     return EXIT_OK
