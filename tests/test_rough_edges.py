@@ -338,3 +338,27 @@ def test_runs_says_unknown_for_a_run_whose_call_was_lost_at_a_kill(tmp_path, no_
     assert "interrupted" in line and "unknown (a call in flight" in line and "$0.0000" not in line, listed.stdout
     [row] = json.loads(_bbagent("runs", "--root", str(tmp_path), "--json", cwd=tmp_path).stdout)
     assert row["cost_complete"] is False and row["call_in_flight"] is True
+
+
+# 8. Roots made alike; with --json an error is JSON on stdout too
+
+def test_eval_makes_a_new_root_as_generate_does_but_reading_needs_one_that_exists(tmp_path):
+    new = tmp_path / "new-root"
+    done = _bbagent("eval", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_triton.py"), "--root",
+                    str(new), "--json", cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout)["verdict"] == "pass", done.stderr
+    assert (new / "runs").is_dir()
+    read = _bbagent("eval", "--op", "aten.relu.default", "--root", str(tmp_path / "typo"), cwd=tmp_path)
+    assert read.returncode == 2 and "does not exist" in read.stderr and not (tmp_path / "typo").exists()
+
+
+def test_with_json_every_error_is_one_json_object_on_stdout(tmp_path):
+    for argv, kind in ((["logs", "--json", "-n", "x"], "usage"),  # argparse's own refusal
+                       (["eval", "--op", "aten.relu.default", "--kernel", "nope.py", "--json"], "usage"),
+                       (["kernels", "--root", str(tmp_path / "nowhere"), "--json"], "usage")):
+        done = _bbagent(*argv, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        error = json.loads(done.stdout)["error"]
+        assert error["kind"] == kind and error["exit_code"] == 2 and error["message"] in done.stderr, done.stdout
+    plain = _bbagent("logs", "-n", "x", cwd=tmp_path)  # without --json: stdout stays empty
+    assert plain.returncode == 2 and plain.stdout == ""

@@ -79,7 +79,7 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     problem = problem_of(op, to_test=True, family=variants)  # an unknown name is said before anything else
     check_evaluation(device, timeout_s, allow_no_opinfo)
     channels_last = check_channels_last(op, channels_last)
-    where = resolve_root(root)
+    where = resolve_root(root, write=kernel is not None)  # made as generate makes it, unless it is read from
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
     problem = written_as(problem, written_for)
     return Evaluations(evaluation_request(problem, where, device=device, seed=seed, timeout_s=timeout_s,
@@ -105,8 +105,9 @@ def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str 
     answer = Path(answer)
     if not answer.is_file():
         raise _usage_error(f"answer file not found: {answer}")
-    return Evaluations(evaluation_request(problem, resolve_root(root), device=device, seed=seed, timeout_s=timeout_s,
-                                          allow_library=allow_library, facts=facts)).evaluate(answer)
+    return Evaluations(evaluation_request(problem, resolve_root(root, write=True), device=device, seed=seed,
+                                          timeout_s=timeout_s, allow_library=allow_library,
+                                          facts=facts)).evaluate(answer)
 
 
 def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: str | Path | None = None,

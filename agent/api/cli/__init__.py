@@ -16,6 +16,7 @@ script and ``python -m bbagent``) ends the process without the interpreter's tea
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import sys
 
@@ -23,7 +24,7 @@ from bbagent import ProviderError, UsageError, version
 from bbagent.agent.errors import refused_by_machine
 from bbagent.cli.commands import (COMMANDS, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_MACHINE, EXIT_PROVIDER, EXIT_USAGE,
                                   sigterm_as_interrupt)
-from bbagent.cli.parser import build_parser
+from bbagent.cli.parser import BadArguments, build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,25 +33,44 @@ def main(argv: list[str] | None = None) -> int:
 
     from bbagent.agent.reports.console import pipe_safe
     sys.stdout, sys.stderr = pipe_safe(sys.stdout), pipe_safe(sys.stderr)  # a reader gone changes nothing else
-    args = build_parser().parse_args(argv)
+    raw = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(raw)
+    except BadArguments as exc:  # as argparse says it (usage, then the error), and as JSON where --json was asked
+        exc.parser.print_usage(sys.stderr)
+        print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr)
+        _said_as_json("--json" in raw, "usage", exc.message, EXIT_USAGE)
+        raise SystemExit(EXIT_USAGE) from None
     out = Console(file=sys.stdout, soft_wrap=True, highlight=False)
     err = Console(file=sys.stderr, soft_wrap=True, highlight=False)
+    wants_json = bool(getattr(args, "json", False))
     try:
         with sigterm_as_interrupt():
             return COMMANDS[args.command](args, out, err)
     except (UsageError, ProviderError) as exc:  # a provider that cannot be used at all (no key): nothing started
         err.print(f"[red]error:[/red] {escape(str(exc))}")
-        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_PROVIDER
-    except KeyboardInterrupt:
+        kind, code = ("usage", EXIT_USAGE) if isinstance(exc, UsageError) else ("provider", EXIT_PROVIDER)
+        return _said_as_json(wants_json, kind, str(exc), code)
+    except KeyboardInterrupt as exc:
         err.print("interrupted")
-        return EXIT_INTERRUPTED
+        return _said_as_json(wants_json, "interrupted", str(exc) or "interrupted", EXIT_INTERRUPTED)
     except Exception as exc:  # noqa: BLE001 - a bug in bbagent: one line for the user, the traceback in a file
         if (refused := refused_by_machine(exc)) is not None:  # a full disk, a quota: not a bug
             err.print(f"[red]error:[/red] {escape(str(refused))}")
-            return EXIT_MACHINE
+            return _said_as_json(wants_json, "machine", str(refused), EXIT_MACHINE)
+        where = _save_traceback()
         err.print(f"[red]internal error:[/red] {type(exc).__name__}: {escape(str(exc))}\nThis is a bug in bbagent; the "
-                  f"traceback is in {_save_traceback()}. Please report it with that file.")
-        return EXIT_INTERNAL
+                  f"traceback is in {where}. Please report it with that file.")
+        return _said_as_json(wants_json, "internal", f"{type(exc).__name__}: {exc} (traceback: {where})",
+                             EXIT_INTERNAL)
+
+
+def _said_as_json(wanted: bool, kind: str, message: str, code: int) -> int:
+    """With ``--json``, the error as one JSON object on stdout too (a script reading stdout gets
+    JSON, not nothing): ``{"error": {"kind", "message", "exit_code"}}``. Returns ``code``."""
+    if wanted:
+        print(json.dumps({"error": {"kind": kind, "message": message, "exit_code": code}}))
+    return code
 
 
 def run() -> int:

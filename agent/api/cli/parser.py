@@ -12,8 +12,24 @@ STATUSES = ("needs_review", "approved", "rejected", "stale", "modified", "broken
 SORT_KEYS = ("op", "status", "speedup", "cost", "tests", "rounds", "version")  # agent.review.catalog.SORT_KEYS
 
 
+class BadArguments(Exception):
+    """Arguments argparse refused: ``parser`` (the command's) and argparse's ``message``. Raised
+    instead of argparse's own exit so that the command line can say it as JSON too."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(message)
+        self.parser, self.message = parser, message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are ``BadArguments`` (its subcommands' too)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise BadArguments(self, message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bbagent", description="Generate and test Triton kernels for aten operators.")
+    parser = Parser(prog="bbagent", description="Generate and test Triton kernels for aten operators.")
     parser.add_argument("--version", action="version", version=f"bbagent {version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_generate_command, _batch_command, _status_command, _runs_command, _cache_command, _prompt_command,
