@@ -63,8 +63,20 @@ def test_a_program_fails_round_one_on_signed_inputs_and_is_accepted_in_round_two
     capsys.readouterr()
     assert main(["export", "--kernelbench", str(out), "--root", str(tmp_path), "--json"]) == 0
     exported = json.loads(capsys.readouterr().out)
-    assert [row["file"] for row in exported["written"]] == ["level_1_problem_1_sample_0_kernel.py"]
-    assert (out / "level_1_problem_1_sample_0_kernel.py").read_text() == (accepted / "kernel.py").read_text()
+    assert [row["file"] for row in exported["written"]] == ["level1/level_1_problem_1_sample_0_kernel.py"]
+    assert (out / "level1" / "level_1_problem_1_sample_0_kernel.py").read_text() == (accepted / "kernel.py").read_text()
+    results = json.loads((out / "bbagent-level1" / "eval_results.json").read_text())  # KernelBench's format
+    assert results == {"1": [{**results["1"][0], "sample_id": 0, "compiled": True, "correctness": True,
+                              "runtime": -1.0}]}  # CPU: not timed
+    # the first round's answers as samples, wrong ones included: round 1 copied its input
+    assert main(["export", "--kernelbench", str(tmp_path / "kb-first"), "--samples", "first-round", "--root",
+                 str(tmp_path), "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert [(row["sample"], row["passed"]) for row in first["written"]] == [(0, False)]
+    [sample] = json.loads((tmp_path / "kb-first" / "bbagent-level1" / "eval_results.json").read_text())["1"]
+    assert sample["correctness"] is False and sample["compiled"] is True and sample["runtime"] == -1.0
+    passed, total = map(int, sample["metadata"]["tests_passed"].split("/"))
+    assert passed < total and "mismatch" in sample["metadata"]["error"], sample
 
     # loaded back as KernelBench runs it: ModelNew(*get_init_inputs()) holding Model's weights; the problem
     # file edited since is refused; enable() serves no aten overload with it

@@ -362,3 +362,35 @@ def test_with_json_every_error_is_one_json_object_on_stdout(tmp_path):
         assert error["kind"] == kind and error["exit_code"] == 2 and error["message"] in done.stderr, done.stdout
     plain = _bbagent("logs", "-n", "x", cwd=tmp_path)  # without --json: stdout stays empty
     assert plain.returncode == 2 and plain.stdout == ""
+
+
+# 9. KernelBench's workflow: several samples per problem, and results its analysis reads
+
+def test_first_round_answers_are_kernelbench_samples_with_pass_at_k(tmp_path, no_keys):
+    from bbagent.agent.review.kernelbench_results import pass_at_k
+    from fake_llm import FakeLLMServer
+    from test_program_generate import RELU, fenced
+    with FakeLLMServer().answer(fenced("relu_right"), fenced("relu_copy"), "I cannot write this one.") as server:
+        done = _bbagent("generate", "--problem", str(RELU), "--candidates", "3", "--rounds", "1", "--provider", "openai",
+                        "--model", "gpt-test", "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device",
+                        "cpu", "--timeout", "120", cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "KernelBench-runs"
+    exported = _bbagent("export", "--kernelbench", str(out), "--samples", "first-round", "--root", str(tmp_path),
+                        cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    files = sorted(p.name for p in (out / "level1").iterdir())
+    assert files == [f"level_1_problem_1_sample_{s}_kernel.py" for s in range(3)]
+    assert "run_name=level1 level=1" in exported.stdout and "num_samples_per_problem=3" in exported.stdout
+    results = json.loads((out / "bbagent-level1" / "eval_results.json").read_text())
+    by_sample = {r["sample_id"]: r for r in results["1"]}
+    assert sorted((r["correctness"], r["compiled"]) for r in by_sample.values()) == \
+        [(False, False), (False, True), (True, True)]  # no code, a wrong copy, the right one
+    assert "no code block" in (out / "level1" / next(
+        f for f in files if by_sample[int(f.split("_")[5])]["metadata"].get("error_kind") == "no_code")).read_text()
+    summary = json.loads((out / "bbagent-level1" / "pass_at_k_results.json").read_text())
+    assert summary["problems"]["1"] == {"total_samples": 3, "correct_samples": 1, "pass@1": pass_at_k(3, 1, 1)}
+    assert abs(summary["averages"]["avg_pass@1"] - 1 / 3) < 1e-9
+    assert pass_at_k(3, 1, 2) == 1 - 1 / 3 and pass_at_k(5, 0, 3) == 0.0 and pass_at_k(4, 3, 2) == 1.0
+    manifest = json.loads((out / "bbagent_export.json").read_text())
+    assert manifest["samples"] == "first-round" and len(manifest["written"]) == 3

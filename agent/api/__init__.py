@@ -303,16 +303,21 @@ def load_program(problem: str | Path, root: str | Path | None = None, device: st
     return load_answer(resolve_root(root), problem, device)
 
 
-def export_kernelbench(out_dir: str | Path, root: str | Path | None = None, include_unreviewed: bool = False) -> dict:
-    """Write the approved answers to programs (``include_unreviewed``: every current one not
-    rejected) into ``out_dir`` as KernelBench's scripts read them
-    (``level_<L>_problem_<ID>_sample_0_kernel.py``, with ``bbagent_export.json`` saying what each
-    is). Returns the files written and the answers left out, with why."""
-    from bbagent.agent.review.export import export_kernelbench as export
+def export_kernelbench(out_dir: str | Path, root: str | Path | None = None, include_unreviewed: bool = False,
+                       samples: str = "accepted") -> dict:
+    """Write answers to programs into ``out_dir`` as KernelBench's scripts read them
+    (``level<L>/level_<L>_problem_<ID>_sample_<S>_kernel.py``) with bbagent's verdicts of them as
+    its analysis reads them (``bbagent-level<L>/eval_results.json``), and ``bbagent_export.json``
+    saying what each is (``agent.review.export``). ``samples``: ``accepted`` (the approved answer;
+    ``include_unreviewed``: every current one not rejected) or ``first-round`` (every first-round
+    answer of every run, for pass@k). Returns the files written and the answers left out, with why."""
+    from bbagent.agent.review.export import SAMPLES, export_kernelbench as export
     out = Path(out_dir).expanduser()
     if out.exists() and not out.is_dir():
-        raise _usage_error(f"{out} is not a folder: pass the folder KernelBench's evaluation reads (its runs/<name>/)")
-    return export(resolve_root(root), out, include_unreviewed=include_unreviewed)
+        raise _usage_error(f"{out} is not a folder: pass the folder KernelBench's evaluation reads (its runs/)")
+    if samples not in SAMPLES:
+        raise _usage_error(f"samples is one of {', '.join(SAMPLES)} (got {samples!r})")
+    return export(resolve_root(root), out, include_unreviewed=include_unreviewed, samples=samples)
 
 
 def export_package(out_dir: str | Path, name: str, root: str | Path | None = None, include_unreviewed: bool = False,

@@ -555,18 +555,30 @@ def _exit_of(outcome) -> int:
 def cmd_export(args, out, err) -> int:
     if args.kernelbench is None:
         return _export_package(args, out, err)
-    result = api.export_kernelbench(args.kernelbench, root=args.root, include_unreviewed=args.include_unreviewed)
+    result = api.export_kernelbench(args.kernelbench, root=args.root, include_unreviewed=args.include_unreviewed,
+                                    samples=args.samples)
     if args.json:
         print(json.dumps(result, indent=1))
     else:
         for row in result["written"]:
-            out.print(f"{row['problem']} (v{row['version']}, {row['status']}) -> {args.kernelbench / row['file']}")
+            what = (f"v{row['version']}, {row['status']}" if "version" in row
+                    else f"{row['run_id']}, {'passed' if row['passed'] else 'failed'}")
+            out.print(f"{row['problem']} sample {row['sample']} ({what}) -> {args.kernelbench / row['file']}",
+                      markup=False)
         for row in result["left_out"]:
-            err.print(f"left out {row['problem']}: {row['why']}")
+            err.print(f"left out {row['problem']}: {row['why']}", markup=False)
+        runs_dir = shlex.quote(str(args.kernelbench.expanduser().absolute()))
+        for level in result["levels"]:
+            out.print(f"KernelBench evaluates level {level} with: uv run python scripts/eval_from_generations.py "
+                      f"runs_dir={runs_dir} run_name=level{level} level={level} dataset_src=local backend=triton "
+                      f"num_samples_per_problem={result['samples_per_problem']}; bbagent's verdicts: "
+                      f"{runs_dir}/bbagent-level{level}/eval_results.json", markup=False)
     if not result["written"]:
-        err.print("nothing written: no accepted answer to a KernelBench problem"
-                  + ("" if args.include_unreviewed else " is approved (bbagent review approve KEY, or "
-                                                        "--include-unreviewed)"))
+        err.print("nothing written: no " + ("first-round answer to a KernelBench problem under runs/"
+                                             if args.samples == "first-round" else
+                                             "accepted answer to a KernelBench problem" + (
+                                                 "" if args.include_unreviewed else
+                                                 " is approved (bbagent review approve KEY, or --include-unreviewed)")))
         return EXIT_FAIL
     return EXIT_OK
 

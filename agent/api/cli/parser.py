@@ -123,9 +123,12 @@ def _export_command(sub) -> None:
                                     "NAME.kernels(), python -m NAME check). --hf-kernels DIR --name NAME: the same as "
                                     "the Hugging Face kernels library's universal build variant "
                                     "(kernels.get_local_kernel(DIR)). --backendbench DIR: BackendBench's "
-                                    "DirectoryBackend layout. --kernelbench DIR: the approved answers to program "
-                                    "problems as level_<L>_problem_<ID>_sample_0_kernel.py, the names KernelBench's "
-                                    "scripts/eval_from_generations.py reads from its runs/<run_name>/ folder. Each "
+                                    "DirectoryBackend layout. --kernelbench DIR: answers to program problems as "
+                                    "DIR/level<L>/level_<L>_problem_<ID>_sample_<S>_kernel.py, the run folder per "
+                                    "level KernelBench's scripts/eval_from_generations.py reads (runs_dir=DIR "
+                                    "run_name=level<L>), and bbagent's verdicts of them as DIR/bbagent-level<L>/"
+                                    "eval_results.json (+ pass_at_k_results.json), the files its "
+                                    "scripts/benchmark_eval_analysis.py reads. Each "
                                     "writes bbagent_export.json saying what each file is and what was left out. "
                                     "Exit 0 something written, 1 nothing to write (--kernelbench), 2 usage error "
                                     "(no approved kernel, a folder that cannot be written, a bad --name).")
@@ -136,7 +139,11 @@ def _export_command(sub) -> None:
     target.add_argument("--backendbench", type=Path, metavar="DIR", help="the ops folder BackendBench's "
                                                                         "--ops-directory reads")
     target.add_argument("--kernelbench", type=Path, metavar="OUT_DIR",
-                        help="the folder to write (e.g. KernelBench/runs/bbagent)")
+                        help="the folder to write (e.g. KernelBench/runs)")
+    ex.add_argument("--samples", choices=["accepted", "first-round"], default="accepted",
+                    help="with --kernelbench: 'accepted' (default) writes each problem's approved answer as sample "
+                         "0; 'first-round' writes every first-round answer of every run of each problem, right or "
+                         "wrong, as samples 0..N-1 (independent draws from one prompt: KernelBench's pass@k)")
     ex.add_argument("--name", help="the Python package's name (--package, --hf-kernels)")
     ex.add_argument("--include-unreviewed", action="store_true",
                     help="also kernels and answers not approved yet (never rejected ones)")
