@@ -1,6 +1,6 @@
-"""Issue 64's must-show, as a new user meets it: from a fresh clone, the README's commands, then
-each of the issue's repros, run as a shell runs them; every command, the end of its output and
-its exit status go to one Markdown transcript.
+"""Issue 80's must-show, as a new user meets it: from a fresh clone, the README's commands, then
+each of the issue's repros (issue 64's are in its results), run as a shell runs them; every
+command, the end of its output and its exit status go to one Markdown transcript.
 
     python benchmarks/new_user_transcript.py --clone ../fresh --out transcript.md
 
@@ -72,70 +72,68 @@ def main() -> int:
     t.run("python -c \"import bbagent, torch; k = bbagent.enable(device='cpu'); print(torch.relu(torch.randn(4))); "
           "print('served:', k.calls())\"")
 
-    t.section("1. enable() with no arguments on a machine without CUDA")
-    t.run("python -c \"import bbagent, torch; k = bbagent.enable(); torch.relu(torch.randn(3)); print(k.calls())\"")
+    t.section("1. a disk that refuses writes", "A 6 KiB file-size limit (ulimit -f: what a full disk or a quota "
+              "does to a write, anywhere), then a 200 KiB tmpfs where mounting is allowed.")
+    t.run(f"(trap '' XFSZ; ulimit -f 6; bbagent generate --op {RELU} --provider replay --root limited-disk); "
+          "echo \"bbagent exit $?\"", tail=3)
+    t.run(f"mkdir -p full && mount -t tmpfs -o size=200k tmpfs full 2>/dev/null && {{ bbagent generate --op {RELU} "
+          "--provider replay --root full 2>&1 | tail -2; echo \"bbagent exit ${PIPESTATUS[0]}\"; umount full; }} "
+          "|| echo 'no tmpfs here (not root)'")
 
-    answers = [e["response"] for e in __import__("json").loads(
-        (clone / "agent" / "providers" / "replays" / f"{RELU}.json").read_text())["exchanges"]]
-    with FakeLLMServer().answer(*answers) as server:
+    t.section("2. SIGTERM to eval, generate and check-model", "Each with a TMPDIR of its own, counted afterwards.")
+    for name, line in (("eval", "bbagent eval --op aten.add.Tensor --kernel tests/kernels/add_broadcast.py"),
+                       ("generate", f"bbagent generate --op {RELU} --provider replay --root sigterm"),
+                       ("check-model", "bbagent check-model --model transformer --device cpu --set layers=1 "
+                                       "--set d_model=32 --set d_ff=64 --set vocab=50 --set seq=8 --root .")):
+        t.run(f"mkdir -p tmp-{name}; TMPDIR=$PWD/tmp-{name} timeout --preserve-status -s TERM 6 {line} 2>&1 | tail -2; "
+              f"echo \"bbagent exit ${{PIPESTATUS[0]}}\"; echo \"left in TMPDIR: $(ls tmp-{name} | grep -c "
+              f"'^bbagent-\\(cand\\|pool\\)')\"")
+
+    t.section("3. regions into a batch", "regions --script writes numbered problems; batch --kernelbench takes that "
+              "folder (the fake model answers without code here: the point is that the batch takes the problems).")
+    t.run("bbagent regions --script tests/models/relu_mlp.py --device cpu --root rg 2>&1 | tail -4")
+    with FakeLLMServer().answer(*["I cannot write this."] * 20) as server:
         t.env = {**env, "OPENAI_API_KEY": "sk-fake"}
-        base = (f"bbagent generate --op {RELU} --provider openai --model my-local-model --seed 5 --root priced "
-                f"--base-url {server.url}/v1")
-        t.section("2. answers from the call log of a model with no price",
-                  "Round 1 is asked and paid; a second run takes it from the log (--cache) and asks round 2.")
-        t.run(f"{base} --rounds 1", tail=3)
-        t.run(f"{base} --rounds 3 --cache", tail=3)
-        t.run("bbagent runs --root priced")
-        t.run("bbagent review list --root priced")
-        t.run("bbagent review list --root priced --json | grep -E 'cost|paid' ")
-
+        t.run(f"bbagent batch --kernelbench rg/runs/*regions* --provider openai --model my-local-model --base-url "
+              f"{server.url}/v1 --rounds 1 --device cpu --root rg 2>&1 | tail -5", timeout_s=900)
     t.env = env
-    t.section("3. closing a pipe")
-    t.run(f"bbagent generate --op {RELU} --provider replay --root piped 2>&1 | head -1; "
-          "echo \"bbagent exit ${PIPESTATUS[0]}\"; bbagent runs --root piped")
-    t.run(f"bbagent batch --ops {RELU} --provider replay --root piped-batch 2>&1 | head -2; "
-          "echo \"bbagent exit ${PIPESTATUS[0]}\"; bbagent status --root piped-batch | head -12", timeout_s=900)
+    t.run("bbagent regions --script missing.py --root rg-missing; echo \"exit $?\"; ls rg-missing/runs")
 
-    t.section("4. Ctrl-C on a batch", "SIGINT at 8 s and 12 s, as the issue saw it.")
-    for seconds in (8, 12):
-        t.run(f"timeout -s INT {seconds} bbagent batch --ops {RELU},aten.sigmoid.default --provider replay "
-              f"--root interrupted-{seconds} 2>&1 | tail -4; echo \"bbagent exit ${{PIPESTATUS[0]}}\"")
-
-    t.section("5. LLM calls in flight at a kill -9, and retried 429s, in `logs`")
-    with FakeLLMServer().answer(*answers * 4).latency(30) as server:
+    t.section("4-6, 9. a KernelBench batch on the CPU: the report, logs and the export",
+              "Problem 1_ReLU answered right, then asked again with three candidates (right, wrong, no code).")
+    t.run("mkdir -p kb/KernelBench/level1 && cp tests/problems/level1/1_ReLU.py kb/KernelBench/level1/")
+    right = (clone / "tests" / "problems" / "answers" / "relu_right.py").read_text()
+    wrong = (clone / "tests" / "problems" / "answers" / "relu_copy.py").read_text()
+    fenced = [f"Here is ModelNew.\n\n```python\n{text}```\n" for text in (right, wrong)]
+    with FakeLLMServer().answer_by_op({"`1_ReLU`": fenced[0]}) as server:
         t.env = {**env, "OPENAI_API_KEY": "sk-fake"}
-        t.run(f"bbagent generate --op {RELU} --provider openai --model gpt-test --base-url {server.url}/v1 "
-              "--root killed --candidates 4 > /dev/null 2>&1 & sleep 12; kill -9 $!; sleep 1; bbagent logs --root killed")
-    with FakeLLMServer().rate_limit(2).answer(*answers) as server:
-        t.run(f"bbagent generate --op {RELU} --provider openai --model gpt-test --base-url {server.url}/v1 "
-              "--root limited --retries 5 2>&1 | tail -2; bbagent logs --root limited")
+        t.run(f"bbagent batch --kernelbench kb --provider openai --model my-local-model --base-url {server.url}/v1 "
+              "--rounds 1 --device cpu --root kbroot 2>&1 | tail -3", timeout_s=900)
+    with FakeLLMServer().answer(fenced[0], fenced[1], "No code today.") as server:
+        t.env = {**env, "OPENAI_API_KEY": "sk-fake"}
+        t.run(f"bbagent generate --problem kb/KernelBench/level1/1_ReLU.py --candidates 3 --rounds 1 --provider "
+              f"openai --model my-local-model --base-url {server.url}/v1 --device cpu --root kbroot 2>&1 | tail -3")
     t.env = env
+    t.run("grep -A4 'KernelBench problems by level' kbroot/runs/batch-*/summary.md")
+    t.run("bbagent report --root kbroot --out kb.html >/dev/null; grep -o 'Ranked by tokens[^<]*' kb.html; "
+          "grep -o '<td>level1</td>.*not timed</td>' kb.html | head -1")
+    t.run("bbagent logs --root kbroot --run $(basename kbroot/runs/batch-*) -n 1")
+    t.run("bbagent logs --root kbroot -q 'no code today' --json | grep -E '\"(id|op|response)\"'")
+    t.run("bbagent logs --root kbroot --id 1 | head -8")
+    t.run("bbagent export --kernelbench kb-out --samples first-round --root kbroot; ls kb-out/*; "
+          "cat kb-out/bbagent-level1/pass_at_k_results.json | head -12")
 
-    t.section("6. the report", "Words from each of the sections the issue missed, counted in the page.")
-    t.run("bbagent report --root priced --out priced.html > /dev/null; for w in 'slowest' 'outcome' "
-          "'not timed' 'paid by' '<details' 'diff'; do printf '%s: ' \"$w\"; grep -o \"$w\" priced.html | wc -l; done")
+    t.section("7. messages in their context")
+    t.run("bbagent generate --problem tests/problems/level1/1_ReLU.py --provider replay --device cpu 2>&1 | head -2")
+    t.run("bbagent review reject aten.cat.default --note x; bbagent review show aten.rel.default")
+    t.run("bbagent runs --root kbroot | tail -3")
 
-    t.section("7. `review show` in a narrow terminal keeps whole lines")
-    t.run(f"COLUMNS=40 bbagent review show {RELU} | awk '{{ print length }}' | sort -n | tail -1 | "
-          "xargs echo longest line:")
+    t.section("8. roots and JSON")
+    t.run(f"bbagent eval --op {RELU} --kernel tests/kernels/relu_triton.py --root new-root --json | head -3; "
+          "ls new-root")
+    t.run("bbagent logs --json -n x; echo \"exit $?\"")
+    t.run("bbagent eval --op aten.relu.default --kernel nope.py --json 2>/dev/null; echo \"exit $?\"")
 
-    t.section("8. bad values")
-    t.run(f"OPENAI_API_KEY=sk-fake bbagent generate --op {RELU} --provider openai --model gpt-test --base-url notaurl")
-    t.run(f"bbagent generate --op {RELU} --provider replay --rounds 99999999999999999999")
-    t.run("bbagent review list --root /nonexistent")
-    kernel = clone / "generated_kernels" / RELU / "kernel.py"
-    t.run(f"bbagent eval --op aten.relu_.default --kernel {kernel} 2>&1 | grep -E 'kernel-for|tests passed'; "
-          "echo \"bbagent exit ${PIPESTATUS[0]}\"")
-    t.run("python -c 'import bbagent; bbagent.GenerateOptions(provider=\"replay\", rounds=0)' 2>&1 | tail -1")
-    t.run("bbagent eval --op aten.exp.default --kernel tests/kernels/exp_fast.py --json > exp-verdict.json; "
-          f"bbagent prompt --op {RELU} --round-feedback exp-verdict.json | tail -2")
-
-    t.section("9. small ones")
-    t.run("bbagent check-model --help | tail -8")
-    t.run("bbagent kernels")
-    alone = Path(f"/tmp/bbagent-no-shared-{os.getpid()}/checkout")  # a clone with no ../shared beside it
-    t.run(f"git clone -q {clone} {alone} && cd {alone} && {clone}/.venv/bin/python -m pytest -q -p no:cacheprovider "
-          "tests/test_dataset.py 2>&1 | grep -m3 -E 'shared|passed|failed'")
     print(f"transcript: {args.out}", file=sys.stderr)
     return 0
 
