@@ -65,7 +65,8 @@ _FIXES = {errno.ENOSPC: "free space on that disk (or pass --root DIR on another 
           errno.EROFS: "that file system is read-only; pass --root DIR with a folder you can write",
           errno.EACCES: "make it writable for you (or pass --root DIR with a folder you can write) and run again",
           errno.EPERM: "make it writable for you (or pass --root DIR with a folder you can write) and run again",
-          errno.EIO: "the disk reported an input/output error; check it (dmesg) and run again",
+          errno.EIO: "the disk refused the write (an input/output error, or a file-size limit: see ulimit -f and "
+                     "dmesg); fix that and run again",
           errno.EMFILE: "raise the open-file limit (ulimit -n) and run again",
           errno.ENFILE: "the system's open-file table is full; close programs or raise fs.file-max and run again",
           errno.ENOMEM: "the machine is out of memory; free some and run again"}

@@ -77,14 +77,14 @@ def main() -> int:
     t.run(f"(trap '' XFSZ; ulimit -f 6; bbagent generate --op {RELU} --provider replay --root limited-disk); "
           "echo \"bbagent exit $?\"", tail=3)
     t.run(f"mkdir -p full && mount -t tmpfs -o size=200k tmpfs full 2>/dev/null && {{ bbagent generate --op {RELU} "
-          "--provider replay --root full 2>&1 | tail -2; echo \"bbagent exit ${PIPESTATUS[0]}\"; umount full; }} "
+          "--provider replay --root full 2>&1 | tail -2; echo \"bbagent exit ${PIPESTATUS[0]}\"; umount full; } "
           "|| echo 'no tmpfs here (not root)'")
 
     t.section("2. SIGTERM to eval, generate and check-model", "Each with a TMPDIR of its own, counted afterwards.")
     for name, line in (("eval", "bbagent eval --op aten.add.Tensor --kernel tests/kernels/add_broadcast.py"),
                        ("generate", f"bbagent generate --op {RELU} --provider replay --root sigterm"),
                        ("check-model", "bbagent check-model --model transformer --device cpu --set layers=1 "
-                                       "--set d_model=32 --set d_ff=64 --set vocab=50 --set seq=8 --root .")):
+                                       "--set activation=relu --include-unreviewed --compile default --root .")):
         t.run(f"mkdir -p tmp-{name}; TMPDIR=$PWD/tmp-{name} timeout --preserve-status -s TERM 6 {line} 2>&1 | tail -2; "
               f"echo \"bbagent exit ${{PIPESTATUS[0]}}\"; echo \"left in TMPDIR: $(ls tmp-{name} | grep -c "
               f"'^bbagent-\\(cand\\|pool\\)')\"")
@@ -114,8 +114,8 @@ def main() -> int:
         t.run(f"bbagent generate --problem kb/KernelBench/level1/1_ReLU.py --candidates 3 --rounds 1 --provider "
               f"openai --model my-local-model --base-url {server.url}/v1 --device cpu --root kbroot 2>&1 | tail -3")
     t.env = env
-    t.run("grep -A4 'KernelBench problems by level' kbroot/runs/batch-*/summary.md")
-    t.run("bbagent report --root kbroot --out kb.html >/dev/null; grep -o 'Ranked by tokens[^<]*' kb.html; "
+    t.run("grep -A6 'KernelBench problems by level' kbroot/runs/batch-*/summary.md | tail -2")
+    t.run("bbagent report $(basename kbroot/runs/batch-*) --root kbroot --out kb.html >/dev/null; grep -o 'Ranked by tokens[^<]*' kb.html; "
           "grep -o '<td>level1</td>.*not timed</td>' kb.html | head -1")
     t.run("bbagent logs --root kbroot --run $(basename kbroot/runs/batch-*) -n 1")
     t.run("bbagent logs --root kbroot -q 'no code today' --json | grep -E '\"(id|op|response)\"'")
@@ -124,7 +124,11 @@ def main() -> int:
           "cat kb-out/bbagent-level1/pass_at_k_results.json | head -12")
 
     t.section("7. messages in their context")
-    t.run("bbagent generate --problem tests/problems/level1/1_ReLU.py --provider replay --device cpu 2>&1 | head -2")
+    with FakeLLMServer().answer(fenced[0]) as server:
+        t.env = {**env, "OPENAI_API_KEY": "sk-fake"}
+        t.run(f"bbagent generate --problem tests/problems/level1/1_ReLU.py --provider openai --model m --base-url "
+              f"{server.url}/v1 --device cpu --root messages 2>&1 | head -2")
+    t.env = env
     t.run("bbagent review reject aten.cat.default --note x; bbagent review show aten.rel.default")
     t.run("bbagent runs --root kbroot | tail -3")
 
