@@ -274,6 +274,8 @@ def test_logs_filter_by_batch_count_and_search_and_show_one_call_whole(tmp_path)
     assert missing.returncode == 2 and "no recorded call numbered 99" in missing.stderr
     assert logs("-n", "-1").returncode == 2
     assert "no recorded call matches -q nothing-like-this" in logs("-q", "nothing-like-this").stderr
+    table = logs("--run", "batch-20261129-010000-abcd").stdout  # piped: names whole on one line, to copy
+    assert "20261129-010000-aten.relu.default-aaaa" in table and "20261129-010100-aten.exp.default-bbbb" in table
 
 
 # 7. Messages from the right context

@@ -329,9 +329,11 @@ def print_kernels(console: Console, entries: list[dict]) -> None:
 def print_calls(console: Console, calls: list[dict]) -> None:
     from rich.table import Table
     table = Table(box=None, pad_edge=False)
+    whole = {"run": "run_id", "op": "op", "provider": "provider", "model": "model"}  # names to copy: never folded
     for column in ("id", "run", "op", "round", "cand", "provider", "model", "in", "out", "cost $", "latency s",
                    "cached", "error"):
-        table.add_column(column, overflow="fold")
+        longest = max((len(c[whole[column]] or "-") for c in calls), default=0) if column in whole else None
+        table.add_column(column, overflow="fold", min_width=longest, no_wrap=column in whole)
     for c in calls:
         cost = "-" if c.get("error") else "?" if c["cost_usd"] is None else f"{c['cost_usd']:.4f}"
         table.add_row(str(c["id"]), c["run_id"] or "-", c["op"] or "-", str(c["round"]), str(c["candidate"]),
