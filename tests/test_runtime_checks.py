@@ -14,6 +14,7 @@ from bbagent.harness.checks.integrity import JudgeState
 from bbagent.harness.plain import NotPlainTensor, not_plain, plain_only
 from bbagent.harness.checks.runtime import CallWatch
 from bbagent.harness.checks.static_check import check_source
+from conftest import KERNELS
 
 
 class Sub(torch.Tensor):
@@ -244,3 +245,26 @@ def test_the_bytes_a_call_must_write():
     assert traffic(aten.add.out, (out, bias), {"out": out}, out) == ((32 + 32 + 32) * 4, 32 * 4)
     assert traffic(aten.view.default, (x, [4, 8]), {}, x.view(4, 8))[1] == 32 * 4  # another shape: counted
     assert traffic(aten.alias.default, (x,), {}, x)[1] == 0                        # the input itself: no write
+
+
+def test_copying_an_operator_is_no_tampering_but_other_slot_names_are(capsys):
+    """``copy`` stores ``__slotnames__`` on a class the first time it copies an instance (Helion's
+    compiler deep-copies graphs holding OpOverloads): a correct kernel doing so passes. Any other
+    value there, or another new class attribute, is still a change."""
+    from bbagent.cli import main
+    assert main(["eval", "--op", "aten.relu.default", "--kernel", str(KERNELS / "relu_copies_its_op.py")]) == 0, \
+        capsys.readouterr().out
+    cls = torch._ops.OpOverload
+    had = vars(cls).get("__slotnames__", None)
+    if had is not None:
+        delattr(cls, "__slotnames__")
+    try:
+        state = JudgeState.capture()
+        cls.__slotnames__ = []  # what copy stores: no slots of its own
+        assert state.changes() == []
+        cls.__slotnames__ = ["_op"]
+        assert "torch._ops.OpOverload.__slotnames__ (added)" in state.changes()
+    finally:
+        delattr(cls, "__slotnames__")
+        if had is not None:
+            cls.__slotnames__ = had

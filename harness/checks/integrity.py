@@ -85,10 +85,12 @@ def _default_classes() -> list[type]:
 class _Table:
     """One attribute table: its keys and values, by identity. ``extra_keys`` False: a new key is
     a change too (a class's new attribute shadows its bases); ``may_add``: new keys allowed all the
-    same (an instance's ``functools.cached_property`` values)."""
+    same (an instance's ``functools.cached_property`` values). ``owner``: the class whose table it
+    is, for the one key the standard library adds to a class (``copyreg``'s ``__slotnames__``)."""
 
-    def __init__(self, name: str, table, extra_keys: bool, may_add: frozenset = frozenset()):
-        self.name, self.table, self.extra_keys, self.may_add = name, table, extra_keys, may_add
+    def __init__(self, name: str, table, extra_keys: bool, may_add: frozenset = frozenset(),
+                 owner: type | None = None):
+        self.name, self.table, self.extra_keys, self.may_add, self.owner = name, table, extra_keys, may_add, owner
         self.keys = list(table.keys())
         self.values = list(table.values())
 
@@ -107,8 +109,24 @@ class _Table:
                 found.append(f"{self.name}.{key}")
         if not self.extra_keys:
             known = set(self.keys) | self.may_add
-            found += [f"{self.name}.{k} (added)" for k in now if k not in known]
+            found += [f"{self.name}.{k} (added)" for k in now if k not in known
+                      and not (k == "__slotnames__" and self.owner is not None and now[k] == slot_names(self.owner))]
         return found
+
+
+def slot_names(cls: type) -> list[str]:
+    """The names of ``cls``'s slots, as ``copy`` and ``pickle`` cache them on the class the first
+    time one of its instances is copied (``copyreg``'s ``__slotnames__``; a library that deep-copies
+    a graph holding an ``OpOverload``, as Helion does, adds it): that value is no tampering."""
+    names = []
+    for klass in cls.__mro__:
+        slots = vars(klass).get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name in ("__dict__", "__weakref__"):
+                continue
+            private = name.startswith("__") and not name.endswith("__") and klass.__name__.lstrip("_")
+            names.append(f"_{klass.__name__.lstrip('_')}{name}" if private else name)
+    return names
 
 
 TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + os.sep
@@ -221,7 +239,8 @@ class JudgeState:
         watched_classes = list(dict.fromkeys([*_default_classes(), *classes,
                                               *(c for _, m in modules if m.__name__.startswith(HARNESS_PACKAGE)
                                                 for c in _classes_of(m))]))
-        tables += [_Table(f"{c.__module__}.{c.__qualname__}", vars(c), extra_keys=False) for c in watched_classes]
+        tables += [_Table(f"{c.__module__}.{c.__qualname__}", vars(c), extra_keys=False, owner=c)
+                   for c in watched_classes]
         ops = list(ops)
         tables += [_Table(str(op), vars(op), extra_keys=False, may_add=_cached_properties(type(op)))
                    for op in ops if hasattr(op, "__dict__")]
