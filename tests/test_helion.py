@@ -6,12 +6,6 @@ import json
 
 import pytest
 
-try:  # Helion 1.5 needs a newer torch than 2.11's (its import fails there: no IntelGPUError in inductor)
-    import helion  # noqa: F401
-    HELION_IMPORTS = True
-except ImportError:
-    HELION_IMPORTS = False
-
 from bbagent.cli import main
 from conftest import KERNELS
 
@@ -38,9 +32,12 @@ def test_a_wrong_helion_relu_fails_as_a_triton_one_would(capsys, kernel, kind):
 
 
 @pytest.mark.gpu
-@pytest.mark.xfail(not HELION_IMPORTS, strict=True, reason="issue 81: the installed Helion does not import with this "
-                   "torch; the sandbox reads that failed import as tampering (an audit hook), not import_error")
 def test_helion_kernels_on_the_gpu_judged_and_timed(capsys):
+    try:  # here, not at collection: importing Helion (and what it imports) in every test worker grows it
+        import helion  # noqa: F401
+    except ImportError as exc:  # Helion 1.5.1 on torch 2.11: no IntelGPUError in inductor
+        pytest.xfail(f"issue 81: the installed Helion does not import with this torch ({exc}); the sandbox reads "
+                     "that failed import as tampering (an audit hook), not import_error")
     code, verdict = _verdict(capsys, "relu_helion.py")
     assert code == 0, (verdict["error_kind"], verdict["message"], verdict["failure_groups"][:1])
     assert verdict["environment"]["device"] == "cuda" and not verdict["environment"]["interpreter"]
