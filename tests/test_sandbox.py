@@ -379,6 +379,22 @@ def test_the_audit_hook_resolves_paths_outside_the_tool_directory_on_disk(tmp_pa
     assert guard._judge_write(f"{work}/x", "w") is None
 
 
+def test_an_audit_hook_is_tampering_when_the_candidate_adds_it_not_when_a_library_adds_its_own(tmp_path):
+    """filelock adds an audit hook of its own on Python 3.12, when torch's inductor or Helion
+    imports it under the candidate's ``import``: that is the library's, not tampering (a right
+    Helion kernel was rejected for it on the GPU machine); the candidate's own call still is."""
+    from bbagent.harness.sandbox.child.containment import AuditGuard
+    guard = AuditGuard(str(tmp_path), [], str(tmp_path / "candidate.py"), report=lambda kind, message: None)
+
+    def judged_from(filename: str):  # judge the event as if the code of ``filename`` raised it
+        scope = {"guard": guard}
+        exec(compile("found = guard.judge('sys.addaudithook', ())", filename, "exec"), scope)
+        return scope["found"]
+    library = str(tmp_path / "site-packages" / "filelock" / "_core" / "_fork.py")
+    assert judged_from(library) is None
+    assert judged_from(str(tmp_path / "candidate.py"))[0] == "tampering"
+
+
 def test_cached_memory_goes_back_only_when_the_device_runs_short(monkeypatch):
     """After a large test the child returns its allocator's cache only above a sixteenth of the
     device and while under a quarter of the device is free (emptying costs 140 ms a time on mm)."""

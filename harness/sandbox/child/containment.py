@@ -23,7 +23,8 @@ Layers, each listed in the Verdict (``environment.containment``):
   frames, tracebacks, the garbage collector's object lists (``reaches_harness``; a library that only
   finds its caller's module, as ``warnings``, ``logging`` and ``namedtuple`` do, is not the
   candidate asking); the code or defaults of a function, or the bases of a class, that is not its
-  own, a tracer, a profiler or another audit hook (``tampering``); ctypes, or native code built and loaded
+  own, a tracer, a profiler or another audit hook (``tampering``; one a library adds for itself, as
+  filelock does on Python 3.12 when torch or Helion imports it, is the library's); ctypes, or native code built and loaded
   outside Triton's compilation of a kernel (``native_code``). What a library asks on its own
   behalf (Triton's compile threads) is not the candidate's.
 
@@ -191,8 +192,8 @@ class AuditGuard:
             return self.judge_thread_start()
         if event in FRAME_EVENTS or event == "object.__getattr__":
             return self._judge_introspection(event, args)
-        if event in HOOK_EVENTS:
-            if event == "sys.addaudithook" or self._from_candidate():
+        if event in HOOK_EVENTS:  # a library's own hook (filelock adds one on Python 3.12) is the library's
+            if self._from_candidate():
                 return "tampering", f"installed a tracing, profiling or audit hook ({event})"
             return None
         if event in NATIVE_EVENTS:
