@@ -205,13 +205,14 @@ def kernel_to_evaluate(op: str, kernel: str | Path | None, kernel_for: str | Non
 
 def evaluation_request(problem, root: Path, *, device: str | None, seed: int | None, timeout_s: float,
                        timing=None, extra_traces: dict | None = None, channels_last: bool = False,
-                       allow_library: str = "gemm", facts=None):
+                       allow_library: str = "gemm", facts=None, dsl: str = "triton"):
     """The harness's request for ``problem`` with these settings; ``root`` (runs, kernels) is never
     shown to the candidate, even where it lies inside a directory the sandbox shows. A program's
-    ``facts`` (``ProgramFacts``) say how much device memory a shared GPU must admit it with."""
+    ``facts`` (``ProgramFacts``) say how much device memory a shared GPU must admit it with; ``dsl``:
+    the kernel language the answer was asked in."""
     return EvaluationRequest.of(problem, device=device, seed=seed, timeout_s=timeout_s, timing=timing,
                                 hidden=[root], extra_traces=extra_traces or {}, channels_last=channels_last,
-                                allow_library=allow_library,
+                                allow_library=allow_library, dsl=dsl,
                                 expected_bytes=facts.device_need() if facts is not None else None)
 
 
@@ -221,7 +222,7 @@ def stored_request(version, root: Path, *, device: str | None, timeout_s: float,
     with callers_fault():
         problem, facts = version.kind.judged_as(version)
     return evaluation_request(problem, root, device=device, seed=None, timeout_s=timeout_s, timing=timing,
-                              allow_library=version.meta.allow_library or "gemm", facts=facts)
+                              allow_library=version.meta.allow_library or "gemm", facts=facts, dsl=version.meta.dsl)
 
 
 def this_machine() -> Evaluator:

@@ -17,6 +17,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.harness.interface import LIBRARY_POLICIES
 
 PROVIDERS = ("openai", "anthropic", "replay")
+DSL_NAMES = ("triton", "helion")  # harness.dsl.DSLS, checked by its test
 DEVICES = ("cuda", "cpu")
 TARGET_BASELINES = ("eager", "inductor")
 INDUCTOR_MODES = ("default", "max-autotune")  # harness.timing.baselines.INDUCTOR_MODES, checked by engines_of
@@ -69,6 +70,8 @@ class GenerateOptions(BaseModel):
     base_url: str | None = _option(None, "OpenAI-compatible server URL (vLLM, Ollama); default OPENAI_BASE_URL")
     replay: str | None = _option(None, "replay source for --provider replay: a JSON file, a runs/<id> directory or a "
                                        "run id (default: the one shipped for OP)")
+    dsl: str = _option("triton", "the kernel language answers are asked in: triton, or helion (PyTorch's tiled "
+                                 "kernel language, compiled to Triton; needs the helion package)", choices=DSL_NAMES)
     rounds: int = _option(5, "most rounds to try")
     candidates: int = _option(1, "answers asked per round, in parallel; all are evaluated and the best moves on")
     retries: int = _option(5, "attempts per LLM call on 429/5xx/timeouts")
@@ -194,6 +197,7 @@ class GenerateOptions(BaseModel):
               f"--target-roof must be between 0 and 1, a fraction of the roofline (got {self.target_roof})")
         check(self.target_baseline not in (None, *TARGET_BASELINES),
               f"--target-baseline must be eager or inductor (got {self.target_baseline!r})")
+        check(self.dsl not in DSL_NAMES, f"--dsl must be one of {', '.join(DSL_NAMES)} (got {self.dsl!r})")
         check(self.device not in (None, *DEVICES), f"device must be 'cuda' or 'cpu' (got {self.device!r})")
         check(self.allow_library not in LIBRARY_POLICIES,
               f"--allow-library must be one of {', '.join(LIBRARY_POLICIES)} (got {self.allow_library!r})")

@@ -19,6 +19,7 @@ from bbagent.harness import workdirs
 from bbagent.harness.after_tests import collect_ncu, finish_timing, keep_profiles, program_baseline_ahead, time_inductor
 from bbagent.harness.assemble import assemble
 from bbagent.harness.checks.static_check import check_source
+from bbagent.harness.dsl import dsl_named
 from bbagent.harness.events import Done, SuiteBuilt, first
 from bbagent.harness.redact import Redactor, configured_secrets
 from bbagent.harness.request import EvaluationRequest, default_device, fresh_seed
@@ -60,7 +61,7 @@ def evaluate_kernel(request: EvaluationRequest, kernel_path: str | Path, *, gpu:
     if not kernel_path.is_file():
         raise KernelFileError(f"kernel file not found: {kernel_path}")
     source = kernel_path.read_bytes()
-    findings = check_source(source.decode("utf-8", "replace")) if request.static_check else []
+    findings = check_source(source.decode("utf-8", "replace"), dsl_named(request.dsl)) if request.static_check else []
     if findings:  # rejected before any of its code runs
         return _redacted(assemble(request.problem, kernel_path, source, request.fresh_seed(), [],
                                   ChildOutcome(returncode=0), request.timeout_s, static_findings=findings),

@@ -38,7 +38,8 @@ class EvaluationRequest:
     ``namespaces``/``static_check``/``warm`` off only to test one layer of the sandbox alone;
     ``secrets`` are redacted from the Verdict besides the environment's; ``profile`` runs the tests
     under cProfile; ``in_use_calls``: the repeated-call check's calls (None: the device's default);
-    ``allow_library``: what a program's answer may leave to torch (none, gemm, all);
+    ``allow_library``: what a program's answer may leave to torch (none, gemm, all); ``dsl``: the
+    kernel language the answer was asked in (``harness.dsl``);
     ``expected_bytes``: the device memory a shared GPU admits the evaluation by until a child of it
     measured its peak (None: from the traces, ``harness.suite.memory_need``)."""
     problem: OperatorProblem | ProgramProblem
@@ -59,6 +60,7 @@ class EvaluationRequest:
     profile: bool = False
     in_use_calls: int | None = None
     allow_library: str = "gemm"
+    dsl: str = "triton"  # the kernel language the answer was asked in (harness.dsl): what the static check asks of it
     expected_bytes: int | None = None  # device memory expected before a child measured any (a program's, its facts')
 
     @classmethod

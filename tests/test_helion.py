@@ -3,6 +3,7 @@ verdict judges it. On the CPU under Triton's interpreter (Helion's generated Tri
 the GPU as itself: a right one passes every overload it serves; one that hides torch's relu meets
 the guard; one wrong on NaN fails the comparison."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +45,73 @@ def test_helion_kernels_on_the_gpu_judged_and_timed(capsys):
     assert any(t["dtype"] == "bfloat16" for t in verdict["tests"]) and verdict["performance"]["measured"]
     code, verdict = _verdict(capsys, "relu_helion_calls_torch.py")
     assert code == 1 and verdict["failure_groups"][0]["error_kind"] == "guard"
+
+
+# --dsl helion: per family, the worked example (right) and a wrong answer made from it, asked through the fake
+# OpenAI server: round 1 gets the wrong one and fails as expected, round 2 the right one, accepted as Helion.
+HELION_EXAMPLES = Path(__file__).parent.parent / "prompts" / "helion" / "examples"
+FAMILIES = [  # family, operator, (text in the example, what the wrong answer has instead), the wrong one's failure
+    ("elementwise_unary", "aten.sigmoid.default",
+     ("return _sigmoid(x, out)", "_sigmoid(x, out)\n    return torch.sigmoid(self)"), "guard"),
+    ("reduction", "aten.sum.dim_IntList", ("acc = acc + x[tile_r, tile_l].to(acc.dtype).sum(1)",
+                                           "acc = acc + x[tile_r, tile_l].to(acc.dtype).amax(1)"), "mismatch"),
+    ("normalization", "aten.native_layer_norm.default", (" / length + eps)", " / length)"), "mismatch"),
+    ("matmul", "aten.mm.default", ("for tile_k in hl.tile(k):", "for tile_k in hl.tile(min(k, 8)):"), "mismatch"),
+]
+
+
+def _fenced(source: str) -> str:
+    return f"Here is the kernel.\n\n```python\n{source}```\n"
+
+
+@pytest.mark.parametrize("family, op, change, kind", FAMILIES, ids=[f[0] for f in FAMILIES])
+def test_a_helion_answer_per_family_wrong_then_right_through_the_model(tmp_path, monkeypatch, no_keys, capsys,
+                                                                      family, op, change, kind):
+    from fake_llm import FakeLLMServer
+    right = (HELION_EXAMPLES / f"{family}.py").read_text()
+    assert change[0] in right
+    wrong = right.replace(change[0], change[1])
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeLLMServer().answer(_fenced(wrong), _fenced(right)) as server:
+        code = main(["generate", "--op", op, "--dsl", "helion", "--rounds", "2", "--provider", "openai", "--model",
+                     "gpt-test", "--base-url", server.url + "/v1", "--root", str(tmp_path), "--device", "cpu",
+                     "--no-dispatch", "--timeout", "300"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.out[-3000:] + captured.err[-3000:]
+    asked = server.requests[0]["body"]["messages"][0]["content"]
+    assert "Write a Helion kernel" in asked and "## Helion guidance for" in asked and "@helion.kernel" in asked
+    assert "## Triton traps" not in asked and "Triton guidance" not in asked
+    feedback = server.requests[1]["body"]["messages"][-1]["content"]
+    assert kind in feedback, feedback[:2000]
+    meta = json.loads(next((tmp_path / "generated_kernels").rglob("meta.json")).read_text())
+    assert meta["dsl"] == "helion" and meta["round"] == 2
+
+
+def test_a_triton_answer_to_a_helion_question_is_refused_before_it_runs(capsys):
+    code, verdict = _verdict(capsys, "relu_autotuned.py", "--dsl", "helion")
+    assert code == 1 and verdict["error_kind"] == "guard" and "@helion.kernel" in verdict["message"], verdict["message"]
+    code, verdict = _verdict(capsys, "relu_helion.py", "--dsl", "helion")
+    assert code == 0, verdict["message"]
+
+
+def test_a_helion_answer_to_a_program(tmp_path, capsys):
+    """A KernelBench level-2 program answered in Helion (the matrix product left to cuBLAS, its epilogue in
+    Helion): right, and wrong (the bias added before the ReLU). Helion's compiler runs the tile code on tensors
+    without data the first time a shape comes: that is no PyTorch compute of the answer's."""
+    problem = Path(__file__).parent / "problems" / "level2" / "1_Gemm_ReLU_BiasAdd.py"
+    answer = Path(__file__).parent / "problems" / "answers" / "gemm_relu_bias_helion.py"
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(answer.read_text().replace("torch.where(v < 0, torch.zeros_like(v), v) + bias[tile_n][None, :]",
+                                                "torch.relu(v + bias[tile_n][None, :])"))
+    for kernel, expected in ((answer, 0), (wrong, 1)):
+        code = main(["eval", "--problem", str(problem), "--kernel", str(kernel), "--dsl", "helion", "--json",
+                     "--root", str(tmp_path)])
+        verdict = json.loads(capsys.readouterr().out)
+        assert code == expected, (verdict["error_kind"], verdict["message"])
+    assert verdict["failure_groups"][0]["error_kind"] == "mismatch", verdict["failure_groups"][:1]
+
+
+def test_every_kernel_language_the_harness_judges_can_be_asked_for():
+    from bbagent.agent.options import DSL_NAMES
+    from bbagent.harness.dsl import DSLS
+    assert set(DSL_NAMES) == set(DSLS)

@@ -67,11 +67,13 @@ __version__ = version()
 
 def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | None = None, variants: bool = False,
              root: str | Path | None = None, device: str | None = None, seed: int | None = None,
-             timeout_s: float = 300.0, allow_no_opinfo: bool = False, channels_last: bool = False):
+             timeout_s: float = 300.0, allow_no_opinfo: bool = False, channels_last: bool = False,
+             dsl: str = "triton"):
     """Test ``kernel`` (default: the accepted kernel serving ``op`` under ``root``) on ``op``'s tests,
     in a sandboxed child process; ``variants`` tests every variant of it (its functional, in-place and
     out= overloads, as generate serves them); ``channels_last``
-    runs the 4-d and 5-d trace inputs in that layout too. Returns the Verdict."""
+    runs the 4-d and 5-d trace inputs in that layout too; ``dsl``: the kernel language it must be
+    written in (triton, helion). Returns the Verdict."""
     from bbagent.harness.interface import start_early
     start_early(device if device in ("cuda", "cpu") else None)  # the sandbox's start-up overlaps the checks below
     from bbagent.agent.judging import (Evaluations, check_channels_last, check_evaluation, evaluation_request,
@@ -83,15 +85,15 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
     problem = written_as(problem, written_for)
     return Evaluations(evaluation_request(problem, where, device=device, seed=seed, timeout_s=timeout_s,
-                                          channels_last=channels_last)).evaluate(kernel)
+                                          channels_last=channels_last, dsl=_dsl(dsl))).evaluate(kernel)
 
 
 def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str | Path | None = None,
                      device: str | None = None, seed: int | None = None, timeout_s: float = 300.0,
-                     allow_library: str = "gemm"):
+                     allow_library: str = "gemm", dsl: str = "triton"):
     """Test the answer module ``answer`` (defining ``ModelNew``) on the program problem in
     ``problem_file`` (KernelBench's format), in a sandboxed child process; ``allow_library`` (none,
-    gemm or all) is what the answer may leave to torch. Returns the Verdict. A file that is no
+    gemm or all) is what the answer may leave to torch; ``dsl`` the kernel language it must be written in. Returns the Verdict. A file that is no
     problem, or an answer file that is missing, is a UsageError; an answer without ``ModelNew`` fails."""
     from bbagent.harness.interface import start_early
     start_early(device if device in ("cuda", "cpu") else None)
@@ -107,7 +109,7 @@ def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str 
         raise _usage_error(f"answer file not found: {answer}")
     return Evaluations(evaluation_request(problem, resolve_root(root, write=True), device=device, seed=seed,
                                           timeout_s=timeout_s, allow_library=allow_library,
-                                          facts=facts)).evaluate(answer)
+                                          facts=facts, dsl=_dsl(dsl))).evaluate(answer)
 
 
 def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: str | Path | None = None,
@@ -143,22 +145,34 @@ def _refuse_unknown(what: str, given: dict, known, listing: str) -> None:
         raise _usage_error(f"{what} has no option {', '.join(map(repr, unknown))}; its options are: {listing}")
 
 
-def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False) -> str:
-    """The first message ``generate`` sends for ``op`` with these options."""
+def _dsl(name: str) -> str:
+    """``name`` where it is a kernel language bbagent asks in; else a UsageError naming them."""
+    from bbagent.agent.options import DSL_NAMES
+    if name not in DSL_NAMES:
+        raise _usage_error(f"dsl takes {', '.join(DSL_NAMES)} (got {name!r})")
+    return name
+
+
+def prompt(op: str, *, exact_overload: bool = False, device: str | None = None, channels_last: bool = False,
+           dsl: str = "triton") -> str:
+    """The first message ``generate`` sends for ``op`` with these options (``dsl``: the kernel
+    language asked for, triton or helion)."""
     from bbagent.agent.generate.posed import posed_operator
     from bbagent.agent.generate.prompting import render_prompt
     operator = posed_operator(op, exact_overload)
-    return render_prompt(operator.problem, device=device, channels_last=operator.channels_last(channels_last))
+    return render_prompt(operator.problem, device=device, channels_last=operator.channels_last(channels_last),
+                         dsl=_dsl(dsl))
 
 
-def program_prompt(problem_file: str | Path, *, device: str | None = None, allow_library: str = "gemm") -> str:
+def program_prompt(problem_file: str | Path, *, device: str | None = None, allow_library: str = "gemm",
+                   dsl: str = "triton") -> str:
     """The first message for the program problem in ``problem_file`` (KernelBench's format: ``Model``,
     ``get_inputs``, ``get_init_inputs``), judged on ``device``, with ``allow_library`` (none, gemm or
     all) what the answer may leave to torch. A file that is no problem is a UsageError."""
     from bbagent.agent.judging import program_of
     from bbagent.agent.generate.program_prompting import render_program_prompt
     problem, facts = program_of(problem_file)
-    return render_program_prompt(problem, facts, device=device, library=allow_library)
+    return render_program_prompt(problem, facts, device=device, library=allow_library, dsl=_dsl(dsl))
 
 
 def generate(op: str | None = None, options=None, *, problem: str | Path | None = None,

@@ -39,6 +39,7 @@ class BenchRequest:
     ncu: bool = False
     extra_traces: dict | None = None  # more inputs per operator name, timed first ({"line", "timed"}: a dataset's form)
     allow_library: str = "gemm"  # a program's answer: what it may leave to torch
+    dsl: str = "triton"  # the kernel language it must be written in (harness.dsl)
 
 
 @dataclass
@@ -67,7 +68,8 @@ def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Pa
         on_start(run.path)
     evaluations = Evaluations(evaluation_request(
         written_as(problem, written_for), root, device=request.device, seed=request.seed, timeout_s=request.timeout_s,
-        timing=timing, channels_last=check_channels_last(op, request.channels_last), extra_traces=request.extra_traces))
+        timing=timing, channels_last=check_channels_last(op, request.channels_last), extra_traces=request.extra_traces,
+        dsl=request.dsl))
     verdict = evaluations.evaluate(kernel)
     run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
     bench_file, records = write_bench(run.path, verdict)
@@ -96,7 +98,8 @@ def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Pat
         on_start(run.path)
     evaluations = Evaluations(evaluation_request(problem, root, device=request.device, seed=request.seed,
                                                  timeout_s=request.timeout_s, timing=timing,
-                                                 allow_library=request.allow_library, facts=facts))
+                                                 allow_library=request.allow_library, facts=facts,
+                                                 dsl=request.dsl))
     verdict = evaluations.evaluate(answer)
     run.write("verdict.json", verdict.model_dump_json(indent=2) + "\n")
     bench_file, records = write_bench(run.path, verdict, workload=problem.key)

@@ -543,7 +543,7 @@ class Agent:
                                  target_speedup=self.target_speedup, target_baseline=self.target_baseline)
         composed = dispatch.provenance(dispatcher, self.run.path.name, self.root) if dispatcher is not None else None
         accepted = Accepted.of(self.op, judged_part(self.op, verdict, program), authored, composed,
-                               allow_library=self.operator.allow_library(self.options))
+                               allow_library=self.operator.allow_library(self.options), dsl=self.options.dsl)
         meta = install(self.root, kernel_source, accepted, problem_text=program.text if program else None)
         if meta.run_id != self.run.path.name:  # the same code as the current kernel: kept as it is
             self.report(SameKernel(round=n, version=meta.version, status=meta.review.status, run_id=meta.run_id))

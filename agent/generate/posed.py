@@ -155,7 +155,7 @@ class PosedOperator(_Names):
     performance_template = "performance.j2"
 
     def first_prompt(self, options: GenerateOptions) -> str:
-        return render_prompt(self.problem, device=options.device, channels_last=options.channels_last)
+        return render_prompt(self.problem, device=options.device, channels_last=options.channels_last, dsl=options.dsl)
 
     def performance_feedback(self, verdict: Verdict, **settings) -> str:
         return render_performance_feedback(verdict, **settings)
@@ -201,7 +201,7 @@ class PosedProgram(_Names):
 
     def first_prompt(self, options: GenerateOptions) -> str:
         return render_program_prompt(self.problem, self.program_facts, device=options.device,
-                                     library=options.allow_library)
+                                     library=options.allow_library, dsl=options.dsl)
 
     def performance_feedback(self, verdict: Verdict, **settings) -> str:
         return render_program_performance_feedback(verdict, **settings)

@@ -15,7 +15,7 @@ import re
 from bbagent.agent.families import PROMPTS_DIR, family_of
 from bbagent.agent.gpu_facts import facts_for
 from bbagent.agent.generate.profile_feedback import program_kernels_part
-from bbagent.agent.generate.prompting import COMPILE_BUDGET_S, template, worked_example
+from bbagent.agent.generate.prompting import COMPILE_BUDGET_S, WORDINGS, Wording, template
 from bbagent.harness.interface import (LIBRARY_POLICIES, ProgramFacts, ProgramProblem, Verdict, default_device,
                                        triton_version)
 
@@ -29,25 +29,32 @@ def program_families(facts: ProgramFacts) -> list[str]:
     return [family for family in found if family not in NOT_COMPUTE_FAMILIES]
 
 
-def family_guidance(family: str, context: dict) -> str:
-    """The ``guidance`` block of the family's template, rendered with ``context`` (empty where it has none)."""
+def family_guidance(family: str, context: dict, wording: Wording = WORDINGS["triton"]) -> str:
+    """The family's guidance in ``wording``'s language, rendered with ``context`` (empty where it has
+    none): the ``guidance`` block of the family's template, or the language's own file for it."""
+    if not wording.own_guidance:
+        own = wording.family_guidance(family)
+        return template(own).render(**context).strip() if own else ""
     family_template = template(f"families/{family}.j2")
     block = family_template.blocks.get("guidance")
     return "".join(block(family_template.new_context(context))).strip() if block else ""
 
 
 def render_program_prompt(problem: ProgramProblem, facts: ProgramFacts, device: str | None = None,
-                          library: str = "gemm") -> str:
+                          library: str = "gemm", dsl: str = "triton") -> str:
     """The first prompt for ``problem``, judged on ``device`` ("cuda", or "cpu" under the Triton
-    interpreter; default as the evaluation's), with ``library`` the policy on what may stay in torch."""
+    interpreter; default as the evaluation's), with ``library`` the policy on what may stay in torch,
+    asking for kernels in ``dsl``."""
     if library not in LIBRARY_POLICIES:
         raise ValueError(f"library policy must be one of {', '.join(LIBRARY_POLICIES)} (got {library!r})")
     device = device or default_device()
-    shared = {"stack": {"triton": triton_version(), "interpreter": device == "cpu"}, "facts": facts_for(device)}
+    wording = WORDINGS[dsl]
+    shared = {"stack": {"triton": triton_version(), "interpreter": device == "cpu"}, "facts": facts_for(device),
+              "dsl": wording.context("generic")}
     families = program_families(facts)
-    examples = [example for example in map(worked_example, families) if example is not None][:EXAMPLES_IN_PROMPT]
+    examples = [example for example in map(wording.example, families) if example is not None][:EXAMPLES_IN_PROMPT]
     guidance = [{"family": family, "text": text} for family in families
-                if (text := family_guidance(family, shared))]
+                if (text := family_guidance(family, shared, wording))]
     context = {**shared, "problem": {"name": problem.name, "level": problem.level}, "source": problem.text,
                "region_guidance": region_guidance(problem.text, shared),
                "init_args": facts.init_args, "inputs": facts.inputs, "outputs": facts.outputs,

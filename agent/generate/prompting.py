@@ -7,7 +7,9 @@ value the code does not provide fails loudly instead of printing nothing.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from importlib import metadata
 
 import jinja2
 import torch
@@ -24,6 +26,7 @@ from bbagent.harness.interface import Limits
 from bbagent.harness.interface import load_calls
 from bbagent.harness.interface import functional_of
 from bbagent.harness.interface import Verdict
+from bbagent.harness.interface import DSLS, HELION, TRITON, Dsl
 
 
 TRACE_SHAPES_IN_PROMPT = 5
@@ -56,17 +59,71 @@ def template(name: str) -> jinja2.Template:
     return _environment().get_template(name)
 
 
+@dataclass(frozen=True)
+class Wording:
+    """Where the parts of the prompts that depend on the kernel language come from, under
+    ``prompts/`` (``folder``: "" for Triton, whose files are the originals): the contract's rule on
+    where computation runs (``kernels.j2``), the traps (``traps.j2``), the worked examples
+    (``examples/<family>.py``, listed in families.json under ``examples_key``) and, where the family
+    templates' own guidance (written for Triton) is not in this language, guidance per family
+    (``guidance/<family>.j2``, else ``guidance/generic.j2``)."""
+    dsl: Dsl
+    folder: str
+    examples_key: tuple[str, ...]
+    own_guidance: bool  # the family templates' guidance blocks are written in this language
+
+    def context(self, family: str) -> dict:
+        """What the templates read of the language (``dsl``) for an operator of ``family``."""
+        return {"name": self.dsl.name, "title": self.dsl.title, "version": _version(self.dsl.package),
+                "kernels_rule": f"{self.folder}kernels.j2", "traps": f"{self.folder}traps.j2",
+                "guidance": None if self.own_guidance else self.guidance(family)}
+
+    def guidance(self, family: str) -> str:
+        """The template of the family's guidance: its own, else the generic one."""
+        return self.family_guidance(family) or f"{self.folder}guidance/generic.j2"
+
+    def family_guidance(self, family: str) -> str | None:
+        """The template of guidance written for ``family`` in this language, or None."""
+        own = f"{self.folder}guidance/{family}.j2"
+        return own if (PROMPTS_DIR / own).is_file() else None
+
+    def example(self, family: str) -> dict | None:
+        """The family's worked example: the operator it is written for and its code (read as text,
+        never rendered as a template), or None."""
+        listed = family_map()
+        for key in self.examples_key:
+            listed = listed.get(key, {})
+        op = listed.get(family)
+        if op is None:
+            return None
+        return {"op": op, "code": (PROMPTS_DIR / self.folder / "examples" / f"{family}.py").read_text()}
+
+
+WORDINGS = {TRITON.name: Wording(TRITON, "", ("examples",), own_guidance=True),
+            HELION.name: Wording(HELION, "helion/", ("helion", "examples"), own_guidance=False)}
+assert set(WORDINGS) == set(DSLS), "every kernel language bbagent judges has its prompts"
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "(not installed here)"
+
+
 def template_name(op: str) -> str:
+    """The template of ``op``'s first prompt: its own (``ops/<op>.j2``), else its family's; in any
+    kernel language (the language's own parts come from ``Wording``)."""
     if (PROMPTS_DIR / "ops" / f"{op}.j2").exists():
         return f"ops/{op}.j2"
     return f"families/{family_of(op)}.j2"
 
 
-def op_context(op, device: str | None = None, channels_last: bool = False) -> dict:
+def op_context(op, device: str | None = None, channels_last: bool = False, dsl: str = "triton") -> dict:
     """Everything the templates read about the overload ``op`` (resolved: an OpOverload), for
     tests run on ``device`` (default: the evaluation's default, CUDA where there is a GPU, else the
     CPU under the Triton interpreter); ``channels_last``: its trace inputs are also tested in that
-    layout."""
+    layout; ``dsl``: the kernel language asked for."""
     device = device or default_device()
     op_name = op_name_of(op)
     summary = describe(op)
@@ -90,7 +147,8 @@ def op_context(op, device: str | None = None, channels_last: bool = False) -> di
                        for d, (a, r) in TOLERANCES.items() if d in FLOAT_DTYPES],
         "allowed": ALLOWED + ((SEED_DRAW,) if mode == "distribution" else ()),
         "stack": {"triton": triton_version(), "interpreter": device == "cpu"},
-        "example": worked_example(family_of(op_name)),
+        "example": WORDINGS[dsl].example(family_of(op_name)),
+        "dsl": WORDINGS[dsl].context(family_of(op_name)),
         "channels_last": channels_last_examples(op, calls, device) if channels_last else None,
         "facts": facts_for(device),  # the GPU's probed facts (prompts/device.j2); None on the CPU
     }
@@ -132,13 +190,9 @@ def _layout(t) -> str:
     return f"{list(t.shape)} strides {tuple(t.stride())}"
 
 
-def worked_example(family: str) -> dict | None:
-    """The family's worked example: the operator it is written for and its code
-    (``prompts/examples/<family>.py``, read as text, never rendered as a template), or None."""
-    op = family_map().get("examples", {}).get(family)
-    if op is None:
-        return None
-    return {"op": op, "code": (PROMPTS_DIR / "examples" / f"{family}.py").read_text()}
+def worked_example(family: str, dsl: str = "triton") -> dict | None:
+    """The family's worked example in the kernel language ``dsl`` (``Wording.example``), or None."""
+    return WORDINGS[dsl].example(family)
 
 
 def torch_spellings(name: str) -> list[str]:
@@ -161,12 +215,12 @@ def tested_dtypes(name: str, calls: list) -> list[str]:
     return [d for d in order if d in found] + sorted(found - set(order))
 
 
-def render_prompt(problem, device: str | None = None, channels_last: bool = False) -> str:
+def render_prompt(problem, device: str | None = None, channels_last: bool = False, dsl: str = "triton") -> str:
     """The first prompt for ``problem`` (a ``harness.problem.OperatorProblem``), whose tests run on
     ``device`` ("cuda" or "cpu": the CPU runs them under the Triton interpreter; default as the
-    evaluation's); it names the in-place and out= overloads bbagent serves (and tests) with the
-    same kernel."""
-    context = {**op_context(problem.computation, device, channels_last), "also_serves": problem.also_serves}
+    evaluation's), asking for a kernel in ``dsl``; it names the in-place and out= overloads bbagent
+    serves (and tests) with the same kernel."""
+    context = {**op_context(problem.computation, device, channels_last, dsl), "also_serves": problem.also_serves}
     return _environment().get_template(template_name(problem.name)).render(**context).strip() + "\n"
 
 

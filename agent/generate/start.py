@@ -100,7 +100,7 @@ def set_up(op: str | Path | Posed, options: GenerateOptions, root: str | Path | 
     root = resolve_root(root, write=True)
     untimed = evaluation_request(operator.problem, root, device=options.device, seed=options.seed,
                                  timeout_s=options.timeout_s, extra_traces=extra_traces,
-                                 allow_library=options.allow_library, facts=operator.facts)
+                                 allow_library=options.allow_library, facts=operator.facts, dsl=options.dsl)
     operator.refuse_untestable(Evaluations(untimed, batch.executor), extra_traces)
     timing = timing_options(root, max_shapes=options.max_shapes, target_ms=options.target_ms,
                             no_cache=options.no_cache, inductor_mode=options.inductor_mode,

@@ -212,12 +212,13 @@ class Accepted(Judged, Authored, Composed):
     op: str  # an aten overload; for a program, its key (kernelbench/level1/19_ReLU)
     edited_from: EditedFrom | None = None  # kernel.py edited by hand from an earlier version, then judged
     allow_library: str | None = None  # a program's answer: what it was judged as allowed to leave to torch
+    dsl: str = "triton"  # the kernel language it was asked (and judged) in (harness.dsl)
 
     @classmethod
     def of(cls, op: str, judged: Judged, authored: Authored, composed: Composed | None = None, *,
-           edited_from: EditedFrom | None = None, allow_library: str | None = None) -> "Accepted":
+           edited_from: EditedFrom | None = None, allow_library: str | None = None, dsl: str = "triton") -> "Accepted":
         return cls(op=op, **_fields(judged), **_fields(authored), **_fields(composed or Composed()),
-                   edited_from=edited_from, allow_library=allow_library)
+                   edited_from=edited_from, allow_library=allow_library, dsl=dsl)
 
 
 FIRST_KEYS = ("schema", "schema_version", "op", "version", "review", "tested_in")  # meta.json's head, for a reader

@@ -92,7 +92,7 @@ def edit_part(meta: KernelMeta, verdict: Verdict, edited_from: EditedFrom) -> Ac
                              cost_complete=meta.cost_complete, answers_paid_by=meta.answers_paid_by, rounds=[],
                              target_speedup=meta.target_speedup, target_baseline=meta.target_baseline)
     return Accepted.of(meta.op, judged_part(meta.op, verdict, meta.program), authored, edited_from=edited_from,
-                       allow_library=meta.allow_library)
+                       allow_library=meta.allow_library, dsl=meta.dsl)
 
 
 def kernel_readme(meta: KernelMeta) -> str:

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import traceback
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from bbagent.harness.inputs import tensors_in
@@ -128,6 +129,8 @@ class AtenRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         result = func(*args, **(kwargs or {}))
+        if on_fake_tensors((args, kwargs, result)):
+            return result
         if self.launches.recording is not None and not self.launches.in_counted:
             self.launches.recording.append(("aten", func, args, kwargs or {}, result))
         if not self.launches.in_launch:
@@ -156,6 +159,13 @@ class AtenRecorder(TorchDispatchMode):
 
     def _candidate_line(self) -> int | None:
         return candidate_line(self.candidate_file)
+
+
+def on_fake_tensors(values) -> bool:
+    """The call worked on tensors without data (``FakeTensor``): a compiler propagating shapes and
+    dtypes (Helion's type propagation runs its kernel's tile code so, the first time a shape
+    or dtype comes), never compute: no value exists to compute with."""
+    return any(isinstance(t, FakeTensor) for t in tensors_in(values))
 
 
 def candidate_line(candidate_file: str) -> int | None:

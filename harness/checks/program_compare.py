@@ -27,7 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from bbagent.harness.checks.allowed import is_allowed
 from bbagent.harness.checks.case import candidate_raised, synchronize
-from bbagent.harness.checks.guards import candidate_line
+from bbagent.harness.checks.guards import candidate_line, on_fake_tensors
 from bbagent.harness.checks.compare import CHUNK_ELEMENTS, Exact, chunks, compare, same_tensors
 from bbagent.harness.inputs import clone_value, flat_values, poison_freed_memory, tensors_in
 from bbagent.harness.plain import not_plain
@@ -73,7 +73,7 @@ class AtenCalls(TorchDispatchMode):
         kwargs = kwargs or {}
         state = self._own_state()  # before the call: an in-place update reads what the module holds
         result = func(*args, **kwargs)
-        if not self.launches.in_launch:
+        if not self.launches.in_launch and not on_fake_tensors((args, kwargs, result)):
             if self.launches.watch is not None:
                 self.launches.watch.on_aten(func)
             name = str(func)

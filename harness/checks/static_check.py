@@ -27,6 +27,8 @@ Rules, each finding naming the line:
 * ``introspection``: reaching the harness that shares the process: ``sys.modules``, frame
   and function internals (``__globals__``, ``f_back``, ``__subclasses__``, ...), and
   ``getattr`` with a computed name (which would hide any of the above from this check).
+* ``wrong_dsl``: an answer asked in a kernel language with a decorator of its own (Helion's
+  ``@helion.kernel``) that defines no function so decorated (``harness.dsl``).
 * ``tensor_subclass``: a class deriving from ``torch.Tensor`` (or ``Parameter``), a
   ``__torch_function__`` or ``__torch_dispatch__`` of its own, ``as_subclass`` and
   ``_make_subclass``: a result that runs its own code whenever torch touches it (the run-time
@@ -37,6 +39,7 @@ from __future__ import annotations
 import ast
 
 from bbagent.harness.checks.allowed import torch_functions
+from bbagent.harness.dsl import TRITON, Dsl
 from bbagent.harness.parse import parse
 
 FORBIDDEN_MODULES = frozenset({
@@ -313,14 +316,18 @@ def _is_torch_compute(name: str) -> bool:
     return parts[1] not in TORCH_NON_COMPUTE and not parts[1][:1].isupper() and len(parts) == 2
 
 
-def check_source(source: str) -> list[dict]:
-    """Findings for the candidate's source; a syntax error yields none (the import step reports it)."""
+def check_source(source: str, dsl: Dsl = TRITON) -> list[dict]:
+    """Findings for the candidate's source, asked in the kernel language ``dsl``; a syntax error
+    yields none (the import step reports it)."""
     try:
         tree = parse(source)
     except SyntaxError:
         return []
     checker = _Checker(tree)
     checker.visit(tree)
+    unwritten = dsl.unwritten(tree, checker.resolve)
+    if unwritten:
+        checker.findings.append({"guard": "wrong_dsl", "line": None, "message": unwritten})
     seen, unique = set(), []
     for finding in checker.findings:
         key = (finding["guard"], finding["line"])

@@ -26,7 +26,7 @@ EXIT_MACHINE = 74  # sysexits' EX_IOERR: a full disk, a quota, an unwritable fol
 EXIT_NOTHING_CHECKED = 4  # check-model: no generated kernel served a call, so nothing was checked
 PER_OP = {"max_cost_usd": "max_cost_per_op", "max_tokens": "max_tokens_per_op"}  # a batch's per-operator budgets
 def _evaluation_options(args) -> dict:
-    return {"device": args.device, "seed": args.seed, "timeout_s": args.timeout,
+    return {"device": args.device, "seed": args.seed, "timeout_s": args.timeout, "dsl": args.dsl,
             "allow_no_opinfo": args.allow_no_opinfo, "channels_last": args.channels_last}
 
 
@@ -44,7 +44,8 @@ def cmd_eval(args, out, err) -> int:
                                "--channels-last": args.channels_last, "--allow-no-opinfo": args.allow_no_opinfo})
         with _waiting(err, f"evaluating {args.kernel} on {args.problem}"):
             verdict = api.evaluate_program(args.problem, args.kernel, root=args.root, device=args.device,
-                                           seed=args.seed, timeout_s=args.timeout, allow_library=args.allow_library)
+                                           seed=args.seed, timeout_s=args.timeout, allow_library=args.allow_library,
+                                           dsl=args.dsl)
         return _print_verdict(args, out, verdict)
     with _waiting(err, f"evaluating {args.kernel or 'the accepted kernel'} on {args.op}"):
         verdict = api.evaluate(args.op, args.kernel, kernel_for=args.kernel_for, variants=args.variants, root=args.root,
@@ -208,7 +209,7 @@ def cmd_prompt(args, out, err) -> int:
         from bbagent.harness.interface import default_device
         probe_the_gpu(args.device or default_device(), RoundReporter(err))  # told on stderr, as generate tells it
         text, template = api.prompt(args.op, exact_overload=options["exact_overload"], device=args.device,
-                                    channels_last=options["channels_last"]), operator.prompt_template
+                                    channels_last=options["channels_last"], dsl=options["dsl"]), operator.prompt_template
     else:
         verdict = _read_verdict(args.round_feedback)
         if verdict.op not in (args.op, computation, *serves):
@@ -251,7 +252,8 @@ def _program_prompt(args, err) -> int:
     problem, facts = program_of(args.problem)
     device = args.device or default_device()
     probe_the_gpu(device, RoundReporter(err))  # told on stderr, as generate tells it
-    text = render_program_prompt(problem, facts, device=device, library=args.allow_library or "gemm")
+    text = render_program_prompt(problem, facts, device=device, library=args.allow_library or "gemm",
+                                 dsl=args.dsl or "triton")
     if facts.trace_error:
         err.print(f"note: the shape-only run of {problem.name}'s forward stopped early ({facts.trace_error}); the "
                   "prompt lists the operators found before it")

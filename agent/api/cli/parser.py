@@ -504,7 +504,7 @@ def _add_kernel_options(p: argparse.ArgumentParser, default_note: str = "") -> N
                         "served as OP through bbagent's adapter")
 
 
-EVALUATION_FIELDS = ("device", "timeout_s", "seed", "channels_last", "allow_no_opinfo")
+EVALUATION_FIELDS = ("dsl", "device", "timeout_s", "seed", "channels_last", "allow_no_opinfo")
 TIMING_FIELDS = ("no_cache", "max_shapes", "target_ms", "baseline", "inductor_mode")
 
 

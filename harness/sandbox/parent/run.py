@@ -38,9 +38,15 @@ def warn_once(message: str) -> None:
         print(message, file=sys.stderr)
 
 
+# Helion, where a kernel uses it: no autotuning while judged (a kernel with no config of its own runs Helion's
+# default one; the autotuner's minutes belong to the accepted kernel, in agent.generate's tuning step), no
+# progress bar on the child's stderr. Its caches follow TMPDIR into the working directory.
+HELION_JUDGED = {"HELION_AUTOTUNE_EFFORT": "none", "HELION_AUTOTUNE_PROGRESS_BAR": "0"}
+
+
 def child_env(base_env: dict, workdir) -> dict:
     """A child's environment: the allowlisted one, with its working directory as home and temp."""
-    return {**base_env, "HOME": str(workdir), "TMPDIR": str(workdir)}
+    return {**base_env, **HELION_JUDGED, "HOME": str(workdir), "TMPDIR": str(workdir)}
 
 
 def exit_cause(returncode: int | None) -> str:

@@ -1,0 +1,26 @@
+"""aten.sigmoid.default in Helion: one tiled loop over the flattened tensor; the math inside the
+loop is compiled by Helion into the Triton kernel, computed in float32 and cast back on store
+(torch.sigmoid lowers to tl.sigmoid, which the CPU interpreter also runs; torch.exp lowers to
+libdevice, which it cannot)."""
+import torch
+import helion
+import helion.language as hl
+
+
+@helion.kernel(config=helion.Config(block_sizes=[1024], num_warps=4), static_shapes=False)
+def _sigmoid(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    flat_in, flat_out = x.view(-1), out.view(-1)
+    for tile in hl.tile(flat_in.size(0)):
+        v = flat_in[tile].to(torch.float32)
+        flat_out[tile] = torch.sigmoid(v).to(out.dtype)
+    return out
+
+
+def kernel(self: torch.Tensor) -> torch.Tensor:
+    # integer and bool inputs give the default float dtype, as the reference does
+    dtype = self.dtype if self.is_floating_point() else torch.get_default_dtype()
+    x = self.contiguous()
+    out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    if x.numel() == 0:
+        return out
+    return _sigmoid(x, out)
