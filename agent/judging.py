@@ -20,7 +20,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.families import family_of
 from bbagent.agent.options import engines_of, positive
 from bbagent.agent.review.catalog import kernel_serving, written_for_beside
-from bbagent.harness.interface import (AdapterError, CHANNELS_LAST_FAMILIES, EvaluationRequest, HERE, KernelFileError,
+from bbagent.harness.interface import (AdapterError, CHANNELS_LAST_FAMILIES, DSLS, EvaluationRequest, HERE, KernelFileError,
                                        ProblemError, ReferenceCache, SUITES, SetupError, TIMING_CACHE_FILE,
                                        TimingOptions, UnknownOpError, default_device, describe_program, find_ncu,
                                        list_ops, operator_problem, problem_to_test, program_problem, triton_version,
@@ -85,10 +85,13 @@ def check_served_name(name: str) -> None:
     check_op(name)
 
 
-def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool) -> None:
+def check_evaluation(device: str | None, timeout_s: float, allow_no_opinfo: bool, dsl: str = "triton") -> None:
     """What an evaluation needs before it starts: a positive time limit, CUDA where asked for,
-    and OpInfo (unless the caller accepts tests without it)."""
+    OpInfo (unless the caller accepts tests without it), and the kernel language ``dsl`` usable here."""
     positive("--timeout", timeout_s)
+    unusable = DSLS[dsl].unusable() if dsl in DSLS else f"unknown kernel language {dsl!r}"
+    if unusable:
+        raise UsageError(unusable)
     if device not in (None, "cuda", "cpu"):
         raise UsageError(f"device must be 'cuda' or 'cpu' (got {device!r})")
     if device == "cuda":

@@ -115,3 +115,26 @@ def test_every_kernel_language_the_harness_judges_can_be_asked_for():
     from bbagent.agent.options import DSL_NAMES
     from bbagent.harness.dsl import DSLS
     assert set(DSL_NAMES) == set(DSLS)
+
+
+def test_helion_missing_or_a_release_known_to_miscompile_is_said_before_any_work(monkeypatch, capsys):
+    """Helion 1.5.0 stores into a dimension of size 1 without its mask (an mm with one row came back zeros
+    on the H200): a right answer would fail, so bbagent refuses to judge with it and says why."""
+    from importlib import metadata
+    real = metadata.version
+
+    def installed(version):
+        def answer(name):
+            if name != "helion":
+                return real(name)
+            if version is None:
+                raise metadata.PackageNotFoundError(name)
+            return version
+        return answer
+    for version, said in ((None, "pip install 'bbagent[helion]'"), ("1.5.0", "without its mask")):
+        monkeypatch.setattr(metadata, "version", installed(version))
+        code = main(["eval", "--op", RELU, "--kernel", str(KERNELS / "relu_helion.py"), "--dsl", "helion"])
+        assert code == 2 and said in capsys.readouterr().err
+    monkeypatch.setattr(metadata, "version", installed("1.4.0"))
+    from bbagent.harness.dsl import HELION
+    assert HELION.unusable() is None

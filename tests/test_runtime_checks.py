@@ -268,3 +268,19 @@ def test_copying_an_operator_is_no_tampering_but_other_slot_names_are(capsys):
         delattr(cls, "__slotnames__")
         if had is not None:
             cls.__slotnames__ = had
+
+
+def test_the_time_zone_set_anew_is_no_tampering_but_the_clocks_are():
+    """``time.tzset()`` sets ``time.tzname`` and the offsets anew (on the GPU machine a library importing
+    under Helion did, and in the sandbox's file view the zone file is gone): no value the harness reads.
+    A clock replaced is still a change."""
+    import time
+    state = JudgeState.capture()
+    before, clock = time.tzname, time.perf_counter
+    try:
+        time.tzname = ("XXX", "YYY")
+        assert state.changes() == []
+        time.perf_counter = lambda: 0.0
+        assert any("time.perf_counter" in change for change in state.changes())
+    finally:
+        time.tzname, time.perf_counter = before, clock

@@ -79,7 +79,7 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     from bbagent.agent.judging import (Evaluations, check_channels_last, check_evaluation, evaluation_request,
                                           kernel_to_evaluate, problem_of, written_as)
     problem = problem_of(op, to_test=True, family=variants)  # an unknown name is said before anything else
-    check_evaluation(device, timeout_s, allow_no_opinfo)
+    check_evaluation(device, timeout_s, allow_no_opinfo, _dsl(dsl))
     channels_last = check_channels_last(op, channels_last)
     where = resolve_root(root, write=kernel is not None)  # made as generate makes it, unless it is read from
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
@@ -103,7 +103,7 @@ def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str 
         raise _usage_error(f"allow_library takes {', '.join(LIBRARY_POLICIES[:-1])} or {LIBRARY_POLICIES[-1]} "
                            f"(got {allow_library!r})")
     problem, facts = program_of(problem_file)  # a file that is no problem, or a program that cannot run, said first
-    check_evaluation(device, timeout_s, False)
+    check_evaluation(device, timeout_s, False, _dsl(dsl))
     answer = Path(answer)
     if not answer.is_file():
         raise _usage_error(f"answer file not found: {answer}")

@@ -182,11 +182,11 @@ def make_executor(plan: BatchPlan, options: GenerateOptions):
         if not plan.ray_resource or not plan.ray_resource.strip():
             raise UsageError("--ray-resource needs a resource name (GPU, or a custom one the nodes declare)")
         device = options.device or ("cuda" if plan.ray_resource == "GPU" else "cpu")
-        check_evaluation(None if device == "cuda" else device, options.timeout_s, options.allow_no_opinfo)
+        check_evaluation(None if device == "cuda" else device, options.timeout_s, options.allow_no_opinfo, options.dsl)
         memory = plan.ray_device_memory_gib
         return RayExecutor(device, address=plan.ray_address, resource=plan.ray_resource, at_once=plan.evals_per_gpu,
                            device_memory=None if memory is None else int(memory * 2**30))
-    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo)
+    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo, options.dsl)
     device = options.device or default_device()
     if device == "cpu" and plan.evals_per_gpu:
         raise UsageError("--evals-per-gpu shares a GPU; this batch evaluates on the CPU (one evaluation per core)")

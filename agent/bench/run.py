@@ -54,7 +54,7 @@ def run_bench(op: str, request: BenchRequest, root: Path, on_start: Callable[[Pa
     """Bench ``op`` under ``root`` (writable); ``on_start`` hears the run directory before the
     evaluation starts. An accepted kernel timed as served records its speed in its meta.json."""
     problem = problem_of(op, to_test=True)
-    check_evaluation(request.device, request.timeout_s, request.allow_no_opinfo)
+    check_evaluation(request.device, request.timeout_s, request.allow_no_opinfo, request.dsl)
     check_extra_traces(request.extra_traces)
     timing = timing_options(root, max_shapes=request.max_shapes, target_ms=request.target_ms,
                             no_cache=request.no_cache, keep_raw=True,
@@ -85,7 +85,7 @@ def run_program_bench(problem_file: str | Path, request: BenchRequest, root: Pat
     is eager alone, torch.compile in ``request.inductor_mode``, on the problem's own inputs; with
     ``request.profile``, the torch profiler's traces of ``Model`` and ``ModelNew`` kept in the run."""
     problem, facts = program_of(problem_file)
-    check_evaluation(request.device, request.timeout_s, True)
+    check_evaluation(request.device, request.timeout_s, True, request.dsl)
     answer = Path(request.kernel) if request.kernel is not None else _accepted_answer(root, problem.key)
     if not answer.is_file():
         raise UsageError(f"--kernel {answer}: no such file")

@@ -95,7 +95,7 @@ def set_up(op: str | Path | Posed, options: GenerateOptions, root: str | Path | 
     extra_traces = batch.extra_traces
     operator = pose(op, options.exact_overload)
     computation, serves = operator.key, list(operator.serves)
-    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo or not operator.needs_opinfo)
+    check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo or not operator.needs_opinfo, options.dsl)
     channels_last = operator.channels_last(options.channels_last)
     root = resolve_root(root, write=True)
     untimed = evaluation_request(operator.problem, root, device=options.device, seed=options.seed,

@@ -51,6 +51,9 @@ JUDGE_OPS = ("isclose", "isnan", "isinf", "isfinite", "eq", "ne", "lt", "le", "g
              "bitwise_and", "bitwise_or", "clamp_min", "sqrt", "randn", "randint", "rand", "pow")
 
 
+# values a module recomputes itself, which nothing the harness judges with reads: ``time.tzset()`` (a library may
+# call it, and inside the sandbox's file view the zone file is gone) sets the time zone's names and offsets
+RECOMPUTED = {"time": frozenset({"tzname", "timezone", "altzone", "daylight"})}
 HARNESS_PACKAGE = __name__.removesuffix(".checks.integrity")  # bbagent.harness: every module of it is watched
 
 
@@ -89,8 +92,9 @@ class _Table:
     is, for the one key the standard library adds to a class (``copyreg``'s ``__slotnames__``)."""
 
     def __init__(self, name: str, table, extra_keys: bool, may_add: frozenset = frozenset(),
-                 owner: type | None = None):
+                 owner: type | None = None, recomputed: frozenset = frozenset()):
         self.name, self.table, self.extra_keys, self.may_add, self.owner = name, table, extra_keys, may_add, owner
+        self.recomputed = recomputed  # keys whose values the module itself may set anew (``RECOMPUTED``)
         self.keys = list(table.keys())
         self.values = list(table.values())
 
@@ -105,6 +109,8 @@ class _Table:
         for i, (key, value) in enumerate(zip(self.keys, self.values)):
             if key in now and now[key] is not value and _rewrapped_by_torch(now[key], value):
                 self.values[i] = now[key]  # torch wrapped its own function (TorchDynamo, imported late)
+            elif key in now and key in self.recomputed:
+                self.values[i] = now[key]
             elif key not in now or now[key] is not value:
                 found.append(f"{self.name}.{key}")
         if not self.extra_keys:
@@ -235,7 +241,8 @@ class JudgeState:
         """Now: the watched modules and classes (plus ``classes``), the instance attributes of
         ``ops``, the settings, and the aten kernels of ``ops`` and the checks' own."""
         modules = _watched_modules()
-        tables = [_Table(name, vars(module), extra_keys=True) for name, module in modules]
+        tables = [_Table(name, vars(module), extra_keys=True, recomputed=RECOMPUTED.get(name, frozenset()))
+                  for name, module in modules]
         watched_classes = list(dict.fromkeys([*_default_classes(), *classes,
                                               *(c for _, m in modules if m.__name__.startswith(HARNESS_PACKAGE)
                                                 for c in _classes_of(m))]))

@@ -9,8 +9,9 @@ import helion.language as hl
 @helion.kernel(config=helion.Config(block_sizes=[32, 128], num_warps=4), static_shapes=False)
 def _row_sum(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     rows, length = x.size()
+    acc_dtype = torch.promote_types(out.dtype, torch.float32)  # float32, or float64 for float64
     for tile_r in hl.tile(rows):
-        acc = hl.zeros([tile_r], dtype=out.dtype if out.dtype == torch.float64 else torch.float32)
+        acc = hl.zeros([tile_r], dtype=acc_dtype)
         for tile_l in hl.tile(length):
             acc = acc + x[tile_r, tile_l].to(acc.dtype).sum(1)
         out[tile_r] = acc.to(out.dtype)

@@ -1,0 +1,163 @@
+"""Issue 81's GPU check: Helion answers judged, timed and served as Triton ones are.
+
+On the GPU machine, with bbagent and Helion importable (``PYTHONPATH``):
+
+1. per family (elementwise, reduction, normalization, matmul): the Helion worked example
+   (``prompts/helion/examples/<family>.py``) benched with ``--dsl helion --baseline eager,inductor``, beside
+   the Triton worked example of the same operator (``prompts/examples/<family>.py``) in the same run; and a
+   wrong Helion answer made from the example (the mutations of ``tests/test_helion.py``), whose failure
+   kind must be the one expected;
+2. a KernelBench-format level-2 program (``tests/problems/level2/1_Gemm_ReLU_BiasAdd.py``) answered in
+   Helion: right (benched against eager and torch.compile) and wrong;
+3. ``generate --dsl helion`` of sigmoid through the replay provider (the wrong answer, then the right
+   one), the kernel approved, then served by ``bbagent.enable`` in a small model, eager and under
+   torch.compile, compared with eager PyTorch.
+
+    python3 benchmarks/helion_check.py --out DIR
+
+Writes ``DIR/helion-check.json`` (every verdict's summary) and prints a table; exit 1 if any
+expectation failed.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+CHECKOUT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(CHECKOUT / "tests"))
+from test_helion import FAMILIES  # noqa: E402 - the wrong answers the CPU tests use, the same here
+
+PROBLEM = CHECKOUT / "tests" / "problems" / "level2" / "1_Gemm_ReLU_BiasAdd.py"
+ANSWER = CHECKOUT / "tests" / "problems" / "answers" / "gemm_relu_bias_helion.py"
+WRONG_PROGRAM = ("torch.where(v < 0, torch.zeros_like(v), v) + bias[tile_n][None, :]",
+                 "torch.relu(v + bias[tile_n][None, :])")
+SERVE_SCRIPT = """
+import json, sys, torch, bbagent
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.Sigmoid(), torch.nn.Linear(512, 256)).cuda()
+x = torch.randn(64, 256, device="cuda")
+with torch.no_grad():
+    expected = model(x)
+    with bbagent.enable(sys.argv[1], include_slower=True, device="cuda") as served:
+        eager = model(x)
+        eager_calls = dict(served.calls())
+        compiled = torch.compile(model)(x)
+        compiled_calls = dict(served.calls())
+print(json.dumps({"eager_equal": bool(torch.allclose(eager, expected, atol=1e-5, rtol=1e-5)),
+                  "compiled_equal": bool(torch.allclose(compiled, expected, atol=1e-5, rtol=1e-5)),
+                  "eager_calls": eager_calls, "compiled_calls": compiled_calls}))
+"""
+
+
+def bbagent(*argv: str, cwd: Path, timeout: float = 900) -> tuple[int, dict | None, str]:
+    done = subprocess.run([sys.executable, "-m", "bbagent", *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout)
+    try:
+        parsed = json.loads(done.stdout) if done.stdout.strip().startswith("{") else None
+    except json.JSONDecodeError:
+        parsed = None
+    return done.returncode, parsed, done.stderr[-3000:]
+
+
+def speed(bench: dict | None) -> dict:
+    summary = (bench or {}).get("performance") or {}
+    return {key: summary.get(key) for key in ("geomean_speedup", "geomean_speedup_inductor", "shapes")
+            if key in summary} or {"summary": summary}
+
+
+def checks(root: Path, max_shapes: int) -> list[tuple[str, callable]]:
+    """Every check as (label, run): ``run()`` gives (as expected, what was seen)."""
+    timing = ["--baseline", "eager,inductor", "--max-shapes", str(max_shapes), "--root", str(root), "--json"]
+    found = []
+
+    def timed(*argv: str) -> tuple[bool, dict]:
+        started = time.time()
+        code, bench, err = bbagent("bench", *argv, *timing, cwd=root)
+        return code == 0, {"s": round(time.time() - started), **speed(bench), "err": err[-600:] if code else ""}
+
+    def failing(expected: str, *argv: str) -> tuple[bool, dict]:
+        code, verdict, err = bbagent("eval", *argv, "--json", "--root", str(root), cwd=root)
+        groups = (verdict or {}).get("failure_groups") or [{}]
+        got = groups[0].get("error_kind") or (verdict or {}).get("error_kind")
+        return code == 1 and got == expected, {"got": got}
+
+    for family, op, (text, instead), kind in FAMILIES:
+        helion = CHECKOUT / "prompts" / "helion" / "examples" / f"{family}.py"
+        triton = CHECKOUT / "prompts" / "examples" / f"{family}.py"
+        wrong = root / f"wrong_{family}.py"
+        wrong.write_text(helion.read_text().replace(text, instead))
+        found += [(f"{family} right Helion ({op})", functools.partial(timed, "--op", op, "--kernel", str(helion),
+                                                                     "--dsl", "helion")),
+                  (f"{family} right Triton, the peer ({op})", functools.partial(timed, "--op", op, "--kernel", str(triton))),
+                  (f"{family} wrong Helion fails as {kind}", functools.partial(failing, kind, "--op", op, "--kernel",
+                                                                              str(wrong), "--dsl", "helion"))]
+    wrong = root / "wrong_program.py"
+    wrong.write_text(ANSWER.read_text().replace(*WRONG_PROGRAM))
+    found += [("level-2 program, right Helion answer", functools.partial(timed, "--problem", str(PROBLEM), "--kernel",
+                                                                        str(ANSWER), "--dsl", "helion")),
+              ("level-2 program, wrong Helion answer fails as mismatch",
+               functools.partial(failing, "mismatch", "--problem", str(PROBLEM), "--kernel", str(wrong), "--dsl",
+                                 "helion")),
+              ("generate --dsl helion: wrong, then right accepted", functools.partial(generated, root)),
+              ("the approved Helion sigmoid served in a model, eager and compiled, equal to eager",
+               functools.partial(served, root))]
+    return found
+
+
+def generated(root: Path) -> tuple[bool, dict]:
+    family, op, (text, instead), _ = FAMILIES[0]
+    right = (CHECKOUT / "prompts" / "helion" / "examples" / f"{family}.py").read_text()
+    replay = root / "replay.json"
+    replay.write_text(json.dumps({"model": "helion-check", "exchanges": [
+        {"response": f"```python\n{right.replace(text, instead)}```"}, {"response": f"```python\n{right}```"}]}))
+    code, _, err = bbagent("generate", "--op", op, "--dsl", "helion", "--provider", "replay", "--replay", str(replay),
+                           "--rounds", "2", "--no-dispatch", "--root", str(root), cwd=root, timeout=1200)
+    meta = next((root / "generated_kernels").rglob("meta.json"), None)
+    dsl = json.loads(meta.read_text()).get("dsl") if meta else None
+    return code == 0 and dsl == "helion", {"dsl": dsl, "err": err[-600:] if code else ""}
+
+
+def served(root: Path) -> tuple[bool, dict]:
+    op = FAMILIES[0][1]
+    bbagent("review", "approve", op, "--root", str(root), cwd=root)
+    done = subprocess.run([sys.executable, "-c", SERVE_SCRIPT, str(root)], cwd=root, capture_output=True, text=True,
+                          timeout=900, env=os.environ)
+    try:
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        result = {"error": done.stderr[-1500:]}
+    ok = bool(result.get("eager_equal") and result.get("compiled_equal") and result.get("eager_calls", {}).get(op, 0) > 0)
+    return ok, result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--max-shapes", type=int, default=8)
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="run only the checks whose label contains TEXT (repeatable; the approval needs generate)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="helion-check-"))
+    rows = []
+    for label, run in checks(root, args.max_shapes):
+        if args.only and not any(text in label for text in args.only):
+            continue
+        ok, detail = run()
+        rows.append({"check": label, "ok": ok, "detail": detail})
+        print(f"{'ok  ' if ok else 'FAIL'} {label}: {json.dumps(detail)[:400]}", flush=True)
+        (args.out / "helion-check.json").write_text(json.dumps(rows, indent=2) + "\n")  # kept as it goes
+    failed = [row["check"] for row in rows if not row["ok"]]
+    print(f"{len(rows) - len(failed)}/{len(rows)} checks as expected" + (f"; failed: {failed}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
