@@ -108,14 +108,19 @@ def _rule(kernel: DirectKernel):
         why = kernel.takes(args, kwargs)
         if why is None:
             try:
-                with mode, launches_traced():
+                with mode, launches_traced() as traced:
                     result = kernel.function(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - this call alone is left to the opaque path, with why
                 why = untraceable(exc)
             else:
-                if _building_a_graph():  # not the pass that only reads the outputs' metadata
-                    kernel.sites += 1
-                return result
+                if traced.launches == 0 and tensors_in(result):
+                    # no launch went through kernel[grid] (Helion launches with JITFunction.run, say): the
+                    # graph would hold the outputs' allocation alone, never their values
+                    why = UNRECORDED
+                else:
+                    if _building_a_graph():  # not the pass that only reads the outputs' metadata
+                        kernel.sites += 1
+                    return result
         if _building_a_graph():
             kernel.declined[why] += 1
         return mode.__torch_dispatch__(kernel.overload, (), args, kwargs)
@@ -134,18 +139,28 @@ def untraceable(exc: Exception) -> str:
     return f"its wrapper cannot be traced ({type(exc).__name__}: {lines[0][:120] if lines else ''})"
 
 
+UNRECORDED = "no launch was recorded (a launch not spelt kernel[grid](...), as Helion's, cannot be traced in)"
+
+
+@dataclass
+class Traced:
+    """What ``launches_traced`` saw: the launches recorded as Triton kernel nodes."""
+    launches: int = 0
+
+
 @contextmanager
 def launches_traced():
     """While inside, a Triton launch ``kernel[grid](...)`` on this thread is recorded as torch's
-    Triton kernel node (``wrap_triton``) where tracing asks for it, instead of run."""
-    before = getattr(_TRACING, "on", False)
-    _TRACING.on = True
+    Triton kernel node (``wrap_triton``) where tracing asks for it, instead of run; yields a
+    ``Traced`` counting them."""
+    before, counted = getattr(_TRACING, "on", False), getattr(_TRACING, "traced", None)
+    _TRACING.on, _TRACING.traced = True, Traced()
     _patch_launches()
     try:
-        yield
+        yield _TRACING.traced
     finally:
         _unpatch_launches()
-        _TRACING.on = before
+        _TRACING.on, _TRACING.traced = before, counted
 
 
 def _patch_launches() -> None:
@@ -161,6 +176,7 @@ def _patch_launches() -> None:
 
     def getitem(self, grid):
         if getattr(_TRACING, "on", False) and is_wrap_triton_enabled():
+            _TRACING.traced.launches += 1
             launch = wrap_triton(self)[grid]
             return lambda *args, **kwargs: launch(*args, **{**_defaults_left(self, len(args), kwargs), **kwargs})
         return original(self, grid)

@@ -251,3 +251,29 @@ serving.uninstall()
     per_layer = [name for name in set(result["swapped"]) if result["swapped"].count(name) == 2]  # each layer's
     assert result["answers"] == 5 and len(per_layer) >= 3 and len(result["swapped"]) >= 7, result  # + the LM head's
     assert result["searches"] < len(result["swapped"]), result
+
+
+def test_a_wrapper_whose_launches_tracing_cannot_record_keeps_its_opaque_call(tmp_path):
+    """A Helion kernel launches its Triton kernel through ``JITFunction.run``, not ``kernel[grid]``, so
+    tracing cannot record its launch: its call stays the overload's (served as an opaque call, with why),
+    never a graph holding the outputs' allocation alone. (Here Helion stops at the missing driver; on a
+    GPU, at the fake tensors' data pointers; a wrapper that got through with no launch recorded would be
+    refused as ``UNRECORDED``.)"""
+    helion_relu = KERNELS / "relu_helion.py"
+    result = in_fresh_process(TRACE + f'''
+from bbagent.agent.serving.direct import DirectKernel, DirectServing
+from bbagent.agent.serving.load import import_kernel
+from bbagent.harness.interface import resolve_op, serving
+RELU = resolve_op("aten.relu.default")
+kernel = import_kernel({str(helion_relu)!r}, "helion_relu")
+served = DirectServing([DirectKernel("aten.relu.default", RELU, serving(kernel, RELU, RELU, traced=True),
+                                     frozenset({{torch.float32}}), "cpu")])
+served.install()
+graph = calls(graphs_of(lambda x: torch.relu(x * 1) * 2, ((64, 32), torch.float32))[0])
+said = served.under_compile("aten.relu.default")
+served.uninstall()
+print(json.dumps({{"graph": graph, "said": said}}))
+''', tmp_path, interpret=False)
+    assert "aten.relu.default" in result["graph"], result
+    assert not any(call.startswith("triton:") for call in result["graph"]), result
+    assert result["said"].startswith("served as an opaque call: "), result["said"]

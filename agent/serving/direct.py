@@ -31,8 +31,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from bbagent.agent.regions.extract import inputs_before
-from bbagent.harness.interface import (LAUNCHED, OPAQUE, DirectKernel, DirectServing, is_allowed, launches_traced,
-                                       path_said, untraceable)
+from bbagent.harness.interface import (LAUNCHED, OPAQUE, UNRECORDED, DirectKernel, DirectServing, is_allowed,
+                                       launches_traced, path_said, untraceable)
 
 __all__ = ["LAUNCHED", "OPAQUE", "DirectKernel", "DirectServing", "launches_traced", "path_said", "region_traced",
            "inline"]
@@ -51,15 +51,20 @@ def region_traced(answer, values: list):
     if any(True for _ in model.parameters()) or any(True for _ in model.buffers()):
         return None, "its ModelNew holds weights or buffers of its own"
 
+    recorded: list[int] = []
+
     def forward(*args):
-        with launches_traced():
+        with launches_traced() as traced:
             result = model(*args)
+        recorded.append(traced.launches)
         if isinstance(result, (tuple, list)):
             return tuple(output.contiguous() for output in result)
         return result.contiguous()
     try:
         with detect_fake_mode(values) or nullcontext(), enable_python_dispatcher():
             plain = make_fx(forward, tracing_mode="real")(*values)
+            if not any(recorded):
+                return None, UNRECORDED
             called = sorted({str(node.target) for node in plain.graph.nodes if node.op == "call_function"
                              and isinstance(node.target, torch._ops.OpOverload) and not is_allowed(node.target)})
             if called:

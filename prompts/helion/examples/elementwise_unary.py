@@ -1,4 +1,4 @@
-"""aten.sigmoid.default in Helion: one tiled loop over the flattened tensor; the math inside the
+"""aten.sigmoid.default in Helion: one tiled loop over the tensor, flattened on the host; the math inside the
 loop is compiled by Helion into the Triton kernel, computed in float32 and cast back on store
 (torch.sigmoid lowers to tl.sigmoid, which the CPU interpreter also runs; torch.exp lowers to
 libdevice, which it cannot)."""
@@ -9,10 +9,9 @@ import helion.language as hl
 
 @helion.kernel(config=helion.Config(block_sizes=[1024], num_warps=4), static_shapes=False)
 def _sigmoid(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    flat_in, flat_out = x.view(-1), out.view(-1)
-    for tile in hl.tile(flat_in.size(0)):
-        v = flat_in[tile].to(torch.float32)
-        flat_out[tile] = torch.sigmoid(v).to(out.dtype)
+    for tile in hl.tile(x.size(0)):
+        v = x[tile].to(torch.float32)
+        out[tile] = torch.sigmoid(v).to(out.dtype)
     return out
 
 
@@ -23,4 +22,7 @@ def kernel(self: torch.Tensor) -> torch.Tensor:
     out = torch.empty(x.shape, dtype=dtype, device=x.device)
     if x.numel() == 0:
         return out
-    return _sigmoid(x, out)
+    # flattened here, not inside the Helion function: Helion 1.4 reuses a kernel compiled for a shape with a
+    # dimension of size 1 for other shapes of the same rank when the function reshapes inside
+    _sigmoid(x.view(-1), out.view(-1))
+    return out
