@@ -139,3 +139,11 @@ def test_helion_missing_or_a_release_known_to_miscompile_is_said_before_any_work
     monkeypatch.setattr(metadata, "version", installed("1.4.0"))
     from bbagent.harness.dsl import HELION
     assert HELION.unusable() is None
+
+
+def test_helion_runs_judged_without_autotuning_or_processes_of_its_own(capsys):
+    """The judged child sets Helion's autotuner off and keeps a listed-configs choice in its own process
+    (a benchmark subprocess or forked precompiles would be stopped as process starts): the kernel reads
+    Helion's settings and raises unless they are so."""
+    code, verdict = _verdict(capsys, "relu_helion_judged_settings.py", "--dsl", "helion")
+    assert code == 0, (verdict["error_kind"], verdict["message"], verdict["failure_groups"][:1])

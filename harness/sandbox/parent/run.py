@@ -39,9 +39,11 @@ def warn_once(message: str) -> None:
 
 
 # Helion, where a kernel uses it: no autotuning while judged (a kernel with no config of its own runs Helion's
-# default one; the autotuner's minutes belong to the accepted kernel, in agent.generate's tuning step), no
-# progress bar on the child's stderr. Its caches follow TMPDIR into the working directory.
-HELION_JUDGED = {"HELION_AUTOTUNE_EFFORT": "none", "HELION_AUTOTUNE_PROGRESS_BAR": "0"}
+# default one), no progress bar on the child's stderr. A kernel that lists several configs has Helion pick
+# among them at its first call: in this process (no benchmark subprocess, no forked precompiles, which the
+# sandbox stops as process starts). Its caches follow TMPDIR into the working directory.
+HELION_JUDGED = {"HELION_AUTOTUNE_EFFORT": "none", "HELION_AUTOTUNE_PROGRESS_BAR": "0",
+                 "HELION_AUTOTUNE_BENCHMARK_SUBPROCESS": "0", "HELION_AUTOTUNE_PRECOMPILE": "0"}
 
 
 def child_env(base_env: dict, workdir) -> dict:
