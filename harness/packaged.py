@@ -94,6 +94,7 @@ class PackagedKernel:
     judged_on: Stack
     selftest: str | None     # under selftest/, or None where none could be saved
     origin: dict             # where it came from: run, provider, model, the folder exported
+    dsl: str = "triton"      # the kernel language it is written in (harness.dsl): helion's needs helion installed
 
     @classmethod
     def from_row(cls, row: dict) -> PackagedKernel:

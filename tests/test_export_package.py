@@ -281,3 +281,34 @@ def test_every_module_a_package_carries_imports_no_other_bbagent_code():
         text = carried_source(module)
         assert not re.search(r"^\s*(from|import) bbagent\b", text, re.M), module
         assert importlib.util.find_spec(module) is not None
+
+
+def test_a_helion_kernel_is_packaged_with_helion_as_a_requirement_and_served_on_the_cpu(tmp_path, capsys):
+    """A kernel written in Helion (meta.json's dsl) is exported with its language: the manifest says so,
+    the wheel and the project require helion beside torch and triton, and the package serves it (the CPU:
+    Helion's Triton under the interpreter)."""
+    root = tmp_path / "root"
+    op = "aten.relu.default"
+    install(root, (Path(__file__).parent / "kernels" / "relu_helion.py").read_text(), Accepted.model_validate({
+        "op": op, "written_for": op, "serves": [op], "run_id": "test", "dsl": "helion",
+        "tests": {"passed": 1, "total": 1}, "versions": {"torch": torch.__version__, "triton": triton.__version__},
+        "device": "cpu", "dtypes": ["float32"], "performance": {"measured": False}}))
+    set_status(root / "generated_kernels" / op, "approved")
+    project = _package(root, tmp_path / "project", "helion_kernels")
+    capsys.readouterr()
+    assert json.loads((project / "helion_kernels" / "manifest.json").read_text())["kernels"][0]["dsl"] == "helion"
+    assert 'dependencies = ["torch", "triton", "helion"]' in (project / "pyproject.toml").read_text()
+    wheel = next((project / "dist").glob("*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read("helion_kernels-0.1.0.dist-info/METADATA").decode()
+    assert "Requires-Dist: helion" in metadata, metadata
+    served = _run(Path(sys.executable), """
+import json, torch, helion_kernels
+served = helion_kernels.enable(device="cpu")
+x = torch.randn(1000)
+y = torch.relu(x)
+print(json.dumps({"calls": served.calls(), "equal": bool(torch.equal(y, x.clamp_min(0)))}))
+""", tmp_path, PYTHONPATH=str(project))
+    assert served.returncode == 0, served.stderr[-2000:]
+    facts = json.loads(served.stdout.splitlines()[-1])
+    assert facts["equal"] and facts["calls"].get(op) == 1, facts

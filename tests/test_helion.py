@@ -110,6 +110,10 @@ def test_a_helion_answer_to_a_program(tmp_path, capsys):
         verdict = json.loads(capsys.readouterr().out)
         assert code == expected, (verdict["error_kind"], verdict["message"])
     assert verdict["failure_groups"][0]["error_kind"] == "mismatch", verdict["failure_groups"][:1]
+    import bbagent
+    asked = bbagent.program_prompt(problem, device="cpu", dsl="helion")
+    assert "with Helion kernels" in asked and "## Helion in bbagent" in asked and "## Triton traps" not in asked
+    assert "## Helion guidance for matrix products" in asked and "Worked example: a kernel for `aten.mm.default`" in asked
 
 
 def test_every_kernel_language_the_harness_judges_can_be_asked_for():

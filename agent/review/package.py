@@ -33,6 +33,7 @@ import keyword
 import re
 import shutil
 import time
+import json
 import zipfile
 from dataclasses import asdict
 from importlib import metadata
@@ -44,8 +45,8 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.review.catalog import catalogue
 from bbagent.agent.review.export import MANIFEST, why_not_exported
 from bbagent.agent.storage import write_atomic, write_json
-from bbagent.harness.interface import (PACKAGE_MANIFEST, Manifest, PackagedKernel, Stack, build_suite, file_sha256,
-                                       resolve_op)
+from bbagent.harness.interface import (DSLS, PACKAGE_MANIFEST, Manifest, PackagedKernel, Stack, build_suite,
+                                       file_sha256, resolve_op)
 
 # bbagent's modules an exported package carries, by the name they have in its _runtime folder
 CARRIED = {"bbagent.harness.packaged": "packaged", "bbagent.harness.adapters": "adapters",
@@ -75,9 +76,10 @@ def export_package(root: Path, out_dir: Path, name: str, include_unreviewed: boo
     _writable(out_dir)
     tree = out_dir / name
     manifest = _write_tree(tree, name, chosen, left_out)
-    write_atomic(out_dir / "pyproject.toml", _pyproject(name, version))
+    needs = requirements(manifest)
+    write_atomic(out_dir / "pyproject.toml", _pyproject(name, version, needs))
     write_atomic(out_dir / "README.md", _readme(name, manifest))
-    wheel = build_wheel(tree, out_dir / "dist", name, version)
+    wheel = build_wheel(tree, out_dir / "dist", name, version, needs)
     rows = [_row(kernel, f"{name}/kernels/{kernel.folder}/{kernel.file}") for kernel in manifest.kernels]
     return _finish(out_dir, rows, left_out, {"package": name, "wheel": str(wheel)})
 
@@ -94,7 +96,8 @@ def export_hf_kernels(root: Path, out_dir: Path, name: str, include_unreviewed: 
     manifest = _write_tree(variant, name, chosen, left_out, also=name)  # the copy in NAME/: older loaders
     digest = hashlib.sha256(manifest.to_json().encode()).hexdigest()[:10]
     write_json(variant / "metadata.json", {"name": name.replace("_", "-"), "id": f"_{name}_universal_{digest}", "version": 1,
-                                           "license": "unknown", "python-depends": [], "backend": {"type": "cuda"}})
+                                           "license": "unknown", "python-depends": requirements(manifest)[2:],
+                                           "backend": {"type": "cuda"}})
     write_atomic(out_dir / "README.md", _readme(name, manifest))
     rows = [_row(kernel, f"build/torch-universal/kernels/{kernel.folder}/{kernel.file}") for kernel in manifest.kernels]
     return _finish(out_dir, rows, left_out, {"package": name, "variant": str(variant)})
@@ -160,7 +163,7 @@ def _packaged(version) -> PackagedKernel:
         judged_on=Stack(torch=meta.versions.torch or "", triton=meta.versions.triton or "",
                         device=meta.device or "cpu", gpu=meta.gpu),
         selftest=None, origin={"run_id": meta.run_id, "provider": meta.provider, "model": meta.model,
-                               "folder": str(version.folder)})
+                               "folder": str(version.folder)}, dsl=meta.dsl)
 
 
 def _write_tree(tree: Path, name: str, chosen: list, left_out: list[dict], also: str | None = None) -> Manifest:
@@ -256,14 +259,21 @@ def _saves(row: dict) -> bool:
     return True
 
 
-def build_wheel(tree: Path, dist: Path, name: str, version: str) -> Path:
-    """A pure-Python wheel of the package in ``tree`` (PEP 427), written into ``dist``."""
+def requirements(manifest: Manifest) -> list[str]:
+    """What the package needs installed: torch and triton, and the package of every other kernel
+    language its kernels are written in (Helion's kernels import helion)."""
+    return ["torch", "triton", *sorted({DSLS[k.dsl].package for k in manifest.kernels} - {"torch", "triton"})]
+
+
+def build_wheel(tree: Path, dist: Path, name: str, version: str, needs: list[str]) -> Path:
+    """A pure-Python wheel of the package in ``tree`` (PEP 427), written into ``dist``; ``needs``:
+    its requirements."""
     info = f"{name}-{version}.dist-info"
     files = {f"{name}/{path.relative_to(tree).as_posix()}": path.read_bytes()
              for path in sorted(tree.rglob("*")) if path.is_file() and "__pycache__" not in path.parts}
     files[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
                                  "Summary: Triton kernels approved with bbagent\nRequires-Python: >=3.10\n"
-                                 "Requires-Dist: torch\nRequires-Dist: triton\n").encode()
+                                 + "".join(f"Requires-Dist: {need}\n" for need in needs)).encode()
     files[f"{info}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: bbagent\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     record = [f"{path},sha256={_digest(data)},{len(data)}" for path, data in files.items()]
     files[f"{info}/RECORD"] = ("\n".join(record + [f"{info}/RECORD,,"]) + "\n").encode()
@@ -394,7 +404,7 @@ if __name__ == "__main__":
 '''
 
 
-def _pyproject(name: str, version: str) -> str:
+def _pyproject(name: str, version: str, needs: list[str]) -> str:
     return f'''[build-system]
 requires = ["setuptools>=61"]
 build-backend = "setuptools.build_meta"
@@ -404,7 +414,7 @@ name = "{name}"
 version = "{version}"
 description = "Triton kernels approved with bbagent"
 requires-python = ">=3.10"
-dependencies = ["torch", "triton"]
+dependencies = {json.dumps(needs)}
 
 [tool.setuptools]
 packages = ["{name}", "{name}._runtime"]

@@ -9,7 +9,7 @@ from bbagent.agent.review.meta import (Accepted, Authored, EarlierGuardNote, Edi
                                        PerformanceRecord, ProgramSource, ShapeTiming, Versions)
 from bbagent.agent.money import cost_text
 from bbagent.agent.run_record import RoundRecord, Tokens
-from bbagent.harness.interface import Variant, Verdict
+from bbagent.harness.interface import DSLS, Variant, Verdict
 
 
 def now() -> str:
@@ -109,7 +109,7 @@ def kernel_readme(meta: KernelMeta) -> str:
         author = (f"Version {edit.version}'s kernel (written by `{meta.provider}` / `{meta.model}` in run "
                   f"`{meta.run_id}`) edited by hand; judged by {edit.by} at {edit.at}, its tests passed, recorded")
     else:
-        author = (f"Triton kernel written by `{meta.provider}` / `{meta.model}` in run `{meta.run_id}` "
+        author = (f"{DSLS[meta.dsl].title} kernel written by `{meta.provider}` / `{meta.model}` in run `{meta.run_id}` "
                   f"(round {meta.round}), accepted")
     return (f"# {meta.op}\n\n"
             f"{author} {meta.accepted_at}: version {meta.version}, "
