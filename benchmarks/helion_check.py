@@ -67,9 +67,12 @@ def bbagent(*argv: str, cwd: Path, timeout: float = 900) -> tuple[int, dict | No
 
 
 def speed(bench: dict | None) -> dict:
+    """The geomean speedups of a ``bench --json`` document: over eager, and over each compiled baseline."""
     summary = (bench or {}).get("performance") or {}
-    return {key: summary.get(key) for key in ("geomean_speedup", "geomean_speedup_inductor", "shapes")
-            if key in summary} or {"summary": summary}
+    over = {"over_eager": summary.get("geomean_speedup"), "shapes": summary.get("counted")}
+    for name, baseline in ((bench or {}).get("baselines") or {}).items():
+        over[f"over_{name}"] = baseline.get("geomean_speedup") if baseline.get("measured") else baseline.get("reason")
+    return over
 
 
 def checks(root: Path, max_shapes: int) -> list[tuple[str, callable]]:
