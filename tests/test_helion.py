@@ -145,9 +145,17 @@ def test_helion_missing_or_a_release_known_to_miscompile_is_said_before_any_work
     assert HELION.unusable() is None
 
 
-def test_helion_runs_judged_without_autotuning_or_processes_of_its_own(capsys):
+def test_helion_runs_judged_without_autotuning_or_processes_of_its_own(tmp_path, capsys):
     """The judged child sets Helion's autotuner off and keeps a listed-configs choice in its own process
-    (a benchmark subprocess or forked precompiles would be stopped as process starts): the kernel reads
-    Helion's settings and raises unless they are so."""
-    code, verdict = _verdict(capsys, "relu_helion_judged_settings.py", "--dsl", "helion")
+    (a benchmark subprocess or forked precompiles would be stopped as process starts): the right relu,
+    made to read Helion's settings and raise unless they are so, passes."""
+    checking = tmp_path / "relu_helion_judged_settings.py"
+    checking.write_text((KERNELS / "relu_helion.py").read_text().replace("def kernel(self):\n", """def kernel(self):
+    settings = _relu.settings
+    if (settings.autotune_effort, settings.autotune_benchmark_subprocess, settings.autotune_precompile) != \\
+            ("none", False, None):
+        raise RuntimeError(f"judged with {settings.autotune_effort}, {settings.autotune_benchmark_subprocess}, "
+                           f"{settings.autotune_precompile}")
+"""))
+    code, verdict = _verdict(capsys, str(checking), "--dsl", "helion")
     assert code == 0, (verdict["error_kind"], verdict["message"], verdict["failure_groups"][:1])
