@@ -14,10 +14,10 @@ from typing import get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from bbagent.agent.errors import UsageError
-from bbagent.harness.interface import LIBRARY_POLICIES
+from bbagent.harness.interface import DSLS, LIBRARY_POLICIES
 
 PROVIDERS = ("openai", "anthropic", "replay")
-DSL_NAMES = ("triton", "helion")  # harness.dsl.DSLS, checked by its test
+DSL_NAMES = tuple(DSLS)  # the kernel languages the harness judges (harness.dsl)
 DEVICES = ("cuda", "cpu")
 TARGET_BASELINES = ("eager", "inductor")
 INDUCTOR_MODES = ("default", "max-autotune")  # harness.timing.baselines.INDUCTOR_MODES, checked by engines_of

@@ -79,13 +79,14 @@ def evaluate(op: str, kernel: str | Path | None = None, *, kernel_for: str | Non
     from bbagent.agent.judging import (Evaluations, check_channels_last, check_evaluation, evaluation_request,
                                           kernel_to_evaluate, problem_of, written_as)
     problem = problem_of(op, to_test=True, family=variants)  # an unknown name is said before anything else
-    check_evaluation(device, timeout_s, allow_no_opinfo, _dsl(dsl))
+    dsl = _dsl(dsl)
+    check_evaluation(device, timeout_s, allow_no_opinfo, dsl)
     channels_last = check_channels_last(op, channels_last)
     where = resolve_root(root, write=kernel is not None)  # made as generate makes it, unless it is read from
     kernel, written_for = kernel_to_evaluate(op, kernel, kernel_for, where)
     problem = written_as(problem, written_for)
     return Evaluations(evaluation_request(problem, where, device=device, seed=seed, timeout_s=timeout_s,
-                                          channels_last=channels_last, dsl=_dsl(dsl))).evaluate(kernel)
+                                          channels_last=channels_last, dsl=dsl)).evaluate(kernel)
 
 
 def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str | Path | None = None,
@@ -103,13 +104,14 @@ def evaluate_program(problem_file: str | Path, answer: str | Path, *, root: str 
         raise _usage_error(f"allow_library takes {', '.join(LIBRARY_POLICIES[:-1])} or {LIBRARY_POLICIES[-1]} "
                            f"(got {allow_library!r})")
     problem, facts = program_of(problem_file)  # a file that is no problem, or a program that cannot run, said first
-    check_evaluation(device, timeout_s, False, _dsl(dsl))
+    dsl = _dsl(dsl)
+    check_evaluation(device, timeout_s, False, dsl)
     answer = Path(answer)
     if not answer.is_file():
         raise _usage_error(f"answer file not found: {answer}")
     return Evaluations(evaluation_request(problem, resolve_root(root, write=True), device=device, seed=seed,
                                           timeout_s=timeout_s, allow_library=allow_library,
-                                          facts=facts, dsl=_dsl(dsl))).evaluate(answer)
+                                          facts=facts, dsl=dsl)).evaluate(answer)
 
 
 def bench(op: str | None = None, kernel: str | Path | None = None, *, problem: str | Path | None = None,

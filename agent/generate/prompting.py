@@ -190,11 +190,6 @@ def _layout(t) -> str:
     return f"{list(t.shape)} strides {tuple(t.stride())}"
 
 
-def worked_example(family: str, dsl: str = "triton") -> dict | None:
-    """The family's worked example in the kernel language ``dsl`` (``Wording.example``), or None."""
-    return WORDINGS[dsl].example(family)
-
-
 def torch_spellings(name: str) -> list[str]:
     """How Python code reaches the operator ``name`` (``relu_``): ``torch.relu_``,
     ``torch.nn.functional.relu``, ``x.relu_()``, where they exist."""

@@ -76,7 +76,7 @@ def export_package(root: Path, out_dir: Path, name: str, include_unreviewed: boo
     _writable(out_dir)
     tree = out_dir / name
     manifest = _write_tree(tree, name, chosen, left_out)
-    needs = requirements(manifest)
+    needs = ["torch", "triton", *languages_needed(manifest)]
     write_atomic(out_dir / "pyproject.toml", _pyproject(name, version, needs))
     write_atomic(out_dir / "README.md", _readme(name, manifest))
     wheel = build_wheel(tree, out_dir / "dist", name, version, needs)
@@ -96,7 +96,7 @@ def export_hf_kernels(root: Path, out_dir: Path, name: str, include_unreviewed: 
     manifest = _write_tree(variant, name, chosen, left_out, also=name)  # the copy in NAME/: older loaders
     digest = hashlib.sha256(manifest.to_json().encode()).hexdigest()[:10]
     write_json(variant / "metadata.json", {"name": name.replace("_", "-"), "id": f"_{name}_universal_{digest}", "version": 1,
-                                           "license": "unknown", "python-depends": requirements(manifest)[2:],
+                                           "license": "unknown", "python-depends": languages_needed(manifest),
                                            "backend": {"type": "cuda"}})
     write_atomic(out_dir / "README.md", _readme(name, manifest))
     rows = [_row(kernel, f"build/torch-universal/kernels/{kernel.folder}/{kernel.file}") for kernel in manifest.kernels]
@@ -259,10 +259,10 @@ def _saves(row: dict) -> bool:
     return True
 
 
-def requirements(manifest: Manifest) -> list[str]:
-    """What the package needs installed: torch and triton, and the package of every other kernel
+def languages_needed(manifest: Manifest) -> list[str]:
+    """What the package needs installed besides torch and triton: the package of every other kernel
     language its kernels are written in (Helion's kernels import helion)."""
-    return ["torch", "triton", *sorted({DSLS[k.dsl].package for k in manifest.kernels} - {"torch", "triton"})]
+    return sorted({DSLS[k.dsl].package for k in manifest.kernels} - {"torch", "triton"})
 
 
 def build_wheel(tree: Path, dist: Path, name: str, version: str, needs: list[str]) -> Path:
