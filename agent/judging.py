@@ -20,7 +20,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.families import family_of
 from bbagent.agent.options import engines_of, positive
 from bbagent.agent.review.catalog import kernel_serving, written_for_beside
-from bbagent.harness.interface import (AdapterError, CHANNELS_LAST_FAMILIES, DSLS, EvaluationRequest, HERE, KernelFileError,
+from bbagent.harness.interface import (AdapterError, CHANNELS_LAST_FAMILIES, CONFIGS_FILE, DSLS, EvaluationRequest, HERE, KernelFileError,
                                        ProblemError, ReferenceCache, SUITES, SetupError, TIMING_CACHE_FILE,
                                        TimingOptions, UnknownOpError, default_device, describe_program, find_ncu,
                                        list_ops, operator_problem, problem_to_test, program_problem, triton_version,
@@ -219,13 +219,28 @@ def evaluation_request(problem, root: Path, *, device: str | None, seed: int | N
                                 expected_bytes=facts.device_need() if facts is not None else None)
 
 
+def check_tuning(budget_s: float, device: str | None, program: bool = False) -> None:
+    """What ``--autotune-budget`` needs before a run starts: a GPU (the interpreter cannot time a
+    config) and an operator's kernel (a program's answer is not tuned)."""
+    if not budget_s:
+        return
+    if (device or default_device()) != "cuda":
+        raise UsageError("--autotune-budget tunes a Helion kernel on a GPU, and this run's kernels run on the CPU "
+                         "(Triton's interpreter cannot time a config): drop the option, or run on a GPU")
+    if program:
+        raise UsageError("--autotune-budget tunes an operator's Helion kernel; a program's answer is not tuned: "
+                         "drop the option")
+
+
 def stored_request(version, root: Path, *, device: str | None, timeout_s: float, timing=None):
     """The request that judges a stored kernel (``agent.review.catalog.KernelVersion``) again as
     its kind says (``StoredKind.judged_as``: a UsageError where its problem is not at hand)."""
     with callers_fault():
         problem, facts = version.kind.judged_as(version)
-    return evaluation_request(problem, root, device=device, seed=None, timeout_s=timeout_s, timing=timing,
-                              allow_library=version.meta.allow_library or "gemm", facts=facts, dsl=version.meta.dsl)
+    configs = version.folder / CONFIGS_FILE  # a Helion kernel's tuned configs: judged pinned, as they are served
+    request = evaluation_request(problem, root, device=device, seed=None, timeout_s=timeout_s, timing=timing,
+                                 allow_library=version.meta.allow_library or "gemm", facts=facts, dsl=version.meta.dsl)
+    return request.pinned(configs.read_text(encoding="utf-8")) if configs.is_file() else request
 
 
 def this_machine() -> Evaluator:
@@ -259,9 +274,13 @@ class Evaluations:
     def evaluate(self, kernel: Path, profile: bool = True) -> Verdict:
         """The kernel's Verdict; ``profile=False`` leaves out the timing's profiles (no later round
         would read them). The caller's inputs or setup at fault: a UsageError."""
+        return self.evaluate_as(self.request if profile else self.request.without_profiles(), kernel)
+
+    def evaluate_as(self, request: EvaluationRequest, kernel: Path) -> Verdict:
+        """The kernel's Verdict under ``request``, one the run's request was changed into (a
+        Helion kernel's tuning, its configs pinned)."""
         if self.preparing is not None:
             self.preparing.join()
-        request = self.request if profile else self.request.without_profiles()
         with callers_fault():
             return self.evaluator.evaluate(request, kernel)
 

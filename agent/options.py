@@ -72,6 +72,10 @@ class GenerateOptions(BaseModel):
                                        "run id (default: the one shipped for OP)")
     dsl: str = _option("triton", "the kernel language answers are asked in: triton, or helion (PyTorch's tiled "
                                  "kernel language, compiled to Triton; needs the helion package)", choices=DSL_NAMES)
+    autotune_budget: float = _option(
+        0.0, "with --dsl helion on a GPU: once the run ends, tune its accepted kernel with Helion's autotuner for at "
+             "most this many seconds, on the timed shapes with the GPU alone; the configs found are kept beside the "
+             "kernel (helion_configs.json), judged with it and served pinned (0: no tuning)", metavar="SECONDS")
     rounds: int = _option(5, "most rounds to try")
     candidates: int = _option(1, "answers asked per round, in parallel; all are evaluated and the best moves on")
     retries: int = _option(5, "attempts per LLM call on 429/5xx/timeouts")
@@ -198,6 +202,9 @@ class GenerateOptions(BaseModel):
         check(self.target_baseline not in (None, *TARGET_BASELINES),
               f"--target-baseline must be eager or inductor (got {self.target_baseline!r})")
         check(self.dsl not in DSL_NAMES, f"--dsl must be one of {', '.join(DSL_NAMES)} (got {self.dsl!r})")
+        check(self.autotune_budget < 0, f"--autotune-budget must be 0 or more seconds (got {self.autotune_budget:g})")
+        check(self.autotune_budget > 0 and self.dsl != "helion",
+              f"--autotune-budget tunes Helion kernels: it needs --dsl helion (got --dsl {self.dsl})")
         check(self.device not in (None, *DEVICES), f"device must be 'cuda' or 'cpu' (got {self.device!r})")
         check(self.allow_library not in LIBRARY_POLICIES,
               f"--allow-library must be one of {', '.join(LIBRARY_POLICIES)} (got {self.allow_library!r})")

@@ -175,6 +175,21 @@ class DispatcherRecord(_Record):
     kept: bool | None = None
 
 
+class TuningRecord(_Record):
+    """The tuning of the run's accepted Helion kernel once the rounds ended (``--autotune-budget``;
+    ``agent.generate.tuning``): ``tuned`` (its configs kept and judged), ``untuned`` (no search found
+    a config), ``slower`` (judged with them, it was slower), ``failed`` (the tuning run, or the kernel
+    with its configs pinned, failed) or ``interrupted``; all but ``tuned`` leave the kernel's untuned
+    configs. What the search spent, and the speed before and after."""
+    budget_s: float
+    outcome: str = "tuning"
+    message: str = ""
+    configs: int = 0
+    spent_s: float | None = None
+    speedup_untuned: float | None = None
+    speedup_tuned: float | None = None
+
+
 class Tokens(_Record):
     input: int = 0
     output: int = 0
@@ -210,6 +225,7 @@ class RunRecord(_Record):
     answers_paid_by: list[str] = []  # the runs whose calls paid for the answers this run took from the call log
     rounds: list[RoundRecord] = []
     dispatchers: list[DispatcherRecord] = []
+    tuning: TuningRecord | None = None  # the accepted Helion kernel tuned at the end (--autotune-budget)
     message: str = ""
     suite_ahead: dict | None = None  # how the test suite was built while the first answer was written
     why_failed: WhyFailed | None = None

@@ -9,9 +9,10 @@ On the GPU machine, with bbagent and Helion importable (``PYTHONPATH``):
    kind must be the one expected;
 2. a KernelBench-format level-2 program (``tests/problems/level2/1_Gemm_ReLU_BiasAdd.py``) answered in
    Helion: right (benched against eager and torch.compile) and wrong;
-3. ``generate --dsl helion`` of sigmoid through the replay provider (the wrong answer, then the right
-   one), the kernel approved, then served by ``bbagent.enable`` in a small model, eager and under
-   torch.compile, compared with eager PyTorch.
+3. ``generate --dsl helion --autotune-budget SECONDS`` of sigmoid through the replay provider (the wrong
+   answer, then the right one), tuned by Helion's autotuner within the budget and judged again with the
+   configs found pinned; the kernel approved, then served by ``bbagent.enable`` in a small model, eager
+   and under torch.compile, compared with eager PyTorch (the warnings it gave: a shape without a config).
 
     python3 benchmarks/helion_check.py --out DIR
 
@@ -39,7 +40,10 @@ ANSWER = CHECKOUT / "tests" / "problems" / "answers" / "gemm_relu_bias_helion.py
 WRONG_PROGRAM = ("torch.where(v < 0, torch.zeros_like(v), v) + bias[tile_n][None, :]",
                  "torch.relu(v + bias[tile_n][None, :])")
 SERVE_SCRIPT = """
-import json, sys, torch, bbagent
+import json, sys, warnings, torch, bbagent
+said = []  # the warnings serving gave: a Helion call whose shape has no tuned config says so
+warnings.simplefilter("always")
+warnings.showwarning = lambda message, *rest, **more: said.append(str(message))
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.Sigmoid(), torch.nn.Linear(512, 256)).cuda()
 x = torch.randn(64, 256, device="cuda")
@@ -52,7 +56,8 @@ with torch.no_grad():
         compiled_calls = dict(served.calls())
 print(json.dumps({"eager_equal": bool(torch.allclose(eager, expected, atol=1e-5, rtol=1e-5)),
                   "compiled_equal": bool(torch.allclose(compiled, expected, atol=1e-5, rtol=1e-5)),
-                  "eager_calls": eager_calls, "compiled_calls": compiled_calls}))
+                  "eager_calls": eager_calls, "compiled_calls": compiled_calls,
+                  "warned": [text[:200] for text in said if "Helion" in text]}))
 """
 
 
@@ -75,7 +80,7 @@ def speed(bench: dict | None) -> dict:
     return over
 
 
-def checks(root: Path, max_shapes: int) -> list[tuple[str, callable]]:
+def checks(root: Path, max_shapes: int, budget: float) -> list[tuple[str, callable]]:
     """Every check as (label, run): ``run()`` gives (as expected, what was seen)."""
     timing = ["--baseline", "eager,inductor", "--max-shapes", str(max_shapes), "--root", str(root), "--json"]
     found = []
@@ -108,23 +113,33 @@ def checks(root: Path, max_shapes: int) -> list[tuple[str, callable]]:
               ("level-2 program, wrong Helion answer fails as mismatch",
                functools.partial(failing, "mismatch", "--problem", str(PROBLEM), "--kernel", str(wrong), "--dsl",
                                  "helion")),
-              ("generate --dsl helion: wrong, then right accepted", functools.partial(generated, root)),
+              (f"generate --dsl helion --autotune-budget {budget:g}: wrong, then right accepted, tuned within "
+               "the budget", functools.partial(generated, root, budget, max_shapes)),
               ("the approved Helion sigmoid served in a model, eager and compiled, equal to eager",
                functools.partial(served, root))]
     return found
 
 
-def generated(root: Path) -> tuple[bool, dict]:
+def generated(root: Path, budget: float, max_shapes: int) -> tuple[bool, dict]:
     family, op, (text, instead), _ = FAMILIES[0]
     right = (CHECKOUT / "prompts" / "helion" / "examples" / f"{family}.py").read_text()
     replay = root / "replay.json"
     replay.write_text(json.dumps({"model": "helion-check", "exchanges": [
         {"response": f"```python\n{right.replace(text, instead)}```"}, {"response": f"```python\n{right}```"}]}))
     code, _, err = bbagent("generate", "--op", op, "--dsl", "helion", "--provider", "replay", "--replay", str(replay),
-                           "--rounds", "2", "--no-dispatch", "--root", str(root), cwd=root, timeout=1200)
+                           "--rounds", "2", "--no-dispatch", "--root", str(root), "--autotune-budget", f"{budget:g}",
+                           "--max-shapes", str(max_shapes), cwd=root, timeout=1200 + 3 * budget)
     meta = next((root / "generated_kernels").rglob("meta.json"), None)
     dsl = json.loads(meta.read_text()).get("dsl") if meta else None
-    return code == 0 and dsl == "helion", {"dsl": dsl, "err": err[-600:] if code else ""}
+    run = next((root / "runs").glob("*/run.json"), None)
+    tuning = (json.loads(run.read_text()).get("tuning") if run else None) or {}
+    configs = meta.parent / "helion_configs.json" if meta else None
+    table = json.loads(configs.read_text()) if configs is not None and configs.is_file() else {}
+    within = tuning.get("spent_s") is not None and tuning["spent_s"] <= 1.5 * budget
+    return (code == 0 and dsl == "helion" and tuning.get("outcome") == "tuned" and within and bool(table.get("configs")),
+            {"dsl": dsl, "tuning": tuning, "configs": [(row["shapes"], row["config"].get("block_sizes"), row["search_s"])
+                                                     for row in table.get("configs", [])],
+             "untuned": table.get("untuned"), "err": err[-600:] if code else ""})
 
 
 def served(root: Path) -> tuple[bool, dict]:
@@ -144,13 +159,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--max-shapes", type=int, default=8)
+    parser.add_argument("--autotune-budget", type=float, default=60.0, metavar="SECONDS",
+                        help="the generated kernel's tuning budget")
     parser.add_argument("--only", action="append", default=[], metavar="TEXT",
                         help="run only the checks whose label contains TEXT (repeatable; the approval needs generate)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="helion-check-"))
     rows = []
-    for label, run in checks(root, args.max_shapes):
+    for label, run in checks(root, args.max_shapes, args.autotune_budget):
         if args.only and not any(text in label for text in args.only):
             continue
         ok, detail = run()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from bbagent.harness.adapters import convention
 from bbagent.harness.events import (AheadCall, CandidateStart, CaseResult, CaseStart, CompiledAhead, Done, ChildEnvironment,
-                            Event, Fatal, InUse, InUseStart, Profile, ReferenceStart, Sealed, StoppedEarly, SuiteBuilt, Timing, TimingPlan,
+                            Event, Fatal, HelionConfigs, InUse, InUseStart, Profile, ReferenceStart, Sealed, StoppedEarly, SuiteBuilt, Timing, TimingPlan,
                             TimingStart, Violation, first, of_kind)
 from bbagent.harness.problem import OperatorProblem, ProgramProblem
 from bbagent.harness.sandbox.parent.compile_pauses import compile_totals
@@ -22,7 +22,7 @@ from bbagent.harness.sandbox.parent.run import exit_cause
 from bbagent.harness.sandbox.parent.watch import ChildOutcome
 from bbagent.harness.timing.metrics import summarize_performance
 from bbagent.harness.verdict import (SCHEMA_VERSION, Environment as EnvironmentPart, FailureGroup, GuardFinding, InUseCheck,
-                                     KernelFile,
+                                     HelionConfigs as HelionConfigsPart, KernelFile,
                                      Performance, ProfileFiles, Skipped, SuiteInfo, Summary, TestResult, Timings, Variant,
                                      Verdict)
 
@@ -72,6 +72,7 @@ def assemble(problem: OperatorProblem | ProgramProblem, kernel_path, source: byt
         in_use=[InUseCheck.model_validate(e.record) for e in of_kind(events, InUse)],
         guard_findings=findings + [f for t in tests for f in t.guard_findings],
         performance=_performance(op, first(events, TimingPlan), timings, passed, profiles),
+        helion_configs=_helion_configs(first(events, HelionConfigs)),
         suite=SuiteInfo(notes=suite.notes if suite else [], cases=len(suite.cases) if suite else 0),
         kernel_for=suite.kernel_for if suite else op,
         variants=_variant_summary(problem, suite, tests),
@@ -79,6 +80,12 @@ def assemble(problem: OperatorProblem | ProgramProblem, kernel_path, source: byt
         environment=EnvironmentPart.model_validate(_environment(first(events, ChildEnvironment), first(events, Sealed))),
         exit=None if outcome.returncode == 0 else exit_cause(outcome.returncode),
         stderr_tail=outcome.stderr, stdout_tail=outcome.stdout)
+
+
+def _helion_configs(event: HelionConfigs | None) -> HelionConfigsPart | None:
+    if event is None:
+        return None
+    return HelionConfigsPart(tuned=event.tuned, pinned=event.pinned, unseen=event.unseen)
 
 
 def in_use_words(record: dict) -> str:

@@ -166,6 +166,17 @@ class Done(Event):
 
 
 @dataclass
+class HelionConfigs(Event):
+    """A Helion kernel's configs in this run (``harness.helion_configs``), sent before ``Done``:
+    the table its tuning found (``tuned``), or how many specializations ran a pinned config and
+    the calls that had none (``unseen``)."""
+    KIND: ClassVar[str] = "helion_configs"
+    tuned: str | None = None  # the table's JSON
+    pinned: int = 0
+    unseen: list[str] = field(default_factory=list)
+
+
+@dataclass
 class ExclusiveWanted(Event):
     """Every test passed: the child waits for the GPU to itself before its timing phase
     (``harness.sandbox.parent.gpu_share``), until the parent writes to its grant pipe."""
@@ -247,7 +258,7 @@ class Garbled(Event):
 
 
 KINDS = {kind.KIND: kind for kind in (ChildEnvironment, SuiteBuilt, Sealed, Fatal, Violation, CaseStart, CandidateStart,
-                                      ReferenceStart, CaseResult, InUseStart, InUse, AheadCall, CompiledAhead, StoppedEarly, Done, ExclusiveWanted, TimingPlan,
+                                      ReferenceStart, CaseResult, InUseStart, InUse, AheadCall, CompiledAhead, StoppedEarly, Done, HelionConfigs, ExclusiveWanted, TimingPlan,
                                       TimingStart, Timing, Profile, Compile, BaselineStart, Baseline, NcuRange,
                                       Garbled)}
 

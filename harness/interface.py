@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # the table of names: real imports to a type checker and to i
     from bbagent.harness.error_kinds import ERROR_KINDS
     from bbagent.harness.checks.policy import TOLERANCE_POLICY, LIBRARY_POLICIES
     from bbagent.harness.dsl import DSLS, HELION, TRITON, Dsl
+    from bbagent.harness.helion_configs import CONFIGS_FILE, ConfigTable
     from bbagent.harness.checks.compare import TOLERANCES
     from bbagent.harness.checks.allowed import ALLOWED, SEED_DRAW, is_allowed
     from bbagent.harness.checks.reference import is_cuda_error

@@ -8,6 +8,8 @@ where triton is not imported yet, loading a CPU kernel sets ``TRITON_INTERPRET=1
 process; where triton was imported compiling, it is refused at once with the fix. An autotuner
 keeps its first configuration (the interpreter cannot time configurations).
 
+A Helion kernel's tuned configs, kept beside its file, are pinned as it is imported (``pin_configs``).
+
 Imports torch, triton and the standard library only: an exported package runs it without bbagent.
 """
 from __future__ import annotations
@@ -15,8 +17,11 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import warnings
 from pathlib import Path
 from types import ModuleType
+
+from bbagent.harness.helion_configs import CONFIGS_FILE, ConfigTable, Pinned, install
 
 
 class KernelImportError(ValueError):
@@ -38,7 +43,23 @@ def import_module(path: str | Path, module_name: str, device: str = "cuda") -> M
         raise KernelImportError(f"{path} cannot be imported: {type(exc).__name__}: {exc}") from exc
     if device == "cpu":
         for_the_interpreter(module, path)
+    pin_configs(module, Path(path).with_name(CONFIGS_FILE))
     return module
+
+
+def pin_configs(module: ModuleType, configs: Path) -> None:
+    """A Helion kernel's tuned configs (``configs``, kept beside its file) pinned in front of its
+    functions: a call whose specialization has none runs the untuned config and warns, once per
+    specialization (``harness.helion_configs.Pinned``). Nothing where there is no such file."""
+    if not configs.is_file():
+        return
+    try:
+        table = ConfigTable.from_json(configs.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise KernelImportError(f"{configs} cannot be read: {exc}") from None
+    if not install(module, Pinned(table, say=lambda said: warnings.warn(said, RuntimeWarning, stacklevel=4))):
+        raise KernelImportError(f"{configs} holds Helion configs, but {module.__file__} has no @helion.kernel "
+                                "function at its top level to pin them to")
 
 
 def interpret_triton() -> None:

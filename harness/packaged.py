@@ -43,6 +43,7 @@ import torch
 
 from bbagent.harness.adapters import serving
 from bbagent.harness.checks.compare import compare
+from bbagent.harness.helion_configs import CONFIGS_FILE
 from bbagent.harness.kernel_import import KernelImportError, import_module, interpret_triton
 from bbagent.harness.launches import DirectKernel, DirectServing
 from bbagent.harness.ops import op_name, resolve_op
@@ -95,6 +96,7 @@ class PackagedKernel:
     selftest: str | None     # under selftest/, or None where none could be saved
     origin: dict             # where it came from: run, provider, model, the folder exported
     dsl: str = "triton"      # the kernel language it is written in (harness.dsl): helion's needs helion installed
+    configs_sha256: str | None = None  # a Helion kernel's tuned configs beside its file (harness.helion_configs)
 
     @classmethod
     def from_row(cls, row: dict) -> PackagedKernel:
@@ -252,6 +254,12 @@ class Package:
             return f"its file {path} is missing"
         if file_sha256(path) != kernel.sha256:
             return f"{path} is not the file approved (its sha256 is not {kernel.sha256[:12]})"
+        configs = path.with_name(CONFIGS_FILE)
+        now = file_sha256(configs) if configs.is_file() else None
+        if now != kernel.configs_sha256:
+            return (f"{configs} is not the Helion configs approved with the kernel "
+                    f"({'missing' if now is None else 'its sha256 differs'})" if kernel.configs_sha256 else
+                    f"{configs} was not approved with the kernel (it was added since): remove it")
         return None
 
     def _why_not(self, kernel: PackagedKernel, here: Stack, trust: bool, check: bool) -> str | None:

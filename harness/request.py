@@ -39,7 +39,8 @@ class EvaluationRequest:
     ``secrets`` are redacted from the Verdict besides the environment's; ``profile`` runs the tests
     under cProfile; ``in_use_calls``: the repeated-call check's calls (None: the device's default);
     ``allow_library``: what a program's answer may leave to torch (none, gemm, all); ``dsl``: the
-    kernel language the answer was asked in (``harness.dsl``);
+    kernel language the answer was asked in (``harness.dsl``); ``helion_configs``: a Helion kernel's
+    tuned configs to pin (``harness.helion_configs.ConfigTable``'s JSON);
     ``expected_bytes``: the device memory a shared GPU admits the evaluation by until a child of it
     measured its peak (None: from the traces, ``harness.suite.memory_need``)."""
     problem: OperatorProblem | ProgramProblem
@@ -61,6 +62,7 @@ class EvaluationRequest:
     in_use_calls: int | None = None
     allow_library: str = "gemm"
     dsl: str = "triton"  # the kernel language the answer was asked in (harness.dsl): what the static check asks of it
+    helion_configs: str | None = None  # a Helion kernel's tuned configs, pinned in its child (harness.helion_configs)
     expected_bytes: int | None = None  # device memory expected before a child measured any (a program's, its facts')
 
     @classmethod
@@ -83,6 +85,19 @@ class EvaluationRequest:
             return self
         return dataclasses.replace(self, timing=dataclasses.replace(self.timing, profile=0, ncu=0))
 
+    def tuning(self, budget_s: float) -> "EvaluationRequest":
+        """The request that tunes a Helion kernel in its timing phase within ``budget_s`` seconds
+        (``harness.helion_configs.Tuning``): no profiles, the time limit widened by twice the budget
+        (the search's runs count on the test clock; its compilations do not)."""
+        if self.timing is None:
+            raise ValueError("tuning happens in the timing phase: a request without timing cannot tune")
+        timing = dataclasses.replace(self.timing, autotune_s=budget_s, profile=0, ncu=0)
+        return dataclasses.replace(self, timing=timing, timeout_s=self.timeout_s + 2 * budget_s)
+
+    def pinned(self, configs: str) -> "EvaluationRequest":
+        """The same request, no profiles, with a Helion kernel's tuned ``configs`` pinned."""
+        return dataclasses.replace(self.without_profiles(), helion_configs=configs)
+
     def suite_options(self) -> dict:
         """The fields that shape the suite: with the overloads and the device, a cached suite's key."""
         return {"cpu_max_numel": self.cpu_max_numel, "extra_traces": self.extra_traces,
@@ -95,7 +110,7 @@ class EvaluationRequest:
                    seed=seed if seed is not None else self.fresh_seed(), device=self.device, workdir=str(workdir),
                    hidden=list(self.hidden), tool_write_dirs=tool_write_dirs, namespaces=self.namespaces,
                    fail_fast_s=self.fail_fast_s, profile=self.profile, in_use_calls=self.in_use_calls,
-                   allow_library=self.allow_library,
+                   allow_library=self.allow_library, helion_configs=self.helion_configs,
                    work=Tests(timing=self.timing.request(self.op) if self.timing else None), **self.suite_options())
 
     def fresh_seed(self) -> int:

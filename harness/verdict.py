@@ -441,6 +441,15 @@ class Containment(_Strict):
     seal_s: float | None = None  # computing the allow list and building the view
 
 
+class HelionConfigs(_Strict):
+    """A Helion kernel's configs in the run (``harness.helion_configs``): the table its tuning found
+    (``tuned``: the JSON kept beside the kernel), or how many specializations ran the pinned configs
+    and the calls that had none (``unseen``: they ran the untuned config)."""
+    tuned: str | None = None
+    pinned: int = 0
+    unseen: list[str] = []
+
+
 class Environment(_Strict):
     device: str | None = None
     interpreter: bool | None = None
@@ -473,6 +482,7 @@ class Verdict(_Strict):
     skipped: list[Skipped] = []
     guard_findings: list[GuardFinding] = []
     performance: Performance | None = None
+    helion_configs: HelionConfigs | None = None  # tuned or pinned Helion configs (harness.helion_configs)
     suite: SuiteInfo = SuiteInfo()
     kernel_for: str | None = None
     variants: list[Variant] = []

@@ -27,7 +27,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.families import PROMPTS_DIR
 from bbagent.agent.generate.progress import DatasetInputs
 from bbagent.agent.generate.start import InBatch, pose, probe_the_gpu, require_price, run_generate
-from bbagent.agent.judging import check_evaluation, family_of_overload, listed_ops
+from bbagent.agent.judging import check_evaluation, check_tuning, family_of_overload, listed_ops
 from bbagent.agent.machine import this_machine
 from bbagent.agent.options import GenerateOptions, positive
 from bbagent.agent.providers import RetryPolicy, make_provider
@@ -188,6 +188,7 @@ def make_executor(plan: BatchPlan, options: GenerateOptions):
                            device_memory=None if memory is None else int(memory * 2**30))
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo, options.dsl)
     device = options.device or default_device()
+    check_tuning(options.autotune_budget, device)
     if device == "cpu" and plan.evals_per_gpu:
         raise UsageError("--evals-per-gpu shares a GPU; this batch evaluates on the CPU (one evaluation per core)")
     return LocalExecutor(device, gpus=check_gpus(plan.gpus, device), per_gpu=plan.evals_per_gpu)

@@ -38,9 +38,10 @@ from bbagent.agent.generate.merge import CannotMerge
 from bbagent.agent.generate.population import Population, Rival
 from bbagent.agent.generate.profile_feedback import profile_part, profiling_cost
 from bbagent.agent.generate.progress import (Asking, CandidateJudged, DispatcherDone, DispatcherTried, Evaluating, Listener,
-                                     NewBest, ReplacedApproved, RoundDone, SameKernel, ignore)
+                                     NewBest, ReplacedApproved, RoundDone, SameKernel, Tuning, TuningDone, ignore)
 from bbagent.agent.generate.spending import Spent
 from bbagent.agent.generate.stopping import StopSignal
+from bbagent.agent.generate.tuning import tune
 from bbagent.agent.generate.prompting import elide, render_feedback
 from bbagent.agent.machine import this_process
 from bbagent.agent.options import GenerateOptions
@@ -49,7 +50,7 @@ from bbagent.agent.review.lifecycle import install
 from bbagent.agent.review.meta import Accepted
 from bbagent.agent.review.record import authored_part, judged_part, now as _now
 from bbagent.agent.run_record import (CandidateRecord, DispatcherRecord, Halt, RoundRecord, RunConfig, RunRecord,
-                                       StoppedBecause, Tokens, Usage, WhyFailed)
+                                       StoppedBecause, Tokens, TuningRecord, Usage, WhyFailed)
 from bbagent.agent.storage import RunDir
 from bbagent.harness.interface import Verdict
 
@@ -205,6 +206,7 @@ class Agent:
         try:
             self.evaluations.prepare()  # the suite is built while the model writes its first answer
             halt = self.rounds_until_halted()
+            self.tune_best()
         except _Cut as cut:
             halt = cut.halt
         except ProviderError as exc:
@@ -236,6 +238,35 @@ class Agent:
                 return halt
         return Halt(StoppedBecause.ROUNDS, self.summary_of_best() + f"; the {self.rounds} round(s) ran out"
                     if self.best else self.record_why_failed())
+
+    def tune_best(self) -> None:
+        """The rounds ended with a kernel accepted: where ``--autotune-budget`` asks, tune it
+        (``agent.generate.tuning``), and where its tests pass with the configs found, install it
+        again with them beside it. A tuning that fails leaves the kernel as accepted, and says why."""
+        best, budget = self.best, self.options.autotune_budget
+        if best is None or not budget:
+            return
+        record = self.record.tuning = TuningRecord(budget_s=budget, speedup_untuned=best.speedup)
+        self.report(Tuning(round=best.round, budget_s=budget))
+        self.save()
+        try:
+            tuned = tune(self.evaluations, self.run.write("tuning/kernel.py", best.source), budget, record,
+                         keep=lambda name, verdict: self.run.write(f"tuning/{name}-verdict.json",
+                                                                  verdict.model_dump_json(indent=2) + "\n"))
+            if tuned is not None:
+                self.run.write("tuning/helion_configs.json", tuned.configs)
+                self.best = Best(best.round, best.source, tuned.verdict, tuned.verdict.geomean_speedup(),
+                                 best.dispatcher)
+                self.accept(best.source, tuned.verdict, best.round, best.dispatcher, configs=tuned.configs)
+        except KeyboardInterrupt:
+            record.outcome, record.message = "interrupted", "interrupted: the kernel keeps its untuned configs"
+            raise
+        except Exception as exc:  # noqa: BLE001 - the accepted kernel stays; the tuning's failure is recorded
+            record.outcome, record.message = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            self.save()
+        self.report(TuningDone(outcome=record.outcome, message=record.message, speedup_untuned=record.speedup_untuned,
+                               speedup_tuned=record.speedup_tuned))
 
     def stopped(self, outcome: Outcome, halt: Halt) -> None:
         """How the run ended, from the Halt that ended it."""
@@ -534,7 +565,8 @@ class Agent:
                                                       profiled=profile_part(verdict.performance))
         return render_feedback(verdict, best=self.best)
 
-    def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: DispatchPlan | None = None) -> None:
+    def accept(self, kernel_source: str, verdict: Verdict, n: int, dispatcher: DispatchPlan | None = None,
+               configs: str | None = None) -> None:
         spent, program = self.spent, self.operator.answers_program
         authored = authored_part(provider=self.provider.name, model=self.provider.model, run_id=self.run.path.name,
                                  accepted_round=n, tokens=Tokens(input=spent.input_tokens, output=spent.output_tokens),
@@ -544,7 +576,8 @@ class Agent:
         composed = dispatch.provenance(dispatcher, self.run.path.name, self.root) if dispatcher is not None else None
         accepted = Accepted.of(self.op, judged_part(self.op, verdict, program), authored, composed,
                                allow_library=self.operator.allow_library(self.options), dsl=self.options.dsl)
-        meta = install(self.root, kernel_source, accepted, problem_text=program.text if program else None)
+        meta = install(self.root, kernel_source, accepted, problem_text=program.text if program else None,
+                       configs=configs)
         if meta.run_id != self.run.path.name:  # the same code as the current kernel: kept as it is
             self.report(SameKernel(round=n, version=meta.version, status=meta.review.status, run_id=meta.run_id))
             return

@@ -104,6 +104,24 @@ class NewBest(Progress):
 
 
 @dataclass(frozen=True)
+class Tuning(Progress):
+    """The rounds ended: round ``round``'s accepted Helion kernel is tuned within ``budget_s`` seconds."""
+    name: ClassVar[str] = "tuning"
+    round: int
+    budget_s: float
+
+
+@dataclass(frozen=True)
+class TuningDone(Progress):
+    """How the tuning ended (run.json's ``tuning``)."""
+    name: ClassVar[str] = "tuning_done"
+    outcome: str
+    message: str
+    speedup_untuned: float | None
+    speedup_tuned: float | None
+
+
+@dataclass(frozen=True)
 class DispatcherTried(Progress):
     """A dispatcher between the kernels of rounds ``parts`` is being evaluated."""
     name: ClassVar[str] = "dispatcher"

@@ -19,7 +19,7 @@ from bbagent.agent.generate.progress import DeviceProbed, ProbingDevice, Retryin
 from bbagent.agent.generate.spending import Spent
 from bbagent.agent.generate.stopping import StopSignal
 from bbagent.agent.gpu_facts import facts_for, probe_failure
-from bbagent.agent.judging import Evaluations, check_evaluation, evaluation_request, this_machine, timing_options
+from bbagent.agent.judging import Evaluations, check_evaluation, check_tuning, evaluation_request, this_machine, timing_options
 from bbagent.agent.options import GenerateOptions
 from bbagent.agent.providers import RetryPolicy, make_provider
 from bbagent.agent.providers.call_log import FILE_NAME, LLMLog
@@ -96,6 +96,7 @@ def set_up(op: str | Path | Posed, options: GenerateOptions, root: str | Path | 
     operator = pose(op, options.exact_overload)
     computation, serves = operator.key, list(operator.serves)
     check_evaluation(options.device, options.timeout_s, options.allow_no_opinfo or not operator.needs_opinfo, options.dsl)
+    check_tuning(options.autotune_budget, options.device, program=operator.answers_program is not None)
     channels_last = operator.channels_last(options.channels_last)
     root = resolve_root(root, write=True)
     untimed = evaluation_request(operator.problem, root, device=options.device, seed=options.seed,

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from bbagent.agent.generate.progress import (Asking, CandidateJudged, DeviceProbed, DispatcherDone, DispatcherTried,
                                              Evaluating, NewBest, ProbingDevice, Progress, ReplacedApproved, Retrying,
-                                             RoundDone, SameKernel, Started)
+                                             RoundDone, SameKernel, Started, Tuning, TuningDone)
 
 TABLE_WIDTH = 160
 MESSAGE_LINES = 30
@@ -157,7 +157,7 @@ class RoundReporter:
             CandidateJudged: self._candidate, NewBest: self._best, DispatcherTried: self._dispatcher,
             DispatcherDone: self._dispatcher_done, ReplacedApproved: self._replaced_approved,
             SameKernel: self._same_kernel, RoundDone: self._round, ProbingDevice: self._probing,
-            DeviceProbed: self._probed}
+            DeviceProbed: self._probed, Tuning: self._tuning, TuningDone: self._tuned}
 
     def __call__(self, event: Progress) -> None:
         handler = self.handlers.get(type(event))
@@ -242,6 +242,17 @@ class RoundReporter:
         self.console.print(f"[yellow]note:[/yellow] round {event.round}'s kernel replaces approved version "
                            f"{event.version} as the current kernel; version {event.version} stays in "
                            f"{event.where}/ and is what `bbagent.enable()` serves until the new one is approved")
+
+    def _tuning(self, event: Tuning) -> None:
+        self.wait(f"tuning round {event.round}'s Helion kernel: Helion's autotuner on the timed shapes, at most "
+                  f"{event.budget_s:g} s, then its tests again with the configs found")
+
+    def _tuned(self, event: TuningDone) -> None:
+        self.stop_waiting()
+        speeds = "".join(f", {what} {speed:.2f}x" for what, speed in (("untuned", event.speedup_untuned),
+                                                                        ("tuned", event.speedup_tuned))
+                         if speed is not None)
+        self.console.print(f"tuning: {event.outcome}: {event.message}{speeds}", markup=False)
 
     def _same_kernel(self, event: SameKernel) -> None:
         self.console.print(f"note: round {event.round}'s kernel is the same code as the current version "

@@ -18,7 +18,7 @@ from bbagent.agent.review.kinds import StoredKind, stored_kind
 from bbagent.agent.review.meta import KernelMeta, read_meta
 from bbagent.agent.run_record import read_run
 from bbagent.agent.storage import write_atomic
-from bbagent.harness.interface import PROGRAMS_FOLDER, Verdict
+from bbagent.harness.interface import CONFIGS_FILE, PROGRAMS_FOLDER, Verdict
 
 SUSPICIOUS_SPEEDUP = 10.0   # a kernel this much faster than aten usually skips work the tests missed
 NEAR_TOLERANCE = 0.9        # a passing error this close to the dtype tolerance (fraction of it)
@@ -352,8 +352,10 @@ def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersio
         edit.refused = (f"{current.kernel} was edited since its tests and fails them now on {where} ({s.failed} of "
                         f"{s.total} tests failed: {first}; the Verdict: {current.folder / verdict_file})")
     else:  # installing replaces the folder whole: the Verdict is written after it
+        configs = current.folder / CONFIGS_FILE
         edit.meta = install_edit(root, current.meta, source.decode(), verdict, by,
-                                 problem_text=current.kind.kept_text(current))
+                                 problem_text=current.kind.kept_text(current),
+                                 configs=configs.read_text(encoding="utf-8") if configs.is_file() else None)
     write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
     return edit
 

@@ -14,7 +14,10 @@ An approval covers what was judged: the Verdict shown, the approval and the serv
 content digest. ``kernel_sha256`` is the digest of the kernel.py its tests judged; an approval pins
 the kernel.py the reviewer read (``review.kernel_sha256``), and ``bbagent review approve`` of a file
 that changed since its tests judges it first (``install_edit`` records the passing edit as a new
-version with that Verdict). A kernel whose file no longer has the judged digest, or an approved one
+version with that Verdict). A Helion kernel's tuned configs (``helion_configs.json`` beside it) are
+judged with it: ``helion_configs_sha256`` is the digest of the table its Verdict pinned, and a
+table changed, added or removed since leaves the kernel unjudged, as an edited kernel.py does.
+A kernel whose file no longer has the judged digest, or an approved one
 whose file is not the one approved, is **modified**: no Verdict covers it, it is served nowhere, and
 ``bbagent review verify`` judges it as it judges a stale one. A folder whose meta.json cannot be read, or whose kernel.py is missing, is
 **broken** (``agent.review.catalog.catalogue``), listed with its reason, never skipped silently.
@@ -38,12 +41,12 @@ from bbagent.agent.review.meta import (SCHEMA, SCHEMA_VERSION, STATUSES, Accepte
                                       Review, ReviewEntry, TestedIn, new_meta, read_meta, write_meta)
 from bbagent.agent.review.record import edit_part, kernel_readme, now
 from bbagent.agent.storage import accept_kernel
-from bbagent.harness.interface import Verdict
+from bbagent.harness.interface import CONFIGS_FILE, Verdict
 
 SHOWN_STATUSES = STATUSES + ("stale", "modified", "broken")
 VERSIONS_DIR = "versions"
 PROBLEM_FILE = "problem.py"  # a program answer's problem as it was when accepted: the answer serves without the original
-KERNEL_FILES = ("kernel.py", "meta.json", "README.md", PROBLEM_FILE)
+KERNEL_FILES = ("kernel.py", "meta.json", "README.md", PROBLEM_FILE, CONFIGS_FILE)
 ENVIRONMENT_KEYS = ("torch", "triton", "gpu", "suite")
 
 
@@ -108,10 +111,16 @@ def unjudged(folder: Path, meta: KernelMeta) -> str | None:
     words naming the file and the fix; None where the file is the one judged, cannot be read, or
     was recorded before the judged digest was."""
     judged, now_digest = meta.kernel_sha256, file_sha256(folder / "kernel.py")
-    if judged is None or now_digest is None or now_digest == judged:
+    if judged is not None and now_digest is not None and now_digest != judged:
+        return (f"{folder / 'kernel.py'} changed since its tests judged it (sha256 {judged[:12]} judged, "
+                f"{now_digest[:12]} now): no Verdict covers it; `bbagent review approve {meta.op}` judges it first")
+    configs = folder / CONFIGS_FILE
+    now_configs = file_sha256(configs)
+    if now_configs == meta.helion_configs_sha256:
         return None
-    return (f"{folder / 'kernel.py'} changed since its tests judged it (sha256 {judged[:12]} judged, "
-            f"{now_digest[:12]} now): no Verdict covers it; `bbagent review approve {meta.op}` judges it first")
+    said = ("is missing" if now_configs is None else "was added" if meta.helion_configs_sha256 is None else "changed")
+    return (f"{configs}, the Helion configs the kernel runs, {said} since its tests judged it: no Verdict covers "
+            f"the kernel with it; `bbagent review approve {meta.op}` judges it first")
 
 
 def not_covered(folder: Path, meta: KernelMeta) -> str | None:
@@ -207,17 +216,23 @@ def judged_source(root: Path, op_dir: Path, meta: KernelMeta) -> bytes | None:
     return None
 
 
-def install(root: Path, kernel_source: str, accepted: Accepted, problem_text: str | None = None) -> KernelMeta:
+def install(root: Path, kernel_source: str, accepted: Accepted, problem_text: str | None = None,
+            configs: str | None = None) -> KernelMeta:
     """Install a newly accepted kernel as ``root/generated_kernels/<op>/``, keeping the kernel there
     (unless it is the same run's unreviewed one, or this is an edit of it) in ``versions/``.
     ``accepted``: what its acceptance knows (``agent.review.meta.Accepted``); ``problem_text``: a
-    program answer's problem as judged, kept beside it (``PROBLEM_FILE``). Returns the new
+    program answer's problem as judged, kept beside it (``PROBLEM_FILE``); ``configs``: a Helion
+    kernel's tuned configs its Verdict pinned, kept beside it (``CONFIGS_FILE``). Returns the new
     meta.json; its ``replaced`` says what was moved aside. A kernel identical to the current one
     (same sha256) is no new version: the current one stays as it is, review included, and is returned."""
     folder = Path(root) / "generated_kernels" / accepted.op
+    if configs is not None:
+        accepted = accepted.model_copy(update={"helion_configs_sha256": hashlib.sha256(configs.encode()).hexdigest()})
     if (folder / "meta.json").is_file() and accepted.kernel_sha256:
         current = read_meta(folder)
-        if current.kernel_sha256 == accepted.kernel_sha256 and current.run_id != accepted.run_id:
+        if (current.kernel_sha256, current.helion_configs_sha256) == (accepted.kernel_sha256,
+                                                                      accepted.helion_configs_sha256) \
+                and current.run_id != accepted.run_id:
             return current
     edit = accepted.edited_from
     incoming = None if edit is not None else accepted.run_id  # an edit never replaces in place
@@ -229,17 +244,17 @@ def install(root: Path, kernel_source: str, accepted: Accepted, problem_text: st
                     review=Review(**entry.model_dump(), history=[entry]))  # before anything is moved aside
     version, replaced = archive_current(root, folder, incoming)
     meta = meta.model_copy(update={"version": version, "replaced": replaced})
-    accept_kernel(Path(root), accepted.op, kernel_source, meta.as_json(), kernel_readme(meta),
-                  {PROBLEM_FILE: problem_text} if problem_text is not None else {})
+    beside = {name: text for name, text in ((PROBLEM_FILE, problem_text), (CONFIGS_FILE, configs)) if text is not None}
+    accept_kernel(Path(root), accepted.op, kernel_source, meta.as_json(), kernel_readme(meta), beside)
     return meta
 
 
 def install_edit(root: Path, meta: KernelMeta, source: str, verdict: Verdict, by: str,
-                 problem_text: str | None = None) -> KernelMeta:
+                 problem_text: str | None = None, configs: str | None = None) -> KernelMeta:
     """``source``, the current kernel.py of ``meta``'s folder edited by hand since its tests judged it
     and now judged again by ``verdict`` (``agent.review.record.edit_part``), installed as a new
     version that says what it was edited from; the version it was edited from is kept in
     ``versions/`` with the file its tests judged. Returns the new meta.json (needs_review)."""
     edited_from = EditedFrom(version=meta.version, kernel_sha256=meta.kernel_sha256, run_id=meta.run_id, by=by,
                              at=now())
-    return install(root, source, edit_part(meta, verdict, edited_from), problem_text)
+    return install(root, source, edit_part(meta, verdict, edited_from), problem_text, configs)

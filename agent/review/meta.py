@@ -213,6 +213,7 @@ class Accepted(Judged, Authored, Composed):
     edited_from: EditedFrom | None = None  # kernel.py edited by hand from an earlier version, then judged
     allow_library: str | None = None  # a program's answer: what it was judged as allowed to leave to torch
     dsl: str = "triton"  # the kernel language it was asked (and judged) in (harness.dsl)
+    helion_configs_sha256: str | None = None  # a Helion kernel's tuned configs beside it, judged pinned with it
 
     @classmethod
     def of(cls, op: str, judged: Judged, authored: Authored, composed: Composed | None = None, *,

@@ -45,7 +45,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.review.catalog import catalogue
 from bbagent.agent.review.export import MANIFEST, why_not_exported
 from bbagent.agent.storage import write_atomic, write_json
-from bbagent.harness.interface import (DSLS, PACKAGE_MANIFEST, Manifest, PackagedKernel, Stack, build_suite,
+from bbagent.harness.interface import (CONFIGS_FILE, DSLS, PACKAGE_MANIFEST, Manifest, PackagedKernel, Stack, build_suite,
                                        file_sha256, resolve_op)
 
 # bbagent's modules an exported package carries, by the name they have in its _runtime folder
@@ -54,7 +54,8 @@ CARRIED = {"bbagent.harness.packaged": "packaged", "bbagent.harness.adapters": "
            "bbagent.harness.inputs": "inputs", "bbagent.harness.traces": "traces", "bbagent.harness.parse": "parse",
            "bbagent.harness.overriding": "overriding", "bbagent.harness.kernel_import": "kernel_import",
            "bbagent.harness.checks.reference": "reference", "bbagent.harness.checks.compare": "compare",
-           "bbagent.harness.checks.policy": "policy", "bbagent.harness.launches": "launches"}
+           "bbagent.harness.checks.policy": "policy", "bbagent.harness.launches": "launches",
+           "bbagent.harness.helion_configs": "helion_configs"}
 SELF_TEST_CASES = 12
 SELF_TEST_MAX_NUMEL = 1 << 12
 _IMPORT = re.compile(r"^(\s*)from (bbagent(?:\.\w+)+) import", re.M)
@@ -152,6 +153,7 @@ def _chosen(root: Path, include_unreviewed: bool) -> tuple[list, list[dict]]:
 
 def _packaged(version) -> PackagedKernel:
     meta = version.meta
+    configs = version.folder / CONFIGS_FILE
     tests = meta.tests.model_dump() if meta.tests is not None else {}
     summary = meta.summary.model_dump() if meta.summary is not None else {}
     return PackagedKernel(
@@ -163,7 +165,8 @@ def _packaged(version) -> PackagedKernel:
         judged_on=Stack(torch=meta.versions.torch or "", triton=meta.versions.triton or "",
                         device=meta.device or "cpu", gpu=meta.gpu),
         selftest=None, origin={"run_id": meta.run_id, "provider": meta.provider, "model": meta.model,
-                               "folder": str(version.folder)}, dsl=meta.dsl)
+                               "folder": str(version.folder)}, dsl=meta.dsl,
+        configs_sha256=file_sha256(configs) if configs.is_file() else None)
 
 
 def _write_tree(tree: Path, name: str, chosen: list, left_out: list[dict], also: str | None = None) -> Manifest:
@@ -178,6 +181,8 @@ def _write_tree(tree: Path, name: str, chosen: list, left_out: list[dict], also:
         target = tree / "kernels" / kernel.folder
         target.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(version.kernel, target / kernel.file)
+        if kernel.configs_sha256 is not None:  # a Helion kernel's tuned configs, pinned where it is imported
+            shutil.copyfile(version.folder / CONFIGS_FILE, target / CONFIGS_FILE)
         saved = _self_test_inputs(kernel)
         if saved is not None:
             (tree / "selftest").mkdir(exist_ok=True)

@@ -76,6 +76,7 @@ class Job:
     pause_fd: int | None = None  # the GPU is shared: pause at checkpoints while this page asks (harness.gpu_pause)
     in_use_calls: int | None = None  # the repeated-call check's calls (harness.checks.in_use); None: the device's default
     allow_library: str = "gemm"  # a program's answer: what it may leave to torch (harness.checks.program_compare)
+    helion_configs: str | None = None  # a Helion kernel's tuned configs, pinned (harness.helion_configs.ConfigTable)
 
     @property
     def op(self) -> str:

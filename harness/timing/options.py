@@ -26,9 +26,11 @@ class TimingOptions:
     profile_dir: Path | None = None  # ... into this directory (local evaluations only)
     ncu: int = 0  # Nsight Compute metrics on this many timed shapes (harness.timing.ncu)
     pick: str = "largest"  # which shapes both profile: the largest, or those "furthest" from their roofline
+    autotune_s: float = 0.0  # a Helion kernel's tuning budget, spent on the timed shapes first (harness.helion_configs)
 
     def request(self, op: str) -> dict:
-        asked = {"target_ms": self.target_ms, "max_cases": self.max_cases, "profile": self.profile, "pick": self.pick}
+        asked = {"target_ms": self.target_ms, "max_cases": self.max_cases, "profile": self.profile, "pick": self.pick,
+                 "autotune_s": self.autotune_s}
         if self.rows is not None:
             return {**asked, **self.rows}
         import torch  # the child's version is the parent's (same environment)
@@ -44,6 +46,6 @@ class TimingOptions:
         """These options as plain data for an evaluation on another machine (whose torch is
         ``torch_version``): the cached rows travel, the cache stays; raw times are kept, for
         ``finish_timing`` on this side to store and strip."""
-        return {"target_ms": self.target_ms, "max_cases": self.max_cases, "keep_raw": True,
+        return {"target_ms": self.target_ms, "max_cases": self.max_cases, "keep_raw": True, "autotune_s": self.autotune_s,
                 "rows": self._cached(op, torch_version), "baselines": tuple(self.baselines),
                 "inductor_mode": self.inductor_mode}

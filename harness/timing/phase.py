@@ -60,6 +60,7 @@ class TimingRequest:
     device: list[dict] = field(default_factory=list)     # {"gpu", "triton", "stats"}
     profile: int = 0  # profile this many timed shapes (harness.timing.profile) ...
     pick: str = "largest"  # ... the largest, or those "furthest" from their roofline (harness.timing.profile.pick)
+    autotune_s: float = 0.0  # a Helion kernel's tuning budget, spent before the timed calls (harness.helion_configs)
 
 
 def timed_cases(cases: list[TestCase], passed: set[str], most: int) -> list[TestCase]:

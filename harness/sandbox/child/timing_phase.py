@@ -6,6 +6,7 @@ runs the kernel and eager on the cases ncu profiles. Child side: imported in the
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from bbagent.harness import events
@@ -56,6 +57,7 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
                                    "message": f"the device's yardsticks are impossible: {impossible}; the clock was "
                                               "tampered with, or the device is not what it says"}))
         return
+    _tune(cases, kernel)
     results = []
     for case in cases:
         send(events.TimingStart(id=case.id))
@@ -70,6 +72,31 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
         results.append(result)
     if request.profile:  # diagnostics for the feedback, after the verdict's last check
         _profile_shapes(op, cases, results, kernel, request, job.workdir, send)
+
+
+def _tune(cases, kernel) -> None:
+    """A Helion kernel tuned first, where its Job asks (``harness.helion_configs.Tuning``): one call
+    per timed shape, the largest first, each new specialization searched within its share of the
+    budget (a kernel whose key leaves sizes out runs one config for many: the largest shape's, where
+    the time is). A call that raises ends the tuning; the timed calls that follow meet the failure
+    as their own."""
+    import torch
+    from bbagent.harness.helion_configs import tuning_in
+    from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
+    tuning = tuning_in(sys.modules.get(CANDIDATE_MODULE))
+    if tuning is None:
+        return
+    tuning.active = True
+    try:
+        for left, case in zip(range(len(cases), 0, -1), reversed(cases)):  # timed_cases: smallest first
+            tuning.shapes_left = left
+            args, kwargs = case.inputs()
+            kernel(*args, **kwargs)
+            torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - the candidate's failure, reported by the timing that follows
+        tuning.untuned.append(f"{case.description}: the call raised {type(exc).__name__}; tuning ended")
+    finally:
+        tuning.active = False
 
 
 def _profile_shapes(op, cases, results: list[dict], kernel, request, workdir: str, send) -> None:

@@ -112,6 +112,7 @@ def run_job(job: Job, send) -> int:
     kernel = _import_candidate(candidate_file, send)
     if kernel is None:
         return 0
+    helion = _helion_policy(job)
     watch.scan()  # a thread the import left running the kernel's code
     imported = watch.failure() or watch.judge_changes("once the kernel's file was imported", deep=True)
     if imported:
@@ -126,6 +127,8 @@ def run_job(job: Job, send) -> int:
                    candidate_file, send) is not None:
         return 0
     phases["tests"] = round(time.perf_counter() - mark, 3)
+    if helion is not None:
+        send(events.HelionConfigs(**helion.report()))
     from bbagent.harness.sandbox.child.device_memory import RETRIES
     send(events.Done(total_s=round(time.perf_counter() - started, 3), phases=phases, imported_sealed=audit.imported,
                      test_parts=stopwatch.rounded(), device_memory_peak=device_memory_peak(job.device),
@@ -144,6 +147,23 @@ def run_job(job: Job, send) -> int:
 
 
 
+
+
+def _helion_policy(job: Job):
+    """What stands in front of a Helion kernel's functions (``harness.helion_configs``): its tuned
+    configs pinned, or its tuning in the timing phase; None where neither is asked, or where the
+    candidate has no Helion kernel."""
+    from bbagent.harness.helion_configs import ConfigTable, Pinned, Tuning, install
+    from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
+    budget = (job.timing or {}).get("autotune_s") or 0.0
+    if job.helion_configs is not None:
+        policy: Pinned | Tuning = Pinned(ConfigTable.from_json(job.helion_configs), say=lambda said: None)
+    elif budget and job.device == "cuda":
+        import torch
+        policy = Tuning(budget, torch.cuda.get_device_name())
+    else:
+        return None
+    return policy if install(sys.modules[CANDIDATE_MODULE], policy) else None
 
 
 def _import_candidate(candidate_file: str, send):
