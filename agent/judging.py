@@ -20,7 +20,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.families import family_of
 from bbagent.agent.options import engines_of, positive
 from bbagent.agent.review.catalog import kernel_serving, written_for_beside
-from bbagent.harness.interface import (AdapterError, CHANNELS_LAST_FAMILIES, CONFIGS_FILE, DSLS, EvaluationRequest, HERE, KernelFileError,
+from bbagent.harness.interface import (AdapterError, CHANNELS_LAST_FAMILIES, CONFIGS_FILE, DSLS, ConfigTable, EvaluationRequest, HERE, KernelFileError,
                                        ProblemError, ReferenceCache, SUITES, SetupError, TIMING_CACHE_FILE,
                                        TimingOptions, UnknownOpError, default_device, describe_program, find_ncu,
                                        list_ops, operator_problem, problem_to_test, program_problem, triton_version,
@@ -237,10 +237,23 @@ def stored_request(version, root: Path, *, device: str | None, timeout_s: float,
     its kind says (``StoredKind.judged_as``: a UsageError where its problem is not at hand)."""
     with callers_fault():
         problem, facts = version.kind.judged_as(version)
-    configs = version.folder / CONFIGS_FILE  # a Helion kernel's tuned configs: judged pinned, as they are served
-    request = evaluation_request(problem, root, device=device, seed=None, timeout_s=timeout_s, timing=timing,
-                                 allow_library=version.meta.allow_library or "gemm", facts=facts, dsl=version.meta.dsl)
-    return request.pinned(configs.read_text(encoding="utf-8")) if configs.is_file() else request
+    return evaluation_request(problem, root, device=device, seed=None, timeout_s=timeout_s, timing=timing,
+                              allow_library=version.meta.allow_library or "gemm", facts=facts, dsl=version.meta.dsl)
+
+
+def as_served(request: EvaluationRequest, kernel: Path) -> EvaluationRequest:
+    """``request`` for the kernel file ``kernel`` as it is served: with the Helion configs kept
+    beside it (``CONFIGS_FILE``) pinned, as every import of it pins them; unchanged where there
+    are none, or where the request pins its own."""
+    configs = Path(kernel).with_name(CONFIGS_FILE)
+    if request.helion_configs is not None or not configs.is_file():
+        return request
+    try:
+        text = configs.read_text(encoding="utf-8")
+        ConfigTable.from_json(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"{configs}, the Helion configs beside the kernel, cannot be read: {exc}") from None
+    return request.pinned(text)
 
 
 def this_machine() -> Evaluator:
@@ -273,8 +286,10 @@ class Evaluations:
 
     def evaluate(self, kernel: Path, profile: bool = True) -> Verdict:
         """The kernel's Verdict; ``profile=False`` leaves out the timing's profiles (no later round
-        would read them). The caller's inputs or setup at fault: a UsageError."""
-        return self.evaluate_as(self.request if profile else self.request.without_profiles(), kernel)
+        would read them). Judged as served: the Helion configs kept beside the file are pinned
+        (``as_served``). The caller's inputs or setup at fault: a UsageError."""
+        return self.evaluate_as(as_served(self.request if profile else self.request.without_profiles(), kernel),
+                                kernel)
 
     def evaluate_as(self, request: EvaluationRequest, kernel: Path) -> Verdict:
         """The kernel's Verdict under ``request``, one the run's request was changed into (a

@@ -23,6 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from importlib import metadata
 from types import ModuleType
 from typing import Any, Protocol
 
@@ -174,7 +175,6 @@ class Tuning:
         return True
 
     def table(self) -> ConfigTable:
-        from importlib import metadata
         return ConfigTable(helion=metadata.version("helion"), gpu=self.gpu, budget_s=self.budget_s,
                            spent_s=self.spent_s, configs=tuple(self.configs), untuned=tuple(self.untuned))
 

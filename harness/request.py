@@ -95,8 +95,8 @@ class EvaluationRequest:
         return dataclasses.replace(self, timing=timing, timeout_s=self.timeout_s + 2 * budget_s)
 
     def pinned(self, configs: str) -> "EvaluationRequest":
-        """The same request, no profiles, with a Helion kernel's tuned ``configs`` pinned."""
-        return dataclasses.replace(self.without_profiles(), helion_configs=configs)
+        """The same request with a Helion kernel's tuned ``configs`` pinned."""
+        return dataclasses.replace(self, helion_configs=configs)
 
     def suite_options(self) -> dict:
         """The fields that shape the suite: with the overloads and the device, a cached suite's key."""

@@ -186,17 +186,25 @@ def _installed(root: Path, configs: str | None):
 
 def test_the_configs_are_kept_beside_the_kernel_and_judged_with_it(tmp_path, capsys, fresh):
     """Installed with its configs, the kernel's meta.json holds their digest; a table changed, removed or
-    added since leaves the kernel unserved until it is judged again; a stored kernel is judged again with
-    its table pinned; and the package carries the table, checked by its digest where it is enabled."""
-    from bbagent.agent.judging import stored_request
+    added since leaves the kernel unserved until it is judged again; a stored kernel is judged (eval,
+    bench, review) with its table pinned, as served; and the package carries the table, checked by its
+    digest where it is enabled."""
+    from bbagent.agent.judging import as_served, stored_request
     from bbagent.agent.review.catalog import find
     root = tmp_path / "root"
     table = _pinned_relu({"block_sizes": [256]}, fresh["key"]).to_json()
     meta = _installed(root, table)
     folder = root / "generated_kernels" / RELU
     assert (folder / CONFIGS_FILE).read_text() == table and meta.helion_configs_sha256 and not_covered(folder, meta) is None
-    request = stored_request(find(root, RELU).current, root, device="cpu", timeout_s=60.0)
-    assert request.helion_configs == table
+    current = find(root, RELU).current
+    assert as_served(stored_request(current, root, device="cpu", timeout_s=60.0), current.kernel).helion_configs == table
+    assert main(["eval", "--op", RELU, "--dsl", "helion", "--root", str(root), "--json"]) == 0  # the stored kernel
+    assert json.loads(capsys.readouterr().out)["helion_configs"]["pinned"] == 1  # judged as served: pinned
+    assert main(["review", "show", RELU, "--root", str(root)]) == 0  # piped: the file on stdout, the facts on stderr
+    shown = capsys.readouterr()
+    assert shown.out == RELU_HELION.read_text()
+    assert "Helion configs (helion_configs.json, served pinned): 1 tuned with Helion test on cpu" in shown.err
+    assert "_relu(float32[1000]): block_sizes=[256]" in shown.err
     (folder / CONFIGS_FILE).write_text(table.replace("256", "512"))
     assert "helion_configs.json, the Helion configs the kernel runs, changed since its tests" in not_covered(folder, meta)
     (folder / CONFIGS_FILE).unlink()

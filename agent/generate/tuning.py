@@ -48,7 +48,7 @@ def tune(evaluations: Evaluations, kernel: Path, budget_s: float, record: Tuning
     if not table.configs:
         record.outcome, record.message = "untuned", "no search found a config" + untuned
         return None
-    pinned = evaluations.evaluate_as(evaluations.request.pinned(found), kernel)
+    pinned = evaluations.evaluate_as(evaluations.request.without_profiles().pinned(found), kernel)
     keep("pinned", pinned)
     if not pinned.passed:
         record.outcome = "failed"

@@ -275,7 +275,13 @@ def shown(root: Path, op: str, number: int | None = None) -> dict:
         source = chosen.kernel.read_text()
     except OSError as exc:
         source = f"# {chosen.kernel} cannot be read: {_first_line(exc)}\n"
+    configs = chosen.folder / CONFIGS_FILE
+    try:
+        tuned = configs.read_text(encoding="utf-8") if configs.is_file() else None
+    except (OSError, UnicodeDecodeError) as exc:
+        tuned = f"{configs} cannot be read: {_first_line(exc)}"
     return {"op": op, "version": chosen.number, "current": chosen.current, "status": chosen.status,
+            "helion_configs": tuned,
             "changes": changes(meta), "flags": version_flags(chosen), "meta": meta.as_json(),
             "unjudged": unjudged(chosen.folder, meta),
             "dir": str(chosen.folder), "kernel_source": source, "transcript": str(transcript) if transcript.is_dir() else None,

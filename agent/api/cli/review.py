@@ -11,7 +11,7 @@ from rich.table import Table
 import bbagent as api
 from bbagent.agent.reports.console import widen
 from bbagent.agent.money import cost_text
-from bbagent.harness.interface import count_text, short_count
+from bbagent.harness.interface import CONFIGS_FILE, ConfigTable, count_text, short_count
 from bbagent import UsageError
 
 STATUS_STYLE = {"approved": "green", "rejected": "red", "needs_review": "yellow", "stale": "magenta"}
@@ -56,6 +56,22 @@ def _list(args, out, err) -> int:
     return 0
 
 
+def _print_configs(info, text: str) -> None:
+    """A Helion kernel's tuned configs (``helion_configs.json``), served pinned with it: one line each."""
+    try:
+        table = ConfigTable.from_json(text)
+    except ValueError as exc:
+        info.print(f"[red]Helion configs:[/red] {escape(CONFIGS_FILE)} cannot be read: {escape(str(exc))}")
+        return
+    info.print(f"Helion configs ({CONFIGS_FILE}, served pinned): {len(table.configs)} tuned with Helion {table.helion} "
+               f"on {escape(table.gpu)} in {table.spent_s:g} s of a {table.budget_s:g} s budget")
+    for row in table.configs:
+        said = ", ".join(f"{name}={value}" for name, value in row.config.items())
+        info.print(f"  {escape(row.kernel)}({escape(row.shapes)}): {escape(said)}", soft_wrap=True)
+    for call in table.untuned:
+        info.print(f"  untuned: {escape(call)}", soft_wrap=True)
+
+
 def _show(args, out, err) -> int:
     """In a terminal: the kernel's review facts and its code, highlighted. Piped: stdout gets the
     kernel file exactly as it is (``review show OP > kernel.py`` saves it), the facts go to stderr."""
@@ -92,6 +108,8 @@ def _show(args, out, err) -> int:
     else:
         sys.stdout.write(shown["kernel_source"])
         sys.stdout.flush()
+    if shown["helion_configs"] is not None:
+        _print_configs(info, shown["helion_configs"])
     if shown["unjudged"]:
         info.print(f"[red]unjudged:[/red] {escape(shown['unjudged'])}")
     else:
