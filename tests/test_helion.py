@@ -113,6 +113,7 @@ def test_a_helion_answer_to_a_program(tmp_path, capsys):
     import bbagent
     asked = bbagent.program_prompt(problem, device="cpu", dsl="helion")
     assert "with Helion kernels" in asked and "## Helion in bbagent" in asked and "## Triton traps" not in asked
+    assert "Reshape on the host (in `ModelNew.forward`)" in asked and "(in `kernel`)" not in asked
     assert "## Helion guidance for matrix products" in asked and "Worked example: a kernel for `aten.mm.default`" in asked
 
 

@@ -57,7 +57,8 @@ def _time_candidate(op, suite, passed: set[str], kernel, job: Job, launches, can
                                    "message": f"the device's yardsticks are impossible: {impossible}; the clock was "
                                               "tampered with, or the device is not what it says"}))
         return
-    _tune(cases, kernel)
+    if request.autotune_s:
+        _tune(cases, kernel)
     results = []
     for case in cases:
         send(events.TimingStart(id=case.id))

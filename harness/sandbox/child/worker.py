@@ -153,16 +153,16 @@ def _helion_policy(job: Job):
     """What stands in front of a Helion kernel's functions (``harness.helion_configs``): its tuned
     configs pinned, or its tuning in the timing phase; None where neither is asked, or where the
     candidate has no Helion kernel."""
+    budget = (job.timing or {}).get("autotune_s") or 0.0
+    if job.helion_configs is None and not (budget and job.device == "cuda"):
+        return None  # nothing imported for it: after the seal every import is the candidate's to pay
     from bbagent.harness.helion_configs import ConfigTable, Pinned, Tuning, install
     from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
-    budget = (job.timing or {}).get("autotune_s") or 0.0
     if job.helion_configs is not None:
         policy: Pinned | Tuning = Pinned(ConfigTable.from_json(job.helion_configs), say=lambda said: None)
-    elif budget and job.device == "cuda":
+    else:
         import torch
         policy = Tuning(budget, torch.cuda.get_device_name())
-    else:
-        return None
     return policy if install(sys.modules[CANDIDATE_MODULE], policy) else None
 
 
