@@ -170,6 +170,7 @@ def test_the_judged_child_pins_the_table_and_reports_the_calls_without_a_config(
     pinned = verdict.helion_configs
     assert pinned is not None and pinned.tuned is None and pinned.pinned == 1, pinned
     assert pinned.unseen and all(call.startswith("_relu(") for call in pinned.unseen), pinned.unseen
+    assert not [name for name in verdict.timings.imported_sealed if name.startswith("bbagent")]  # loaded before the seal
     broken = HERE.evaluate(request.pinned(_pinned_relu({"block_sizes": "big"}, fresh["key"]).to_json()), RELU_HELION)
     assert broken.passed and broken.helion_configs.pinned == 0, (broken.error_kind, broken.message[:300])
     assert "_relu(float32[1000])" in broken.helion_configs.unseen or len(broken.helion_configs.unseen) > \

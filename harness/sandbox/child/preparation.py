@@ -94,6 +94,7 @@ def load_lazy_parts() -> None:
     import bbagent.harness.suite.tiers  # noqa: F401
     import bbagent.harness.sandbox.child.compile_ahead  # noqa: F401
     import bbagent.harness.sandbox.child.device_memory  # noqa: F401
+    import bbagent.harness.helion_configs  # noqa: F401 - a Helion kernel's configs, where its Job pins or tunes them
     hashing.join()  # before any fork: a child must not inherit a thread half-way
     if failures:
         raise failures[0]

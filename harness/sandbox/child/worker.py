@@ -155,7 +155,7 @@ def _helion_policy(job: Job):
     candidate has no Helion kernel."""
     budget = (job.timing or {}).get("autotune_s") or 0.0
     if job.helion_configs is None and not (budget and job.device == "cuda"):
-        return None  # nothing imported for it: after the seal every import is the candidate's to pay
+        return None
     from bbagent.harness.helion_configs import ConfigTable, Pinned, Tuning, install
     from bbagent.harness.sandbox.child.containment import CANDIDATE_MODULE
     if job.helion_configs is not None:
