@@ -20,6 +20,7 @@ from bbagent.agent.errors import UsageError
 from bbagent.agent.families import family_of
 from bbagent.agent.options import engines_of, positive
 from bbagent.agent.review.catalog import kernel_serving, written_for_beside
+from bbagent.agent.review.lifecycle import configs_beside
 from bbagent.harness.interface import (AdapterError, CHANNELS_LAST_FAMILIES, CONFIGS_FILE, DSLS, ConfigTable, EvaluationRequest, HERE, KernelFileError,
                                        ProblemError, ReferenceCache, SUITES, SetupError, TIMING_CACHE_FILE,
                                        TimingOptions, UnknownOpError, default_device, describe_program, find_ncu,
@@ -245,14 +246,16 @@ def as_served(request: EvaluationRequest, kernel: Path) -> EvaluationRequest:
     """``request`` for the kernel file ``kernel`` as it is served: with the Helion configs kept
     beside it (``CONFIGS_FILE``) pinned, as every import of it pins them; unchanged where there
     are none, or where the request pins its own."""
-    configs = Path(kernel).with_name(CONFIGS_FILE)
-    if request.helion_configs is not None or not configs.is_file():
+    if request.helion_configs is not None:
         return request
     try:
-        text = configs.read_text(encoding="utf-8")
+        text = configs_beside(kernel)
+        if text is None:
+            return request
         ConfigTable.from_json(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"{configs}, the Helion configs beside the kernel, cannot be read: {exc}") from None
+        raise UsageError(f"{Path(kernel).with_name(CONFIGS_FILE)}, the Helion configs beside the kernel, cannot be "
+                         f"read: {exc}") from None
     return request.pinned(text)
 
 

@@ -203,7 +203,7 @@ class Specialized:
 
 def install(module: ModuleType, policy: Policy) -> list[str]:
     """Put ``policy`` in front of every ``@helion.kernel`` function at the top of ``module``;
-    their names. None where the module uses no Helion."""
+    their names (none where the module uses no Helion)."""
     if "helion" not in sys.modules:
         return []
     import helion

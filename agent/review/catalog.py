@@ -11,7 +11,7 @@ from typing import Callable
 
 from bbagent.agent.errors import ReviewError
 from bbagent.agent.families import family_of
-from bbagent.agent.review.lifecycle import (SHOWN_STATUSES, changes, install_edit,
+from bbagent.agent.review.lifecycle import (SHOWN_STATUSES, changes, configs_beside, install_edit,
                                             not_covered, reviewer, set_status, status_of, unjudged,
                                             version_folders)
 from bbagent.agent.review.kinds import StoredKind, stored_kind
@@ -275,11 +275,10 @@ def shown(root: Path, op: str, number: int | None = None) -> dict:
         source = chosen.kernel.read_text()
     except OSError as exc:
         source = f"# {chosen.kernel} cannot be read: {_first_line(exc)}\n"
-    configs = chosen.folder / CONFIGS_FILE
     try:
-        tuned = configs.read_text(encoding="utf-8") if configs.is_file() else None
+        tuned = configs_beside(chosen.kernel)
     except (OSError, UnicodeDecodeError) as exc:
-        tuned = f"{configs} cannot be read: {_first_line(exc)}"
+        tuned = f"{chosen.folder / CONFIGS_FILE} cannot be read: {_first_line(exc)}"
     return {"op": op, "version": chosen.number, "current": chosen.current, "status": chosen.status,
             "helion_configs": tuned,
             "changes": changes(meta), "flags": version_flags(chosen), "meta": meta.as_json(),
@@ -358,10 +357,8 @@ def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersio
         edit.refused = (f"{current.kernel} was edited since its tests and fails them now on {where} ({s.failed} of "
                         f"{s.total} tests failed: {first}; the Verdict: {current.folder / verdict_file})")
     else:  # installing replaces the folder whole: the Verdict is written after it
-        configs = current.folder / CONFIGS_FILE
         edit.meta = install_edit(root, current.meta, source.decode(), verdict, by,
-                                 problem_text=current.kind.kept_text(current),
-                                 configs=configs.read_text(encoding="utf-8") if configs.is_file() else None)
+                                 problem_text=current.kind.kept_text(current), configs=configs_beside(current.kernel))
     write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
     return edit
 

@@ -106,6 +106,13 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
+def configs_beside(kernel: Path) -> str | None:
+    """The Helion configs kept beside the kernel file ``kernel`` (``CONFIGS_FILE``), as text; None
+    where there are none. OSError and UnicodeDecodeError are the caller's to word."""
+    configs = Path(kernel).with_name(CONFIGS_FILE)
+    return configs.read_text(encoding="utf-8") if configs.is_file() else None
+
+
 def unjudged(folder: Path, meta: KernelMeta) -> str | None:
     """Why no Verdict covers ``folder``'s kernel.py (it was changed since its tests judged it), in
     words naming the file and the fix; None where the file is the one judged, cannot be read, or
