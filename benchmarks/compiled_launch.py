@@ -9,9 +9,10 @@ timed per forward (host clock, the GPU synchronised once per batch of forwards, 
 ``--repeats`` batches) in torch.compile's default mode and under CUDA graphs, eager beside them; the
 cost per served call is (the forward's time - inductor's) / layers. The generated code of each
 compile is searched for the kernel's name and for a ``bbagent_served`` call, and every output is
-compared with eager's.
+compared with eager's. ``--dsl helion`` serves the corpus Helion relu instead: Helion launches its
+Triton kernel from its own host code (``JITFunction.run``), which the direct path records as well.
 
-    python benchmarks/compiled_launch.py --out $OUT
+    python benchmarks/compiled_launch.py --out $OUT [--dsl helion]
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+# the corpus relu of each kernel language, and the name its Triton kernel has in the generated code
+RELUS = {"triton": ("relu_triton.py", "_relu"), "helion": ("relu_helion.py", "_helion__relu")}
 
 
 def per_forward_us(function, x, forwards: int, repeats: int) -> float:
@@ -48,6 +51,7 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--forwards", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--dsl", choices=sorted(RELUS), default="triton")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     import torch
@@ -63,7 +67,8 @@ def main() -> int:
         return x
     x = torch.randn(args.size, args.size, device="cuda")
     eager = model(x)
-    root = approved_root((ROOT / "tests" / "kernels" / "relu_triton.py").read_text())
+    file, name = RELUS[args.dsl]
+    root = approved_root((ROOT / "tests" / "kernels" / file).read_text(), dsl=args.dsl)
     rows, checks = {}, {}
     for mode in ("default", "reduce-overhead"):
         settings = {} if mode == "default" else {"mode": mode}
@@ -85,7 +90,7 @@ def main() -> int:
                 report = {row["op"]: row for row in enabled.report()} if enabled else {}
                 checks[f"{mode}/{side}"] = {
                     "matches_eager": bool(torch.allclose(output, eager, atol=1e-4, rtol=1e-4)),
-                    "kernel_in_generated_code": "def _relu(" in code,
+                    "kernel_in_generated_code": f"def {name}(" in code,
                     "bbagent_served_call_in_generated_code": "bbagent_served" in code,
                     "under_compile": (report.get("aten.relu.default") or {}).get("under_compile"),
                     "compiled_sites": enabled.compiled_sites() if enabled else {},
@@ -93,7 +98,8 @@ def main() -> int:
             finally:
                 if enabled is not None:
                     enabled.disable()
-    print(f"{args.layers} x relu(x @ w), float32 [{args.size}, {args.size}], {torch.cuda.get_device_name()}, torch "
+    print(f"{args.layers} x relu(x @ w), float32 [{args.size}, {args.size}], the {args.dsl} relu served, "
+          f"{torch.cuda.get_device_name()}, torch "
           f"{torch.__version__}: host us per forward (median of {args.repeats} x {args.forwards} forwards)")
     print(f"{'mode':<16} {'eager':>9} {'inductor':>9} {'direct':>9} {'opaque':>9} {'direct/call':>12} {'opaque/call':>12}")
     for mode in ("default", "reduce-overhead"):
@@ -107,7 +113,7 @@ def main() -> int:
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "compiled_launch.json").write_text(json.dumps(
-            {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "layers": args.layers,
+            {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "dsl": args.dsl, "layers": args.layers,
              "size": args.size, "us_per_forward": {f"{m}/{s}": v for (m, s), v in rows.items()}, "checks": checks},
             indent=1) + "\n")
     return 0

@@ -35,7 +35,7 @@ def per_call_us(function, x, calls: int, repeats: int, sync) -> float:
     return statistics.median(samples)
 
 
-def approved_root(source: str) -> Path:
+def approved_root(source: str, dsl: str = "triton") -> Path:
     from bbagent.agent.machine import this_machine
     from bbagent.agent.review.lifecycle import install, set_status
     from bbagent.agent.review.meta import Accepted
@@ -46,7 +46,7 @@ def approved_root(source: str) -> Path:
     install(root, source, Accepted.model_validate({
         "op": op, "written_for": op, "serves": [op], "run_id": "bench", "tests": {"passed": 1, "total": 1},
         "versions": {"torch": torch.__version__, "triton": triton.__version__}, "gpu": this_machine().gpu,
-        "dtypes": ["float32"], "performance": {"measured": False}}))
+        "dtypes": ["float32"], "performance": {"measured": False}, "dsl": dsl}))
     set_status(root / "generated_kernels" / op, "approved")
     return root
 

@@ -12,7 +12,12 @@ On the GPU machine, with bbagent and Helion importable (``PYTHONPATH``):
 3. ``generate --dsl helion --autotune-budget SECONDS`` of sigmoid through the replay provider (the wrong
    answer, then the right one), tuned by Helion's autotuner within the budget and judged again with the
    configs found pinned; the kernel approved, then served by ``bbagent.enable`` in a small model, eager
-   and under torch.compile, compared with eager PyTorch (the warnings it gave: a shape without a config).
+   and under torch.compile (where inductor's code must launch its Triton kernel), compared with eager
+   PyTorch (the warnings it gave: a shape without a config);
+4. the Helion layer_norm (the normalization example) generated through the replay provider, approved
+   and served in the small transformer of ``check-model`` under torch.compile: its calls launched by
+   inductor's code, the outputs as eager's, and the model timed: eager, torch.compile, torch.compile
+   with the Helion layer_norm.
 
     python3 benchmarks/helion_check.py --out DIR
 
@@ -53,10 +58,12 @@ with torch.no_grad():
         eager = model(x)
         eager_calls = dict(served.calls())
         compiled = torch.compile(model)(x)
-        compiled_calls = dict(served.calls())
+        compiled_calls = {op: count - eager_calls.get(op, 0) for op, count in served.calls().items()}
+        under_compile = {row["op"]: row["under_compile"] for row in served.report() if row.get("under_compile")}
 print(json.dumps({"eager_equal": bool(torch.allclose(eager, expected, atol=1e-5, rtol=1e-5)),
                   "compiled_equal": bool(torch.allclose(compiled, expected, atol=1e-5, rtol=1e-5)),
                   "eager_calls": eager_calls, "compiled_calls": compiled_calls,
+                  "compiled_sites": served.compiled_sites(), "under_compile": under_compile,
                   "warned": [text[:200] for text in said if "Helion" in text]}))
 """
 
@@ -115,8 +122,11 @@ def checks(root: Path, max_shapes: int, budget: float) -> list[tuple[str, callab
                                  "helion")),
               (f"generate --dsl helion --autotune-budget {budget:g}: wrong, then right accepted, tuned within "
                "the budget", functools.partial(generated, root, budget, max_shapes)),
-              ("the approved Helion sigmoid served in a model, eager and compiled, equal to eager",
-               functools.partial(served, root))]
+              ("the approved Helion sigmoid served in a model, eager and compiled (launched by inductor's code), "
+               "equal to eager",
+               functools.partial(served, root)),
+              ("the Helion layer_norm approved and served in the transformer under torch.compile, launched by "
+               "inductor's code, against torch.compile", functools.partial(compiled_model, root, max_shapes))]
     return found
 
 
@@ -136,7 +146,9 @@ def generated(root: Path, budget: float, max_shapes: int) -> tuple[bool, dict]:
     configs = meta.parent / "helion_configs.json" if meta else None
     table = json.loads(configs.read_text()) if configs is not None and configs.is_file() else {}
     within = tuning.get("spent_s") is not None and tuning["spent_s"] <= 1.5 * budget
-    return (code == 0 and dsl == "helion" and tuning.get("outcome") == "tuned" and within and bool(table.get("configs")),
+    # kept (tuned) or refused by the speed gate (slower): either way searched within the budget and judged pinned
+    kept = tuning.get("outcome") == "tuned" and bool(table.get("configs"))
+    return (code == 0 and dsl == "helion" and (kept or tuning.get("outcome") == "slower") and within,
             {"dsl": dsl, "tuning": tuning, "configs": [(row["shapes"], row["config"].get("block_sizes"), row["search_s"])
                                                      for row in table.get("configs", [])],
              "untuned": table.get("untuned"), "err": err[-600:] if code else ""})
@@ -151,8 +163,32 @@ def served(root: Path) -> tuple[bool, dict]:
         result = json.loads(done.stdout.strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
         result = {"error": done.stderr[-1500:]}
-    ok = bool(result.get("eager_equal") and result.get("compiled_equal") and result.get("eager_calls", {}).get(op, 0) > 0)
+    ok = bool(result.get("eager_equal") and result.get("compiled_equal") and result.get("eager_calls", {}).get(op, 0) > 0
+              and result.get("under_compile", {}).get(op) == "launched by inductor's code")
     return ok, result
+
+
+def compiled_model(root: Path, max_shapes: int) -> tuple[bool, dict]:
+    op = "aten.native_layer_norm.default"
+    right = (CHECKOUT / "prompts" / "helion" / "examples" / "normalization.py").read_text()
+    replay = root / "replay-layer-norm.json"
+    replay.write_text(json.dumps({"model": "helion-check", "exchanges": [{"response": f"```python\n{right}```"}]}))
+    code, _, err = bbagent("generate", "--op", op, "--dsl", "helion", "--provider", "replay", "--replay", str(replay),
+                           "--rounds", "1", "--no-dispatch", "--root", str(root), "--max-shapes", str(max_shapes),
+                           cwd=root, timeout=1200)
+    if code != 0:
+        return False, {"generate": code, "err": err[-600:]}
+    bbagent("review", "approve", op, "--root", str(root), cwd=root)
+    code, checked, err = bbagent("check-model", "--model", "transformer", "--device", "cuda", "--compile", "default",
+                                 "--ops", op, "--include-slower", "--json", "--root", str(root), cwd=root, timeout=1200)
+    compiled = (checked or {}).get("compiled") or {}
+    timing = compiled.get("timing") or {}
+    said = (compiled.get("kernels") or {}).get(op, {}).get("under_compile")
+    detail = {"match": (checked or {}).get("match"), "under_compile": said,
+              "compiled_sites": (compiled.get("compiled_sites") or {}).get(op),
+              "ms": {side: timing.get(f"{side}_ms") for side in ("eager", "compile", "bbagent")},
+              "err": err[-600:] if code else ""}
+    return code == 0 and bool(detail["match"]) and said == "launched by inductor's code", detail
 
 
 def main() -> int:

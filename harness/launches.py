@@ -27,7 +27,11 @@ if TYPE_CHECKING:
 LAUNCHED = "launched by inductor's code"
 OPAQUE = "served"  # an opaque twin's call out of inductor's code (``agent.serving.compiled``)
 _TRACING = threading.local()
-_PATCHED: list = []  # [Triton's own KernelInterface.__getitem__, how many traces use the patch]
+_PATCHED: list = []  # [Triton's own KernelInterface.__getitem__ and JITFunction.run, how many traces use them]
+# the keywords a launch through ``JITFunction.run`` may add that torch's traced launch takes as a
+# config (the rest of its keywords must be the kernel's parameters), and those it drops at their defaults
+_TRACED_OPTIONS = frozenset({"num_warps", "num_stages"})
+_DEFAULT_OPTIONS = {"launch_cooperative_grid": False, "ptx_options": None}
 
 
 @dataclass
@@ -114,8 +118,8 @@ def _rule(kernel: DirectKernel):
                 why = untraceable(exc)
             else:
                 if traced.launches == 0 and tensors_in(result):
-                    # no launch went through kernel[grid] (Helion launches with JITFunction.run, say): the
-                    # graph would hold the outputs' allocation alone, never their values
+                    # no launch went through kernel[grid] or JITFunction.run (a launcher of its own, say):
+                    # the graph would hold the outputs' allocation alone, never their values
                     why = UNRECORDED
                 else:
                     if _building_a_graph():  # not the pass that only reads the outputs' metadata
@@ -139,7 +143,7 @@ def untraceable(exc: Exception) -> str:
     return f"its wrapper cannot be traced ({type(exc).__name__}: {lines[0][:120] if lines else ''})"
 
 
-UNRECORDED = "no launch was recorded (a launch not spelt kernel[grid](...), as Helion's, cannot be traced in)"
+UNRECORDED = "no launch was recorded (only kernel[grid](...) and kernel.run(..., grid=...) of Triton kernels are traced in)"
 
 
 @dataclass
@@ -150,9 +154,9 @@ class Traced:
 
 @contextmanager
 def launches_traced():
-    """While inside, a Triton launch ``kernel[grid](...)`` on this thread is recorded as torch's
-    Triton kernel node (``wrap_triton``) where tracing asks for it, instead of run; yields a
-    ``Traced`` counting them."""
+    """While inside, a Triton launch on this thread, ``kernel[grid](...)`` or Helion's
+    ``kernel.run(..., grid=...)``, is recorded as torch's Triton kernel node (``wrap_triton``) where
+    tracing asks for it, instead of run; yields a ``Traced`` counting them."""
     before, counted = getattr(_TRACING, "on", False), getattr(_TRACING, "traced", None)
     _TRACING.on, _TRACING.traced = True, Traced()
     _patch_launches()
@@ -165,23 +169,52 @@ def launches_traced():
 
 def _patch_launches() -> None:
     """``KernelInterface.__getitem__`` (``kernel[grid]`` of a ``@triton.jit`` function, an autotuner,
-    a heuristics wrapper) goes through ``wrap_triton`` inside ``launches_traced``; elsewhere, and
-    where torch runs the launch itself (``is_wrap_triton_enabled`` false), it is Triton's own."""
+    a heuristics wrapper) and ``JITFunction.run`` (how Helion's host code launches) go through
+    ``wrap_triton`` inside ``launches_traced``; elsewhere, and where torch runs the launch itself
+    (``is_wrap_triton_enabled`` false), they are Triton's own. A ``kernel[grid]`` recorded never
+    reaches ``run``, so no launch is counted twice."""
     if _PATCHED:
-        _PATCHED[0][1] += 1
+        _PATCHED[2] += 1
         return
     from torch._library.triton import is_wrap_triton_enabled, wrap_triton
-    from triton.runtime.jit import KernelInterface
-    original = KernelInterface.__getitem__
+    from triton.runtime.jit import JITFunction, KernelInterface
+    getitem_of, run_of = KernelInterface.__getitem__, JITFunction.run
+
+    def tracing() -> bool:
+        return getattr(_TRACING, "on", False) and is_wrap_triton_enabled()
 
     def getitem(self, grid):
-        if getattr(_TRACING, "on", False) and is_wrap_triton_enabled():
+        if tracing():
             _TRACING.traced.launches += 1
             launch = wrap_triton(self)[grid]
             return lambda *args, **kwargs: launch(*args, **{**_defaults_left(self, len(args), kwargs), **kwargs})
-        return original(self, grid)
-    KernelInterface.__getitem__ = getitem
-    _PATCHED.append([original, 1])
+        return getitem_of(self, grid)
+
+    def run(self, *args, grid, warmup, **kwargs):
+        if tracing() and not warmup:
+            kwargs = _traced_options(self, kwargs)
+            _TRACING.traced.launches += 1
+            wrap_triton(self)[grid](*args, **{**_defaults_left(self, len(args), kwargs), **kwargs})
+            return None
+        return run_of(self, *args, grid=grid, warmup=warmup, **kwargs)
+    KernelInterface.__getitem__, JITFunction.run = getitem, run
+    _PATCHED.extend([getitem_of, run_of, 1])
+
+
+def _traced_options(kernel, kwargs: dict) -> dict:
+    """The keywords of a ``JITFunction.run`` launch that torch's traced launch is given: the
+    kernel's parameters and the configs it takes (``num_warps``, ``num_stages``), with Triton's
+    launch options left out where they are at their defaults. Any other option (``maxnreg``, a
+    cooperative grid) cannot be traced: ValueError, and the call keeps its opaque path."""
+    parameters = set(inspect.signature(kernel.fn).parameters)
+    kept = {}
+    for name, value in kwargs.items():
+        if name in _DEFAULT_OPTIONS and value == _DEFAULT_OPTIONS[name]:
+            continue
+        if name not in parameters and name not in _TRACED_OPTIONS:
+            raise ValueError(f"the launch option {name}={value!r} cannot be traced")
+        kept[name] = value
+    return kept
 
 
 def _defaults_left(kernel, positional: int, given: dict) -> dict:
@@ -205,7 +238,8 @@ def _defaults_left(kernel, positional: int, given: dict) -> dict:
 def _unpatch_launches() -> None:
     if not _PATCHED:
         return
-    _PATCHED[0][1] -= 1
-    if _PATCHED[0][1] == 0:
-        from triton.runtime.jit import KernelInterface
-        KernelInterface.__getitem__ = _PATCHED.pop()[0]
+    _PATCHED[2] -= 1
+    if _PATCHED[2] == 0:
+        from triton.runtime.jit import JITFunction, KernelInterface
+        KernelInterface.__getitem__, JITFunction.run = _PATCHED[0], _PATCHED[1]
+        _PATCHED.clear()

@@ -44,7 +44,9 @@ def calls(gm):
         if node.op != "call_function":
             continue
         if "triton_kernel_wrapper" in str(node.target):
-            fn = kernel_side_table.get_kernel(node.kwargs["kernel_idx"]).fn
+            fn = kernel_side_table.get_kernel(node.kwargs["kernel_idx"])
+            while not hasattr(fn, "__code__"):  # a JITFunction, under any autotuner torch put around it
+                fn = fn.fn
             out.append(f"triton:{fn.__name__}@{fn.__code__.co_filename}")
         else:
             out.append(str(node.target))
@@ -214,6 +216,48 @@ print(json.dumps({
     assert result["given"] == {"FACTOR": 5} and result["positional"] == {"BLOCK": 16, "FACTOR": 7}
 
 
+def test_a_launch_through_run_as_helions_is_recorded_once_with_its_options(tmp_path):
+    """Helion's launcher calls ``kernel.run(*args, grid=, warmup=False, num_warps=, num_stages=,
+    launch_cooperative_grid=False)``: traced, it is one kernel node, with the defaults it leaves out
+    and the warps and stages as the config torch puts around the kernel; Triton's launch options at
+    their defaults are dropped, and one torch cannot take (``maxnreg``) makes the call untraceable, so
+    it keeps its opaque path. ``kernel[grid]`` calls ``run`` itself, and is still counted once."""
+    (tmp_path / "defaulted.py").write_text(DEFAULTED)
+    result = in_fresh_process(TRACE + '''
+sys.path.insert(0, sys.argv[1])
+from torch.fx.experimental.proxy_tensor import make_fx
+from bbagent.agent.serving.direct import launches_traced
+from defaulted import scaled
+
+def traced(launch):
+    seen = {}
+    def function(x):
+        out = torch.empty_like(x)
+        with launches_traced() as counted:
+            launch(x, out)
+        seen["launches"] = counted.launches
+        return out
+    try:
+        graph = make_fx(function, tracing_mode="fake")(torch.randn(40))
+    except ValueError as exc:
+        return {"refused": str(exc)}
+    nodes = [n for n in graph.graph.nodes if "triton_kernel_wrapper" in str(n.target)]
+    kernel = kernel_side_table.get_kernel(nodes[0].kwargs["kernel_idx"])
+    given = {**nodes[0].kwargs["kwargs"], **kernel_side_table.get_constant_args(nodes[0].kwargs["constant_args_idx"])}
+    return {"nodes": len(nodes), "launches": seen["launches"], "warps": [c.num_warps for c in getattr(kernel, "configs", [])],
+            "given": {k: v for k, v in given.items() if k in ("BLOCK", "FACTOR")}}
+
+print(json.dumps({
+    "run": traced(lambda x, out: scaled.run(x, out, 40, 16, grid=(3,), warmup=False, num_warps=2, num_stages=1,
+                                             launch_cooperative_grid=False)),
+    "maxnreg": traced(lambda x, out: scaled.run(x, out, 40, 16, grid=(3,), warmup=False, maxnreg=32)),
+    "getitem": traced(lambda x, out: scaled[(3,)](x, out, 40, BLOCK=16))}))
+''', tmp_path, interpret=False)
+    assert result["run"] == {"nodes": 1, "launches": 1, "warps": [2], "given": {"BLOCK": 16, "FACTOR": 3}}, result
+    assert result["getitem"] == {"nodes": 1, "launches": 1, "warps": [], "given": {"BLOCK": 16, "FACTOR": 3}}, result
+    assert result["maxnreg"] == {"refused": "the launch option maxnreg=32 cannot be traced"}, result
+
+
 def test_every_region_of_a_llama_served_at_once_keeps_the_graph_valid(tmp_path):
     """Answers to every region across matrix products of the tiny Llama served together (opaque
     twins): each swap's call finds its inputs defined (a norm + q, k, v region's first node is the
@@ -253,27 +297,44 @@ serving.uninstall()
     assert result["searches"] < len(result["swapped"]), result
 
 
-def test_a_wrapper_whose_launches_tracing_cannot_record_keeps_its_opaque_call(tmp_path):
-    """A Helion kernel launches its Triton kernel through ``JITFunction.run``, not ``kernel[grid]``, so
-    tracing cannot record its launch: its call stays the overload's (served as an opaque call, with why),
-    never a graph holding the outputs' allocation alone. (Here Helion stops at the missing driver; on a
-    GPU, at the fake tensors' data pointers; a wrapper that got through with no launch recorded would be
-    refused as ``UNRECORDED``.)"""
+def test_a_helion_kernel_reaches_inductor_as_its_triton_kernels_launch(tmp_path):
+    """Helion's host code launches its Triton kernel through ``JITFunction.run``, not ``kernel[grid]``:
+    the served Helion relu's call is traced into the graph as that kernel's node (its output's
+    allocation, the reshapes of its host code, the launch), with no aten relu left; under dynamic
+    shapes Helion cannot bind on the trace's symbolic sizes, so the call keeps its opaque path, with
+    why (never a graph without the launch)."""
     helion_relu = KERNELS / "relu_helion.py"
     result = in_fresh_process(TRACE + f'''
+from torch._dynamo.backends.common import aot_autograd
 from bbagent.agent.serving.direct import DirectKernel, DirectServing
 from bbagent.agent.serving.load import import_kernel
 from bbagent.harness.interface import resolve_op, serving
 RELU = resolve_op("aten.relu.default")
 kernel = import_kernel({str(helion_relu)!r}, "helion_relu")
-served = DirectServing([DirectKernel("aten.relu.default", RELU, serving(kernel, RELU, RELU, traced=True),
-                                     frozenset({{torch.float32}}), "cpu")])
-served.install()
-graph = calls(graphs_of(lambda x: torch.relu(x * 1) * 2, ((64, 32), torch.float32))[0])
-said = served.under_compile("aten.relu.default")
-served.uninstall()
-print(json.dumps({{"graph": graph, "said": said}}))
+def served():
+    direct = DirectServing([DirectKernel("aten.relu.default", RELU, serving(kernel, RELU, RELU, traced=True),
+                                         frozenset({{torch.float32}}), "cpu")])
+    direct.install()
+    return direct
+model = lambda x: torch.relu(x * 1) * 2
+static = served()
+graph = calls(graphs_of(model, ((64, 32), torch.float32))[0])
+said = static.under_compile("aten.relu.default")
+static.uninstall()
+dynamic, captured = served(), []
+def capture(gm, _):
+    captured.append(calls(gm))
+    raise RuntimeError("captured")  # the graph is what is asked; without a GPU it could not run
+try:
+    torch.compile(model, backend=aot_autograd(fw_compiler=capture), dynamic=True)(torch.randn(64, 32))
+except Exception as exc:
+    assert "captured" in str(exc), exc
+dynamic.uninstall()
+print(json.dumps({{"graph": graph, "said": said, "dynamic": captured[0],
+                  "dynamic_said": dynamic.under_compile("aten.relu.default")}}))
 ''', tmp_path, interpret=False)
-    assert "aten.relu.default" in result["graph"], result
-    assert not any(call.startswith("triton:") for call in result["graph"]), result
-    assert result["said"].startswith("served as an opaque call: "), result["said"]
+    launches = [call for call in result["graph"] if call.startswith("triton:")]
+    assert len(launches) == 1 and launches[0].startswith("triton:_helion__relu@"), result
+    assert "aten.relu.default" not in result["graph"] and result["said"] == "launched by inductor's code", result
+    assert "aten.relu.default" in result["dynamic"] and not any(c.startswith("triton:") for c in result["dynamic"])
+    assert result["dynamic_said"].startswith("served as an opaque call: its wrapper cannot be traced"), result

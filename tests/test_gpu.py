@@ -300,16 +300,18 @@ def test_enable_with_no_device_serves_cuda_tensors_on_a_gpu_machine(tmp_path):
     assert result == {"calls": {op: 1 if op == RELU else 0 for op in FAMILY}, "device": "CUDA", "y": [0.0, 2.0]}
 
 
-def test_inductors_own_code_launches_the_approved_relu_on_gpu(tmp_path):
+@pytest.mark.parametrize("dsl", ["triton", "helion"])
+def test_inductors_own_code_launches_the_approved_relu_on_gpu(tmp_path, dsl):
     """Issue 76, 1: with an approved Triton relu enabled, the code inductor generates defines and
     launches the judged kernel itself (no ``bbagent_served`` call in it), in the default mode and
     under CUDA graphs, and computes what eager computes; with ``direct=False`` the call is the
-    opaque twin's, as before."""
+    opaque twin's, as before. Issue 81, 4: so does an approved Helion relu (its Triton kernel,
+    which Helion's host code launches with ``JITFunction.run``)."""
     import subprocess
     import sys
     from conftest import PYTHONPATH
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "compiled_launch.py"), "--layers", "2",
-                           "--forwards", "50", "--repeats", "2", "--out", str(tmp_path)], capture_output=True,
+                           "--forwards", "50", "--repeats", "2", "--dsl", dsl, "--out", str(tmp_path)], capture_output=True,
                           text=True, timeout=600, env={**os.environ, "PYTHONPATH": PYTHONPATH})
     assert done.returncode == 0, done.stderr[-3000:]
     checks = json.loads((tmp_path / "compiled_launch.json").read_text())["checks"]
