@@ -341,7 +341,9 @@ class Package:
         return Checked(kernel.key, bool(cases), len(cases), "" if cases else "no saved test inputs")
 
     def _fingerprint(self, served: dict) -> str:
-        return ",".join(sorted(f"{k.key}={k.sha256}" for k in self.manifest.kernels if set(k.serves) & set(served)))
+        # the files checked to be the manifest's: the kernel and any Helion configs the direct path traces in with it
+        return ",".join(sorted(f"{k.key}={k.sha256}+{k.configs_sha256 or 'none'}" for k in self.manifest.kernels
+                               if set(k.serves) & set(served)))
 
 
 def _one_case(function, overload, case: dict, device: str) -> str | None:

@@ -314,15 +314,18 @@ def test_compiled_code_calls_the_served_kernels_while_enabled_and_inductors_own_
     assert result["after"] == 0 and result["pass_after"] == "None"
 
 
-def test_on_a_gpu_compiled_code_is_given_only_kernels_measured_faster_than_inductors(monkeypatch):
+def test_on_a_gpu_compiled_code_is_given_only_kernels_measured_faster_than_inductors(monkeypatch, tmp_path):
     from types import SimpleNamespace
     from bbagent.agent.review.meta import PerformanceRecord
     from bbagent.agent.serving import enable as serving
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text((KERNELS / "relu_triton.py").read_text())
 
-    def version(over):
+    def version(over, file=kernel):
         baselines = {"inductor": {"geomean_speedup": over}} if over is not None else {}
-        return SimpleNamespace(meta=SimpleNamespace(written_for=RELU, dtypes=["float32"], kernel_sha256="f" * 64,
-                                                    performance=PerformanceRecord(measured=True, baselines=baselines)))
+        return SimpleNamespace(kernel=file, meta=SimpleNamespace(
+            written_for=RELU, dtypes=["float32"], kernel_sha256="f" * 64,
+            performance=PerformanceRecord(measured=True, baselines=baselines)))
     served = {RELU: serving.ServedOverload(RELU, 1, "f", 1.2)}
     functions = {RELU: lambda x: x}
     for over, expected in ((1.3, None), (0.8, "measured 0.8x torch.compile"), (None, "not timed against torch.compile")):
@@ -342,6 +345,22 @@ def test_on_a_gpu_compiled_code_is_given_only_kernels_measured_faster_than_induc
     opaque_key = _pass_key()
     opaque.uninstall()
     assert opaque.under_compile(RELU) == "served" and opaque_key != direct_key  # inductor's caches tell them apart
+    # the direct path traces the file itself into the graph: another file, or Helion configs beside it, is another
+    # graph, whatever the meta says (the same digest here) -- inductor's caches once gave one kernel's code to another
+    other = tmp_path / "other" / "kernel.py"
+    other.parent.mkdir()
+    other.write_text(kernel.read_text() + "# another file\n")
+
+    def key(file):
+        compiled, _ = serving._under_compile(served, {RELU: version(0.8, file)}, "cuda", True, None, functions)
+        try:
+            return _pass_key()
+        finally:
+            compiled.uninstall()
+    keys = [key(kernel), key(other)]
+    other.with_name("helion_configs.json").write_text("{}")
+    keys.append(key(other))
+    assert keys[0] == direct_key and len(set(keys)) == 3, keys
 
 
 def _pass_key() -> bytes:

@@ -229,8 +229,17 @@ def region_answers(root: Path, device: str, include_unreviewed: bool, include_sl
             refused[key] = f"cannot be loaded: {in_words(exc)}"
             continue
         answers[module.REGION_HASH] = RegionAnswer(key=key, hash=module.REGION_HASH, model_new=model_new, problem=module,
-                                                   sha256=version.meta.kernel_sha256 or "", over_inductor=over)
+                                                   sha256=served_digest(version.kernel), over_inductor=over)
     return answers, refused
+
+
+def served_digest(kernel: Path) -> str:
+    """What inductor's caches key a served file by: its digest and that of the Helion configs beside
+    it, as they are now. A meta recorded without the judged digest, or a table approved again, must
+    not meet a graph compiled for another file (the direct path traces the kernel into the graph)."""
+    from bbagent.agent.review.lifecycle import file_sha256
+    from bbagent.harness.interface import CONFIGS_FILE
+    return "+".join(digest or "none" for digest in (file_sha256(kernel), file_sha256(kernel.with_name(CONFIGS_FILE))))
 
 
 def _under_compile(served: dict[str, ServedOverload], versions: dict, device: str, include_slower: bool,
@@ -260,7 +269,7 @@ def _under_compile(served: dict[str, ServedOverload], versions: dict, device: st
     if device != "cpu" and functions is not None:
         for op, overload in chosen.items():
             direct.append(DirectKernel(op, overload, functions[op], frozenset(tested_dtypes(versions[op].meta)), device))
-    fingerprint = ",".join(sorted(f"{op}={versions[op].meta.kernel_sha256}" for op in chosen) +
+    fingerprint = ",".join(sorted(f"{op}={served_digest(versions[op].kernel)}" for op in chosen) +
                            sorted(f"{a.key}={a.sha256}" for a in (regions or {}).values()))
     compiled = CompiledServing(chosen, regions, direct, fingerprint, inline_regions=device != "cpu" and functions is not None,
                                over_inductor={op: over_inductor[op] for op in chosen})
