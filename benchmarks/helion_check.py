@@ -60,10 +60,11 @@ with torch.no_grad():
         compiled = torch.compile(model)(x)
         compiled_calls = {op: count - eager_calls.get(op, 0) for op, count in served.calls().items()}
         under_compile = {row["op"]: row["under_compile"] for row in served.report() if row.get("under_compile")}
+        sites = served.compiled_sites()  # calls traced into the compiled graph as the kernel's launches
 print(json.dumps({"eager_equal": bool(torch.allclose(eager, expected, atol=1e-5, rtol=1e-5)),
                   "compiled_equal": bool(torch.allclose(compiled, expected, atol=1e-5, rtol=1e-5)),
                   "eager_calls": eager_calls, "compiled_calls": compiled_calls,
-                  "compiled_sites": served.compiled_sites(), "under_compile": under_compile,
+                  "compiled_sites": sites, "under_compile": under_compile,
                   "warned": [text[:200] for text in said if "Helion" in text]}))
 """
 
@@ -164,7 +165,8 @@ def served(root: Path) -> tuple[bool, dict]:
     except (json.JSONDecodeError, IndexError):
         result = {"error": done.stderr[-1500:]}
     ok = bool(result.get("eager_equal") and result.get("compiled_equal") and result.get("eager_calls", {}).get(op, 0) > 0
-              and result.get("under_compile", {}).get(op) == "launched by inductor's code")
+              and result.get("under_compile", {}).get(op) == "launched by inductor's code"
+              and result.get("compiled_sites", {}).get(op, 0) > 0)
     return ok, result
 
 
@@ -178,7 +180,9 @@ def compiled_model(root: Path, max_shapes: int) -> tuple[bool, dict]:
                            cwd=root, timeout=1200)
     if code != 0:
         return False, {"generate": code, "err": err[-600:]}
-    bbagent("review", "approve", op, "--root", str(root), cwd=root)
+    approved, _, approve_err = bbagent("review", "approve", op, "--root", str(root), cwd=root)
+    if approved != 0:
+        return False, {"approve": approved, "err": approve_err[-600:]}
     code, checked, err = bbagent("check-model", "--model", "transformer", "--device", "cuda", "--compile", "default",
                                  "--ops", op, "--include-slower", "--json", "--root", str(root), cwd=root, timeout=1200)
     compiled = (checked or {}).get("compiled") or {}
@@ -187,8 +191,11 @@ def compiled_model(root: Path, max_shapes: int) -> tuple[bool, dict]:
     detail = {"match": (checked or {}).get("match"), "under_compile": said,
               "compiled_sites": (compiled.get("compiled_sites") or {}).get(op),
               "ms": {side: timing.get(f"{side}_ms") for side in ("eager", "compile", "bbagent")},
-              "err": err[-600:] if code else ""}
-    return code == 0 and bool(detail["match"]) and said == "launched by inductor's code", detail
+              "exit": code, "err": err[-600:] if code else "",
+              "said": {k: v for k, v in (checked or {}).items() if k in ("error", "message", "skipped", "served")},
+              "keys": sorted(checked or {}), "compiled_keys": sorted(compiled)}
+    return (code == 0 and bool(detail["match"]) and said == "launched by inductor's code"
+            and (detail["compiled_sites"] or 0) > 0), detail
 
 
 def main() -> int:
