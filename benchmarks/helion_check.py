@@ -192,8 +192,7 @@ def compiled_model(root: Path, max_shapes: int) -> tuple[bool, dict]:
               "compiled_sites": (compiled.get("compiled_sites") or {}).get(op),
               "ms": {side: timing.get(f"{side}_ms") for side in ("eager", "compile", "bbagent")},
               "exit": code, "err": err[-600:] if code else "",
-              "said": {k: v for k, v in (checked or {}).items() if k in ("error", "message", "skipped", "served")},
-              "keys": sorted(checked or {}), "compiled_keys": sorted(compiled)}
+              "said": {k: v for k, v in (checked or {}).items() if k in ("status", "crashed", "stderr_tail")}}
     return (code == 0 and bool(detail["match"]) and said == "launched by inductor's code"
             and (detail["compiled_sites"] or 0) > 0), detail
 
