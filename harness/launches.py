@@ -65,6 +65,7 @@ class DirectServing:
     def __init__(self, kernels: list[DirectKernel]):
         self.kernels = {kernel.overload: kernel for kernel in kernels}
         self.installed: list = []
+        self._floats: Callable[[], None] | None = None  # puts inductor's float typing back
 
     @property
     def names(self) -> list[str]:
@@ -83,6 +84,8 @@ class DirectServing:
         for overload in list(self.kernels):
             if overload not in self.installed:
                 del self.kernels[overload]
+        if self.installed:
+            self._floats = floats_as_triton_passes_them()
         return left_out
 
     def uninstall(self) -> None:
@@ -91,11 +94,29 @@ class DirectServing:
             overload.python_key_table.pop(FunctionalTensorMode, None)
             overload._dispatch_cache.clear()
         self.installed = []
+        if self._floats is not None:
+            self._floats()
+            self._floats = None
 
     def under_compile(self, op: str) -> str | None:
         """How compiled code runs ``op`` where it is served direct: launched, and where it was not."""
         kernel = next((k for k in self.kernels.values() if k.op == op), None)
         return None if kernel is None else path_said(kernel.sites, kernel.declined, LAUNCHED)
+
+
+def floats_as_triton_passes_them() -> Callable[[], None]:
+    """Until the returned function is called, inductor passes a Python float argument of a Triton
+    kernel it launches as fp32, as Triton's own launch does and as the kernel was judged; by default
+    (``config._use_fp64_for_unbacked_floats``) it passes fp64, so that a kernel computing with
+    ``eps`` may run in another precision, or not compile (``tl.sqrt_rn`` of fp64: a Helion
+    layer_norm on the H200 failed the user's compiled model so). The same setting types floats read
+    with ``.item()`` in inductor's own kernels, which run in fp32 too meanwhile."""
+    from torch._inductor import config
+    if not hasattr(config, "_use_fp64_for_unbacked_floats"):  # a torch that passes fp32 anyway
+        return lambda: None
+    before = config._use_fp64_for_unbacked_floats
+    config._use_fp64_for_unbacked_floats = False
+    return lambda: setattr(config, "_use_fp64_for_unbacked_floats", before)
 
 
 def path_said(launched: int, declined: Counter, unmet: str) -> str:

@@ -337,12 +337,18 @@ def test_on_a_gpu_compiled_code_is_given_only_kernels_measured_faster_than_induc
             assert compiled.under_compile(RELU) == (None if expected else "launched by inductor's code")
         finally:
             compiled.uninstall()
+    from torch._inductor import config
+    fp64 = config._use_fp64_for_unbacked_floats
     compiled, not_compiled = serving._under_compile(served, {RELU: version(0.8)}, "cuda", True, None, functions)
     direct_key = _pass_key()
+    # a float argument of a launch traced in reaches the kernel as Triton passes it (fp32), not fp64
+    assert config._use_fp64_for_unbacked_floats is False
     compiled.uninstall()
+    assert config._use_fp64_for_unbacked_floats is fp64 is True
     assert not_compiled == {} and compiled.names == [RELU]
     opaque, _ = serving._under_compile(served, {RELU: version(0.8)}, "cuda", True, None, None)  # enable(direct=False)
     opaque_key = _pass_key()
+    assert config._use_fp64_for_unbacked_floats is True  # nothing traced in: inductor's own typing
     opaque.uninstall()
     assert opaque.under_compile(RELU) == "served" and opaque_key != direct_key  # inductor's caches tell them apart
     # the direct path traces the file itself into the graph: another file, or Helion configs beside it, is another
