@@ -3,6 +3,7 @@ the budget, the calls it does not reach said; the table pinned where a Helion ke
 sandboxed child) and served (a call without a config runs the untuned one and warns, once); kept beside
 the kernel, its digest judged with it, exported with it. Helion's own search needs a GPU: the GPU test
 below and ``benchmarks/helion_check.py`` run it."""
+import hashlib
 import json
 import os
 import subprocess
@@ -18,7 +19,7 @@ from bbagent.agent.review.meta import Accepted
 from bbagent.cli import main
 from bbagent.harness import helion_configs
 from bbagent.harness.helion_configs import CONFIGS_FILE, ConfigTable, TunedConfig
-from conftest import KERNELS, PYTHONPATH
+from conftest import KERNELS, PYTHONPATH, make_verdict
 
 RELU = "aten.relu.default"
 RELU_HELION = KERNELS / "relu_helion.py"
@@ -231,6 +232,36 @@ def test_the_configs_are_kept_beside_the_kernel_and_judged_with_it(tmp_path, cap
     assert package._file_problem(package.manifest.kernels[0]) is None
     copied.write_text(table.replace("256", "512"))
     assert "is not the Helion configs approved with the kernel" in package._file_problem(package.manifest.kernels[0])
+
+
+def test_an_edit_judged_while_its_configs_changed_is_refused(tmp_path, fresh):
+    """An edited kernel.py judged (``review approve``/``verify``) is recorded with the table its
+    judge pinned: a table changed while it was judged is refused, not installed under that Verdict;
+    the table unchanged goes with the new version."""
+    from bbagent.agent.review.catalog import find, judge_edit
+    root = tmp_path / "root"
+    table = _pinned_relu({"block_sizes": [256]}, fresh["key"]).to_json()
+    _installed(root, table)
+    folder = root / "generated_kernels" / RELU
+    (folder / "kernel.py").write_text(RELU_HELION.read_text() + "# edited\n")
+    digest = hashlib.sha256((folder / "kernel.py").read_bytes()).hexdigest()
+
+    def judge(edit_table: bool):
+        def judged(version):
+            if edit_table:
+                (folder / CONFIGS_FILE).write_text(table.replace("256", "512"))
+            return make_verdict(verdict="pass", kernel={"path": str(version.kernel), "sha256": digest},
+                                summary={"total": 1, "passed": 1})
+        return judged
+    edit = judge_edit(root, find(root, RELU).current, judge(True), "judged.json", "test")
+    assert edit.meta is None and "helion_configs.json, the Helion configs it runs, changed while it was judged" in \
+        edit.refused, edit.refused
+    (folder / CONFIGS_FILE).write_text(table)
+    edit = judge_edit(root, find(root, RELU).current, judge(False), "judged.json", "test")
+    assert edit.refused is None and edit.meta is not None
+    current = find(root, RELU).current
+    assert (current.folder / CONFIGS_FILE).read_text() == table
+    assert current.meta.helion_configs_sha256 == hashlib.sha256(table.encode()).hexdigest()
 
 
 @pytest.mark.parametrize("argv, said", [

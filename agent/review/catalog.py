@@ -344,12 +344,16 @@ def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersio
                by: str) -> JudgedEdit:
     """Judge the current version's kernel.py, edited since its tests (``judge``), keeping the Verdict
     beside it as ``verdict_file``; where it passes, record it as a new version with that Verdict
-    (``lifecycle.install_edit``, needs review) whose folder keeps the Verdict too."""
-    source = current.kernel.read_bytes()
+    (``lifecycle.install_edit``, needs review) whose folder keeps the Verdict too. The Helion configs
+    beside it are read before and after: the table installed is the one ``judge`` pinned."""
+    source, configs = current.kernel.read_bytes(), configs_beside(current.kernel)
     verdict = judge(current)
     edit = JudgedEdit(verdict)
     if verdict.kernel.sha256 != hashlib.sha256(source).hexdigest():
         edit.refused = f"{current.kernel} changed while it was judged: judge it again"
+    elif configs_beside(current.kernel) != configs:
+        edit.refused = (f"{current.kernel.with_name(CONFIGS_FILE)}, the Helion configs it runs, changed while it was "
+                        "judged: judge it again")
     elif not verdict.passed:
         s = verdict.summary
         first = (verdict.message or "").strip().splitlines()[0][:300] if verdict.message else verdict.error_kind
@@ -358,7 +362,7 @@ def judge_edit(root: Path, current: KernelVersion, judge: Callable[[KernelVersio
                         f"{s.total} tests failed: {first}; the Verdict: {current.folder / verdict_file})")
     else:  # installing replaces the folder whole: the Verdict is written after it
         edit.meta = install_edit(root, current.meta, source.decode(), verdict, by,
-                                 problem_text=current.kind.kept_text(current), configs=configs_beside(current.kernel))
+                                 problem_text=current.kind.kept_text(current), configs=configs)
     write_atomic(current.folder / verdict_file, verdict.model_dump_json(indent=2) + "\n")
     return edit
 
