@@ -137,6 +137,8 @@ def _rule(kernel: DirectKernel):
                     result = kernel.function(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - this call alone is left to the opaque path, with why
                 why = untraceable(exc)
+                if _symbolic(args, kwargs):  # Helion binds on concrete sizes; a Triton wrapper may not trace on them
+                    why = f"under dynamic shapes {why}"
             else:
                 if traced.launches == 0 and tensors_in(result):
                     # no launch went through kernel[grid] or JITFunction.run (a launcher of its own, say):
@@ -150,6 +152,11 @@ def _rule(kernel: DirectKernel):
             kernel.declined[why] += 1
         return mode.__torch_dispatch__(kernel.overload, (), args, kwargs)
     return rule
+
+
+def _symbolic(args, kwargs) -> bool:
+    """Whether a tensor of the call has a size the trace keeps symbolic (dynamic shapes)."""
+    return any(not isinstance(size, int) for tensor in tensors_in((args, kwargs)) for size in tensor.shape)
 
 
 def _building_a_graph() -> bool:
