@@ -61,8 +61,7 @@ if TYPE_CHECKING:  # the table of names: real imports to a type checker and to i
     from bbagent.harness.kernel_import import KernelImportError, import_module as import_kernel_module, interpret_triton
     from bbagent.harness.overriding import Installed, override, dtypes_named, in_words
     from bbagent.harness.launches import (
-        LAUNCHED, OPAQUE, UNRECORDED, DirectKernel, DirectServing, floats_as_triton_passes_them, launches_traced,
-        path_said, untraceable
+        LAUNCHED, OPAQUE, UNRECORDED, DirectKernel, DirectServing, launches_traced, path_said, untraceable
     )
     from bbagent.harness.suite.cache import suite_cache_dir
     from bbagent.harness.coverage import SUITES, list_ops, variant_counts

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 LAUNCHED = "launched by inductor's code"
 OPAQUE = "served"  # an opaque twin's call out of inductor's code (``agent.serving.compiled``)
 _TRACING = threading.local()
-_PATCHED: list = []  # [Triton's own KernelInterface.__getitem__ and JITFunction.run, how many traces use them]
+_PATCHED: dict = {}  # while patched: Triton's own "getitem" and "run", and how many traces use the patch ("users")
 # the keywords a launch through ``JITFunction.run`` may add that torch's traced launch takes as a
 # config (the rest of its keywords must be the kernel's parameters), and those it drops at their defaults
 _TRACED_OPTIONS = frozenset({"num_warps", "num_stages"})
@@ -71,8 +71,10 @@ class DirectServing:
     def names(self) -> list[str]:
         return sorted(kernel.op for kernel in self.kernels.values())
 
-    def install(self) -> dict[str, str]:
-        """Install a rule per overload; why each overload that cannot have one is left out."""
+    def install(self, regions: bool = False) -> dict[str, str]:
+        """Install a rule per overload; why each overload that cannot have one is left out. Where any
+        launch may be traced in (a rule installed, or ``regions``: region answers' launches), floats
+        reach the kernels as Triton passes them until ``uninstall``."""
         from torch._subclasses.functional_tensor import FunctionalTensorMode
         left_out = {}
         for overload, kernel in self.kernels.items():
@@ -84,7 +86,7 @@ class DirectServing:
         for overload in list(self.kernels):
             if overload not in self.installed:
                 del self.kernels[overload]
-        if self.installed:
+        if self.installed or regions:
             self._floats = floats_as_triton_passes_them()
         return left_out
 
@@ -202,7 +204,7 @@ def _patch_launches() -> None:
     (``is_wrap_triton_enabled`` false), they are Triton's own. A ``kernel[grid]`` recorded never
     reaches ``run``, so no launch is counted twice."""
     if _PATCHED:
-        _PATCHED[2] += 1
+        _PATCHED["users"] += 1
         return
     from torch._library.triton import is_wrap_triton_enabled, wrap_triton
     from triton.runtime.jit import JITFunction, KernelInterface
@@ -226,7 +228,7 @@ def _patch_launches() -> None:
             return None
         return run_of(self, *args, grid=grid, warmup=warmup, **kwargs)
     KernelInterface.__getitem__, JITFunction.run = getitem, run
-    _PATCHED.extend([getitem_of, run_of, 1])
+    _PATCHED.update(getitem=getitem_of, run=run_of, users=1)
 
 
 def _traced_options(kernel, kwargs: dict) -> dict:
@@ -266,8 +268,8 @@ def _defaults_left(kernel, positional: int, given: dict) -> dict:
 def _unpatch_launches() -> None:
     if not _PATCHED:
         return
-    _PATCHED[2] -= 1
-    if _PATCHED[2] == 0:
+    _PATCHED["users"] -= 1
+    if _PATCHED["users"] == 0:
         from triton.runtime.jit import JITFunction, KernelInterface
-        KernelInterface.__getitem__, JITFunction.run = _PATCHED[0], _PATCHED[1]
+        KernelInterface.__getitem__, JITFunction.run = _PATCHED["getitem"], _PATCHED["run"]
         _PATCHED.clear()

@@ -147,18 +147,23 @@ for region in find_regions([graph]):
     answers[region.hash] = RegionAnswer(key=name, hash=region.hash, model_new=answer(name),
                                         problem=program_module(ProgramProblem(path=str(path), text=path.read_text())))
 serving = CompiledServing({{}}, answers, inline_regions=True)
+serving.install()
+from torch._inductor import config
+fp64_while_served = config._use_fp64_for_unbacked_floats  # region answers' floats reach them as Triton passes them
 before = calls(graph)
 SwapPass({{}}, None, serving.region_twins, serving)(graph)
 graph.lint()
-print(json.dumps({{"before": before, "after": calls(graph), "inlined": dict(serving.inlined),
-                  "calls": {{key: serving.region_status(key) for key in serving.region_keys.values()}}}}))
+statuses = {{key: serving.region_status(key) for key in serving.region_keys.values()}}
 serving.uninstall()
+print(json.dumps({{"before": before, "after": calls(graph), "inlined": dict(serving.inlined), "calls": statuses,
+                  "fp64": [fp64_while_served, config._use_fp64_for_unbacked_floats]}}))
 ''', tmp_path, interpret=False)
     softmax = f"triton:softmax_rows@{ANSWERS / 'region_softmax_right.py'}"
     assert "aten.amax.default" in result["before"] and softmax not in result["before"]
     after = result["after"]
     assert after.count(softmax) == 1 and "aten.amax.default" not in after and "aten.exp.default" not in after
     assert result["inlined"] == {"region_softmax_right": 1}
+    assert result["fp64"] == [False, True]
     assert result["calls"]["region_softmax_right"] == "launched by inductor's code"
     assert any("bbagent_served.region_" in call for call in after)  # the GELU region: its twin's call
     assert result["calls"]["region_addmm_gelu_right"] == ("served as an opaque call: its forward calls torch's "

@@ -35,15 +35,15 @@ from __future__ import annotations
 import hashlib
 import operator
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from bbagent.agent.regions.extract import inputs_before
 from bbagent.agent.regions.spanning import candidates
-from bbagent.agent.serving.direct import (LAUNCHED, OPAQUE, DirectKernel, DirectServing,
-                                          floats_as_triton_passes_them, inline, path_said, region_traced)
+from bbagent.agent.serving.direct import (LAUNCHED, OPAQUE, DirectKernel, DirectServing, inline, path_said,
+                                          region_traced)
 from bbagent.harness.interface import op_name, tensor_arguments
 
 if TYPE_CHECKING:
@@ -98,7 +98,6 @@ class CompiledServing:
         self.region_keys = {answer.hash: answer.key for answer in (regions or {}).values()}
         self.removed: list[tuple[dict, object, object]] = []
         self.previous_pass: Any = None  # whatever inductor's config held: a pass, a list of them, None
-        self._floats: Callable[[], None] | None = None  # puts inductor's float typing back
         self.installed = False
 
     @property
@@ -172,18 +171,13 @@ class CompiledServing:
             for overload in self.twins:
                 if overload in table:
                     self.removed.append((table, overload, table.pop(overload)))
-        self.direct_left_out = self.direct.install()
-        if self.inline_regions and self.region_answers:  # region answers' launches traced in, as the kernels'
-            self._floats = floats_as_triton_passes_them()
+        self.direct_left_out = self.direct.install(regions=self.inline_regions and bool(self.region_answers))
         self.installed = True
 
     def uninstall(self) -> None:
         from torch._inductor import config
         if self.installed:
             self.direct.uninstall()
-            if self._floats is not None:
-                self._floats()
-                self._floats = None
             config.post_grad_custom_pre_pass = self.previous_pass
             for table, overload, decomposition in self.removed:
                 table[overload] = decomposition

@@ -31,12 +31,11 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from bbagent.agent.regions.extract import inputs_before
-from bbagent.harness.interface import (LAUNCHED, OPAQUE, UNRECORDED, DirectKernel, DirectServing,
-                                       floats_as_triton_passes_them, is_allowed, launches_traced, path_said,
-                                       untraceable)
+from bbagent.harness.interface import (LAUNCHED, OPAQUE, UNRECORDED, DirectKernel, DirectServing, is_allowed,
+                                       launches_traced, path_said, untraceable)
 
-__all__ = ["LAUNCHED", "OPAQUE", "DirectKernel", "DirectServing", "floats_as_triton_passes_them", "launches_traced",
-           "path_said", "region_traced", "inline"]
+__all__ = ["LAUNCHED", "OPAQUE", "DirectKernel", "DirectServing", "launches_traced", "path_said", "region_traced",
+           "inline"]
 
 
 def region_traced(answer, values: list):
